@@ -1,0 +1,390 @@
+// fused::io::tokenizer: the byte-level BPE tokenizer of a Hugging Face `tokenizer.json` (Qwen2,
+// Qwen2.5, Qwen3, GPT-2 style), giving the same ids as the `tokenizers` library.
+//
+//   auto tok = fused::io::tokenizer::from_file("tokenizer.json");
+//   std::vector<std::int32_t> ids = tok.encode("Hello, world!");   // {9707, 11, 1879, 0} for Qwen2
+//   std::string text = tok.decode(ids);                             // "Hello, world!"
+//
+// encode() runs the pipeline of tokenizers' `encode(text, add_special_tokens=False)`:
+//   1. invalid UTF-8 -> U+FFFD for each maximal ill-formed subpart (what a Python caller gets from
+//      bytes.decode("utf-8", errors="replace")); well-formed input is untouched;
+//   2. added tokens with "normalized": false are cut out of the raw text (leftmost, then longest);
+//   3. each stretch between them is normalized (NFC for Qwen2), then added tokens with
+//      "normalized": true are cut out of that;
+//   4. the pre-tokenizer splits each remaining stretch (the Split regex, then ByteLevel);
+//   5. BPE merges each piece.
+// decode() maps each id back to its bytes (ByteLevel decoder) and replaces ill-formed UTF-8 in the
+// result with U+FFFD, as tokenizers' decode does; stream_decoder does the same one id at a time.
+//
+// Any field of tokenizer.json that would change the result and is not implemented here is an
+// error naming the file and the field, never silently ignored.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/added_tokens.hpp"
+#include "tokenizer/bpe.hpp"
+#include "tokenizer/byte_level.hpp"
+#include "tokenizer/normalizer.hpp"
+#include "tokenizer/split_regex.hpp"
+#include "tokenizer/utf8.hpp"
+
+namespace fused::io {
+
+class tokenizer {
+ public:
+  // Largest token id accepted from a file: bounds the id -> token table a damaged file can ask for.
+  static constexpr std::int64_t max_token_id = (std::int64_t{1} << 24) - 1;
+
+  // Throws std::runtime_error naming the file (and the field, for a bad one).
+  static tokenizer from_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error(path.string() + ": cannot open");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw std::runtime_error(path.string() + ": read error");
+    return from_json(text, path.string());
+  }
+
+  // `origin` names the source in error messages.
+  static tokenizer from_json(std::string_view json_text, const std::string& origin = "tokenizer.json") {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(json_text);
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(origin + ": not valid JSON (" + e.what() + ")");
+    }
+    return tokenizer(j, origin);
+  }
+
+  // Token ids of `text`. With allow_special = false, special added tokens ("<|im_start|>", ...)
+  // in the text are encoded as ordinary text, so user input cannot forge control tokens;
+  // non-special added tokens are still matched (tokenizers' split_special_tokens does the same).
+  std::vector<std::int32_t> encode(std::string_view text, bool allow_special = true) const {
+    std::string valid_storage;
+    text = tokenization::to_valid_utf8(text, valid_storage);
+    std::vector<std::int32_t> ids;
+    ids.reserve(text.size() / 3 + 4);
+    const auto on_token = [&](std::int32_t id) { ids.push_back(id); };
+    raw_added_.split(text, allow_special, [&](std::string_view raw) {
+      std::string normalized_storage;
+      const std::string_view normalized = normalizer_.apply(raw, normalized_storage);
+      normalized_added_.split(normalized, allow_special, [&](std::string_view s) { encode_ordinary(s, 0, ids); }, on_token);
+    }, on_token);
+    return ids;
+  }
+
+  // The text of `ids`; ids this tokenizer does not know are skipped (as tokenizers' decode does:
+  // a model's embedding table is often padded past the vocabulary, so a sampler can emit them).
+  std::string decode(std::span<const std::int32_t> ids) const {
+    std::string bytes;
+    for (const std::int32_t id : ids) bytes.append(decode_one(id));
+    std::string text;
+    tokenization::append_utf8_lossy(bytes, text);
+    return text;
+  }
+
+  // The raw bytes of one token: possibly part of a UTF-8 character (use stream_decoder to print
+  // std::string as it is generated). Empty for an unknown id.
+  std::string_view decode_one(std::int32_t id) const noexcept {
+    return known(id) ? std::string_view(bytes_of_id_[static_cast<std::size_t>(id)]) : std::string_view{};
+  }
+
+  // The id of a token given by its text as tokenizer.json writes it (an added token such as
+  // "<|im_start|>", or a vocabulary entry in byte-level form such as "Ġworld"); -1 when absent.
+  std::int32_t token_id(std::string_view token) const {
+    if (const auto it = added_ids_.find(token); it != added_ids_.end()) return it->second;
+    if (const auto it = vocab_.find(token); it != vocab_.end()) return it->second;
+    return -1;
+  }
+
+  // The text of a token as tokenizer.json writes it ("Ġworld"); empty for an unknown id.
+  std::string_view token(std::int32_t id) const noexcept {
+    return known(id) ? std::string_view(token_of_id_[static_cast<std::size_t>(id)]) : std::string_view{};
+  }
+
+  // One past the largest id in the vocabulary and the added tokens (151669 for Qwen2.5/Qwen3);
+  // a model's vocab_size must be at least this.
+  std::size_t vocab_size() const noexcept { return token_of_id_.size(); }
+
+  // Decodes a sequence one id at a time, returning only complete UTF-8 characters: the
+  // concatenation of every push() and the final finish() equals decode() of the whole sequence.
+  class stream_decoder {
+   public:
+    explicit stream_decoder(const tokenizer& tok) : tok_(&tok) {}
+    std::string push(std::int32_t id) { return utf8_.push(tok_->decode_one(id)); }
+    std::string finish() { return utf8_.finish(); }
+
+   private:
+    const tokenizer* tok_;
+    tokenization::utf8_stream utf8_;
+  };
+
+ private:
+  using json = nlohmann::json;
+  struct string_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  using id_map = std::unordered_map<std::string, std::int32_t, string_hash, std::equal_to<>>;
+
+  // The GPT-2 pattern that ByteLevel applies itself when its "use_regex" is true.
+  static constexpr std::string_view gpt2_pattern =
+      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+  // Field access that names the file and the field on any mismatch.
+  struct reader {
+    const std::string& origin;
+    [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+      throw std::runtime_error(origin + ": " + field + ": " + problem);
+    }
+    const json& member(const json& obj, const std::string& field, const char* key) const {
+      const auto it = obj.find(key);
+      if (it == obj.end()) fail(field, std::string("missing field '") + key + "'");
+      return *it;
+    }
+    // A member that may be absent or null.
+    const json* optional_member(const json& obj, const char* key) const {
+      const auto it = obj.find(key);
+      return it == obj.end() || it->is_null() ? nullptr : &*it;
+    }
+    const std::string& str(const json& v, const std::string& field) const {
+      if (!v.is_string()) fail(field, "must be a string");
+      return v.get_ref<const std::string&>();
+    }
+    bool boolean(const json& obj, const std::string& field, const char* key, bool def) const {
+      const json* v = optional_member(obj, key);
+      if (v == nullptr) return def;
+      if (!v->is_boolean()) fail(field + "." + key, "must be true or false");
+      return v->get<bool>();
+    }
+    std::int32_t id(const json& v, const std::string& field) const {
+      if (!v.is_number_integer()) fail(field, "must be an integer id");
+      const auto x = v.get<std::int64_t>();
+      if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(max_token_id) : (x < 0 || x > max_token_id))
+        fail(field, "id is outside [0, " + std::to_string(max_token_id) + "]");
+      return static_cast<std::int32_t>(x);
+    }
+    const std::string& type(const json& obj, const std::string& field) const {
+      if (!obj.is_object()) fail(field, "must be an object");
+      return str(member(obj, field, "type"), field + ".type");
+    }
+  };
+
+  tokenizer(const json& j, const std::string& origin) : bpe_(load(j, reader{origin})) {}
+
+  // Everything but the BPE model is filled in as a side effect; the model is returned so that
+  // bpe_ (which has no default state) can be initialized from it.
+  tokenization::bpe_model load(const json& j, const reader& r) {
+    if (!j.is_object()) r.fail("(top level)", "must be a JSON object");
+    if (r.optional_member(j, "truncation") != nullptr) r.fail("truncation", "truncation is not supported (set it to null)");
+    load_normalizer(r.optional_member(j, "normalizer"), r);
+    load_pre_tokenizer(r.member(j, "(top level)", "pre_tokenizer"), r);
+    if (const json* pp = r.optional_member(j, "post_processor"); pp != nullptr && r.type(*pp, "post_processor") != "ByteLevel")
+      r.fail("post_processor.type", "'" + pp->at("type").get<std::string>() + "' is not supported (only ByteLevel, which changes only offsets)");
+    const json& dec = r.member(j, "(top level)", "decoder");
+    if (dec.is_null() || r.type(dec, "decoder") != "ByteLevel")
+      r.fail("decoder.type", "only the ByteLevel decoder is supported");
+
+    const json& model = r.member(j, "(top level)", "model");
+    if (r.type(model, "model") != "BPE") r.fail("model.type", "'" + model.at("type").get<std::string>() + "' is not supported (only BPE)");
+    if (const json* d = r.optional_member(model, "dropout"); d != nullptr && !(d->is_number() && d->get<double>() == 0.0))
+      r.fail("model.dropout", "BPE dropout is not supported (set it to null)");
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+      if (const json* v = r.optional_member(model, key); v != nullptr && !r.str(*v, std::string("model.") + key).empty())
+        r.fail(std::string("model.") + key, "a non-empty value is not supported by byte-level BPE");
+    ignore_merges_ = r.boolean(model, "model", "ignore_merges", false);
+
+    const json& vocab = r.member(model, "model", "vocab");
+    if (!vocab.is_object()) r.fail("model.vocab", "must be an object of token -> id");
+    std::int32_t max_id = -1;
+    vocab_.reserve(vocab.size());
+    for (const auto& [text, idv] : vocab.items()) {
+      const std::int32_t id = r.id(idv, "model.vocab[\"" + text + "\"]");
+      vocab_.emplace(text, id);
+      max_id = std::max(max_id, id);
+    }
+
+    const json& added = r.optional_member(j, "added_tokens") ? j.at("added_tokens") : json::array();
+    if (!added.is_array()) r.fail("added_tokens", "must be an array");
+    std::vector<tokenization::added_token> raw_tokens, normalized_tokens;
+    for (std::size_t i = 0; i < added.size(); ++i) {
+      const std::string field = "added_tokens[" + std::to_string(i) + "]";
+      const json& t = added[i];
+      if (!t.is_object()) r.fail(field, "must be an object");
+      const std::int32_t id = r.id(r.member(t, field, "id"), field + ".id");
+      const std::string& content = r.str(r.member(t, field, "content"), field + ".content");
+      if (content.empty()) r.fail(field + ".content", "must not be empty");
+      for (const char* key : {"single_word", "lstrip", "rstrip"})
+        if (r.boolean(t, field, key, false)) r.fail(field + "." + key, "true is not supported");
+      const bool special = r.boolean(t, field, "special", false);
+      // tokenizers' default for a missing "normalized" is !special.
+      const bool normalized = r.boolean(t, field, "normalized", !special);
+      (normalized ? normalized_tokens : raw_tokens).push_back({content, id, special});
+      added_ids_.emplace(content, id);
+      max_id = std::max(max_id, id);
+    }
+    raw_added_ = tokenization::added_token_matcher(std::move(raw_tokens));
+    normalized_added_ = tokenization::added_token_matcher(std::move(normalized_tokens));
+
+    // id -> text tables; added tokens win over a vocabulary entry with the same id.
+    token_of_id_.assign(static_cast<std::size_t>(max_id + 1), std::string{});
+    known_.assign(token_of_id_.size(), false);
+    for (const auto& [text, id] : vocab_) token_of_id_[static_cast<std::size_t>(id)] = text, known_[static_cast<std::size_t>(id)] = true;
+    for (const auto& [text, id] : added_ids_) token_of_id_[static_cast<std::size_t>(id)] = text, known_[static_cast<std::size_t>(id)] = true;
+    bytes_of_id_.resize(token_of_id_.size());
+    for (std::size_t id = 0; id < token_of_id_.size(); ++id) bytes_of_id_[id] = tokenization::from_byte_level(token_of_id_[id]);
+
+    std::array<std::int32_t, 256> byte_ids{};
+    for (unsigned b = 0; b < 256; ++b) {
+      const auto it = vocab_.find(tokenization::byte_level_char(static_cast<unsigned char>(b)));
+      if (it == vocab_.end()) {
+        std::ostringstream hex;
+        hex << std::hex << b;
+        r.fail("model.vocab", "has no token for byte 0x" + hex.str() + " (\"" + tokenization::byte_level_char(static_cast<unsigned char>(b)) +
+                                  "\"): not a byte-level vocabulary");
+      }
+      byte_ids[b] = it->second;
+    }
+    return tokenization::bpe_model(byte_ids, load_merges(r.member(model, "model", "merges"), r));
+  }
+
+  tokenization::merge_table load_merges(const json& merges, const reader& r) const {
+    if (!merges.is_array()) r.fail("model.merges", "must be an array");
+    tokenization::merge_table table(merges.size());
+    for (std::size_t i = 0; i < merges.size(); ++i) {
+      const std::string field = "model.merges[" + std::to_string(i) + "]";
+      const json& m = merges[i];
+      std::string a, b;
+      if (m.is_string()) {  // the older "a b" form; byte-level tokens never contain a space
+        const std::string& s = m.get_ref<const std::string&>();
+        const std::size_t sp = s.find(' ');
+        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) r.fail(field, "'" + s + "' is not two tokens separated by one space");
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      } else if (m.is_array() && m.size() == 2) {
+        a = r.str(m[0], field + "[0]");
+        b = r.str(m[1], field + "[1]");
+      } else {
+        r.fail(field, "must be \"a b\" or [\"a\", \"b\"]");
+      }
+      const auto ia = vocab_.find(a), ib = vocab_.find(b), im = vocab_.find(a + b);
+      if (ia == vocab_.end() || ib == vocab_.end() || im == vocab_.end())
+        r.fail(field, "'" + a + "' + '" + b + "': " + (ia == vocab_.end() ? a : ib == vocab_.end() ? b : a + b) + " is not in model.vocab");
+      table.insert(ia->second, ib->second, {static_cast<std::int32_t>(i), im->second});
+    }
+    return table;
+  }
+
+  void load_normalizer(const json* n, const reader& r) {
+    if (n == nullptr) return;
+    std::vector<tokenization::normal_form> steps;
+    const auto one = [&](const json& s, const std::string& field) {
+      const std::string& t = r.type(s, field);
+      if (t == "NFC") steps.push_back(tokenization::normal_form::nfc);
+      else if (t == "NFD") steps.push_back(tokenization::normal_form::nfd);
+      else if (t == "NFKC") steps.push_back(tokenization::normal_form::nfkc);
+      else if (t == "NFKD") steps.push_back(tokenization::normal_form::nfkd);
+      else r.fail(field + ".type", "'" + t + "' is not supported (only NFC, NFD, NFKC, NFKD and Sequence of them)");
+    };
+    if (r.type(*n, "normalizer") == "Sequence") {
+      const json& list = r.member(*n, "normalizer", "normalizers");
+      if (!list.is_array()) r.fail("normalizer.normalizers", "must be an array");
+      for (std::size_t i = 0; i < list.size(); ++i) one(list[i], "normalizer.normalizers[" + std::to_string(i) + "]");
+    } else {
+      one(*n, "normalizer");
+    }
+    normalizer_ = tokenization::normalizer(std::move(steps));
+  }
+
+  // Accepted shapes: ByteLevel alone, or a Sequence of Split steps ending in ByteLevel.
+  void load_pre_tokenizer(const json& p, const reader& r) {
+    std::vector<std::pair<const json*, std::string>> steps;
+    if (p.is_null()) r.fail("pre_tokenizer", "is null; byte-level BPE needs a ByteLevel pre-tokenizer");
+    if (r.type(p, "pre_tokenizer") == "Sequence") {
+      const json& list = r.member(p, "pre_tokenizer", "pretokenizers");
+      if (!list.is_array()) r.fail("pre_tokenizer.pretokenizers", "must be an array");
+      for (std::size_t i = 0; i < list.size(); ++i) steps.emplace_back(&list[i], "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]");
+    } else {
+      steps.emplace_back(&p, "pre_tokenizer");
+    }
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const json& s = *steps[i].first;
+      const std::string& field = steps[i].second;
+      const std::string& t = r.type(s, field);
+      if (t == "ByteLevel") {
+        if (i + 1 != steps.size()) r.fail(field, "ByteLevel must be the last pre-tokenizer step");
+        if (r.boolean(s, field, "add_prefix_space", false)) r.fail(field + ".add_prefix_space", "true is not supported");
+        if (r.boolean(s, field, "use_regex", true)) splits_.emplace_back(gpt2_pattern);
+        return;
+      }
+      if (t != "Split") r.fail(field + ".type", "'" + t + "' is not supported (only Split and ByteLevel)");
+      if (r.str(r.member(s, field, "behavior"), field + ".behavior") != "Isolated")
+        r.fail(field + ".behavior", "only \"Isolated\" is supported");
+      if (r.boolean(s, field, "invert", false)) r.fail(field + ".invert", "true is not supported");
+      const json& pat = r.member(s, field, "pattern");
+      if (!pat.is_object()) r.fail(field + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}");
+      std::string regex;
+      if (const json* re = r.optional_member(pat, "Regex")) {
+        regex = r.str(*re, field + ".pattern.Regex");
+      } else if (const json* lit = r.optional_member(pat, "String")) {
+        // A backslash makes any ASCII punctuation literal in PCRE2; letters and digits are literal already.
+        for (const char c : r.str(*lit, field + ".pattern.String")) {
+          if (static_cast<unsigned char>(c) < 0x80 && !std::isalnum(static_cast<unsigned char>(c))) regex += '\\';
+          regex += c;
+        }
+      } else {
+        r.fail(field + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}");
+      }
+      try {
+        splits_.emplace_back(regex);
+      } catch (const std::runtime_error& e) {
+        r.fail(field + ".pattern", e.what());
+      }
+    }
+    r.fail("pre_tokenizer", "needs a ByteLevel step last: only byte-level BPE is supported");
+  }
+
+  // Pre-tokenizes with split stage `stage` onwards, then merges each piece.
+  void encode_ordinary(std::string_view text, std::size_t stage, std::vector<std::int32_t>& ids) const {
+    if (stage == splits_.size()) {
+      if (ignore_merges_) {  // a word that is a whole token skips the merges
+        if (const auto it = vocab_.find(tokenization::to_byte_level(text)); it != vocab_.end()) { ids.push_back(it->second); return; }
+      }
+      bpe_.encode_word(text, ids);
+      return;
+    }
+    splits_[stage].split(text, [&](std::string_view piece) { encode_ordinary(piece, stage + 1, ids); });
+  }
+
+  bool known(std::int32_t id) const noexcept { return id >= 0 && static_cast<std::size_t>(id) < known_.size() && known_[static_cast<std::size_t>(id)]; }
+
+  id_map vocab_;      // byte-level token text -> id
+  id_map added_ids_;  // added token content -> id
+  std::vector<std::string> token_of_id_;
+  std::vector<std::string> bytes_of_id_;
+  std::vector<bool> known_;
+  tokenization::normalizer normalizer_;
+  tokenization::added_token_matcher raw_added_, normalized_added_;
+  std::vector<tokenization::split_regex> splits_;
+  bool ignore_merges_ = false;
+  // Declared last: its initializer, load(), fills in every member above, which must exist by then.
+  tokenization::bpe_model bpe_;
+};
+
+}  // namespace fused::io

@@ -1,0 +1,188 @@
+// Byte-level BPE merging: one pre-tokenized word (raw bytes) -> token ids.
+//
+// The word starts as one symbol per byte; the adjacent pair with the lowest merge rank is merged
+// until no adjacent pair has a rank, ties going to the leftmost pair. This is exactly the order of
+// Hugging Face's `BPE::merge_word` (a min-heap on (rank, position)), so ids match it bit for bit.
+// Cost: O(n log n) per word with the heap and a linked list of symbols, instead of the O(n^2)
+// rescans of the textbook loop; repeated words (most of them, in real text) hit a cache.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace fused::io::tokenization {
+
+// Merge rules keyed by the pair of ids: open addressing with linear probing on one flat array,
+// because this lookup is the inner loop of encoding (std::unordered_map chases a pointer per probe).
+class merge_table {
+ public:
+  struct rule {
+    std::int32_t rank;    // position in the merges list: lower merges first
+    std::int32_t merged;  // id of the token the pair becomes
+  };
+
+  // Reserve for `n` rules; keeps the load factor at or below 1/2.
+  explicit merge_table(std::size_t n = 0) {
+    std::size_t cap = 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    slots_.assign(cap, slot{empty_key, {0, 0}});
+  }
+
+  // A pair given twice keeps the later rule, as Hugging Face's HashMap collect does.
+  void insert(std::int32_t a, std::int32_t b, rule r) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    const std::uint64_t k = key(a, b);
+    for (std::size_t i = home(k);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].k == k) { slots_[i].r = r; return; }
+      if (slots_[i].k == empty_key) { slots_[i] = {k, r}; ++size_; return; }
+    }
+  }
+
+  const rule* find(std::int32_t a, std::int32_t b) const noexcept {
+    const std::uint64_t k = key(a, b);
+    for (std::size_t i = home(k);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].k == k) return &slots_[i].r;
+      if (slots_[i].k == empty_key) return nullptr;
+    }
+  }
+
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  struct slot {
+    std::uint64_t k;
+    rule r;
+  };
+  // Ids are non-negative, so no real pair has all 64 bits set.
+  static constexpr std::uint64_t empty_key = ~std::uint64_t{0};
+  static std::uint64_t key(std::int32_t a, std::int32_t b) noexcept {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+  }
+  std::size_t home(std::uint64_t k) const noexcept {
+    // Fibonacci hashing: the high bits of the product are well mixed even for sequential ids.
+    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> 32) & (slots_.size() - 1);
+  }
+  void grow() {
+    std::vector<slot> old = std::move(slots_);
+    slots_.assign(old.size() * 2, slot{empty_key, {0, 0}});
+    size_ = 0;
+    for (const slot& s : old)
+      if (s.k != empty_key) insert(static_cast<std::int32_t>(s.k >> 32), static_cast<std::int32_t>(s.k & 0xFFFFFFFFu), s.r);
+  }
+
+  std::vector<slot> slots_;
+  std::size_t size_ = 0;
+};
+
+class bpe_model {
+ public:
+  // byte_ids[b]: id of the single-byte token for byte b (every byte must have one).
+  bpe_model(std::array<std::int32_t, 256> byte_ids, merge_table merges)
+      : byte_ids_(byte_ids), merges_(std::move(merges)), cache_(std::make_unique<word_cache>()) {}
+
+  // Appends the ids of one word (the raw bytes of one pre-tokenizer piece) to `out`.
+  void encode_word(std::string_view word, std::vector<std::int32_t>& out) const {
+    if (word.size() == 1) { out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]); return; }
+    if (word.empty()) return;
+    const bool cacheable = word.size() <= max_cached_word;
+    if (cacheable && cache_->find(word, out)) return;
+    const std::size_t first = out.size();
+    merge(word, out);
+    if (cacheable) cache_->insert(word, std::span<const std::int32_t>(out.data() + first, out.size() - first));
+  }
+
+  const merge_table& merges() const noexcept { return merges_; }
+
+ private:
+  // Long words are rare and would crowd the cache out; memory stays bounded either way.
+  static constexpr std::size_t max_cached_word = 64;
+
+  // Repeated words skip the merge loop. Shared by all threads that encode with one tokenizer, so
+  // it takes a lock; a word costs a hash and an uncontended lock, far less than merging it.
+  class word_cache {
+   public:
+    bool find(std::string_view word, std::vector<std::int32_t>& out) const {
+      std::lock_guard lock(mu_);
+      const auto it = map_.find(word);
+      if (it == map_.end()) return false;
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return true;
+    }
+    void insert(std::string_view word, std::span<const std::int32_t> ids) {
+      std::lock_guard lock(mu_);
+      // Dropping everything when full is crude but keeps the bound without per-entry bookkeeping;
+      // the hot words of a text are back within a few lines.
+      if (map_.size() >= max_entries) map_.clear();
+      map_.emplace(std::string(word), std::vector<std::int32_t>(ids.begin(), ids.end()));
+    }
+
+   private:
+    static constexpr std::size_t max_entries = 1u << 16;
+    struct hash {
+      using is_transparent = void;
+      std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    };
+    mutable std::mutex mu_;
+    std::unordered_map<std::string, std::vector<std::int32_t>, hash, std::equal_to<>> map_;
+  };
+
+  struct symbol {
+    std::int32_t id;
+    std::int32_t prev;  // index of the previous live symbol, -1 at the start
+    std::int32_t next;  // index of the next live symbol, -1 at the end
+    bool alive;
+  };
+
+  void merge(std::string_view word, std::vector<std::int32_t>& out) const {
+    // Scratch reused across calls on this thread: encoding allocates nothing per word.
+    thread_local std::vector<symbol> sym;
+    thread_local std::vector<std::uint64_t> heap;  // (rank << 32) | position, a min-heap
+    const auto n = static_cast<std::int32_t>(word.size());
+    sym.resize(word.size());
+    heap.clear();
+    for (std::int32_t i = 0; i < n; ++i)
+      sym[i] = {byte_ids_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+    const auto push_pair = [&](std::int32_t left) {
+      if (left < 0 || sym[left].next < 0) return;
+      if (const merge_table::rule* r = merges_.find(sym[left].id, sym[sym[left].next].id)) {
+        heap.push_back((static_cast<std::uint64_t>(r->rank) << 32) | static_cast<std::uint32_t>(left));
+        std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+      }
+    };
+    for (std::int32_t i = 0; i + 1 < n; ++i) push_pair(i);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+      const std::uint64_t top = heap.back();
+      heap.pop_back();
+      const auto rank = static_cast<std::int32_t>(top >> 32);
+      const auto left = static_cast<std::int32_t>(top & 0xFFFFFFFFu);
+      // Entries go stale when a neighbour merged since they were pushed: the pair at `left` now
+      // is checked, and the entry counts only if it is still the same rule (ranks are unique).
+      if (!sym[left].alive || sym[left].next < 0) continue;
+      const std::int32_t right = sym[left].next;
+      const merge_table::rule* r = merges_.find(sym[left].id, sym[right].id);
+      if (r == nullptr || r->rank != rank) continue;
+      sym[left].id = r->merged;
+      sym[right].alive = false;
+      sym[left].next = sym[right].next;
+      if (sym[right].next >= 0) sym[sym[right].next].prev = left;
+      push_pair(sym[left].prev);
+      push_pair(left);
+    }
+    for (std::int32_t i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
+  }
+
+  std::array<std::int32_t, 256> byte_ids_;
+  merge_table merges_;
+  std::unique_ptr<word_cache> cache_;
+};
+
+}  // namespace fused::io::tokenization
