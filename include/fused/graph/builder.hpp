@@ -1,0 +1,142 @@
+// The graph builder: a constexpr API in which a model appends feeds and ops. Each op's shape rule
+// runs as the op is added; the first mistake is recorded (kind + a sentence naming the op and the
+// tensors) and everything after it is ignored, so a model template never needs error handling.
+// `finish()` schedules the program. At compile time a recorded mistake becomes a static_assert
+// (fused/graph/diagnose.hpp); at run time it becomes a `graph_error`.
+#pragma once
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "program.hpp"
+#include "schedule.hpp"
+
+namespace fused {
+
+class graph_builder {
+ public:
+  constexpr tensor_id input(name_ref name, dtype type, shape shp) { return feed(name, type, shp, role::input); }
+  constexpr tensor_id weight(name_ref name, dtype type, shape shp) { return feed(name, type, shp, role::weight); }
+  constexpr tensor_id state(name_ref name, dtype type, shape shp) { return feed(name, type, shp, role::state); }
+
+  // A tensor a later `apply(..., into)` will produce. Lets a program refer to a value before the step
+  // that writes it exists (and so, wrongly used, form a cycle, which the scheduler reports).
+  constexpr tensor_id declare(name_ref name, dtype type, shape shp) {
+    return add_tensor(name, type, shp, role::activation, false);
+  }
+
+  constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id> in, attrs a = {}, name_ref result = {},
+                            tensor_id into = -1) {
+    if (!p_.ok()) return -1;
+    const int n = static_cast<int>(in.size());
+    const int sid = static_cast<int>(p_.steps.size());
+    if (n < op.min_inputs || n > op.max_inputs) {
+      fail(error_kind::bad_program, "step " + to_text(sid) + " '" + op.name + "' takes " + to_text(op.min_inputs) +
+                                        ".." + to_text(op.max_inputs) + " inputs, got " + to_text(n));
+      return -1;
+    }
+    step s{};
+    s.id = sid;
+    s.op = &op;
+    s.n_inputs = n;
+    s.at = a;
+    s.mode_sensitive = op.mode_sensitive;
+    const tensor_info* ins[max_inputs]{};
+    int k = 0;
+    for (tensor_id t : in) {
+      if (t < 0 || t >= static_cast<tensor_id>(p_.tensors.size())) {
+        fail(error_kind::unbound_feed, "step " + to_text(sid) + " '" + op.name + "' input " + to_text(k) +
+                                           " is tensor " + to_text(t) +
+                                           ", which is neither a feed (input, weight, state) nor produced by a step");
+        return -1;
+      }
+      s.inputs[static_cast<std::size_t>(k)] = t;
+      ins[k++] = &p_.tensors[static_cast<std::size_t>(t)];
+    }
+    inferred r = op.infer(ins, n, a);
+    if (!r.error.empty()) {
+      text who = r.culprit >= 0 ? " input " + to_text(r.culprit) + " '" + ins[r.culprit]->name.str() + "'" : "";
+      text names;
+      for (int j = 0; j < n; ++j) names += (j ? ", " : "") + ins[j]->name.str();
+      fail(error_kind::shape_mismatch, "step " + to_text(sid) + " '" + op.name + "' (" + result.str() + ")" + who +
+                                           ": " + r.error + " [inputs: " + names + "]");
+      return -1;
+    }
+    // A result written over a state feed stays state: it is the feed's next value, in the same bytes.
+    role res_role = role::activation;
+    if (op.in_place_input >= 0 && op.in_place_input < n && ins[op.in_place_input]->kind == role::state) res_role = role::state;
+    tensor_id out = into;
+    if (into >= 0) {
+      if (into >= static_cast<tensor_id>(p_.tensors.size()) || p_.tensor(into).is_feed || p_.tensor(into).producer >= 0) {
+        fail(error_kind::bad_program, "step " + to_text(sid) + " '" + op.name + "' writes tensor " + to_text(into) +
+                                          ", which is not a declared, not yet produced tensor");
+        return -1;
+      }
+      auto& t = p_.tensors[static_cast<std::size_t>(into)];
+      if (!(t.shp == r.shp) || t.type != r.type) {
+        fail(error_kind::shape_mismatch, "step " + to_text(sid) + " '" + op.name + "' produces a result whose shape or dtype differs from the declared tensor '" + t.name.str() + "'");
+        return -1;
+      }
+      t.kind = res_role;
+    } else {
+      out = add_tensor(result, r.type, r.shp, res_role, false);
+    }
+    p_.tensors[static_cast<std::size_t>(out)].producer = sid;
+    s.result = out;
+    p_.steps.push_back(s);
+    return out;
+  }
+
+  constexpr void output(const char* name, tensor_id t) {
+    if (!p_.ok()) return;
+    if (t < 0 || t >= static_cast<tensor_id>(p_.tensors.size())) {
+      fail(error_kind::unbound_feed, text("output '") + name + "' names tensor " + to_text(t) + ", which does not exist");
+      return;
+    }
+    p_.tensors[static_cast<std::size_t>(t)].kind = role::output;
+    p_.outputs.push_back({name, t});
+  }
+
+  constexpr void carry_state(tensor_id in, tensor_id out) {
+    if (!p_.ok()) return;
+    p_.state.push_back({in, out});
+  }
+
+  // Validates what the builder cannot see step by step (declared tensors never written) and schedules.
+  constexpr program finish() && {
+    if (p_.ok())
+      for (const auto& t : p_.tensors)
+        if (!t.is_feed && t.producer < 0) {
+          fail(error_kind::unbound_feed, "tensor '" + t.name.str() + "' (id " + to_text(t.id) +
+                                             ") was declared but no step produces it and it is not a feed");
+          break;
+        }
+    if (p_.ok()) schedule(p_);
+    return std::move(p_);
+  }
+
+  constexpr const program& peek() const { return p_; }
+
+ private:
+  constexpr tensor_id feed(name_ref name, dtype type, shape shp, role r) { return add_tensor(name, type, shp, r, true); }
+  constexpr tensor_id add_tensor(name_ref name, dtype type, shape shp, role r, bool is_feed) {
+    tensor_info t{};
+    t.id = static_cast<tensor_id>(p_.tensors.size());
+    t.name = name;
+    t.type = type;
+    t.shp = shp;
+    t.kind = r;
+    t.is_feed = is_feed;
+    p_.tensors.push_back(t);
+    return t.id;
+  }
+  constexpr void fail(error_kind k, text msg) {
+    if (!p_.ok()) return;
+    p_.error = k;
+    p_.message = std::move(msg);
+  }
+
+  program p_{};
+};
+
+}  // namespace fused

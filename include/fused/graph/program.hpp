@@ -1,0 +1,139 @@
+// FusedProgram: a model as a value. Feeds (inputs, weights, state) are the tensors no step produces;
+// steps apply ops to tensors; outputs are named; state pairs say which tensor carries each state feed
+// to the next call. The same type is built in constant evaluation (static model) or at run time
+// (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../core/dtype.hpp"
+#include "../core/shape.hpp"
+#include "../core/text.hpp"
+
+namespace fused {
+
+enum class role : std::uint8_t { input, weight, state, activation, output };
+
+constexpr const char* name_of(role r) {
+  switch (r) {
+    case role::input: return "input";
+    case role::weight: return "weight";
+    case role::state: return "state";
+    case role::activation: return "activation";
+    case role::output: return "output";
+  }
+  return "?";
+}
+
+using tensor_id = int;
+inline constexpr int max_inputs = 4;
+
+struct tensor_info {
+  tensor_id id = -1;
+  name_ref name{};
+  dtype type = dtype::f32;
+  shape shp{};
+  role kind = role::activation;
+  int producer = -1;  // id of the step that writes it; -1 for a feed
+  bool is_feed = false;
+};
+
+// Op attributes: a few integers and one real (eps, rope theta); their meaning belongs to the op.
+struct attrs {
+  std::array<std::int64_t, 4> i{};
+  double f = 0;
+  friend constexpr bool operator==(const attrs&, const attrs&) = default;
+};
+
+struct op_def;
+
+struct step {
+  int id = -1;                       // stable: the order in which the model added it
+  const op_def* op = nullptr;
+  std::array<tensor_id, max_inputs> inputs{-1, -1, -1, -1};
+  int n_inputs = 0;
+  attrs at{};
+  tensor_id result = -1;
+  bool mode_sensitive = false;
+  int level = 0;                     // longest path from the feeds (set by the scheduler)
+};
+
+struct named_output {
+  const char* name = "";
+  tensor_id id = -1;
+};
+
+struct state_pair {
+  tensor_id in = -1;   // the state feed
+  tensor_id out = -1;  // the tensor holding its value after the call
+};
+
+// What an op's shape rule returns: the result's type and shape, or a sentence saying what is wrong.
+struct inferred {
+  dtype type = dtype::f32;
+  shape shp{};
+  text error{};  // empty: fine
+  int culprit = -1;     // the input slot the error is about
+};
+
+// An op as the generic machinery sees it. NN ops (fused/ops/) are constexpr instances of this.
+struct op_def {
+  const char* name;       // "linear"
+  const char* category;   // "matmul", "norm", "attention", "elementwise", "memory": for pictures
+  int min_inputs;
+  int max_inputs;
+  inferred (*infer)(const tensor_info* const* in, int n, const attrs& a);
+  int in_place_input;     // input slot whose bytes the result may take over, or -1
+  bool mode_sensitive;    // kernel or behaviour depends on the mode (sequence length, position)
+  // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
+  const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out);
+};
+
+enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };
+
+constexpr const char* name_of(error_kind k) {
+  switch (k) {
+    case error_kind::none: return "none";
+    case error_kind::shape_mismatch: return "shape mismatch";
+    case error_kind::unbound_feed: return "unbound feed";
+    case error_kind::cycle: return "cycle";
+    case error_kind::bad_program: return "bad program";
+  }
+  return "?";
+}
+
+struct program {
+  int version = 1;
+  std::vector<tensor_info> tensors;   // index == id
+  std::vector<step> steps;            // schedule order once scheduled: (level, id)
+  std::vector<named_output> outputs;
+  std::vector<state_pair> state;
+  // The first mistake found while building or scheduling; the program is unusable while set.
+  error_kind error = error_kind::none;
+  text message{};
+
+  constexpr bool ok() const { return error == error_kind::none; }
+  constexpr const tensor_info& tensor(tensor_id t) const { return tensors[static_cast<std::size_t>(t)]; }
+  constexpr std::vector<tensor_id> feeds() const {
+    std::vector<tensor_id> f;
+    for (const auto& t : tensors)
+      if (t.is_feed) f.push_back(t.id);
+    return f;
+  }
+  // Position of each step id in the schedule.
+  constexpr std::vector<int> position_of_step() const {
+    std::vector<int> pos(steps.size(), -1);
+    for (std::size_t i = 0; i < steps.size(); ++i) pos[static_cast<std::size_t>(steps[i].id)] = static_cast<int>(i);
+    return pos;
+  }
+  constexpr tensor_id output(std::string_view name) const {
+    for (const auto& o : outputs)
+      if (std::string_view(o.name) == name) return o.id;
+    return -1;
+  }
+};
+
+}  // namespace fused

@@ -1,0 +1,59 @@
+// Compile-time plans of a Qwen2 model: the program built once in constant evaluation, lowered and
+// memory-planned for prefill (up to MaxTokens tokens) and decode, both verified by static_assert.
+// Both modes share the weights and state layouts (same program, same KV capacity).
+//
+//   using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
+//   static_assert(plans::prefill.arena_bytes() == 23592960);
+#pragma once
+#include <cstdint>
+
+#include "../plan/planner.hpp"
+#include "../plan/static_plan.hpp"
+#include "qwen2_graph.hpp"
+#include "qwen2_mode.hpp"
+
+namespace fused::qwen2 {
+
+namespace detail {
+struct program_shape {
+  std::size_t tensors = 0;
+  std::size_t steps = 0;
+  error_kind error = error_kind::none;
+  diagnostic message{};
+};
+constexpr program_shape shape_of(const program& p) { return {p.tensors.size(), p.steps.size(), p.error, diagnostic(p.message)}; }
+}  // namespace detail
+
+template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, graph_options Options = graph_options{}>
+struct static_plans {
+  static constexpr config cfg = Preset::value;
+  static_assert(MaxTokens >= 1, "fused: a prefill must take at least one token");
+  static_assert(Ctx >= MaxTokens, "fused: the KV capacity must hold at least one full prefill");
+  static_assert(Ctx <= Preset::value.max_position_embeddings, "fused: the KV capacity exceeds the model's max_position_embeddings");
+
+  static constexpr detail::program_shape shape = detail::shape_of(build_graph(cfg, Options));
+  static_assert(compile_error<shape.error, shape.message>::ok);
+
+  using plan_type = static_plan<shape.tensors, shape.steps>;
+  struct both {
+    plan_type prefill{};
+    plan_type decode{};
+  };
+  static constexpr both plans = [] {
+    both b{};
+    const program p = build_graph(cfg, Options);
+    if (!p.ok()) return b;
+    b.prefill = freeze<shape.tensors, shape.steps>(p, plan_memory(p, mode::prefill(MaxTokens, Ctx).bind()));
+    b.decode = freeze<shape.tensors, shape.steps>(p, plan_memory(p, mode::decode(Ctx).bind()));
+    return b;
+  }();
+  static constexpr const plan_type& prefill = plans.prefill;
+  static constexpr const plan_type& decode = plans.decode;
+  static_assert(invalid_memory_plan<plans.prefill.failure>::ok);
+  static_assert(invalid_memory_plan<plans.decode.failure>::ok);
+  static_assert(plans.prefill.buffers[0].bytes == MaxTokens * 4, "input_ids is tensor 0");
+  // One state layout for both modes: decode continues what prefill wrote.
+  static_assert(plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes());
+};
+
+}  // namespace fused::qwen2

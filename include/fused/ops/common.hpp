@@ -1,0 +1,44 @@
+// Helpers shared by the op headers: shape-rule sentences and the rows of a [rows, cols] tensor.
+#pragma once
+#include <string>
+
+#include "../graph/program.hpp"
+
+namespace fused::ops {
+
+constexpr text dim_text(const dim& d) {
+  if (d.symbol == 0) return to_text(d.n);
+  text s = d.n == 1 ? "" : to_text(d.n) + "*";
+  return s + "$" + to_text(d.symbol);
+}
+
+constexpr text shape_text(const shape& s) {
+  text out = "[";
+  for (int i = 0; i < s.rank; ++i) out += (i ? ", " : "") + dim_text(s[i]);
+  return out + "]";
+}
+
+constexpr inferred mismatch(int culprit, text what) {
+  inferred r{};
+  r.error = std::move(what);
+  r.culprit = culprit;
+  return r;
+}
+
+constexpr inferred result(dtype t, shape s) {
+  inferred r{};
+  r.type = t;
+  r.shp = s;
+  return r;
+}
+
+constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
+
+// Rows of an activation laid out as [rows..., cols] once the mode binds its symbols.
+constexpr std::int64_t rows_of(const shape& s, const binding& b) {
+  std::int64_t r = 1;
+  for (int i = 0; i + 1 < s.rank; ++i) r *= b(s[i]);
+  return r;
+}
+
+}  // namespace fused::ops

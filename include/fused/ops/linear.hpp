@@ -1,0 +1,28 @@
+// linear: y = x W^T (+ b). x f32 [T, K], W bf16 [N, K] as Hugging Face stores it, b bf16 [N].
+// Kernel: a GEMV when the mode gives one row (decode), a GEMM otherwise (prefill).
+#pragma once
+#include "common.hpp"
+
+namespace fused::ops {
+
+inline constexpr op_def linear{
+    "linear", "matmul", 2, 3,
+    [](const tensor_info* const* in, int n, const attrs&) -> inferred {
+      const auto &x = *in[0], &w = *in[1];
+      if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, K], got " + describe(x));
+      if (w.type != dtype::bf16 || w.shp.rank != 2) return mismatch(1, "weight must be bf16 [N, K], got " + describe(w));
+      if (!(w.shp[1] == x.shp[1]))
+        return mismatch(1, "weight " + describe(w) + " has " + dim_text(w.shp[1]) + " input features but the input " + describe(x) + " has " + dim_text(x.shp[1]));
+      if (n == 3) {
+        const auto& b = *in[2];
+        if (b.type != dtype::bf16 || b.shp.rank != 1 || !(b.shp[0] == w.shp[0]))
+          return mismatch(2, "bias must be bf16 [" + dim_text(w.shp[0]) + "], got " + describe(b));
+      }
+      return result(dtype::f32, shape(x.shp[0], w.shp[0]));
+    },
+    -1, true,
+    [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
+      return rows_of(in[0]->shp, b) == 1 ? "fk_gemv_bf16" : "fk_gemm_bf16";
+    }};
+
+}  // namespace fused::ops

@@ -1,0 +1,20 @@
+// rms_norm: y = x / sqrt(mean(x^2) + eps) * w, row by row. x f32 [..., H], w bf16 [H]; attrs.f = eps.
+#pragma once
+#include "common.hpp"
+
+namespace fused::ops {
+
+inline constexpr op_def rms_norm{
+    "rms_norm", "norm", 2, 2,
+    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      const auto &x = *in[0], &w = *in[1];
+      if (x.type != dtype::f32 || x.shp.rank < 1) return mismatch(0, "input must be f32 [..., H], got " + describe(x));
+      if (w.type != dtype::bf16 || w.shp.rank != 1 || !(w.shp[0] == x.shp.back()))
+        return mismatch(1, "weight must be bf16 [" + dim_text(x.shp.back()) + "] to match the input " + describe(x) + ", got " + describe(w));
+      if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
+      return result(dtype::f32, x.shp);
+    },
+    -1, false,
+    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
+
+}  // namespace fused::ops

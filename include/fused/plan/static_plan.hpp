@@ -1,0 +1,60 @@
+// A program and its memory plan frozen into fixed-size arrays, so they survive constant evaluation
+// and become `static constexpr` data: every offset and shape a compile-time constant that a static
+// model turns into direct kernel calls and users can `static_assert` on.
+//
+// Cost note: the program is built by constexpr functions over std::vector (transient allocation)
+// and copied once here; types never carry the graph (a type-level plan compiled 55-250x slower).
+#pragma once
+#include <array>
+#include <cstddef>
+
+#include "../graph/diagnose.hpp"
+#include "memory_plan.hpp"
+#include "verifier.hpp"
+
+namespace fused {
+
+template <std::size_t NT, std::size_t NS>
+struct static_plan {
+  binding bind{};
+  std::array<tensor_info, NT> tensors{};
+  std::array<step, NS> steps{};
+  std::array<buffer, NT> buffers{};
+  std::array<const char*, NS> kernels{};
+  std::array<std::int64_t, region_count> region_bytes{};
+  std::int64_t lower_bound = 0;
+  strategy chosen = strategy::greedy_by_size;
+  diagnostic failure{};  // empty: verified
+
+  static constexpr std::size_t tensor_count = NT;
+  static constexpr std::size_t step_count = NS;
+
+  constexpr std::int64_t arena_bytes() const { return region_bytes[static_cast<std::size_t>(region::activations)]; }
+  constexpr std::int64_t weights_bytes() const { return region_bytes[static_cast<std::size_t>(region::weights)]; }
+  constexpr std::int64_t state_bytes() const { return region_bytes[static_cast<std::size_t>(region::state)]; }
+  constexpr const buffer& of(tensor_id t) const { return buffers[static_cast<std::size_t>(t)]; }
+  // Offset of the tensor with this name in its region (-1 if absent), e.g. for a static_assert.
+  constexpr std::int64_t offset_of(std::string_view name) const {
+    for (const auto& t : tensors)
+      if (t.name.str() == name) return buffers[static_cast<std::size_t>(t.id)].offset;
+    return -1;
+  }
+};
+
+template <std::size_t NT, std::size_t NS>
+constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
+  static_plan<NT, NS> s{};
+  s.bind = m.bind;
+  for (std::size_t i = 0; i < NT && i < p.tensors.size(); ++i) s.tensors[i] = p.tensors[i];
+  for (std::size_t i = 0; i < NS && i < p.steps.size(); ++i) s.steps[i] = p.steps[i];
+  for (std::size_t i = 0; i < NT && i < m.buffers.size(); ++i) s.buffers[i] = m.buffers[i];
+  for (std::size_t i = 0; i < NS && i < m.kernels.size(); ++i) s.kernels[i] = m.kernels[i];
+  s.region_bytes = m.region_bytes;
+  s.lower_bound = m.lower_bound;
+  s.chosen = m.chosen;
+  const verdict v = verify(p, m);
+  if (!v.ok) s.failure = diagnostic(v.what);
+  return s;
+}
+
+}  // namespace fused

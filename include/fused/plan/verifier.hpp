@@ -1,0 +1,96 @@
+// The verifier: every memory plan passes it before use — in constant evaluation for a static model
+// (static_assert), at run time for a config read from a file. It trusts nothing the planner says:
+//   - every feed is bound to a buffer, and every step input is a feed or written at an earlier position;
+//   - every offset is 64-byte aligned and every buffer lies inside its region;
+//   - no two buffers of one region that are live at the same position share a byte, unless one is
+//     the in-place continuation of the other (same offset; one's last reader writes the other);
+//   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound.
+// Cost: O(n log n + pairs of buffers live at once), found by sweeping in order of birth.
+#pragma once
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "memory_plan.hpp"
+
+namespace fused {
+
+struct verdict {
+  bool ok = true;
+  text what{};
+};
+
+namespace detail {
+constexpr bool in_place_pair(const buffer& a, const buffer& b) {
+  return a.group == b.group && a.offset == b.offset && (a.last == b.first || b.last == a.first);
+}
+}  // namespace detail
+
+constexpr verdict verify(const program& p, const memory_plan& m) {
+  auto fail = [](text s) { return verdict{false, std::move(s)}; };
+  if (!p.ok()) return fail("the program itself is invalid: " + p.message);
+  if (m.buffers.size() != p.tensors.size()) return fail("the plan has " + to_text(static_cast<std::int64_t>(m.buffers.size())) + " buffers for " + to_text(static_cast<std::int64_t>(p.tensors.size())) + " tensors");
+  const std::vector<int> pos = p.position_of_step();
+  for (std::size_t s = 0; s < p.steps.size(); ++s) {
+    const auto& st = p.steps[s];
+    for (int k = 0; k < st.n_inputs; ++k) {
+      const auto& t = p.tensor(st.inputs[static_cast<std::size_t>(k)]);
+      if (t.is_feed) continue;
+      if (t.producer < 0 || pos[static_cast<std::size_t>(t.producer)] >= static_cast<int>(s))
+        return fail("step " + to_text(st.id) + " '" + st.op->name + "' reads '" + t.name.str() + "' before any step writes it");
+    }
+  }
+  std::int64_t max_end[region_count]{};
+  for (const auto& b : m.buffers) {
+    const auto& t = p.tensor(b.tensor);
+    const auto r = static_cast<std::size_t>(b.where);
+    if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
+    if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
+    if (b.offset < 0 || b.offset + b.bytes > m.region_bytes[r])
+      return fail("tensor '" + t.name.str() + "' [" + to_text(b.offset) + ", " + to_text(b.offset + b.bytes) + ") lies outside region " + name_of(b.where));
+    if (b.first > b.last) return fail("tensor '" + t.name.str() + "' dies before it is born");
+    max_end[r] = std::max(max_end[r], align_up(b.offset + b.bytes));
+  }
+  // Weights and state live for the whole call: in offset order, each buffer must start at or after
+  // the end of everything before it (state updated in place shares its feed's bytes by design).
+  std::vector<int> order;
+  for (const region r : {region::weights, region::state}) {
+    order.clear();
+    for (const auto& b : m.buffers)
+      if (b.where == r && b.group == b.tensor) order.push_back(b.tensor);
+    std::sort(order.begin(), order.end(), [&](int x, int y) { return m.of(x).offset < m.of(y).offset; });
+    for (std::size_t i = 1; i < order.size(); ++i) {
+      const auto &prev = m.of(order[i - 1]), &cur = m.of(order[i]);
+      if (cur.offset < prev.offset + prev.bytes)
+        return fail("tensors '" + p.tensor(prev.tensor).name.str() + "' and '" + p.tensor(cur.tensor).name.str() + "' share bytes in region " + name_of(r));
+    }
+    for (const auto& b : m.buffers)
+      if (b.where == r && b.group != b.tensor && (b.offset != m.of(b.group).offset || m.of(b.group).where != r))
+        return fail("tensor '" + p.tensor(b.tensor).name.str() + "' updates state in place but does not sit on its bytes");
+  }
+  // Activations: every pair live at a common position (found by a sweep in order of birth) must
+  // use disjoint bytes, unless it is an in-place pair.
+  order.clear();
+  for (const auto& b : m.buffers)
+    if (b.where == region::activations) order.push_back(b.tensor);
+  std::sort(order.begin(), order.end(), [&](int x, int y) { return m.of(x).first < m.of(y).first; });
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto& a = m.of(order[i]);
+    for (std::size_t j = i + 1; j < order.size(); ++j) {
+      const auto& b = m.of(order[j]);
+      if (b.first > a.last) break;
+      const bool share = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      if (share && !detail::in_place_pair(a, b))
+        return fail("tensors '" + p.tensor(a.tensor).name.str() + "' and '" + p.tensor(b.tensor).name.str() +
+                    "' share bytes in the activation arena while both are live");
+    }
+  }
+  for (int r = 0; r < region_count; ++r)
+    if (m.region_bytes[static_cast<std::size_t>(r)] != max_end[r])
+      return fail(text("region ") + name_of(static_cast<region>(r)) + " is " + to_text(m.region_bytes[static_cast<std::size_t>(r)]) +
+                  " bytes but its buffers end at " + to_text(max_end[r]));
+  if (m.lower_bound > m.arena_bytes()) return fail("the arena is smaller than the lower bound: the lower bound is wrong");
+  return {};
+}
+
+}  // namespace fused
