@@ -15,6 +15,12 @@ namespace fused {
 
 class graph_builder {
  public:
+  // Storage for about this many tensors and steps, so constant evaluation does not copy them as
+  // the vectors grow (a hint: more are fine).
+  constexpr void reserve(std::size_t tensors, std::size_t steps) {
+    p_.tensors.reserve(tensors);
+    p_.steps.reserve(steps);
+  }
   constexpr tensor_id input(name_ref name, dtype type, shape shp) { return feed(name, type, shp, role::input); }
   constexpr tensor_id weight(name_ref name, dtype type, shape shp) { return feed(name, type, shp, role::weight); }
   constexpr tensor_id state(name_ref name, dtype type, shape shp) { return feed(name, type, shp, role::state); }
@@ -137,6 +143,33 @@ class graph_builder {
   }
 
   program p_{};
+};
+
+// Runs a model's build function for its sizes only: no shape rules, no storage. A static plan needs
+// the tensor and step counts as template arguments before it builds the program for real; counting
+// with the model's own code keeps one source of truth at a small fraction of a real build's cost.
+class counting_builder {
+ public:
+  struct counts {
+    std::size_t tensors = 0;
+    std::size_t steps = 0;
+  };
+  constexpr tensor_id input(name_ref, dtype, shape) { return next(); }
+  constexpr tensor_id weight(name_ref, dtype, shape) { return next(); }
+  constexpr tensor_id state(name_ref, dtype, shape) { return next(); }
+  constexpr tensor_id declare(name_ref, dtype, shape) { return next(); }
+  constexpr tensor_id apply(const op_def&, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
+    ++c_.steps;
+    return into >= 0 ? into : next();
+  }
+  constexpr void reserve(std::size_t, std::size_t) {}
+  constexpr void output(const char*, tensor_id) {}
+  constexpr void carry_state(tensor_id, tensor_id) {}
+  constexpr counts finish() && { return c_; }
+
+ private:
+  constexpr tensor_id next() { return static_cast<tensor_id>(c_.tensors++); }
+  counts c_{};
 };
 
 }  // namespace fused

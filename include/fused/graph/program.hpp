@@ -12,6 +12,7 @@
 #include "../core/dtype.hpp"
 #include "../core/shape.hpp"
 #include "../core/text.hpp"
+#include "../core/vector.hpp"
 
 namespace fused {
 
@@ -125,7 +126,7 @@ struct program {
   }
   // Position of each step id in the schedule.
   constexpr std::vector<int> position_of_step() const {
-    std::vector<int> pos(steps.size(), -1);
+    std::vector<int> pos = filled(steps.size(), -1);
     for (std::size_t i = 0; i < steps.size(); ++i) pos[static_cast<std::size_t>(steps[i].id)] = static_cast<int>(i);
     return pos;
   }

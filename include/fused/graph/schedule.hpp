@@ -6,6 +6,7 @@
 // Example: feeds a, b; s0 = f(a); s1 = g(s0, b); s2 = h(a)  ->  levels 1, 2, 1; order s0, s2, s1.
 #pragma once
 #include <algorithm>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,13 @@ namespace fused {
 constexpr void schedule(program& p) {
   const std::size_t n = p.steps.size();
   // Kahn's algorithm over steps: a step is ready when each input is a feed or has its level.
-  std::vector<int> level(p.tensors.size(), -1);
+  std::vector<int> level = filled(p.tensors.size(), -1);
   for (const auto& t : p.tensors)
     if (t.is_feed) level[static_cast<std::size_t>(t.id)] = 0;
-  std::vector<int> pending(n, 0);
-  std::vector<std::vector<int>> waiting(p.tensors.size());
+  std::vector<int> pending = filled(n, 0);
+  std::vector<std::vector<int>> waiting = filled(p.tensors.size(), std::vector<int>{});
   std::vector<int> ready;
+  ready.reserve(n);
   for (std::size_t s = 0; s < n; ++s) {
     const auto& st = p.steps[s];
     for (int k = 0; k < st.n_inputs; ++k) {
@@ -55,8 +57,16 @@ constexpr void schedule(program& p) {
     p.message = "the steps form a cycle (each waits for another's result): " + names;
     return;
   }
-  std::sort(p.steps.begin(), p.steps.end(),
-            [](const step& a, const step& b) { return a.level != b.level ? a.level < b.level : a.id < b.id; });
+  // Counting sort by level; within a level, id order (steps are stored in id order). Stable and
+  // O(n), and it moves each step once: copying steps is what costs in constant evaluation.
+  int max_level = 0;
+  for (const auto& st : p.steps) max_level = std::max(max_level, st.level);
+  std::vector<int> start = filled(static_cast<std::size_t>(max_level) + 2, 0);
+  for (const auto& st : p.steps) ++start[static_cast<std::size_t>(st.level) + 1];
+  for (std::size_t l = 1; l < start.size(); ++l) start[l] += start[l - 1];
+  std::vector<step> sorted = filled(n, step{});
+  for (const auto& st : p.steps) sorted[static_cast<std::size_t>(start[static_cast<std::size_t>(st.level)]++)] = st;
+  p.steps = std::move(sorted);
 }
 
 }  // namespace fused

@@ -26,12 +26,15 @@ struct graph_options {
   int layers = -1;  // build only the first N layers (-1: all); for compile-cost measurements and tests
 };
 
-constexpr program build_graph(const config& c, graph_options o = {}) {
-  graph_builder g;
+// Builds into any builder with graph_builder's interface (counting_builder: sizes only).
+template <class Builder>
+constexpr auto build_graph_with(const config& c, graph_options o = {}) {
+  Builder g;
   const std::int64_t H = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const std::int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
   const dim T = sym(sym_tokens), C = sym(sym_ctx);
   const int L = o.layers < 0 ? c.num_hidden_layers : o.layers;
+  g.reserve(static_cast<std::size_t>(31 * L + 8), static_cast<std::size_t>(17 * L + 4));
 
   const tensor_id ids = g.input({"input_ids"}, dtype::i32, shape(T));
   const tensor_id embed_w = g.weight({"model.embed_tokens.weight"}, dtype::bf16, shape(V, H));
@@ -76,5 +79,7 @@ constexpr program build_graph(const config& c, graph_options o = {}) {
   g.output("logits", logits);
   return std::move(g).finish();
 }
+
+constexpr program build_graph(const config& c, graph_options o = {}) { return build_graph_with<graph_builder>(c, o); }
 
 }  // namespace fused::qwen2

@@ -14,16 +14,6 @@
 
 namespace fused::qwen2 {
 
-namespace detail {
-struct program_shape {
-  std::size_t tensors = 0;
-  std::size_t steps = 0;
-  error_kind error = error_kind::none;
-  diagnostic message{};
-};
-constexpr program_shape shape_of(const program& p) { return {p.tensors.size(), p.steps.size(), p.error, diagnostic(p.message)}; }
-}  // namespace detail
-
 template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, graph_options Options = graph_options{}>
 struct static_plans {
   static constexpr config cfg = Preset::value;
@@ -31,22 +21,27 @@ struct static_plans {
   static_assert(Ctx >= MaxTokens, "fused: the KV capacity must hold at least one full prefill");
   static_assert(Ctx <= Preset::value.max_position_embeddings, "fused: the KV capacity exceeds the model's max_position_embeddings");
 
-  static constexpr detail::program_shape shape = detail::shape_of(build_graph(cfg, Options));
-  static_assert(compile_error<shape.error, shape.message>::ok);
-
-  using plan_type = static_plan<shape.tensors, shape.steps>;
+  static constexpr counting_builder::counts size = build_graph_with<counting_builder>(cfg, Options);
+  using plan_type = static_plan<size.tensors, size.steps>;
   struct both {
+    error_kind error = error_kind::none;
+    diagnostic message{};
     plan_type prefill{};
     plan_type decode{};
   };
   static constexpr both plans = [] {
     both b{};
     const program p = build_graph(cfg, Options);
-    if (!p.ok()) return b;
-    b.prefill = freeze<shape.tensors, shape.steps>(p, plan_memory(p, mode::prefill(MaxTokens, Ctx).bind()));
-    b.decode = freeze<shape.tensors, shape.steps>(p, plan_memory(p, mode::decode(Ctx).bind()));
+    b.error = p.error;
+    if (!p.ok()) {
+      b.message = diagnostic(p.message.view());
+      return b;
+    }
+    b.prefill = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::prefill(MaxTokens, Ctx).bind()));
+    b.decode = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::decode(Ctx).bind()));
     return b;
   }();
+  static_assert(compile_error<plans.error, plans.message>::ok);
   static constexpr const plan_type& prefill = plans.prefill;
   static constexpr const plan_type& decode = plans.decode;
   static_assert(invalid_memory_plan<plans.prefill.failure>::ok);

@@ -35,10 +35,9 @@ struct group_info {
 // group overlaps an earlier one iff it is born before the earlier one dies. O(n log n + pairs),
 // and pairs are few: most activations live inside one layer.
 constexpr std::vector<std::vector<int>> overlaps(const std::vector<group_info>& g) {
-  std::vector<int> by_first(g.size());
-  for (std::size_t i = 0; i < g.size(); ++i) by_first[i] = static_cast<int>(i);
+  std::vector<int> by_first = iota_vector(g.size());
   std::sort(by_first.begin(), by_first.end(), [&](int a, int b) { return g[static_cast<std::size_t>(a)].first < g[static_cast<std::size_t>(b)].first; });
-  std::vector<std::vector<int>> out(g.size());
+  std::vector<std::vector<int>> out = filled(g.size(), std::vector<int>{});
   for (std::size_t i = 0; i < by_first.size(); ++i) {
     const auto a = static_cast<std::size_t>(by_first[i]);
     for (std::size_t j = i + 1; j < by_first.size(); ++j) {
@@ -55,6 +54,7 @@ constexpr std::vector<std::vector<int>> overlaps(const std::vector<group_info>& 
 constexpr std::int64_t place(std::vector<group_info>& g, const std::vector<std::vector<int>>& overlap,
                              const std::vector<int>& order, bool first_fit) {
   std::vector<std::pair<std::int64_t, std::int64_t>> busy;  // [begin, end) of placed, colliding groups
+  busy.reserve(g.size());
   std::int64_t arena = 0;
   for (int gi : order) {
     auto& cur = g[static_cast<std::size_t>(gi)];
@@ -97,10 +97,10 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   const std::size_t nt = p.tensors.size();
   const int ns = static_cast<int>(p.steps.size());
   const std::vector<int> pos = p.position_of_step();
-  m.buffers.resize(nt);
+  m.buffers = filled(nt, buffer{});
 
   // 1. Lowering.
-  m.kernels.resize(static_cast<std::size_t>(ns));
+  m.kernels = filled(static_cast<std::size_t>(ns), static_cast<const char*>(nullptr));
   for (int s = 0; s < ns; ++s) {
     const auto& st = p.steps[static_cast<std::size_t>(s)];
     const tensor_info* ins[max_inputs]{};
@@ -156,7 +156,8 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
 
   // 5. Activation groups.
   std::vector<detail::group_info> groups;
-  std::vector<int> group_index(nt, -1);
+  groups.reserve(nt);
+  std::vector<int> group_index = filled(nt, -1);
   for (const auto& b : m.buffers) {
     if (b.where != region::activations) continue;
     auto& gi = group_index[static_cast<std::size_t>(b.group)];
@@ -170,8 +171,7 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
       g.last = std::max(g.last, b.last);
     }
   }
-  std::vector<int> by_size(groups.size()), by_first(groups.size());
-  for (std::size_t i = 0; i < groups.size(); ++i) by_size[i] = by_first[i] = static_cast<int>(i);
+  std::vector<int> by_size = iota_vector(groups.size()), by_first = iota_vector(groups.size());
   std::sort(by_size.begin(), by_size.end(), [&](int a, int b) {
     const auto &x = groups[static_cast<std::size_t>(a)], &y = groups[static_cast<std::size_t>(b)];
     if (x.bytes != y.bytes) return x.bytes > y.bytes;
@@ -193,7 +193,7 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
 
   // Lower bound: max over positions of the bytes of groups live there (difference array).
-  std::vector<std::int64_t> delta(static_cast<std::size_t>(ns) + 1, 0);
+  std::vector<std::int64_t> delta = filled(static_cast<std::size_t>(ns) + 1, std::int64_t{0});
   for (const auto& g : groups) {
     delta[static_cast<std::size_t>(g.first)] += align_up(g.bytes);
     delta[static_cast<std::size_t>(g.last) + 1] -= align_up(g.bytes);

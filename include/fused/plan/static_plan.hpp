@@ -36,7 +36,7 @@ struct static_plan {
   // Offset of the tensor with this name in its region (-1 if absent), e.g. for a static_assert.
   constexpr std::int64_t offset_of(std::string_view name) const {
     for (const auto& t : tensors)
-      if (t.name.str() == name) return buffers[static_cast<std::size_t>(t.id)].offset;
+      if (t.name.str().view() == name) return buffers[static_cast<std::size_t>(t.id)].offset;
     return -1;
   }
 };
@@ -52,8 +52,12 @@ constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
   s.region_bytes = m.region_bytes;
   s.lower_bound = m.lower_bound;
   s.chosen = m.chosen;
+  if (p.tensors.size() != NT || p.steps.size() != NS) {
+    s.failure = diagnostic("the program's size differs from the size it was counted at");
+    return s;
+  }
   const verdict v = verify(p, m);
-  if (!v.ok) s.failure = diagnostic(v.what);
+  if (!v.ok) s.failure = diagnostic(v.what.view());
   return s;
 }
 
