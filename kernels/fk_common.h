@@ -1,0 +1,177 @@
+/* fk_common.h: shared plumbing for the fused kernels (C11 and C++20 compatible).
+ *
+ * Every kernel is one function with a run-time ISA ladder (AMX -> AVX-512 BF16 -> AVX2+FMA -> scalar),
+ * ggml style. The library is built WITHOUT -march=native, so each SIMD body lives in its own function
+ * carrying a target attribute; the dispatcher calls it only after fk_isa_active() says the CPU has it.
+ *
+ * Linkage: `static inline` in C (the generated C is one translation unit); plain `inline` in C++ so that
+ * the ISA/thread state (function-local statics in fk_cpu.h) is ONE object shared by every translation unit
+ * of a program, and fk_set_threads() in one file governs the kernels called from another. */
+#ifndef FK_COMMON_H
+#define FK_COMMON_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+#define FK_API inline
+#else
+#define FK_API static inline
+#endif
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define FK_X86 1
+/* gcc 12's AVX-512 intrinsics build their "undefined" pass-through operands as `__m512 __Y = __Y;`,
+ * which -Wmaybe-uninitialized reports at every inlined use (GCC PR 105593); silence it for them only. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#else
+#define FK_X86 0
+#endif
+
+/* Per-function ISA targets (gcc and clang). AVX-512 BF16 implies the F/BW/VL/DQ subset every
+ * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
+#if FK_X86
+#define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+#endif
+
+/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
+ * output element is produced by exactly one iteration whose arithmetic does not depend on which
+ * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
+#ifdef _OPENMP
+#include <omp.h>
+#define FK_PRAGMA_(x) _Pragma(#x)
+#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
+#else
+#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
+#endif
+
+/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it). */
+#define FK_MAX_HEAD_DIM 256
+
+/* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
+FK_API float fk_bf16_to_f32_1(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Round to nearest, ties to even. NaN stays NaN (quiet bit forced, so a NaN whose payload lives only
+ * in the low 16 bits does not turn into infinity). Denormals are rounded like any other value. */
+FK_API uint16_t fk_f32_to_bf16_1(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
+#if FK_X86
+/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
+ * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
+ * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
+FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
+  x = _mm512_min_ps(x, _mm512_set1_ps(200.0f));
+  x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for
+ * n in [-126, 127], so x is clamped to [-87.3, 88.7] and results above 88.72 become +inf as in expf;
+ * exp(-87.3) ~ 1e-38 instead of a denormal or 0 is harmless for every use here (softmax weights and
+ * silu, where it is added to terms >= 1). */
+FK_TARGET_AVX2 FK_API __m256 fk__exp256(__m256 x) {
+  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(INFINITY), over);
+}
+
+FK_TARGET_AVX2 FK_API float fk__hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+FK_TARGET_AVX512 FK_API float fk__hsum512(__m512 v) {
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* 16 / 8 bf16 -> f32: zero-extend to 32 bits and shift into the high half (exact). */
+FK_TARGET_AVX512 FK_API __m512 fk__load_bf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)p)), 16));
+}
+FK_TARGET_AVX512 FK_API __m512 fk__maskload_bf16x16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+FK_TARGET_AVX2 FK_API __m256 fk__load_bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)p)), 16));
+}
+
+/* f32 -> bf16 with the same integer rounding as fk_f32_to_bf16_1 (bitwise equal to scalar, denormals
+ * kept; vcvtneps2bf16 would flush them). */
+FK_TARGET_AVX512 FK_API __m256i fk__to_bf16x16(__m512 f) {
+  __m512i u = _mm512_castps_si512(f);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, q);
+  return _mm512_cvtepi32_epi16(r);
+}
+FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
+  __m256i u = _mm256_castps_si256(f);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  /* signed compare is right here: both sides are < 2^31 after masking the sign */
+  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  r = _mm256_blendv_epi8(r, q, nan);
+  /* pack 8 x u32 (all < 2^16) into 8 x u16 */
+  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+  return _mm_packus_epi32(lo, hi);
+}
+#endif /* FK_X86 */
+
+#endif /* FK_COMMON_H */

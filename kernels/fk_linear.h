@@ -1,0 +1,363 @@
+/* fk_linear.h: y[M,N] = x[M,K] * W[N,K]^T (+ bias[N]).
+ * W and bias are bf16 exactly as Hugging Face stores a Linear ([out, in]); x and y are f32.
+ *
+ * Paths
+ *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
+ *    f32 x, so x is NOT rounded. Each output row is one dot product with a fixed accumulation order
+ *    (two vector accumulators over 2-vector steps, a masked/scalar tail, one horizontal sum). vdpbf16ps
+ *    would need x in bf16 and buys nothing when memory is the limit (see docs/PERFORMANCE.md).
+ *  GEMM (prefill):
+ *    AVX-512 BF16: W is packed per block of 64 output columns x 256 k into a VNNI panel
+ *      (panel[pair][col] = {W[col][2p], W[col][2p+1]}); x rows are rounded to bf16 (RNE, same integer
+ *      rounding as fk_f32_to_bf16) into a 6-row stack tile; a 6 x 64 register tile (24 zmm) is
+ *      accumulated with vdpbf16ps. M < 4 takes the GEMV row kernel instead (no packing to amortize).
+ *    AMX-BF16 (M >= 16): the same VNNI panel is exactly the B-tile layout; x is rounded into a 32-row
+ *      stack tile (two A tiles); 2 x 2 C tiles of 16 x 16 f32 per 32 columns.
+ *    AVX2 / scalar: the GEMV row kernel for every row of x, 4 W rows at a time (x row reused from L1).
+ * Threads split the output columns in fixed blocks of 64, never the reduction dimension: every y element
+ * is computed by one thread in one order, so results are bitwise identical for any thread count.
+ * No heap: the packed panel (32 KiB) and x tiles (<= 16 KiB) are per-thread stack arrays. */
+#ifndef FK_LINEAR_H
+#define FK_LINEAR_H
+
+#include "fk_convert.h"
+
+#define FK_LIN_NB 64  /* output columns per thread work item and per packed panel */
+#define FK_LIN_KC 256 /* k per packed chunk (multiple of 32: one AMX tile row is 32 bf16) */
+#define FK_LIN_MR 6   /* x rows per AVX-512 register tile */
+#define FK_LIN_MIN_M_DP 4   /* below this, GEMM uses the widening row kernel */
+#define FK_LIN_MIN_M_AMX 16 /* AMX needs a full A tile to pay off */
+
+#if defined(__GNUC__)
+#define FK_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define FK_ALWAYS_INLINE
+#endif
+
+/* ---- scalar ----------------------------------------------------------------------------------- */
+FK_API float fk__dot_scalar(const float* x, const uint16_t* w, size_t K) {
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; /* 4 chains: same order for every row */
+  size_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    a0 += x[k] * fk_bf16_to_f32_1(w[k]);
+    a1 += x[k + 1] * fk_bf16_to_f32_1(w[k + 1]);
+    a2 += x[k + 2] * fk_bf16_to_f32_1(w[k + 2]);
+    a3 += x[k + 3] * fk_bf16_to_f32_1(w[k + 3]);
+  }
+  for (; k < K; ++k) a0 += x[k] * fk_bf16_to_f32_1(w[k]);
+  return (a0 + a1) + (a2 + a3);
+}
+
+FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias,
+                            float* y, size_t n0, size_t n1) {
+  for (size_t n = n0; n < n1; ++n)
+    for (size_t m = 0; m < M; ++m)
+      y[m * N + n] = fk__dot_scalar(x + m * K, W + n * K, K) + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
+}
+
+#if FK_X86
+/* ---- AVX2: R (<= 4) W rows against one x row ---------------------------------------------------- */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
+                                                                     int R, float* out) {
+  __m256 a0[4], a1[4];
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
+  size_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+    for (int r = 0; r < R; ++r) {
+      a0[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k), x0, a0[r]);
+      a1[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k + 8), x1, a1[r]);
+    }
+  }
+  for (; k + 8 <= K; k += 8) {
+    const __m256 x0 = _mm256_loadu_ps(x + k);
+    for (int r = 0; r < R; ++r) a0[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k), x0, a0[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float s = fk__hsum256(_mm256_add_ps(a0[r], a1[r]));
+    for (size_t t = k; t < K; ++t) s = fmaf(x[t], fk_bf16_to_f32_1(w[(size_t)r * ldw + t]), s); /* explicit: C and C++ contract differently */
+    out[r] = s;
+  }
+}
+
+FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias,
+                                         float* y, size_t n0, size_t n1) {
+  float o[4];
+  size_t n = n0;
+  for (; n + 4 <= n1; n += 4)
+    for (size_t m = 0; m < M; ++m) {
+      fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 4, o);
+      for (int r = 0; r < 4; ++r) y[m * N + n + r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + r]) : 0.0f);
+    }
+  for (; n < n1; ++n)
+    for (size_t m = 0; m < M; ++m) {
+      fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 1, o);
+      y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
+    }
+}
+
+/* ---- AVX-512: widening row kernel (GEMV, small M) ------------------------------------------------ */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const float* x, size_t K, const uint16_t* w,
+                                                                         size_t ldw, int R, float* out) {
+  __m512 a0[4], a1[4];
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
+  size_t k = 0;
+  for (; k + 32 <= K; k += 32) {
+    const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+    for (int r = 0; r < R; ++r) {
+      a0[r] = _mm512_fmadd_ps(fk__load_bf16x16(w + (size_t)r * ldw + k), x0, a0[r]);
+      a1[r] = _mm512_fmadd_ps(fk__load_bf16x16(w + (size_t)r * ldw + k + 16), x1, a1[r]);
+    }
+  }
+  for (; k < K; k += 16) { /* masked tail: no scalar loop */
+    const __mmask16 msk = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+    const __m512 x0 = _mm512_maskz_loadu_ps(msk, x + k);
+    for (int r = 0; r < R; ++r) a0[r] = _mm512_fmadd_ps(fk__maskload_bf16x16(w + (size_t)r * ldw + k, msk), x0, a0[r]);
+  }
+  for (int r = 0; r < R; ++r) out[r] = fk__hsum512(_mm512_add_ps(a0[r], a1[r]));
+}
+
+FK_TARGET_AVX512 FK_API void fk__rows_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
+                                             const uint16_t* bias, float* y, size_t n0, size_t n1) {
+  float o[4];
+  size_t n = n0;
+  for (; n + 4 <= n1; n += 4)
+    for (size_t m = 0; m < M; ++m) {
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 4, o);
+      for (int r = 0; r < 4; ++r) y[m * N + n + r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + r]) : 0.0f);
+    }
+  for (; n < n1; ++n)
+    for (size_t m = 0; m < M; ++m) {
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 1, o);
+      y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
+    }
+}
+
+/* ---- AVX-512 BF16 GEMM ------------------------------------------------------------------------- */
+/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
+    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
+    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
+    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+}
+
+/* panel[p][c] (u32) = {W[n0+c][k0+2p], W[n0+c][k0+2p+1]} for p < FK_LIN_KC/2, c < 64; zero outside
+ * W (rows >= N, k >= k0+kc), so padded columns and pairs contribute exactly 0. */
+FK_TARGET_AVX512 FK_API void fk__pack_w_vnni(const uint16_t* W, size_t N, size_t K, size_t n0, size_t k0, size_t kc,
+                                             uint32_t* panel) {
+  const size_t kpad = (kc + 31) & ~(size_t)31;
+  for (size_t s = 0; s < FK_LIN_NB / 16; ++s)
+    for (size_t kb = 0; kb < kpad; kb += 32) {
+      __m512i r[16];
+      const size_t left = kc > kb ? kc - kb : 0;
+      const __mmask32 km = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
+      for (int i = 0; i < 16; ++i) {
+        const size_t n = n0 + s * 16 + (size_t)i;
+        r[i] = n < N ? _mm512_maskz_loadu_epi16(km, W + n * K + k0 + kb) : _mm512_setzero_si512();
+      }
+      fk__transpose16x16(r);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_si512(panel + (kb / 2 + (size_t)i) * FK_LIN_NB + s * 16, r[i]);
+    }
+}
+
+/* rows x[m0 .. m0+mr) k [k0, k0+kc) -> bf16 tile t[mr][ldt], zero padded to ldt (a multiple of 32). */
+FK_TARGET_AVX512 FK_API void fk__pack_x_bf16(const float* x, size_t K, size_t m0, size_t mr, size_t rows, size_t k0,
+                                             size_t kc, uint16_t* t, size_t ldt) {
+  for (size_t r = 0; r < rows; ++r) {
+    uint16_t* tr = t + r * ldt;
+    if (r >= mr) {
+      memset(tr, 0, ldt * sizeof *tr);
+      continue;
+    }
+    const float* xr = x + (m0 + r) * K + k0;
+    for (size_t k = 0; k < ldt; k += 16) {
+      const size_t left = kc > k ? kc - k : 0;
+      const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+      _mm256_storeu_si256((__m256i*)(void*)(tr + k), fk__to_bf16x16(_mm512_maskz_loadu_ps(m, xr + k)));
+    }
+  }
+}
+
+/* One mr x 64 register tile over one packed chunk of kp pairs. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const uint16_t* xt, size_t ldt, const uint32_t* panel,
+                                                                          size_t kp, int mr, int first, const uint16_t* bias,
+                                                                          float* y, size_t N, size_t n0, size_t nn) {
+  __m512 acc[FK_LIN_MR][4];
+  __mmask16 cm[4];
+  for (int s = 0; s < 4; ++s) {
+    const size_t lo = (size_t)s * 16;
+    cm[s] = nn <= lo ? (__mmask16)0 : nn - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nn - lo)) - 1);
+  }
+  for (int s = 0; s < 4; ++s) {
+    const __m512 b = first && bias ? fk__maskload_bf16x16(bias + n0 + (size_t)s * 16, cm[s]) : _mm512_setzero_ps();
+    for (int r = 0; r < mr; ++r) acc[r][s] = first ? b : _mm512_maskz_loadu_ps(cm[s], y + (size_t)r * N + n0 + (size_t)s * 16);
+  }
+  const uint32_t* xt32 = (const uint32_t*)(const void*)xt;
+  const size_t ldt32 = ldt / 2;
+  for (size_t p = 0; p < kp; ++p) {
+    const uint32_t* pp = panel + p * FK_LIN_NB;
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(pp), b1 = (__m512bh)_mm512_loadu_si512(pp + 16);
+    const __m512bh b2 = (__m512bh)_mm512_loadu_si512(pp + 32), b3 = (__m512bh)_mm512_loadu_si512(pp + 48);
+    for (int r = 0; r < mr; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32((int)xt32[(size_t)r * ldt32 + p]);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+      acc[r][2] = _mm512_dpbf16_ps(acc[r][2], a, b2);
+      acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, b3);
+    }
+  }
+  for (int r = 0; r < mr; ++r)
+    for (int s = 0; s < 4; ++s) _mm512_mask_storeu_ps(y + (size_t)r * N + n0 + (size_t)s * 16, cm[s], acc[r][s]);
+}
+
+FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
+                                                   const uint16_t* bias, float* y, size_t n0) {
+  uint32_t panel[FK_LIN_KC / 2 * FK_LIN_NB]; /* 32 KiB: one 64-column x 256-k VNNI panel */
+  uint16_t xt[FK_LIN_MR * FK_LIN_KC];        /* 3 KiB: 6 rows of x in bf16 */
+  const size_t nn = N - n0 < FK_LIN_NB ? N - n0 : FK_LIN_NB;
+  for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC) {
+    const size_t kc = K - k0 < FK_LIN_KC ? K - k0 : FK_LIN_KC, kpad = (kc + 31) & ~(size_t)31;
+    fk__pack_w_vnni(W, N, K, n0, k0, kc, panel);
+    for (size_t m0 = 0; m0 < M; m0 += FK_LIN_MR) {
+      const size_t mr = M - m0 < FK_LIN_MR ? M - m0 : FK_LIN_MR;
+      fk__pack_x_bf16(x, K, m0, mr, mr, k0, kc, xt, kpad);
+      float* yb = y + m0 * N;
+      const int first = k0 == 0;
+      /* constant mr per call so the 6 x 4 accumulator array lives in registers */
+      switch (mr) {
+        case 6: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 6, first, bias, yb, N, n0, nn); break;
+        case 5: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 5, first, bias, yb, N, n0, nn); break;
+        case 4: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 4, first, bias, yb, N, n0, nn); break;
+        case 3: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 3, first, bias, yb, N, n0, nn); break;
+        case 2: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 2, first, bias, yb, N, n0, nn); break;
+        default: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 1, first, bias, yb, N, n0, nn); break;
+      }
+    }
+  }
+}
+
+/* ---- AMX-BF16 GEMM ------------------------------------------------------------------------------ */
+typedef struct {
+  uint8_t palette_id, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} fk__amx_tilecfg;
+
+/* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each).
+ * Every tile is 16 rows x 64 bytes. */
+FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
+                                             const uint16_t* bias, float* y, size_t n0) {
+  uint32_t panel[FK_LIN_KC / 2 * FK_LIN_NB]; /* 32 KiB, same VNNI panel as AVX-512 = B-tile layout */
+  uint16_t xt[32 * FK_LIN_KC];               /* 16 KiB: 32 rows of x in bf16 = two A tiles */
+  float cb[32 * 32];                         /* C staging: 32 rows x 32 columns */
+  fk__amx_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette_id = 1;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  const size_t nn = N - n0 < FK_LIN_NB ? N - n0 : FK_LIN_NB;
+  for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC) {
+    const size_t kc = K - k0 < FK_LIN_KC ? K - k0 : FK_LIN_KC, kpad = (kc + 31) & ~(size_t)31;
+    fk__pack_w_vnni(W, N, K, n0, k0, kc, panel);
+    for (size_t m0 = 0; m0 < M; m0 += 32) {
+      const size_t mr = M - m0 < 32 ? M - m0 : 32;
+      fk__pack_x_bf16(x, K, m0, mr, 32, k0, kc, xt, kpad);
+      for (size_t h = 0; h < 2 && h * 32 < nn; ++h) {
+        const size_t c0 = n0 + h * 32, nc = nn - h * 32 < 32 ? nn - h * 32 : 32;
+        for (size_t r = 0; r < 32; ++r)
+          for (size_t c = 0; c < 32; ++c)
+            cb[r * 32 + c] = r >= mr || c >= nc ? 0.0f
+                             : k0 == 0           ? (bias ? fk_bf16_to_f32_1(bias[c0 + c]) : 0.0f)
+                                                 : y[(m0 + r) * N + c0 + c];
+        _tile_loadd(0, cb, 128);
+        _tile_loadd(1, cb + 16, 128);
+        _tile_loadd(2, cb + 16 * 32, 128);
+        _tile_loadd(3, cb + 16 * 32 + 16, 128);
+        for (size_t kk = 0; kk < kpad; kk += 32) {
+          _tile_loadd(4, xt + kk, (int)(kpad * 2));
+          _tile_loadd(5, xt + 16 * kpad + kk, (int)(kpad * 2));
+          _tile_loadd(6, panel + (kk / 2) * FK_LIN_NB + h * 32, FK_LIN_NB * 4);
+          _tile_loadd(7, panel + (kk / 2) * FK_LIN_NB + h * 32 + 16, FK_LIN_NB * 4);
+          _tile_dpbf16ps(0, 4, 6);
+          _tile_dpbf16ps(1, 4, 7);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, cb, 128);
+        _tile_stored(1, cb + 16, 128);
+        _tile_stored(2, cb + 16 * 32, 128);
+        _tile_stored(3, cb + 16 * 32 + 16, 128);
+        for (size_t r = 0; r < mr; ++r) memcpy(y + (m0 + r) * N + c0, cb + r * 32, nc * sizeof(float));
+      }
+    }
+  }
+  _tile_release();
+}
+#endif /* FK_X86 */
+
+/* ---- dispatch ---------------------------------------------------------------------------------- */
+FK_API void fk__linear_rows(fk_isa isa, const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
+                            const uint16_t* bias, float* y, size_t n0, size_t n1) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk__rows_avx512(x, M, K, W, N, bias, y, n0, n1); return;
+    case FK_ISA_AVX2: fk__rows_avx2(x, M, K, W, N, bias, y, n0, n1); return;
+#endif
+    default: fk__rows_scalar(x, M, K, W, N, bias, y, n0, n1); return;
+  }
+}
+
+FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, const uint16_t* bias, float* y) {
+  const fk_isa isa = fk_isa_active();
+  const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
+  const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K);
+  FK_PARALLEL_FOR(nt)
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t n0 = b * FK_LIN_NB, n1 = n0 + FK_LIN_NB < N ? n0 + FK_LIN_NB : N;
+    fk__linear_rows(isa, x, 1, K, W, N, bias, y, n0, n1);
+  }
+}
+
+FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias, float* y) {
+  const fk_isa isa = fk_isa_active();
+  const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
+  const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K * (double)M);
+  FK_PARALLEL_FOR(nt)
+  for (size_t b = 0; b < nb; ++b) {
+    const size_t n0 = b * FK_LIN_NB, n1 = n0 + FK_LIN_NB < N ? n0 + FK_LIN_NB : N;
+#if FK_X86
+    if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
+      fk__gemm_block_amx(x, M, K, W, N, bias, y, n0);
+      continue;
+    }
+    if (isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP) {
+      fk__gemm_block_avx512(x, M, K, W, N, bias, y, n0);
+      continue;
+    }
+#endif
+    fk__linear_rows(isa, x, M, K, W, N, bias, y, n0, n1);
+  }
+}
+
+#endif /* FK_LINEAR_H */

@@ -1,0 +1,80 @@
+/* fk_rope.h: rotary position embedding, Qwen2 / Llama "rotate half" convention.
+ * For each head, the pairs (i, i + hd/2), i < hd/2, are rotated by angle = pos * inv_freq[i] with
+ * inv_freq[i] = 1 / theta^(2i/hd). Angles are computed exactly as transformers does in f32
+ * (inv_freq rounded to f32, pos * inv_freq rounded to f32, cos/sin of that), so positions in the
+ * thousands match Hugging Face rather than an exact-angle ideal. cos/sin come from libm (same on every
+ * path); only the rotation is vectorized. The SIMD paths write the rotation with explicit FMAs: plain
+ * mul/sub would be contracted by gcc in C++ (gnu++20: -ffp-contract=fast) but not in ISO C, and the C
+ * and C++ builds must compute the same bits. */
+#ifndef FK_ROPE_H
+#define FK_ROPE_H
+
+#include "fk_cpu.h"
+
+FK_API void fk__rope_rot_scalar(float* x, const float* c, const float* s, size_t half) {
+  for (size_t i = 0; i < half; ++i) {
+    const float x1 = x[i], x2 = x[i + half];
+    x[i] = x1 * c[i] - x2 * s[i];
+    x[i + half] = x2 * c[i] + x1 * s[i];
+  }
+}
+#if FK_X86
+FK_TARGET_AVX512 FK_API void fk__rope_rot_avx512(float* x, const float* c, const float* s, size_t half) {
+  for (size_t i = 0; i < half; i += 16) {
+    const __mmask16 m = half - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (half - i)) - 1);
+    const __m512 x1 = _mm512_maskz_loadu_ps(m, x + i), x2 = _mm512_maskz_loadu_ps(m, x + i + half);
+    const __m512 cv = _mm512_maskz_loadu_ps(m, c + i), sv = _mm512_maskz_loadu_ps(m, s + i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_fmsub_ps(x1, cv, _mm512_mul_ps(x2, sv)));
+    _mm512_mask_storeu_ps(x + i + half, m, _mm512_fmadd_ps(x2, cv, _mm512_mul_ps(x1, sv)));
+  }
+}
+FK_TARGET_AVX2 FK_API void fk__rope_rot_avx2(float* x, const float* c, const float* s, size_t half) {
+  size_t i = 0;
+  for (; i + 8 <= half; i += 8) {
+    const __m256 x1 = _mm256_loadu_ps(x + i), x2 = _mm256_loadu_ps(x + i + half);
+    const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+    _mm256_storeu_ps(x + i, _mm256_fmsub_ps(x1, cv, _mm256_mul_ps(x2, sv)));
+    _mm256_storeu_ps(x + i + half, _mm256_fmadd_ps(x2, cv, _mm256_mul_ps(x1, sv)));
+  }
+  for (; i < half; ++i) { /* same fused form as the vector body */
+    const float x1 = x[i], x2 = x[i + half];
+    x[i] = fmaf(x1, c[i], -(x2 * s[i]));
+    x[i + half] = fmaf(x2, c[i], x1 * s[i]);
+  }
+}
+#endif
+
+/* The same f32 inv_freq transformers computes: 1 / theta ** (arange(0, hd, 2) / hd), all in f32. */
+FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
+  return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
+}
+
+/* x[S, heads*hd] in place; row s is at position pos0 + s. hd must be even and <= FK_MAX_HEAD_DIM. */
+FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+  const fk_isa isa = fk_isa_active();
+  const size_t half = head_dim / 2;
+  const int nt = fk__threads_for(S, (double)(heads * head_dim * 4 + half * 40));
+  FK_PARALLEL_FOR(nt)
+  for (size_t s = 0; s < S; ++s) {
+    float c[FK_MAX_HEAD_DIM / 2], sn[FK_MAX_HEAD_DIM / 2];
+    const float pos = (float)(pos0 + s);
+    for (size_t i = 0; i < half; ++i) {
+      const float a = pos * fk_rope_inv_freq(i, head_dim, theta);
+      c[i] = cosf(a);
+      sn[i] = sinf(a);
+    }
+    for (size_t h = 0; h < heads; ++h) {
+      float* xh = x + s * heads * head_dim + h * head_dim;
+      switch (isa) {
+#if FK_X86
+        case FK_ISA_AMX:
+        case FK_ISA_AVX512BF16: fk__rope_rot_avx512(xh, c, sn, half); break;
+        case FK_ISA_AVX2: fk__rope_rot_avx2(xh, c, sn, half); break;
+#endif
+        default: fk__rope_rot_scalar(xh, c, sn, half); break;
+      }
+    }
+  }
+}
+
+#endif /* FK_ROPE_H */

@@ -1,0 +1,151 @@
+// KV cache store and causal GQA attention (prefill and decode) against a double-precision reference.
+#include <algorithm>
+
+#include "kernel_test_util.hpp"
+
+using namespace fkt;
+
+namespace {
+
+struct att_problem {
+  std::size_t S, n_heads, n_kv, hd, cap, pos0;
+  unaligned<float> q;       // [S, n_heads*hd]
+  unaligned<uint16_t> kc, vc;  // [n_kv][cap][hd]
+  att_problem(std::size_t S_, std::size_t nh, std::size_t nkv, std::size_t hd_, std::size_t pos0_)
+      : S(S_), n_heads(nh), n_kv(nkv), hd(hd_), cap(pos0_ + S_ + 3), pos0(pos0_), q(S_ * nh * hd_),
+        kc(nkv * (pos0_ + S_ + 3) * hd_), vc(nkv * (pos0_ + S_ + 3) * hd_) {
+    fill_f32(q.data(), q.size(), -1.5f, 1.5f);
+    fill_bf16(kc.data(), kc.size(), -1.5f, 1.5f);
+    fill_bf16(vc.data(), vc.size(), -1.0f, 1.0f);
+  }
+  // Reference for query row s of head h, and its tolerance (see derivation in check_rows).
+  void reference(std::size_t s, std::size_t h, std::vector<double>& out, double& tol) const {
+    const std::size_t g = h / (n_heads / n_kv), p = pos0 + s, L = p + 1;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const float* qr = q.data() + s * n_heads * hd + h * hd;
+    std::vector<double> sc(L);
+    double mx = -1e300, es = 0;
+    for (std::size_t j = 0; j < L; ++j) {
+      double a = 0, mag = 0;
+      for (std::size_t d = 0; d < hd; ++d) {
+        const double t = static_cast<double>(qr[d]) * bf(kc[(g * cap + j) * hd + d]);
+        a += t;
+        mag += std::fabs(t);
+      }
+      sc[j] = a * scale;
+      mx = std::max(mx, sc[j]);
+      es = std::max(es, static_cast<double>(hd + 2) * kU * mag * scale);
+    }
+    double z = 0, vmax = 0;
+    out.assign(hd, 0.0);
+    for (std::size_t j = 0; j < L; ++j) {
+      const double w = std::exp(sc[j] - mx);
+      z += w;
+      for (std::size_t d = 0; d < hd; ++d) {
+        const double v = bf(vc[(g * cap + j) * hd + d]);
+        out[d] += w * v;
+        vmax = std::max(vmax, std::fabs(v));
+      }
+    }
+    for (auto& v : out) v /= z;
+    // Tolerance. Each f32 score is off by at most e_s = gamma_{hd+1} * scale * sum_d |q_d k_d| (f32 dot,
+    // the scale multiply adds one u). A weight exp(s_j - m) then carries relative error <= 2 e_s (s_j and
+    // m) + eps_exp (1e-6 bounds both the vector polynomial and expf). The f32 sums l = sum p and
+    // o = sum p v over L keys add gamma_L relative to sum p |v| <= l * vmax; rescaling by exp(m_old-m_new)
+    // multiplies o and l by the same float, so it cancels in o / l up to one rounding per key block.
+    // out = o / l: |err| <= vmax * (2 (2 e_s + eps_exp) + 2 gamma_{L + L/32 + 2}).
+    tol = vmax * (4 * es + 2e-6 + 2 * static_cast<double>(L + L / 32 + 4) * kU) + 1e-30;
+  }
+};
+
+void check_rows(const att_problem& P, const float* out, std::size_t s_first, std::size_t rows, const char* what) {
+  int bad = 0;
+  std::vector<double> ref;
+  double tol = 0;
+  for (std::size_t s = 0; s < rows; ++s)
+    for (std::size_t h = 0; h < P.n_heads; ++h) {
+      P.reference(s_first + s, h, ref, tol);
+      for (std::size_t d = 0; d < P.hd; ++d) {
+        const double got = out[s * P.n_heads * P.hd + h * P.hd + d];
+        if (!(std::fabs(got - ref[d]) <= tol) && bad++ < 5)
+          CHECK_MESSAGE(false, what << " row " << s_first + s << " head " << h << " d " << d << ": " << got << " vs " << ref[d]
+                                    << " tol " << tol);
+      }
+    }
+  CHECK(bad == 0);
+}
+
+void run_case(std::size_t S, std::size_t group, std::size_t n_kv, std::size_t hd, std::size_t pos0, bool decode_all_rows) {
+  CAPTURE(S);
+  CAPTURE(group);
+  CAPTURE(n_kv);
+  CAPTURE(hd);
+  CAPTURE(pos0);
+  const std::size_t nh = group * n_kv;
+  att_problem P(S, nh, n_kv, hd, pos0);
+  unaligned<float> out(S * nh * hd, NAN);
+  fk_attention_prefill(P.q.data(), S, nh, P.kc.data(), P.vc.data(), n_kv, hd, P.cap, pos0, out.data());
+  check_rows(P, out.data(), 0, S, "prefill");
+  // decode of row s (position pos0 + s) must agree with prefill's row s (both within tol of the reference)
+  unaligned<float> dec(nh * hd, NAN);
+  for (std::size_t s = 0; s < S; s += decode_all_rows ? 1 : std::max<std::size_t>(1, S / 3)) {
+    fk_attention_decode(P.q.data() + s * nh * hd, nh, P.kc.data(), P.vc.data(), n_kv, hd, P.cap, pos0 + s, dec.data());
+    check_rows(P, dec.data(), s, 1, "decode");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("kv_store writes bf16 rows at [g][pos][:] and nothing else") {
+  for_each_isa([&](fk_isa) {
+    const std::size_t S = 5, n_kv = 3, hd = 17, cap = 11, pos0 = 4;
+    unaligned<float> kv(S * n_kv * hd);
+    fill_f32(kv.data(), kv.size());
+    unaligned<uint16_t> cache(n_kv * cap * hd, 0xBEEF);
+    fk_kv_store(kv.data(), S, n_kv, hd, cache.data(), cap, pos0);
+    for (std::size_t g = 0; g < n_kv; ++g)
+      for (std::size_t p = 0; p < cap; ++p)
+        for (std::size_t d = 0; d < hd; ++d) {
+          const uint16_t got = cache[(g * cap + p) * hd + d];
+          if (p >= pos0 && p < pos0 + S) CHECK(got == fk_f32_to_bf16_1(kv[(p - pos0) * n_kv * hd + g * hd + d]));
+          else CHECK(got == 0xBEEF);
+        }
+  });
+}
+
+TEST_CASE("attention prefill and decode: GQA 1..7, head_dim 32/64/128, against double reference") {
+  for_each_isa([&](fk_isa) {
+    for (std::size_t group = 1; group <= 7; ++group)
+      for (std::size_t hd : {std::size_t{32}, std::size_t{64}, std::size_t{128}})
+        run_case(group % 2 ? 40 : 9, group, group <= 3 ? 2 : 1, hd, group % 3 == 0 ? 0 : 37, false);
+    run_case(1, 2, 2, 64, 0, true);     // a single token, first position
+    run_case(70, 7, 2, 64, 0, true);    // several query blocks, every decode row
+    run_case(33, 1, 1, 48, 100, true);  // head_dim not a multiple of 32
+  });
+}
+
+TEST_CASE("attention decode over a long cache (4096) matches the reference") {
+  for_each_isa([&](fk_isa) {
+    att_problem P(1, 14, 2, 64, 4095);
+    unaligned<float> dec(14 * 64);
+    fk_attention_decode(P.q.data(), 14, P.kc.data(), P.vc.data(), 2, 64, P.cap, 4095, dec.data());
+    check_rows(P, dec.data(), 0, 1, "decode@4095");
+  });
+}
+
+TEST_CASE("attention is bitwise independent of the thread count") {
+  threads_guard tg;
+  for_each_isa([&](fk_isa) {
+    att_problem P(75, 14, 2, 64, 20);
+    std::vector<std::vector<float>> r;
+    for (int t : {1, 2, 3}) {
+      fk_set_threads(t);
+      std::vector<float> o(75 * 14 * 64 + 14 * 64);
+      fk_attention_prefill(P.q.data(), 75, 14, P.kc.data(), P.vc.data(), 2, 64, P.cap, 20, o.data());
+      fk_attention_decode(P.q.data() + 74 * 14 * 64, 14, P.kc.data(), P.vc.data(), 2, 64, P.cap, 94, o.data() + 75 * 14 * 64);
+      r.push_back(o);
+    }
+    CHECK(std::memcmp(r[0].data(), r[1].data(), r[0].size() * 4) == 0);
+    CHECK(std::memcmp(r[0].data(), r[2].data(), r[0].size() * 4) == 0);
+  });
+}

@@ -1,0 +1,402 @@
+// Kernels x paths against double-precision references: conversions, embedding, RMSNorm, add, SwiGLU,
+// GEMV/GEMM, RoPE, argmax, sampling; thread-count invariance; the C11 build.
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "kernel_test_util.hpp"
+
+using namespace fkt;
+
+extern "C" int fk_c_api_gemv(const float* x, size_t K, const uint16_t* W, size_t N, float* y);
+extern "C" int fk_c_api_isa(void);
+extern "C" int fk_c_api_force(int isa);
+extern "C" int fk_c_pinned_isa(void);
+extern "C" void fk_c_pinned_rmsnorm(const float* x, const uint16_t* w, size_t rows, size_t dim, float* out);
+
+static const std::size_t kOdd[] = {1, 3, 17, 63, 65, 127, 896};
+
+// Independent RNE reference: pick the nearer of the two bf16 neighbours in double, ties to even mantissa.
+static uint16_t ref_bf16(float f) {
+  if (std::isnan(f)) return 0x7fc0;  // only "is a NaN" is checked for NaN inputs
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint16_t lo = static_cast<uint16_t>(u >> 16);
+  const uint16_t hi = static_cast<uint16_t>(lo + 1);  // next magnitude up (may carry into inf: correct)
+  // IEEE overflow rule: the candidate above the largest finite bf16 is "2^128" (it becomes infinity)
+  const double vh = (hi & 0x7fff) == 0x7f80 ? std::ldexp(f < 0 ? -1.0 : 1.0, 128) : static_cast<double>(bf(hi));
+  const double dl = std::fabs(static_cast<double>(bf(lo)) - f), dh = std::fabs(vh - f);
+  if (dl < dh) return lo;
+  if (dh < dl) return hi;
+  return (lo & 1) ? hi : lo;
+}
+
+TEST_CASE("isa detection, forcing and names") {
+  const fk_isa det = fk_isa_detect();
+  MESSAGE("detected ISA: " << std::string(fk_isa_name(det)));
+  CHECK(fk_isa_force(FK_ISA_SCALAR) == 1);
+  CHECK(fk_isa_active() == FK_ISA_SCALAR);
+  if (det < FK_ISA_AMX) {
+    CHECK(fk_isa_force(FK_ISA_AMX) == 0);
+    CHECK(fk_isa_active() == FK_ISA_SCALAR);  // a refused force changes nothing
+  }
+  CHECK(fk_isa_force(det) == 1);
+  CHECK(fk_isa_active() == det);
+  CHECK(std::string(fk_isa_name(FK_ISA_AVX512BF16)) == "avx512bf16");
+  CHECK(std::string(fk_isa_name(FK_ISA_AMX)) == "amx");
+  threads_guard tg;
+  fk_set_threads(3);
+  CHECK(fk_get_threads() == 3);
+  fk_set_threads(0);
+  CHECK(fk_get_threads() >= 1);
+}
+
+TEST_CASE("bf16 <-> f32 conversions are exact RNE on every path") {
+  // special values + random bit patterns (covers denormals, ties, huge values rounding to inf)
+  std::vector<float> src = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, 3.4e38f, -3.4e38f, 1e-40f, -1e-45f};
+  for (uint32_t u : {0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0x7f7f8000u, 0x00008000u, 0x7f800001u, 0xffc00001u}) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    src.push_back(f);
+  }
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 4000; ++i) {
+    uint32_t u = bits(rng());
+    float f;
+    std::memcpy(&f, &u, 4);
+    src.push_back(f);
+  }
+  for_each_isa([&](fk_isa) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{17}, std::size_t{63}, std::size_t{127}, src.size()}) {
+      unaligned<float> x(n);
+      std::copy(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(n), x.data());
+      unaligned<uint16_t> h(n);
+      fk_f32_to_bf16(x.data(), h.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (std::isnan(x[i])) {
+          CHECK(std::isnan(bf(h[i])));
+        } else {
+          CHECK(h[i] == ref_bf16(x[i]));
+        }
+      }
+      unaligned<float> back(n);
+      fk_bf16_to_f32(h.data(), back.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, &back[i], 4);
+        CHECK(u == static_cast<uint32_t>(h[i]) << 16);  // widening is exact
+      }
+    }
+  });
+}
+
+TEST_CASE("embedding gather") {
+  const std::size_t vocab = 37, dim = 65;
+  unaligned<uint16_t> table(vocab * dim);
+  fill_bf16(table.data(), vocab * dim);
+  const int32_t ids[] = {0, 36, 5, 5, 17};
+  for_each_isa([&](fk_isa) {
+    unaligned<float> out(5 * dim);
+    fk_embed(table.data(), dim, ids, 5, out.data());
+    for (std::size_t i = 0; i < 5; ++i)
+      for (std::size_t d = 0; d < dim; ++d) CHECK(out[i * dim + d] == bf(table[static_cast<std::size_t>(ids[i]) * dim + d]));
+  });
+}
+
+TEST_CASE("rmsnorm against double reference (in place too)") {
+  for_each_isa([&](fk_isa) {
+    for (std::size_t dim : kOdd) {
+      const std::size_t rows = 3;
+      unaligned<float> x(rows * dim);
+      unaligned<uint16_t> w(dim);
+      fill_f32(x.data(), rows * dim, -3.0f, 3.0f);
+      fill_bf16(w.data(), dim, 0.5f, 2.0f);
+      unaligned<float> out(rows * dim);
+      fk_rmsnorm(x.data(), w.data(), rows, dim, 1e-6f, out.data());
+      for (std::size_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (std::size_t i = 0; i < dim; ++i) ss += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
+        const double inv = 1.0 / std::sqrt(ss / static_cast<double>(dim) + 1e-6);
+        for (std::size_t i = 0; i < dim; ++i) {
+          const double ref = x[r * dim + i] * inv * bf(w[i]);
+          // sum of squares: relative error <= gamma_dim (dim*u); sqrt halves it; +1 u each for the
+          // division, sqrt, mean, 1/x and the two products: |err| <= (dim/2 + 6) u |ref|.
+          CHECK(std::fabs(out[r * dim + i] - ref) <= (static_cast<double>(dim) / 2 + 6) * kU * std::fabs(ref) + 1e-30);
+        }
+      }
+      std::vector<float> copy(out.data(), out.data() + rows * dim);
+      fk_rmsnorm(x.data(), w.data(), rows, dim, 1e-6f, x.data());  // out == x
+      CHECK(std::memcmp(copy.data(), x.data(), rows * dim * sizeof(float)) == 0);
+    }
+  });
+}
+
+TEST_CASE("add and swiglu against double reference, in place") {
+  for_each_isa([&](fk_isa) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{17}, std::size_t{63}, std::size_t{65}, std::size_t{127},
+                          std::size_t{896}, std::size_t{40000}}) {
+      unaligned<float> a(n), b(n), out(n);
+      fill_f32(a.data(), n, -12.0f, 12.0f);
+      fill_f32(b.data(), n, -2.0f, 2.0f);
+      if (n > 4) a[2] = -120.0f, a[3] = 120.0f;  // saturating exp on both sides
+      fk_add(a.data(), b.data(), n, out.data());
+      for (std::size_t i = 0; i < n; ++i) CHECK(out[i] == static_cast<float>(static_cast<double>(a[i]) + b[i]));  // correctly rounded
+      fk_swiglu(a.data(), b.data(), n, out.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        const double g = a[i], ref = g / (1.0 + std::exp(-g)) * b[i];
+        // silu = g/(1+e), e = exp(-g): d silu / silu = -e/(1+e) * de/e, so the exp's relative error
+        // (<= 1e-6 for the vector polynomial, 1 ulp for expf) passes through at most once; + 4 roundings.
+        CHECK(std::fabs(out[i] - ref) <= (1e-6 + 4 * kU) * std::fabs(ref) + 1e-37);
+      }
+      std::vector<float> copy(out.data(), out.data() + n);
+      fk_swiglu(a.data(), b.data(), n, a.data());  // out == gate
+      CHECK(std::memcmp(copy.data(), a.data(), n * sizeof(float)) == 0);
+    }
+  });
+}
+
+// ---- linear -----------------------------------------------------------------------------------
+// Reference: double accumulation of the exact products x[k] * W[n][k] (W is exactly its bf16 value).
+// Error bound for a path that keeps x in f32: each product rounds once (u) and the f32 sum of K terms,
+// in any order, is off by at most gamma_{K-1} sum|terms| (Higham 3.1): |err| <= (K+1) u S, S = sum|x w|;
+// the bias adds one more rounding of |y|. A path that rounds x to bf16 (AVX-512 BF16 GEMM, AMX) adds
+// |x - bf16(x)| <= 2^-8 |x| per term (bf16 keeps p = 8 significant bits): |err| <= (2^-8 + (K+1) u) S. vdpbf16ps flushes denormals; the data
+// here has none.
+struct lin_case {
+  std::size_t M, K, N;
+  bool bias;
+};
+
+static void check_linear(std::size_t M, std::size_t K, std::size_t N, bool with_bias, bool gemv, fk_isa isa) {
+  CAPTURE(M);
+  CAPTURE(K);
+  CAPTURE(N);
+  CAPTURE(with_bias);
+  unaligned<float> x(M * K), y(M * N, NAN);
+  unaligned<uint16_t> W(N * K), bias(N);
+  fill_f32(x.data(), M * K);
+  fill_bf16(W.data(), N * K);
+  fill_bf16(bias.data(), N);
+  if (gemv) fk_gemv_bf16(x.data(), K, W.data(), N, with_bias ? bias.data() : nullptr, y.data());
+  else fk_gemm_bf16(x.data(), M, K, W.data(), N, with_bias ? bias.data() : nullptr, y.data());
+  const bool rounds_x = !gemv && isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP;
+  int bad = 0;
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t n = 0; n < N; ++n) {
+      double ref = with_bias ? bf(bias[n]) : 0.0, S = 0;
+      for (std::size_t k = 0; k < K; ++k) {
+        const double t = static_cast<double>(x[m * K + k]) * bf(W[n * K + k]);
+        ref += t;
+        S += std::fabs(t);
+      }
+      const double tol = ((rounds_x ? kUbf : 0.0) + static_cast<double>(K + 1) * kU) * S + kU * std::fabs(ref) + 1e-30;
+      if (!(std::fabs(y[m * N + n] - ref) <= tol) && bad++ < 5)
+        CHECK_MESSAGE(false, "y[" << m << "," << n << "] = " << y[m * N + n] << " ref " << ref << " tol " << tol);
+    }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("gemv: every path, odd sizes, unaligned, bias or not") {
+  for_each_isa([&](fk_isa isa) {
+    for (std::size_t K : kOdd)
+      for (std::size_t N : {std::size_t{1}, std::size_t{3}, std::size_t{17}, std::size_t{65}, std::size_t{130}})
+        check_linear(1, K, N, (K + N) % 2 == 0, true, isa);
+    check_linear(1, 4864, 67, true, true, isa);
+    check_linear(1, 896, 1000, false, true, isa);
+  });
+}
+
+TEST_CASE("gemm: every path, M across tile tails, odd K and N") {
+  for_each_isa([&](fk_isa isa) {
+    for (std::size_t M : {std::size_t{1}, std::size_t{2}, std::size_t{4}, std::size_t{5}, std::size_t{7}, std::size_t{16},
+                          std::size_t{37}})
+      for (std::size_t K : {std::size_t{1}, std::size_t{17}, std::size_t{63}, std::size_t{127}, std::size_t{300}})
+        for (std::size_t N : {std::size_t{3}, std::size_t{65}, std::size_t{130}}) check_linear(M, K, N, (M + K) % 2 == 1, false, isa);
+    check_linear(33, 896, 131, true, false, isa);
+    check_linear(17, 4864, 70, false, false, isa);
+  });
+}
+
+TEST_CASE("gemv and gemm are bitwise independent of the thread count") {
+  threads_guard tg;
+  for_each_isa([&](fk_isa) {
+    const std::size_t M = 37, K = 300, N = 70 * 64 + 13;  // many column blocks, tails everywhere
+    unaligned<float> x(M * K);
+    unaligned<uint16_t> W(N * K), bias(N);
+    fill_f32(x.data(), M * K);
+    fill_bf16(W.data(), N * K);
+    fill_bf16(bias.data(), N);
+    std::vector<std::vector<float>> ys, vs;
+    for (int t : {1, 2, 3}) {
+      fk_set_threads(t);
+      std::vector<float> y(M * N), v(N);
+      fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), y.data());
+      fk_gemv_bf16(x.data(), K, W.data(), N, bias.data(), v.data());
+      ys.push_back(y);
+      vs.push_back(v);
+    }
+    CHECK(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * 4) == 0);
+    CHECK(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * 4) == 0);
+    CHECK(std::memcmp(vs[0].data(), vs[1].data(), vs[0].size() * 4) == 0);
+    CHECK(std::memcmp(vs[0].data(), vs[2].data(), vs[0].size() * 4) == 0);
+    // the GEMV row kernel is also what GEMM uses for M < FK_LIN_MIN_M_DP: same bits
+    std::vector<float> y1(N);
+    fk_gemm_bf16(x.data(), 1, K, W.data(), N, bias.data(), y1.data());
+    CHECK(std::memcmp(y1.data(), vs[0].data(), N * 4) == 0);
+  });
+}
+
+TEST_CASE("elementwise kernels are bitwise independent of the thread count") {
+  threads_guard tg;
+  for_each_isa([&](fk_isa) {
+    const std::size_t n = 100003, rows = 61, dim = 896;
+    unaligned<float> a(n), b(n);
+    fill_f32(a.data(), n, -8, 8);
+    fill_f32(b.data(), n);
+    unaligned<uint16_t> w(dim);
+    fill_bf16(w.data(), dim);
+    std::vector<std::vector<float>> r;
+    for (int t : {1, 2, 3}) {
+      fk_set_threads(t);
+      std::vector<float> s(n), q(rows * dim);
+      fk_swiglu(a.data(), b.data(), n, s.data());
+      fk_rmsnorm(a.data(), w.data(), rows, dim, 1e-6f, q.data());
+      s.insert(s.end(), q.begin(), q.end());
+      r.push_back(s);
+    }
+    CHECK(std::memcmp(r[0].data(), r[1].data(), r[0].size() * 4) == 0);
+    CHECK(std::memcmp(r[0].data(), r[2].data(), r[0].size() * 4) == 0);
+  });
+}
+
+// ---- rope -------------------------------------------------------------------------------------
+TEST_CASE("rope: Qwen2 rotate-half against double reference") {
+  for_each_isa([&](fk_isa) {
+    for (std::size_t hd : {std::size_t{32}, std::size_t{64}, std::size_t{128}, std::size_t{6}})
+      for (std::size_t pos0 : {std::size_t{0}, std::size_t{7}, std::size_t{4000}}) {
+        const std::size_t S = 5, heads = 3;
+        const float theta = hd == 64 ? 1e6f : 1e4f;
+        unaligned<float> x(S * heads * hd);
+        fill_f32(x.data(), x.size(), -2, 2);
+        std::vector<float> orig(x.data(), x.data() + x.size());
+        fk_rope(x.data(), S, heads, hd, pos0, theta);
+        const std::size_t half = hd / 2;
+        for (std::size_t s = 0; s < S; ++s)
+          for (std::size_t h = 0; h < heads; ++h)
+            for (std::size_t i = 0; i < half; ++i) {
+              // The angle is defined as transformers computes it in f32 (see fk_rope.h); the reference
+              // takes that same f32 angle and rotates in double. cosf/sinf are within 1 ulp, and the
+              // rotation is two products and a sum: |err| <= 4 u (|x1| + |x2|).
+              const float ang = static_cast<float>(pos0 + s) * fk_rope_inv_freq(i, hd, theta);
+              const double c = std::cos(static_cast<double>(ang)), sn = std::sin(static_cast<double>(ang));
+              const std::size_t o = s * heads * hd + h * hd;
+              const double x1 = orig[o + i], x2 = orig[o + i + half];
+              const double tol = 4 * kU * (std::fabs(x1) + std::fabs(x2)) + 1e-30;
+              CHECK(std::fabs(x[o + i] - (x1 * c - x2 * sn)) <= tol);
+              CHECK(std::fabs(x[o + i + half] - (x2 * c + x1 * sn)) <= tol);
+            }
+      }
+  });
+}
+
+// ---- argmax / sampling ------------------------------------------------------------------------
+TEST_CASE("argmax: first index of the max on every path") {
+  for_each_isa([&](fk_isa) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{17}, std::size_t{63}, std::size_t{65}, std::size_t{127},
+                          std::size_t{896}, std::size_t{151936}}) {
+      unaligned<float> x(n);
+      fill_f32(x.data(), n, -5, 5);
+      std::size_t ref = 0;
+      for (std::size_t i = 1; i < n; ++i)
+        if (x[i] > x[ref]) ref = i;
+      CHECK(fk_argmax(x.data(), n) == ref);
+      if (n > 20) {  // ties: the first one wins
+        x[n - 2] = 9.0f;
+        x[n / 2] = 9.0f;
+        CHECK(fk_argmax(x.data(), n) == n / 2);
+        x[1] = NAN;
+        CHECK(fk_argmax(x.data(), n) == n / 2);
+      }
+    }
+    const float all_neg_inf[] = {-INFINITY, -INFINITY, -INFINITY};
+    CHECK(fk_argmax(all_neg_inf, 3) == 0);
+  });
+}
+
+TEST_CASE("sampling: reproducible, greedy limits, top-k and top-p supports, distribution") {
+  const std::size_t n = 50;
+  std::vector<float> logits(n), scratch(n);
+  fill_f32(logits.data(), n, -3, 3);
+  logits[7] = 2.9f;
+  fk_rng r1, r2;
+  fk_rng_seed(&r1, 42);
+  fk_rng_seed(&r2, 42);
+  for (int i = 0; i < 100; ++i)
+    CHECK(fk_sample(logits.data(), n, 0.8f, 10, 0.9f, &r1, scratch.data()) == fk_sample(logits.data(), n, 0.8f, 10, 0.9f, &r2, scratch.data()));
+  const std::size_t am = fk_argmax(logits.data(), n);
+  CHECK(fk_sample(logits.data(), n, 0.0f, 0, 1.0f, &r1, scratch.data()) == am);
+  CHECK(fk_sample(logits.data(), n, 1.0f, 1, 1.0f, &r1, scratch.data()) == am);
+
+  // references by sorting
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return logits[a] > logits[b]; });
+  const double temp = 0.7;
+  std::vector<double> p(n);
+  double z = 0;
+  for (std::size_t i = 0; i < n; ++i) z += (p[i] = std::exp((logits[i] - logits[am]) / temp));
+  for (auto& v : p) v /= z;
+  // top-p 0.6 nucleus (no top-k): smallest prefix of the sorted order reaching 0.6
+  std::vector<bool> nucleus(n, false);
+  double cum = 0;
+  for (std::size_t i = 0; i < n && cum < 0.6; ++i) {
+    nucleus[order[i]] = true;
+    cum += p[order[i]];
+  }
+  std::vector<int> hits(n, 0), hits_k(n, 0), hits_all(n, 0);
+  const int draws = 20000;
+  for (int i = 0; i < draws; ++i) {
+    hits[fk_sample(logits.data(), n, static_cast<float>(temp), 0, 0.6f, &r1, scratch.data())]++;
+    hits_k[fk_sample(logits.data(), n, static_cast<float>(temp), 5, 1.0f, &r1, scratch.data())]++;
+    hits_all[fk_sample(logits.data(), n, static_cast<float>(temp), 0, 1.0f, &r1, scratch.data())]++;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!nucleus[i]) CHECK(hits[i] == 0);
+    const bool in_top5 = std::find(order.begin(), order.begin() + 5, i) != order.begin() + 5;
+    if (!in_top5) CHECK(hits_k[i] == 0);
+    // full distribution: within 5 binomial standard deviations of the expected count
+    const double e = p[i] * draws, sd = std::sqrt(draws * p[i] * (1 - p[i]));
+    CHECK(std::fabs(hits_all[i] - e) <= 5 * sd + 1);
+  }
+  std::size_t used5 = 0;
+  for (std::size_t i = 0; i < n; ++i) used5 += hits_k[i] > 0;
+  CHECK(used5 == 5);
+}
+
+// ---- the C11 build --------------------------------------------------------------------------
+TEST_CASE("C11 translation units: same results as C++, pinned build is constant") {
+  const std::size_t K = 127, N = 65;
+  std::vector<float> x(K), yc(N), ycpp(N);
+  std::vector<uint16_t> W(N * K);
+  fill_f32(x.data(), K);
+  fill_bf16(W.data(), N * K);
+  for_each_isa([&](fk_isa isa) {
+    // C keeps its own ISA state (static inline: per translation unit), so force it there too
+    REQUIRE(fk_c_api_force(static_cast<int>(isa)) == 1);
+    CHECK(fk_c_api_isa() == static_cast<int>(isa));
+    const int am = fk_c_api_gemv(x.data(), K, W.data(), N, yc.data());
+    fk_gemv_bf16(x.data(), K, W.data(), N, nullptr, ycpp.data());
+    CHECK(std::memcmp(yc.data(), ycpp.data(), N * 4) == 0);
+    CHECK(static_cast<std::size_t>(am) == fk_argmax(ycpp.data(), N));
+  });
+  fk_c_api_force(static_cast<int>(fk_isa_detect()));
+  CHECK(fk_c_pinned_isa() == FK_ISA_SCALAR);
+  std::vector<uint16_t> w(K);
+  fill_bf16(w.data(), K);
+  std::vector<float> a(2 * K), b(2 * K);
+  fk_c_pinned_rmsnorm(x.data(), w.data(), 1, K, a.data());
+  fk_isa_force(FK_ISA_SCALAR);
+  fk_rmsnorm(x.data(), w.data(), 1, K, 1e-6f, b.data());
+  fk_isa_force(fk_isa_detect());
+  CHECK(std::memcmp(a.data(), b.data(), K * 4) == 0);
+}
