@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -235,4 +236,21 @@ TEST_CASE("loader errors name the file and the field") {
   } catch (const std::runtime_error& e) {
     CHECK(std::string(e.what()) == "/nonexistent/tokenizer.json: cannot open");
   }
+}
+
+TEST_CASE("encode is safe from several threads at once, and gives the same ids") {
+  const tokenizer& t = qwen2();
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "Line " + std::to_string(i) + ": In the beginning 你好 DON'T stop\n";
+  const auto want = t.encode(text);
+  std::vector<std::vector<std::int32_t>> got(4);
+  {
+    std::vector<std::jthread> threads;
+    for (auto& g : got) threads.emplace_back([&t, &text, &g] { for (int k = 0; k < 3; ++k) g = t.encode(text); });
+  }
+  for (const auto& g : got) CHECK(g == want);
+  // Alternating tokenizers on one thread: each finds its own cached words, not the other's.
+  CHECK(kjv().encode("In the beginning") == std::vector<std::int32_t>{40, 77, 258, 2185});
+  CHECK(t.encode("In the beginning") == std::vector<std::int32_t>{641, 279, 7167});
+  CHECK(kjv().encode("In the beginning") == std::vector<std::int32_t>{40, 77, 258, 2185});
 }
