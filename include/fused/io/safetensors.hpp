@@ -207,6 +207,17 @@ inline std::string json_excerpt(const nlohmann::json& j) {
   return s;
 }
 
+// Bytes of a tensor of `shape` (dimensions >= 0) and `type`, or nullopt if that overflows 64 bits.
+// A zero dimension makes the tensor empty whatever the others are, as in the reference
+// implementation, so it is looked for before multiplying.
+inline std::optional<std::uint64_t> byte_count(std::span<const std::int64_t> shape, dtype type) noexcept {
+  if (std::ranges::find(shape, 0) != shape.end()) return 0;
+  std::uint64_t bytes = dtype_size(type);
+  for (std::int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes)) return std::nullopt;
+  return bytes;
+}
+
 // A JSON non-negative integer as uint64, or nullopt (negative, fractional, not a number).
 inline std::optional<std::uint64_t> json_uint(const nlohmann::json& j) {
   if (!j.is_number_unsigned()) return std::nullopt;  // nlohmann stores every integer >= 0 as unsigned
@@ -283,26 +294,18 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
       throw_load_error(fname, "tensor \"{}\": \"shape\" is missing or not a list", name);
     std::vector<std::int64_t> shape;
     shape.reserve(sh->size());
-    std::uint64_t elements = 1;
-    bool overflow = false;
     for (const json& d : *sh) {
       const std::optional<std::uint64_t> dim = detail::json_uint(d);
       if (!dim || *dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         throw_load_error(fname, "tensor \"{}\": shape {} holds {}, not a non-negative 64-bit integer", name,
                          detail::json_excerpt(*sh), detail::json_excerpt(d));
       shape.push_back(static_cast<std::int64_t>(*dim));
-      overflow = overflow || __builtin_mul_overflow(elements, *dim, &elements);
     }
-    std::uint64_t expected_bytes = 0;
-    overflow = overflow || __builtin_mul_overflow(elements, dtype_size(*type), &expected_bytes);
-    // A zero dimension makes the count 0 whatever the others are, as in the reference implementation.
-    if (std::ranges::find(shape, 0) != shape.end()) {
-      overflow = false;
-      expected_bytes = 0;
-    }
-    if (overflow)
+    const std::optional<std::uint64_t> expected = detail::byte_count(shape, *type);
+    if (!expected)
       throw_load_error(fname, "tensor \"{}\": shape {} of {} holds more bytes than 2^64", name,
                        shape_string(shape), dtype_name(*type));
+    const std::uint64_t expected_bytes = *expected;
 
     const auto off = entry.find("data_offsets");
     if (off == entry.end() || !off->is_array() || off->size() != 2)
@@ -562,20 +565,14 @@ inline std::vector<std::byte> serialize_safetensors(std::span<const tensor_data>
     const tensor_data& t = *tp;
     if (t.name == "__metadata__" || header.contains(t.name))
       throw std::invalid_argument(fmt::format("write_safetensors: tensor name \"{}\" is reserved or repeated", t.name));
-    std::uint64_t elements = 1;
-    for (std::int64_t d : t.shape) {
-      if (d < 0)
-        throw std::invalid_argument(fmt::format("write_safetensors: tensor \"{}\" has a negative dimension in {}",
-                                                t.name, shape_string(t.shape)));
-      if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements))
-        throw std::invalid_argument(fmt::format("write_safetensors: tensor \"{}\" shape {} overflows", t.name,
-                                                shape_string(t.shape)));
-    }
-    std::uint64_t bytes = 0;
-    if (__builtin_mul_overflow(elements, dtype_size(t.dtype), &bytes) || bytes != t.bytes.size())
+    if (std::ranges::any_of(t.shape, [](std::int64_t d) { return d < 0; }))
+      throw std::invalid_argument(fmt::format("write_safetensors: tensor \"{}\" has a negative dimension in {}",
+                                              t.name, shape_string(t.shape)));
+    const std::optional<std::uint64_t> bytes = detail::byte_count(t.shape, t.dtype);
+    if (!bytes || *bytes != t.bytes.size())
       throw std::invalid_argument(fmt::format("write_safetensors: tensor \"{}\" has {} bytes, shape {} of {} needs {}",
-                                              t.name, t.bytes.size(), shape_string(t.shape),
-                                              dtype_name(t.dtype), bytes));
+                                              t.name, t.bytes.size(), shape_string(t.shape), dtype_name(t.dtype),
+                                              bytes ? fmt::to_string(*bytes) : std::string("more than 2^64")));
     header[t.name] = {{"dtype", dtype_name(t.dtype)},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + t.bytes.size()}}};
