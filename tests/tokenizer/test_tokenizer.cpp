@@ -254,3 +254,14 @@ TEST_CASE("encode is safe from several threads at once, and gives the same ids")
   CHECK(t.encode("In the beginning") == std::vector<std::int32_t>{641, 279, 7167});
   CHECK(kjv().encode("In the beginning") == std::vector<std::int32_t>{40, 77, 258, 2185});
 }
+
+TEST_CASE("added tokens with \"normalized\": true are matched after normalization, in normalized form") {
+  auto j = minimal();
+  // Written decomposed (e + U+0301); the text is NFC-normalized before this token is looked for.
+  j["added_tokens"].push_back({{"id", 258}, {"content", "e\xCC\x81x"}, {"special", false}, {"normalized", true}});
+  const auto t = tokenizer::from_json(j.dump());
+  CHECK(t.encode("a\xC3\xA9x") == std::vector<std::int32_t>{'a', 258});   // composed input
+  CHECK(t.encode("ae\xCC\x81x") == std::vector<std::int32_t>{'a', 258});   // decomposed input
+  CHECK(t.encode("ae\xCC\x81x", /*allow_special=*/false) == std::vector<std::int32_t>{'a', 258});  // not special
+  CHECK(t.decode(std::vector<std::int32_t>{258}) == "e\xCC\x81x");
+}

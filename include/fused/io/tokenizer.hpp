@@ -235,7 +235,13 @@ class tokenizer {
       const bool special = r.boolean(t, field, "special", false);
       // tokenizers' default for a missing "normalized" is !special.
       const bool normalized = r.boolean(t, field, "normalized", !special);
-      (normalized ? normalized_tokens : raw_tokens).push_back({content, id, special});
+      if (normalized) {
+        // Matched in normalized text, so matched in its own normalized form (as tokenizers does).
+        std::string storage;
+        normalized_tokens.push_back({std::string(normalizer_.apply(content, storage)), id, special});
+      } else {
+        raw_tokens.push_back({content, id, special});
+      }
       added_ids_.emplace(content, id);
       max_id = std::max(max_id, id);
     }
