@@ -45,7 +45,10 @@ failed=()
 for harness in "${harnesses[@]}"; do
   corpus=$(mktemp -d)
   trap 'rm -rf "$corpus"' EXIT
-  for seed in $(seeds_for "$harness"); do cp "$seed" "$corpus/"; done
+  i=0
+  for seed in $(seeds_for "$harness"); do  # numbered: several seeds are called config.json
+    cp "$seed" "$corpus/$((i++))-$(basename "$seed")"
+  done
   name=${harness#fuzz_}
   if [[ -d $root/tests/fuzz/corpus/$name ]]; then cp -r "$root/tests/fuzz/corpus/$name"/. "$corpus/"; fi
   options=(-max_total_time="$seconds" -timeout=10 -print_final_stats=1)

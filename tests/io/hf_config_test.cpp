@@ -228,6 +228,7 @@ TEST_CASE("text that is not a config object") {
   CHECK_THROWS_WITH_AS(fused::io::load_hf_config(data_dir / "no_such_config.json"),
                        ((data_dir / "no_such_config.json").string() + ": cannot open: No such file or directory").c_str(),
                        load_error);
+  CHECK_THROWS_WITH_AS(fused::io::load_hf_config("/dev/zero"), "/dev/zero: not a regular file", load_error);
 }
 
 TEST_CASE("config_differences lists every differing field, by its reflected name") {

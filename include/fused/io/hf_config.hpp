@@ -277,6 +277,11 @@ inline hf_model_info load_hf_config(const std::filesystem::path& path) {
   const std::string name = file.string();
   std::ifstream in(file, std::ios::binary);
   if (!in) throw_load_error(name, "cannot open: {}", std::strerror(errno));
+  // A FIFO or a device would be read without end, and a config.json is a few kilobytes.
+  constexpr std::uintmax_t max_bytes = 16 << 20;
+  if (!std::filesystem::is_regular_file(file, ec)) throw_load_error(name, "not a regular file");
+  if (const std::uintmax_t size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
+    throw_load_error(name, "is {} bytes, more than the {} a config.json could need", size, max_bytes);
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw_load_error(name, "cannot read: {}", std::strerror(errno));
