@@ -3,13 +3,14 @@
  * Cache layout per layer: kc/vc are bf16 [n_kv][cap][hd]. Query head h reads kv head h / (n_heads/n_kv).
  * Scores are scaled by 1/sqrt(hd); query at position p attends to keys 0..p.
  *
- * Prefill: work item = (query head, block of FK_ATT_BQ query rows). Keys are visited in blocks of
- * FK_ATT_BK with an online softmax (running max m, running sum l, output rescaled by exp(m_old - m_new)),
- * so memory is a few stack tiles whatever S is: K block transposed to f32 [hd][BK] (scores for one query
- * become a vector over keys, no horizontal sums), V block widened to f32 [BK][hd], scores [BQ][BK],
- * output [BQ][hd] (<= 52 KiB for hd 128). The K/V widening is amortized over the BQ rows.
- * Decode: one query per head, work item = head; the same online softmax over key blocks, but scores are
- * direct dot products against the bf16 K rows and V rows are widened on the fly (nothing to amortize).
+ * Keys are visited in blocks of FK_ATT_BK with an online softmax (running max m, running sum l, output
+ * rescaled by exp(m_old - m_new)), so memory is a few stack tiles whatever S is: the K block transposed
+ * to f32 [hd][BK] (a query's scores become a vector over keys: no horizontal sums), the V block widened
+ * to f32 [BK][hd], the rows' outputs [BQ][hd] (48 KiB in all at FK_MAX_HEAD_DIM = 128). The widening is
+ * amortized over the rows of a work item:
+ *   prefill: work item = (query head, FK_ATT_BQ consecutive positions);
+ *   decode:  work item = (KV head, up to FK_ATT_BQ of its query heads), all at the same position; so the
+ *            decode parallelism is n_kv (x ceil(group / BQ)), and decode equals prefill bit for bit.
  * Every output row is computed by one thread in a fixed order: bitwise identical for any thread count. */
 #ifndef FK_ATTENTION_H
 #define FK_ATTENTION_H
@@ -25,261 +26,259 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
     for (size_t g = 0; g < n_kv; ++g) fk__f32_to_bf16_run(kv + s * n_kv * hd + g * hd, cache + (g * cap + pos0 + s) * hd, hd);
 }
 
-/* ---- small per-ISA building blocks ------------------------------------------------------------- */
-/* s[j] = scale * sum_d q[d] * kt[d*ldk + j], j < bk (kt: K block transposed, f32) */
-FK_API void fk__att_scores_t_scalar(const float* q, const float* kt, size_t ldk, size_t hd, size_t bk, float scale, float* s) {
-  for (size_t j = 0; j < bk; ++j) s[j] = 0.0f;
-  for (size_t d = 0; d < hd; ++d)
-    for (size_t j = 0; j < bk; ++j) s[j] += q[d] * kt[d * ldk + j];
-  for (size_t j = 0; j < bk; ++j) s[j] *= scale;
-}
-/* s[j] = scale * dot(q, k_j) with k_j bf16 rows of length hd */
-FK_API void fk__att_scores_bf16_scalar(const float* q, const uint16_t* k, size_t hd, size_t bk, float scale, float* s) {
-  for (size_t j = 0; j < bk; ++j) {
+/* ---- one query row x one key block --------------------------------------------------------------
+ * kt: the key block transposed to f32, kt[d * FK_ATT_BK + j]; vf: the value block, vf[j * hd + d];
+ * nv <= FK_ATT_BK visible keys. Updates the row's running max m, running sum l and unnormalized output
+ * o[hd]:  s_j = scale * q.k_j;  m' = max(m, max_j s_j);  l = l e^(m-m') + sum_j e^(s_j-m');
+ *         o = o e^(m-m') + sum_j e^(s_j-m') v_j.
+ * The SIMD versions keep 8 independent FMA chains in both products (scores: 2 key vectors x 4 dims in
+ * flight; PV: 4 dim vectors x 2 keys), because one chain per vector is FMA-latency bound at these sizes. */
+FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* vf, size_t hd, size_t nv, float scale, float* m,
+                                 float* l, float* o) {
+  float s[FK_ATT_BK];
+  float mb = -INFINITY;
+  for (size_t j = 0; j < nv; ++j) {
     float a = 0.0f;
-    for (size_t d = 0; d < hd; ++d) a += q[d] * fk_bf16_to_f32_1(k[j * hd + d]);
+    for (size_t d = 0; d < hd; ++d) a += q[d] * kt[d * FK_ATT_BK + j];
     s[j] = a * scale;
+    mb = s[j] > mb ? s[j] : mb;
   }
-}
-/* p[j] = exp(s[j] - m), returns sum_j p[j] (ascending j, f32) */
-FK_API float fk__att_exp_scalar(const float* s, size_t bk, float m, float* p) {
-  float l = 0.0f;
-  for (size_t j = 0; j < bk; ++j) {
-    p[j] = expf(s[j] - m);
-    l += p[j];
+  const float mnew = mb > *m ? mb : *m;
+  const float corr = expf(*m - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
+  float lb = 0.0f;
+  for (size_t j = 0; j < nv; ++j) {
+    s[j] = expf(s[j] - mnew);
+    lb += s[j];
   }
-  return l;
-}
-/* o = o * corr + sum_j p[j] * v_j  (v f32 rows [bk][hd] or bf16 rows) */
-FK_API void fk__att_pv_scalar(float* o, float corr, const float* p, const float* v, const uint16_t* vb, size_t hd, size_t bk) {
-  for (size_t d = 0; d < hd; ++d) o[d] *= corr;
-  for (size_t j = 0; j < bk; ++j)
-    for (size_t d = 0; d < hd; ++d) o[d] += p[j] * (v ? v[j * hd + d] : fk_bf16_to_f32_1(vb[j * hd + d]));
-}
-
-#if FK_X86
-FK_TARGET_AVX512 FK_API void fk__att_scores_t_avx512(const float* q, const float* kt, size_t ldk, size_t hd, size_t bk, float scale, float* s) {
-  /* bk <= FK_ATT_BK = 32: two vectors of keys; padded keys in kt are zero, masked on store */
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  *l = *l * corr + lb;
   for (size_t d = 0; d < hd; ++d) {
-    const __m512 qd = _mm512_set1_ps(q[d]);
-    a0 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kt + d * ldk), a0);
-    a1 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kt + d * ldk + 16), a1);
-  }
-  const __m512 sc = _mm512_set1_ps(scale);
-  const __mmask16 m0 = bk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << bk) - 1);
-  const __mmask16 m1 = bk >= 32 ? (__mmask16)0xffff : bk <= 16 ? (__mmask16)0 : (__mmask16)((1u << (bk - 16)) - 1);
-  _mm512_mask_storeu_ps(s, m0, _mm512_mul_ps(a0, sc));
-  _mm512_mask_storeu_ps(s + 16, m1, _mm512_mul_ps(a1, sc));
-}
-FK_TARGET_AVX512 FK_API void fk__att_scores_bf16_avx512(const float* q, const uint16_t* k, size_t hd, size_t bk, float scale, float* s) {
-  for (size_t j = 0; j < bk; ++j) {
-    __m512 a = _mm512_setzero_ps();
-    for (size_t d = 0; d < hd; d += 16) {
-      const __mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
-      a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), fk__maskload_bf16x16(k + j * hd + d, m), a);
-    }
-    s[j] = fk__hsum512(a) * scale;
-  }
-}
-FK_TARGET_AVX512 FK_API float fk__att_exp_avx512(const float* s, size_t bk, float m, float* p) {
-  float l = 0.0f;
-  for (size_t j = 0; j < bk; j += 16) {
-    const __mmask16 k = bk - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (bk - j)) - 1);
-    const __m512 e = _mm512_maskz_mov_ps(k, fk__exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), _mm512_set1_ps(m))));
-    _mm512_mask_storeu_ps(p + j, k, e);
-    l += fk__hsum512(e);
-  }
-  return l;
-}
-FK_TARGET_AVX512 FK_API void fk__att_pv_avx512(float* o, float corr, const float* p, const float* v, const uint16_t* vb, size_t hd, size_t bk) {
-  const __m512 c = _mm512_set1_ps(corr);
-  for (size_t d = 0; d < hd; d += 16) {
-    const __mmask16 m = hd - d >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - d)) - 1);
-    __m512 acc = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, o + d), c);
-    if (v)
-      for (size_t j = 0; j < bk; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, v + j * hd + d), acc);
-    else
-      for (size_t j = 0; j < bk; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), fk__maskload_bf16x16(vb + j * hd + d, m), acc);
-    _mm512_mask_storeu_ps(o + d, m, acc);
-  }
-}
-
-FK_TARGET_AVX2 FK_API void fk__att_scores_t_avx2(const float* q, const float* kt, size_t ldk, size_t hd, size_t bk, float scale, float* s) {
-  __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (size_t d = 0; d < hd; ++d) {
-    const __m256 qd = _mm256_set1_ps(q[d]);
-    for (int t = 0; t < 4; ++t) a[t] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * ldk + 8 * t), a[t]);
-  }
-  float tmp[32];
-  for (int t = 0; t < 4; ++t) _mm256_storeu_ps(tmp + 8 * t, _mm256_mul_ps(a[t], _mm256_set1_ps(scale)));
-  for (size_t j = 0; j < bk; ++j) s[j] = tmp[j];
-}
-FK_TARGET_AVX2 FK_API void fk__att_scores_bf16_avx2(const float* q, const uint16_t* k, size_t hd, size_t bk, float scale, float* s) {
-  for (size_t j = 0; j < bk; ++j) {
-    __m256 a = _mm256_setzero_ps();
-    size_t d = 0;
-    for (; d + 8 <= hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), fk__load_bf16x8(k + j * hd + d), a);
-    float r = fk__hsum256(a);
-    for (; d < hd; ++d) r = fmaf(q[d], fk_bf16_to_f32_1(k[j * hd + d]), r);
-    s[j] = r * scale;
-  }
-}
-FK_TARGET_AVX2 FK_API float fk__att_exp_avx2(const float* s, size_t bk, float m, float* p) {
-  float l = 0.0f;
-  size_t j = 0;
-  for (; j + 8 <= bk; j += 8) {
-    const __m256 e = fk__exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(m)));
-    _mm256_storeu_ps(p + j, e);
-    l += fk__hsum256(e);
-  }
-  for (; j < bk; ++j) {
-    p[j] = expf(s[j] - m);
-    l += p[j];
-  }
-  return l;
-}
-FK_TARGET_AVX2 FK_API void fk__att_pv_avx2(float* o, float corr, const float* p, const float* v, const uint16_t* vb, size_t hd, size_t bk) {
-  const __m256 c = _mm256_set1_ps(corr);
-  size_t d = 0;
-  for (; d + 8 <= hd; d += 8) {
-    __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(o + d), c);
-    if (v)
-      for (size_t j = 0; j < bk; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * hd + d), acc);
-    else
-      for (size_t j = 0; j < bk; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), fk__load_bf16x8(vb + j * hd + d), acc);
-    _mm256_storeu_ps(o + d, acc);
-  }
-  for (; d < hd; ++d) {
     float a = o[d] * corr;
-    for (size_t j = 0; j < bk; ++j) a = fmaf(p[j], v ? v[j * hd + d] : fk_bf16_to_f32_1(vb[j * hd + d]), a);
+    for (size_t j = 0; j < nv; ++j) a += s[j] * vf[j * hd + d];
     o[d] = a;
   }
-}
-#endif
-
-FK_API void fk__att_scores_t(fk_isa isa, const float* q, const float* kt, size_t ldk, size_t hd, size_t bk, float scale, float* s) {
-  switch (isa) {
-#if FK_X86
-    case FK_ISA_AMX:
-    case FK_ISA_AVX512BF16: fk__att_scores_t_avx512(q, kt, ldk, hd, bk, scale, s); return;
-    case FK_ISA_AVX2: fk__att_scores_t_avx2(q, kt, ldk, hd, bk, scale, s); return;
-#endif
-    default: fk__att_scores_t_scalar(q, kt, ldk, hd, bk, scale, s); return;
-  }
-}
-FK_API void fk__att_scores_bf16(fk_isa isa, const float* q, const uint16_t* k, size_t hd, size_t bk, float scale, float* s) {
-  switch (isa) {
-#if FK_X86
-    case FK_ISA_AMX:
-    case FK_ISA_AVX512BF16: fk__att_scores_bf16_avx512(q, k, hd, bk, scale, s); return;
-    case FK_ISA_AVX2: fk__att_scores_bf16_avx2(q, k, hd, bk, scale, s); return;
-#endif
-    default: fk__att_scores_bf16_scalar(q, k, hd, bk, scale, s); return;
-  }
-}
-FK_API float fk__att_exp(fk_isa isa, const float* s, size_t bk, float m, float* p) {
-  switch (isa) {
-#if FK_X86
-    case FK_ISA_AMX:
-    case FK_ISA_AVX512BF16: return fk__att_exp_avx512(s, bk, m, p);
-    case FK_ISA_AVX2: return fk__att_exp_avx2(s, bk, m, p);
-#endif
-    default: return fk__att_exp_scalar(s, bk, m, p);
-  }
-}
-FK_API void fk__att_pv(fk_isa isa, float* o, float corr, const float* p, const float* v, const uint16_t* vb, size_t hd, size_t bk) {
-  switch (isa) {
-#if FK_X86
-    case FK_ISA_AMX:
-    case FK_ISA_AVX512BF16: fk__att_pv_avx512(o, corr, p, v, vb, hd, bk); return;
-    case FK_ISA_AVX2: fk__att_pv_avx2(o, corr, p, v, vb, hd, bk); return;
-#endif
-    default: fk__att_pv_scalar(o, corr, p, v, vb, hd, bk); return;
-  }
-}
-
-/* Online-softmax step for one query row over one block of scores s[0..bk). */
-FK_API void fk__att_online(fk_isa isa, const float* s, size_t bk, float* m, float* l, float* o, const float* v,
-                           const uint16_t* vb, size_t hd, float* p) {
-  float mb = s[0];
-  for (size_t j = 1; j < bk; ++j) mb = s[j] > mb ? s[j] : mb;
-  const float mnew = mb > *m ? mb : *m;
-  const float corr = expf(*m - mnew); /* exp(-inf) = 0 on the first block: o and l start at 0 anyway */
-  const float lb = fk__att_exp(isa, s, bk, mnew, p);
-  *l = *l * corr + lb;
-  fk__att_pv(isa, o, corr, p, v, vb, hd, bk);
   *m = mnew;
 }
 
-/* Rows q0 .. q0+bq of one head h (prefill work item). */
-FK_API void fk__att_prefill_item(fk_isa isa, const float* q, size_t n_heads, size_t h, const uint16_t* kc, const uint16_t* vc,
-                                 size_t hd, size_t pos0, size_t q0, size_t bq, float scale, float* out) {
+#if FK_X86
+FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* q, const float* kt, const float* vf, size_t hd, size_t nv,
+                                                  float scale, float* m, float* l, float* o) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  size_t d = 0;
+  for (; d + 4 <= hd; d += 4) {
+    const float* k = kt + d * FK_ATT_BK;
+    const __m512 q0 = _mm512_set1_ps(q[d]), q1 = _mm512_set1_ps(q[d + 1]);
+    const __m512 q2 = _mm512_set1_ps(q[d + 2]), q3 = _mm512_set1_ps(q[d + 3]);
+    a0 = _mm512_fmadd_ps(q0, _mm512_loadu_ps(k), a0);
+    a1 = _mm512_fmadd_ps(q0, _mm512_loadu_ps(k + 16), a1);
+    a2 = _mm512_fmadd_ps(q1, _mm512_loadu_ps(k + FK_ATT_BK), a2);
+    a3 = _mm512_fmadd_ps(q1, _mm512_loadu_ps(k + FK_ATT_BK + 16), a3);
+    a4 = _mm512_fmadd_ps(q2, _mm512_loadu_ps(k + 2 * FK_ATT_BK), a4);
+    a5 = _mm512_fmadd_ps(q2, _mm512_loadu_ps(k + 2 * FK_ATT_BK + 16), a5);
+    a6 = _mm512_fmadd_ps(q3, _mm512_loadu_ps(k + 3 * FK_ATT_BK), a6);
+    a7 = _mm512_fmadd_ps(q3, _mm512_loadu_ps(k + 3 * FK_ATT_BK + 16), a7);
+  }
+  for (; d < hd; ++d) {
+    const __m512 qd = _mm512_set1_ps(q[d]);
+    a0 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kt + d * FK_ATT_BK), a0);
+    a1 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kt + d * FK_ATT_BK + 16), a1);
+  }
+  const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+  const __mmask16 k0 = nv >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nv) - 1);
+  const __mmask16 k1 = nv >= 32 ? (__mmask16)0xffff : nv <= 16 ? (__mmask16)0 : (__mmask16)((1u << (nv - 16)) - 1);
+  const __m512 s0 = _mm512_mask_mov_ps(ninf, k0, _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a4, a6)), sc));
+  const __m512 s1 = _mm512_mask_mov_ps(ninf, k1, _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(a1, a3), _mm512_add_ps(a5, a7)), sc));
+  const float mb = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+  const float mnew = mb > *m ? mb : *m;
+  const float corr = expf(*m - mnew);
+  const __m512 mv = _mm512_set1_ps(mnew);
+  const __m512 p0 = _mm512_maskz_mov_ps(k0, fk__exp512(_mm512_sub_ps(s0, mv)));
+  const __m512 p1 = _mm512_maskz_mov_ps(k1, fk__exp512(_mm512_sub_ps(s1, mv)));
+  *l = *l * corr + fk__hsum512(_mm512_add_ps(p0, p1));
+  float p[FK_ATT_BK];
+  _mm512_storeu_ps(p, p0);
+  _mm512_storeu_ps(p + 16, p1);
+  const __m512 cv = _mm512_set1_ps(corr);
+  for (size_t d0 = 0; d0 < hd; d0 += 64) {
+    __mmask16 dm[4];
+    for (int v = 0; v < 4; ++v) {
+      const size_t lo = d0 + 16 * (size_t)v;
+      dm[v] = lo >= hd ? (__mmask16)0 : hd - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - lo)) - 1);
+    }
+    __m512 e[4], f[4];
+    for (int v = 0; v < 4; ++v) {
+      e[v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(dm[v], o + d0 + 16 * v), cv);
+      f[v] = _mm512_setzero_ps();
+    }
+    size_t j = 0;
+    for (; j + 2 <= nv; j += 2) {
+      const __m512 pa = _mm512_set1_ps(p[j]), pb = _mm512_set1_ps(p[j + 1]);
+      const float* va = vf + j * hd + d0;
+      for (int v = 0; v < 4; ++v) {
+        e[v] = _mm512_fmadd_ps(pa, _mm512_maskz_loadu_ps(dm[v], va + 16 * v), e[v]);
+        f[v] = _mm512_fmadd_ps(pb, _mm512_maskz_loadu_ps(dm[v], va + hd + 16 * v), f[v]);
+      }
+    }
+    if (j < nv) {
+      const __m512 pa = _mm512_set1_ps(p[j]);
+      for (int v = 0; v < 4; ++v) e[v] = _mm512_fmadd_ps(pa, _mm512_maskz_loadu_ps(dm[v], vf + j * hd + d0 + 16 * v), e[v]);
+    }
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o + d0 + 16 * v, dm[v], _mm512_add_ps(e[v], f[v]));
+  }
+  *m = mnew;
+}
+
+/* K block -> kt (transposed f32), 16 keys x 16 dims at a time through the 16x16 transpose. hd % 16 == 0. */
+FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd, size_t bk, float* kt) {
+  for (size_t jb = 0; jb < FK_ATT_BK; jb += 16)
+    for (size_t d0 = 0; d0 < hd; d0 += 16) {
+      __m512i r[16];
+      for (size_t i = 0; i < 16; ++i)
+        r[i] = jb + i < bk ? _mm512_castps_si512(fk__load_bf16x16(k + (jb + i) * hd + d0)) : _mm512_setzero_si512();
+      fk__transpose16x16(r);
+      for (size_t t = 0; t < 16; ++t) _mm512_storeu_si512(kt + (d0 + t) * FK_ATT_BK + jb, r[t]);
+    }
+}
+
+FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* q, const float* kt, const float* vf, size_t hd, size_t nv, float scale,
+                                              float* m, float* l, float* o) {
+  __m256 a[8];
+  for (int t = 0; t < 8; ++t) a[t] = _mm256_setzero_ps();
+  size_t d = 0;
+  for (; d + 2 <= hd; d += 2) { /* 4 key vectors x 2 dims in flight */
+    const __m256 q0 = _mm256_set1_ps(q[d]), q1 = _mm256_set1_ps(q[d + 1]);
+    for (int t = 0; t < 4; ++t) {
+      a[t] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kt + d * FK_ATT_BK + 8 * t), a[t]);
+      a[4 + t] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kt + (d + 1) * FK_ATT_BK + 8 * t), a[4 + t]);
+    }
+  }
+  for (; d < hd; ++d)
+    for (int t = 0; t < 4; ++t) a[t] = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), _mm256_loadu_ps(kt + d * FK_ATT_BK + 8 * t), a[t]);
+  float s[FK_ATT_BK];
+  for (int t = 0; t < 4; ++t) _mm256_storeu_ps(s + 8 * t, _mm256_mul_ps(_mm256_add_ps(a[t], a[4 + t]), _mm256_set1_ps(scale)));
+  float mb = -INFINITY;
+  for (size_t j = 0; j < nv; ++j) mb = s[j] > mb ? s[j] : mb;
+  const float mnew = mb > *m ? mb : *m;
+  const float corr = expf(*m - mnew);
+  for (size_t j = nv; j < FK_ATT_BK; ++j) s[j] = -INFINITY; /* exp256 clamps: these are zeroed below */
+  float lb = 0.0f;
+  for (int t = 0; t < 4; ++t) {
+    __m256 e = fk__exp256(_mm256_sub_ps(_mm256_loadu_ps(s + 8 * t), _mm256_set1_ps(mnew)));
+    _mm256_storeu_ps(s + 8 * t, e);
+  }
+  for (size_t j = nv; j < FK_ATT_BK; ++j) s[j] = 0.0f;
+  for (size_t j = 0; j < nv; ++j) lb += s[j];
+  *l = *l * corr + lb;
+  const __m256 cv = _mm256_set1_ps(corr);
+  d = 0;
+  for (; d + 8 <= hd; d += 8) {
+    __m256 e = _mm256_mul_ps(_mm256_loadu_ps(o + d), cv), f = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 2 <= nv; j += 2) {
+      e = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(vf + j * hd + d), e);
+      f = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 1]), _mm256_loadu_ps(vf + (j + 1) * hd + d), f);
+    }
+    if (j < nv) e = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(vf + j * hd + d), e);
+    _mm256_storeu_ps(o + d, _mm256_add_ps(e, f));
+  }
+  for (; d < hd; ++d) {
+    float acc = o[d] * corr;
+    for (size_t j = 0; j < nv; ++j) acc = fmaf(s[j], vf[j * hd + d], acc); /* explicit: C and C++ contract differently */
+    o[d] = acc;
+  }
+  *m = mnew;
+}
+#endif
+
+/* ---- a work item: up to FK_ATT_BQ query rows that share one KV head ----------------------------------
+ * Prefill: rows are consecutive positions of one query head. Decode: rows are the query heads of one
+ * GQA group at the same position, so each K/V block is widened once for the whole group. A row's
+ * arithmetic does not depend on the other rows, so decode computes bit for bit what prefill computes for
+ * the same query, position and cache. */
+FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow, const size_t* pos, size_t nr,
+                         const uint16_t* kc, const uint16_t* vc, size_t hd, float scale) {
   float kt[FK_MAX_HEAD_DIM * FK_ATT_BK]; /* K block, transposed: kt[d][j] */
   float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block widened: vf[j][d] */
   float o[FK_ATT_BQ * FK_MAX_HEAD_DIM];
-  float mrow[FK_ATT_BQ], lrow[FK_ATT_BQ], s[FK_ATT_BK], p[FK_ATT_BK];
-  const size_t ld = n_heads * hd;
-  for (size_t i = 0; i < bq; ++i) {
+  float mrow[FK_ATT_BQ], lrow[FK_ATT_BQ];
+  size_t kend = 0;
+  for (size_t i = 0; i < nr; ++i) {
     mrow[i] = -INFINITY;
     lrow[i] = 0.0f;
     for (size_t d = 0; d < hd; ++d) o[i * hd + d] = 0.0f;
+    kend = pos[i] + 1 > kend ? pos[i] + 1 : kend;
   }
-  const size_t kend = pos0 + q0 + bq; /* keys 0 .. kend-1 are visible to the last row */
   for (size_t j0 = 0; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
     fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
-    for (size_t j = 0; j < FK_ATT_BK; ++j)
-      for (size_t d = 0; d < hd; ++d) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kc[(j0 + j) * hd + d]) : 0.0f;
-    for (size_t i = 0; i < bq; ++i) {
-      const size_t pos = pos0 + q0 + i;
-      if (pos < j0) continue; /* causal: this whole block is in row i's future */
-      const size_t nv = pos + 1 - j0 < bk ? pos + 1 - j0 : bk;
-      fk__att_scores_t(isa, q + (q0 + i) * ld + h * hd, kt, FK_ATT_BK, hd, nv, scale, s);
-      fk__att_online(isa, s, nv, &mrow[i], &lrow[i], o + i * hd, vf, NULL, hd, p);
+#if FK_X86
+    if (isa >= FK_ISA_AVX512BF16 && hd % 16 == 0) fk__att_load_k_avx512(kc + j0 * hd, hd, bk, kt);
+    else
+#endif
+      for (size_t d = 0; d < hd; ++d)
+        for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kc[(j0 + j) * hd + d]) : 0.0f;
+    for (size_t i = 0; i < nr; ++i) {
+      if (pos[i] < j0) continue; /* causal: this whole block is in row i's future */
+      const size_t nv = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
+      switch (isa) {
+#if FK_X86
+        case FK_ISA_AMX:
+        case FK_ISA_AVX512BF16: fk__att_block_avx512(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd); break;
+        case FK_ISA_AVX2: fk__att_block_avx2(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd); break;
+#endif
+        default: fk__att_block_scalar(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd); break;
+      }
     }
   }
-  for (size_t i = 0; i < bq; ++i) {
+  for (size_t i = 0; i < nr; ++i) {
     const float inv = 1.0f / lrow[i];
-    float* dst = out + (q0 + i) * ld + h * hd;
-    for (size_t d = 0; d < hd; ++d) dst[d] = o[i * hd + d] * inv;
+    for (size_t d = 0; d < hd; ++d) orow[i][d] = o[i * hd + d] * inv;
   }
 }
 
 FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const uint16_t* kc, const uint16_t* vc, size_t n_kv,
                                  size_t hd, size_t cap, size_t pos0, float* out) {
   const fk_isa isa = fk_isa_active();
+  assert(hd <= FK_MAX_HEAD_DIM && n_kv > 0 && n_heads % n_kv == 0);
   const size_t group = n_heads / n_kv, nqb = (S + FK_ATT_BQ - 1) / FK_ATT_BQ, items = n_heads * nqb;
+  const size_t ld = n_heads * hd;
   const float scale = 1.0f / sqrtf((float)hd);
   const int nt = fk__threads_for(items, (double)FK_ATT_BQ * (double)(pos0 + S) * (double)hd * 4);
   FK_PARALLEL_FOR(nt)
   for (size_t it = 0; it < items; ++it) {
-    const size_t h = it / nqb, qb = it % nqb, g = h / group;
-    const size_t q0 = qb * FK_ATT_BQ, bq = S - q0 < FK_ATT_BQ ? S - q0 : FK_ATT_BQ;
-    fk__att_prefill_item(isa, q, n_heads, h, kc + g * cap * hd, vc + g * cap * hd, hd, pos0, q0, bq, scale, out);
+    const size_t h = it / nqb, q0 = (it % nqb) * FK_ATT_BQ, g = h / group;
+    const size_t nr = S - q0 < FK_ATT_BQ ? S - q0 : FK_ATT_BQ;
+    const float* qr[FK_ATT_BQ];
+    float* orow[FK_ATT_BQ];
+    size_t pos[FK_ATT_BQ];
+    for (size_t i = 0; i < nr; ++i) {
+      qr[i] = q + (q0 + i) * ld + h * hd;
+      orow[i] = out + (q0 + i) * ld + h * hd;
+      pos[i] = pos0 + q0 + i;
+    }
+    fk__att_rows(isa, qr, orow, pos, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale);
   }
 }
 
 FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* kc, const uint16_t* vc, size_t n_kv, size_t hd,
                                 size_t cap, size_t pos, float* out) {
   const fk_isa isa = fk_isa_active();
-  const size_t group = n_heads / n_kv;
+  assert(hd <= FK_MAX_HEAD_DIM && n_kv > 0 && n_heads % n_kv == 0);
+  const size_t group = n_heads / n_kv, chunks = (group + FK_ATT_BQ - 1) / FK_ATT_BQ, items = n_kv * chunks;
   const float scale = 1.0f / sqrtf((float)hd);
-  const int nt = fk__threads_for(n_heads, (double)(pos + 1) * (double)hd * 4);
+  const int nt = fk__threads_for(items, (double)(pos + 1) * (double)hd * 4 * (double)group);
   FK_PARALLEL_FOR(nt)
-  for (size_t h = 0; h < n_heads; ++h) {
-    const uint16_t* k = kc + (h / group) * cap * hd;
-    const uint16_t* v = vc + (h / group) * cap * hd;
-    float o[FK_MAX_HEAD_DIM], s[FK_ATT_BK], p[FK_ATT_BK];
-    float m = -INFINITY, l = 0.0f;
-    for (size_t d = 0; d < hd; ++d) o[d] = 0.0f;
-    for (size_t j0 = 0; j0 <= pos; j0 += FK_ATT_BK) {
-      const size_t bk = pos + 1 - j0 < FK_ATT_BK ? pos + 1 - j0 : FK_ATT_BK;
-      fk__att_scores_bf16(isa, q + h * hd, k + j0 * hd, hd, bk, scale, s);
-      fk__att_online(isa, s, bk, &m, &l, o, NULL, v + j0 * hd, hd, p);
+  for (size_t it = 0; it < items; ++it) {
+    const size_t g = it / chunks, h0 = g * group + (it % chunks) * FK_ATT_BQ;
+    const size_t hend = (g + 1) * group, nr = hend - h0 < FK_ATT_BQ ? hend - h0 : FK_ATT_BQ;
+    const float* qr[FK_ATT_BQ];
+    float* orow[FK_ATT_BQ];
+    size_t ps[FK_ATT_BQ];
+    for (size_t i = 0; i < nr; ++i) {
+      qr[i] = q + (h0 + i) * hd;
+      orow[i] = out + (h0 + i) * hd;
+      ps[i] = pos;
     }
-    const float inv = 1.0f / l;
-    for (size_t d = 0; d < hd; ++d) out[h * hd + d] = o[d] * inv;
+    fk__att_rows(isa, qr, orow, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale);
   }
 }
 

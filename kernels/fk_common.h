@@ -10,6 +10,7 @@
 #ifndef FK_COMMON_H
 #define FK_COMMON_H
 
+#include <assert.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,8 +58,15 @@
 #define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
 #endif
 
-/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it). */
-#define FK_MAX_HEAD_DIM 256
+/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses
+ * 64 and 128). Checked with assert() in debug builds. */
+#define FK_MAX_HEAD_DIM 128
+
+#if defined(__GNUC__)
+#define FK_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define FK_ALWAYS_INLINE
+#endif
 
 /* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
 FK_API float fk_bf16_to_f32_1(uint16_t h) {
@@ -172,6 +180,30 @@ FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
   __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
   return _mm_packus_epi32(lo, hi);
 }
+/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
+    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
+    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
+    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+}
+
 #endif /* FK_X86 */
 
 #endif /* FK_COMMON_H */

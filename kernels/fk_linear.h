@@ -22,17 +22,14 @@
 
 #include "fk_convert.h"
 
-#define FK_LIN_NB 64  /* output columns per thread work item and per packed panel */
+#define FK_LIN_NB 64  /* output columns per packed panel, and per work item of the row-kernel paths */
+#define FK_LIN_DP_PANELS 4 /* AVX-512 BF16 GEMM: 64-column panels per work item (256 columns) */
+#define FK_LIN_NB_DP (FK_LIN_DP_PANELS * FK_LIN_NB)
+#define FK_LIN_KC_DP 128   /* AVX-512 BF16 GEMM: k per chunk (4 panels x 16 KiB on the stack) */
 #define FK_LIN_KC 256 /* k per packed chunk (multiple of 32: one AMX tile row is 32 bf16) */
 #define FK_LIN_MR 6   /* x rows per AVX-512 register tile */
 #define FK_LIN_MIN_M_DP 4   /* below this, GEMM uses the widening row kernel */
 #define FK_LIN_MIN_M_AMX 16 /* AMX needs a full A tile to pay off */
-
-#if defined(__GNUC__)
-#define FK_ALWAYS_INLINE __attribute__((always_inline))
-#else
-#define FK_ALWAYS_INLINE
-#endif
 
 /* ---- scalar ----------------------------------------------------------------------------------- */
 FK_API float fk__dot_scalar(const float* x, const uint16_t* w, size_t K) {
@@ -97,13 +94,18 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
 }
 
 /* ---- AVX-512: widening row kernel (GEMV, small M) ------------------------------------------------ */
+/* pf: the next rows to be read (or NULL). Short rows (K = 896 is 1.75 KiB) end before the hardware
+ * prefetcher has ramped up on them, so each 64-byte line of the next row group is requested one group
+ * ahead; prefetching never changes results. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const float* x, size_t K, const uint16_t* w,
-                                                                         size_t ldw, int R, float* out) {
+                                                                         size_t ldw, int R, float* out, const uint16_t* pf) {
   __m512 a0[4], a1[4];
   for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
   size_t k = 0;
   for (; k + 32 <= K; k += 32) {
     const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+    if (pf)
+      for (int r = 0; r < R; ++r) _mm_prefetch((const char*)(pf + (size_t)r * ldw + k), _MM_HINT_T0);
     for (int r = 0; r < R; ++r) {
       a0[r] = _mm512_fmadd_ps(fk__load_bf16x16(w + (size_t)r * ldw + k), x0, a0[r]);
       a1[r] = _mm512_fmadd_ps(fk__load_bf16x16(w + (size_t)r * ldw + k + 16), x1, a1[r]);
@@ -123,41 +125,17 @@ FK_TARGET_AVX512 FK_API void fk__rows_avx512(const float* x, size_t M, size_t K,
   size_t n = n0;
   for (; n + 4 <= n1; n += 4)
     for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 4, o);
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 4, o, m == 0 && n + 8 <= N ? W + (n + 4) * K : NULL);
       for (int r = 0; r < 4; ++r) y[m * N + n + r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + r]) : 0.0f);
     }
   for (; n < n1; ++n)
     for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 1, o);
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 1, o, NULL);
       y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
     }
 }
 
 /* ---- AVX-512 BF16 GEMM ------------------------------------------------------------------------- */
-/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-  }
-  for (int q = 0; q < 4; ++q) {
-    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
-    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
-    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
-    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
-    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
-    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
-  }
-}
-
 /* panel[p][c] (u32) = {W[n0+c][k0+2p], W[n0+c][k0+2p+1]} for p < FK_LIN_KC/2, c < 64; zero outside
  * W (rows >= N, k >= k0+kc), so padded columns and pairs contribute exactly 0. */
 FK_TARGET_AVX512 FK_API void fk__pack_w_vnni(const uint16_t* W, size_t N, size_t K, size_t n0, size_t k0, size_t kc,
@@ -177,7 +155,10 @@ FK_TARGET_AVX512 FK_API void fk__pack_w_vnni(const uint16_t* W, size_t N, size_t
     }
 }
 
-/* rows x[m0 .. m0+mr) k [k0, k0+kc) -> bf16 tile t[mr][ldt], zero padded to ldt (a multiple of 32). */
+/* rows x[m0 .. m0+mr) k [k0, k0+kc) -> bf16 tile t[rows][ldt], zero padded to ldt (a multiple of 32).
+ * vcvtne2ps2bf16 rounds to nearest even like fk_f32_to_bf16, except that it treats denormal inputs as
+ * zero (and quiets NaNs without keeping their payload): one instruction per 32 values instead of ~10
+ * per 16, which matters because every column block re-converts its x tiles. */
 FK_TARGET_AVX512 FK_API void fk__pack_x_bf16(const float* x, size_t K, size_t m0, size_t mr, size_t rows, size_t k0,
                                              size_t kc, uint16_t* t, size_t ldt) {
   for (size_t r = 0; r < rows; ++r) {
@@ -187,10 +168,12 @@ FK_TARGET_AVX512 FK_API void fk__pack_x_bf16(const float* x, size_t K, size_t m0
       continue;
     }
     const float* xr = x + (m0 + r) * K + k0;
-    for (size_t k = 0; k < ldt; k += 16) {
+    for (size_t k = 0; k < ldt; k += 32) {
       const size_t left = kc > k ? kc - k : 0;
-      const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-      _mm256_storeu_si256((__m256i*)(void*)(tr + k), fk__to_bf16x16(_mm512_maskz_loadu_ps(m, xr + k)));
+      const __mmask16 lo = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+      const __mmask16 hi = left >= 32 ? (__mmask16)0xffff : left <= 16 ? (__mmask16)0 : (__mmask16)((1u << (left - 16)) - 1);
+      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + k + 16), _mm512_maskz_loadu_ps(lo, xr + k));
+      _mm512_storeu_si512(tr + k, (__m512i)v);
     }
   }
 }
@@ -227,27 +210,38 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
     for (int s = 0; s < 4; ++s) _mm512_mask_storeu_ps(y + (size_t)r * N + n0 + (size_t)s * 16, cm[s], acc[r][s]);
 }
 
+/* Columns [n0, n0 + FK_LIN_NB_DP): four 64-column panels share each converted x tile, which divides
+ * the x conversion per flop by four (it is redone for every work item; measured ~7% of the time with
+ * one panel per item, ~2% with four). */
 FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
                                                    const uint16_t* bias, float* y, size_t n0) {
-  uint32_t panel[FK_LIN_KC / 2 * FK_LIN_NB]; /* 32 KiB: one 64-column x 256-k VNNI panel */
-  uint16_t xt[FK_LIN_MR * FK_LIN_KC];        /* 3 KiB: 6 rows of x in bf16 */
-  const size_t nn = N - n0 < FK_LIN_NB ? N - n0 : FK_LIN_NB;
-  for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC) {
-    const size_t kc = K - k0 < FK_LIN_KC ? K - k0 : FK_LIN_KC, kpad = (kc + 31) & ~(size_t)31;
-    fk__pack_w_vnni(W, N, K, n0, k0, kc, panel);
+  uint32_t panel[FK_LIN_DP_PANELS][FK_LIN_KC_DP / 2 * FK_LIN_NB]; /* 4 x 16 KiB: 64-column x 128-k VNNI panels */
+  uint16_t xt[FK_LIN_MR * FK_LIN_KC_DP];                          /* 1.5 KiB: 6 rows of x in bf16 */
+  size_t nn[FK_LIN_DP_PANELS];
+  for (size_t h = 0; h < FK_LIN_DP_PANELS; ++h) {
+    const size_t c0 = n0 + h * FK_LIN_NB;
+    nn[h] = c0 >= N ? 0 : N - c0 < FK_LIN_NB ? N - c0 : FK_LIN_NB;
+  }
+  for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC_DP) {
+    const size_t kc = K - k0 < FK_LIN_KC_DP ? K - k0 : FK_LIN_KC_DP, kpad = (kc + 31) & ~(size_t)31;
+    for (size_t h = 0; h < FK_LIN_DP_PANELS; ++h)
+      if (nn[h]) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
     for (size_t m0 = 0; m0 < M; m0 += FK_LIN_MR) {
       const size_t mr = M - m0 < FK_LIN_MR ? M - m0 : FK_LIN_MR;
       fk__pack_x_bf16(x, K, m0, mr, mr, k0, kc, xt, kpad);
       float* yb = y + m0 * N;
       const int first = k0 == 0;
-      /* constant mr per call so the 6 x 4 accumulator array lives in registers */
-      switch (mr) {
-        case 6: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 6, first, bias, yb, N, n0, nn); break;
-        case 5: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 5, first, bias, yb, N, n0, nn); break;
-        case 4: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 4, first, bias, yb, N, n0, nn); break;
-        case 3: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 3, first, bias, yb, N, n0, nn); break;
-        case 2: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 2, first, bias, yb, N, n0, nn); break;
-        default: fk__gemm_tile_avx512(xt, kpad, panel, kpad / 2, 1, first, bias, yb, N, n0, nn); break;
+      for (size_t h = 0; h < FK_LIN_DP_PANELS && nn[h]; ++h) {
+        const size_t c0 = n0 + h * FK_LIN_NB;
+        /* constant mr per call so the 6 x 4 accumulator array lives in registers */
+        switch (mr) {
+          case 6: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 6, first, bias, yb, N, c0, nn[h]); break;
+          case 5: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 5, first, bias, yb, N, c0, nn[h]); break;
+          case 4: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 4, first, bias, yb, N, c0, nn[h]); break;
+          case 3: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 3, first, bias, yb, N, c0, nn[h]); break;
+          case 2: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 2, first, bias, yb, N, c0, nn[h]); break;
+          default: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 1, first, bias, yb, N, c0, nn[h]); break;
+        }
       }
     }
   }
@@ -341,6 +335,15 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
 
 FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias, float* y) {
   const fk_isa isa = fk_isa_active();
+#if FK_X86
+  if (isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
+    const size_t nb = (N + FK_LIN_NB_DP - 1) / FK_LIN_NB_DP;
+    const int nt = fk__threads_for(nb, (double)FK_LIN_NB_DP * (double)K * (double)M);
+    FK_PARALLEL_FOR(nt)
+    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, M, K, W, N, bias, y, b * FK_LIN_NB_DP);
+    return;
+  }
+#endif
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K * (double)M);
   FK_PARALLEL_FOR(nt)
@@ -349,10 +352,6 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
 #if FK_X86
     if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
       fk__gemm_block_amx(x, M, K, W, N, bias, y, n0);
-      continue;
-    }
-    if (isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP) {
-      fk__gemm_block_avx512(x, M, K, W, N, bias, y, n0);
       continue;
     }
 #endif

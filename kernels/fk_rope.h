@@ -53,6 +53,7 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
 FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
   const fk_isa isa = fk_isa_active();
   const size_t half = head_dim / 2;
+  assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   const int nt = fk__threads_for(S, (double)(heads * head_dim * 4 + half * 40));
   FK_PARALLEL_FOR(nt)
   for (size_t s = 0; s < S; ++s) {
