@@ -31,8 +31,8 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
  * nv <= FK_ATT_BK visible keys. Updates the row's running max m, running sum l and unnormalized output
  * o[hd]:  s_j = scale * q.k_j;  m' = max(m, max_j s_j);  l = l e^(m-m') + sum_j e^(s_j-m');
  *         o = o e^(m-m') + sum_j e^(s_j-m') v_j.
- * The SIMD versions keep 8 independent FMA chains in both products (scores: 2 key vectors x 4 dims in
- * flight; PV: 4 dim vectors x 2 keys), because one chain per vector is FMA-latency bound at these sizes. */
+ * The SIMD versions keep 8 independent FMA chains in both products, because one chain per vector is
+ * FMA-latency bound at these sizes: AVX-512 by pairing rows (below), AVX2 with 2 dims / 2 keys in flight. */
 FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* vf, size_t hd, size_t nv, float scale, float* m,
                                  float* l, float* o) {
   float s[FK_ATT_BK];
@@ -60,71 +60,91 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
 }
 
 #if FK_X86
-FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* q, const float* kt, const float* vf, size_t hd, size_t nv,
-                                                  float scale, float* m, float* l, float* o) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+/* R (1 or 2) rows against one key block. Two rows share every kt / vf load, which is what makes the
+ * block FMA-bound instead of load-bound (2 x 512-bit loads per cycle). Per row the arithmetic is the
+ * same whatever R is (scores: 2 key vectors x 2 dim chains; PV: one chain per dim vector), so pairing
+ * rows never changes a row's bits. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_avx512_r(int R, const float* const* q, const float* kt,
+                                                                            const float* vf, size_t hd, const size_t* nv,
+                                                                            float scale, float* m, float* l, float* const* o) {
+  __m512 a[2][4];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < 4; ++t) a[r][t] = _mm512_setzero_ps();
   size_t d = 0;
-  for (; d + 4 <= hd; d += 4) {
+  for (; d + 2 <= hd; d += 2) {
     const float* k = kt + d * FK_ATT_BK;
-    const __m512 q0 = _mm512_set1_ps(q[d]), q1 = _mm512_set1_ps(q[d + 1]);
-    const __m512 q2 = _mm512_set1_ps(q[d + 2]), q3 = _mm512_set1_ps(q[d + 3]);
-    a0 = _mm512_fmadd_ps(q0, _mm512_loadu_ps(k), a0);
-    a1 = _mm512_fmadd_ps(q0, _mm512_loadu_ps(k + 16), a1);
-    a2 = _mm512_fmadd_ps(q1, _mm512_loadu_ps(k + FK_ATT_BK), a2);
-    a3 = _mm512_fmadd_ps(q1, _mm512_loadu_ps(k + FK_ATT_BK + 16), a3);
-    a4 = _mm512_fmadd_ps(q2, _mm512_loadu_ps(k + 2 * FK_ATT_BK), a4);
-    a5 = _mm512_fmadd_ps(q2, _mm512_loadu_ps(k + 2 * FK_ATT_BK + 16), a5);
-    a6 = _mm512_fmadd_ps(q3, _mm512_loadu_ps(k + 3 * FK_ATT_BK), a6);
-    a7 = _mm512_fmadd_ps(q3, _mm512_loadu_ps(k + 3 * FK_ATT_BK + 16), a7);
+    const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16);
+    const __m512 k2 = _mm512_loadu_ps(k + FK_ATT_BK), k3 = _mm512_loadu_ps(k + FK_ATT_BK + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 q0 = _mm512_set1_ps(q[r][d]), q1 = _mm512_set1_ps(q[r][d + 1]);
+      a[r][0] = _mm512_fmadd_ps(q0, k0, a[r][0]);
+      a[r][1] = _mm512_fmadd_ps(q0, k1, a[r][1]);
+      a[r][2] = _mm512_fmadd_ps(q1, k2, a[r][2]);
+      a[r][3] = _mm512_fmadd_ps(q1, k3, a[r][3]);
+    }
   }
-  for (; d < hd; ++d) {
-    const __m512 qd = _mm512_set1_ps(q[d]);
-    a0 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kt + d * FK_ATT_BK), a0);
-    a1 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(kt + d * FK_ATT_BK + 16), a1);
+  if (d < hd) {
+    const __m512 k0 = _mm512_loadu_ps(kt + d * FK_ATT_BK), k1 = _mm512_loadu_ps(kt + d * FK_ATT_BK + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 q0 = _mm512_set1_ps(q[r][d]);
+      a[r][0] = _mm512_fmadd_ps(q0, k0, a[r][0]);
+      a[r][1] = _mm512_fmadd_ps(q0, k1, a[r][1]);
+    }
   }
   const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
-  const __mmask16 k0 = nv >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nv) - 1);
-  const __mmask16 k1 = nv >= 32 ? (__mmask16)0xffff : nv <= 16 ? (__mmask16)0 : (__mmask16)((1u << (nv - 16)) - 1);
-  const __m512 s0 = _mm512_mask_mov_ps(ninf, k0, _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a4, a6)), sc));
-  const __m512 s1 = _mm512_mask_mov_ps(ninf, k1, _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(a1, a3), _mm512_add_ps(a5, a7)), sc));
-  const float mb = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
-  const float mnew = mb > *m ? mb : *m;
-  const float corr = expf(*m - mnew);
-  const __m512 mv = _mm512_set1_ps(mnew);
-  const __m512 p0 = _mm512_maskz_mov_ps(k0, fk__exp512(_mm512_sub_ps(s0, mv)));
-  const __m512 p1 = _mm512_maskz_mov_ps(k1, fk__exp512(_mm512_sub_ps(s1, mv)));
-  *l = *l * corr + fk__hsum512(_mm512_add_ps(p0, p1));
-  float p[FK_ATT_BK];
-  _mm512_storeu_ps(p, p0);
-  _mm512_storeu_ps(p + 16, p1);
-  const __m512 cv = _mm512_set1_ps(corr);
+  float p[2][FK_ATT_BK];
+  __m512 cv[2];
+  size_t nmax = 0;
+  for (int r = 0; r < R; ++r) {
+    const size_t n = nv[r];
+    nmax = n > nmax ? n : nmax;
+    const __mmask16 m0 = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+    const __mmask16 m1 = n >= 32 ? (__mmask16)0xffff : n <= 16 ? (__mmask16)0 : (__mmask16)((1u << (n - 16)) - 1);
+    const __m512 s0 = _mm512_mask_mov_ps(ninf, m0, _mm512_mul_ps(_mm512_add_ps(a[r][0], a[r][2]), sc));
+    const __m512 s1 = _mm512_mask_mov_ps(ninf, m1, _mm512_mul_ps(_mm512_add_ps(a[r][1], a[r][3]), sc));
+    const float mb = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+    const float mnew = mb > m[r] ? mb : m[r];
+    const float corr = expf(m[r] - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
+    const __m512 mv = _mm512_set1_ps(mnew);
+    const __m512 p0 = _mm512_maskz_mov_ps(m0, fk__exp512(_mm512_sub_ps(s0, mv)));
+    const __m512 p1 = _mm512_maskz_mov_ps(m1, fk__exp512(_mm512_sub_ps(s1, mv)));
+    l[r] = l[r] * corr + fk__hsum512(_mm512_add_ps(p0, p1));
+    m[r] = mnew;
+    _mm512_storeu_ps(p[r], p0);
+    _mm512_storeu_ps(p[r] + 16, p1);
+    cv[r] = _mm512_set1_ps(corr);
+  }
   for (size_t d0 = 0; d0 < hd; d0 += 64) {
     __mmask16 dm[4];
     for (int v = 0; v < 4; ++v) {
       const size_t lo = d0 + 16 * (size_t)v;
       dm[v] = lo >= hd ? (__mmask16)0 : hd - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - lo)) - 1);
     }
-    __m512 e[4], f[4];
-    for (int v = 0; v < 4; ++v) {
-      e[v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(dm[v], o + d0 + 16 * v), cv);
-      f[v] = _mm512_setzero_ps();
-    }
-    size_t j = 0;
-    for (; j + 2 <= nv; j += 2) {
-      const __m512 pa = _mm512_set1_ps(p[j]), pb = _mm512_set1_ps(p[j + 1]);
-      const float* va = vf + j * hd + d0;
-      for (int v = 0; v < 4; ++v) {
-        e[v] = _mm512_fmadd_ps(pa, _mm512_maskz_loadu_ps(dm[v], va + 16 * v), e[v]);
-        f[v] = _mm512_fmadd_ps(pb, _mm512_maskz_loadu_ps(dm[v], va + hd + 16 * v), f[v]);
+    __m512 e[2][4];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < 4; ++v) e[r][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v), cv[r]);
+    /* keys past a row's nv carry p = 0 (masked above): adding 0 * v leaves every nonzero sum unchanged */
+    for (size_t j = 0; j < nmax; ++j) {
+      const float* vj = vf + j * hd + d0;
+      const __m512 v0 = _mm512_maskz_loadu_ps(dm[0], vj), v1 = _mm512_maskz_loadu_ps(dm[1], vj + 16);
+      const __m512 v2 = _mm512_maskz_loadu_ps(dm[2], vj + 32), v3 = _mm512_maskz_loadu_ps(dm[3], vj + 48);
+      for (int r = 0; r < R; ++r) {
+        const __m512 pj = _mm512_set1_ps(p[r][j]);
+        e[r][0] = _mm512_fmadd_ps(pj, v0, e[r][0]);
+        e[r][1] = _mm512_fmadd_ps(pj, v1, e[r][1]);
+        e[r][2] = _mm512_fmadd_ps(pj, v2, e[r][2]);
+        e[r][3] = _mm512_fmadd_ps(pj, v3, e[r][3]);
       }
     }
-    if (j < nv) {
-      const __m512 pa = _mm512_set1_ps(p[j]);
-      for (int v = 0; v < 4; ++v) e[v] = _mm512_fmadd_ps(pa, _mm512_maskz_loadu_ps(dm[v], vf + j * hd + d0 + 16 * v), e[v]);
-    }
-    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o + d0 + 16 * v, dm[v], _mm512_add_ps(e[v], f[v]));
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, dm[v], e[r][v]);
   }
-  *m = mnew;
+}
+
+FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const float* kt, const float* vf, size_t hd,
+                                                  const size_t* nv, size_t R, float scale, float* m, float* l, float* const* o) {
+  if (R == 2) fk__att_block_avx512_r(2, q, kt, vf, hd, nv, scale, m, l, o);
+  else fk__att_block_avx512_r(1, q, kt, vf, hd, nv, scale, m, l, o);
 }
 
 /* K block -> kt (transposed f32), 16 keys x 16 dims at a time through the 16x16 transpose. hd % 16 == 0. */
@@ -216,17 +236,36 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
 #endif
       for (size_t d = 0; d < hd; ++d)
         for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kc[(j0 + j) * hd + d]) : 0.0f;
+#if FK_X86
+    if (isa >= FK_ISA_AVX512BF16) {
+      /* rows in fixed pairs (0,1), (2,3), ...: a pair shares the K/V loads */
+      for (size_t i = 0; i < nr; i += 2) {
+        size_t rr[2], nvs[2], R = 0;
+        for (size_t t = i; t < i + 2 && t < nr; ++t)
+          if (pos[t] >= j0) { /* causal: skip a row whose future this whole block is */
+            rr[R] = t;
+            nvs[R++] = pos[t] + 1 - j0 < bk ? pos[t] + 1 - j0 : bk;
+          }
+        if (!R) continue;
+        const float* qq[2] = {qr[rr[0]], qr[rr[R - 1]]};
+        float* oo[2] = {o + rr[0] * hd, o + rr[R - 1] * hd};
+        float mm[2] = {mrow[rr[0]], mrow[rr[R - 1]]}, ll[2] = {lrow[rr[0]], lrow[rr[R - 1]]};
+        fk__att_block_avx512(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
+        for (size_t t = 0; t < R; ++t) mrow[rr[t]] = mm[t], lrow[rr[t]] = ll[t];
+      }
+      continue;
+    }
+#endif
     for (size_t i = 0; i < nr; ++i) {
       if (pos[i] < j0) continue; /* causal: this whole block is in row i's future */
       const size_t nv = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
-      switch (isa) {
 #if FK_X86
-        case FK_ISA_AMX:
-        case FK_ISA_AVX512BF16: fk__att_block_avx512(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd); break;
-        case FK_ISA_AVX2: fk__att_block_avx2(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd); break;
-#endif
-        default: fk__att_block_scalar(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd); break;
+      if (isa == FK_ISA_AVX2) {
+        fk__att_block_avx2(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
+        continue;
       }
+#endif
+      fk__att_block_scalar(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
     }
   }
   for (size_t i = 0; i < nr; ++i) {
