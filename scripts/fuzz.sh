@@ -25,8 +25,8 @@ seeds_for() {
       ls "$root"/tests/data/reference/tiny_mha/reference.safetensors \
          "$root"/tests/data/reference/tiny_mha/model.safetensors ;;
     fuzz_hf_config)
-      ls "$root"/tests/data/configs/*.json "$root"/tests/data/reference/*/config.json \
-         "$root"/examples/models/*/config.json ;;
+      ls "$root"/tests/data/configs/*.json "$root"/tests/data/reference/*/*config.json \
+         "$root"/examples/models/*/*config.json ;;
   esac
 }
 

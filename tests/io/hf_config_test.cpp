@@ -231,6 +231,28 @@ TEST_CASE("text that is not a config object") {
   CHECK_THROWS_WITH_AS(fused::io::load_hf_config("/dev/zero"), "/dev/zero: not a regular file", load_error);
 }
 
+TEST_CASE("generation_config.json overrides the token ids, as transformers' generate() does") {
+  const hf_model_info kjv = fused::io::load_hf_model_info(source_dir / "examples" / "models" / "kjv-qwen2-4m");
+  CHECK(kjv.eos_token_ids == std::vector<int>{4093});
+  CHECK(kjv.bos_token_id == 4093);
+  // tiny_a's generation_config.json sets neither: config.json's nulls stand.
+  const hf_model_info a = fused::io::load_hf_model_info(data_dir / "reference" / "tiny_a");
+  CHECK(a.eos_token_ids.empty());
+  CHECK(!a.bos_token_id);
+
+  // An instruct checkpoint: config.json says 151645, generation_config.json lists both ends.
+  hf_model_info info = fused::io::load_hf_config(data_dir / "configs" / "qwen2.5-0.5b.json");
+  fused::io::apply_generation_config(R"({"eos_token_id": [151645, 151643], "temperature": 0.7})",
+                                     "generation_config.json", info);
+  CHECK(info.eos_token_ids == std::vector<int>{151645, 151643});
+  CHECK(info.bos_token_id == 151643);
+  CHECK_THROWS_WITH_AS(fused::io::apply_generation_config(R"({"eos_token_id": 200000})", "generation_config.json", info),
+                       "generation_config.json: field \"eos_token_id\": 200000 is not below vocab_size 151936",
+                       load_error);
+  CHECK_THROWS_WITH_AS(fused::io::apply_generation_config(R"({"bos_token_id": []})", "generation_config.json", info),
+                       "generation_config.json: field \"bos_token_id\": must be one id, got 0", load_error);
+}
+
 TEST_CASE("config_differences lists every differing field, by its reflected name") {
   const fused::qwen2::config small = fused::io::load_hf_config(data_dir / "configs" / "qwen2-0.5b.json").arch;
   const fused::qwen2::config mid = fused::io::load_hf_config(data_dir / "configs" / "qwen2-1.5b.json").arch;

@@ -140,6 +140,7 @@ TEST_CASE("bind reports the missing, the misshapen, the mistyped and the unused,
         path + ": tensor \"lm_head.weight\" is missing; the config needs it with shape [1000, 128]");
   CHECK(error_of([&] { f.bind("model.norm.weight", dtype::F32, {128}); }) ==
         path + ": tensor \"model.norm.weight\" has dtype BF16, the config needs F32");
+  CHECK(f.unbound().size() == 26);  // a failed bind binds nothing
 
   f.bind("model.norm.weight", {128});  // dtype-agnostic bind, for weights that get converted
   std::vector<std::string> unused = f.unbound();

@@ -270,22 +270,58 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   return info;
 }
 
+namespace detail {
+
+// The whole of a small JSON file: a FIFO or a device would be read without end, and a
+// config.json is a few kilobytes, so anything else or anything over 16 MB is refused.
+inline std::string read_text_file(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  std::error_code ec;
+  // Checked before opening: opening a FIFO would already block.
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    throw_load_error(name, "not a regular file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw_load_error(name, "cannot open: {}", std::strerror(errno));
+  constexpr std::uintmax_t max_bytes = 16 << 20;
+  if (const std::uintmax_t size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
+    throw_load_error(name, "is {} bytes, more than the {} bytes a config file could need", size, max_bytes);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw_load_error(name, "cannot read: {}", std::strerror(errno));
+  return std::move(text).str();
+}
+
+}  // namespace detail
+
 // Reads a config.json; `path` may also be a model directory holding one.
 inline hf_model_info load_hf_config(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::path file = std::filesystem::is_directory(path, ec) ? path / "config.json" : path;
-  const std::string name = file.string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw_load_error(name, "cannot open: {}", std::strerror(errno));
-  // A FIFO or a device would be read without end, and a config.json is a few kilobytes.
-  constexpr std::uintmax_t max_bytes = 16 << 20;
-  if (!std::filesystem::is_regular_file(file, ec)) throw_load_error(name, "not a regular file");
-  if (const std::uintmax_t size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
-    throw_load_error(name, "is {} bytes, more than the {} a config.json could need", size, max_bytes);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw_load_error(name, "cannot read: {}", std::strerror(errno));
-  return parse_hf_config(text.view(), name);
+  return parse_hf_config(detail::read_text_file(file), file.string());
+}
+
+// Applies a generation_config.json: its eos/bos token ids, when set, replace those of config.json,
+// as transformers' generate() does (instruct checkpoints list their chat end token only there).
+inline void apply_generation_config(std::string_view json_text, std::string_view file, hf_model_info& info) {
+  const nlohmann::json root = detail::parse_json_object(json_text, file);
+  const detail::config_reader r(root, file);
+  if (r.get("eos_token_id") != nullptr)
+    info.eos_token_ids = detail::read_token_ids(r, "eos_token_id", info.arch.vocab_size);
+  if (r.get("bos_token_id") != nullptr) {
+    const std::vector<int> bos = detail::read_token_ids(r, "bos_token_id", info.arch.vocab_size);
+    if (bos.size() != 1) r.fail("bos_token_id", "must be one id, got {}", bos.size());
+    info.bos_token_id = bos[0];
+  }
+}
+
+// A model directory's config.json, with its generation_config.json applied when there is one.
+inline hf_model_info load_hf_model_info(const std::filesystem::path& model_dir) {
+  hf_model_info info = load_hf_config(model_dir / "config.json");
+  const std::filesystem::path generation = model_dir / "generation_config.json";
+  std::error_code ec;
+  if (std::filesystem::exists(generation, ec))
+    apply_generation_config(detail::read_text_file(generation), generation.string(), info);
+  return info;
 }
 
 // Every field of qwen2::config whose value differs, as "name: expected E, got A", in declaration

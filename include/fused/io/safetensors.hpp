@@ -108,7 +108,8 @@ inline std::string shape_string(std::span<const std::int64_t> shape) {
 }
 
 // The header of a safetensors file parsed over bytes the caller keeps alive. Tensors are kept
-// sorted by name (find is a binary search). Copyable; the copy shares the caller's bytes.
+// sorted by name (find is a binary search). Copyable; a copy points into the same bytes, so it must
+// not outlive them (nor, when sliced from a safetensors_file, that file).
 class safetensors_view {
  public:
   // The reference implementation's limit: a larger header is a corrupt or hostile file.
@@ -133,7 +134,7 @@ class safetensors_view {
   // missing, of another dtype or shape, or not aligned to its element size in memory (kernels read
   // it as e.g. uint16_t). Marks it bound.
   const tensor_view& bind(std::string_view name, dtype type, std::span<const std::int64_t> shape) {
-    const tensor_view& t = bind(name, shape);
+    const tensor_view& t = checked(name, shape);
     if (t.dtype != type)
       throw_load_error(file_name_, "tensor \"{}\" has dtype {}, the config needs {}", name,
                        dtype_name(t.dtype), dtype_name(type));
@@ -142,22 +143,14 @@ class safetensors_view {
                        "tensor \"{}\" ({}) starts at file offset {}, which is not a multiple of its "
                        "element size {}; it cannot be used in place",
                        name, dtype_name(type), t.file_offset, dtype_size(type));
-    return t;
+    return mark_bound(t);
   }
   const tensor_view& bind(std::string_view name, dtype type, std::initializer_list<std::int64_t> shape) {
     return bind(name, type, std::span<const std::int64_t>(shape.begin(), shape.size()));
   }
   // The same without a dtype requirement, for weights that will be converted (to_bf16_owned).
   const tensor_view& bind(std::string_view name, std::span<const std::int64_t> shape) {
-    const tensor_view* t = find(name);
-    if (t == nullptr)
-      throw_load_error(file_name_, "tensor \"{}\" is missing; the config needs it with shape {}", name,
-                       shape_string(shape));
-    if (!std::ranges::equal(t->shape, shape))
-      throw_load_error(file_name_, "tensor \"{}\" has shape {}, the config needs {}", name,
-                       shape_string(t->shape), shape_string(shape));
-    bound_[static_cast<std::size_t>(t - tensors_.data())] = true;
-    return *t;
+    return mark_bound(checked(name, shape));
   }
   const tensor_view& bind(std::string_view name, std::initializer_list<std::int64_t> shape) {
     return bind(name, std::span<const std::int64_t>(shape.begin(), shape.size()));
@@ -184,6 +177,21 @@ class safetensors_view {
   }
 
  private:
+  const tensor_view& checked(std::string_view name, std::span<const std::int64_t> shape) const {
+    const tensor_view* t = find(name);
+    if (t == nullptr)
+      throw_load_error(file_name_, "tensor \"{}\" is missing; the config needs it with shape {}", name,
+                       shape_string(shape));
+    if (!std::ranges::equal(t->shape, shape))
+      throw_load_error(file_name_, "tensor \"{}\" has shape {}, the config needs {}", name,
+                       shape_string(t->shape), shape_string(shape));
+    return *t;
+  }
+  const tensor_view& mark_bound(const tensor_view& t) {
+    bound_[static_cast<std::size_t>(&t - tensors_.data())] = true;
+    return t;
+  }
+
   std::string file_name_;
   std::vector<tensor_view> tensors_;
   std::vector<bool> bound_;
