@@ -251,8 +251,12 @@ class tokenizer {
     // id -> text tables; added tokens win over a vocabulary entry with the same id.
     token_of_id_.assign(static_cast<std::size_t>(max_id + 1), std::string{});
     known_.assign(token_of_id_.size(), false);
-    for (const auto& [text, id] : vocab_) token_of_id_[static_cast<std::size_t>(id)] = text, known_[static_cast<std::size_t>(id)] = true;
-    for (const auto& [text, id] : added_ids_) token_of_id_[static_cast<std::size_t>(id)] = text, known_[static_cast<std::size_t>(id)] = true;
+    const auto set_token = [this](const std::string& text, std::int32_t id) {
+      token_of_id_[static_cast<std::size_t>(id)] = text;
+      known_[static_cast<std::size_t>(id)] = true;
+    };
+    for (const auto& [text, id] : vocab_) set_token(text, id);
+    for (const auto& [text, id] : added_ids_) set_token(text, id);
     bytes_of_id_.resize(token_of_id_.size());
     for (std::size_t id = 0; id < token_of_id_.size(); ++id) bytes_of_id_[id] = tokenization::from_byte_level(token_of_id_[id]);
 
