@@ -3,7 +3,10 @@
 //   read bandwidth: a streaming sum over a 1 GiB buffer (>> any LLC), SIMD loads, N threads;
 //   peaks: register-only loops of the instruction a kernel uses (vdpbf16ps, tdpbf16ps, vfmadd231ps).
 // GEMV streams distinct weight copies laid end to end through that same 1 GiB buffer, so every rep reads
-// weights from DRAM, never from cache. Every figure is the median of several repetitions.
+// weights from DRAM, never from cache. Every figure is the median of several repetitions, and each
+// repetition of a case is paired with a repetition of its ceiling (ceiling, case, ceiling, case, ...):
+// on a shared machine the load changes by the second, and a ratio is only meaningful when both halves
+// saw the same conditions.
 #include <omp.h>
 
 #include <algorithm>
@@ -11,7 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -31,15 +36,24 @@ struct bench_case {
 };
 
 template <class F>
-double median_seconds(int reps, F&& f) {
-  std::vector<double> t;
+double seconds(F&& f) {
+  const auto a = clk::now();
+  f();
+  return std::chrono::duration<double>(clk::now() - a).count();
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+// Interleaved medians: {median of ceiling(), median of work()} as rates, both already in their units.
+template <class C, class W>
+std::pair<double, double> paired(int reps, C&& ceiling, W&& work) {
+  std::vector<double> c, w;
   for (int r = 0; r < reps; ++r) {
-    const auto a = clk::now();
-    f();
-    t.push_back(std::chrono::duration<double>(clk::now() - a).count());
+    c.push_back(ceiling());
+    w.push_back(work());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return {median(c), median(w)};
 }
 
 // Keeps results observable so the optimizer cannot drop the measured work.
@@ -140,9 +154,9 @@ float stream_sum(const float* p, std::size_t n) {
   return s;
 }
 
-// Read bandwidth in GB/s: nt threads each sum a fixed contiguous share of the buffer.
-double read_bandwidth(const float* buf, std::size_t n, int nt, int reps) {
-  const double t = median_seconds(reps, [&] {
+// Read bandwidth in GB/s (one pass): nt threads each sum a fixed contiguous share of the buffer.
+double read_bandwidth(const float* buf, std::size_t n, int nt) {
+  const double t = seconds([&] {
     float total = 0;
 #pragma omp parallel for schedule(static) num_threads(nt) reduction(+ : total)
     for (int c = 0; c < nt; ++c) {
@@ -154,11 +168,11 @@ double read_bandwidth(const float* buf, std::size_t n, int nt, int reps) {
   return static_cast<double>(n) * sizeof(float) / t / 1e9;
 }
 
-// FLOP/s of a register-only loop run by nt threads at once.
+// GFLOP/s of a register-only loop run by nt threads at once (one pass).
 template <class F>
-double peak_flops(int nt, long iters, F&& f) {
+double peak_gflops(int nt, long iters, F&& f) {
   double flops_per_thread = 0;
-  const double t = median_seconds(3, [&] {
+  const double t = seconds([&] {
 #pragma omp parallel num_threads(nt)
     {
       const double fl = f(iters);
@@ -166,7 +180,7 @@ double peak_flops(int nt, long iters, F&& f) {
       flops_per_thread = fl;
     }
   });
-  return flops_per_thread * nt / t;
+  return flops_per_thread * nt / t / 1e9;
 }
 
 void print(const std::vector<bench_case>& cs, bool json) {
@@ -205,8 +219,9 @@ int run(const std::vector<std::string>& a) {
   for (std::size_t i = 0; i < big.size(); ++i)
     big[i] = static_cast<uint16_t>(0x3c00 | ((i * 2654435761u) >> 20 & 0x3ff));  // finite bf16 in [2^-7, 2^-5)
   const float* bf = reinterpret_cast<const float*>(big.data());
-  read_bandwidth(bf, bytes / 4, nt, 1);  // warm-up: page faults, frequency
-  const double bw = read_bandwidth(bf, bytes / 4, nt, 5);
+  read_bandwidth(bf, bytes / 4, nt);  // warm-up: page faults, frequency
+  auto bandwidth = [&] { return read_bandwidth(bf, bytes / 4, nt); };
+  const int reps = 5;
 
   std::vector<bench_case> cases;
   // ---- GEMV: weights streamed from DRAM ----
@@ -220,9 +235,8 @@ int run(const std::vector<std::string>& a) {
       for (std::size_t c = 0; c < copies; ++c) fk_gemv_bf16(x.data(), s.K, big.data() + c * s.N * s.K, s.N, nullptr, y.data());
     };
     pass();
-    const double t = median_seconds(5, pass);
-    cases.push_back({"gemv [" + std::to_string(s.N) + "x" + std::to_string(s.K) + "]", nt,
-                     static_cast<double>(wbytes * copies) / t / 1e9, "GB/s", bw, "read bandwidth"});
+    const auto [bw, gbs] = paired(reps, bandwidth, [&] { return static_cast<double>(wbytes * copies) / seconds(pass) / 1e9; });
+    cases.push_back({"gemv [" + std::to_string(s.N) + "x" + std::to_string(s.K) + "]", nt, gbs, "GB/s", bw, "read bandwidth"});
   }
 
   // ---- GEMM [512x896] x [896x4864]: compute bound, weights in cache after the first rep ----
@@ -231,29 +245,30 @@ int run(const std::vector<std::string>& a) {
     std::vector<float> x(M * K), y(M * N);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
     const double flops = 2.0 * M * K * N;
-    auto gemm_case = [&](fk_isa path, const char* name, double ceiling, const char* what) {
+    auto gemm_case = [&](fk_isa path, const char* name, auto&& ceiling, const char* what) {
       if (!fk_isa_force(path)) return;
       fk_gemm_bf16(x.data(), M, K, big.data(), N, nullptr, y.data());
-      const double t = median_seconds(5, [&] { fk_gemm_bf16(x.data(), M, K, big.data(), N, nullptr, y.data()); });
-      cases.push_back({name, nt, flops / t / 1e9, "GFLOP/s", ceiling, what});
+      const auto [pk, gf] = paired(reps, ceiling, [&] {
+        return flops / seconds([&] { fk_gemm_bf16(x.data(), M, K, big.data(), N, nullptr, y.data()); }) / 1e9;
+      });
+      cases.push_back({name, nt, gf, "GFLOP/s", pk, what});
     };
 #if FK_X86
     if (isa >= FK_ISA_AVX512BF16) {
-      const double pk = peak_flops(nt, 20000000, peak_dpbf16_flops) / 1e9;
-      gemm_case(FK_ISA_AVX512BF16, "gemm [512x896]x[896x4864] avx512bf16", pk, "vdpbf16ps peak");
+      gemm_case(FK_ISA_AVX512BF16, "gemm [512x896]x[896x4864] avx512bf16", [&] { return peak_gflops(nt, 4000000, peak_dpbf16_flops); },
+                "vdpbf16ps peak");
     } else {
       note("gemm avx512bf16: skipped, this CPU lacks AVX-512 BF16");
     }
     if (fk_isa_detect() >= FK_ISA_AMX) {
-      const double pk = peak_flops(nt, 200000, peak_amx_flops) / 1e9;
-      gemm_case(FK_ISA_AMX, "gemm [512x896]x[896x4864] amx", pk, "tdpbf16ps peak");
+      gemm_case(FK_ISA_AMX, "gemm [512x896]x[896x4864] amx", [&] { return peak_gflops(nt, 1000000, peak_amx_flops); },
+                "tdpbf16ps peak");
     } else {
       note("gemm amx: skipped, this CPU/OS lacks AMX-BF16 (or the kernel refused tile permission)");
     }
-    if (isa >= FK_ISA_AVX2) {
-      const double pk = peak_flops(nt, 20000000, peak_fma256_flops) / 1e9;
-      gemm_case(FK_ISA_AVX2, "gemm [512x896]x[896x4864] avx2", pk, "vfmadd231ps ymm peak");
-    }
+    if (isa >= FK_ISA_AVX2)
+      gemm_case(FK_ISA_AVX2, "gemm [512x896]x[896x4864] avx2", [&] { return peak_gflops(nt, 8000000, peak_fma256_flops); },
+                "vfmadd231ps ymm peak");
     fk_isa_force(isa);
 #endif
   }
@@ -261,21 +276,25 @@ int run(const std::vector<std::string>& a) {
   // ---- attention, Qwen2-0.5B heads: 14 query heads, 2 KV heads, head_dim 64 ----
   {
     const std::size_t nh = 14, nkv = 2, hd = 64, S = 512;
-    double fma_peak = 0;
-    std::string fma_what = "scalar";
+    std::function<double()> fma_peak;
+    std::string fma_what;
 #if FK_X86
-    if (isa >= FK_ISA_AVX512BF16) fma_peak = peak_flops(nt, 20000000, peak_fma512_flops) / 1e9, fma_what = "vfmadd231ps zmm peak";
-    else if (isa >= FK_ISA_AVX2) fma_peak = peak_flops(nt, 20000000, peak_fma256_flops) / 1e9, fma_what = "vfmadd231ps ymm peak";
+    if (isa >= FK_ISA_AVX512BF16) fma_peak = [&] { return peak_gflops(nt, 8000000, peak_fma512_flops); }, fma_what = "vfmadd231ps zmm peak";
+    else if (isa >= FK_ISA_AVX2) fma_peak = [&] { return peak_gflops(nt, 8000000, peak_fma256_flops); }, fma_what = "vfmadd231ps ymm peak";
 #endif
     std::vector<float> q(S * nh * hd), out(S * nh * hd);
     for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 13) * 0.05f - 0.3f;
     const uint16_t* kc = big.data();
     const uint16_t* vc = big.data() + nkv * S * hd;
     fk_attention_prefill(q.data(), S, nh, kc, vc, nkv, hd, S, 0, out.data());
-    const double t = median_seconds(5, [&] { fk_attention_prefill(q.data(), S, nh, kc, vc, nkv, hd, S, 0, out.data()); });
     // QK^T and PV over the causal triangle: 4 flops per (query, visible key, dim) per head
     const double flops = 4.0 * nh * hd * (S * (S + 1) / 2.0);
-    if (fma_peak > 0) cases.push_back({"attention prefill S=512 (14/2/64)", nt, flops / t / 1e9, "GFLOP/s", fma_peak, fma_what});
+    if (fma_peak) {
+      const auto [pk, gf] = paired(reps, fma_peak, [&] {
+        return flops / seconds([&] { fk_attention_prefill(q.data(), S, nh, kc, vc, nkv, hd, S, 0, out.data()); }) / 1e9;
+      });
+      cases.push_back({"attention prefill S=512 (14/2/64)", nt, gf, "GFLOP/s", pk, fma_what});
+    }
 
     // decode at KV length 4096: each call reads its own layer's cache (distinct copies through the
     // 1 GiB buffer), so the cache comes from DRAM as in a real multi-layer model
@@ -287,9 +306,8 @@ int run(const std::vector<std::string>& a) {
       }
     };
     pass();
-    const double td = median_seconds(5, pass);
-    cases.push_back({"attention decode kv=4096 (14/2/64)", nt, static_cast<double>(layer * 2 * layers) / td / 1e9, "GB/s", bw,
-                     "read bandwidth"});
+    const auto [bw, gbs] = paired(reps, bandwidth, [&] { return static_cast<double>(layer * 2 * layers) / seconds(pass) / 1e9; });
+    cases.push_back({"attention decode kv=4096 (14/2/64)", nt, gbs, "GB/s", bw, "read bandwidth"});
   }
   print(cases, format == "json");
   return 0;
