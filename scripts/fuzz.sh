@@ -30,6 +30,14 @@ seeds_for() {
   esac
 }
 
+# Extra libFuzzer options per harness (input size bounds as docs/TOKENIZER.md runs them).
+options_for() {
+  case $1 in
+    fuzz_tokenizer_encode) echo -max_len=4096 ;;
+    fuzz_tokenizer_load) echo -max_len=8192 ;;
+  esac
+}
+
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFUSED_FUZZ=ON \
@@ -51,7 +59,7 @@ for harness in "${harnesses[@]}"; do
   done
   name=${harness#fuzz_}
   if [[ -d $root/tests/fuzz/corpus/$name ]]; then cp -r "$root/tests/fuzz/corpus/$name"/. "$corpus/"; fi
-  options=(-max_total_time="$seconds" -timeout=10 -print_final_stats=1)
+  options=(-max_total_time="$seconds" -timeout=10 -print_final_stats=1 $(options_for "$harness"))
   if [[ -f $root/tests/fuzz/$name.dict ]]; then options+=(-dict="$root/tests/fuzz/$name.dict"); fi
   mkdir -p "$build/crashes/$harness"
   echo "== $harness: ${seconds}s, $(ls "$corpus" | wc -l) seeds"
