@@ -60,6 +60,14 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
 }
 
 #if FK_X86
+/* gcc folds a load shared by two FMAs into both as memory operands, doubling the loads of a loop that is
+ * then load-port bound; an empty asm that "modifies" the registers makes each value one load. */
+#if defined(__GNUC__)
+#define FK_KEEP_IN_REG(a, b, c, d) __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d))
+#else
+#define FK_KEEP_IN_REG(a, b, c, d)
+#endif
+
 /* R (1 or 2) rows against one key block. Two rows share every kt / vf load, which is what makes the
  * block FMA-bound instead of load-bound (2 x 512-bit loads per cycle). Per row the arithmetic is the
  * same whatever R is (scores: 2 key vectors x 2 dim chains; PV: one chain per dim vector), so pairing
@@ -73,8 +81,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_avx512_r(int 
   size_t d = 0;
   for (; d + 2 <= hd; d += 2) {
     const float* k = kt + d * FK_ATT_BK;
-    const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16);
-    const __m512 k2 = _mm512_loadu_ps(k + FK_ATT_BK), k3 = _mm512_loadu_ps(k + FK_ATT_BK + 16);
+    __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16);
+    __m512 k2 = _mm512_loadu_ps(k + FK_ATT_BK), k3 = _mm512_loadu_ps(k + FK_ATT_BK + 16);
+    FK_KEEP_IN_REG(k0, k1, k2, k3);
     for (int r = 0; r < R; ++r) {
       const __m512 q0 = _mm512_set1_ps(q[r][d]), q1 = _mm512_set1_ps(q[r][d + 1]);
       a[r][0] = _mm512_fmadd_ps(q0, k0, a[r][0]);
@@ -126,8 +135,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_avx512_r(int 
     /* keys past a row's nv carry p = 0 (masked above): adding 0 * v leaves every nonzero sum unchanged */
     for (size_t j = 0; j < nmax; ++j) {
       const float* vj = vf + j * hd + d0;
-      const __m512 v0 = _mm512_maskz_loadu_ps(dm[0], vj), v1 = _mm512_maskz_loadu_ps(dm[1], vj + 16);
-      const __m512 v2 = _mm512_maskz_loadu_ps(dm[2], vj + 32), v3 = _mm512_maskz_loadu_ps(dm[3], vj + 48);
+      __m512 v0 = _mm512_maskz_loadu_ps(dm[0], vj), v1 = _mm512_maskz_loadu_ps(dm[1], vj + 16);
+      __m512 v2 = _mm512_maskz_loadu_ps(dm[2], vj + 32), v3 = _mm512_maskz_loadu_ps(dm[3], vj + 48);
+      FK_KEEP_IN_REG(v0, v1, v2, v3);
       for (int r = 0; r < R; ++r) {
         const __m512 pj = _mm512_set1_ps(p[r][j]);
         e[r][0] = _mm512_fmadd_ps(pj, v0, e[r][0]);
