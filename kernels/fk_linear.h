@@ -54,13 +54,16 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
 
 #if FK_X86
 /* ---- AVX2: R (<= 4) W rows against one x row ---------------------------------------------------- */
+/* pf: as for fk__dot_rows_avx512 (next row group, one 64-byte line per row per 32 k). */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
-                                                                     int R, float* out) {
+                                                                     int R, float* out, const uint16_t* pf) {
   __m256 a0[4], a1[4];
   for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
   size_t k = 0;
   for (; k + 16 <= K; k += 16) {
     const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+    if (pf && k % 32 == 0)
+      for (int r = 0; r < R; ++r) _mm_prefetch((const char*)(pf + (size_t)r * ldw + k), _MM_HINT_T0);
     for (int r = 0; r < R; ++r) {
       a0[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k), x0, a0[r]);
       a1[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k + 8), x1, a1[r]);
@@ -83,12 +86,12 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
   size_t n = n0;
   for (; n + 4 <= n1; n += 4)
     for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 4, o);
+      fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 4, o, m == 0 && n + 8 <= N ? W + (n + 4) * K : NULL);
       for (int r = 0; r < 4; ++r) y[m * N + n + r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + r]) : 0.0f);
     }
   for (; n < n1; ++n)
     for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 1, o);
+      fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 1, o, NULL);
       y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
     }
 }
