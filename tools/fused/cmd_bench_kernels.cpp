@@ -142,6 +142,24 @@ FK_TARGET_AMX double peak_amx_flops(long iters) {
   g_sink = c[0];
   return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
 }
+
+// Study for the GEMV design (not a kernel): vdpbf16ps against x rounded to bf16 once, with the same
+// 4-row blocking and prefetch as fk_gemv_bf16's widening loop. K % 32 == 0 and N % 4 == 0 here.
+FK_TARGET_AVX512 void gemv_dpbf16_study(const uint16_t* xb, std::size_t K, const uint16_t* W, std::size_t N, float* y,
+                                        std::size_t n0, std::size_t n1) {
+  for (std::size_t n = n0; n < n1; n += 4) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    const uint16_t* w = W + n * K;
+    const bool pf = n + 8 <= N;
+    for (std::size_t k = 0; k < K; k += 32) {
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + k);
+      if (pf)
+        for (std::size_t r = 0; r < 4; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + (4 + r) * K + k), _MM_HINT_T0);
+      for (std::size_t r = 0; r < 4; ++r) acc[r] = _mm512_dpbf16_ps(acc[r], (__m512bh)_mm512_loadu_si512(w + r * K + k), xv);
+    }
+    for (std::size_t r = 0; r < 4; ++r) y[n + r] = _mm512_reduce_add_ps(acc[r]);
+  }
+}
 #endif
 
 float stream_sum(const float* p, std::size_t n) {
@@ -205,6 +223,7 @@ int run(const std::vector<std::string>& a) {
   fused::cli::args_reader args(a);
   const int nt = static_cast<int>(args.int_or("--threads", fk_get_threads(), 1, 1024));
   const std::string format = args.value_or("--format", "text");
+  const bool study = args.flag("--study");  // also time design alternatives (see docs/PERFORMANCE.md)
   if (format != "text" && format != "json") throw fused::cli::usage_error("--format must be text or json");
   args.finish();
   fk_set_threads(nt);
@@ -237,6 +256,24 @@ int run(const std::vector<std::string>& a) {
     pass();
     const auto [bw, gbs] = paired(reps, bandwidth, [&] { return static_cast<double>(wbytes * copies) / seconds(pass) / 1e9; });
     cases.push_back({"gemv [" + std::to_string(s.N) + "x" + std::to_string(s.K) + "]", nt, gbs, "GB/s", bw, "read bandwidth"});
+#if FK_X86
+    if (study && isa >= FK_ISA_AVX512BF16) {
+      std::vector<uint16_t> xb(s.K);
+      fk_f32_to_bf16(x.data(), xb.data(), s.K);
+      auto pass_dp = [&] {
+        for (std::size_t c = 0; c < copies; ++c) {
+          const uint16_t* W = big.data() + c * s.N * s.K;
+          const std::size_t blocks = s.N / 64;
+#pragma omp parallel for schedule(static) num_threads(nt)
+          for (std::size_t b = 0; b < blocks; ++b) gemv_dpbf16_study(xb.data(), s.K, W, s.N, y.data(), b * 64, b * 64 + 64);
+        }
+      };
+      pass_dp();
+      const auto [bw2, gbs2] = paired(reps, bandwidth, [&] { return static_cast<double>(wbytes * copies) / seconds(pass_dp) / 1e9; });
+      cases.push_back({"study: gemv [" + std::to_string(s.N) + "x" + std::to_string(s.K) + "] vdpbf16ps", nt, gbs2, "GB/s", bw2,
+                       "read bandwidth"});
+    }
+#endif
   }
 
   // ---- GEMM [512x896] x [896x4864]: compute bound, weights in cache after the first rep ----
@@ -313,7 +350,7 @@ int run(const std::vector<std::string>& a) {
   return 0;
 }
 
-fused::cli::command reg{"bench kernels", "kernel throughput vs this machine's measured ceilings [--threads N] [--format text|json]",
+fused::cli::command reg{"bench kernels", "kernel throughput vs this machine's measured ceilings [--threads N] [--format text|json] [--study]",
                         run};
 
 }  // namespace
