@@ -131,22 +131,28 @@ FK_API fk_isa fk_isa_active(void) {
 }
 
 FK_API int* fk__threads_state(void) {
-  static int n = 0; /* 0: not set */
-  return &n;
+  static int n[2] = {0, 0}; /* [0] set by fk_set_threads (0: not set), [1] the default once computed */
+  return n;
 }
 
-FK_API void fk_set_threads(int n) { __atomic_store_n(fk__threads_state(), n > 0 ? n : 0, __ATOMIC_RELAXED); }
+FK_API void fk_set_threads(int n) { __atomic_store_n(&fk__threads_state()[0], n > 0 ? n : 0, __ATOMIC_RELAXED); }
 
+/* Called by every kernel: the environment is read once, not per call. */
 FK_API int fk_get_threads(void) {
-  int n = __atomic_load_n(fk__threads_state(), __ATOMIC_RELAXED);
+  int* s = fk__threads_state();
+  const int n = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
   if (n > 0) return n;
-  const char* e = getenv("FUSED_THREADS");
-  if (e && atoi(e) > 0) return atoi(e);
+  int d = __atomic_load_n(&s[1], __ATOMIC_RELAXED);
+  if (d <= 0) {
+    const char* e = getenv("FUSED_THREADS");
 #ifdef _OPENMP
-  return omp_get_max_threads();
+    d = e && atoi(e) > 0 ? atoi(e) : omp_get_max_threads();
 #else
-  return 1;
+    d = e && atoi(e) > 0 ? atoi(e) : 1;
 #endif
+    __atomic_store_n(&s[1], d, __ATOMIC_RELAXED);
+  }
+  return d;
 }
 
 /* Threads worth using for `units` independent work items of `cost` flops/bytes each: small problems run

@@ -7,16 +7,19 @@
  *    (two vector accumulators over 2-vector steps, a masked/scalar tail, one horizontal sum). vdpbf16ps
  *    would need x in bf16 and buys nothing when memory is the limit (see docs/PERFORMANCE.md).
  *  GEMM (prefill):
- *    AVX-512 BF16: W is packed per block of 64 output columns x 256 k into a VNNI panel
- *      (panel[pair][col] = {W[col][2p], W[col][2p+1]}); x rows are rounded to bf16 (RNE, same integer
- *      rounding as fk_f32_to_bf16) into a 6-row stack tile; a 6 x 64 register tile (24 zmm) is
- *      accumulated with vdpbf16ps. M < 4 takes the GEMV row kernel instead (no packing to amortize).
- *    AMX-BF16 (M >= 16): the same VNNI panel is exactly the B-tile layout; x is rounded into a 32-row
- *      stack tile (two A tiles); 2 x 2 C tiles of 16 x 16 f32 per 32 columns.
+ *    AVX-512 BF16: a work item is 256 output columns; per chunk of 128 k, W is packed into four VNNI
+ *      panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
+ *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero) into
+ *      a 6-row stack tile shared by the four panels; a 6 x 64 register tile (24 zmm) accumulates with
+ *      vdpbf16ps. M < 4 takes the GEMV row kernel instead (no packing to amortize).
+ *    AMX-BF16 (M >= 16): the same VNNI panel (64 columns x 256 k) is exactly the B-tile layout; x is
+ *      rounded into a 32-row stack tile (two A tiles); 2 x 2 C tiles of 16 x 16 f32 per 32 columns.
+ *      NOT YET RUN ON HARDWARE: the development machine has no AMX (see docs/PERFORMANCE.md).
  *    AVX2 / scalar: the GEMV row kernel for every row of x, 4 W rows at a time (x row reused from L1).
- * Threads split the output columns in fixed blocks of 64, never the reduction dimension: every y element
- * is computed by one thread in one order, so results are bitwise identical for any thread count.
- * No heap: the packed panel (32 KiB) and x tiles (<= 16 KiB) are per-thread stack arrays. */
+ * Threads split the output columns in fixed blocks (64, or 256 for the AVX-512 BF16 GEMM), never the
+ * reduction dimension: every y element is computed by one thread in one order, so results are bitwise
+ * identical for any thread count. No heap: packed panels (64 KiB) and x tiles (<= 16 KiB) are
+ * per-thread stack arrays. */
 #ifndef FK_LINEAR_H
 #define FK_LINEAR_H
 
@@ -206,15 +209,16 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
   const uint32_t* xt32 = (const uint32_t*)(const void*)xt;
   const size_t ldt32 = ldt / 2;
   for (size_t p = 0; p < kp; ++p) {
+    /* B straight from the panel as memory operands: 24 loads per 24 vdpbf16ps is well under the load
+     * ports' rate, and it leaves 24 accumulators + 1 broadcast in registers (keeping the four B
+     * vectors in registers made gcc spill one of them every iteration: ~7% slower) */
     const uint32_t* pp = panel + p * FK_LIN_NB;
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(pp), b1 = (__m512bh)_mm512_loadu_si512(pp + 16);
-    const __m512bh b2 = (__m512bh)_mm512_loadu_si512(pp + 32), b3 = (__m512bh)_mm512_loadu_si512(pp + 48);
     for (int r = 0; r < mr; ++r) {
       const __m512bh a = (__m512bh)_mm512_set1_epi32((int)xt32[(size_t)r * ldt32 + p]);
-      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
-      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
-      acc[r][2] = _mm512_dpbf16_ps(acc[r][2], a, b2);
-      acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, b3);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)_mm512_loadu_si512(pp));
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)_mm512_loadu_si512(pp + 16));
+      acc[r][2] = _mm512_dpbf16_ps(acc[r][2], a, (__m512bh)_mm512_loadu_si512(pp + 32));
+      acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, (__m512bh)_mm512_loadu_si512(pp + 48));
     }
   }
   for (int r = 0; r < mr; ++r)
