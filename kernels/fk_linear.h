@@ -26,8 +26,7 @@
 #include "fk_convert.h"
 
 #define FK_LIN_NB 64  /* output columns per packed panel, and per work item of the row-kernel paths */
-#define FK_LIN_DP_PANELS 4 /* AVX-512 BF16 GEMM: 64-column panels per work item (256 columns) */
-#define FK_LIN_NB_DP (FK_LIN_DP_PANELS * FK_LIN_NB)
+#define FK_LIN_DP_PANELS 4 /* AVX-512 BF16 GEMM: at most this many 64-column panels per work item */
 #define FK_LIN_KC_DP 128   /* AVX-512 BF16 GEMM: k per chunk (4 panels x 16 KiB on the stack) */
 #define FK_LIN_KC 256 /* k per packed chunk (multiple of 32: one AMX tile row is 32 bf16) */
 #define FK_LIN_MR 6   /* x rows per AVX-512 register tile */
@@ -225,17 +224,18 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
     for (int s = 0; s < 4; ++s) _mm512_mask_storeu_ps(y + (size_t)r * N + n0 + (size_t)s * 16, cm[s], acc[r][s]);
 }
 
-/* Columns [n0, n0 + FK_LIN_NB_DP): four 64-column panels share each converted x tile, which divides
- * the x conversion per flop by four (it is redone for every work item; measured ~7% of the time with
- * one panel per item, ~2% with four). */
+/* Columns [n0, n0 + np * 64), np <= FK_LIN_DP_PANELS: the np panels share each converted x tile, which
+ * divides the x conversion per flop by np (it is redone for every work item; measured ~7% of the time
+ * with one panel per item, ~2% with four). A column's arithmetic depends only on its own 64-column panel
+ * and the fixed k chunks, never on np, so np may follow the thread count without changing any bit. */
 FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
-                                                   const uint16_t* bias, float* y, size_t n0) {
+                                                   const uint16_t* bias, float* y, size_t n0, size_t np) {
   uint32_t panel[FK_LIN_DP_PANELS][FK_LIN_KC_DP / 2 * FK_LIN_NB]; /* 4 x 16 KiB: 64-column x 128-k VNNI panels */
   uint16_t xt[FK_LIN_MR * FK_LIN_KC_DP];                          /* 1.5 KiB: 6 rows of x in bf16 */
   size_t nn[FK_LIN_DP_PANELS];
   for (size_t h = 0; h < FK_LIN_DP_PANELS; ++h) {
     const size_t c0 = n0 + h * FK_LIN_NB;
-    nn[h] = c0 >= N ? 0 : N - c0 < FK_LIN_NB ? N - c0 : FK_LIN_NB;
+    nn[h] = c0 >= N || h >= np ? 0 : N - c0 < FK_LIN_NB ? N - c0 : FK_LIN_NB;
   }
   for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC_DP) {
     const size_t kc = K - k0 < FK_LIN_KC_DP ? K - k0 : FK_LIN_KC_DP, kpad = (kc + 31) & ~(size_t)31;
@@ -352,10 +352,21 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   const fk_isa isa = fk_isa_active();
 #if FK_X86
   if (isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
-    const size_t nb = (N + FK_LIN_NB_DP - 1) / FK_LIN_NB_DP;
-    const int nt = fk__threads_for(nb, (double)FK_LIN_NB_DP * (double)K * (double)M);
+    /* panels per work item: the most sharing (4) unless fewer balance the threads better, e.g. 76 panels
+     * on 2 threads: 19 items of 4 leave one thread 10 items (40 panels), 38 items of 2 give 19 each */
+    const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
+    const int nt0 = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
+    size_t np = FK_LIN_DP_PANELS;
+    double best = 1e300;
+    for (size_t c = FK_LIN_DP_PANELS; c >= 1; --c) {
+      const size_t items = (P + c - 1) / c, per = (items + (size_t)nt0 - 1) / (size_t)nt0;
+      const double cost = (double)(per * c) * (1.0 + 0.02 * (double)FK_LIN_DP_PANELS / (double)c);
+      if (cost < best) best = cost, np = c;
+    }
+    const size_t nb = (P + np - 1) / np;
+    const int nt = nt0 < (int)nb ? nt0 : (int)nb;
     FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, M, K, W, N, bias, y, b * FK_LIN_NB_DP);
+    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;
   }
 #endif
