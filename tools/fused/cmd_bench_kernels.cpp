@@ -240,7 +240,7 @@ int run(const std::vector<std::string>& a) {
   const float* bf = reinterpret_cast<const float*>(big.data());
   read_bandwidth(bf, bytes / 4, nt);  // warm-up: page faults, frequency
   auto bandwidth = [&] { return read_bandwidth(bf, bytes / 4, nt); };
-  const int reps = 5;
+  const int reps = 7;
 
   std::vector<bench_case> cases;
   // ---- GEMV: weights streamed from DRAM ----
