@@ -14,7 +14,8 @@
  *      vdpbf16ps. M < 4 takes the GEMV row kernel instead (no packing to amortize).
  *    AMX-BF16 (M >= 16): the same VNNI panel (64 columns x 256 k) is exactly the B-tile layout; x is
  *      rounded into a 32-row stack tile (two A tiles); 2 x 2 C tiles of 16 x 16 f32 per 32 columns.
- *      NOT YET RUN ON HARDWARE: the development machine has no AMX (see docs/PERFORMANCE.md).
+ *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
+ *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/PERFORMANCE.md.
  *    AVX2 / scalar: the GEMV row kernel for every row of x, 4 W rows at a time (x row reused from L1).
  * Threads split the output columns in fixed blocks (64, or 256 for the AVX-512 BF16 GEMM), never the
  * reduction dimension: every y element is computed by one thread in one order, so results are bitwise
@@ -263,6 +264,54 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, siz
 }
 
 /* ---- AMX-BF16 GEMM ------------------------------------------------------------------------------ */
+#ifdef FK_AMX_EMULATE
+/* TEST-ONLY software model of the tile instructions used below (8 tiles of 16 rows x 64 bytes;
+ * tdpbf16ps accumulating in f32), so that the AMX GEMM's packing, strides, tile roles and C staging
+ * are tested on CPUs without AMX (tests/kernels/test_amx_emulated.cpp). Never define it in a real build. */
+#ifdef __cplusplus
+#define FK_THREAD_LOCAL thread_local
+#else
+#define FK_THREAD_LOCAL _Thread_local
+#endif
+typedef struct {
+  unsigned char t[8][16][64];
+} fk__amx_emu_tiles;
+FK_API fk__amx_emu_tiles* fk__amx_emu(void) {
+  static FK_THREAD_LOCAL fk__amx_emu_tiles s; /* tile registers are per thread, as in hardware */
+  return &s;
+}
+FK_API void fk__amx_emu_load(int t, const void* p, size_t stride) {
+  for (size_t r = 0; r < 16; ++r) memcpy(fk__amx_emu()->t[t][r], (const unsigned char*)p + r * stride, 64);
+}
+FK_API void fk__amx_emu_store(int t, void* p, size_t stride) {
+  for (size_t r = 0; r < 16; ++r) memcpy((unsigned char*)p + r * stride, fk__amx_emu()->t[t][r], 64);
+}
+FK_API void fk__amx_emu_dp(int c, int a, int b) {
+  float C[16][16];
+  uint16_t A[16][32], B[16][32];
+  memcpy(C, fk__amx_emu()->t[c], sizeof C);
+  memcpy(A, fk__amx_emu()->t[a], sizeof A);
+  memcpy(B, fk__amx_emu()->t[b], sizeof B);
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n)
+      for (int k = 0; k < 16; ++k) /* C[m][n] += A[m][2k..2k+1] . B[k][2n..2n+1] */
+        C[m][n] += fk_bf16_to_f32_1(A[m][2 * k]) * fk_bf16_to_f32_1(B[k][2 * n]) +
+                   fk_bf16_to_f32_1(A[m][2 * k + 1]) * fk_bf16_to_f32_1(B[k][2 * n + 1]);
+  memcpy(fk__amx_emu()->t[c], C, sizeof C);
+}
+#define FK_TILE_LOADCONFIG(cfg) ((void)(cfg))
+#define FK_TILE_LOADD(t, p, s) fk__amx_emu_load(t, p, (size_t)(s))
+#define FK_TILE_STORED(t, p, s) fk__amx_emu_store(t, p, (size_t)(s))
+#define FK_TILE_DPBF16PS(c, a, b) fk__amx_emu_dp(c, a, b)
+#define FK_TILE_RELEASE() ((void)0)
+#else
+#define FK_TILE_LOADCONFIG(cfg) _tile_loadconfig(cfg)
+#define FK_TILE_LOADD(t, p, s) _tile_loadd(t, p, s)
+#define FK_TILE_STORED(t, p, s) _tile_stored(t, p, s)
+#define FK_TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
+#define FK_TILE_RELEASE() _tile_release()
+#endif
+
 typedef struct {
   uint8_t palette_id, start_row, reserved[14];
   uint16_t colsb[16];
@@ -283,7 +332,7 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K,
     cfg.rows[t] = 16;
     cfg.colsb[t] = 64;
   }
-  _tile_loadconfig(&cfg);
+  FK_TILE_LOADCONFIG(&cfg);
   const size_t nn = N - n0 < FK_LIN_NB ? N - n0 : FK_LIN_NB;
   for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC) {
     const size_t kc = K - k0 < FK_LIN_KC ? K - k0 : FK_LIN_KC, kpad = (kc + 31) & ~(size_t)31;
@@ -298,29 +347,29 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K,
             cb[r * 32 + c] = r >= mr || c >= nc ? 0.0f
                              : k0 == 0           ? (bias ? fk_bf16_to_f32_1(bias[c0 + c]) : 0.0f)
                                                  : y[(m0 + r) * N + c0 + c];
-        _tile_loadd(0, cb, 128);
-        _tile_loadd(1, cb + 16, 128);
-        _tile_loadd(2, cb + 16 * 32, 128);
-        _tile_loadd(3, cb + 16 * 32 + 16, 128);
+        FK_TILE_LOADD(0, cb, 128);
+        FK_TILE_LOADD(1, cb + 16, 128);
+        FK_TILE_LOADD(2, cb + 16 * 32, 128);
+        FK_TILE_LOADD(3, cb + 16 * 32 + 16, 128);
         for (size_t kk = 0; kk < kpad; kk += 32) {
-          _tile_loadd(4, xt + kk, (int)(kpad * 2));
-          _tile_loadd(5, xt + 16 * kpad + kk, (int)(kpad * 2));
-          _tile_loadd(6, panel + (kk / 2) * FK_LIN_NB + h * 32, FK_LIN_NB * 4);
-          _tile_loadd(7, panel + (kk / 2) * FK_LIN_NB + h * 32 + 16, FK_LIN_NB * 4);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
+          FK_TILE_LOADD(4, xt + kk, (int)(kpad * 2));
+          FK_TILE_LOADD(5, xt + 16 * kpad + kk, (int)(kpad * 2));
+          FK_TILE_LOADD(6, panel + (kk / 2) * FK_LIN_NB + h * 32, FK_LIN_NB * 4);
+          FK_TILE_LOADD(7, panel + (kk / 2) * FK_LIN_NB + h * 32 + 16, FK_LIN_NB * 4);
+          FK_TILE_DPBF16PS(0, 4, 6);
+          FK_TILE_DPBF16PS(1, 4, 7);
+          FK_TILE_DPBF16PS(2, 5, 6);
+          FK_TILE_DPBF16PS(3, 5, 7);
         }
-        _tile_stored(0, cb, 128);
-        _tile_stored(1, cb + 16, 128);
-        _tile_stored(2, cb + 16 * 32, 128);
-        _tile_stored(3, cb + 16 * 32 + 16, 128);
+        FK_TILE_STORED(0, cb, 128);
+        FK_TILE_STORED(1, cb + 16, 128);
+        FK_TILE_STORED(2, cb + 16 * 32, 128);
+        FK_TILE_STORED(3, cb + 16 * 32 + 16, 128);
         for (size_t r = 0; r < mr; ++r) memcpy(y + (m0 + r) * N + c0, cb + r * 32, nc * sizeof(float));
       }
     }
   }
-  _tile_release();
+  FK_TILE_RELEASE();
 }
 #endif /* FK_X86 */
 
