@@ -7,8 +7,6 @@
 // repetition of a case is paired with a repetition of its ceiling (ceiling, case, ceiling, case, ...):
 // on a shared machine the load changes by the second, and a ratio is only meaningful when both halves
 // saw the same conditions.
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +19,13 @@
 
 #include "cli.hpp"
 #include "fk_kernels.h"
+
+// OpenMP is optional in this project: without it every region below runs on one thread.
+#ifdef _OPENMP
+#define BENCH_OMP(x) _Pragma(#x)
+#else
+#define BENCH_OMP(x)
+#endif
 
 namespace {
 
@@ -176,7 +181,7 @@ float stream_sum(const float* p, std::size_t n) {
 double read_bandwidth(const float* buf, std::size_t n, int nt) {
   const double t = seconds([&] {
     float total = 0;
-#pragma omp parallel for schedule(static) num_threads(nt) reduction(+ : total)
+    BENCH_OMP(omp parallel for schedule(static) num_threads(nt) reduction(+ : total))
     for (int c = 0; c < nt; ++c) {
       const std::size_t lo = n / nt * c, hi = c + 1 == nt ? n : n / nt * (c + 1);
       total += stream_sum(buf + lo, hi - lo);
@@ -191,10 +196,10 @@ template <class F>
 double peak_gflops(int nt, long iters, F&& f) {
   double flops_per_thread = 0;
   const double t = seconds([&] {
-#pragma omp parallel num_threads(nt)
+    BENCH_OMP(omp parallel num_threads(nt))
     {
       const double fl = f(iters);
-#pragma omp master
+      BENCH_OMP(omp master)
       flops_per_thread = fl;
     }
   });
@@ -221,20 +226,24 @@ void print(const std::vector<bench_case>& cs, bool json) {
 
 int run(const std::vector<std::string>& a) {
   fused::cli::args_reader args(a);
-  const int nt = static_cast<int>(args.int_or("--threads", fk_get_threads(), 1, 1024));
+  int nt = static_cast<int>(args.int_or("--threads", fk_get_threads(), 1, 1024));
   const std::string format = args.value_or("--format", "text");
   const bool study = args.flag("--study");  // also time design alternatives (see docs/PERFORMANCE.md)
   if (format != "text" && format != "json") throw fused::cli::usage_error("--format must be text or json");
   args.finish();
-  fk_set_threads(nt);
   const fk_isa isa = fk_isa_active();
   auto note = [&](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+#ifndef _OPENMP
+  if (nt > 1) note("fused bench kernels: built without OpenMP, so the kernels and ceilings run on 1 thread");
+  nt = 1;
+#endif
+  fk_set_threads(nt);
   note("fused bench kernels: ISA " + std::string(fk_isa_name(isa)) + ", " + std::to_string(nt) + " thread(s)");
 
   // One 1 GiB buffer: first the bandwidth ceiling (as floats), then GEMV weights and KV caches (as bf16).
   const std::size_t bytes = std::size_t{1} << 30;
   std::vector<uint16_t> big(bytes / 2);
-#pragma omp parallel for schedule(static) num_threads(nt)
+  BENCH_OMP(omp parallel for schedule(static) num_threads(nt))
   for (std::size_t i = 0; i < big.size(); ++i)
     big[i] = static_cast<uint16_t>(0x3c00 | ((i * 2654435761u) >> 20 & 0x3ff));  // finite bf16 in [2^-7, 2^-5)
   const float* bf = reinterpret_cast<const float*>(big.data());
@@ -264,7 +273,7 @@ int run(const std::vector<std::string>& a) {
         for (std::size_t c = 0; c < copies; ++c) {
           const uint16_t* W = big.data() + c * s.N * s.K;
           const std::size_t blocks = s.N / 64;
-#pragma omp parallel for schedule(static) num_threads(nt)
+  BENCH_OMP(omp parallel for schedule(static) num_threads(nt))
           for (std::size_t b = 0; b < blocks; ++b) gemv_dpbf16_study(xb.data(), s.K, W, s.N, y.data(), b * 64, b * 64 + 64);
         }
       };
