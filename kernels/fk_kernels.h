@@ -1,4 +1,18 @@
-/* fk_kernels.h: every fused kernel (C11 / C++20). See each header for its contract and paths. */
+/* fk_kernels.h: every fused kernel (C11 / C++20). Each header documents its contract and its paths.
+ *
+ * The API (bf16 = uint16_t raw bits; activations f32; no heap allocation anywhere):
+ *   fk_cpu.h        fk_isa, fk_isa_detect, fk_isa_active, fk_isa_force, fk_isa_name,
+ *                   fk_set_threads, fk_get_threads          (env FUSED_ISA, FUSED_THREADS; FK_PIN_ISA)
+ *   fk_convert.h    fk_bf16_to_f32, fk_f32_to_bf16 (RNE, NaN stays NaN), fk_embed,
+ *                   fk_bf16_to_f32_1, fk_f32_to_bf16_1       (one value; the scalar reference)
+ *   fk_elementwise.h fk_rmsnorm (out may == x), fk_add (out may == a), fk_swiglu (out may == gate)
+ *   fk_linear.h     fk_gemv_bf16 (M == 1), fk_gemm_bf16       y = x W^T (+ bias), W [N,K] as HF stores it
+ *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency)
+ *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
+ *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample
+ * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
+ * kernel; names with a double underscore (fk__*) are internal.
+ * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */
 #ifndef FK_KERNELS_H
 #define FK_KERNELS_H
 
