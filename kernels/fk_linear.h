@@ -12,15 +12,16 @@
  *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero) into
  *      a 6-row stack tile shared by the four panels; a 6 x 64 register tile (24 zmm) accumulates with
  *      vdpbf16ps. M < 4 takes the GEMV row kernel instead (no packing to amortize).
- *    AMX-BF16 (M >= 16): the same VNNI panel (64 columns x 256 k) is exactly the B-tile layout; x is
- *      rounded into a 32-row stack tile (two A tiles); 2 x 2 C tiles of 16 x 16 f32 per 32 columns.
+ *    AMX-BF16 (M >= 16): the same VNNI panels (64 columns x 256 k, two per work item) are exactly the
+ *      B-tile layout; x is rounded into a 32-row stack tile (two A tiles) shared by both panels;
+ *      2 x 2 C tiles of 16 x 16 f32 per 32 columns, kept in y between k chunks.
  *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
  *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/PERFORMANCE.md.
  *    AVX2 / scalar: the GEMV row kernel for every row of x, 4 W rows at a time (x row reused from L1).
  * Threads split the output columns in fixed blocks (64, or 256 for the AVX-512 BF16 GEMM), never the
  * reduction dimension: every y element is computed by one thread in one order, so results are bitwise
  * identical for any thread count. No heap: packed panels (64 KiB) and x tiles (<= 16 KiB) are
- * per-thread stack arrays. */
+ * per-thread stack arrays (< 90 KiB in all). */
 #ifndef FK_LINEAR_H
 #define FK_LINEAR_H
 
@@ -318,13 +319,16 @@ typedef struct {
   uint8_t rows[16];
 } fk__amx_tilecfg;
 
-/* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each).
- * Every tile is 16 rows x 64 bytes. */
+/* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each);
+ * every tile is 16 rows x 64 bytes. A work item is np (<= 2) 64-column panels; per 256-k chunk the
+ * panels are packed once and each 32-row x tile (two A tiles) is converted once for all of them.
+ * C lives in y between chunks: a full 32 x 32 block is loaded and stored by the tile instructions
+ * straight from y; the first chunk (bias or zero) and ragged edges go through a stack staging block. */
 FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
-                                             const uint16_t* bias, float* y, size_t n0) {
-  uint32_t panel[FK_LIN_KC / 2 * FK_LIN_NB]; /* 32 KiB, same VNNI panel as AVX-512 = B-tile layout */
-  uint16_t xt[32 * FK_LIN_KC];               /* 16 KiB: 32 rows of x in bf16 = two A tiles */
-  float cb[32 * 32];                         /* C staging: 32 rows x 32 columns */
+                                             const uint16_t* bias, float* y, size_t n0, size_t np) {
+  uint32_t panel[2][FK_LIN_KC / 2 * FK_LIN_NB]; /* 2 x 32 KiB: VNNI panels = the B-tile layout */
+  uint16_t xt[32 * FK_LIN_KC];                  /* 16 KiB: 32 rows of x in bf16 = two A tiles */
+  float cb[32 * 32];                            /* C staging block */
   fk__amx_tilecfg cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.palette_id = 1;
@@ -333,39 +337,59 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K,
     cfg.colsb[t] = 64;
   }
   FK_TILE_LOADCONFIG(&cfg);
-  const size_t nn = N - n0 < FK_LIN_NB ? N - n0 : FK_LIN_NB;
+  const int ldy = (int)(N * sizeof(float));
   for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC) {
     const size_t kc = K - k0 < FK_LIN_KC ? K - k0 : FK_LIN_KC, kpad = (kc + 31) & ~(size_t)31;
-    fk__pack_w_vnni(W, N, K, n0, k0, kc, panel);
+    const int first = k0 == 0;
+    for (size_t h = 0; h < np && n0 + h * FK_LIN_NB < N; ++h) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
     for (size_t m0 = 0; m0 < M; m0 += 32) {
       const size_t mr = M - m0 < 32 ? M - m0 : 32;
       fk__pack_x_bf16(x, K, m0, mr, 32, k0, kc, xt, kpad);
-      for (size_t h = 0; h < 2 && h * 32 < nn; ++h) {
-        const size_t c0 = n0 + h * 32, nc = nn - h * 32 < 32 ? nn - h * 32 : 32;
-        for (size_t r = 0; r < 32; ++r)
-          for (size_t c = 0; c < 32; ++c)
-            cb[r * 32 + c] = r >= mr || c >= nc ? 0.0f
-                             : k0 == 0           ? (bias ? fk_bf16_to_f32_1(bias[c0 + c]) : 0.0f)
-                                                 : y[(m0 + r) * N + c0 + c];
-        FK_TILE_LOADD(0, cb, 128);
-        FK_TILE_LOADD(1, cb + 16, 128);
-        FK_TILE_LOADD(2, cb + 16 * 32, 128);
-        FK_TILE_LOADD(3, cb + 16 * 32 + 16, 128);
+      for (size_t q = 0; q < 2 * np; ++q) { /* 32-column quarter q of the item */
+        const size_t c0 = n0 + q * 32;
+        if (c0 >= N) break;
+        const size_t nc = N - c0 < 32 ? N - c0 : 32;
+        const uint32_t* pq = panel[q / 2] + (q % 2) * 32;
+        float* yb = y + m0 * N + c0;
+        const int direct = mr == 32 && nc == 32; /* a whole 32 x 32 block of y */
+        if (direct && !first) {
+          FK_TILE_LOADD(0, yb, ldy);
+          FK_TILE_LOADD(1, yb + 16, ldy);
+          FK_TILE_LOADD(2, yb + 16 * N, ldy);
+          FK_TILE_LOADD(3, yb + 16 * N + 16, ldy);
+        } else {
+          for (size_t r = 0; r < 32; ++r)
+            for (size_t c = 0; c < 32; ++c)
+              cb[r * 32 + c] = r >= mr || c >= nc ? 0.0f
+                               : first            ? (bias ? fk_bf16_to_f32_1(bias[c0 + c]) : 0.0f)
+                                                  : yb[r * N + c];
+          FK_TILE_LOADD(0, cb, 128);
+          FK_TILE_LOADD(1, cb + 16, 128);
+          FK_TILE_LOADD(2, cb + 16 * 32, 128);
+          FK_TILE_LOADD(3, cb + 16 * 32 + 16, 128);
+        }
         for (size_t kk = 0; kk < kpad; kk += 32) {
           FK_TILE_LOADD(4, xt + kk, (int)(kpad * 2));
           FK_TILE_LOADD(5, xt + 16 * kpad + kk, (int)(kpad * 2));
-          FK_TILE_LOADD(6, panel + (kk / 2) * FK_LIN_NB + h * 32, FK_LIN_NB * 4);
-          FK_TILE_LOADD(7, panel + (kk / 2) * FK_LIN_NB + h * 32 + 16, FK_LIN_NB * 4);
+          FK_TILE_LOADD(6, pq + (kk / 2) * FK_LIN_NB, FK_LIN_NB * 4);
+          FK_TILE_LOADD(7, pq + (kk / 2) * FK_LIN_NB + 16, FK_LIN_NB * 4);
           FK_TILE_DPBF16PS(0, 4, 6);
           FK_TILE_DPBF16PS(1, 4, 7);
           FK_TILE_DPBF16PS(2, 5, 6);
           FK_TILE_DPBF16PS(3, 5, 7);
         }
-        FK_TILE_STORED(0, cb, 128);
-        FK_TILE_STORED(1, cb + 16, 128);
-        FK_TILE_STORED(2, cb + 16 * 32, 128);
-        FK_TILE_STORED(3, cb + 16 * 32 + 16, 128);
-        for (size_t r = 0; r < mr; ++r) memcpy(y + (m0 + r) * N + c0, cb + r * 32, nc * sizeof(float));
+        if (direct) {
+          FK_TILE_STORED(0, yb, ldy);
+          FK_TILE_STORED(1, yb + 16, ldy);
+          FK_TILE_STORED(2, yb + 16 * N, ldy);
+          FK_TILE_STORED(3, yb + 16 * N + 16, ldy);
+        } else {
+          FK_TILE_STORED(0, cb, 128);
+          FK_TILE_STORED(1, cb + 16, 128);
+          FK_TILE_STORED(2, cb + 16 * 32, 128);
+          FK_TILE_STORED(3, cb + 16 * 32 + 16, 128);
+          for (size_t r = 0; r < mr; ++r) memcpy(yb + r * N, cb + r * 32, nc * sizeof(float));
+        }
       }
     }
   }
@@ -374,6 +398,21 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K,
 #endif /* FK_X86 */
 
 /* ---- dispatch ---------------------------------------------------------------------------------- */
+/* 64-column panels per GEMM work item: the most sharing of x tiles (maxp) unless fewer balance the
+ * threads better, e.g. 76 panels on 2 threads: 19 items of 4 leave one thread 10 items (40 panels),
+ * 38 items of 2 give 19 each. Each extra item costs ~2%/panel-share of x conversion (measured).
+ * Never changes results: a column's arithmetic depends only on its own panel. */
+FK_API size_t fk__panels_per_item(size_t P, int nt, size_t maxp) {
+  size_t np = maxp;
+  double best = 1e300;
+  for (size_t c = maxp; c >= 1; --c) {
+    const size_t items = (P + c - 1) / c, per = (items + (size_t)nt - 1) / (size_t)nt;
+    const double cost = (double)(per * c) * (1.0 + 0.02 * (double)maxp / (double)c);
+    if (cost < best) best = cost, np = c;
+  }
+  return np;
+}
+
 FK_API void fk__linear_rows(fk_isa isa, const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
                             const uint16_t* bias, float* y, size_t n0, size_t n1) {
   switch (isa) {
@@ -401,18 +440,9 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   const fk_isa isa = fk_isa_active();
 #if FK_X86
   if (isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
-    /* panels per work item: the most sharing (4) unless fewer balance the threads better, e.g. 76 panels
-     * on 2 threads: 19 items of 4 leave one thread 10 items (40 panels), 38 items of 2 give 19 each */
     const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
     const int nt0 = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
-    size_t np = FK_LIN_DP_PANELS;
-    double best = 1e300;
-    for (size_t c = FK_LIN_DP_PANELS; c >= 1; --c) {
-      const size_t items = (P + c - 1) / c, per = (items + (size_t)nt0 - 1) / (size_t)nt0;
-      const double cost = (double)(per * c) * (1.0 + 0.02 * (double)FK_LIN_DP_PANELS / (double)c);
-      if (cost < best) best = cost, np = c;
-    }
-    const size_t nb = (P + np - 1) / np;
+    const size_t np = fk__panels_per_item(P, nt0, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
     const int nt = nt0 < (int)nb ? nt0 : (int)nb;
     FK_PARALLEL_FOR(nt)
     for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
@@ -421,15 +451,17 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
 #endif
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K * (double)M);
+#if FK_X86
+  if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
+    const size_t np = fk__panels_per_item(nb, nt, 2), items = (nb + np - 1) / np;
+    FK_PARALLEL_FOR(nt)
+    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    return;
+  }
+#endif
   FK_PARALLEL_FOR(nt)
   for (size_t b = 0; b < nb; ++b) {
     const size_t n0 = b * FK_LIN_NB, n1 = n0 + FK_LIN_NB < N ? n0 + FK_LIN_NB : N;
-#if FK_X86
-    if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
-      fk__gemm_block_amx(x, M, K, W, N, bias, y, n0);
-      continue;
-    }
-#endif
     fk__linear_rows(isa, x, M, K, W, N, bias, y, n0, n1);
   }
 }
