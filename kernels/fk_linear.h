@@ -4,13 +4,14 @@
  * Paths
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
  *    f32 x, so x is NOT rounded. Each output row is one dot product with a fixed accumulation order
- *    (two vector accumulators over 2-vector steps, a masked/scalar tail, one horizontal sum). vdpbf16ps
- *    would need x in bf16 and buys nothing when memory is the limit (see docs/PERFORMANCE.md).
+ *    (AVX-512: even/odd-element accumulators over 32-k steps, a masked tail, one horizontal sum), 4 rows
+ *    at a time with the next 4 rows prefetched. vdpbf16ps would need x in bf16 and measured no faster:
+ *    memory is the limit (`fused bench kernels --study`, docs/PERFORMANCE.md).
  *  GEMM (prefill):
- *    AVX-512 BF16: a work item is 256 output columns; per chunk of 128 k, W is packed into four VNNI
- *      panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
+ *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
+ *      of 128 k, W is packed into VNNI panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
  *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero) into
- *      a 6-row stack tile shared by the four panels; a 6 x 64 register tile (24 zmm) accumulates with
+ *      a 6-row stack tile shared by the item's panels; a 6 x 64 register tile (24 zmm) accumulates with
  *      vdpbf16ps. M < 4 takes the GEMV row kernel instead (no packing to amortize).
  *    AMX-BF16 (M >= 16): the same VNNI panels (64 columns x 256 k, two per work item) are exactly the
  *      B-tile layout; x is rounded into a 32-row stack tile (two A tiles) shared by both panels;
@@ -18,8 +19,7 @@
  *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
  *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/PERFORMANCE.md.
  *    AVX2 / scalar: the GEMV row kernel for every row of x, 4 W rows at a time (x row reused from L1).
- * Threads split the output columns in fixed blocks (64, or 256 for the AVX-512 BF16 GEMM), never the
- * reduction dimension: every y element is computed by one thread in one order, so results are bitwise
+ * Threads split the output columns in blocks of 64-column panels, never the reduction dimension: every y element is computed by one thread in one order, so results are bitwise
  * identical for any thread count. No heap: packed panels (64 KiB) and x tiles (<= 16 KiB) are
  * per-thread stack arrays (< 90 KiB in all). */
 #ifndef FK_LINEAR_H
