@@ -47,6 +47,13 @@ TEST_CASE("isa detection, forcing and names") {
   CHECK(fk_isa_active() == det);
   CHECK(std::string(fk_isa_name(FK_ISA_AVX512BF16)) == "avx512bf16");
   CHECK(std::string(fk_isa_name(FK_ISA_AMX)) == "amx");
+  // FUSED_ISA values (read once, at the first fk_isa_active(); an unknown name keeps the detected path)
+  CHECK(fk__isa_from_name("scalar", FK_ISA_AMX) == FK_ISA_SCALAR);
+  CHECK(fk__isa_from_name("avx2", FK_ISA_AMX) == FK_ISA_AVX2);
+  CHECK(fk__isa_from_name("avx512bf16", FK_ISA_SCALAR) == FK_ISA_AVX512BF16);
+  CHECK(fk__isa_from_name("amx", FK_ISA_SCALAR) == FK_ISA_AMX);
+  CHECK(fk__isa_from_name("sse9", FK_ISA_AVX2) == FK_ISA_AVX2);
+  CHECK(fk__isa_from_name(nullptr, FK_ISA_AVX2) == FK_ISA_AVX2);
   threads_guard tg;
   fk_set_threads(3);
   CHECK(fk_get_threads() == 3);
@@ -154,8 +161,12 @@ TEST_CASE("add and swiglu against double reference, in place") {
         CHECK(std::fabs(out[i] - ref) <= (1e-6 + 4 * kU) * std::fabs(ref) + 1e-37);
       }
       std::vector<float> copy(out.data(), out.data() + n);
+      std::vector<float> a0(a.data(), a.data() + n);
       fk_swiglu(a.data(), b.data(), n, a.data());  // out == gate
       CHECK(std::memcmp(copy.data(), a.data(), n * sizeof(float)) == 0);
+      fk_add(a0.data(), b.data(), n, out.data());
+      fk_add(a0.data(), b.data(), n, a0.data());  // out == a (the residual stream updated in place)
+      CHECK(std::memcmp(out.data(), a0.data(), n * sizeof(float)) == 0);
     }
   });
 }
