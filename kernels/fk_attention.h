@@ -9,8 +9,9 @@
  * to f32 [BK][hd], the rows' outputs [BQ][hd] (48 KiB in all at FK_MAX_HEAD_DIM = 128). The widening is
  * amortized over the rows of a work item:
  *   prefill: work item = (query head, FK_ATT_BQ consecutive positions);
- *   decode:  work item = (KV head, up to FK_ATT_BQ of its query heads), all at the same position; so the
- *            decode parallelism is n_kv (x ceil(group / BQ)), and decode equals prefill bit for bit.
+ *   decode:  work item = (KV head, up to FK_ATT_BQ of its query heads, key segment), all at the same
+ *            position; beyond FK_ATT_SEG keys the keys are split into segments merged afterwards
+ *            (see fk_attention_decode); up to FK_ATT_SEG keys decode equals prefill bit for bit.
  * Every output row is computed by one thread in a fixed order: bitwise identical for any thread count. */
 #ifndef FK_ATTENTION_H
 #define FK_ATTENTION_H
@@ -224,8 +225,13 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* q, const float* kt, c
  * GQA group at the same position, so each K/V block is widened once for the whole group. A row's
  * arithmetic does not depend on the other rows, so decode computes bit for bit what prefill computes for
  * the same query, position and cache. */
+/* Keys [kbeg, min(klim, last visible + 1)); kbeg is a multiple of FK_ATT_BK, so the key blocks are the
+ * same as in an unsplit pass. Without part_o, writes the normalized rows to orow; with it (a key segment
+ * of a split decode), writes each row's unnormalized output, running max and running sum to
+ * part_o/part_m/part_l (row i at index i * part_stride) and leaves orow alone. */
 FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow, const size_t* pos, size_t nr,
-                         const uint16_t* kc, const uint16_t* vc, size_t hd, float scale) {
+                         const uint16_t* kc, const uint16_t* vc, size_t hd, float scale, size_t kbeg, size_t klim,
+                         float* part_o, float* part_m, float* part_l, size_t part_stride) {
   float kt[FK_MAX_HEAD_DIM * FK_ATT_BK]; /* K block, transposed: kt[d][j] */
   float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block widened: vf[j][d] */
   float o[FK_ATT_BQ * FK_MAX_HEAD_DIM];
@@ -237,7 +243,8 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     for (size_t d = 0; d < hd; ++d) o[i * hd + d] = 0.0f;
     kend = pos[i] + 1 > kend ? pos[i] + 1 : kend;
   }
-  for (size_t j0 = 0; j0 < kend; j0 += FK_ATT_BK) {
+  kend = kend < klim ? kend : klim;
+  for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
     fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
 #if FK_X86
@@ -279,6 +286,12 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     }
   }
   for (size_t i = 0; i < nr; ++i) {
+    if (part_o) {
+      part_m[i * part_stride] = mrow[i];
+      part_l[i * part_stride] = lrow[i];
+      memcpy(part_o + i * part_stride * hd, o + i * hd, hd * sizeof(float));
+      continue;
+    }
     const float inv = 1.0f / lrow[i];
     for (size_t d = 0; d < hd; ++d) orow[i][d] = o[i * hd + d] * inv;
   }
@@ -304,20 +317,40 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
       orow[i] = out + (q0 + i) * ld + h * hd;
       pos[i] = pos0 + q0 + i;
     }
-    fk__att_rows(isa, qr, orow, pos, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale);
+    fk__att_rows(isa, qr, orow, pos, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale, 0, (size_t)-1, NULL, NULL, NULL, 0);
   }
 }
+
+/* Decode work is split over keys too (flash-decoding), or only n_kv threads could work: the keys
+ * 0..pos are cut into nseg segments whose length depends only on pos and n_heads (never on the thread
+ * count); each (KV head, segment) item leaves per-row partial (m, l, o) on the caller's stack, and the
+ * partials are merged per head in segment order. Up to FK_ATT_SEG keys there is one segment and
+ * decode computes exactly what prefill computes for that row. */
+#define FK_ATT_SEG 512       /* keys per segment, at least */
+#define FK_ATT_MAX_PARTS 128 /* n_heads x segments held on the stack: 64 KiB of partial outputs */
 
 FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* kc, const uint16_t* vc, size_t n_kv, size_t hd,
                                 size_t cap, size_t pos, float* out) {
   const fk_isa isa = fk_isa_active();
   assert(hd <= FK_MAX_HEAD_DIM && n_kv > 0 && n_heads % n_kv == 0);
-  const size_t group = n_heads / n_kv, chunks = (group + FK_ATT_BQ - 1) / FK_ATT_BQ, items = n_kv * chunks;
+  const size_t group = n_heads / n_kv, chunks = (group + FK_ATT_BQ - 1) / FK_ATT_BQ;
   const float scale = 1.0f / sqrtf((float)hd);
-  const int nt = fk__threads_for(items, (double)(pos + 1) * (double)hd * 4 * (double)group);
+  const size_t L = pos + 1, maxseg = FK_ATT_MAX_PARTS / n_heads;
+  size_t nseg = (L + FK_ATT_SEG - 1) / FK_ATT_SEG;
+  nseg = nseg < maxseg ? nseg : maxseg;
+  size_t seglen = L;
+  if (nseg > 1) {
+    seglen = ((L + nseg - 1) / nseg + FK_ATT_BK - 1) / FK_ATT_BK * FK_ATT_BK; /* whole key blocks */
+    nseg = (L + seglen - 1) / seglen;
+  }
+  if (nseg < 1) nseg = 1;
+  float part_o[FK_ATT_MAX_PARTS * FK_MAX_HEAD_DIM]; /* untouched (no cost) when nseg == 1 */
+  float part_m[FK_ATT_MAX_PARTS], part_l[FK_ATT_MAX_PARTS];
+  const size_t items = n_kv * chunks * nseg;
+  const int nt = fk__threads_for(items, (double)seglen * (double)hd * 4 * (double)group);
   FK_PARALLEL_FOR(nt)
   for (size_t it = 0; it < items; ++it) {
-    const size_t g = it / chunks, h0 = g * group + (it % chunks) * FK_ATT_BQ;
+    const size_t seg = it % nseg, gc = it / nseg, g = gc / chunks, h0 = g * group + (gc % chunks) * FK_ATT_BQ;
     const size_t hend = (g + 1) * group, nr = hend - h0 < FK_ATT_BQ ? hend - h0 : FK_ATT_BQ;
     const float* qr[FK_ATT_BQ];
     float* orow[FK_ATT_BQ];
@@ -327,7 +360,29 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
       orow[i] = out + (h0 + i) * hd;
       ps[i] = pos;
     }
-    fk__att_rows(isa, qr, orow, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale);
+    if (nseg == 1)
+      fk__att_rows(isa, qr, orow, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale, 0, L, NULL, NULL, NULL, 0);
+    else /* partial of head h, segment seg at index h * nseg + seg */
+      fk__att_rows(isa, qr, NULL, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale, seg * seglen, (seg + 1) * seglen,
+                   part_o + (h0 * nseg + seg) * hd, part_m + h0 * nseg + seg, part_l + h0 * nseg + seg, nseg);
+  }
+  if (nseg == 1) return;
+  for (size_t h = 0; h < n_heads; ++h) { /* merge in segment order: o = sum_s e^(m_s - M) o_s, same for l */
+    const float* pm = part_m + h * nseg;
+    const float* pl = part_l + h * nseg;
+    float M = pm[0];
+    for (size_t s = 1; s < nseg; ++s) M = pm[s] > M ? pm[s] : M;
+    float l = 0.0f;
+    float* o = out + h * hd;
+    for (size_t d = 0; d < hd; ++d) o[d] = 0.0f;
+    for (size_t s = 0; s < nseg; ++s) {
+      const float c = expf(pm[s] - M);
+      const float* po = part_o + (h * nseg + s) * hd;
+      l = fmaf(pl[s], c, l); /* explicit fmaf: C and C++ would contract a*b+c differently */
+      for (size_t d = 0; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+    }
+    const float inv = 1.0f / l;
+    for (size_t d = 0; d < hd; ++d) o[d] *= inv;
   }
 }
 

@@ -127,12 +127,20 @@ TEST_CASE("attention prefill and decode: GQA 1..7, head_dim 32/64/128, against d
   });
 }
 
-TEST_CASE("attention decode over a long cache (4096) matches the reference") {
+TEST_CASE("attention decode over long caches (split over key segments) matches the reference") {
   for_each_isa([&](fk_isa) {
-    att_problem P(1, 14, 2, 64, 4095);
+    att_problem P(1, 14, 2, 64, 4095);  // 8 segments of 512 keys
     unaligned<float> dec(14 * 64);
     fk_attention_decode(P.q.data(), 14, P.kc.data(), P.vc.data(), 2, 64, P.cap, 4095, dec.data());
     check_rows(P, dec.data(), 0, 1, "decode@4095");
+    att_problem Q(1, 28, 4, 128, 1400);  // Qwen2-7B heads: 3 segments, the last one short
+    unaligned<float> dq(28 * 128);
+    fk_attention_decode(Q.q.data(), 28, Q.kc.data(), Q.vc.data(), 4, 128, Q.cap, 1400, dq.data());
+    check_rows(Q, dq.data(), 0, 1, "decode@1400 hd128");
+    att_problem R(1, 7, 1, 32, 600);  // 2 segments, one query-head chunk
+    unaligned<float> dr(7 * 32);
+    fk_attention_decode(R.q.data(), 7, R.kc.data(), R.vc.data(), 1, 32, R.cap, 600, dr.data());
+    check_rows(R, dr.data(), 0, 1, "decode@600 hd32");
   });
 }
 
@@ -140,6 +148,7 @@ TEST_CASE("attention is bitwise independent of the thread count") {
   threads_guard tg;
   for_each_isa([&](fk_isa) {
     att_problem P(75, 14, 2, 64, 20);
+    att_problem L(1, 14, 2, 64, 4095);
     std::vector<std::vector<float>> r;
     for (int t : {1, 2, 3}) {
       fk_set_threads(t);
@@ -147,6 +156,10 @@ TEST_CASE("attention is bitwise independent of the thread count") {
       fk_attention_prefill(P.q.data(), 75, 14, P.kc.data(), P.vc.data(), 2, 64, P.cap, 20, o.data());
       fk_attention_decode(P.q.data() + 74 * 14 * 64, 14, P.kc.data(), P.vc.data(), 2, 64, P.cap, 94, o.data() + 75 * 14 * 64);
       r.push_back(o);
+      // a long cache: decode is split over key segments (fixed by the position, not the thread count)
+      std::vector<float> d(14 * 64);
+      fk_attention_decode(L.q.data(), 14, L.kc.data(), L.vc.data(), 2, 64, L.cap, 4095, d.data());
+      r.back().insert(r.back().end(), d.begin(), d.end());
     }
     CHECK(std::memcmp(r[0].data(), r[1].data(), r[0].size() * 4) == 0);
     CHECK(std::memcmp(r[0].data(), r[2].data(), r[0].size() * 4) == 0);
