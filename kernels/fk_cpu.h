@@ -6,6 +6,7 @@
  * A build may pin the path at compile time with `#define FK_PIN_ISA FK_ISA_AVX512BF16` (or any other
  * value) before including the kernels: fk_isa_active() then is a constant and the dispatch folds away.
  * The generated C does this; it is the caller's job to run such a build only on a CPU that has the ISA.
+ * In a pinned build fk_isa_force() still answers whether the CPU has a path, but changes nothing.
  *
  * Threads: fk_set_threads(n) (n <= 0: back to the default). Default: env FUSED_THREADS, else OpenMP's
  * omp_get_max_threads(), else 1 when built without OpenMP. Results are bitwise identical for any count. */
