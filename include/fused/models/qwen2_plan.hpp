@@ -6,7 +6,10 @@
 //   static_assert(plans::prefill.arena_bytes() == 23592960);
 #pragma once
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
+#include "../graph/cut_wire.hpp"
 #include "../plan/planner.hpp"
 #include "../plan/static_plan.hpp"
 #include "qwen2_graph.hpp"
@@ -50,5 +53,25 @@ struct static_plans {
   // One state layout for both modes: decode continues what prefill wrote.
   static_assert(plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes());
 };
+
+// The same pipeline at run time, for a config known only then (a config.json): build, schedule,
+// lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects.
+struct planned {
+  program prog;
+  memory_plan mem;
+};
+
+inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
+  if (m.tokens < 1) throw std::invalid_argument("a prefill must take at least one token");
+  if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
+  if (m.ctx > c.max_position_embeddings)
+    throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  planned r{build_graph(c, o), {}};
+  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + r.prog.message.str());
+  r.mem = plan_memory(r.prog, m.bind());
+  const verdict v = verify(r.prog, r.mem);
+  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + v.what.str());
+  return r;
+}
 
 }  // namespace fused::qwen2
