@@ -1,0 +1,196 @@
+// Qwen2 models that run: the static one, whose plan, offsets and kernel calls are compile-time
+// constants, and the run-time one, which evaluates the same pipeline for a config known only then.
+// Both lower their plans with runtime::lower_calls and execute every call through runtime::invoke,
+// so for one config their logits are bitwise equal.
+//
+//   using model = fused::qwen2::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
+//   static_assert(model::arena_bytes <= 24 << 20);
+//   auto weights = fused::runtime::weight_store::load("Qwen2-0.5B", model::plans::prefill.tensors, true);
+//   model m(weights);                       // or model m(weights, caller_state, caller_arena)
+//   auto logits = m.prefill(ids);           // [V] for the last position
+//   logits = m.decode(next_id);
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../runtime/calls.hpp"
+#include "../runtime/invoke.hpp"
+#include "../runtime/session.hpp"
+#include "../runtime/weights.hpp"
+#include "qwen2_plan.hpp"
+
+namespace fused::qwen2 {
+
+namespace detail {
+template <std::size_t N, class Plan>
+constexpr std::array<runtime::call, N> freeze_calls(const Plan& p) {
+  std::array<runtime::call, N> out{};
+  const std::vector<runtime::call> calls = runtime::lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, sym_tokens);
+  for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
+  return out;
+}
+template <class Plan>
+constexpr bool lowers_fully(const Plan& p) {
+  return runtime::lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, sym_tokens).size() == p.steps.size();
+}
+inline void check_kernel_limits(const config& c) {
+  if (c.head_dim > FK_MAX_HEAD_DIM)
+    throw std::invalid_argument("head_dim " + std::to_string(c.head_dim) + " exceeds the kernels' limit of " + std::to_string(FK_MAX_HEAD_DIM));
+}
+}  // namespace detail
+
+// A static Qwen2 model: prefill of up to MaxTokens tokens per call (longer prompts run in chunks),
+// decode of one token, over a KV cache of Ctx positions. Every shape, offset and kernel call is a
+// compile-time constant; prefill and decode allocate nothing.
+template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, graph_options Options = graph_options{}>
+class static_model {
+ public:
+  using plans = static_plans<Preset, MaxTokens, Ctx, Options>;
+  static constexpr config cfg = Preset::value;
+  static_assert(cfg.head_dim <= FK_MAX_HEAD_DIM, "fused: head_dim exceeds the attention kernels' limit (FK_MAX_HEAD_DIM)");
+  static_assert(detail::lowers_fully(plans::prefill) && detail::lowers_fully(plans::decode),
+                "fused: a step of this plan has no kernel an executor implements");
+  static constexpr std::size_t step_count = plans::size.steps;
+  static constexpr std::array<runtime::call, step_count> prefill_calls = detail::freeze_calls<step_count>(plans::prefill);
+  static constexpr std::array<runtime::call, step_count> decode_calls = detail::freeze_calls<step_count>(plans::decode);
+  static constexpr std::size_t weight_count = runtime::weight_count(plans::prefill.tensors);
+  // Region sizes: one arena serves both modes (they never run at the same time).
+  static constexpr std::int64_t weights_bytes = plans::prefill.weights_bytes();
+  static constexpr std::int64_t state_bytes = plans::prefill.state_bytes();
+  static constexpr std::int64_t arena_bytes = std::max(plans::prefill.arena_bytes(), plans::decode.arena_bytes());
+  static constexpr std::int64_t max_tokens = MaxTokens;
+  static constexpr std::int64_t capacity = Ctx;
+
+  // Owns its state and arena (allocated here, once).
+  explicit static_model(const runtime::weight_store& w)
+      : state_(static_cast<std::size_t>(state_bytes)), arena_(static_cast<std::size_t>(arena_bytes)) {
+    init(w.table(), w.count(), state_.data(), arena_.data());
+  }
+  // Caller-owned regions: `state` of state_bytes and `arena` of arena_bytes, both 64-byte aligned.
+  static_model(const runtime::weight_store& w, std::span<std::byte> state, std::span<std::byte> arena) {
+    if (state.size() < static_cast<std::size_t>(state_bytes) || arena.size() < static_cast<std::size_t>(arena_bytes))
+      throw std::invalid_argument("static_model: the state region needs " + std::to_string(state_bytes) + " bytes and the arena " +
+                                  std::to_string(arena_bytes));
+    init(w.table(), w.count(), state.data(), arena.data());
+  }
+  static_model(const static_model&) = delete;
+  static_model& operator=(const static_model&) = delete;
+
+  std::span<const float> prefill(std::span<const std::int32_t> ids) { return s_.prefill(ids, exec); }
+  std::span<const float> decode(std::int32_t id) { return s_.decode(id, exec); }
+  void reset() { s_.reset(); }
+  std::int64_t position() const { return s_.position(); }
+  std::int64_t vocab_size() const { return s_.vocab_size(); }
+
+ private:
+  template <std::size_t... I>
+  static void run_prefill(const runtime::regions& r, const runtime::call_dims& d, std::index_sequence<I...>) {
+    (runtime::invoke(prefill_calls[I], r, d), ...);
+  }
+  template <std::size_t... I>
+  static void run_decode(const runtime::regions& r, const runtime::call_dims& d, std::index_sequence<I...>) {
+    (runtime::invoke(decode_calls[I], r, d), ...);
+  }
+  static void exec(bool decode, const runtime::regions& r, const runtime::call_dims& d) {
+    if (decode) run_decode(r, d, std::make_index_sequence<step_count>{});
+    else run_prefill(r, d, std::make_index_sequence<step_count>{});
+  }
+  void init(const std::uint16_t* const* weights, std::size_t n, std::byte* state, std::byte* arena) {
+    if (n != weight_count)
+      throw std::invalid_argument("static_model: " + std::to_string(n) + " weights bound, the plan has " + std::to_string(weight_count));
+    if ((reinterpret_cast<std::uintptr_t>(state) | reinterpret_cast<std::uintptr_t>(arena)) % mem_align)
+      throw std::invalid_argument("static_model: regions must be 64-byte aligned");
+    constexpr auto& pp = plans::prefill;
+    constexpr auto& dp = plans::decode;
+    s_ = runtime::session({MaxTokens, Ctx, cfg.vocab_size, sym_tokens},
+                          runtime::find_io(pp.tensors, pp.buffers, logits_id(), pp.bind, sym_tokens),
+                          runtime::find_io(dp.tensors, dp.buffers, logits_id(), dp.bind, sym_tokens), {weights, state, arena});
+  }
+  // The logits: the result of the last step the graph adds (the lm head).
+  static constexpr tensor_id logits_id() {
+    int last = -1;
+    tensor_id id = -1;
+    for (const auto& s : plans::prefill.steps)
+      if (s.id > last) last = s.id, id = s.result;
+    return id;
+  }
+
+  runtime::aligned_bytes state_, arena_;
+  runtime::session s_;
+};
+
+// The run-time model: the same pipeline for a config read from a file.
+class model {
+ public:
+  model(const config& c, std::int64_t max_tokens, std::int64_t ctx, graph_options o = {})
+      : cfg_(c),
+        prefill_(plan_for(c, mode::prefill(max_tokens, ctx), o)),
+        decode_(plan_for(c, mode::decode(ctx), o)) {
+    detail::check_kernel_limits(c);
+    prefill_calls_ = lower(prefill_);
+    decode_calls_ = lower(decode_);
+  }
+  model(const model&) = delete;
+  model& operator=(const model&) = delete;
+
+  const config& cfg() const { return cfg_; }
+  const planned& prefill_plan() const { return prefill_; }
+  const planned& decode_plan() const { return decode_; }
+  const std::vector<runtime::call>& prefill_calls() const { return prefill_calls_; }
+  const std::vector<runtime::call>& decode_calls() const { return decode_calls_; }
+  std::int64_t weights_bytes() const { return prefill_.mem.region_bytes[static_cast<int>(region::weights)]; }
+  std::int64_t state_bytes() const { return prefill_.mem.region_bytes[static_cast<int>(region::state)]; }
+  std::int64_t arena_bytes() const { return std::max(prefill_.mem.arena_bytes(), decode_.mem.arena_bytes()); }
+  const std::vector<tensor_info>& tensors() const { return prefill_.prog.tensors; }
+
+  // Binds weights (the store must outlive the model) and allocates state and arena, once.
+  void bind(const runtime::weight_store& w) {
+    if (w.count() != runtime::weight_count(tensors()))
+      throw std::invalid_argument("model: " + std::to_string(w.count()) + " weights bound, the plan has " +
+                                  std::to_string(runtime::weight_count(tensors())));
+    state_ = runtime::aligned_bytes(static_cast<std::size_t>(state_bytes()));
+    arena_ = runtime::aligned_bytes(static_cast<std::size_t>(arena_bytes()));
+    s_ = runtime::session({prefill_.mem.bind.value[sym_tokens], prefill_.mem.bind.value[sym_ctx], cfg_.vocab_size, sym_tokens},
+                          io(prefill_), io(decode_), {w.table(), state_.data(), arena_.data()});
+  }
+
+  std::span<const float> prefill(std::span<const std::int32_t> ids) { return s_.prefill(ids, executor{this}); }
+  std::span<const float> decode(std::int32_t id) { return s_.decode(id, executor{this}); }
+  void reset() { s_.reset(); }
+  std::int64_t position() const { return s_.position(); }
+  std::int64_t capacity() const { return s_.capacity(); }
+  std::int64_t max_tokens() const { return s_.max_tokens(); }
+  std::int64_t vocab_size() const { return cfg_.vocab_size; }
+
+ private:
+  static std::vector<runtime::call> lower(const planned& p) {
+    runtime::lowering_error e{};
+    std::vector<runtime::call> c = runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, p.mem.bind, sym_tokens, &e);
+    if (c.size() != p.prog.steps.size())
+      throw graph_error("step " + std::to_string(e.step) + ": " + std::string(e.what));
+    return c;
+  }
+  static runtime::io_layout io(const planned& p) {
+    return runtime::find_io(p.prog.tensors, p.mem.buffers, p.prog.output("logits"), p.mem.bind, sym_tokens);
+  }
+  struct executor {
+    const model* m;
+    void operator()(bool decode, const runtime::regions& r, const runtime::call_dims& d) const {
+      for (const runtime::call& c : decode ? m->decode_calls_ : m->prefill_calls_) runtime::invoke(c, r, d);
+    }
+  };
+
+  config cfg_;
+  planned prefill_, decode_;
+  std::vector<runtime::call> prefill_calls_, decode_calls_;
+  runtime::aligned_bytes state_, arena_;
+  runtime::session s_;
+};
+
+}  // namespace fused::qwen2

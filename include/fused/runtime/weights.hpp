@@ -1,0 +1,160 @@
+// Weights bound to a plan's weight slots, once, by Hugging Face name.
+//
+// A plan numbers its weights (runtime/calls.hpp: weight slots, tensor-id order) and the executors
+// read them through a table of pointers. This header fills that table:
+//   - from a Hugging Face checkpoint (a directory with model.safetensors, or sharded files listed
+//     by model.safetensors.index.json, or one .safetensors file), memory-mapped: BF16 tensors are
+//     used in place, F32/F16 ones converted once; every tensor the plan needs must be present with
+//     its shape; a tensor the plan does not use is an error naming it (except lm_head.weight when
+//     the embeddings are tied: transformers ignores it too);
+//   - from one caller blob laid out as the plan's weights region (the generated C's layout);
+//   - from a deterministic generator (synthetic weights of a config's shape, for benchmarks).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../io/load_error.hpp"
+#include "../io/safetensors.hpp"
+#include "session.hpp"
+
+namespace fused::runtime {
+
+class weight_store {
+ public:
+  weight_store() = default;
+  weight_store(weight_store&&) noexcept = default;
+  weight_store& operator=(weight_store&&) noexcept = default;
+
+  // `path`: a model directory or a .safetensors file. `tensors`: the plan's tensors (weights are
+  // the ones with role::weight, bound in slot order). `tied`: lm_head.weight may be present unused.
+  template <class Tensors>
+  static weight_store load(const std::filesystem::path& path, const Tensors& tensors, bool tied) {
+    weight_store w;
+    w.open_files(path);
+    for (const auto& t : tensors) {
+      if (t.kind != role::weight) continue;
+      const std::string name = t.name.str().str();
+      std::vector<std::int64_t> shp;
+      for (int i = 0; i < t.shp.rank; ++i) shp.push_back(t.shp[i].n);
+      io::safetensors_file& f = w.file_for(name, shp);
+      const io::tensor_view* v = f.find(name);
+      if (v->dtype == io::dtype::BF16) {
+        w.table_.push_back(reinterpret_cast<const std::uint16_t*>(f.bind(name, io::dtype::BF16, shp).data));
+      } else {
+        w.owned_.push_back(io::to_bf16_owned(f.bind(name, shp)));
+        w.converted_bytes_ += static_cast<std::int64_t>(v->bytes);
+        w.table_.push_back(w.owned_.back().data());
+      }
+    }
+    std::vector<std::string> unused;
+    for (auto& f : w.files_)
+      for (auto& n : f.unbound())
+        if (!(tied && n == "lm_head.weight")) unused.push_back(n);
+    if (!unused.empty()) {
+      std::string list;
+      for (std::size_t i = 0; i < unused.size() && i < 10; ++i) list += (i ? ", \"" : "\"") + unused[i] + "\"";
+      if (unused.size() > 10) list += " and " + std::to_string(unused.size() - 10) + " more";
+      throw io::load_error(path.string() + ": " + std::to_string(unused.size()) + " tensor" + (unused.size() == 1 ? "" : "s") +
+                           " the config does not use (another architecture or config?): " + list);
+    }
+    return w;
+  }
+
+  // A blob laid out as the plan's weights region: slot k points at base + the offset of weight k.
+  template <class Tensors, class Buffers>
+  static weight_store from_blob(const std::byte* base, const Tensors& tensors, const Buffers& buffers) {
+    weight_store w;
+    for (const auto& t : tensors)
+      if (t.kind == role::weight)
+        w.table_.push_back(reinterpret_cast<const std::uint16_t*>(base + buffers[static_cast<std::size_t>(t.id)].offset));
+    return w;
+  }
+
+  // Deterministic synthetic weights of the plan's shapes, in one blob laid out as the weights region:
+  // matrices uniform in +-1/sqrt(in_features), norm weights near 1, biases small. Same seed, same bits.
+  template <class Tensors, class Buffers>
+  static weight_store synthetic(const Tensors& tensors, const Buffers& buffers, std::int64_t region_bytes, std::uint64_t seed) {
+    aligned_bytes blob(static_cast<std::size_t>(region_bytes));
+    for (const auto& t : tensors) {
+      if (t.kind != role::weight) continue;
+      auto* p = reinterpret_cast<std::uint16_t*>(blob.data() + buffers[static_cast<std::size_t>(t.id)].offset);
+      std::int64_t n = 1;
+      for (int i = 0; i < t.shp.rank; ++i) n *= t.shp[i].n;
+      const std::string name = t.name.str().str();
+      const bool norm = name.find("norm") != std::string::npos;
+      const float scale = t.shp.rank == 2 ? 1.0f / std::sqrt(static_cast<float>(t.shp[1].n)) : norm ? 0.1f : 0.02f;
+      std::uint64_t s = seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(t.id + 1));
+      for (std::int64_t i = 0; i < n; ++i) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const float u = static_cast<float>((s >> 40) & 0xFFFFFF) / 16777216.0f * 2.0f - 1.0f;  // [-1, 1)
+        p[i] = fk_f32_to_bf16_1((norm ? 1.0f : 0.0f) + u * scale);
+      }
+    }
+    weight_store w = from_blob(blob.data(), tensors, buffers);
+    w.blob_ = std::move(blob);
+    return w;
+  }
+
+  const std::uint16_t* const* table() const { return table_.data(); }
+  std::size_t count() const { return table_.size(); }
+  // Bytes of checkpoint tensors converted to bf16 at load (0 for a bf16 checkpoint: used in place).
+  std::int64_t converted_bytes() const { return converted_bytes_; }
+
+ private:
+  void open_files(const std::filesystem::path& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec)) {
+      files_.push_back(io::safetensors_file::open(path));
+      return;
+    }
+    if (!fs::is_directory(path, ec)) throw io::load_error(path.string() + ": no such file or directory");
+    const fs::path single = path / "model.safetensors", index = path / "model.safetensors.index.json";
+    if (fs::exists(single)) {
+      files_.push_back(io::safetensors_file::open(single));
+      return;
+    }
+    if (!fs::exists(index))
+      throw io::load_error(path.string() + ": neither model.safetensors nor model.safetensors.index.json is there");
+    std::ifstream in(index);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      throw io::load_error(index.string() + ": not a JSON object with a \"weight_map\" object");
+    std::map<std::string, std::size_t> file_index;
+    for (const auto& [name, file] : j["weight_map"].items()) {
+      if (!file.is_string()) throw io::load_error(index.string() + ": weight_map[\"" + name + "\"] is not a file name");
+      const std::string fname = file.get<std::string>();
+      if (fname.find('/') != std::string::npos || fname.find("..") != std::string::npos)
+        throw io::load_error(index.string() + ": weight_map[\"" + name + "\"] names \"" + fname + "\" outside the directory");
+      if (!file_index.count(fname)) {
+        file_index[fname] = files_.size();
+        files_.push_back(io::safetensors_file::open(path / fname));
+      }
+    }
+  }
+  io::safetensors_file& file_for(const std::string& name, const std::vector<std::int64_t>& shp) {
+    for (auto& f : files_)
+      if (f.find(name)) return f;
+    throw io::load_error(files_.front().file_name() + ": tensor \"" + name + "\" is missing; the config needs it with shape " +
+                         io::shape_string(shp));
+  }
+
+  std::vector<io::safetensors_file> files_;
+  std::vector<std::vector<std::uint16_t>> owned_;
+  aligned_bytes blob_;
+  std::vector<const std::uint16_t*> table_;
+  std::int64_t converted_bytes_ = 0;
+};
+
+}  // namespace fused::runtime

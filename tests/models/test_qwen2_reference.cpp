@@ -1,0 +1,92 @@
+// Qwen2 end to end against transformers (tests/data/reference: fp32 logits from bf16 weights).
+// Yardstick: reference.json's hf_bf16_prefill_logits_max_abs_dev, the gap between transformers' own
+// bf16 run and its fp32 run — we must be no further from fp32 than transformers' bf16 is.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include <fused/qwen2.hpp>
+
+namespace {
+
+struct reference {
+  fused::io::hf_model_info info;
+  nlohmann::json meta;
+  std::vector<std::int32_t> input_ids, generated_ids;
+  std::vector<float> prefill_logits, decode_logits;  // [T, V], [N, V]
+  std::map<std::string, std::vector<float>> layers;  // layer{i}_out, final_norm: [T, H]
+  std::string dir;
+  double yardstick = 0;
+};
+
+std::vector<std::int32_t> ids_of(const fused::io::tensor_view& t) {
+  std::vector<std::int32_t> out;
+  for (auto v : fused::io::to_i64_owned(t)) out.push_back(static_cast<std::int32_t>(v));
+  return out;
+}
+
+reference load(const std::string& name) {
+  reference r;
+  r.dir = std::string(FUSED_TEST_DATA) + "/reference/" + name;
+  r.info = fused::io::load_hf_config(r.dir + "/config.json");
+  std::ifstream in(r.dir + "/reference.json");
+  r.meta = nlohmann::json::parse(in);
+  r.yardstick = r.meta["hf_bf16_prefill_logits_max_abs_dev"].get<double>();
+  auto f = fused::io::safetensors_file::open(r.dir + "/reference.safetensors");
+  r.input_ids = ids_of(*f.find("input_ids"));
+  r.generated_ids = ids_of(*f.find("generated_ids"));
+  r.prefill_logits = fused::io::to_f32_owned(*f.find("prefill_logits"));
+  r.decode_logits = fused::io::to_f32_owned(*f.find("decode_logits"));
+  for (const auto& t : f.tensors())
+    if (t.name.starts_with("layer") || t.name == "final_norm") r.layers[t.name] = fused::io::to_f32_owned(t);
+  return r;
+}
+
+double max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+fused::qwen2::graph_options all_rows() {
+  fused::qwen2::graph_options o;
+  o.logits = fused::qwen2::logits_rows::all;
+  return o;
+}
+
+void check_model(const std::string& name) {
+  const reference ref = load(name);
+  const auto T = static_cast<std::int64_t>(ref.input_ids.size());
+  const auto N = static_cast<std::int64_t>(ref.generated_ids.size());
+  const auto V = ref.info.arch.vocab_size;
+  fused::qwen2::model m(ref.info.arch, T, T + N, all_rows());
+  const auto w = fused::runtime::weight_store::load(ref.dir, m.tensors(), ref.info.arch.tie_word_embeddings);
+  m.bind(w);
+
+  const auto logits = m.prefill(ref.input_ids);
+  REQUIRE(static_cast<std::int64_t>(logits.size()) == T * V);
+  const double prefill_dev = max_abs_diff(logits, ref.prefill_logits);
+  MESSAGE(name << ": prefill max |dlogit| " << prefill_dev << " (yardstick " << ref.yardstick << ")");
+  CHECK(prefill_dev <= ref.yardstick);
+
+  // decode_logits row 0 is the last prefill position; row k follows continue ids 0..k-1.
+  std::vector<float> decoded(logits.end() - V, logits.end());
+  for (std::int64_t k = 1; k < N; ++k) {
+    const auto d = m.decode(ref.generated_ids[static_cast<std::size_t>(k - 1)]);
+    REQUIRE(static_cast<std::int64_t>(d.size()) == V);
+    decoded.insert(decoded.end(), d.begin(), d.end());
+  }
+  const double decode_dev = max_abs_diff(decoded, ref.decode_logits);
+  MESSAGE(name << ": decode max |dlogit| " << decode_dev);
+  CHECK(decode_dev <= ref.yardstick);
+}
+
+}  // namespace
+
+TEST_CASE("tiny_a (GQA 4:2, tied) matches transformers within its bf16 yardstick") { check_model("tiny_a"); }
+TEST_CASE("tiny_mha (MHA) matches transformers within its bf16 yardstick") { check_model("tiny_mha"); }
