@@ -1,0 +1,97 @@
+// A memory plan as a table people read: the figures (arena, lower bound, their ratio, what each
+// planning strategy needed), the regions, then the schedule with one row per step: schedule
+// position, step id, level, op, kernel, the result's name, dtype, bound shape, bytes, region,
+// offset and live range (schedule positions, inclusive). `fused plan --format text` prints it.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "memory_plan.hpp"
+
+namespace fused {
+
+// 1234567 -> "1,234,567"
+inline std::string grouped_digits(std::int64_t v) {
+  const std::string d = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (i && (d.size() - i) % 3 == 0) out += ',';
+    out += d[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+// 23592960 -> "22.50 MiB"
+inline std::string human_bytes(std::int64_t v) {
+  const double x = static_cast<double>(v);
+  if (v >= (std::int64_t{1} << 30)) return fmt::format("{:.2f} GiB", x / (1 << 30));
+  if (v >= (std::int64_t{1} << 20)) return fmt::format("{:.2f} MiB", x / (1 << 20));
+  if (v >= (std::int64_t{1} << 10)) return fmt::format("{:.2f} KiB", x / (1 << 10));
+  return fmt::format("{} B", v);
+}
+
+// @pre m is the (verified) plan of p. `title` heads the table when not empty.
+inline std::string plan_to_text(const program& p, const memory_plan& m, std::string_view title = {}) {
+  std::string out;
+  auto line = [&](std::string_view s) { out.append(s); out += '\n'; };
+  if (!title.empty()) line(fmt::format("fused plan: {}", title));
+  const double ratio = m.lower_bound > 0 ? static_cast<double>(m.arena_bytes()) / static_cast<double>(m.lower_bound) : 0.0;
+  line(fmt::format("activation arena {} B ({}), lower bound {} B ({}), arena / lower bound = {:.4f}", grouped_digits(m.arena_bytes()),
+                   human_bytes(m.arena_bytes()), grouped_digits(m.lower_bound), human_bytes(m.lower_bound), ratio));
+  line(fmt::format("strategy {} (greedy_by_size {} B, greedy_by_first_use {} B); every offset {}-byte aligned", name_of(m.chosen),
+                   grouped_digits(m.arena_by_strategy[0]), grouped_digits(m.arena_by_strategy[1]), mem_align));
+  line("");
+  line("regions");
+  std::int64_t total = 0;
+  for (int r = 0; r < region_count; ++r) {
+    const std::int64_t b = m.region_bytes[static_cast<std::size_t>(r)];
+    total += b;
+    int count = 0, chains = 0;  // buffers, and in-place continuations among them (they share bytes)
+    for (const auto& buf : m.buffers)
+      if (buf.where == static_cast<region>(r)) {
+        ++count;
+        chains += buf.group != buf.tensor;
+      }
+    line(fmt::format("  {:<12} {:>16} B  {:>11}  {:>5} buffers ({} written in place)", name_of(static_cast<region>(r)), grouped_digits(b),
+                     human_bytes(b), count, chains));
+  }
+  line(fmt::format("  {:<12} {:>16} B  {:>11}", "total", grouped_digits(total), human_bytes(total)));
+  line("");
+
+  // Column widths from the data, so long kernel and tensor names stay aligned.
+  std::size_t w_op = 2, w_kernel = 6, w_name = 6, w_shape = 5;
+  auto shape_of = [&](const tensor_info& t) {
+    std::string s = "[";
+    for (int i = 0; i < t.shp.rank; ++i) s += (i ? ", " : "") + std::to_string(m.bind(t.shp[i]));
+    return s + "]";
+  };
+  for (std::size_t s = 0; s < p.steps.size(); ++s) {
+    const auto& st = p.steps[s];
+    const auto& t = p.tensor(st.result);
+    w_op = std::max(w_op, std::string_view(st.op->name).size());
+    w_kernel = std::max(w_kernel, std::string_view(s < m.kernels.size() && m.kernels[s] ? m.kernels[s] : "-").size());
+    w_name = std::max(w_name, t.name.str().size());
+    w_shape = std::max(w_shape, shape_of(t).size());
+  }
+  line(fmt::format("schedule: {} steps; live = schedule positions [first, last] of the result's buffer", p.steps.size()));
+  line(fmt::format("{:>5} {:>5} {:>5}  {:<{}}  {:<{}}  {:<{}}  {:<5} {:<{}}  {:>11}  {:<11} {:>14}  {}", "pos", "step", "level", "op", w_op,
+                   "kernel", w_kernel, "result", w_name, "dtype", "shape", w_shape, "bytes", "region", "offset", "live"));
+  for (std::size_t s = 0; s < p.steps.size(); ++s) {
+    const auto& st = p.steps[s];
+    const auto& t = p.tensor(st.result);
+    const auto& b = m.of(st.result);
+    std::string live = fmt::format("{}..{}", b.first, b.last);
+    if (b.group != b.tensor) live += fmt::format(" (in place of {})", p.tensor(b.group).name.str().view());
+    line(fmt::format("{:>5} {:>5} {:>5}  {:<{}}  {:<{}}  {:<{}}  {:<5} {:<{}}  {:>11}  {:<11} {:>14}  {}", s, st.id, st.level, st.op->name,
+                     w_op, s < m.kernels.size() && m.kernels[s] ? m.kernels[s] : "-", w_kernel, t.name.str().view(), w_name,
+                     name_of(t.type), shape_of(t), w_shape, human_bytes(b.bytes), name_of(b.where), grouped_digits(b.offset), live));
+  }
+  return out;
+}
+
+}  // namespace fused

@@ -1,0 +1,109 @@
+// `fused plan`: the schedule and memory map of a Qwen2 model for one mode, computed at run time
+// from a Hugging Face config.json by the same pipeline a static model runs in constant evaluation
+// (build, schedule, lower, plan, verify).
+//
+//   fused plan --config config.json --mode prefill --seq 512            -> text table
+//   fused plan --config model_dir/ --mode decode --ctx 4096 --format json
+//   fused plan --config config.json --mode decode --format svg > plan.svg
+//
+// The JSON format is documented in docs/PLAN_FORMAT.md.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/first.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/second.hpp>
+#include <boost/hana/string.hpp>
+#include <fmt/format.h>
+
+#include <fused/io/hf_config.hpp>
+#include <fused/models/qwen2_plan.hpp>
+#include <fused/plan/print.hpp>
+
+#include "cli.hpp"
+
+namespace {
+
+using fused::cli::usage_error;
+
+// Every field of the config, named by Hana reflection: the JSON records what was planned.
+nlohmann::ordered_json config_json(const fused::qwen2::config& c) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  boost::hana::for_each(boost::hana::accessors<fused::qwen2::config>(), [&](auto field) {
+    j[boost::hana::to<const char*>(boost::hana::first(field))] = boost::hana::second(field)(c);
+  });
+  return j;
+}
+
+int run_plan(const std::vector<std::string>& a) {
+  fused::cli::args_reader args(a);
+  const std::string config_path = args.required("--config");
+  const std::string mode_name = args.required("--mode");
+  // -1: not given (the ranges exclude it).
+  const std::int64_t seq_flag = args.int_or("--seq", -1, 1, std::int64_t{1} << 24);
+  const std::int64_t ctx_flag = args.int_or("--ctx", -1, 1, std::int64_t{1} << 31);
+  const bool has_seq = seq_flag > 0, has_ctx = ctx_flag > 0;
+  const std::string format = args.value_or("--format", "text");
+  const std::string logits = args.value_or("--logits", "last");
+  const std::vector<std::string> extra = args.positionals();
+  args.finish();
+  if (!extra.empty()) throw usage_error("unexpected argument '" + extra[0] + "'");
+  if (mode_name != "prefill" && mode_name != "decode")
+    throw usage_error("--mode: '" + mode_name + "' is not a mode; use prefill or decode");
+  if (format != "text" && format != "json" && format != "svg")
+    throw usage_error("--format: '" + format + "' is not a format; use text, json or svg");
+  if (logits != "last" && logits != "all") throw usage_error("--logits: '" + logits + "' must be last or all");
+  const bool prefill = mode_name == "prefill";
+  if (!prefill && has_seq) throw usage_error("--seq applies to --mode prefill only (decode takes one token)");
+
+  const std::int64_t seq = has_seq ? seq_flag : 512;
+
+  const fused::io::hf_model_info info = fused::io::load_hf_config(config_path);
+  const fused::qwen2::config& cfg = info.arch;
+  const std::int64_t max_pos = cfg.max_position_embeddings;
+  const std::int64_t tokens = prefill ? seq : 1;
+  std::int64_t ctx = std::max<std::int64_t>(std::min<std::int64_t>(4096, max_pos), tokens);
+  if (has_ctx) {
+    ctx = ctx_flag;
+    if (ctx < tokens) throw usage_error(fmt::format("--ctx {} cannot hold the prefill of --seq {} tokens", ctx, tokens));
+  }
+  if (ctx > max_pos)
+    throw usage_error(fmt::format("{} {} exceeds max_position_embeddings {} of {}", has_ctx ? "--ctx" : "--seq", has_ctx ? ctx : tokens,
+                                  max_pos, config_path));
+
+  const fused::qwen2::mode m = prefill ? fused::qwen2::mode::prefill(tokens, ctx) : fused::qwen2::mode::decode(ctx);
+  fused::qwen2::graph_options options{};
+  options.logits = logits == "all" ? fused::qwen2::logits_rows::all : fused::qwen2::logits_rows::last;
+  const fused::qwen2::planned plan = fused::qwen2::plan_for(cfg, m, options);
+
+  const std::string title = prefill ? fmt::format("{}: prefill of {} tokens, KV capacity {}, logits {}", config_path, tokens, ctx, logits)
+                                    : fmt::format("{}: decode, KV capacity {}, logits {}", config_path, ctx, logits);
+  std::string out;
+  if (format == "json") {
+    nlohmann::ordered_json doc = fused::plan_to_json(plan.prog, plan.mem);
+    nlohmann::ordered_json head = nlohmann::ordered_json::object();
+    head["config"] = config_path;
+    head["model"] = config_json(cfg);
+    head["mode"] = {{"phase", mode_name}, {"tokens", tokens}, {"ctx", ctx}, {"logits", logits}};
+    head.update(doc);  // the plan's own keys follow the header
+    out = fused::dump_plan_json(head);
+  } else if (format == "svg") {
+    out = fused::plan_to_svg(plan.prog, plan.mem, title);
+  } else {
+    out = fused::plan_to_text(plan.prog, plan.mem, title);
+  }
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
+    throw std::runtime_error("cannot write the plan to standard output");
+  return 0;
+}
+
+const fused::cli::command plan_cmd{
+    "plan",
+    "schedule + memory map: --config FILE|DIR --mode prefill|decode [--seq S] [--ctx C] [--format text|json|svg] [--logits last|all]",
+    run_plan};
+
+}  // namespace
