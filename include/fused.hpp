@@ -1,0 +1,73 @@
+// fused.hpp: the whole library in one include -- every public header of include/fused/ and the C
+// kernels (fk_kernels.h).
+//
+// Every header under include/fused/ is listed here by name, including the ones another header
+// already pulls in: scripts/amalgamate.py builds single_include/fused.hpp from this file, and it (and
+// ctest's `umbrella_lists_every_header`) fails when a header is missing, so a new header cannot
+// silently drop out of the single header. Add new headers to their group, keep each group sorted.
+#pragma once
+
+// core: dtypes, shapes, constexpr text and vectors
+#include "fused/core/dtype.hpp"
+#include "fused/core/shape.hpp"
+#include "fused/core/text.hpp"
+#include "fused/core/vector.hpp"
+
+// graph: the constexpr builder, the program, the scheduler, diagnostics
+#include "fused/graph/builder.hpp"
+#include "fused/graph/cut_wire.hpp"
+#include "fused/graph/diagnose.hpp"
+#include "fused/graph/program.hpp"
+#include "fused/graph/schedule.hpp"
+
+// ops: one header per op kind
+#include "fused/ops.hpp"
+#include "fused/ops/attention.hpp"
+#include "fused/ops/common.hpp"
+#include "fused/ops/elementwise.hpp"
+#include "fused/ops/embed.hpp"
+#include "fused/ops/kv_write.hpp"
+#include "fused/ops/linear.hpp"
+#include "fused/ops/rms_norm.hpp"
+#include "fused/ops/rope.hpp"
+#include "fused/ops/take_last.hpp"
+
+// plan: memory planning, verification, and the plan printers (JSON, text, SVG)
+#include "fused/plan/json.hpp"
+#include "fused/plan/memory_plan.hpp"
+#include "fused/plan/planner.hpp"
+#include "fused/plan/print.hpp"
+#include "fused/plan/static_plan.hpp"
+#include "fused/plan/svg.hpp"
+#include "fused/plan/text.hpp"
+#include "fused/plan/verifier.hpp"
+
+// runtime: plans lowered to kernel calls, sessions, weights bound by name
+#include "fused/runtime/calls.hpp"
+#include "fused/runtime/invoke.hpp"
+#include "fused/runtime/session.hpp"
+#include "fused/runtime/weights.hpp"
+
+// models: Qwen2 (fused/qwen2.hpp gathers what a Qwen2 user needs)
+#include "fused/models/qwen2_config.hpp"
+#include "fused/models/qwen2_graph.hpp"
+#include "fused/models/qwen2_mode.hpp"
+#include "fused/models/qwen2_model.hpp"
+#include "fused/models/qwen2_plan.hpp"
+#include "fused/models/qwen2_presets.hpp"
+#include "fused/qwen2.hpp"
+
+// io: Hugging Face config.json, safetensors, tokenizer.json
+#include "fused/io/hf_config.hpp"
+#include "fused/io/load_error.hpp"
+#include "fused/io/safetensors.hpp"
+#include "fused/io/tokenizer.hpp"
+#include "fused/io/tokenizer/added_tokens.hpp"
+#include "fused/io/tokenizer/bpe.hpp"
+#include "fused/io/tokenizer/byte_level.hpp"
+#include "fused/io/tokenizer/normalizer.hpp"
+#include "fused/io/tokenizer/split_regex.hpp"
+#include "fused/io/tokenizer/utf8.hpp"
+
+// kernels: the C11/C++20 BF16 kernels (kernels/ on the include path)
+#include <fk_kernels.h>
