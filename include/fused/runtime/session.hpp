@@ -10,6 +10,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>  // std::exchange
 
 #include "invoke.hpp"
 
