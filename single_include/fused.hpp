@@ -754,8 +754,12 @@ inline void check_wires(const program& p, std::span<const wire_state> wires) {
 // template's argument carries the details (op, tensors, shapes), which every compiler prints:
 //   error: static assertion failed: fused: shape mismatch: an op's inputs do not fit its shape rule
 //          (the op, the tensors and the shapes are in the message argument of fused::compile_error)
+// g++ prints a string template argument whole. clang 16 prints only its first 34 characters and
+// "[...]", so under clang the message also travels as word-wrapped lines of at most 36 characters
+// (compile_error_lines<Kind, line, line, ...>), each short enough to be printed whole.
 #include <cstddef>
 #include <string_view>
+#include <utility>
 
 
 namespace fused {
@@ -763,8 +767,45 @@ namespace fused {
 inline constexpr std::size_t diagnostic_chars = 384;
 using diagnostic = fixed_string<diagnostic_chars>;
 
-template <error_kind Kind, diagnostic Message>
-struct compile_error {
+namespace detail {
+
+inline constexpr std::size_t line_chars = 36;  // clang's limit for printing a string argument whole
+inline constexpr std::size_t max_lines = 14;
+using diagnostic_line = fixed_string<line_chars + 1>;
+
+// Line `n` of `m` wrapped at spaces into lines of at most line_chars (a longer word is cut), padded
+// with spaces so that clang prints no escaped NULs.
+constexpr diagnostic_line wrap(std::string_view m, std::size_t n) {
+  std::size_t at = 0;
+  std::string_view line;
+  for (std::size_t i = 0; i <= n; ++i) {
+    while (at < m.size() && m[at] == ' ') ++at;
+    std::size_t len = m.size() - at < line_chars ? m.size() - at : line_chars;
+    if (at + len < m.size() && m[at + len] != ' ') {
+      std::size_t cut = len;
+      while (cut > 0 && m[at + cut] != ' ') --cut;
+      if (cut > 0) len = cut;
+    }
+    line = m.substr(at, len);
+    at += len;
+  }
+  diagnostic_line out;
+  if (line.empty()) return out;
+  for (std::size_t i = 0; i < line_chars; ++i) out.text[i] = i < line.size() ? line[i] : ' ';
+  return out;
+}
+
+// How many lines wrap() makes of `m`.
+constexpr std::size_t line_count(std::string_view m) {
+  std::size_t n = 0;
+  while (n < max_lines && !wrap(m, n).empty()) ++n;
+  return n;
+}
+
+}  // namespace detail
+
+template <error_kind Kind, auto... Lines>
+struct compile_error_lines {
   static_assert(Kind != error_kind::shape_mismatch,
                 "fused: shape mismatch: an op's inputs do not fit its shape rule (the op, the tensors and the shapes are in "
                 "this template's Message)");
@@ -772,6 +813,24 @@ struct compile_error {
                 "fused: unbound feed: a step reads a tensor that is neither a feed nor produced by a step (see Message)");
   static_assert(Kind != error_kind::cycle, "fused: cycle: the steps named in Message wait for each other's results");
   static_assert(Kind != error_kind::bad_program, "fused: invalid program (see Message)");
+  static constexpr bool ok = true;
+};
+
+template <error_kind Kind, diagnostic Message>
+struct compile_error {
+#if defined(__clang__)
+  template <std::size_t... I>
+  static constexpr bool check(std::index_sequence<I...>) {
+    return compile_error_lines<Kind, detail::wrap(Message.view(), I)...>::ok;
+  }
+  static constexpr bool ok = check(std::make_index_sequence<detail::line_count(Message.view())>{});
+#else
+  static constexpr bool ok = compile_error_lines<Kind, Message>::ok;
+#endif
+};
+
+template <diagnostic Message>
+struct compile_error<error_kind::none, Message> {
   static constexpr bool ok = true;
 };
 
@@ -3924,6 +3983,7 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>  // std::exchange
 
 
 namespace fused::runtime {
@@ -5078,9 +5138,12 @@ struct static_plans {
   static constexpr const plan_type& decode = plans.decode;
   static_assert(invalid_memory_plan<plans.prefill.failure>::ok);
   static_assert(invalid_memory_plan<plans.decode.failure>::ok);
-  static_assert(plans.prefill.buffers[0].bytes == MaxTokens * 4, "input_ids is tensor 0");
+  // (Only once the program is valid: an invalid one has said so above, in one sentence.)
+  static_assert(!plans.prefill.failure.empty() || plans.error != error_kind::none || plans.prefill.buffers[0].bytes == MaxTokens * 4,
+                "input_ids is tensor 0");
   // One state layout for both modes: decode continues what prefill wrote.
-  static_assert(plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes());
+  static_assert(plans.error != error_kind::none ||
+                (plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes()));
 };
 
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,
