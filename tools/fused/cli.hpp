@@ -1,6 +1,8 @@
 // The `fused` tool's subcommand registry. Each cmd_*.cpp registers its subcommands with a
 // static `fused::cli::command` object, so adding a subcommand touches no shared file.
 #pragma once
+#include <cctype>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -109,5 +111,32 @@ class args_reader {
   const std::vector<std::string>& args_;
   std::vector<bool> used_;
 };
+
+// "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted.
+inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words) {
+  std::vector<std::int32_t> ids;
+  for (const std::string& w : words) {
+    std::size_t i = 0;
+    while (i < w.size()) {
+      const char c = w[i];
+      if (c == ',' || c == '[' || c == ']' || c == ' ' || c == '\t' || c == '\n') { ++i; continue; }
+      std::size_t end = i;
+      while (end < w.size() && (std::isdigit(static_cast<unsigned char>(w[end])) || (end == i && w[end] == '-'))) ++end;
+      const std::string num = w.substr(i, end - i);
+      long long v = 0;
+      try {
+        std::size_t used = 0;
+        v = std::stoll(num, &used);
+        if (used != num.size()) throw std::invalid_argument(num);
+      } catch (const std::exception&) {
+        throw usage_error("'" + w + "' is not a list of token ids like 1,2,3");
+      }
+      if (v < 0 || v > INT32_MAX) throw usage_error("token id " + num + " is out of range");
+      ids.push_back(static_cast<std::int32_t>(v));
+      i = end;
+    }
+  }
+  return ids;
+}
 
 }  // namespace fused::cli

@@ -80,33 +80,6 @@ const fused::cli::command tokenize_cmd{
       return 0;
     }};
 
-// "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted.
-std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words) {
-  std::vector<std::int32_t> ids;
-  for (const std::string& w : words) {
-    std::size_t i = 0;
-    while (i < w.size()) {
-      const char c = w[i];
-      if (c == ',' || c == '[' || c == ']' || c == ' ' || c == '\t' || c == '\n') { ++i; continue; }
-      std::size_t end = i;
-      while (end < w.size() && (std::isdigit(static_cast<unsigned char>(w[end])) || (end == i && w[end] == '-'))) ++end;
-      const std::string num = w.substr(i, end - i);
-      long long v = 0;
-      try {
-        std::size_t used = 0;
-        v = std::stoll(num, &used);
-        if (used != num.size()) throw std::invalid_argument(num);
-      } catch (const std::exception&) {
-        throw fused::cli::usage_error("'" + w + "' is not a list of token ids like 1,2,3");
-      }
-      if (v < 0 || v > INT32_MAX) throw fused::cli::usage_error("token id " + num + " is out of range");
-      ids.push_back(static_cast<std::int32_t>(v));
-      i = end;
-    }
-  }
-  return ids;
-}
-
 const fused::cli::command detokenize_cmd{
     "detokenize", "token ids -> text: --tokenizer FILE 1,2,3",
     [](const std::vector<std::string>& a) {
@@ -115,7 +88,7 @@ const fused::cli::command detokenize_cmd{
       const std::vector<std::string> words = args.positionals();
       args.finish();
       if (words.empty()) throw fused::cli::usage_error("give the token ids, e.g. 9707,11,1879");
-      const std::vector<std::int32_t> ids = parse_ids(words);
+      const std::vector<std::int32_t> ids = fused::cli::parse_ids(words);
       const auto tok = fused::io::tokenizer::from_file(tok_path);
       // decode() skips unknown ids, as a model's padded vocabulary needs; asked explicitly, an
       // unknown id is a mistake worth reporting.

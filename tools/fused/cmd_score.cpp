@@ -1,0 +1,65 @@
+// `fused score`: logits of a Hugging Face Qwen2 checkpoint for given token ids, written as
+// safetensors — the interface the reference comparisons (and the generated C scorer) share.
+//   prefill_logits [T, V]: every position of the prompt;
+//   decode_logits  [N, V]: row 0 is the last prefill position, row k the logits after feeding
+//                          continue ids 0..k-1 through decode (teacher forcing).
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fused/qwen2.hpp>
+
+#include "cli.hpp"
+
+namespace {
+
+std::span<const std::byte> bytes_of(const std::vector<float>& v) { return std::as_bytes(std::span(v)); }
+
+const fused::cli::command score_cmd{
+    "score", "logits for token ids: --model DIR --input-ids 1,2,3 [--continue-ids 4,5] --out FILE.safetensors",
+    [](const std::vector<std::string>& a) {
+      fused::cli::args_reader args(a);
+      const std::string dir = args.required("--model");
+      const std::vector<std::int32_t> input = fused::cli::parse_ids({args.required("--input-ids")});
+      std::string cont_text;
+      const bool has_cont = args.value("--continue-ids", cont_text);
+      const std::vector<std::int32_t> cont = has_cont ? fused::cli::parse_ids({cont_text}) : std::vector<std::int32_t>{};
+      const std::string out = args.required("--out");
+      const long long threads = args.int_or("--threads", 0, 0, 1024);
+      args.finish();
+      if (input.empty()) throw fused::cli::usage_error("--input-ids: at least one token id is needed");
+      if (threads > 0) fk_set_threads(static_cast<int>(threads));
+
+      const fused::io::hf_model_info info = fused::io::load_hf_model_info(dir);
+      const auto T = static_cast<std::int64_t>(input.size()), N = static_cast<std::int64_t>(cont.size());
+      const std::int64_t positions = T + std::max<std::int64_t>(N - 1, 0);
+      if (positions > info.arch.max_position_embeddings)
+        throw std::invalid_argument(std::to_string(T) + " input and " + std::to_string(N) + " continue ids need " + std::to_string(positions) +
+                                    " positions; the model has max_position_embeddings " + std::to_string(info.arch.max_position_embeddings));
+      fused::qwen2::graph_options o;
+      o.logits = fused::qwen2::logits_rows::all;
+      fused::qwen2::model m(info.arch, T, std::max<std::int64_t>(positions, 1), o);
+      const auto weights = fused::runtime::weight_store::load(dir, m.tensors(), info.arch.tie_word_embeddings);
+      m.bind(weights);
+
+      const auto V = static_cast<std::size_t>(info.arch.vocab_size);
+      const auto p = m.prefill(input);
+      std::vector<float> prefill(p.begin(), p.end());
+      std::vector<float> decode;
+      if (N > 0) {
+        decode.assign(prefill.end() - static_cast<std::ptrdiff_t>(V), prefill.end());
+        for (std::int64_t k = 0; k + 1 < N; ++k) {
+          const auto d = m.decode(cont[static_cast<std::size_t>(k)]);
+          decode.insert(decode.end(), d.begin(), d.end());
+        }
+      }
+      std::vector<fused::io::tensor_data> tensors;
+      tensors.push_back({"prefill_logits", fused::io::dtype::F32, {T, info.arch.vocab_size}, bytes_of(prefill)});
+      if (N > 0) tensors.push_back({"decode_logits", fused::io::dtype::F32, {N, info.arch.vocab_size}, bytes_of(decode)});
+      fused::io::write_safetensors(out, tensors);
+      std::fprintf(stderr, "fused score: %lld prompt + %lld continue ids -> %s\n", static_cast<long long>(T), static_cast<long long>(N), out.c_str());
+      return 0;
+    }};
+
+}  // namespace
