@@ -31,6 +31,7 @@ class text {
   std::string str() const { return std::string(view()); }
   friend constexpr bool operator==(const text& a, const text& b) { return a.view() == b.view(); }
   friend constexpr bool operator==(const text& a, std::string_view b) { return a.view() == b; }
+  friend constexpr bool operator==(const text& a, const char* b) { return a.view() == std::string_view(b); }  // not ambiguous
 
  private:
   constexpr void append(std::string_view s) { c_.insert(c_.end(), s.begin(), s.end()); }

@@ -61,7 +61,10 @@ class graph_builder {
     }
     inferred r = op.infer(ins, n, a);
     if (!r.error.empty()) {
-      text who = r.culprit >= 0 ? " input " + to_text(r.culprit) + " '" + ins[r.culprit]->name.str() + "'" : "";
+      // Not `cond ? text + ... : ""`: g++ 12 frees the temporaries of the taken branch too early in
+      // constant evaluation ("use of allocated storage after deallocation").
+      text who;
+      if (r.culprit >= 0) who = " input " + to_text(r.culprit) + " '" + ins[r.culprit]->name.str() + "'";
       text names;
       for (int j = 0; j < n; ++j) names += (j ? ", " : "") + ins[j]->name.str();
       fail(error_kind::shape_mismatch, "step " + to_text(sid) + " '" + op.name + "' (" + result.str() + ")" + who +

@@ -49,9 +49,12 @@ struct static_plans {
   static constexpr const plan_type& decode = plans.decode;
   static_assert(invalid_memory_plan<plans.prefill.failure>::ok);
   static_assert(invalid_memory_plan<plans.decode.failure>::ok);
-  static_assert(plans.prefill.buffers[0].bytes == MaxTokens * 4, "input_ids is tensor 0");
+  // (Only once the program is valid: an invalid one has said so above, in one sentence.)
+  static_assert(!plans.prefill.failure.empty() || plans.error != error_kind::none || plans.prefill.buffers[0].bytes == MaxTokens * 4,
+                "input_ids is tensor 0");
   // One state layout for both modes: decode continues what prefill wrote.
-  static_assert(plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes());
+  static_assert(plans.error != error_kind::none ||
+                (plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes()));
 };
 
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,

@@ -1,0 +1,366 @@
+// Static walls of the spine: tiny hand-built programs, scheduled, lowered, planned and frozen in
+// constant evaluation, with every level, lifetime, offset, byte count, arena and lower bound worked
+// out by hand in the comments (TFLite Micro's habit: the planner is tested on plans a person can
+// check). Compiling this file is most of the test; the doctest cases then break plans on purpose and
+// check that the verifier rejects each with its sentence.
+#include <doctest/doctest.h>
+
+#include <fused/graph/builder.hpp>
+#include <fused/ops.hpp>
+#include <fused/plan/planner.hpp>
+#include <fused/plan/static_model.hpp>
+#include <fused/plan/static_plan.hpp>
+#include <fused/plan/verifier.hpp>
+
+#include <string>
+#include <utility>
+
+namespace {
+
+using namespace fused;
+constexpr std::uint8_t T = 1;  // symbol: tokens
+constexpr std::uint8_t C = 2;  // symbol: cache capacity
+
+constexpr binding bind(std::int64_t tokens, std::int64_t ctx = 0) {
+  binding b{};
+  b.value[T] = tokens;
+  b.value[C] = ctx;
+  return b;
+}
+
+// ---- 1. A chain with an in-place add -------------------------------------------------------------
+//   t0 ids  input  i32 [$1]                      t1 embed.weight bf16 [16, 8]
+//   t2 x  = embed(ids, embed.weight)   step 0    t3 norm.weight  bf16 [8]
+//   t4 h  = rms_norm(x, norm.weight)   step 1    t5 w            bf16 [8, 8]
+//   t6 y  = linear(h, w)               step 2
+//   t7 z  = add(x, y)                  step 3    output "z"
+// add may write over its input 0 (x) when this add is x's last reader, which it is.
+constexpr program chain() {
+  graph_builder g;
+  const auto ids = g.input({"ids"}, dtype::i32, shape(sym(T)));
+  const auto x = g.apply(ops::embed, {ids, g.weight({"embed.weight"}, dtype::bf16, shape(16, 8))}, {}, {"x"});
+  const auto h = g.apply(ops::rms_norm, {x, g.weight({"norm.weight"}, dtype::bf16, shape(8))}, {.f = 1e-6}, {"h"});
+  const auto y = g.apply(ops::linear, {h, g.weight({"w"}, dtype::bf16, shape(8, 8))}, {}, {"y"});
+  const auto z = g.apply(ops::add, {x, y}, {}, {"z"});
+  g.output("z", z);
+  return std::move(g).finish();
+}
+
+// Levels: embed 1 (feeds only), rms_norm 2, linear 3, add max(1, 3) + 1 = 4; schedule = id order.
+// Bytes at $1 = 4: ids 4*4 = 16; x, h, y, z 4*8*4 = 128 each.
+// Weights in feed order, each rounded up to 64: embed.weight 16*8*2 = 256 at 0; norm.weight 16 at
+// 256 (takes 64); w 8*8*2 = 128 at 320; region = 448.
+// Lifetimes (schedule positions): ids [0,0]; x [0,3] (read by steps 1 and 3); h [1,2]; y [2,3];
+// z [3,3] (an output: lives to the end), in x's group.
+// Activation groups: ids 16 (64 aligned) [0,0]; x+z 128 [0,3]; h 128 [1,2]; y 128 [2,3].
+// Greedy by size (x, h, y, ids): x 0; h collides with x -> 128; y with x, h -> 256; ids with x -> 128.
+//   arena 384.
+// Greedy by first use, best fit (x, ids, h, y): x 0; ids 128; h 128 (ids is dead); y 256. arena 384.
+// A tie keeps greedy by size. Lower bound: position 0: 64 + 128; 1: 128 + 128; 2: x + h + y = 384;
+// 3: x + y = 256 -> 384. The plan is optimal.
+constexpr auto chain_plan = [] {
+  const program p = chain();
+  return freeze<8, 4>(p, plan_memory(p, bind(4)));
+}();
+
+static_assert(chain_plan.failure.empty());
+static_assert(chain_plan.steps[0].level == 1 && chain_plan.steps[1].level == 2 && chain_plan.steps[2].level == 3 &&
+              chain_plan.steps[3].level == 4);
+static_assert(chain_plan.steps[0].id == 0 && chain_plan.steps[1].id == 1 && chain_plan.steps[2].id == 2 && chain_plan.steps[3].id == 3);
+static_assert(chain_plan.weights_bytes() == 448 && chain_plan.state_bytes() == 0);
+static_assert(chain_plan.of(1).offset == 0 && chain_plan.of(1).bytes == 256);    // embed.weight
+static_assert(chain_plan.of(3).offset == 256 && chain_plan.of(3).bytes == 16);   // norm.weight
+static_assert(chain_plan.of(5).offset == 320 && chain_plan.of(5).bytes == 128);  // w
+static_assert(chain_plan.of(0).bytes == 16 && chain_plan.of(0).offset == 128);   // ids
+static_assert(chain_plan.of(2).offset == 0 && chain_plan.of(4).offset == 128 && chain_plan.of(6).offset == 256);
+static_assert(chain_plan.of(7).offset == 0 && chain_plan.of(7).group == 2);      // z sits on x
+static_assert(chain_plan.of(2).first == 0 && chain_plan.of(2).last == 3);
+static_assert(chain_plan.of(4).first == 1 && chain_plan.of(4).last == 2);
+static_assert(chain_plan.of(6).first == 2 && chain_plan.of(6).last == 3);
+static_assert(chain_plan.of(7).first == 3 && chain_plan.of(7).last == 3);
+static_assert(chain_plan.arena_bytes() == 384 && chain_plan.lower_bound == 384);
+static_assert(chain_plan.chosen == strategy::greedy_by_size);
+static_assert(chain_plan.tensors[7].kind == role::output && chain_plan.tensors[2].kind == role::activation);
+static_assert(chain_plan.offset_of("h") == 128 && chain_plan.offset_of("nothing") == -1);
+static_assert(std::string_view(chain_plan.kernels[0]) == "fk_embed" && std::string_view(chain_plan.kernels[1]) == "fk_rmsnorm" &&
+              std::string_view(chain_plan.kernels[2]) == "fk_gemm_bf16" && std::string_view(chain_plan.kernels[3]) == "fk_add");
+
+// One token: every activation is 32 bytes or less and takes 64. x 0; h 64; y 128; ids 64 (alive only
+// at position 0, with x); arena 192 = lower bound (x + h + y at position 2). linear becomes a GEMV.
+constexpr auto chain_one = [] {
+  const program p = chain();
+  return freeze<8, 4>(p, plan_memory(p, bind(1)));
+}();
+static_assert(chain_one.failure.empty() && chain_one.arena_bytes() == 192 && chain_one.lower_bound == 192);
+static_assert(chain_one.of(0).offset == 64 && chain_one.of(4).offset == 64 && chain_one.of(6).offset == 128);
+static_assert(std::string_view(chain_one.kernels[2]) == "fk_gemv_bf16");
+static_assert(chain_one.weights_bytes() == chain_plan.weights_bytes());
+
+// ---- 2. A diamond whose schedule differs from the order of the ids ----------------------------------
+//   t0 x  input f32 [$1, 8]           t1 norm.weight bf16 [8]
+//   t2 a = rms_norm(x, norm.weight)   step 0, level 1
+//   t3 w1 bf16 [16, 8]                t4 b = linear(a, w1)   step 1, level 2
+//   t5 w2 bf16 [16, 8]                t6 c = linear(x, w2)   step 2, level 1
+//   t7 d = add(b, c)                  step 3, level 3, in place over b; output "d"
+// Schedule (level, id): step 0, step 2, step 1, step 3.
+constexpr program diamond() {
+  graph_builder g;
+  const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
+  const auto a = g.apply(ops::rms_norm, {x, g.weight({"norm.weight"}, dtype::bf16, shape(8))}, {.f = 1e-6}, {"a"});
+  const auto b = g.apply(ops::linear, {a, g.weight({"w1"}, dtype::bf16, shape(16, 8))}, {}, {"b"});
+  const auto c = g.apply(ops::linear, {x, g.weight({"w2"}, dtype::bf16, shape(16, 8))}, {}, {"c"});
+  const auto d = g.apply(ops::add, {b, c}, {}, {"d"});
+  g.output("d", d);
+  return std::move(g).finish();
+}
+
+// $1 = 4: x, a 128 bytes; b, c, d 4*16*4 = 256.
+// Weights: norm.weight 16 at 0 (64); w1 256 at 64; w2 256 at 320; region 576.
+// Lifetimes: x [0,1] (read at positions 0 and 1); a [0,2]; c [1,3]; b [2,3]; d [3,3] in b's group.
+// Greedy by size (c, b, x, a): c 0; b 256 (collides with c); x collides with c only -> 256 (b is not
+//   live with x); a collides with c [0,256), x [256,384), b [256,512) -> 512. arena 640.
+// Greedy by first use, best fit (x, a, c, b): x 0; a 128; c 256; b: the gap [0,128) is too small ->
+//   512. arena 768.
+// Greedy by size wins: 640. Lower bound: 0: x + a = 256; 1: + c = 512; 2: a + c + b = 640; 3: 512.
+constexpr auto diamond_plan = [] {
+  const program p = diamond();
+  return freeze<8, 4>(p, plan_memory(p, bind(4)));
+}();
+
+static_assert(diamond_plan.failure.empty());
+static_assert(diamond_plan.steps[0].id == 0 && diamond_plan.steps[1].id == 2 && diamond_plan.steps[2].id == 1 &&
+              diamond_plan.steps[3].id == 3);
+static_assert(diamond_plan.steps[0].level == 1 && diamond_plan.steps[1].level == 1 && diamond_plan.steps[2].level == 2 &&
+              diamond_plan.steps[3].level == 3);
+static_assert(diamond_plan.weights_bytes() == 576 && diamond_plan.of(1).offset == 0 && diamond_plan.of(3).offset == 64 &&
+              diamond_plan.of(5).offset == 320);
+static_assert(diamond_plan.of(0).first == 0 && diamond_plan.of(0).last == 1);
+static_assert(diamond_plan.of(2).first == 0 && diamond_plan.of(2).last == 2);
+static_assert(diamond_plan.of(4).first == 2 && diamond_plan.of(4).last == 3);
+static_assert(diamond_plan.of(6).first == 1 && diamond_plan.of(6).last == 3);
+static_assert(diamond_plan.of(6).offset == 0 && diamond_plan.of(4).offset == 256 && diamond_plan.of(0).offset == 256 &&
+              diamond_plan.of(2).offset == 512);
+static_assert(diamond_plan.of(7).offset == 256 && diamond_plan.of(7).group == 4 && diamond_plan.of(7).bytes == 256);
+static_assert(diamond_plan.arena_bytes() == 640 && diamond_plan.lower_bound == 640);
+static_assert(diamond_plan.chosen == strategy::greedy_by_size);
+
+// The run-time plan records both strategies' arenas.
+static_assert([] {
+  const program p = diamond();
+  const memory_plan m = plan_memory(p, bind(4));
+  return m.arena_by_strategy[0] == 640 && m.arena_by_strategy[1] == 768;
+}());
+
+// ---- 3. State carried through kv_write ----------------------------------------------------------------
+//   t0 x input f32 [$1, 8]            t1 cache state bf16 [1, $2, 8]     t2 wk bf16 [8, 8]
+//   t3 k  = linear(x, wk)             step 0, level 1
+//   t4 kn = kv_write(k, cache)        step 1, level 2: in place over the state feed, so it is state
+//   t5 att = attention(x, kn, kn)     step 2, level 3 (1 head of 8 over 1 KV head); output "att"
+//   carry_state(cache, kn)
+constexpr program stateful() {
+  graph_builder g;
+  const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
+  const auto cache = g.state({"cache"}, dtype::bf16, shape(1, sym(C), 8));
+  const auto k = g.apply(ops::linear, {x, g.weight({"wk"}, dtype::bf16, shape(8, 8))}, {}, {"k"});
+  const auto kn = g.apply(ops::kv_write, {k, cache}, {}, {"cache.next"});
+  g.carry_state(cache, kn);
+  const auto att = g.apply(ops::attention, {x, kn, kn}, {.i = {1, 0, 0, 0}}, {"att"});
+  g.output("att", att);
+  return std::move(g).finish();
+}
+
+// $1 = 4, $2 = 16: x, k, att 128 bytes; cache and cache.next 16*8*2 = 256.
+// Weights: wk 128 at 0. State: cache 256 at 0; cache.next is in its group, so at 0 too; region 256.
+// Activations: x [0,2]; k [0,1]; att [2,2]. Both strategies: x 0; k 128; att 128 (k is dead by then).
+// Arena 256 = lower bound (two 128-byte buffers live at every position).
+constexpr auto state_plan = [] {
+  const program p = stateful();
+  return freeze<6, 3>(p, plan_memory(p, bind(4, 16)));
+}();
+static_assert(state_plan.failure.empty());
+static_assert(state_plan.tensors[4].kind == role::state && state_plan.of(4).where == region::state);
+static_assert(state_plan.of(1).offset == 0 && state_plan.of(4).offset == 0 && state_plan.of(4).group == 1);
+static_assert(state_plan.of(1).bytes == 256 && state_plan.state_bytes() == 256 && state_plan.weights_bytes() == 128);
+static_assert(state_plan.of(0).offset == 0 && state_plan.of(3).offset == 128 && state_plan.of(5).offset == 128);
+static_assert(state_plan.arena_bytes() == 256 && state_plan.lower_bound == 256);
+static_assert(state_plan.steps[0].level == 1 && state_plan.steps[1].level == 2 && state_plan.steps[2].level == 3);
+static_assert(std::string_view(state_plan.kernels[1]) == "fk_kv_store" &&
+              std::string_view(state_plan.kernels[2]) == "fk_attention_prefill");
+
+// Decode ($1 = 1): activations of 32 bytes each take 64: x 0, k 64, att 64; arena 128. The state
+// layout does not depend on the mode.
+constexpr auto state_decode = [] {
+  const program p = stateful();
+  return freeze<6, 3>(p, plan_memory(p, bind(1, 16)));
+}();
+static_assert(state_decode.failure.empty() && state_decode.arena_bytes() == 128 && state_decode.lower_bound == 128);
+static_assert(state_decode.of(3).offset == 64 && state_decode.of(5).offset == 64);
+static_assert(state_decode.state_bytes() == state_plan.state_bytes() && state_decode.of(4).offset == state_plan.of(4).offset);
+static_assert(std::string_view(state_decode.kernels[0]) == "fk_gemv_bf16" &&
+              std::string_view(state_decode.kernels[2]) == "fk_attention_decode");
+
+// ---- 4. static_model: the same pipeline, with its diagnostics, for a model type ------------------------
+struct mlp {
+  template <class B>
+  static constexpr auto build() {
+    B g;
+    const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
+    const auto y = g.apply(ops::linear, {x, g.weight({"w"}, dtype::bf16, shape(4, 8))}, {}, {"y"});
+    g.output("y", y);
+    return std::move(g).finish();
+  }
+};
+// x 16*8*4 = 512 and y 16*4*4 = 256 are both live at the only step: arena 768; w 4*8*2 = 64.
+using mlp16 = static_model<mlp, bind(16)>;
+static_assert(mlp16::size.tensors == 3 && mlp16::size.steps == 1);
+static_assert(mlp16::plan.arena_bytes() == 768 && mlp16::plan.lower_bound == 768 && mlp16::plan.weights_bytes() == 64);
+static_assert(mlp16::plan.of(0).offset == 0 && mlp16::plan.of(2).offset == 512);
+
+// ---- Sentences the builder records (the compile-fail tests show them reaching the compiler) ------------
+constexpr bool records(error_kind k, std::string_view sentence, program (*build)()) {
+  const program p = build();
+  return p.error == k && p.message.view() == sentence;
+}
+static_assert(records(error_kind::shape_mismatch,
+                      "step 1 'linear' (y) input 1 'w': weight bf16 [8, 16] has 16 input features but the input f32 [$1, 8] "
+                      "has 8 [inputs: x, w]",
+                      [] {
+                        graph_builder g;
+                        const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
+                        const auto h = g.apply(ops::rms_norm, {x, g.weight({"n"}, dtype::bf16, shape(8))}, {.f = 1e-6}, {"h"});
+                        (void)h;
+                        g.apply(ops::linear, {x, g.weight({"w"}, dtype::bf16, shape(8, 16))}, {}, {"y"});
+                        return std::move(g).finish();
+                      }));
+static_assert(records(error_kind::cycle, "the steps form a cycle (each waits for another's result): step 0 'add' -> a, step 1 'add' -> b",
+                      [] {
+                        graph_builder g;
+                        const auto x = g.input({"x"}, dtype::f32, shape(4, 8));
+                        const auto b = g.declare({"b"}, dtype::f32, shape(4, 8));
+                        const auto a = g.apply(ops::add, {x, b}, {}, {"a"});
+                        g.apply(ops::add, {a, x}, {}, {}, b);
+                        g.output("b", b);
+                        return std::move(g).finish();
+                      }));
+static_assert(records(error_kind::unbound_feed,
+                      "tensor 'k' (id 1) was declared but no step produces it and it is not a feed", [] {
+                        graph_builder g;
+                        const auto x = g.input({"x"}, dtype::f32, shape(4, 8));
+                        const auto k = g.declare({"k"}, dtype::f32, shape(4, 8));
+                        g.output("y", g.apply(ops::add, {x, k}, {}, {"y"}));
+                        return std::move(g).finish();
+                      }));
+
+}  // namespace
+
+// ---- The verifier rejects hand-broken plans, each with its sentence -------------------------------------
+TEST_CASE("verifier: the untouched chain plan passes") {
+  const program p = chain();
+  const memory_plan m = plan_memory(p, bind(4));
+  const verdict v = verify(p, m);
+  CHECK(v.ok);
+  CHECK(v.what.empty());
+}
+
+TEST_CASE("verifier: a misaligned offset") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[4].offset = 96;  // h
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(v.what.str() == "tensor 'h' offset 96 is not 64-byte aligned");
+}
+
+TEST_CASE("verifier: two live buffers overlap") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[6].offset = 128;  // y onto h: both live at position 2
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(v.what.str() == "tensors 'h' and 'y' share bytes in the activation arena while both are live");
+}
+
+TEST_CASE("verifier: buffers that share bytes at different times are fine") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[0].offset = 256;  // ids onto y: ids dies at position 0, y is born at 2
+  CHECK(verify(p, m).ok);
+}
+
+TEST_CASE("verifier: a step that reads before anything writes") {
+  program p = chain();
+  const memory_plan m = plan_memory(p, bind(4));
+  std::swap(p.steps[1], p.steps[2]);  // linear now runs before the rms_norm that writes its input
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(v.what.str() == "step 2 'linear' reads 'h' before any step writes it");
+}
+
+TEST_CASE("verifier: the arena must be exactly the end of its last buffer") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.region_bytes[static_cast<std::size_t>(region::activations)] = 448;
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(v.what.str() == "region activations is 448 bytes but its buffers end at 384");
+}
+
+TEST_CASE("verifier: a buffer outside its region") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[6].offset = 384;  // y past the end of the 384-byte arena
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(v.what.str() == "tensor 'y' [384, 512) lies outside region activations");
+}
+
+TEST_CASE("verifier: weights that share bytes") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[3].offset = 192;  // norm.weight inside embed.weight [0, 256)
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(v.what.str() == "tensors 'embed.weight' and 'norm.weight' share bytes in region weights");
+}
+
+TEST_CASE("verifier: state updated in place must sit on its feed's bytes") {
+  const program p = stateful();
+  memory_plan m = plan_memory(p, bind(4, 16));
+  m.buffers[4].offset = 64;  // cache.next away from cache, inside a state region grown to hold it
+  m.region_bytes[static_cast<std::size_t>(region::state)] = 320;
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(v.what.str() == "tensor 'cache.next' updates state in place but does not sit on its bytes");
+}
+
+TEST_CASE("verifier: a lower bound above the arena is a lower-bound bug") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.lower_bound = 385;
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(v.what.str() == "the arena is smaller than the lower bound: the lower bound is wrong");
+}
+
+TEST_CASE("verifier: a broken plan also fails in constant evaluation, with the same sentence") {
+  constexpr bool rejected = [] {
+    const program p = chain();
+    memory_plan m = plan_memory(p, bind(4));
+    m.buffers[4].offset = 96;
+    return verify(p, m).what == "tensor 'h' offset 96 is not 64-byte aligned";
+  }();
+  static_assert(rejected);
+  // freeze() runs the verifier and keeps its sentence as the plan's failure.
+  constexpr auto frozen = [] {
+    const program p = chain();
+    memory_plan m = plan_memory(p, bind(4));
+    m.buffers[6].offset = 128;
+    return freeze<8, 4>(p, m);
+  }();
+  CHECK(frozen.failure.view() == "tensors 'h' and 'y' share bytes in the activation arena while both are live");
+  constexpr auto miscounted = [] {
+    const program p = chain();
+    return freeze<9, 4>(p, plan_memory(p, bind(4)));
+  }();
+  CHECK(miscounted.failure.view() == "the program's size differs from the size it was counted at");
+}
