@@ -37,6 +37,7 @@
 #include "fused/plan/memory_plan.hpp"
 #include "fused/plan/planner.hpp"
 #include "fused/plan/print.hpp"
+#include "fused/plan/static_model.hpp"
 #include "fused/plan/static_plan.hpp"
 #include "fused/plan/svg.hpp"
 #include "fused/plan/text.hpp"
