@@ -17,19 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "cli.hpp"
 #include "fk_kernels.h"
 
-// OpenMP is optional in this project: without it every region below runs on one thread.
-#ifdef _OPENMP
-#define BENCH_OMP(x) _Pragma(#x)
-#else
-#define BENCH_OMP(x)
-#endif
-
 namespace {
 
-using clk = std::chrono::steady_clock;
+using namespace fused::bench;
 
 struct bench_case {
   std::string name;
@@ -40,16 +34,6 @@ struct bench_case {
   std::string ceiling_what;
 };
 
-template <class F>
-double seconds(F&& f) {
-  const auto a = clk::now();
-  f();
-  return std::chrono::duration<double>(clk::now() - a).count();
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 // Interleaved medians: {median of ceiling(), median of work()} as rates, both already in their units.
 template <class C, class W>
 std::pair<double, double> paired(int reps, C&& ceiling, W&& work) {
@@ -61,31 +45,8 @@ std::pair<double, double> paired(int reps, C&& ceiling, W&& work) {
   return {median(c), median(w)};
 }
 
-// Keeps results observable so the optimizer cannot drop the measured work.
-volatile float g_sink;
-
 // ---- ceilings -----------------------------------------------------------------------------------
 #if FK_X86
-FK_TARGET_AVX512 float stream_sum_avx512(const float* p, std::size_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (std::size_t i = 0; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-FK_TARGET_AVX2 float stream_sum_avx2(const float* p, std::size_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (std::size_t i = 0; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-  }
-  return fk__hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-}
 
 // 16 independent accumulator chains cover the latency x ports of either instruction.
 FK_TARGET_AVX512 double peak_dpbf16_flops(long iters) {
@@ -167,29 +128,6 @@ FK_TARGET_AVX512 void gemv_dpbf16_study(const uint16_t* xb, std::size_t K, const
 }
 #endif
 
-float stream_sum(const float* p, std::size_t n) {
-#if FK_X86
-  if (fk_isa_active() >= FK_ISA_AVX512BF16) return stream_sum_avx512(p, n);
-  if (fk_isa_active() >= FK_ISA_AVX2) return stream_sum_avx2(p, n);
-#endif
-  float s = 0;
-  for (std::size_t i = 0; i < n; ++i) s += p[i];
-  return s;
-}
-
-// Read bandwidth in GB/s (one pass): nt threads each sum a fixed contiguous share of the buffer.
-double read_bandwidth(const float* buf, std::size_t n, int nt) {
-  const double t = seconds([&] {
-    float total = 0;
-    BENCH_OMP(omp parallel for schedule(static) num_threads(nt) reduction(+ : total))
-    for (int c = 0; c < nt; ++c) {
-      const std::size_t lo = n / nt * c, hi = c + 1 == nt ? n : n / nt * (c + 1);
-      total += stream_sum(buf + lo, hi - lo);
-    }
-    g_sink = total;
-  });
-  return static_cast<double>(n) * sizeof(float) / t / 1e9;
-}
 
 // GFLOP/s of a register-only loop run by nt threads at once (one pass).
 template <class F>

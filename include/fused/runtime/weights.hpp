@@ -106,6 +106,8 @@ class weight_store {
 
   const std::uint16_t* const* table() const { return table_.data(); }
   std::size_t count() const { return table_.size(); }
+  // The blob of synthetic weights (empty for other stores).
+  std::span<const std::byte> blob() const { return {blob_.data(), blob_.size()}; }
   // Bytes of checkpoint tensors converted to bf16 at load (0 for a bf16 checkpoint: used in place).
   std::int64_t converted_bytes() const { return converted_bytes_; }
 
