@@ -99,11 +99,9 @@ class Amalgamator:
         self.order = []  # inlined files, in inlining order
         self.out = []
 
-    def inline(self, path: Path, stack):
-        if path in self.seen:
+    def inline(self, path: Path):
+        if path in self.seen:  # like #pragma once / an include guard: the first inclusion wins
             return
-        if path in stack:
-            raise AmalgamationError("include cycle: " + " -> ".join(display(p) for p in stack + [path]))
         self.seen.add(path)
         self.order.append(path)
         text = path.read_text(encoding="utf-8")
@@ -127,14 +125,14 @@ class Amalgamator:
                         raise AmalgamationError(
                             f"{name}:{number}: {m.group(2)} is included inside an #if block; the amalgamation "
                             "inlines each header once, so include it unconditionally")
-                    self.inline(target, stack + [path])
+                    self.inline(target)
                     continue
             self.out.append(line.rstrip() + "\n")
         self.out.append(f"// ---- end {name} " + "-" * max(3, 94 - len(name)) + "\n")
 
     def run(self) -> str:
         self.out.append(HEADER)
-        self.inline(UMBRELLA, [])
+        self.inline(UMBRELLA)
         self.out.append(FOOTER)
         return "".join(self.out)
 
