@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -86,7 +87,36 @@ void check_model(const std::string& name) {
   CHECK(decode_dev <= ref.yardstick);
 }
 
+// Debugging aid and a finer check: each layer's output and the final norm against transformers'.
+void check_layers(const std::string& name) {
+  const reference ref = load(name);
+  const auto T = static_cast<std::int64_t>(ref.input_ids.size());
+  fused::qwen2::model m(ref.info.arch, T, T, all_rows());
+  const auto w = fused::runtime::weight_store::load(ref.dir, m.tensors(), ref.info.arch.tie_word_embeddings);
+  m.bind(w);
+  std::map<std::string, double> dev;
+  m.prefill_observed(ref.input_ids, [&](const fused::tensor_info& t, std::span<const float> data) {
+    std::string key = t.name.str().str();
+    for (int l = 0; l < ref.info.arch.num_hidden_layers; ++l)
+      if (key == "layers." + std::to_string(l) + ".resid_mlp") key = "layer" + std::to_string(l) + "_out";
+    if (const auto it = ref.layers.find(key); it != ref.layers.end()) dev[key] = max_abs_diff(data, it->second);
+  });
+  REQUIRE(dev.size() == ref.layers.size());
+  for (const auto& [key, d] : dev) {
+    // Hidden states are O(1); bf16 keeps 8 bits of mantissa, so 2^-8 relative per rounding.
+    double scale = 0;
+    for (float v : ref.layers.at(key)) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    MESSAGE(name << " " << key << ": max |d| " << d << " (max |x| " << scale << ")");
+    CHECK(d <= scale * 0.02);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("layer outputs follow transformers' (tiny_a, tiny_mha)") {
+  check_layers("tiny_a");
+  check_layers("tiny_mha");
+}
 
 TEST_CASE("tiny_a (GQA 4:2, tied) matches transformers within its bf16 yardstick") { check_model("tiny_a"); }
 TEST_CASE("tiny_mha (MHA) matches transformers within its bf16 yardstick") { check_model("tiny_mha"); }

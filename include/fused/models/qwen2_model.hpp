@@ -161,6 +161,22 @@ class model {
   }
 
   std::span<const float> prefill(std::span<const std::int32_t> ids) { return s_.prefill(ids, executor{this}); }
+  // The same, calling `observe(const tensor_info& result, std::span<const float> data)` after every
+  // step whose result is f32, while its bytes are still live: for debugging against a reference.
+  template <class Observer>
+  std::span<const float> prefill_observed(std::span<const std::int32_t> ids, Observer&& observe) {
+    return s_.prefill(ids, [&](bool decode, const runtime::regions& r, const runtime::call_dims& d) {
+      for (const runtime::call& c : decode ? decode_calls_ : prefill_calls_) {
+        runtime::invoke(c, r, d);
+        const tensor_info& t = tensors()[static_cast<std::size_t>(c.out.tensor)];
+        if (t.type != dtype::f32) continue;
+        binding b = d.b;
+        b.value[sym_ctx] = prefill_.mem.bind.value[sym_ctx];
+        const auto n = static_cast<std::size_t>(t.shp.elements(b));
+        observe(t, std::span<const float>(reinterpret_cast<const float*>(r.arena + c.out.offset), n));
+      }
+    });
+  }
   std::span<const float> decode(std::int32_t id) { return s_.decode(id, executor{this}); }
   void reset() { s_.reset(); }
   std::int64_t position() const { return s_.position(); }
