@@ -188,3 +188,20 @@ TEST_CASE("weights: a missing, misshapen or unexpected tensor is named") {
   CHECK_THROWS_WITH(fused::runtime::weight_store::load(dir(), untied.tensors(), true),
                     doctest::Contains("\"lm_head.weight\" is missing"));
 }
+
+TEST_CASE("caller-owned regions: the model runs in the caller's bytes") {
+  const reference ref = load_reference();
+  const auto w = fused::runtime::weight_store::load(dir(), static_gen::plans::prefill.tensors, true);
+  static_gen owning(w);
+  alignas(64) static std::byte state[static_gen::state_bytes];
+  alignas(64) static std::byte arena[static_gen::arena_bytes];
+  static_gen borrowed(w, state, arena);
+  const auto a = owning.prefill(ref.input_ids);
+  const std::vector<float> a_copy(a.begin(), a.end());
+  const auto b = borrowed.prefill(ref.input_ids);
+  CHECK(bitwise_equal(a_copy, b));
+  // The logits live in the caller's arena, at the planned offset.
+  CHECK(reinterpret_cast<const std::byte*>(b.data()) >= arena);
+  CHECK(reinterpret_cast<const std::byte*>(b.data() + b.size()) <= arena + static_gen::arena_bytes);
+  CHECK_THROWS_AS(static_gen(w, std::span(state, 64), arena), std::invalid_argument);
+}
