@@ -5,12 +5,13 @@
 //   - no two buffers of one region that are live at the same position share a byte, unless one is
 //     the in-place continuation of the other (same offset; one's last reader writes the other);
 //   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound.
-// Cost: O(n log n + pairs of buffers live at once), found by sweeping in order of birth.
+// Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #pragma once
-#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "../core/sort.hpp"
 #include "memory_plan.hpp"
 
 namespace fused {
@@ -30,58 +31,86 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   auto fail = [](text s) { return verdict{false, std::move(s)}; };
   if (!p.ok()) return fail("the program itself is invalid: " + p.message);
   if (m.buffers.size() != p.tensors.size()) return fail("the plan has " + to_text(static_cast<std::int64_t>(m.buffers.size())) + " buffers for " + to_text(static_cast<std::int64_t>(p.tensors.size())) + " tensors");
-  const std::vector<int> pos = p.position_of_step();
+  // Raw pointers and no std::sort: this runs in constant evaluation for every static plan (see
+  // core/sort.hpp and docs/COMPILE_TIME.md).
+  const std::size_t nt = p.tensors.size();
+  const tensor_info* const tensors = p.tensors.data();
+  const buffer* const buf = m.buffers.data();
+  const std::vector<int> pos_v = p.position_of_step();
+  const int* const pos = pos_v.data();
+  const step* const steps = p.steps.data();
   for (std::size_t s = 0; s < p.steps.size(); ++s) {
-    const auto& st = p.steps[s];
+    const step& st = steps[s];
+    const tensor_id* const in = st.inputs.data();
     for (int k = 0; k < st.n_inputs; ++k) {
-      const auto& t = p.tensor(st.inputs[static_cast<std::size_t>(k)]);
+      const tensor_info& t = tensors[in[k]];
       if (t.is_feed) continue;
-      if (t.producer < 0 || pos[static_cast<std::size_t>(t.producer)] >= static_cast<int>(s))
+      if (t.producer < 0 || pos[t.producer] >= static_cast<int>(s))
         return fail("step " + to_text(st.id) + " '" + st.op->name + "' reads '" + t.name.str() + "' before any step writes it");
     }
   }
   std::int64_t max_end[region_count]{};
-  for (const auto& b : m.buffers) {
-    const auto& t = p.tensor(b.tensor);
+  int max_first = 0;
+  for (std::size_t i = 0; i < nt; ++i) {
+    const buffer& b = buf[i];
+    const tensor_info& t = tensors[b.tensor];
     const auto r = static_cast<std::size_t>(b.where);
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
     if (b.offset < 0 || b.offset + b.bytes > m.region_bytes[r])
       return fail("tensor '" + t.name.str() + "' [" + to_text(b.offset) + ", " + to_text(b.offset + b.bytes) + ") lies outside region " + name_of(b.where));
     if (b.first > b.last) return fail("tensor '" + t.name.str() + "' dies before it is born");
-    max_end[r] = std::max(max_end[r], align_up(b.offset + b.bytes));
+    if (b.first < 0) return fail("tensor '" + t.name.str() + "' is born before the first step");
+    if (align_up(b.offset + b.bytes) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes);
+    if (b.first > max_first) max_first = b.first;
   }
   // Weights and state live for the whole call: in offset order, each buffer must start at or after
   // the end of everything before it (state updated in place shares its feed's bytes by design).
-  std::vector<int> order;
+  // The planner lays them out in feed order, so the order is usually already sorted.
+  std::vector<int> order_v;
+  order_v.reserve(nt);
   for (const region r : {region::weights, region::state}) {
-    order.clear();
-    for (const auto& b : m.buffers)
-      if (b.where == r && b.group == b.tensor) order.push_back(b.tensor);
-    std::sort(order.begin(), order.end(), [&](int x, int y) { return m.of(x).offset < m.of(y).offset; });
-    for (std::size_t i = 1; i < order.size(); ++i) {
-      const auto &prev = m.of(order[i - 1]), &cur = m.of(order[i]);
+    order_v.clear();
+    for (std::size_t i = 0; i < nt; ++i)
+      if (buf[i].where == r && buf[i].group == buf[i].tensor) order_v.push_back(buf[i].tensor);
+    int* const order = order_v.data();
+    const std::size_t n = order_v.size();
+    bool sorted = true;
+    for (std::size_t i = 1; i < n && sorted; ++i) sorted = buf[order[i - 1]].offset <= buf[order[i]].offset;
+    if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
+    for (std::size_t i = 1; i < n; ++i) {
+      const buffer &prev = buf[order[i - 1]], &cur = buf[order[i]];
       if (cur.offset < prev.offset + prev.bytes)
-        return fail("tensors '" + p.tensor(prev.tensor).name.str() + "' and '" + p.tensor(cur.tensor).name.str() + "' share bytes in region " + name_of(r));
+        return fail("tensors '" + tensors[prev.tensor].name.str() + "' and '" + tensors[cur.tensor].name.str() + "' share bytes in region " + name_of(r));
     }
-    for (const auto& b : m.buffers)
-      if (b.where == r && b.group != b.tensor && (b.offset != m.of(b.group).offset || m.of(b.group).where != r))
-        return fail("tensor '" + p.tensor(b.tensor).name.str() + "' updates state in place but does not sit on its bytes");
+    for (std::size_t i = 0; i < nt; ++i) {
+      const buffer& b = buf[i];
+      if (b.where == r && b.group != b.tensor && (b.offset != buf[b.group].offset || buf[b.group].where != r))
+        return fail("tensor '" + tensors[b.tensor].name.str() + "' updates state in place but does not sit on its bytes");
+    }
   }
   // Activations: every pair live at a common position (found by a sweep in order of birth) must
   // use disjoint bytes, unless it is an in-place pair.
-  order.clear();
-  for (const auto& b : m.buffers)
-    if (b.where == region::activations) order.push_back(b.tensor);
-  std::sort(order.begin(), order.end(), [&](int x, int y) { return m.of(x).first < m.of(y).first; });
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const auto& a = m.of(order[i]);
-    for (std::size_t j = i + 1; j < order.size(); ++j) {
-      const auto& b = m.of(order[j]);
+  order_v.clear();
+  std::vector<int> first_v;
+  first_v.reserve(nt);
+  for (std::size_t i = 0; i < nt; ++i)
+    if (buf[i].where == region::activations) {
+      order_v.push_back(buf[i].tensor);
+      first_v.push_back(buf[i].first);
+    }
+  const std::vector<int> by_first = counting_order(first_v.data(), first_v.size(), static_cast<std::size_t>(max_first) + 1);
+  const int* const act = order_v.data();
+  const int* const bf = by_first.data();
+  const std::size_t na = by_first.size();
+  for (std::size_t i = 0; i < na; ++i) {
+    const buffer& a = buf[act[bf[i]]];
+    for (std::size_t j = i + 1; j < na; ++j) {
+      const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
       const bool share = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
       if (share && !detail::in_place_pair(a, b))
-        return fail("tensors '" + p.tensor(a.tensor).name.str() + "' and '" + p.tensor(b.tensor).name.str() +
+        return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");
     }
   }
