@@ -7,9 +7,10 @@
 // silently drop out of the single header. Add new headers to their group, keep each group sorted.
 #pragma once
 
-// core: dtypes, shapes, constexpr text and vectors
+// core: dtypes, shapes, constexpr sorting, text and vectors
 #include "fused/core/dtype.hpp"
 #include "fused/core/shape.hpp"
+#include "fused/core/sort.hpp"
 #include "fused/core/text.hpp"
 #include "fused/core/vector.hpp"
 

@@ -13,7 +13,7 @@
 // ctest's `umbrella_lists_every_header`) fails when a header is missing, so a new header cannot
 // silently drop out of the single header. Add new headers to their group, keep each group sorted.
 
-// core: dtypes, shapes, constexpr text and vectors
+// core: dtypes, shapes, constexpr sorting, text and vectors
 // ---- begin fused/core/dtype.hpp ------------------------------------------------------------------------
 // Element types of tensors in a program, and their sizes.
 #include <cstdint>
@@ -110,6 +110,49 @@ struct shape {
 
 }  // namespace fused
 // ---- end fused/core/shape.hpp --------------------------------------------------------------------------
+// ---- begin fused/core/sort.hpp -------------------------------------------------------------------------
+// Sorting in constant evaluation. std::sort is the wrong tool there: g++ 12 and clang 16 evaluate it
+// at about 0.2 s per 1000 ints (each of its iterator and comparator wrappers is a call the evaluator
+// interprets), 6x a counting sort and 3x an insertion-merge sort over raw pointers. The spine's keys
+// are small integers (schedule positions, levels) or values with few distinct members (byte sizes),
+// so counting sorts fit; short ranges use insertion sort. All of these are stable.
+#include <cstddef>
+#include <vector>
+
+namespace fused {
+
+// 0..n-1 ordered by key[i] ascending, equal keys in index order. Keys must lie in [0, range).
+constexpr std::vector<int> counting_order(const int* key, std::size_t n, std::size_t range) {
+  std::vector<int> start;
+  start.reserve(range + 1);
+  for (std::size_t k = 0; k <= range; ++k) start.push_back(0);
+  int* const st = start.data();
+  for (std::size_t i = 0; i < n; ++i) ++st[key[i] + 1];
+  for (std::size_t k = 1; k <= range; ++k) st[k] += st[k - 1];
+  std::vector<int> order;
+  order.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) order.push_back(0);
+  int* const out = order.data();
+  for (std::size_t i = 0; i < n; ++i) out[st[key[i]]++] = static_cast<int>(i);
+  return order;
+}
+
+// Stable insertion sort of [first, last) by `less`: for short or nearly sorted ranges.
+template <class T, class Less>
+constexpr void insertion_sort(T* first, T* last, Less less) {
+  for (T* i = first; i != last; ++i) {
+    T x = *i;
+    T* j = i;
+    while (j != first && less(x, *(j - 1))) {
+      *j = *(j - 1);
+      --j;
+    }
+    *j = x;
+  }
+}
+
+}  // namespace fused
+// ---- end fused/core/sort.hpp ---------------------------------------------------------------------------
 // ---- begin fused/core/text.hpp -------------------------------------------------------------------------
 // Small constexpr text helpers: names with a layer index, integer formatting, fixed strings.
 // constexpr std::string (C++20) lets the same code format diagnostics at compile time and run time.
@@ -143,9 +186,15 @@ class text {
   std::string str() const { return std::string(view()); }
   friend constexpr bool operator==(const text& a, const text& b) { return a.view() == b.view(); }
   friend constexpr bool operator==(const text& a, std::string_view b) { return a.view() == b; }
+  friend constexpr bool operator==(const text& a, const char* b) { return a.view() == std::string_view(b); }  // not ambiguous
 
  private:
-  constexpr void append(std::string_view s) { c_.insert(c_.end(), s.begin(), s.end()); }
+  // A loop, not vector::insert: g++ 12 at -O3 reports a false stringop-overflow for the range
+  // insert of a short literal once it is inlined into a caller.
+  constexpr void append(std::string_view s) {
+    c_.reserve(c_.size() + s.size());
+    for (const char ch : s) c_.push_back(ch);
+  }
   std::vector<char> c_;
 };
 
@@ -816,16 +865,19 @@ struct compile_error_lines {
   static constexpr bool ok = true;
 };
 
+namespace detail {
+template <error_kind Kind, diagnostic Message, class Lines>
+struct wrapped_error;
+template <error_kind Kind, diagnostic Message, std::size_t... I>
+struct wrapped_error<Kind, Message, std::index_sequence<I...>> : compile_error_lines<Kind, wrap(Message.view(), I)...> {};
+}  // namespace detail
+
 template <error_kind Kind, diagnostic Message>
-struct compile_error {
+struct compile_error
 #if defined(__clang__)
-  template <std::size_t... I>
-  static constexpr bool check(std::index_sequence<I...>) {
-    return compile_error_lines<Kind, detail::wrap(Message.view(), I)...>::ok;
-  }
-  static constexpr bool ok = check(std::make_index_sequence<detail::line_count(Message.view())>{});
+    : detail::wrapped_error<Kind, Message, std::make_index_sequence<detail::line_count(Message.view())>> {
 #else
-  static constexpr bool ok = compile_error_lines<Kind, Message>::ok;
+    : compile_error_lines<Kind, Message> {
 #endif
 };
 
@@ -1231,13 +1283,17 @@ inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
 //    - greedy by first use: in order of birth, best fit (the smallest gap that holds it).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // The result always goes through verify() (fused/plan/verifier.hpp) before anyone uses it.
-#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 
 namespace fused {
 
+// Compile-cost notes (constant evaluation is the budget: docs/COMPILE_TIME.md). Loops walk raw
+// pointers (each vector::operator[] or iterator step is a call the evaluator interprets), no
+// std::sort (see core/sort.hpp), and vectors are filled by push_back once rather than filled and
+// then overwritten. The plan is the same as the straightforward code would make, bit for bit.
 namespace detail {
 
 struct group_info {
@@ -1248,51 +1304,80 @@ struct group_info {
   std::int64_t offset = -1;
 };
 
-// For each group, the groups whose lifetimes overlap it. Sweep in order of birth: a later-born
-// group overlaps an earlier one iff it is born before the earlier one dies. O(n log n + pairs),
-// and pairs are few: most activations live inside one layer.
-constexpr std::vector<std::vector<int>> overlaps(const std::vector<group_info>& g) {
-  std::vector<int> by_first = iota_vector(g.size());
-  std::sort(by_first.begin(), by_first.end(), [&](int a, int b) { return g[static_cast<std::size_t>(a)].first < g[static_cast<std::size_t>(b)].first; });
-  std::vector<std::vector<int>> out = filled(g.size(), std::vector<int>{});
-  for (std::size_t i = 0; i < by_first.size(); ++i) {
-    const auto a = static_cast<std::size_t>(by_first[i]);
-    for (std::size_t j = i + 1; j < by_first.size(); ++j) {
-      const auto b = static_cast<std::size_t>(by_first[j]);
-      if (g[b].first > g[a].last) break;
-      out[a].push_back(static_cast<int>(b));
-      out[b].push_back(static_cast<int>(a));
+// Which groups' lifetimes overlap, as adjacency lists in one array: the neighbours of group g are
+// list[begin[g] .. begin[g + 1]). Sweep in order of birth: a later-born group overlaps an earlier
+// one iff it is born before the earlier one dies. O(n + pairs), and pairs are few: most activations
+// live inside one layer.
+struct overlap_lists {
+  std::vector<int> begin;
+  std::vector<int> list;
+};
+
+constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::size_t n) {
+  overlap_lists o;
+  std::vector<int> degree = filled(n + 1, 0);
+  int* const deg = degree.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    const group_info& a = g[by_first[i]];
+    for (std::size_t j = i + 1; j < n && g[by_first[j]].first <= a.last; ++j) {
+      ++deg[by_first[i]];
+      ++deg[by_first[j]];
     }
   }
-  return out;
+  o.begin.reserve(n + 1);
+  int at = 0;
+  for (std::size_t i = 0; i <= n; ++i) {
+    o.begin.push_back(at);
+    at += deg[i];
+  }
+  o.list = filled(static_cast<std::size_t>(at), 0);
+  int* const next = deg;  // reused as the fill cursor of each list
+  const int* const b = o.begin.data();
+  for (std::size_t i = 0; i < n; ++i) next[i] = b[i];
+  int* const list = o.list.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    const int a = by_first[i];
+    for (std::size_t j = i + 1; j < n && g[by_first[j]].first <= g[a].last; ++j) {
+      list[next[a]++] = by_first[j];
+      list[next[by_first[j]]++] = a;
+    }
+  }
+  return o;
 }
 
-// Places `order`'s groups into one arena; returns its size. first_fit: lowest gap; else best fit.
-constexpr std::int64_t place(std::vector<group_info>& g, const std::vector<std::vector<int>>& overlap,
-                             const std::vector<int>& order, bool first_fit) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> busy;  // [begin, end) of placed, colliding groups
-  busy.reserve(g.size());
+// Places `order`'s groups into one arena, writing offset[g]; returns its size. first_fit: the
+// lowest gap that holds the group; else best fit (the smallest such gap).
+constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_lists& o, const int* order, bool first_fit,
+                             std::int64_t* offset) {
+  for (std::size_t i = 0; i < n; ++i) offset[i] = -1;
+  int widest = 0;
+  const int* const b = o.begin.data();
+  for (std::size_t i = 0; i < n; ++i) widest = b[i + 1] - b[i] > widest ? b[i + 1] - b[i] : widest;
+  std::vector<std::pair<std::int64_t, std::int64_t>> busy_v = filled(static_cast<std::size_t>(widest), std::pair<std::int64_t, std::int64_t>{});
+  std::pair<std::int64_t, std::int64_t>* const busy = busy_v.data();  // [begin, end) of placed, colliding groups
+  const int* const list = o.list.data();
   std::int64_t arena = 0;
-  for (int gi : order) {
-    auto& cur = g[static_cast<std::size_t>(gi)];
-    busy.clear();
-    for (int oj : overlap[static_cast<std::size_t>(gi)]) {
-      const auto& o = g[static_cast<std::size_t>(oj)];
-      if (o.offset >= 0) busy.push_back({o.offset, o.offset + align_up(o.bytes)});
+  for (std::size_t i = 0; i < n; ++i) {
+    const int gi = order[i];
+    int nb = 0;
+    for (int k = b[gi]; k < b[gi + 1]; ++k) {
+      const int oj = list[k];
+      if (offset[oj] >= 0) busy[nb++] = {offset[oj], offset[oj] + align_up(g[oj].bytes)};
     }
-    std::sort(busy.begin(), busy.end());
-    const std::int64_t need = align_up(cur.bytes);
+    insertion_sort(busy, busy + nb, [](const auto& x, const auto& y) { return x.first < y.first || (x.first == y.first && x.second < y.second); });
+    const std::int64_t need = align_up(g[gi].bytes);
     std::int64_t best = -1, best_gap = 0, at = 0;
-    for (const auto& [b, e] : busy) {
-      if (b - at >= need) {
+    for (int k = 0; k < nb; ++k) {
+      const std::int64_t bb = busy[k].first, e = busy[k].second;
+      if (bb - at >= need) {
         if (first_fit) { best = at; break; }
-        if (best < 0 || b - at < best_gap) { best = at; best_gap = b - at; }
+        if (best < 0 || bb - at < best_gap) { best = at; best_gap = bb - at; }
       }
-      at = std::max(at, e);
+      if (e > at) at = e;
     }
     if (best < 0) best = at;  // after everything that collides
-    cur.offset = best;
-    arena = std::max(arena, best + need);
+    offset[gi] = best;
+    if (best + need > arena) arena = best + need;
   }
   return arena;
 }
@@ -1313,50 +1398,58 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   m.bind = bind;
   const std::size_t nt = p.tensors.size();
   const int ns = static_cast<int>(p.steps.size());
-  const std::vector<int> pos = p.position_of_step();
-  m.buffers = filled(nt, buffer{});
+  const tensor_info* const tensors = p.tensors.data();
+  const step* const steps = p.steps.data();
+  const std::vector<int> pos_v = p.position_of_step();
+  const int* const pos = pos_v.data();
 
   // 1. Lowering.
-  m.kernels = filled(static_cast<std::size_t>(ns), static_cast<const char*>(nullptr));
+  m.kernels.reserve(static_cast<std::size_t>(ns));
   for (int s = 0; s < ns; ++s) {
-    const auto& st = p.steps[static_cast<std::size_t>(s)];
+    const step& st = steps[s];
+    const tensor_id* const in = st.inputs.data();
     const tensor_info* ins[max_inputs]{};
-    for (int k = 0; k < st.n_inputs; ++k) ins[k] = &p.tensor(st.inputs[static_cast<std::size_t>(k)]);
-    m.kernels[static_cast<std::size_t>(s)] = st.op->kernel(bind, ins, st.n_inputs, p.tensor(st.result));
+    for (int k = 0; k < st.n_inputs; ++k) ins[k] = tensors + in[k];
+    m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
   }
 
   // 2. Lifetimes.
+  m.buffers.reserve(nt);
   for (std::size_t t = 0; t < nt; ++t) {
-    const auto& ti = p.tensors[t];
-    auto& b = m.buffers[t];
+    const tensor_info& ti = tensors[t];
+    buffer b{};
     b.tensor = ti.id;
     b.where = region_of(ti);
     b.bytes = bytes_of(ti, bind);
     b.group = ti.id;
-    b.first = ti.producer >= 0 ? pos[static_cast<std::size_t>(ti.producer)] : (ti.kind == role::input ? 0 : -1);
+    b.first = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
     b.last = b.first;
+    m.buffers.push_back(b);
   }
+  buffer* const buf = m.buffers.data();
   for (int s = 0; s < ns; ++s) {
-    const auto& st = p.steps[static_cast<std::size_t>(s)];
+    const step& st = steps[s];
+    const tensor_id* const in = st.inputs.data();
     for (int k = 0; k < st.n_inputs; ++k) {
-      auto& b = m.buffers[static_cast<std::size_t>(st.inputs[static_cast<std::size_t>(k)])];
+      buffer& b = buf[in[k]];
       if (b.first < 0) b.first = s;
-      b.last = std::max(b.last, s);
+      if (s > b.last) b.last = s;
     }
   }
-  for (auto& b : m.buffers) {
+  for (std::size_t t = 0; t < nt; ++t) {
+    buffer& b = buf[t];
     if (b.first < 0) b.first = 0;  // a feed nobody reads
-    if (p.tensor(b.tensor).kind == role::output) b.last = ns - 1;
+    if (tensors[t].kind == role::output) b.last = ns - 1;
   }
 
   // 3. In-place chains (schedule order, so a chain's head is always already grouped).
   for (int s = 0; s < ns; ++s) {
-    const auto& st = p.steps[static_cast<std::size_t>(s)];
+    const step& st = steps[s];
     const int k = st.op->in_place_input;
     if (k < 0 || k >= st.n_inputs) continue;
-    const auto& in = p.tensor(st.inputs[static_cast<std::size_t>(k)]);
-    auto& rb = m.buffers[static_cast<std::size_t>(st.result)];
-    const auto& ib = m.buffers[static_cast<std::size_t>(in.id)];
+    const tensor_info& in = tensors[st.inputs.data()[k]];
+    buffer& rb = buf[st.result];
+    const buffer& ib = buf[in.id];
     const bool state_update = in.kind == role::state;
     const bool reusable = in.kind == role::activation && ib.last == s && ib.bytes == rb.bytes && rb.where == ib.where;
     if (state_update || reusable) rb.group = ib.group;
@@ -1364,66 +1457,109 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
 
   // 4. Weights and state: feed order. In-place state results take their group head's bytes.
   std::int64_t end[region_count]{};
-  for (auto& b : m.buffers) {
+  for (std::size_t t = 0; t < nt; ++t) {
+    buffer& b = buf[t];
     if (b.where == region::activations || b.group != b.tensor) continue;
-    auto& e = end[static_cast<int>(b.where)];
+    std::int64_t& e = end[static_cast<int>(b.where)];
     b.offset = e;
     e += align_up(b.bytes);
   }
 
-  // 5. Activation groups.
-  std::vector<detail::group_info> groups;
-  groups.reserve(nt);
-  std::vector<int> group_index = filled(nt, -1);
-  for (const auto& b : m.buffers) {
+  // 5. Activation groups, numbered in order of their head's id.
+  std::vector<detail::group_info> groups_v;
+  groups_v.reserve(nt);
+  std::vector<int> group_index_v = filled(nt, -1);
+  int* const group_index = group_index_v.data();
+  for (std::size_t t = 0; t < nt; ++t) {
+    const buffer& b = buf[t];
     if (b.where != region::activations) continue;
-    auto& gi = group_index[static_cast<std::size_t>(b.group)];
+    int& gi = group_index[b.group];
     if (gi < 0) {
-      gi = static_cast<int>(groups.size());
-      groups.push_back({b.group, b.bytes, b.first, b.last, -1});
+      gi = static_cast<int>(groups_v.size());
+      groups_v.push_back({b.group, b.bytes, b.first, b.last, -1});
     } else {
-      auto& g = groups[static_cast<std::size_t>(gi)];
-      g.bytes = std::max(g.bytes, b.bytes);
-      g.first = std::min(g.first, b.first);
-      g.last = std::max(g.last, b.last);
+      detail::group_info& g = groups_v.data()[gi];
+      if (b.bytes > g.bytes) g.bytes = b.bytes;
+      if (b.first < g.first) g.first = b.first;
+      if (b.last > g.last) g.last = b.last;
     }
   }
-  std::vector<int> by_size = iota_vector(groups.size()), by_first = iota_vector(groups.size());
-  std::sort(by_size.begin(), by_size.end(), [&](int a, int b) {
-    const auto &x = groups[static_cast<std::size_t>(a)], &y = groups[static_cast<std::size_t>(b)];
-    if (x.bytes != y.bytes) return x.bytes > y.bytes;
-    if (x.first != y.first) return x.first < y.first;
-    return x.id < y.id;
-  });
-  std::sort(by_first.begin(), by_first.end(), [&](int a, int b) {
-    const auto &x = groups[static_cast<std::size_t>(a)], &y = groups[static_cast<std::size_t>(b)];
-    if (x.first != y.first) return x.first < y.first;
-    if (x.bytes != y.bytes) return x.bytes > y.bytes;
-    return x.id < y.id;
-  });
-  const auto overlap = detail::overlaps(groups);
-  auto g_size = groups, g_first = groups;
-  m.arena_by_strategy[0] = detail::place(g_size, overlap, by_size, true);
-  m.arena_by_strategy[1] = detail::place(g_first, overlap, by_first, false);
+  const std::size_t ng = groups_v.size();
+  const detail::group_info* const groups = groups_v.data();
+
+  // Orders. By first use: (first, bytes descending, id) = a counting sort by first (ids ascend within
+  // it), then each run of equal firsts by bytes. By size: (bytes descending, first, id) = the by-first
+  // order stably sorted by bytes, counted by the rank of each distinct size.
+  std::vector<int> key_v = filled(ng, 0);
+  int* const key = key_v.data();
+  int range = 1;
+  for (std::size_t i = 0; i < ng; ++i) {
+    key[i] = groups[i].first;
+    if (key[i] + 1 > range) range = key[i] + 1;
+  }
+  std::vector<int> by_first_v = counting_order(key, ng, static_cast<std::size_t>(range));
+  int* const by_first = by_first_v.data();
+  bool ids_ascend = true;  // groups are numbered in order of their first member, nearly always their head
+  for (std::size_t i = 1; i < ng; ++i) ids_ascend = ids_ascend && groups[i - 1].id < groups[i].id;
+  if (!ids_ascend) {  // ties in first must still fall in id order: sort by id, then stably by first
+    for (std::size_t i = 0; i < ng; ++i) key[i] = groups[i].id;
+    const std::vector<int> by_id = counting_order(key, ng, nt);
+    for (std::size_t i = 0; i < ng; ++i) key[i] = groups[by_id.data()[i]].first;
+    const std::vector<int> o = counting_order(key, ng, static_cast<std::size_t>(range));
+    for (std::size_t i = 0; i < ng; ++i) by_first[i] = by_id.data()[o.data()[i]];
+  }
+  for (std::size_t i = 0; i < ng;) {
+    std::size_t j = i + 1;
+    while (j < ng && groups[by_first[j]].first == groups[by_first[i]].first) ++j;
+    if (j - i > 1)
+      insertion_sort(by_first + i, by_first + j, [groups](int x, int y) { return groups[x].bytes > groups[y].bytes; });
+    i = j;
+  }
+  std::vector<std::int64_t> sizes_v;
+  for (std::size_t i = 0; i < ng; ++i) {
+    bool seen = false;
+    for (std::size_t k = 0; k < sizes_v.size() && !seen; ++k) seen = sizes_v.data()[k] == groups[i].bytes;
+    if (!seen) sizes_v.push_back(groups[i].bytes);
+  }
+  std::int64_t* const sizes = sizes_v.data();
+  insertion_sort(sizes, sizes + sizes_v.size(), [](std::int64_t x, std::int64_t y) { return x > y; });
+  for (std::size_t i = 0; i < ng; ++i) {  // key[position in by_first] = rank of that group's size
+    int r = 0;
+    while (sizes[r] != groups[by_first[i]].bytes) ++r;
+    key[i] = r;
+  }
+  std::vector<int> by_size_v = counting_order(key, ng, sizes_v.size() + 1);
+  int* const by_size = by_size_v.data();
+  for (std::size_t i = 0; i < ng; ++i) by_size[i] = by_first[by_size[i]];
+
+  const detail::overlap_lists overlap = detail::overlaps(groups, by_first, ng);
+  std::vector<std::int64_t> at_size = filled(ng, std::int64_t{-1}), at_first = filled(ng, std::int64_t{-1});
+  m.arena_by_strategy[0] = detail::place(groups, ng, overlap, by_size, true, at_size.data());
+  m.arena_by_strategy[1] = detail::place(groups, ng, overlap, by_first, false, at_first.data());
   m.chosen = m.arena_by_strategy[1] < m.arena_by_strategy[0] ? strategy::greedy_by_first_use : strategy::greedy_by_size;
-  const auto& best = m.chosen == strategy::greedy_by_size ? g_size : g_first;
+  const std::int64_t* const best = m.chosen == strategy::greedy_by_size ? at_size.data() : at_first.data();
   end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
 
   // Lower bound: max over positions of the bytes of groups live there (difference array).
-  std::vector<std::int64_t> delta = filled(static_cast<std::size_t>(ns) + 1, std::int64_t{0});
-  for (const auto& g : groups) {
-    delta[static_cast<std::size_t>(g.first)] += align_up(g.bytes);
-    delta[static_cast<std::size_t>(g.last) + 1] -= align_up(g.bytes);
+  std::vector<std::int64_t> delta_v = filled(static_cast<std::size_t>(ns) + 1, std::int64_t{0});
+  std::int64_t* const delta = delta_v.data();
+  for (std::size_t i = 0; i < ng; ++i) {
+    delta[groups[i].first] += align_up(groups[i].bytes);
+    delta[groups[i].last + 1] -= align_up(groups[i].bytes);
   }
   std::int64_t live = 0;
-  for (int s = 0; s < ns; ++s) m.lower_bound = std::max(m.lower_bound, live += delta[static_cast<std::size_t>(s)]);
+  for (int s = 0; s < ns; ++s) {
+    live += delta[s];
+    if (live > m.lower_bound) m.lower_bound = live;
+  }
 
   // Every member of a group takes its head's offset.
-  for (auto& b : m.buffers) {
+  for (std::size_t t = 0; t < nt; ++t) {
+    buffer& b = buf[t];
     if (b.where == region::activations)
-      b.offset = best[static_cast<std::size_t>(group_index[static_cast<std::size_t>(b.group)])].offset;
+      b.offset = best[group_index[b.group]];
     else if (b.group != b.tensor)
-      b.offset = m.buffers[static_cast<std::size_t>(b.group)].offset;
+      b.offset = buf[b.group].offset;
   }
   for (int r = 0; r < region_count; ++r) m.region_bytes[static_cast<std::size_t>(r)] = end[r];
   return m;
@@ -1709,6 +1845,24 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
 }  // namespace fused
 // ---- end fused/plan/text.hpp ---------------------------------------------------------------------------
 // ---- end fused/plan/print.hpp --------------------------------------------------------------------------
+// ---- begin fused/plan/static_model.hpp -----------------------------------------------------------------
+// The compile-time pipeline for any model: build -> schedule -> lower -> plan -> verify, for one
+// binding, with every mistake surfaced as one static_assert sentence (fused/graph/diagnose.hpp).
+//
+// A model is a type with a static build function templated on the builder, so the same code both
+// counts the program (counting_builder, for the array sizes) and builds it (graph_builder):
+//
+//   struct mlp {
+//     template <class B> static constexpr auto build() {
+//       B g;
+//       auto x = g.input({"x"}, dtype::f32, shape(sym(1), 8));
+//       auto y = g.apply(ops::linear, {x, g.weight({"w"}, dtype::bf16, shape(4, 8))}, {}, {"y"});
+//       g.output("y", y);
+//       return std::move(g).finish();
+//     }
+//   };
+//   constexpr auto& plan = fused::static_model<mlp, fused::binding{{1, 16, 0, 0}}>::plan;
+//   static_assert(plan.arena_bytes() == 768);   // x 512 + y 256
 // ---- begin fused/plan/static_plan.hpp ------------------------------------------------------------------
 // A program and its memory plan frozen into fixed-size arrays, so they survive constant evaluation
 // and become `static constexpr` data: every offset and shape a compile-time constant that a static
@@ -1727,9 +1881,9 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
 //   - no two buffers of one region that are live at the same position share a byte, unless one is
 //     the in-place continuation of the other (same offset; one's last reader writes the other);
 //   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound.
-// Cost: O(n log n + pairs of buffers live at once), found by sweeping in order of birth.
-#include <algorithm>
+// Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #include <string>
+#include <utility>
 #include <vector>
 
 
@@ -1750,58 +1904,86 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   auto fail = [](text s) { return verdict{false, std::move(s)}; };
   if (!p.ok()) return fail("the program itself is invalid: " + p.message);
   if (m.buffers.size() != p.tensors.size()) return fail("the plan has " + to_text(static_cast<std::int64_t>(m.buffers.size())) + " buffers for " + to_text(static_cast<std::int64_t>(p.tensors.size())) + " tensors");
-  const std::vector<int> pos = p.position_of_step();
+  // Raw pointers and no std::sort: this runs in constant evaluation for every static plan (see
+  // core/sort.hpp and docs/COMPILE_TIME.md).
+  const std::size_t nt = p.tensors.size();
+  const tensor_info* const tensors = p.tensors.data();
+  const buffer* const buf = m.buffers.data();
+  const std::vector<int> pos_v = p.position_of_step();
+  const int* const pos = pos_v.data();
+  const step* const steps = p.steps.data();
   for (std::size_t s = 0; s < p.steps.size(); ++s) {
-    const auto& st = p.steps[s];
+    const step& st = steps[s];
+    const tensor_id* const in = st.inputs.data();
     for (int k = 0; k < st.n_inputs; ++k) {
-      const auto& t = p.tensor(st.inputs[static_cast<std::size_t>(k)]);
+      const tensor_info& t = tensors[in[k]];
       if (t.is_feed) continue;
-      if (t.producer < 0 || pos[static_cast<std::size_t>(t.producer)] >= static_cast<int>(s))
+      if (t.producer < 0 || pos[t.producer] >= static_cast<int>(s))
         return fail("step " + to_text(st.id) + " '" + st.op->name + "' reads '" + t.name.str() + "' before any step writes it");
     }
   }
   std::int64_t max_end[region_count]{};
-  for (const auto& b : m.buffers) {
-    const auto& t = p.tensor(b.tensor);
+  int max_first = 0;
+  for (std::size_t i = 0; i < nt; ++i) {
+    const buffer& b = buf[i];
+    const tensor_info& t = tensors[b.tensor];
     const auto r = static_cast<std::size_t>(b.where);
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
     if (b.offset < 0 || b.offset + b.bytes > m.region_bytes[r])
       return fail("tensor '" + t.name.str() + "' [" + to_text(b.offset) + ", " + to_text(b.offset + b.bytes) + ") lies outside region " + name_of(b.where));
     if (b.first > b.last) return fail("tensor '" + t.name.str() + "' dies before it is born");
-    max_end[r] = std::max(max_end[r], align_up(b.offset + b.bytes));
+    if (b.first < 0) return fail("tensor '" + t.name.str() + "' is born before the first step");
+    if (align_up(b.offset + b.bytes) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes);
+    if (b.first > max_first) max_first = b.first;
   }
   // Weights and state live for the whole call: in offset order, each buffer must start at or after
   // the end of everything before it (state updated in place shares its feed's bytes by design).
-  std::vector<int> order;
+  // The planner lays them out in feed order, so the order is usually already sorted.
+  std::vector<int> order_v;
+  order_v.reserve(nt);
   for (const region r : {region::weights, region::state}) {
-    order.clear();
-    for (const auto& b : m.buffers)
-      if (b.where == r && b.group == b.tensor) order.push_back(b.tensor);
-    std::sort(order.begin(), order.end(), [&](int x, int y) { return m.of(x).offset < m.of(y).offset; });
-    for (std::size_t i = 1; i < order.size(); ++i) {
-      const auto &prev = m.of(order[i - 1]), &cur = m.of(order[i]);
+    order_v.clear();
+    for (std::size_t i = 0; i < nt; ++i)
+      if (buf[i].where == r && buf[i].group == buf[i].tensor) order_v.push_back(buf[i].tensor);
+    int* const order = order_v.data();
+    const std::size_t n = order_v.size();
+    bool sorted = true;
+    for (std::size_t i = 1; i < n && sorted; ++i) sorted = buf[order[i - 1]].offset <= buf[order[i]].offset;
+    if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
+    for (std::size_t i = 1; i < n; ++i) {
+      const buffer &prev = buf[order[i - 1]], &cur = buf[order[i]];
       if (cur.offset < prev.offset + prev.bytes)
-        return fail("tensors '" + p.tensor(prev.tensor).name.str() + "' and '" + p.tensor(cur.tensor).name.str() + "' share bytes in region " + name_of(r));
+        return fail("tensors '" + tensors[prev.tensor].name.str() + "' and '" + tensors[cur.tensor].name.str() + "' share bytes in region " + name_of(r));
     }
-    for (const auto& b : m.buffers)
-      if (b.where == r && b.group != b.tensor && (b.offset != m.of(b.group).offset || m.of(b.group).where != r))
-        return fail("tensor '" + p.tensor(b.tensor).name.str() + "' updates state in place but does not sit on its bytes");
+    for (std::size_t i = 0; i < nt; ++i) {
+      const buffer& b = buf[i];
+      if (b.where == r && b.group != b.tensor && (b.offset != buf[b.group].offset || buf[b.group].where != r))
+        return fail("tensor '" + tensors[b.tensor].name.str() + "' updates state in place but does not sit on its bytes");
+    }
   }
   // Activations: every pair live at a common position (found by a sweep in order of birth) must
   // use disjoint bytes, unless it is an in-place pair.
-  order.clear();
-  for (const auto& b : m.buffers)
-    if (b.where == region::activations) order.push_back(b.tensor);
-  std::sort(order.begin(), order.end(), [&](int x, int y) { return m.of(x).first < m.of(y).first; });
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const auto& a = m.of(order[i]);
-    for (std::size_t j = i + 1; j < order.size(); ++j) {
-      const auto& b = m.of(order[j]);
+  order_v.clear();
+  std::vector<int> first_v;
+  first_v.reserve(nt);
+  for (std::size_t i = 0; i < nt; ++i)
+    if (buf[i].where == region::activations) {
+      order_v.push_back(buf[i].tensor);
+      first_v.push_back(buf[i].first);
+    }
+  const std::vector<int> by_first = counting_order(first_v.data(), first_v.size(), static_cast<std::size_t>(max_first) + 1);
+  const int* const act = order_v.data();
+  const int* const bf = by_first.data();
+  const std::size_t na = by_first.size();
+  for (std::size_t i = 0; i < na; ++i) {
+    const buffer& a = buf[act[bf[i]]];
+    for (std::size_t j = i + 1; j < na; ++j) {
+      const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
       const bool share = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
       if (share && !detail::in_place_pair(a, b))
-        return fail("tensors '" + p.tensor(a.tensor).name.str() + "' and '" + p.tensor(b.tensor).name.str() +
+        return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");
     }
   }
@@ -1867,6 +2049,36 @@ constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
 
 }  // namespace fused
 // ---- end fused/plan/static_plan.hpp --------------------------------------------------------------------
+
+namespace fused {
+
+template <class Model, binding Bind>
+struct static_model {
+  static constexpr counting_builder::counts size = Model::template build<counting_builder>();
+  using plan_type = static_plan<size.tensors, size.steps>;
+  struct built {
+    error_kind error = error_kind::none;
+    diagnostic message{};
+    plan_type plan{};
+  };
+  static constexpr built result = [] {
+    built b{};
+    const program p = Model::template build<graph_builder>();
+    b.error = p.error;
+    if (!p.ok()) {
+      b.message = diagnostic(p.message.view());
+      return b;
+    }
+    b.plan = freeze<size.tensors, size.steps>(p, plan_memory(p, Bind));
+    return b;
+  }();
+  static_assert(compile_error<result.error, result.message>::ok);
+  static_assert(invalid_memory_plan<result.plan.failure>::ok);
+  static constexpr const plan_type& plan = result.plan;
+};
+
+}  // namespace fused
+// ---- end fused/plan/static_model.hpp -------------------------------------------------------------------
 
 // runtime: plans lowered to kernel calls, sessions, weights bound by name
 // ---- begin fused/runtime/calls.hpp ---------------------------------------------------------------------
@@ -4876,6 +5088,8 @@ class weight_store {
 
   const std::uint16_t* const* table() const { return table_.data(); }
   std::size_t count() const { return table_.size(); }
+  // The blob of synthetic weights (empty for other stores).
+  std::span<const std::byte> blob() const { return {blob_.data(), blob_.size()}; }
   // Bytes of checkpoint tensors converted to bf16 at load (0 for a bf16 checkpoint: used in place).
   std::int64_t converted_bytes() const { return converted_bytes_; }
 
@@ -5305,6 +5519,22 @@ class model {
   }
 
   std::span<const float> prefill(std::span<const std::int32_t> ids) { return s_.prefill(ids, executor{this}); }
+  // The same, calling `observe(const tensor_info& result, std::span<const float> data)` after every
+  // step whose result is f32, while its bytes are still live: for debugging against a reference.
+  template <class Observer>
+  std::span<const float> prefill_observed(std::span<const std::int32_t> ids, Observer&& observe) {
+    return s_.prefill(ids, [&](bool decode, const runtime::regions& r, const runtime::call_dims& d) {
+      for (const runtime::call& c : decode ? decode_calls_ : prefill_calls_) {
+        runtime::invoke(c, r, d);
+        const tensor_info& t = tensors()[static_cast<std::size_t>(c.out.tensor)];
+        if (t.type != dtype::f32) continue;
+        binding b = d.b;
+        b.value[sym_ctx] = prefill_.mem.bind.value[sym_ctx];
+        const auto n = static_cast<std::size_t>(t.shp.elements(b));
+        observe(t, std::span<const float>(reinterpret_cast<const float*>(r.arena + c.out.offset), n));
+      }
+    });
+  }
   std::span<const float> decode(std::int32_t id) { return s_.decode(id, executor{this}); }
   void reset() { s_.reset(); }
   std::int64_t position() const { return s_.position(); }
