@@ -1,0 +1,668 @@
+/* fused_safetensors.h: safetensors for generated C models (C11, libc only; shipped beside the
+ * generated files). Everything here runs at init or in the scorer, never inside prefill/decode.
+ *
+ *   fst_json_parse / fst_json_get / fst_json_free  a small JSON reader (depth-limited, \u escapes)
+ *   fst_open / fst_close                           a .safetensors file: header length and JSON
+ *                                                  validated, every tensor's dtype, shape and byte
+ *                                                  range checked against the file before any read
+ *   fst_bind_weights                               fills a weights region from one or more files by
+ *                                                  name: every tensor the table lists must be there
+ *                                                  with its shape; a tensor it does not list is an
+ *                                                  error (lm_head.weight is ignored when tied, as
+ *                                                  transformers does); BF16 is read in place, F32 and
+ *                                                  F16 are rounded to bf16 (nearest even) as fused's
+ *                                                  C++ loader does
+ *   fst_model_files                                a Hugging Face directory's model.safetensors, or the
+ *                                                  shards its model.safetensors.index.json lists
+ *   fst_write                                      writes F32/I32 tensors as a .safetensors file
+ * Errors: functions return 0 on success, -1 with a sentence in `err` naming the file and the tensor. */
+#ifndef FUSED_SAFETENSORS_H
+#define FUSED_SAFETENSORS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FST_API static inline
+#define FST_MAX_RANK 8
+#define FST_MAX_HEADER ((uint64_t)100 << 20) /* the format's own limit on the JSON header */
+
+FST_API void fst__fail(char* err, size_t n, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && n) vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------- */
+typedef enum { FST_NULL, FST_BOOL, FST_NUMBER, FST_STRING, FST_ARRAY, FST_OBJECT } fst_type;
+
+typedef struct fst_json {
+  fst_type type;
+  char* key;             /* member name when inside an object */
+  char* str;             /* FST_STRING */
+  double num;            /* FST_NUMBER, FST_BOOL */
+  int is_int;            /* FST_NUMBER written without fraction or exponent */
+  int64_t i;             /* its value when is_int */
+  struct fst_json* kids; /* FST_ARRAY, FST_OBJECT */
+  size_t n, cap;
+} fst_json;
+
+typedef struct {
+  const char* p;
+  const char* end;
+  const char* what; /* file name, for messages */
+  char* err;
+  size_t errn;
+  int failed;
+} fst__parser;
+
+FST_API void fst_json_free(fst_json* j) {
+  size_t k;
+  if (!j) return;
+  for (k = 0; k < j->n; ++k) fst_json_free(&j->kids[k]);
+  free(j->kids);
+  free(j->key);
+  free(j->str);
+  j->kids = NULL;
+  j->key = j->str = NULL;
+  j->n = j->cap = 0;
+}
+
+FST_API int fst__perr(fst__parser* ps, const char* msg) {
+  if (!ps->failed) fst__fail(ps->err, ps->errn, "%s: invalid JSON header: %s", ps->what, msg);
+  ps->failed = 1;
+  return -1;
+}
+
+FST_API void fst__ws(fst__parser* ps) {
+  while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) ++ps->p;
+}
+
+FST_API int fst__hex4(const char* p, unsigned* v) {
+  int k;
+  *v = 0;
+  for (k = 0; k < 4; ++k) {
+    const char c = p[k];
+    *v <<= 4;
+    if (c >= '0' && c <= '9') *v |= (unsigned)(c - '0');
+    else if (c >= 'a' && c <= 'f') *v |= (unsigned)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') *v |= (unsigned)(c - 'A' + 10);
+    else return -1;
+  }
+  return 0;
+}
+
+/* A JSON string at ps->p (the opening quote) as a malloc'd UTF-8 C string. */
+FST_API char* fst__string(fst__parser* ps) {
+  const char* s = ps->p + 1;
+  size_t cap = 16, len = 0;
+  char* out = (char*)malloc(cap);
+  if (!out) { fst__perr(ps, "out of memory"); return NULL; }
+  while (s < ps->end && *s != '"') {
+    unsigned cp = (unsigned char)*s++;
+    int raw = 1; /* a byte as written (UTF-8 passes through unchanged) */
+    if (cp < 0x20) { free(out); fst__perr(ps, "control character in a string"); return NULL; }
+    if (cp == '\\') {
+      raw = 0;
+      if (s >= ps->end) break;
+      const char e = *s++;
+      switch (e) {
+        case '"': cp = '"'; break;
+        case '\\': cp = '\\'; break;
+        case '/': cp = '/'; break;
+        case 'b': cp = '\b'; break;
+        case 'f': cp = '\f'; break;
+        case 'n': cp = '\n'; break;
+        case 'r': cp = '\r'; break;
+        case 't': cp = '\t'; break;
+        case 'u':
+          if (ps->end - s < 4 || fst__hex4(s, &cp)) { free(out); fst__perr(ps, "bad \\u escape"); return NULL; }
+          s += 4;
+          if (cp >= 0xD800 && cp < 0xDC00) { /* a surrogate pair */
+            unsigned lo;
+            if (ps->end - s < 6 || s[0] != '\\' || s[1] != 'u' || fst__hex4(s + 2, &lo) || lo < 0xDC00 || lo >= 0xE000) {
+              free(out);
+              fst__perr(ps, "unpaired surrogate");
+              return NULL;
+            }
+            s += 6;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          } else if (cp >= 0xDC00 && cp < 0xE000) {
+            free(out);
+            fst__perr(ps, "unpaired surrogate");
+            return NULL;
+          }
+          break;
+        default: free(out); fst__perr(ps, "bad escape"); return NULL;
+      }
+    }
+    if (len + 5 > cap) {
+      char* bigger = (char*)realloc(out, cap *= 2);
+      if (!bigger) { free(out); fst__perr(ps, "out of memory"); return NULL; }
+      out = bigger;
+    }
+    if (raw || cp < 0x80) {
+      out[len++] = (char)cp;
+    } else if (cp < 0x800) {
+      out[len++] = (char)(0xC0 | (cp >> 6));
+      out[len++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out[len++] = (char)(0xE0 | (cp >> 12));
+      out[len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+      out[len++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+      out[len++] = (char)(0xF0 | (cp >> 18));
+      out[len++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+      out[len++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+      out[len++] = (char)(0x80 | (cp & 0x3F));
+    }
+  }
+  if (s >= ps->end) { free(out); fst__perr(ps, "unterminated string"); return NULL; }
+  out[len] = '\0';
+  ps->p = s + 1;
+  return out;
+}
+
+FST_API int fst__value(fst__parser* ps, fst_json* out, int depth);
+
+FST_API int fst__push(fst__parser* ps, fst_json* parent, fst_json** kid) {
+  if (parent->n == parent->cap) {
+    const size_t cap = parent->cap ? parent->cap * 2 : 8;
+    fst_json* bigger = (fst_json*)realloc(parent->kids, cap * sizeof(fst_json));
+    if (!bigger) return fst__perr(ps, "out of memory");
+    parent->kids = bigger;
+    parent->cap = cap;
+  }
+  *kid = &parent->kids[parent->n++];
+  memset(*kid, 0, sizeof(fst_json));
+  return 0;
+}
+
+FST_API int fst__value(fst__parser* ps, fst_json* out, int depth) {
+  memset(out, 0, sizeof *out);
+  fst__ws(ps);
+  if (ps->p >= ps->end) return fst__perr(ps, "unexpected end");
+  if (depth > 32) return fst__perr(ps, "nested deeper than 32 levels");
+  const char c = *ps->p;
+  if (c == '{' || c == '[') {
+    const char close = c == '{' ? '}' : ']';
+    out->type = c == '{' ? FST_OBJECT : FST_ARRAY;
+    ++ps->p;
+    fst__ws(ps);
+    if (ps->p < ps->end && *ps->p == close) { ++ps->p; return 0; }
+    for (;;) {
+      fst_json* kid = NULL;
+      char* key = NULL;
+      fst__ws(ps);
+      if (out->type == FST_OBJECT) {
+        if (ps->p >= ps->end || *ps->p != '"') return fst__perr(ps, "expected a member name");
+        if (!(key = fst__string(ps))) return -1;
+        fst__ws(ps);
+        if (ps->p >= ps->end || *ps->p != ':') { free(key); return fst__perr(ps, "expected ':'"); }
+        ++ps->p;
+      }
+      if (fst__push(ps, out, &kid)) { free(key); return -1; }
+      if (fst__value(ps, kid, depth + 1)) { free(key); return -1; }
+      kid->key = key;
+      fst__ws(ps);
+      if (ps->p < ps->end && *ps->p == ',') { ++ps->p; continue; }
+      if (ps->p < ps->end && *ps->p == close) { ++ps->p; return 0; }
+      return fst__perr(ps, "expected ',' or a closing bracket");
+    }
+  }
+  if (c == '"') {
+    out->type = FST_STRING;
+    return (out->str = fst__string(ps)) ? 0 : -1;
+  }
+  if (ps->end - ps->p >= 4 && !strncmp(ps->p, "null", 4)) { out->type = FST_NULL; ps->p += 4; return 0; }
+  if (ps->end - ps->p >= 4 && !strncmp(ps->p, "true", 4)) { out->type = FST_BOOL; out->num = 1; ps->p += 4; return 0; }
+  if (ps->end - ps->p >= 5 && !strncmp(ps->p, "false", 5)) { out->type = FST_BOOL; ps->p += 5; return 0; }
+  if (c == '-' || (c >= '0' && c <= '9')) {
+    char buf[64];
+    size_t len = 0;
+    int integral = 1;
+    while (ps->p < ps->end && len + 1 < sizeof buf && strchr("+-0123456789.eE", *ps->p)) {
+      if (strchr(".eE", *ps->p)) integral = 0;
+      buf[len++] = *ps->p++;
+    }
+    buf[len] = '\0';
+    char* stop;
+    out->type = FST_NUMBER;
+    out->num = strtod(buf, &stop);
+    if (*stop) return fst__perr(ps, "bad number");
+    if (integral) {
+      long long v = strtoll(buf, &stop, 10);
+      out->is_int = 1;
+      out->i = (int64_t)v;
+    }
+    return 0;
+  }
+  return fst__perr(ps, "unexpected character");
+}
+
+/* Parses `len` bytes of JSON; `what` names the file in messages. */
+FST_API int fst_json_parse(const char* text, size_t len, const char* what, fst_json* out, char* err, size_t errn) {
+  fst__parser ps;
+  ps.p = text;
+  ps.end = text + len;
+  ps.what = what;
+  ps.err = err;
+  ps.errn = errn;
+  ps.failed = 0;
+  if (fst__value(&ps, out, 0)) { fst_json_free(out); return -1; }
+  fst__ws(&ps);
+  if (ps.p != ps.end) { fst_json_free(out); return fst__perr(&ps, "text after the value"); }
+  return 0;
+}
+
+/* The member `key` of an object, or NULL. */
+FST_API const fst_json* fst_json_get(const fst_json* obj, const char* key) {
+  size_t k;
+  if (!obj || obj->type != FST_OBJECT) return NULL;
+  for (k = 0; k < obj->n; ++k)
+    if (!strcmp(obj->kids[k].key, key)) return &obj->kids[k];
+  return NULL;
+}
+
+/* ---- reading a .safetensors file ---------------------------------------------------------------- */
+typedef enum { FST_BF16, FST_F16, FST_F32, FST_I32, FST_I64, FST_OTHER } fst_dtype;
+
+typedef struct {
+  const char* name;
+  fst_dtype dtype;
+  const char* dtype_name;
+  int rank;
+  int64_t shape[FST_MAX_RANK];
+  uint64_t begin, end; /* bytes, relative to the data section */
+} fst_tensor;
+
+typedef struct {
+  FILE* f;
+  char path[512];
+  fst_json header;
+  fst_tensor* tensors;
+  size_t count;
+  uint64_t data_start, data_bytes;
+  const char* fingerprint; /* __metadata__.fused_weights_fingerprint, or NULL */
+} fst_file;
+
+FST_API void fst_close(fst_file* f) {
+  if (f->f) fclose(f->f);
+  f->f = NULL;
+  fst_json_free(&f->header);
+  free(f->tensors);
+  f->tensors = NULL;
+  f->count = 0;
+}
+
+FST_API int fst__dtype(const char* s, fst_dtype* d, uint64_t* size) {
+  static const struct { const char* name; fst_dtype d; unsigned size; } known[] = {
+      {"BF16", FST_BF16, 2}, {"F16", FST_F16, 2}, {"F32", FST_F32, 4}, {"I32", FST_I32, 4}, {"I64", FST_I64, 8},
+      {"F64", FST_OTHER, 8}, {"U64", FST_OTHER, 8}, {"U32", FST_OTHER, 4}, {"I16", FST_OTHER, 2}, {"U16", FST_OTHER, 2},
+      {"I8", FST_OTHER, 1},  {"U8", FST_OTHER, 1},  {"BOOL", FST_OTHER, 1}, {"F8_E5M2", FST_OTHER, 1}, {"F8_E4M3", FST_OTHER, 1}};
+  size_t k;
+  for (k = 0; k < sizeof known / sizeof known[0]; ++k)
+    if (!strcmp(s, known[k].name)) { *d = known[k].d; *size = known[k].size; return 0; }
+  return -1;
+}
+
+FST_API int fst_open(fst_file* f, const char* path, char* err, size_t errn) {
+  unsigned char len8[8];
+  uint64_t hlen = 0, file_bytes;
+  size_t k;
+  char* text;
+  memset(f, 0, sizeof *f);
+  snprintf(f->path, sizeof f->path, "%s", path);
+  if (!(f->f = fopen(path, "rb"))) { fst__fail(err, errn, "%s: cannot open", path); return -1; }
+  if (fseek(f->f, 0, SEEK_END) || ftell(f->f) < 0) { fst__fail(err, errn, "%s: cannot seek", path); fst_close(f); return -1; }
+  file_bytes = (uint64_t)ftell(f->f);
+  rewind(f->f);
+  if (file_bytes < 8 || fread(len8, 1, 8, f->f) != 8) { fst__fail(err, errn, "%s: shorter than a safetensors header", path); fst_close(f); return -1; }
+  for (k = 0; k < 8; ++k) hlen |= (uint64_t)len8[k] << (8 * k);
+  if (hlen > FST_MAX_HEADER || hlen > file_bytes - 8) {
+    fst__fail(err, errn, "%s: header length %llu exceeds the file (%llu bytes) or the 100 MB limit", path, (unsigned long long)hlen,
+              (unsigned long long)file_bytes);
+    fst_close(f);
+    return -1;
+  }
+  f->data_start = 8 + hlen;
+  f->data_bytes = file_bytes - f->data_start;
+  if (!(text = (char*)malloc((size_t)hlen + 1)) || fread(text, 1, (size_t)hlen, f->f) != (size_t)hlen) {
+    free(text);
+    fst__fail(err, errn, "%s: cannot read the header", path);
+    fst_close(f);
+    return -1;
+  }
+  if (fst_json_parse(text, (size_t)hlen, path, &f->header, err, errn)) { free(text); fst_close(f); return -1; }
+  free(text);
+  if (f->header.type != FST_OBJECT) { fst__fail(err, errn, "%s: the header is not a JSON object", path); fst_close(f); return -1; }
+  if (!(f->tensors = (fst_tensor*)calloc(f->header.n + 1, sizeof(fst_tensor)))) { fst__fail(err, errn, "out of memory"); fst_close(f); return -1; }
+  for (k = 0; k < f->header.n; ++k) {
+    const fst_json* e = &f->header.kids[k];
+    const fst_json *dt, *shp, *off;
+    fst_tensor* t = &f->tensors[f->count];
+    uint64_t elem, numel = 1;
+    size_t d, j;
+    if (!strcmp(e->key, "__metadata__")) {
+      const fst_json* fp = fst_json_get(e, "fused_weights_fingerprint");
+      if (fp && fp->type == FST_STRING) f->fingerprint = fp->str;
+      continue;
+    }
+    for (j = 0; j < f->count; ++j)
+      if (!strcmp(f->tensors[j].name, e->key)) { fst__fail(err, errn, "%s: tensor \"%s\" appears twice", path, e->key); fst_close(f); return -1; }
+    dt = fst_json_get(e, "dtype");
+    shp = fst_json_get(e, "shape");
+    off = fst_json_get(e, "data_offsets");
+    if (e->type != FST_OBJECT || !dt || dt->type != FST_STRING || !shp || shp->type != FST_ARRAY || shp->n > FST_MAX_RANK || !off ||
+        off->type != FST_ARRAY || off->n != 2) {
+      fst__fail(err, errn, "%s: tensor \"%s\" needs \"dtype\", \"shape\" (at most %d dims) and \"data_offsets\" [begin, end]", path, e->key,
+                FST_MAX_RANK);
+      fst_close(f);
+      return -1;
+    }
+    t->name = e->key;
+    t->dtype_name = dt->str;
+    if (fst__dtype(dt->str, &t->dtype, &elem)) { fst__fail(err, errn, "%s: tensor \"%s\" has unknown dtype \"%s\"", path, e->key, dt->str); fst_close(f); return -1; }
+    t->rank = (int)shp->n;
+    for (d = 0; d < shp->n; ++d) {
+      const fst_json* x = &shp->kids[d];
+      if (x->type != FST_NUMBER || !x->is_int || x->i < 0 || (x->i > 0 && numel > UINT64_MAX / 16 / (uint64_t)x->i)) {
+        fst__fail(err, errn, "%s: tensor \"%s\" has a bad shape", path, e->key);
+        fst_close(f);
+        return -1;
+      }
+      t->shape[d] = x->i;
+      numel *= (uint64_t)x->i;
+    }
+    for (d = 0; d < 2; ++d)
+      if (off->kids[d].type != FST_NUMBER || !off->kids[d].is_int || off->kids[d].i < 0) {
+        fst__fail(err, errn, "%s: tensor \"%s\" has bad data_offsets", path, e->key);
+        fst_close(f);
+        return -1;
+      }
+    t->begin = (uint64_t)off->kids[0].i;
+    t->end = (uint64_t)off->kids[1].i;
+    if (t->begin > t->end || t->end > f->data_bytes || t->end - t->begin != numel * elem) {
+      fst__fail(err, errn, "%s: tensor \"%s\": data_offsets [%llu, %llu] do not hold %llu elements of %s inside the %llu data bytes", path,
+                e->key, (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)numel, dt->str,
+                (unsigned long long)f->data_bytes);
+      fst_close(f);
+      return -1;
+    }
+    ++f->count;
+  }
+  return 0;
+}
+
+FST_API int fst_read(fst_file* f, const fst_tensor* t, void* dst, char* err, size_t errn) {
+  const size_t n = (size_t)(t->end - t->begin);
+  if (n == 0) return 0;
+  if (fseek(f->f, (long)(f->data_start + t->begin), SEEK_SET) || fread(dst, 1, n, f->f) != n) {
+    fst__fail(err, errn, "%s: cannot read tensor \"%s\"", f->path, t->name);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- binding a weights region ------------------------------------------------------------------- */
+/* One weight of a generated model's table: where it lives in the weights region (bf16). */
+typedef struct {
+  const char* name;
+  uint64_t offset;
+  int rank;
+  int64_t shape[2];
+  int tensor; /* the plan's tensor id */
+} fst_weight;
+
+FST_API uint16_t fst__f32_to_bf16(float x) { /* round to nearest even; NaN stays NaN (fk_f32_to_bf16_1) */
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+FST_API float fst__f16_to_f32(uint16_t h) { /* exact */
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu;
+  uint32_t mantissa = h & 0x3FFu, bits;
+  float f;
+  if (exponent == 0x1F) bits = sign | 0x7F800000u | (mantissa << 13);
+  else if (exponent != 0) bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  else if (mantissa == 0) bits = sign;
+  else {
+    uint32_t e = 113;
+    while ((mantissa & 0x400u) == 0) mantissa <<= 1, --e;
+    bits = sign | (e << 23) | ((mantissa & 0x3FFu) << 13);
+  }
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+FST_API void fst__shape_text(char* out, size_t n, int rank, const int64_t* shape) {
+  size_t at = 0;
+  int d;
+  at += (size_t)snprintf(out, n, "[");
+  for (d = 0; d < rank && at < n; ++d) at += (size_t)snprintf(out + at, n - at, d ? ", %lld" : "%lld", (long long)shape[d]);
+  if (at < n) snprintf(out + at, n - at, "]");
+}
+
+/* Fills `region` (the weights region, laid out as `table` says) from `files`. `fingerprint`, when not
+ * NULL, is the layout's weights fingerprint as "0x%016llx": a file whose metadata names another is refused. */
+FST_API int fst_bind_weights(const fst_weight* table, size_t count, int tied, const char* const* files, int n_files, const char* fingerprint,
+                             unsigned char* region, char* err, size_t errn) {
+  unsigned char* bound = (unsigned char*)calloc(count + 1, 1);
+  int fi, rc = -1;
+  size_t k, w;
+  if (!bound) { fst__fail(err, errn, "out of memory"); return -1; }
+  for (fi = 0; fi < n_files; ++fi) {
+    fst_file f;
+    char unused[512];
+    size_t n_unused = 0, at = 0;
+    if (fst_open(&f, files[fi], err, errn)) goto out;
+    if (fingerprint && f.fingerprint && strcmp(fingerprint, f.fingerprint)) {
+      fst__fail(err, errn, "%s: made for the weights layout %s, this model's is %s", files[fi], f.fingerprint, fingerprint);
+      fst_close(&f);
+      goto out;
+    }
+    unused[0] = '\0';
+    for (k = 0; k < f.count; ++k) {
+      const fst_tensor* t = &f.tensors[k];
+      for (w = 0; w < count && strcmp(table[w].name, t->name); ++w) {}
+      if (w == count) {
+        if (tied && !strcmp(t->name, "lm_head.weight")) continue;
+        if (n_unused < 10 && at < sizeof unused) at += (size_t)snprintf(unused + at, sizeof unused - at, n_unused ? ", \"%s\"" : "\"%s\"", t->name);
+        ++n_unused;
+        continue;
+      }
+      if (bound[w]) { fst__fail(err, errn, "%s: tensor \"%s\" is in more than one file", files[fi], t->name); fst_close(&f); goto out; }
+      if (t->rank != table[w].rank || memcmp(t->shape, table[w].shape, (size_t)t->rank * sizeof(int64_t))) {
+        char have[128], want[128];
+        fst__shape_text(have, sizeof have, t->rank, t->shape);
+        fst__shape_text(want, sizeof want, table[w].rank, table[w].shape);
+        fst__fail(err, errn, "%s: tensor \"%s\" has shape %s, the config needs %s", files[fi], t->name, have, want);
+        fst_close(&f);
+        goto out;
+      }
+      if (t->dtype == FST_BF16) {
+        if (fst_read(&f, t, region + table[w].offset, err, errn)) { fst_close(&f); goto out; }
+      } else if (t->dtype == FST_F32 || t->dtype == FST_F16) {
+        const size_t bytes = (size_t)(t->end - t->begin), elem = t->dtype == FST_F32 ? 4 : 2, n = bytes / elem;
+        unsigned char* tmp = (unsigned char*)malloc(bytes ? bytes : 1);
+        uint16_t* dst = (uint16_t*)(void*)(region + table[w].offset);
+        size_t e;
+        if (!tmp || fst_read(&f, t, tmp, err, errn)) { free(tmp); fst_close(&f); goto out; }
+        for (e = 0; e < n; ++e) {
+          float x;
+          if (t->dtype == FST_F32) memcpy(&x, tmp + 4 * e, 4);
+          else {
+            uint16_t h;
+            memcpy(&h, tmp + 2 * e, 2);
+            x = fst__f16_to_f32(h);
+          }
+          dst[e] = fst__f32_to_bf16(x);
+        }
+        free(tmp);
+      } else {
+        fst__fail(err, errn, "%s: tensor \"%s\" has dtype %s; only BF16, F16 and F32 convert to BF16", files[fi], t->name, t->dtype_name);
+        fst_close(&f);
+        goto out;
+      }
+      bound[w] = 1;
+    }
+    fst_close(&f);
+    if (n_unused) {
+      fst__fail(err, errn, "%s: %zu tensor%s the config does not use (another architecture or config?): %s%s", files[fi], n_unused,
+                n_unused == 1 ? "" : "s", unused, n_unused > 10 ? " and more" : "");
+      goto out;
+    }
+  }
+  for (w = 0; w < count; ++w)
+    if (!bound[w]) {
+      char want[128];
+      fst__shape_text(want, sizeof want, table[w].rank, table[w].shape);
+      fst__fail(err, errn, "%s: tensor \"%s\" is missing; the config needs it with shape %s", n_files ? files[0] : "(no file)", table[w].name, want);
+      goto out;
+    }
+  rc = 0;
+out:
+  free(bound);
+  return rc;
+}
+
+/* ---- a Hugging Face model directory --------------------------------------------------------------- */
+typedef struct {
+  char** files;
+  int count;
+} fst_file_list;
+
+FST_API void fst_file_list_free(fst_file_list* l) {
+  int k;
+  for (k = 0; k < l->count; ++k) free(l->files[k]);
+  free(l->files);
+  l->files = NULL;
+  l->count = 0;
+}
+
+FST_API int fst__file_list_add(fst_file_list* l, const char* dir, const char* name) {
+  int k;
+  const size_t n = strlen(dir) + strlen(name) + 2;
+  char** bigger;
+  for (k = 0; k < l->count; ++k)
+    if (!strcmp(l->files[k] + strlen(dir) + 1, name)) return 0;
+  if (!(bigger = (char**)realloc(l->files, (size_t)(l->count + 1) * sizeof(char*)))) return -1;
+  l->files = bigger;
+  if (!(l->files[l->count] = (char*)malloc(n))) return -1;
+  snprintf(l->files[l->count++], n, "%s/%s", dir, name);
+  return 0;
+}
+
+/* Reads a whole small file (a config.json, an index) into a malloc'd buffer. */
+FST_API char* fst_read_text(const char* path, size_t* len) {
+  FILE* f = fopen(path, "rb");
+  char* text = NULL;
+  long n;
+  if (!f) return NULL;
+  if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && n <= (16L << 20) && !fseek(f, 0, SEEK_SET) && (text = (char*)malloc((size_t)n + 1))) {
+    if (fread(text, 1, (size_t)n, f) != (size_t)n) {
+      free(text);
+      text = NULL;
+    } else {
+      text[n] = '\0';
+      *len = (size_t)n;
+    }
+  }
+  fclose(f);
+  return text;
+}
+
+/* `path`: a .safetensors file, or a directory with model.safetensors or model.safetensors.index.json. */
+FST_API int fst_model_files(const char* path, fst_file_list* out, char* err, size_t errn) {
+  char buf[1024];
+  FILE* f;
+  size_t len, k;
+  char* text;
+  fst_json index;
+  const fst_json* map;
+  const size_t n = strlen(path);
+  memset(out, 0, sizeof *out);
+  if (n > 12 && !strcmp(path + n - 12, ".safetensors")) {
+    if (!(out->files = (char**)malloc(sizeof(char*))) || !(out->files[0] = (char*)malloc(n + 1))) return -1;
+    memcpy(out->files[0], path, n + 1);
+    out->count = 1;
+    return 0;
+  }
+  snprintf(buf, sizeof buf, "%s/model.safetensors", path);
+  if ((f = fopen(buf, "rb"))) {
+    fclose(f);
+    return fst__file_list_add(out, path, "model.safetensors");
+  }
+  snprintf(buf, sizeof buf, "%s/model.safetensors.index.json", path);
+  if (!(text = fst_read_text(buf, &len))) {
+    fst__fail(err, errn, "%s: neither model.safetensors nor model.safetensors.index.json is there", path);
+    return -1;
+  }
+  if (fst_json_parse(text, len, buf, &index, err, errn)) { free(text); return -1; }
+  free(text);
+  map = fst_json_get(&index, "weight_map");
+  if (!map || map->type != FST_OBJECT) {
+    fst__fail(err, errn, "%s: not a JSON object with a \"weight_map\" object", buf);
+    fst_json_free(&index);
+    return -1;
+  }
+  for (k = 0; k < map->n; ++k) {
+    const fst_json* file = &map->kids[k];
+    if (file->type != FST_STRING || strchr(file->str, '/') || strstr(file->str, "..")) {
+      fst__fail(err, errn, "%s: weight_map[\"%s\"] is not a file name in the directory", buf, file->key);
+      fst_json_free(&index);
+      fst_file_list_free(out);
+      return -1;
+    }
+    if (fst__file_list_add(out, path, file->str)) { fst_json_free(&index); fst_file_list_free(out); return -1; }
+  }
+  fst_json_free(&index);
+  return 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------------------ */
+typedef struct {
+  const char* name;
+  const char* dtype; /* "F32", "I32", ... */
+  int rank;
+  int64_t shape[FST_MAX_RANK];
+  const void* data;
+  uint64_t bytes;
+} fst_out;
+
+FST_API int fst_write(const char* path, const fst_out* t, int n, char* err, size_t errn) {
+  char header[8192];
+  size_t at = 0;
+  uint64_t offset = 0, hlen;
+  unsigned char len8[8];
+  int k, d;
+  FILE* f;
+  at += (size_t)snprintf(header, sizeof header, "{");
+  for (k = 0; k < n && at < sizeof header; ++k) {
+    at += (size_t)snprintf(header + at, sizeof header - at, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", k ? "," : "", t[k].name, t[k].dtype);
+    for (d = 0; d < t[k].rank && at < sizeof header; ++d) at += (size_t)snprintf(header + at, sizeof header - at, d ? ",%lld" : "%lld", (long long)t[k].shape[d]);
+    if (at < sizeof header)
+      at += (size_t)snprintf(header + at, sizeof header - at, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
+                             (unsigned long long)(offset + t[k].bytes));
+    offset += t[k].bytes;
+  }
+  if (at < sizeof header) at += (size_t)snprintf(header + at, sizeof header - at, "}");
+  if (at + 8 >= sizeof header) { fst__fail(err, errn, "%s: header too long", path); return -1; }
+  while (at % 8) header[at++] = ' ';
+  hlen = at;
+  for (d = 0; d < 8; ++d) len8[d] = (unsigned char)(hlen >> (8 * d));
+  if (!(f = fopen(path, "wb"))) { fst__fail(err, errn, "%s: cannot write", path); return -1; }
+  int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(header, 1, at, f) == at;
+  for (k = 0; k < n && ok; ++k) ok = !t[k].bytes || fwrite(t[k].data, 1, (size_t)t[k].bytes, f) == (size_t)t[k].bytes;
+  if (fclose(f) || !ok) { fst__fail(err, errn, "%s: cannot write", path); return -1; }
+  return 0;
+}
+
+#endif /* FUSED_SAFETENSORS_H */

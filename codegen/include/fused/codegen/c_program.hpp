@@ -1,0 +1,205 @@
+// What the C emitter prints: a Qwen2 program planned for its two modes (prefill of up to max_seq
+// tokens, decode of one) over one KV cache of max_ctx positions, with the kernel calls each mode
+// lowers to (runtime/calls.hpp). Built from either source the C++ executors use:
+//   from_static<Preset, S, C, Options>()   the static model's compile-time plans and call arrays;
+//   from_runtime(config, S, C, options)     the run-time model's plans (qwen2::plan_for) and calls.
+// Both give the same value for one config (the golden test checks it), so the CMake generator and
+// `fused gen-c` print the same text. Nothing here re-derives a shape or an offset: the emitter
+// reads the calls, and the tensors/buffers only name what the calls point at.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fused/models/qwen2_model.hpp>
+#include <fused/runtime/calls.hpp>
+#include <fused/runtime/session.hpp>
+
+namespace fused::codegen {
+
+// One mode's plan as plain vectors (the static plan's arrays or the run-time plan, copied).
+struct mode_plan {
+  const char* mode = "prefill";
+  binding bind{};
+  std::vector<tensor_info> tensors;  // index == tensor id
+  std::vector<step> steps;           // schedule order
+  std::vector<buffer> buffers;       // index == tensor id
+  std::vector<const char*> kernels;  // index == schedule position
+  std::array<std::int64_t, region_count> region_bytes{};
+  std::int64_t lower_bound = 0;
+  strategy chosen = strategy::greedy_by_size;
+  std::vector<runtime::call> calls;  // one per step, schedule order
+  runtime::io_layout io{};
+
+  std::int64_t bytes(region r) const { return region_bytes[static_cast<std::size_t>(r)]; }
+  const tensor_info& tensor(tensor_id t) const { return tensors[static_cast<std::size_t>(t)]; }
+  const buffer& of(tensor_id t) const { return buffers[static_cast<std::size_t>(t)]; }
+  // The step with this id (steps are stored in schedule order).
+  const step& step_by_id(int id) const {
+    for (const auto& s : steps)
+      if (s.id == id) return s;
+    throw std::logic_error("codegen: no step " + std::to_string(id));
+  }
+};
+
+struct c_program {
+  std::string name;  // C identifier prefix, e.g. "qwen2" -> qwen2.h, qwen2_prefill()
+  qwen2::config cfg{};
+  std::int64_t max_seq = 1;  // most tokens one prefill call runs
+  std::int64_t max_ctx = 1;  // KV-cache positions
+  qwen2::graph_options options{};
+  mode_plan prefill, decode;
+  std::vector<named_output> outputs;  // tensors with role::output, in id order
+  std::vector<state_pair> state;      // state feed -> the step result that carries it to the next call
+
+  bool all_rows() const { return options.logits == qwen2::logits_rows::all; }
+  std::int64_t weights_bytes() const { return prefill.bytes(region::weights); }
+  std::int64_t state_bytes() const { return prefill.bytes(region::state); }
+  std::int64_t arena_bytes() const { return std::max(prefill.bytes(region::activations), decode.bytes(region::activations)); }
+};
+
+namespace detail {
+
+template <class Tensors, class Steps, class Buffers, class Kernels, class Calls>
+mode_plan copy_mode(const char* mode, const binding& b, const Tensors& tensors, const Steps& steps, const Buffers& buffers,
+                    const Kernels& kernels, const std::array<std::int64_t, region_count>& region_bytes, std::int64_t lower_bound,
+                    strategy chosen, const Calls& calls) {
+  mode_plan m;
+  m.mode = mode;
+  m.bind = b;
+  m.tensors.assign(tensors.begin(), tensors.end());
+  m.steps.assign(steps.begin(), steps.end());
+  m.buffers.assign(buffers.begin(), buffers.end());
+  m.kernels.assign(kernels.begin(), kernels.end());
+  m.region_bytes = region_bytes;
+  m.lower_bound = lower_bound;
+  m.chosen = chosen;
+  m.calls.assign(calls.begin(), calls.end());
+  return m;
+}
+
+// The logits: the program's output tensor (the static model's rule: the result of the last step the
+// graph adds; both give the lm head's result).
+inline tensor_id logits_of(const mode_plan& m) {
+  int last = -1;
+  tensor_id id = -1;
+  for (const auto& s : m.steps)
+    if (s.id > last) last = s.id, id = s.result;
+  return id;
+}
+
+// Outputs and state pairs, read off the plan: outputs are the tensors marked role::output; a state
+// pair joins a state feed and the step result written over the same bytes (in place).
+inline void derive_program_facts(c_program& p) {
+  const mode_plan& m = p.prefill;
+  p.outputs.clear();
+  p.state.clear();
+  for (const auto& t : m.tensors)
+    if (t.kind == role::output) p.outputs.push_back({t.name.pattern, t.id});
+  for (const auto& s : m.steps) {
+    const buffer& out = m.of(s.result);
+    if (out.where != region::state) continue;
+    tensor_id feed = -1;
+    for (const auto& t : m.tensors)
+      if (t.is_feed && t.kind == role::state && m.of(t.id).offset == out.offset) feed = t.id;
+    if (feed < 0) throw std::logic_error("codegen: state result '" + m.tensor(s.result).name.str().str() + "' has no state feed");
+    p.state.push_back({feed, s.result});
+  }
+  std::sort(p.state.begin(), p.state.end(), [](const state_pair& a, const state_pair& b) { return a.in < b.in; });
+}
+
+// Every call must point where the plan's buffers say (a mismatch means the two disagree: refuse to print).
+inline void check_calls(const mode_plan& m) {
+  if (m.calls.size() != m.steps.size())
+    throw std::logic_error(std::string("codegen: ") + m.mode + ": " + std::to_string(m.calls.size()) + " calls for " +
+                           std::to_string(m.steps.size()) + " steps");
+  const std::vector<std::int32_t> slot = runtime::weight_slots(m.tensors);
+  auto check = [&](const runtime::operand& o, const runtime::call& c) {
+    const buffer& b = m.of(o.tensor);
+    const bool ok = o.where == b.where &&
+                    (o.where == region::weights ? o.slot == slot[static_cast<std::size_t>(o.tensor)] : o.offset == b.offset);
+    if (!ok)
+      throw std::logic_error(std::string("codegen: ") + m.mode + " step " + std::to_string(c.step) + ": operand '" +
+                             m.tensor(o.tensor).name.str().str() + "' differs from its buffer");
+  };
+  for (std::size_t i = 0; i < m.calls.size(); ++i) {
+    const runtime::call& c = m.calls[i];
+    if (c.k == runtime::kernel::unknown || c.step != m.steps[i].id)
+      throw std::logic_error(std::string("codegen: ") + m.mode + ": call " + std::to_string(i) + " is not step " + std::to_string(m.steps[i].id));
+    for (int k = 0; k < c.n_in; ++k) check(c.in[static_cast<std::size_t>(k)], c);
+    check(c.out, c);
+  }
+}
+
+inline void finish(c_program& p) {
+  if (p.name.empty() || !(std::isalpha(static_cast<unsigned char>(p.name[0])) || p.name[0] == '_'))
+    throw std::invalid_argument("codegen: the name '" + p.name + "' is not a C identifier");
+  for (char ch : p.name)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'))
+      throw std::invalid_argument("codegen: the name '" + p.name + "' is not a C identifier");
+  qwen2::detail::check_kernel_limits(p.cfg);
+  for (mode_plan* m : {&p.prefill, &p.decode}) {
+    check_calls(*m);
+    m->io = runtime::find_io(m->tensors, m->buffers, logits_of(*m), m->bind, qwen2::sym_tokens);
+  }
+  bool same_schedule = p.prefill.steps.size() == p.decode.steps.size();
+  for (std::size_t i = 0; same_schedule && i < p.prefill.steps.size(); ++i) same_schedule = p.prefill.steps[i].id == p.decode.steps[i].id;
+  if (!same_schedule) throw std::logic_error("codegen: prefill and decode schedule the steps differently");
+  if (p.prefill.bytes(region::weights) != p.decode.bytes(region::weights) || p.prefill.bytes(region::state) != p.decode.bytes(region::state))
+    throw std::logic_error("codegen: prefill and decode disagree on the weights or state layout");
+  derive_program_facts(p);
+}
+
+}  // namespace detail
+
+// From the static model's compile-time plans and call arrays (the CMake generator's path).
+template <class Preset, std::int64_t MaxSeq, std::int64_t MaxCtx, qwen2::graph_options Options = qwen2::graph_options{}>
+c_program from_static(std::string name) {
+  using model = qwen2::static_model<Preset, MaxSeq, MaxCtx, Options>;
+  constexpr auto& pp = model::plans::prefill;
+  constexpr auto& dp = model::plans::decode;
+  c_program p;
+  p.name = std::move(name);
+  p.cfg = model::cfg;
+  p.max_seq = MaxSeq;
+  p.max_ctx = MaxCtx;
+  p.options = Options;
+  p.prefill = detail::copy_mode("prefill", pp.bind, pp.tensors, pp.steps, pp.buffers, pp.kernels, pp.region_bytes, pp.lower_bound,
+                                pp.chosen, model::prefill_calls);
+  p.decode = detail::copy_mode("decode", dp.bind, dp.tensors, dp.steps, dp.buffers, dp.kernels, dp.region_bytes, dp.lower_bound,
+                               dp.chosen, model::decode_calls);
+  detail::finish(p);
+  return p;
+}
+
+// From a config known at run time (`fused gen-c`): the run-time model's plans and calls.
+inline c_program from_runtime(std::string name, const qwen2::config& cfg, std::int64_t max_seq, std::int64_t max_ctx,
+                              qwen2::graph_options options = {}) {
+  const qwen2::model m(cfg, max_seq, max_ctx, options);
+  c_program p;
+  p.name = std::move(name);
+  p.cfg = cfg;
+  p.max_seq = max_seq;
+  p.max_ctx = max_ctx;
+  p.options = options;
+  auto copy = [](const char* mode, const qwen2::planned& pl, const std::vector<runtime::call>& calls) {
+    return detail::copy_mode(mode, pl.mem.bind, pl.prog.tensors, pl.prog.steps, pl.mem.buffers, pl.mem.kernels, pl.mem.region_bytes,
+                             pl.mem.lower_bound, pl.mem.chosen, calls);
+  };
+  p.prefill = copy("prefill", m.prefill_plan(), m.prefill_calls());
+  p.decode = copy("decode", m.decode_plan(), m.decode_calls());
+  detail::finish(p);
+  // The derived facts must be the program's own.
+  const program& prog = m.prefill_plan().prog;
+  bool same = prog.state.size() == p.state.size() && prog.outputs.size() == p.outputs.size();
+  for (std::size_t i = 0; same && i < p.state.size(); ++i) same = prog.state[i].in == p.state[i].in && prog.state[i].out == p.state[i].out;
+  for (std::size_t i = 0; same && i < p.outputs.size(); ++i) same = prog.outputs[i].id == p.outputs[i].id;
+  if (!same) throw std::logic_error("codegen: the outputs or state pairs read off the plan differ from the program's");
+  return p;
+}
+
+}  // namespace fused::codegen

@@ -1,0 +1,186 @@
+// The facts the C emitter prints about a c_program's layout: C names for tensors, the layout
+// fingerprints, and the debug layout with canaries.
+//
+// Fingerprints (FNV-1a, 64 bits) let a caller tell layouts apart without comparing files:
+//   layout_fingerprint   config, limits, every tensor (name, role, dtype, shape), every step (op,
+//                        operands, kernel per mode) and every buffer (region, offset, bytes);
+//   weights_fingerprint  the weights region only (names, dtypes, shapes, offsets): a weights blob
+//                        packed for one build fits every build that shares it (other MAX_SEQ/MAX_CTX).
+//
+// Debug layout: a canary gap of `canary_bytes` after every state and activation buffer. Buffers are
+// moved, not re-planned: a buffer at the k-th distinct offset of its region moves up by k gaps. The
+// map is monotone, so buffers that were disjoint stay disjoint with at least one gap between them,
+// buffers that shared bytes (never live together, or an in-place chain) still do, and a buffer's
+// canary overlaps no buffer live at the same time. Alignment holds (the gap is a multiple of 64).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/first.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/second.hpp>
+#include <boost/hana/string.hpp>
+
+#include "c_program.hpp"
+
+namespace fused::codegen {
+
+inline constexpr std::int64_t canary_bytes = 64;
+
+inline std::string upper_ident(std::string_view s) {
+  std::string out;
+  for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : '_';
+  return out;
+}
+
+inline std::string hex64(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+inline std::string tensor_name(const tensor_info& t) { return t.name.str().str(); }
+
+// The C macro holding a tensor's offset in its region (mode: activations of prefill or decode).
+inline std::string offset_macro(const c_program& p, const mode_plan& m, tensor_id id) {
+  const std::string pre = upper_ident(p.name);
+  const buffer& b = m.of(id);
+  const std::string t = upper_ident(tensor_name(m.tensor(id)));
+  switch (b.where) {
+    case region::weights: return pre + "_W_" + t;
+    case region::state: return pre + "_STATE_" + t;
+    case region::activations: return pre + "_" + upper_ident(m.mode) + "_" + t;
+  }
+  return {};
+}
+
+// The dims of a tensor as the mode binds them, e.g. "[64, 896]".
+inline std::string bound_shape(const tensor_info& t, const binding& b) {
+  std::string s = "[";
+  for (int i = 0; i < t.shp.rank; ++i) s += (i ? ", " : "") + std::to_string(b(t.shp[i]));
+  return s + "]";
+}
+
+// The config's fields as (name, value text) pairs, through Hana reflection: no second list.
+inline std::vector<std::pair<std::string, std::string>> config_fields(const qwen2::config& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  boost::hana::for_each(boost::hana::accessors<qwen2::config>(), [&](auto field) {
+    const auto value = boost::hana::second(field)(c);
+    std::string text;
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) {
+      text = value ? "1" : "0";
+    } else if constexpr (std::is_floating_point_v<std::decay_t<decltype(value)>>) {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(value));
+      text = buf;
+    } else {
+      text = std::to_string(value);
+    }
+    out.emplace_back(boost::hana::to<const char*>(boost::hana::first(field)), text);
+  });
+  return out;
+}
+
+struct fnv1a {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  void byte(unsigned char c) { h = (h ^ c) * 0x100000001b3ull; }
+  void str(std::string_view s) {
+    for (char ch : s) byte(static_cast<unsigned char>(ch));
+    byte(0);
+  }
+  void num(std::int64_t v) {
+    for (int i = 0; i < 8; ++i) byte(static_cast<unsigned char>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xFF));
+  }
+};
+
+namespace detail {
+inline void hash_tensor(fnv1a& f, const tensor_info& t) {
+  f.str(tensor_name(t));
+  f.str(name_of(t.kind));
+  f.str(name_of(t.type));
+  f.num(t.shp.rank);
+  for (int i = 0; i < t.shp.rank; ++i) {
+    f.num(t.shp[i].n);
+    f.num(t.shp[i].symbol);
+  }
+}
+}  // namespace detail
+
+inline std::uint64_t weights_fingerprint(const c_program& p) {
+  fnv1a f;
+  f.str("fused weights v1");
+  f.num(p.weights_bytes());
+  for (const auto& t : p.prefill.tensors)
+    if (t.kind == role::weight) {
+      detail::hash_tensor(f, t);
+      f.num(p.prefill.of(t.id).offset);
+    }
+  return f.h;
+}
+
+inline std::uint64_t layout_fingerprint(const c_program& p) {
+  fnv1a f;
+  f.str("fused layout v1");
+  for (const auto& [k, v] : config_fields(p.cfg)) {
+    f.str(k);
+    f.str(v);
+  }
+  f.num(p.max_seq);
+  f.num(p.max_ctx);
+  f.num(p.all_rows());
+  for (const mode_plan* m : {&p.prefill, &p.decode}) {
+    f.str(m->mode);
+    for (const auto& t : m->tensors) {
+      detail::hash_tensor(f, t);
+      const buffer& b = m->of(t.id);
+      f.str(name_of(b.where));
+      f.num(b.offset);
+      f.num(b.bytes);
+    }
+    for (std::size_t i = 0; i < m->steps.size(); ++i) {
+      const step& s = m->steps[i];
+      f.num(s.id);
+      f.str(s.op->name);
+      for (int k = 0; k < s.n_inputs; ++k) f.num(s.inputs[static_cast<std::size_t>(k)]);
+      f.num(s.result);
+      f.str(m->kernels[i] ? m->kernels[i] : "");
+    }
+    for (std::int64_t r : m->region_bytes) f.num(r);
+  }
+  return f.h;
+}
+
+// The debug layout of one region of one mode: every tensor's offset (-1 outside the region).
+struct debug_region {
+  std::vector<std::int64_t> offset;
+  std::int64_t bytes = 0;
+};
+
+inline debug_region with_canaries(const mode_plan& m, region r) {
+  std::vector<std::int64_t> starts;
+  for (const auto& b : m.buffers)
+    if (b.where == r) starts.push_back(b.offset);
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  debug_region d;
+  d.offset.assign(m.buffers.size(), -1);
+  std::int64_t end = 0;
+  for (std::size_t i = 0; i < m.buffers.size(); ++i) {
+    const buffer& b = m.buffers[i];
+    if (b.where != r) continue;
+    const auto rank = std::lower_bound(starts.begin(), starts.end(), b.offset) - starts.begin();
+    d.offset[i] = b.offset + canary_bytes * static_cast<std::int64_t>(rank);
+    end = std::max(end, d.offset[i] + b.bytes + canary_bytes);
+  }
+  d.bytes = align_up(end);
+  return d;
+}
+
+}  // namespace fused::codegen

@@ -1,0 +1,112 @@
+// Writes a generated model's files into one self-contained directory: <name>.h, <name>.c,
+// [<name>_main.c,] memory_layout.json, graph.json, and copies of the C headers they include (the
+// kernel headers with their own includes, and fused_safetensors.h), so that
+//   cc -O2 -march=native -std=c11 DIR/*.c -o scorer -lm -fopenmp -lpthread
+// builds it with nothing else on the include path.
+#pragma once
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "c_program.hpp"
+#include "emit_c.hpp"
+#include "emit_json.hpp"
+
+namespace fused::codegen {
+
+struct emitted_file {
+  std::string name;
+  std::string text;
+};
+
+// Named in every generated file. The same for `fused gen-c` and fused_generate_c(): both print the
+// same text for one config.
+inline constexpr std::string_view generator = "fused's C generator (docs/GENERATOR.md)";
+
+// Every generated text of a program; the scorer when the program keeps the logits of every position.
+inline std::vector<emitted_file> emit_all(const c_program& p) {
+  const bool scorer = p.all_rows();
+  std::vector<emitted_file> f;
+  f.push_back({p.name + ".h", emit_header(p, generator)});
+  f.push_back({p.name + ".c", emit_source(p, generator)});
+  if (scorer) f.push_back({p.name + "_main.c", emit_scorer(p, generator)});
+  f.push_back({"memory_layout.json", emit_memory_layout(p)});
+  f.push_back({"graph.json", emit_graph(p)});
+  return f;
+}
+
+namespace detail {
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+inline void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(path.string() + ": cannot write");
+}
+// The quoted includes of a C header ("fk_common.h"), in order.
+inline std::vector<std::string> local_includes(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto at = line.find("#include \"");
+    if (at == std::string::npos || line.find_first_not_of(" \t") != at) continue;
+    const auto end = line.find('"', at + 10);
+    if (end != std::string::npos) out.push_back(line.substr(at + 10, end - at - 10));
+  }
+  return out;
+}
+}  // namespace detail
+
+// The headers the generated C needs, with their includes, found in `dirs` (first match wins).
+inline std::vector<std::filesystem::path> c_headers_needed(const std::vector<std::filesystem::path>& dirs) {
+  std::vector<std::string> todo = kernel_headers();
+  todo.push_back(support_header);
+  std::set<std::string> seen;
+  std::vector<std::filesystem::path> out;
+  while (!todo.empty()) {
+    const std::string name = todo.back();
+    todo.pop_back();
+    if (!seen.insert(name).second) continue;
+    std::filesystem::path found;
+    for (const auto& d : dirs)
+      if (std::filesystem::exists(d / name)) {
+        found = d / name;
+        break;
+      }
+    if (found.empty()) throw std::runtime_error("codegen: cannot find the C header " + name + " (looked in the kernel and support directories)");
+    out.push_back(found);
+    for (auto& inc : detail::local_includes(detail::read_file(found))) todo.push_back(inc);
+  }
+  return out;
+}
+
+// Writes the files into `out_dir` (created if needed) and copies the headers from `header_dirs`.
+// Returns the paths written.
+inline std::vector<std::filesystem::path> write_bundle(const std::vector<emitted_file>& files, const std::filesystem::path& out_dir,
+                                                       const std::vector<std::filesystem::path>& header_dirs) {
+  std::filesystem::create_directories(out_dir);
+  std::vector<std::filesystem::path> written;
+  for (const auto& f : files) {
+    detail::write_file(out_dir / f.name, f.text);
+    written.push_back(out_dir / f.name);
+  }
+  for (const auto& h : c_headers_needed(header_dirs)) {
+    detail::write_file(out_dir / h.filename(), detail::read_file(h));
+    written.push_back(out_dir / h.filename());
+  }
+  return written;
+}
+
+}  // namespace fused::codegen
