@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Where the kernel headers and fused_safetensors.h are: --kernels, $FUSED_KERNELS_DIR, an installed
-// tree next to this binary (bin/../include/fused/...), or the source tree this binary was built from.
+// tree next to this binary (bin/../include/fused/kernels, bin/../share/fused/codegen/c), or the source tree this binary was built from.
 std::vector<fs::path> header_dirs(const std::string& given) {
   std::vector<fs::path> dirs;
   if (!given.empty()) dirs.emplace_back(given);
@@ -33,7 +33,7 @@ std::vector<fs::path> header_dirs(const std::string& given) {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     dirs.push_back(exe.parent_path().parent_path() / "include" / "fused" / "kernels");
-    dirs.push_back(exe.parent_path().parent_path() / "include" / "fused" / "codegen" / "c");
+    dirs.push_back(exe.parent_path().parent_path() / "share" / "fused" / "codegen" / "c");
   }
   const fs::path source = fs::path(__FILE__).parent_path().parent_path().parent_path();
   dirs.push_back(source / "kernels");
