@@ -8,6 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The kernels' scalar a * b + c must round as in the C++ executors, which g++ compiles as gnu++20
+ * (-ffp-contract=fast); ISO C mode (-std=c11) would not contract, so say so here. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
 /* gcc 12 reports a tail loop the kernels never reach once their sizes are constants here
  * (-Waggressive-loop-optimizations on fk_kv_store's conversion): not a bug of theirs or ours. */
 #if defined(__GNUC__) && !defined(__clang__)
