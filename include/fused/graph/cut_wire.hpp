@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../ops/common.hpp"
+#include "graph_error.hpp"
 #include "program.hpp"
 
 namespace fused {
@@ -18,11 +19,6 @@ namespace fused {
 struct wire_state {
   bool bound = false;
   std::optional<shape> actual{};
-};
-
-// A program that cannot run as given. what() is the full multi-line report.
-struct graph_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
 };
 
 namespace detail {

@@ -5,53 +5,71 @@
 // @post p.steps sorted by (level, id); on a cycle, p.error == cycle and the message names the steps.
 // Example: feeds a, b; s0 = f(a); s1 = g(s0, b); s2 = h(a)  ->  levels 1, 2, 1; order s0, s2, s1.
 #pragma once
-#include <algorithm>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "program.hpp"
 
 namespace fused {
 
+// Compile-cost note: this runs in constant evaluation for every static model, so it walks raw
+// pointers (each vector::operator[] is a call the evaluator interprets) and keeps the readers of
+// each tensor in one array (one vector per tensor costs an allocation each).
 constexpr void schedule(program& p) {
   const std::size_t n = p.steps.size();
+  const std::size_t nt = p.tensors.size();
+  const tensor_info* const tensors = p.tensors.data();
+  step* const steps = p.steps.data();
   // Kahn's algorithm over steps: a step is ready when each input is a feed or has its level.
-  std::vector<int> level = filled(p.tensors.size(), -1);
-  for (const auto& t : p.tensors)
-    if (t.is_feed) level[static_cast<std::size_t>(t.id)] = 0;
-  std::vector<int> pending = filled(n, 0);
-  std::vector<std::vector<int>> waiting = filled(p.tensors.size(), std::vector<int>{});
-  std::vector<int> ready;
-  ready.reserve(n);
+  std::vector<int> level_v = filled(nt, -1);
+  int* const level = level_v.data();
+  for (std::size_t t = 0; t < nt; ++t)
+    if (tensors[t].is_feed) level[t] = 0;
+  // waiting[t]: the steps that wait for tensor t, as lists in one array (wait_begin[t] ..).
+  std::vector<int> pending_v = filled(n, 0), wait_begin_v = filled(nt + 1, 0);
+  int* const pending = pending_v.data();
+  int* const wait_begin = wait_begin_v.data();
   for (std::size_t s = 0; s < n; ++s) {
-    const auto& st = p.steps[s];
-    for (int k = 0; k < st.n_inputs; ++k) {
-      const auto t = static_cast<std::size_t>(st.inputs[static_cast<std::size_t>(k)]);
-      if (level[t] < 0) { ++pending[s]; waiting[t].push_back(static_cast<int>(s)); }
-    }
-    if (pending[s] == 0) ready.push_back(static_cast<int>(s));
+    const tensor_id* const in = steps[s].inputs.data();
+    for (int k = 0; k < steps[s].n_inputs; ++k)
+      if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
+  }
+  for (std::size_t t = 0; t < nt; ++t) wait_begin[t + 1] += wait_begin[t];
+  std::vector<int> waiting_v = filled(static_cast<std::size_t>(wait_begin[nt]), 0), fill_v = wait_begin_v;
+  int* const waiting = waiting_v.data();
+  int* const fill = fill_v.data();
+  std::vector<int> ready_v = filled(n, 0);
+  int* const ready = ready_v.data();
+  int n_ready = 0;
+  for (std::size_t s = 0; s < n; ++s) {
+    const step& st = steps[s];
+    const tensor_id* const in = st.inputs.data();
+    for (int k = 0; k < st.n_inputs; ++k)
+      if (level[in[k]] < 0) {
+        ++pending[s];
+        waiting[fill[in[k]]++] = static_cast<int>(s);
+      }
+    if (pending[s] == 0) ready[n_ready++] = static_cast<int>(s);
   }
   std::size_t done = 0;
-  while (!ready.empty()) {
-    const auto s = static_cast<std::size_t>(ready.back());
-    ready.pop_back();
-    auto& st = p.steps[s];
+  while (n_ready > 0) {
+    step& st = steps[ready[--n_ready]];
+    const tensor_id* const in = st.inputs.data();
     int lv = 0;
-    for (int k = 0; k < st.n_inputs; ++k) lv = std::max(lv, level[static_cast<std::size_t>(st.inputs[static_cast<std::size_t>(k)])]);
+    for (int k = 0; k < st.n_inputs; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
     st.level = lv + 1;
-    level[static_cast<std::size_t>(st.result)] = st.level;
+    level[st.result] = st.level;
     ++done;
-    for (int w : waiting[static_cast<std::size_t>(st.result)])
-      if (--pending[static_cast<std::size_t>(w)] == 0) ready.push_back(w);
+    for (int w = wait_begin[st.result]; w < wait_begin[st.result + 1]; ++w)
+      if (--pending[waiting[w]] == 0) ready[n_ready++] = waiting[w];
   }
   if (done != n) {
     text names;
     int listed = 0;
     for (std::size_t s = 0; s < n && listed < 6; ++s)
       if (pending[s] > 0) {
-        names += (listed++ ? ", " : "") + text("step ") + to_text(p.steps[s].id) + " '" + p.steps[s].op->name +
-                 "' -> " + p.tensor(p.steps[s].result).name.str();
+        names += (listed++ ? ", " : "") + text("step ") + to_text(steps[s].id) + " '" + steps[s].op->name + "' -> " +
+                 tensors[steps[s].result].name.str();
       }
     p.error = error_kind::cycle;
     p.message = "the steps form a cycle (each waits for another's result): " + names;
@@ -60,12 +78,17 @@ constexpr void schedule(program& p) {
   // Counting sort by level; within a level, id order (steps are stored in id order). Stable and
   // O(n), and it moves each step once: copying steps is what costs in constant evaluation.
   int max_level = 0;
-  for (const auto& st : p.steps) max_level = std::max(max_level, st.level);
-  std::vector<int> start = filled(static_cast<std::size_t>(max_level) + 2, 0);
-  for (const auto& st : p.steps) ++start[static_cast<std::size_t>(st.level) + 1];
-  for (std::size_t l = 1; l < start.size(); ++l) start[l] += start[l - 1];
-  std::vector<step> sorted = filled(n, step{});
-  for (const auto& st : p.steps) sorted[static_cast<std::size_t>(start[static_cast<std::size_t>(st.level)]++)] = st;
+  for (std::size_t s = 0; s < n; ++s) max_level = steps[s].level > max_level ? steps[s].level : max_level;
+  std::vector<int> start_v = filled(static_cast<std::size_t>(max_level) + 2, 0);
+  int* const start = start_v.data();
+  for (std::size_t s = 0; s < n; ++s) ++start[steps[s].level + 1];
+  for (int l = 1; l <= max_level + 1; ++l) start[l] += start[l - 1];
+  std::vector<int> order_v = filled(n, 0);
+  int* const order = order_v.data();
+  for (std::size_t s = 0; s < n; ++s) order[start[steps[s].level]++] = static_cast<int>(s);
+  std::vector<step> sorted;
+  sorted.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) sorted.push_back(steps[order[i]]);
   p.steps = std::move(sorted);
 }
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "../graph/cut_wire.hpp"
+#include "../graph/graph_error.hpp"
 #include "../plan/planner.hpp"
 #include "../plan/static_plan.hpp"
 #include "qwen2_graph.hpp"

@@ -14,7 +14,6 @@
 // The result always goes through verify() (fused/plan/verifier.hpp) before anyone uses it.
 #pragma once
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "../core/sort.hpp"
@@ -85,8 +84,9 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
   int widest = 0;
   const int* const b = o.begin.data();
   for (std::size_t i = 0; i < n; ++i) widest = b[i + 1] - b[i] > widest ? b[i + 1] - b[i] : widest;
-  std::vector<std::pair<std::int64_t, std::int64_t>> busy_v = filled(static_cast<std::size_t>(widest), std::pair<std::int64_t, std::int64_t>{});
-  std::pair<std::int64_t, std::int64_t>* const busy = busy_v.data();  // [begin, end) of placed, colliding groups
+  // [begin, end) of the placed groups that collide with the current one, as pairs in one array.
+  std::vector<std::int64_t> busy_v = filled(2 * static_cast<std::size_t>(widest), std::int64_t{0});
+  std::int64_t* const busy = busy_v.data();
   const int* const list = o.list.data();
   std::int64_t arena = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -94,13 +94,22 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
     int nb = 0;
     for (int k = b[gi]; k < b[gi + 1]; ++k) {
       const int oj = list[k];
-      if (offset[oj] >= 0) busy[nb++] = {offset[oj], offset[oj] + align_up(g[oj].bytes)};
+      if (offset[oj] < 0) continue;
+      // Insertion into the sorted pairs, ordered by (begin, end).
+      const std::int64_t ob = offset[oj], oe = offset[oj] + align_up(g[oj].bytes);
+      int j = nb++;
+      while (j > 0 && (busy[2 * j - 2] > ob || (busy[2 * j - 2] == ob && busy[2 * j - 1] > oe))) {
+        busy[2 * j] = busy[2 * j - 2];
+        busy[2 * j + 1] = busy[2 * j - 1];
+        --j;
+      }
+      busy[2 * j] = ob;
+      busy[2 * j + 1] = oe;
     }
-    insertion_sort(busy, busy + nb, [](const auto& x, const auto& y) { return x.first < y.first || (x.first == y.first && x.second < y.second); });
     const std::int64_t need = align_up(g[gi].bytes);
     std::int64_t best = -1, best_gap = 0, at = 0;
     for (int k = 0; k < nb; ++k) {
-      const std::int64_t bb = busy[k].first, e = busy[k].second;
+      const std::int64_t bb = busy[2 * k], e = busy[2 * k + 1];
       if (bb - at >= need) {
         if (first_fit) { best = at; break; }
         if (best < 0 || bb - at < best_gap) { best = at; best_gap = bb - at; }
@@ -145,18 +154,16 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
     m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
   }
 
-  // 2. Lifetimes.
+  // 2. Lifetimes. (Sizes as bytes_of computes them, spelled out: this loop is hot.)
   m.buffers.reserve(nt);
+  const std::int64_t* const value = bind.value.data();
   for (std::size_t t = 0; t < nt; ++t) {
     const tensor_info& ti = tensors[t];
-    buffer b{};
-    b.tensor = ti.id;
-    b.where = region_of(ti);
-    b.bytes = bytes_of(ti, bind);
-    b.group = ti.id;
-    b.first = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
-    b.last = b.first;
-    m.buffers.push_back(b);
+    const dim* const d = ti.shp.d.data();
+    std::int64_t elements = 1;
+    for (int i = 0; i < ti.shp.rank; ++i) elements *= d[i].n * value[d[i].symbol];
+    const int first = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
+    m.buffers.push_back({ti.id, region_of(ti), 0, elements * size_of(ti.type), first, first, ti.id});
   }
   buffer* const buf = m.buffers.data();
   for (int s = 0; s < ns; ++s) {

@@ -45,10 +45,29 @@ template <std::size_t NT, std::size_t NS>
 constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
   static_plan<NT, NS> s{};
   s.bind = m.bind;
-  for (std::size_t i = 0; i < NT && i < p.tensors.size(); ++i) s.tensors[i] = p.tensors[i];
-  for (std::size_t i = 0; i < NS && i < p.steps.size(); ++i) s.steps[i] = p.steps[i];
-  for (std::size_t i = 0; i < NT && i < m.buffers.size(); ++i) s.buffers[i] = m.buffers[i];
-  for (std::size_t i = 0; i < NS && i < m.kernels.size(); ++i) s.kernels[i] = m.kernels[i];
+  // Raw pointers: every operator[] would be one more call for the evaluator to interpret.
+  const std::size_t nt = NT < p.tensors.size() ? NT : p.tensors.size(), ns = NS < p.steps.size() ? NS : p.steps.size();
+  const std::size_t nb = NT < m.buffers.size() ? NT : m.buffers.size(), nk = NS < m.kernels.size() ? NS : m.kernels.size();
+  {
+    tensor_info* const to = s.tensors.data();
+    const tensor_info* const from = p.tensors.data();
+    for (std::size_t i = 0; i < nt; ++i) to[i] = from[i];
+  }
+  {
+    step* const to = s.steps.data();
+    const step* const from = p.steps.data();
+    for (std::size_t i = 0; i < ns; ++i) to[i] = from[i];
+  }
+  {
+    buffer* const to = s.buffers.data();
+    const buffer* const from = m.buffers.data();
+    for (std::size_t i = 0; i < nb; ++i) to[i] = from[i];
+  }
+  {
+    const char** const to = s.kernels.data();
+    const char* const* const from = m.kernels.data();
+    for (std::size_t i = 0; i < nk; ++i) to[i] = from[i];
+  }
   s.region_bytes = m.region_bytes;
   s.lower_bound = m.lower_bound;
   s.chosen = m.chosen;
