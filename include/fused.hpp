@@ -18,6 +18,7 @@
 #include "fused/graph/builder.hpp"
 #include "fused/graph/cut_wire.hpp"
 #include "fused/graph/diagnose.hpp"
+#include "fused/graph/graph_error.hpp"
 #include "fused/graph/program.hpp"
 #include "fused/graph/schedule.hpp"
 

@@ -434,52 +434,70 @@ struct program {
 // @pre  every step input is a feed or the result of some step (the builder guarantees it).
 // @post p.steps sorted by (level, id); on a cycle, p.error == cycle and the message names the steps.
 // Example: feeds a, b; s0 = f(a); s1 = g(s0, b); s2 = h(a)  ->  levels 1, 2, 1; order s0, s2, s1.
-#include <algorithm>
 #include <utility>
-#include <string>
 #include <vector>
 
 
 namespace fused {
 
+// Compile-cost note: this runs in constant evaluation for every static model, so it walks raw
+// pointers (each vector::operator[] is a call the evaluator interprets) and keeps the readers of
+// each tensor in one array (one vector per tensor costs an allocation each).
 constexpr void schedule(program& p) {
   const std::size_t n = p.steps.size();
+  const std::size_t nt = p.tensors.size();
+  const tensor_info* const tensors = p.tensors.data();
+  step* const steps = p.steps.data();
   // Kahn's algorithm over steps: a step is ready when each input is a feed or has its level.
-  std::vector<int> level = filled(p.tensors.size(), -1);
-  for (const auto& t : p.tensors)
-    if (t.is_feed) level[static_cast<std::size_t>(t.id)] = 0;
-  std::vector<int> pending = filled(n, 0);
-  std::vector<std::vector<int>> waiting = filled(p.tensors.size(), std::vector<int>{});
-  std::vector<int> ready;
-  ready.reserve(n);
+  std::vector<int> level_v = filled(nt, -1);
+  int* const level = level_v.data();
+  for (std::size_t t = 0; t < nt; ++t)
+    if (tensors[t].is_feed) level[t] = 0;
+  // waiting[t]: the steps that wait for tensor t, as lists in one array (wait_begin[t] ..).
+  std::vector<int> pending_v = filled(n, 0), wait_begin_v = filled(nt + 1, 0);
+  int* const pending = pending_v.data();
+  int* const wait_begin = wait_begin_v.data();
   for (std::size_t s = 0; s < n; ++s) {
-    const auto& st = p.steps[s];
-    for (int k = 0; k < st.n_inputs; ++k) {
-      const auto t = static_cast<std::size_t>(st.inputs[static_cast<std::size_t>(k)]);
-      if (level[t] < 0) { ++pending[s]; waiting[t].push_back(static_cast<int>(s)); }
-    }
-    if (pending[s] == 0) ready.push_back(static_cast<int>(s));
+    const tensor_id* const in = steps[s].inputs.data();
+    for (int k = 0; k < steps[s].n_inputs; ++k)
+      if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
+  }
+  for (std::size_t t = 0; t < nt; ++t) wait_begin[t + 1] += wait_begin[t];
+  std::vector<int> waiting_v = filled(static_cast<std::size_t>(wait_begin[nt]), 0), fill_v = wait_begin_v;
+  int* const waiting = waiting_v.data();
+  int* const fill = fill_v.data();
+  std::vector<int> ready_v = filled(n, 0);
+  int* const ready = ready_v.data();
+  int n_ready = 0;
+  for (std::size_t s = 0; s < n; ++s) {
+    const step& st = steps[s];
+    const tensor_id* const in = st.inputs.data();
+    for (int k = 0; k < st.n_inputs; ++k)
+      if (level[in[k]] < 0) {
+        ++pending[s];
+        waiting[fill[in[k]]++] = static_cast<int>(s);
+      }
+    if (pending[s] == 0) ready[n_ready++] = static_cast<int>(s);
   }
   std::size_t done = 0;
-  while (!ready.empty()) {
-    const auto s = static_cast<std::size_t>(ready.back());
-    ready.pop_back();
-    auto& st = p.steps[s];
+  while (n_ready > 0) {
+    step& st = steps[ready[--n_ready]];
+    const tensor_id* const in = st.inputs.data();
     int lv = 0;
-    for (int k = 0; k < st.n_inputs; ++k) lv = std::max(lv, level[static_cast<std::size_t>(st.inputs[static_cast<std::size_t>(k)])]);
+    for (int k = 0; k < st.n_inputs; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
     st.level = lv + 1;
-    level[static_cast<std::size_t>(st.result)] = st.level;
+    level[st.result] = st.level;
     ++done;
-    for (int w : waiting[static_cast<std::size_t>(st.result)])
-      if (--pending[static_cast<std::size_t>(w)] == 0) ready.push_back(w);
+    for (int w = wait_begin[st.result]; w < wait_begin[st.result + 1]; ++w)
+      if (--pending[waiting[w]] == 0) ready[n_ready++] = waiting[w];
   }
   if (done != n) {
     text names;
     int listed = 0;
     for (std::size_t s = 0; s < n && listed < 6; ++s)
       if (pending[s] > 0) {
-        names += (listed++ ? ", " : "") + text("step ") + to_text(p.steps[s].id) + " '" + p.steps[s].op->name +
-                 "' -> " + p.tensor(p.steps[s].result).name.str();
+        names += (listed++ ? ", " : "") + text("step ") + to_text(steps[s].id) + " '" + steps[s].op->name + "' -> " +
+                 tensors[steps[s].result].name.str();
       }
     p.error = error_kind::cycle;
     p.message = "the steps form a cycle (each waits for another's result): " + names;
@@ -488,12 +506,17 @@ constexpr void schedule(program& p) {
   // Counting sort by level; within a level, id order (steps are stored in id order). Stable and
   // O(n), and it moves each step once: copying steps is what costs in constant evaluation.
   int max_level = 0;
-  for (const auto& st : p.steps) max_level = std::max(max_level, st.level);
-  std::vector<int> start = filled(static_cast<std::size_t>(max_level) + 2, 0);
-  for (const auto& st : p.steps) ++start[static_cast<std::size_t>(st.level) + 1];
-  for (std::size_t l = 1; l < start.size(); ++l) start[l] += start[l - 1];
-  std::vector<step> sorted = filled(n, step{});
-  for (const auto& st : p.steps) sorted[static_cast<std::size_t>(start[static_cast<std::size_t>(st.level)]++)] = st;
+  for (std::size_t s = 0; s < n; ++s) max_level = steps[s].level > max_level ? steps[s].level : max_level;
+  std::vector<int> start_v = filled(static_cast<std::size_t>(max_level) + 2, 0);
+  int* const start = start_v.data();
+  for (std::size_t s = 0; s < n; ++s) ++start[steps[s].level + 1];
+  for (int l = 1; l <= max_level + 1; ++l) start[l] += start[l - 1];
+  std::vector<int> order_v = filled(n, 0);
+  int* const order = order_v.data();
+  for (std::size_t s = 0; s < n; ++s) order[start[steps[s].level]++] = static_cast<int>(s);
+  std::vector<step> sorted;
+  sorted.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) sorted.push_back(steps[order[i]]);
   p.steps = std::move(sorted);
 }
 
@@ -721,6 +744,21 @@ constexpr std::int64_t rows_of(const shape& s, const binding& b) {
 
 }  // namespace fused::ops
 // ---- end fused/ops/common.hpp --------------------------------------------------------------------------
+// ---- begin fused/graph/graph_error.hpp -----------------------------------------------------------------
+// The exception for a program that cannot run or cannot be planned as given (run time only; at
+// compile time the same mistakes are static_assert sentences, fused/graph/diagnose.hpp). Its own
+// header so that the run-time planner can throw it without the cut-wire report's includes.
+#include <stdexcept>
+
+namespace fused {
+
+// A program that cannot run as given. what() is the full (possibly multi-line) report.
+struct graph_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace fused
+// ---- end fused/graph/graph_error.hpp -------------------------------------------------------------------
 
 namespace fused {
 
@@ -728,11 +766,6 @@ namespace fused {
 struct wire_state {
   bool bound = false;
   std::optional<shape> actual{};
-};
-
-// A program that cannot run as given. what() is the full multi-line report.
-struct graph_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
 };
 
 namespace detail {
@@ -1284,7 +1317,6 @@ inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // The result always goes through verify() (fused/plan/verifier.hpp) before anyone uses it.
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 
@@ -1353,8 +1385,9 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
   int widest = 0;
   const int* const b = o.begin.data();
   for (std::size_t i = 0; i < n; ++i) widest = b[i + 1] - b[i] > widest ? b[i + 1] - b[i] : widest;
-  std::vector<std::pair<std::int64_t, std::int64_t>> busy_v = filled(static_cast<std::size_t>(widest), std::pair<std::int64_t, std::int64_t>{});
-  std::pair<std::int64_t, std::int64_t>* const busy = busy_v.data();  // [begin, end) of placed, colliding groups
+  // [begin, end) of the placed groups that collide with the current one, as pairs in one array.
+  std::vector<std::int64_t> busy_v = filled(2 * static_cast<std::size_t>(widest), std::int64_t{0});
+  std::int64_t* const busy = busy_v.data();
   const int* const list = o.list.data();
   std::int64_t arena = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -1362,13 +1395,22 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
     int nb = 0;
     for (int k = b[gi]; k < b[gi + 1]; ++k) {
       const int oj = list[k];
-      if (offset[oj] >= 0) busy[nb++] = {offset[oj], offset[oj] + align_up(g[oj].bytes)};
+      if (offset[oj] < 0) continue;
+      // Insertion into the sorted pairs, ordered by (begin, end).
+      const std::int64_t ob = offset[oj], oe = offset[oj] + align_up(g[oj].bytes);
+      int j = nb++;
+      while (j > 0 && (busy[2 * j - 2] > ob || (busy[2 * j - 2] == ob && busy[2 * j - 1] > oe))) {
+        busy[2 * j] = busy[2 * j - 2];
+        busy[2 * j + 1] = busy[2 * j - 1];
+        --j;
+      }
+      busy[2 * j] = ob;
+      busy[2 * j + 1] = oe;
     }
-    insertion_sort(busy, busy + nb, [](const auto& x, const auto& y) { return x.first < y.first || (x.first == y.first && x.second < y.second); });
     const std::int64_t need = align_up(g[gi].bytes);
     std::int64_t best = -1, best_gap = 0, at = 0;
     for (int k = 0; k < nb; ++k) {
-      const std::int64_t bb = busy[k].first, e = busy[k].second;
+      const std::int64_t bb = busy[2 * k], e = busy[2 * k + 1];
       if (bb - at >= need) {
         if (first_fit) { best = at; break; }
         if (best < 0 || bb - at < best_gap) { best = at; best_gap = bb - at; }
@@ -1413,18 +1455,16 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
     m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
   }
 
-  // 2. Lifetimes.
+  // 2. Lifetimes. (Sizes as bytes_of computes them, spelled out: this loop is hot.)
   m.buffers.reserve(nt);
+  const std::int64_t* const value = bind.value.data();
   for (std::size_t t = 0; t < nt; ++t) {
     const tensor_info& ti = tensors[t];
-    buffer b{};
-    b.tensor = ti.id;
-    b.where = region_of(ti);
-    b.bytes = bytes_of(ti, bind);
-    b.group = ti.id;
-    b.first = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
-    b.last = b.first;
-    m.buffers.push_back(b);
+    const dim* const d = ti.shp.d.data();
+    std::int64_t elements = 1;
+    for (int i = 0; i < ti.shp.rank; ++i) elements *= d[i].n * value[d[i].symbol];
+    const int first = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
+    m.buffers.push_back({ti.id, region_of(ti), 0, elements * size_of(ti.type), first, first, ti.id});
   }
   buffer* const buf = m.buffers.data();
   for (int s = 0; s < ns; ++s) {
@@ -2031,10 +2071,29 @@ template <std::size_t NT, std::size_t NS>
 constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
   static_plan<NT, NS> s{};
   s.bind = m.bind;
-  for (std::size_t i = 0; i < NT && i < p.tensors.size(); ++i) s.tensors[i] = p.tensors[i];
-  for (std::size_t i = 0; i < NS && i < p.steps.size(); ++i) s.steps[i] = p.steps[i];
-  for (std::size_t i = 0; i < NT && i < m.buffers.size(); ++i) s.buffers[i] = m.buffers[i];
-  for (std::size_t i = 0; i < NS && i < m.kernels.size(); ++i) s.kernels[i] = m.kernels[i];
+  // Raw pointers: every operator[] would be one more call for the evaluator to interpret.
+  const std::size_t nt = NT < p.tensors.size() ? NT : p.tensors.size(), ns = NS < p.steps.size() ? NS : p.steps.size();
+  const std::size_t nb = NT < m.buffers.size() ? NT : m.buffers.size(), nk = NS < m.kernels.size() ? NS : m.kernels.size();
+  {
+    tensor_info* const to = s.tensors.data();
+    const tensor_info* const from = p.tensors.data();
+    for (std::size_t i = 0; i < nt; ++i) to[i] = from[i];
+  }
+  {
+    step* const to = s.steps.data();
+    const step* const from = p.steps.data();
+    for (std::size_t i = 0; i < ns; ++i) to[i] = from[i];
+  }
+  {
+    buffer* const to = s.buffers.data();
+    const buffer* const from = m.buffers.data();
+    for (std::size_t i = 0; i < nb; ++i) to[i] = from[i];
+  }
+  {
+    const char** const to = s.kernels.data();
+    const char* const* const from = m.kernels.data();
+    for (std::size_t i = 0; i < nk; ++i) to[i] = from[i];
+  }
   s.region_bytes = m.region_bytes;
   s.lower_bound = m.lower_bound;
   s.chosen = m.chosen;
