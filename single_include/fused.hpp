@@ -1885,24 +1885,6 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
 }  // namespace fused
 // ---- end fused/plan/text.hpp ---------------------------------------------------------------------------
 // ---- end fused/plan/print.hpp --------------------------------------------------------------------------
-// ---- begin fused/plan/static_model.hpp -----------------------------------------------------------------
-// The compile-time pipeline for any model: build -> schedule -> lower -> plan -> verify, for one
-// binding, with every mistake surfaced as one static_assert sentence (fused/graph/diagnose.hpp).
-//
-// A model is a type with a static build function templated on the builder, so the same code both
-// counts the program (counting_builder, for the array sizes) and builds it (graph_builder):
-//
-//   struct mlp {
-//     template <class B> static constexpr auto build() {
-//       B g;
-//       auto x = g.input({"x"}, dtype::f32, shape(sym(1), 8));
-//       auto y = g.apply(ops::linear, {x, g.weight({"w"}, dtype::bf16, shape(4, 8))}, {}, {"y"});
-//       g.output("y", y);
-//       return std::move(g).finish();
-//     }
-//   };
-//   constexpr auto& plan = fused::static_model<mlp, fused::binding{{1, 16, 0, 0}}>::plan;
-//   static_assert(plan.arena_bytes() == 768);   // x 512 + y 256
 // ---- begin fused/plan/static_plan.hpp ------------------------------------------------------------------
 // A program and its memory plan frozen into fixed-size arrays, so they survive constant evaluation
 // and become `static constexpr` data: every offset and shape a compile-time constant that a static
@@ -2108,11 +2090,29 @@ constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
 
 }  // namespace fused
 // ---- end fused/plan/static_plan.hpp --------------------------------------------------------------------
+// ---- begin fused/plan/static_program.hpp ---------------------------------------------------------------
+// The compile-time pipeline for any model: build -> schedule -> lower -> plan -> verify, for one
+// binding, with every mistake surfaced as one static_assert sentence (fused/graph/diagnose.hpp).
+//
+// A model is a type with a static build function templated on the builder, so the same code both
+// counts the program (counting_builder, for the array sizes) and builds it (graph_builder):
+//
+//   struct mlp {
+//     template <class B> static constexpr auto build() {
+//       B g;
+//       auto x = g.input({"x"}, dtype::f32, shape(sym(1), 8));
+//       auto y = g.apply(ops::linear, {x, g.weight({"w"}, dtype::bf16, shape(4, 8))}, {}, {"y"});
+//       g.output("y", y);
+//       return std::move(g).finish();
+//     }
+//   };
+//   constexpr auto& plan = fused::static_program<mlp, fused::binding{{1, 16, 0, 0}}>::plan;
+//   static_assert(plan.arena_bytes() == 768);   // x 512 + y 256
 
 namespace fused {
 
 template <class Model, binding Bind>
-struct static_model {
+struct static_program {
   static constexpr counting_builder::counts size = Model::template build<counting_builder>();
   using plan_type = static_plan<size.tensors, size.steps>;
   struct built {
@@ -2137,7 +2137,7 @@ struct static_model {
 };
 
 }  // namespace fused
-// ---- end fused/plan/static_model.hpp -------------------------------------------------------------------
+// ---- end fused/plan/static_program.hpp -----------------------------------------------------------------
 
 // runtime: plans lowered to kernel calls, sessions, weights bound by name
 // ---- begin fused/runtime/calls.hpp ---------------------------------------------------------------------

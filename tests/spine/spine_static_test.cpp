@@ -8,7 +8,7 @@
 #include <fused/graph/builder.hpp>
 #include <fused/ops.hpp>
 #include <fused/plan/planner.hpp>
-#include <fused/plan/static_model.hpp>
+#include <fused/plan/static_program.hpp>
 #include <fused/plan/static_plan.hpp>
 #include <fused/plan/verifier.hpp>
 
@@ -199,7 +199,7 @@ static_assert(state_decode.state_bytes() == state_plan.state_bytes() && state_de
 static_assert(std::string_view(state_decode.kernels[0]) == "fk_gemv_bf16" &&
               std::string_view(state_decode.kernels[2]) == "fk_attention_decode");
 
-// ---- 4. static_model: the same pipeline, with its diagnostics, for a model type ------------------------
+// ---- 4. static_program: the same pipeline, with its diagnostics, for a model type ------------------------
 struct mlp {
   template <class B>
   static constexpr auto build() {
@@ -211,7 +211,7 @@ struct mlp {
   }
 };
 // x 16*8*4 = 512 and y 16*4*4 = 256 are both live at the only step: arena 768; w 4*8*2 = 64.
-using mlp16 = static_model<mlp, bind(16)>;
+using mlp16 = static_program<mlp, bind(16)>;
 static_assert(mlp16::size.tensors == 3 && mlp16::size.steps == 1);
 static_assert(mlp16::plan.arena_bytes() == 768 && mlp16::plan.lower_bound == 768 && mlp16::plan.weights_bytes() == 64);
 static_assert(mlp16::plan.of(0).offset == 0 && mlp16::plan.of(2).offset == 512);

@@ -3,7 +3,7 @@
 #include <fused/models/qwen2_plan.hpp>
 #include <fused/models/qwen2_presets.hpp>
 #include <fused/ops.hpp>
-#include <fused/plan/static_model.hpp>
+#include <fused/plan/static_program.hpp>
 
 #include <utility>
 
@@ -22,7 +22,7 @@ struct model {
 };
 
 // x 4*8*4 = 128 [0,0]; h 128 [0,1]; y 4*16*4 = 256 [1,1]: y goes on top of h, x sits where y lies later.
-constexpr auto& plan = static_model<model, binding{{1, 4, 0, 0}}>::plan;
+constexpr auto& plan = static_program<model, binding{{1, 4, 0, 0}}>::plan;
 static_assert(plan.arena_bytes() == 384 && plan.lower_bound == 384);
 
 using plans = qwen2::static_plans<qwen2::presets::kjv_qwen2_4m, 16, 64>;

@@ -1,7 +1,7 @@
 // Must not compile: a = x + b and b = a + x wait for each other.
 // Expect: "fused: cycle" naming both steps, their ops and their results.
 #include <fused/ops.hpp>
-#include <fused/plan/static_model.hpp>
+#include <fused/plan/static_program.hpp>
 
 #include <utility>
 
@@ -20,5 +20,5 @@ struct model {
   }
 };
 
-constexpr auto& plan = static_model<model, binding{{1, 4, 0, 0}}>::plan;
+constexpr auto& plan = static_program<model, binding{{1, 4, 0, 0}}>::plan;
 int main() { return static_cast<int>(plan.arena_bytes()); }

@@ -1,7 +1,7 @@
 // Must not compile: a linear whose weight has 16 input features reads an input with 8.
 // Expect: "fused: shape mismatch" and the step, the op, the result, the culprit input and both shapes.
 #include <fused/ops.hpp>
-#include <fused/plan/static_model.hpp>
+#include <fused/plan/static_program.hpp>
 
 #include <utility>
 
@@ -19,5 +19,5 @@ struct model {
   }
 };
 
-constexpr auto& plan = static_model<model, binding{{1, 4, 0, 0}}>::plan;
+constexpr auto& plan = static_program<model, binding{{1, 4, 0, 0}}>::plan;
 int main() { return static_cast<int>(plan.arena_bytes()); }

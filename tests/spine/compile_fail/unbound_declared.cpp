@@ -1,7 +1,7 @@
 // Must not compile: a tensor is declared (to be written later) and read, but no step ever writes it.
 // Expect: "fused: unbound feed" naming the tensor.
 #include <fused/ops.hpp>
-#include <fused/plan/static_model.hpp>
+#include <fused/plan/static_program.hpp>
 
 #include <utility>
 
@@ -18,5 +18,5 @@ struct model {
   }
 };
 
-constexpr auto& plan = static_model<model, binding{{1, 4, 0, 0}}>::plan;
+constexpr auto& plan = static_program<model, binding{{1, 4, 0, 0}}>::plan;
 int main() { return static_cast<int>(plan.arena_bytes()); }

@@ -1,7 +1,7 @@
 // Must not compile: a step reads tensor 7, which no feed and no step provides.
 // Expect: "fused: unbound feed" naming the step, the op and the tensor id.
 #include <fused/ops.hpp>
-#include <fused/plan/static_model.hpp>
+#include <fused/plan/static_program.hpp>
 
 #include <utility>
 
@@ -19,5 +19,5 @@ struct model {
   }
 };
 
-constexpr auto& plan = static_model<model, binding{{1, 4, 0, 0}}>::plan;
+constexpr auto& plan = static_program<model, binding{{1, 4, 0, 0}}>::plan;
 int main() { return static_cast<int>(plan.arena_bytes()); }

@@ -13,7 +13,7 @@
 //       return std::move(g).finish();
 //     }
 //   };
-//   constexpr auto& plan = fused::static_model<mlp, fused::binding{{1, 16, 0, 0}}>::plan;
+//   constexpr auto& plan = fused::static_program<mlp, fused::binding{{1, 16, 0, 0}}>::plan;
 //   static_assert(plan.arena_bytes() == 768);   // x 512 + y 256
 #pragma once
 #include "../graph/builder.hpp"
@@ -24,7 +24,7 @@
 namespace fused {
 
 template <class Model, binding Bind>
-struct static_model {
+struct static_program {
   static constexpr counting_builder::counts size = Model::template build<counting_builder>();
   using plan_type = static_plan<size.tensors, size.steps>;
   struct built {
