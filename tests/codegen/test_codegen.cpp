@@ -20,21 +20,15 @@
 #include <fused/codegen.hpp>
 #include <fused/qwen2.hpp>
 
+#include "../reference_presets.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 using fused::qwen2::config;
 
-struct tiny_a {
-  static constexpr config value{.vocab_size = 1000, .hidden_size = 128, .intermediate_size = 352, .num_hidden_layers = 2,
-                                .num_attention_heads = 4, .num_key_value_heads = 2, .head_dim = 32, .max_position_embeddings = 1024,
-                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
-};
-struct tiny_mha {
-  static constexpr config value{.vocab_size = 512, .hidden_size = 64, .intermediate_size = 160, .num_hidden_layers = 2,
-                                .num_attention_heads = 2, .num_key_value_heads = 2, .head_dim = 32, .max_position_embeddings = 1024,
-                                .rms_norm_eps = 1e-6, .rope_theta = 10000.0, .tie_word_embeddings = false};
-};
+using fused_test::tiny_a;
+using fused_test::tiny_mha;
 // The golden config: one layer, GQA 2:1, tied, small enough to read the whole output.
 struct micro {
   static constexpr config value{.vocab_size = 64, .hidden_size = 32, .intermediate_size = 48, .num_hidden_layers = 1,

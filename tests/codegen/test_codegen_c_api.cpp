@@ -10,16 +10,12 @@
 
 #include <fused/qwen2.hpp>
 
+#include "../reference_presets.hpp"
 #include "tiny_a.h"
 
 namespace {
 
-struct tiny_a {
-  static constexpr fused::qwen2::config value{.vocab_size = 1000, .hidden_size = 128, .intermediate_size = 352, .num_hidden_layers = 2,
-                                              .num_attention_heads = 4, .num_key_value_heads = 2, .head_dim = 32,
-                                              .max_position_embeddings = 1024, .rms_norm_eps = 1e-6, .rope_theta = 1000000.0,
-                                              .tie_word_embeddings = true};
-};
+using fused_test::tiny_a;
 constexpr fused::qwen2::graph_options all_rows{.logits = fused::qwen2::logits_rows::all};
 using plans = fused::qwen2::static_plans<tiny_a, TINY_A_MAX_SEQ, TINY_A_MAX_CTX, all_rows>;
 static_assert(TINY_A_VOCAB_SIZE == 1000 && TINY_A_LOGITS_ALL_ROWS == 1);

@@ -11,17 +11,12 @@
 
 #include <fused/qwen2.hpp>
 
+#include "../reference_presets.hpp"
 #include "alloc_counter.hpp"
 
 namespace {
 
-// tiny_a's config.json as a constexpr preset (checked against the file below).
-struct tiny_a {
-  static constexpr fused::qwen2::config value{.vocab_size = 1000, .hidden_size = 128, .intermediate_size = 352, .num_hidden_layers = 2,
-                                              .num_attention_heads = 4, .num_key_value_heads = 2, .head_dim = 32,
-                                              .max_position_embeddings = 1024, .rms_norm_eps = 1e-6, .rope_theta = 1000000.0,
-                                              .tie_word_embeddings = true};
-};
+using fused_test::tiny_a;  // tiny_a's config.json as a constexpr preset (checked against the file below)
 
 constexpr fused::qwen2::graph_options all_rows{.logits = fused::qwen2::logits_rows::all};
 using static_all = fused::qwen2::static_model<tiny_a, 64, 128, all_rows>;
@@ -64,9 +59,10 @@ bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
 
 }  // namespace
 
-TEST_CASE("the preset is the checkpoint's config") {
-  const auto info = fused::io::load_hf_config(dir() + "/config.json");
-  CHECK(fused::io::config_differences(tiny_a::value, info.arch).empty());
+TEST_CASE("the presets are the checkpoints' configs") {
+  const std::string refs = std::string(FUSED_TEST_DATA) + "/reference/";
+  CHECK(fused::io::config_differences(tiny_a::value, fused::io::load_hf_config(refs + "tiny_a/config.json").arch).empty());
+  CHECK(fused::io::config_differences(fused_test::tiny_mha::value, fused::io::load_hf_config(refs + "tiny_mha/config.json").arch).empty());
 }
 
 TEST_CASE("static and run-time models give bitwise equal logits") {
