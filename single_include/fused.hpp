@@ -5096,16 +5096,10 @@ class weight_store {
         w.table_.push_back(w.owned_.back().data());
       }
     }
-    std::vector<std::string> unused;
-    for (auto& f : w.files_)
-      for (auto& n : f.unbound())
-        if (!(tied && n == "lm_head.weight")) unused.push_back(n);
-    if (!unused.empty()) {
-      std::string list;
-      for (std::size_t i = 0; i < unused.size() && i < 10; ++i) list += (i ? ", \"" : "\"") + unused[i] + "\"";
-      if (unused.size() > 10) list += " and " + std::to_string(unused.size() - 10) + " more";
-      throw io::load_error(path.string() + ": " + std::to_string(unused.size()) + " tensor" + (unused.size() == 1 ? "" : "s") +
-                           " the config does not use (another architecture or config?): " + list);
+    for (auto& f : w.files_) {
+      // transformers ignores a stored lm_head.weight when the embeddings are tied: so do we.
+      if (const io::tensor_view* head = f.find("lm_head.weight"); tied && head) f.bind(head->name, std::span(head->shape));
+      f.require_all_bound();
     }
     return w;
   }
@@ -5393,6 +5387,7 @@ struct static_plans {
     diagnostic message{};
     plan_type prefill{};
     plan_type decode{};
+    tensor_id logits = -1;  // the program's output "logits"
   };
   static constexpr both plans = [] {
     both b{};
@@ -5402,6 +5397,7 @@ struct static_plans {
       b.message = diagnostic(p.message.view());
       return b;
     }
+    b.logits = p.output("logits");
     b.prefill = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::prefill(MaxTokens, Ctx).bind()));
     b.decode = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::decode(Ctx).bind()));
     return b;
@@ -5409,6 +5405,7 @@ struct static_plans {
   static_assert(compile_error<plans.error, plans.message>::ok);
   static constexpr const plan_type& prefill = plans.prefill;
   static constexpr const plan_type& decode = plans.decode;
+  static constexpr tensor_id logits = plans.logits;
   static_assert(invalid_memory_plan<plans.prefill.failure>::ok);
   static_assert(invalid_memory_plan<plans.decode.failure>::ok);
   // (Only once the program is valid: an invalid one has said so above, in one sentence.)
@@ -5452,9 +5449,13 @@ constexpr std::array<runtime::call, N> freeze_calls(const Plan& p) {
   for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
   return out;
 }
-template <class Plan>
-constexpr bool lowers_fully(const Plan& p) {
-  return runtime::lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, sym_tokens).size() == p.steps.size();
+// A step lower_calls cannot lower leaves the whole list empty, so freeze_calls' array keeps calls of
+// kernel::unknown: checked on the frozen array, with no second lowering.
+template <std::size_t N>
+constexpr bool lowers_fully(const std::array<runtime::call, N>& calls) {
+  for (const auto& c : calls)
+    if (c.k == runtime::kernel::unknown) return false;
+  return true;
 }
 inline void check_kernel_limits(const config& c) {
   if (c.head_dim > FK_MAX_HEAD_DIM)
@@ -5471,11 +5472,11 @@ class static_model {
   using plans = static_plans<Preset, MaxTokens, Ctx, Options>;
   static constexpr config cfg = Preset::value;
   static_assert(cfg.head_dim <= FK_MAX_HEAD_DIM, "fused: head_dim exceeds the attention kernels' limit (FK_MAX_HEAD_DIM)");
-  static_assert(detail::lowers_fully(plans::prefill) && detail::lowers_fully(plans::decode),
-                "fused: a step of this plan has no kernel an executor implements");
   static constexpr std::size_t step_count = plans::size.steps;
   static constexpr std::array<runtime::call, step_count> prefill_calls = detail::freeze_calls<step_count>(plans::prefill);
   static constexpr std::array<runtime::call, step_count> decode_calls = detail::freeze_calls<step_count>(plans::decode);
+  static_assert(detail::lowers_fully(prefill_calls) && detail::lowers_fully(decode_calls),
+                "fused: a step of this plan has no kernel an executor implements");
   static constexpr std::size_t weight_count = runtime::weight_count(plans::prefill.tensors);
   // Region sizes: one arena serves both modes (they never run at the same time).
   static constexpr std::int64_t weights_bytes = plans::prefill.weights_bytes();
@@ -5526,16 +5527,8 @@ class static_model {
     constexpr auto& pp = plans::prefill;
     constexpr auto& dp = plans::decode;
     s_ = runtime::session({MaxTokens, Ctx, cfg.vocab_size, sym_tokens},
-                          runtime::find_io(pp.tensors, pp.buffers, logits_id(), pp.bind, sym_tokens),
-                          runtime::find_io(dp.tensors, dp.buffers, logits_id(), dp.bind, sym_tokens), {weights, state, arena});
-  }
-  // The logits: the result of the last step the graph adds (the lm head).
-  static constexpr tensor_id logits_id() {
-    int last = -1;
-    tensor_id id = -1;
-    for (const auto& s : plans::prefill.steps)
-      if (s.id > last) last = s.id, id = s.result;
-    return id;
+                          runtime::find_io(pp.tensors, pp.buffers, plans::logits, pp.bind, sym_tokens),
+                          runtime::find_io(dp.tensors, dp.buffers, plans::logits, dp.bind, sym_tokens), {weights, state, arena});
   }
 
   runtime::aligned_bytes state_, arena_;

@@ -35,9 +35,13 @@ constexpr std::array<runtime::call, N> freeze_calls(const Plan& p) {
   for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
   return out;
 }
-template <class Plan>
-constexpr bool lowers_fully(const Plan& p) {
-  return runtime::lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, sym_tokens).size() == p.steps.size();
+// A step lower_calls cannot lower leaves the whole list empty, so freeze_calls' array keeps calls of
+// kernel::unknown: checked on the frozen array, with no second lowering.
+template <std::size_t N>
+constexpr bool lowers_fully(const std::array<runtime::call, N>& calls) {
+  for (const auto& c : calls)
+    if (c.k == runtime::kernel::unknown) return false;
+  return true;
 }
 inline void check_kernel_limits(const config& c) {
   if (c.head_dim > FK_MAX_HEAD_DIM)
@@ -54,11 +58,11 @@ class static_model {
   using plans = static_plans<Preset, MaxTokens, Ctx, Options>;
   static constexpr config cfg = Preset::value;
   static_assert(cfg.head_dim <= FK_MAX_HEAD_DIM, "fused: head_dim exceeds the attention kernels' limit (FK_MAX_HEAD_DIM)");
-  static_assert(detail::lowers_fully(plans::prefill) && detail::lowers_fully(plans::decode),
-                "fused: a step of this plan has no kernel an executor implements");
   static constexpr std::size_t step_count = plans::size.steps;
   static constexpr std::array<runtime::call, step_count> prefill_calls = detail::freeze_calls<step_count>(plans::prefill);
   static constexpr std::array<runtime::call, step_count> decode_calls = detail::freeze_calls<step_count>(plans::decode);
+  static_assert(detail::lowers_fully(prefill_calls) && detail::lowers_fully(decode_calls),
+                "fused: a step of this plan has no kernel an executor implements");
   static constexpr std::size_t weight_count = runtime::weight_count(plans::prefill.tensors);
   // Region sizes: one arena serves both modes (they never run at the same time).
   static constexpr std::int64_t weights_bytes = plans::prefill.weights_bytes();
@@ -109,16 +113,8 @@ class static_model {
     constexpr auto& pp = plans::prefill;
     constexpr auto& dp = plans::decode;
     s_ = runtime::session({MaxTokens, Ctx, cfg.vocab_size, sym_tokens},
-                          runtime::find_io(pp.tensors, pp.buffers, logits_id(), pp.bind, sym_tokens),
-                          runtime::find_io(dp.tensors, dp.buffers, logits_id(), dp.bind, sym_tokens), {weights, state, arena});
-  }
-  // The logits: the result of the last step the graph adds (the lm head).
-  static constexpr tensor_id logits_id() {
-    int last = -1;
-    tensor_id id = -1;
-    for (const auto& s : plans::prefill.steps)
-      if (s.id > last) last = s.id, id = s.result;
-    return id;
+                          runtime::find_io(pp.tensors, pp.buffers, plans::logits, pp.bind, sym_tokens),
+                          runtime::find_io(dp.tensors, dp.buffers, plans::logits, dp.bind, sym_tokens), {weights, state, arena});
   }
 
   runtime::aligned_bytes state_, arena_;

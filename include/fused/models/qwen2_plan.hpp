@@ -31,6 +31,7 @@ struct static_plans {
     diagnostic message{};
     plan_type prefill{};
     plan_type decode{};
+    tensor_id logits = -1;  // the program's output "logits"
   };
   static constexpr both plans = [] {
     both b{};
@@ -40,6 +41,7 @@ struct static_plans {
       b.message = diagnostic(p.message.view());
       return b;
     }
+    b.logits = p.output("logits");
     b.prefill = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::prefill(MaxTokens, Ctx).bind()));
     b.decode = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::decode(Ctx).bind()));
     return b;
@@ -47,6 +49,7 @@ struct static_plans {
   static_assert(compile_error<plans.error, plans.message>::ok);
   static constexpr const plan_type& prefill = plans.prefill;
   static constexpr const plan_type& decode = plans.decode;
+  static constexpr tensor_id logits = plans.logits;
   static_assert(invalid_memory_plan<plans.prefill.failure>::ok);
   static_assert(invalid_memory_plan<plans.decode.failure>::ok);
   // (Only once the program is valid: an invalid one has said so above, in one sentence.)

@@ -55,16 +55,10 @@ class weight_store {
         w.table_.push_back(w.owned_.back().data());
       }
     }
-    std::vector<std::string> unused;
-    for (auto& f : w.files_)
-      for (auto& n : f.unbound())
-        if (!(tied && n == "lm_head.weight")) unused.push_back(n);
-    if (!unused.empty()) {
-      std::string list;
-      for (std::size_t i = 0; i < unused.size() && i < 10; ++i) list += (i ? ", \"" : "\"") + unused[i] + "\"";
-      if (unused.size() > 10) list += " and " + std::to_string(unused.size() - 10) + " more";
-      throw io::load_error(path.string() + ": " + std::to_string(unused.size()) + " tensor" + (unused.size() == 1 ? "" : "s") +
-                           " the config does not use (another architecture or config?): " + list);
+    for (auto& f : w.files_) {
+      // transformers ignores a stored lm_head.weight when the embeddings are tied: so do we.
+      if (const io::tensor_view* head = f.find("lm_head.weight"); tied && head) f.bind(head->name, std::span(head->shape));
+      f.require_all_bound();
     }
     return w;
   }
