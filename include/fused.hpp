@@ -12,6 +12,7 @@
 #include "fused/core/shape.hpp"
 #include "fused/core/sort.hpp"
 #include "fused/core/text.hpp"
+#include "fused/core/text_string.hpp"
 #include "fused/core/vector.hpp"
 
 // graph: the constexpr builder, the program, the scheduler, diagnostics
@@ -53,10 +54,12 @@
 
 // models: Qwen2 (fused/qwen2.hpp gathers what a Qwen2 user needs)
 #include "fused/models/qwen2_config.hpp"
+#include "fused/models/qwen2_config_fields.hpp"
 #include "fused/models/qwen2_graph.hpp"
 #include "fused/models/qwen2_mode.hpp"
 #include "fused/models/qwen2_model.hpp"
 #include "fused/models/qwen2_plan.hpp"
+#include "fused/models/qwen2_static_plan.hpp"
 #include "fused/models/qwen2_presets.hpp"
 #include "fused/qwen2.hpp"
 

@@ -117,21 +117,87 @@ struct shape {
 // are small integers (schedule positions, levels) or values with few distinct members (byte sizes),
 // so counting sorts fit; short ranges use insertion sort. All of these are stable.
 #include <cstddef>
+
+// ---- begin fused/core/vector.hpp -----------------------------------------------------------------------
+// Arrays made in constant evaluation.
+//
+// scratch<T>: a heap array whose length is fixed when it is made, the working storage of the
+// constexpr pipeline (scheduler, planner, verifier, sorts). Not std::vector: g++ 12 evaluates one
+// push_back in about 18 us (a dozen library calls, each interpreted), a store through new T[n]'s
+// pointer in about 2 us, so the pipeline fills arrays by index (docs/COMPILE_TIME.md). The same code
+// runs at run time, where it is an ordinary new[]/delete[] array.
+//
+// filled(): a std::vector of n copies, for vectors that outlive the call. Not `std::vector<T>(n, v)`
+// or `resize(n)`: for trivial T, libstdc++ fills the new storage with std::fill before any element's
+// lifetime begins, which g++ accepts and clang rejects in a constant expression.
+#include <cstddef>
 #include <vector>
 
 namespace fused {
 
+template <class T>
+class scratch {
+ public:
+  constexpr scratch() = default;
+  // n elements, default-initialized: for a scalar T, write each before reading it (constant
+  // evaluation rejects a read of one never written).
+  constexpr explicit scratch(std::size_t n) : p_(n ? new T[n] : nullptr), n_(n) {}
+  constexpr scratch(std::size_t n, const T& value) : scratch(n) {
+    for (std::size_t i = 0; i < n; ++i) p_[i] = value;
+  }
+  constexpr scratch(scratch&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  constexpr scratch& operator=(scratch&& o) noexcept {
+    if (this != &o) {
+      delete[] p_;
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+  constexpr ~scratch() { delete[] p_; }
+
+  constexpr T* data() { return p_; }
+  constexpr const T* data() const { return p_; }
+  constexpr std::size_t size() const { return n_; }
+  constexpr T& operator[](std::size_t i) { return p_[i]; }
+  constexpr const T& operator[](std::size_t i) const { return p_[i]; }
+  constexpr T* begin() { return p_; }
+  constexpr T* end() { return p_ + n_; }
+  constexpr const T* begin() const { return p_; }
+  constexpr const T* end() const { return p_ + n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+template <class T>
+constexpr std::vector<T> filled(std::size_t n, const T& value) {
+  std::vector<T> v;
+  v.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) v.push_back(value);
+  return v;
+}
+
+}  // namespace fused
+// ---- end fused/core/vector.hpp -------------------------------------------------------------------------
+
+namespace fused {
+
 // 0..n-1 ordered by key[i] ascending, equal keys in index order. Keys must lie in [0, range).
-constexpr std::vector<int> counting_order(const int* key, std::size_t n, std::size_t range) {
-  std::vector<int> start;
-  start.reserve(range + 1);
-  for (std::size_t k = 0; k <= range; ++k) start.push_back(0);
+constexpr scratch<int> counting_order(const int* key, std::size_t n, std::size_t range) {
+  scratch<int> start(range + 1, 0);
   int* const st = start.data();
   for (std::size_t i = 0; i < n; ++i) ++st[key[i] + 1];
   for (std::size_t k = 1; k <= range; ++k) st[k] += st[k - 1];
-  std::vector<int> order;
-  order.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) order.push_back(0);
+  scratch<int> order(n);
   int* const out = order.data();
   for (std::size_t i = 0; i < n; ++i) out[st[key[i]]++] = static_cast<int>(i);
   return order;
@@ -155,10 +221,10 @@ constexpr void insertion_sort(T* first, T* last, Less less) {
 // ---- end fused/core/sort.hpp ---------------------------------------------------------------------------
 // ---- begin fused/core/text.hpp -------------------------------------------------------------------------
 // Small constexpr text helpers: names with a layer index, integer formatting, fixed strings.
-// constexpr std::string (C++20) lets the same code format diagnostics at compile time and run time.
+// The same code formats diagnostics at compile time and at run time; run-time callers take the
+// characters as `std::string(t.view())`. (No <string> here: the constexpr spine does not parse it.)
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -183,7 +249,6 @@ class text {
   constexpr std::string_view view() const { return {c_.data(), c_.size()}; }
   constexpr bool empty() const { return c_.empty(); }
   constexpr std::size_t size() const { return c_.size(); }
-  std::string str() const { return std::string(view()); }
   friend constexpr bool operator==(const text& a, const text& b) { return a.view() == b.view(); }
   friend constexpr bool operator==(const text& a, std::string_view b) { return a.view() == b; }
   friend constexpr bool operator==(const text& a, const char* b) { return a.view() == std::string_view(b); }  // not ambiguous
@@ -251,33 +316,19 @@ struct fixed_string {
 
 }  // namespace fused
 // ---- end fused/core/text.hpp ---------------------------------------------------------------------------
-// ---- begin fused/core/vector.hpp -----------------------------------------------------------------------
-// Vectors made in constant evaluation. Not `std::vector<T>(n, v)` or `resize(n)`: for trivial T,
-// libstdc++ fills the new storage with std::fill before any element's lifetime begins, which g++
-// accepts and clang rejects in a constant expression. push_back starts each lifetime properly.
-#include <cstddef>
-#include <vector>
+// ---- begin fused/core/text_string.hpp ------------------------------------------------------------------
+// std::string from the constexpr text types, for run-time code (errors, JSON, reports). Apart from
+// core/text.hpp so that what only plans at compile time does not parse <string>.
+#include <string>
+
 
 namespace fused {
 
-template <class T>
-constexpr std::vector<T> filled(std::size_t n, const T& value) {
-  std::vector<T> v;
-  v.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) v.push_back(value);
-  return v;
-}
-
-// 0, 1, ..., n-1
-constexpr std::vector<int> iota_vector(std::size_t n) {
-  std::vector<int> v;
-  v.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) v.push_back(static_cast<int>(i));
-  return v;
-}
+inline std::string to_string(const text& t) { return std::string(t.view()); }
+inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 
 }  // namespace fused
-// ---- end fused/core/vector.hpp -------------------------------------------------------------------------
+// ---- end fused/core/text_string.hpp --------------------------------------------------------------------
 
 // graph: the constexpr builder, the program, the scheduler, diagnostics
 // ---- begin fused/graph/builder.hpp ---------------------------------------------------------------------
@@ -287,7 +338,6 @@ constexpr std::vector<int> iota_vector(std::size_t n) {
 // `finish()` schedules the program. At compile time a recorded mistake becomes a static_assert
 // (fused/graph/diagnose.hpp); at run time it becomes a `graph_error`.
 #include <initializer_list>
-#include <string>
 #include <utility>
 
 // ---- begin fused/graph/program.hpp ---------------------------------------------------------------------
@@ -297,7 +347,6 @@ constexpr std::vector<int> iota_vector(std::size_t n) {
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #include <array>
 #include <cstdint>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -413,9 +462,11 @@ struct program {
     return f;
   }
   // Position of each step id in the schedule.
-  constexpr std::vector<int> position_of_step() const {
-    std::vector<int> pos = filled(steps.size(), -1);
-    for (std::size_t i = 0; i < steps.size(); ++i) pos[static_cast<std::size_t>(steps[i].id)] = static_cast<int>(i);
+  constexpr scratch<int> position_of_step() const {
+    const std::size_t n = steps.size();
+    scratch<int> pos(n, -1);
+    const step* const s = steps.data();
+    for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(s[i].id)] = static_cast<int>(i);
     return pos;
   }
   constexpr tensor_id output(std::string_view name) const {
@@ -441,20 +492,21 @@ struct program {
 namespace fused {
 
 // Compile-cost note: this runs in constant evaluation for every static model, so it walks raw
-// pointers (each vector::operator[] is a call the evaluator interprets) and keeps the readers of
-// each tensor in one array (one vector per tensor costs an allocation each).
+// pointers (each vector::operator[] is a call the evaluator interprets), works in scratch arrays
+// filled by index (core/vector.hpp) and keeps the readers of each tensor in one array (one vector
+// per tensor costs an allocation each).
 constexpr void schedule(program& p) {
   const std::size_t n = p.steps.size();
   const std::size_t nt = p.tensors.size();
   const tensor_info* const tensors = p.tensors.data();
   step* const steps = p.steps.data();
   // Kahn's algorithm over steps: a step is ready when each input is a feed or has its level.
-  std::vector<int> level_v = filled(nt, -1);
+  scratch<int> level_v(nt, -1);
   int* const level = level_v.data();
   for (std::size_t t = 0; t < nt; ++t)
     if (tensors[t].is_feed) level[t] = 0;
   // waiting[t]: the steps that wait for tensor t, as lists in one array (wait_begin[t] ..).
-  std::vector<int> pending_v = filled(n, 0), wait_begin_v = filled(nt + 1, 0);
+  scratch<int> pending_v(n, 0), wait_begin_v(nt + 1, 0);
   int* const pending = pending_v.data();
   int* const wait_begin = wait_begin_v.data();
   for (std::size_t s = 0; s < n; ++s) {
@@ -463,10 +515,11 @@ constexpr void schedule(program& p) {
       if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
   }
   for (std::size_t t = 0; t < nt; ++t) wait_begin[t + 1] += wait_begin[t];
-  std::vector<int> waiting_v = filled(static_cast<std::size_t>(wait_begin[nt]), 0), fill_v = wait_begin_v;
+  scratch<int> waiting_v(static_cast<std::size_t>(wait_begin[nt])), fill_v(nt + 1);
   int* const waiting = waiting_v.data();
   int* const fill = fill_v.data();
-  std::vector<int> ready_v = filled(n, 0);
+  for (std::size_t t = 0; t <= nt; ++t) fill[t] = wait_begin[t];
+  scratch<int> ready_v(n);
   int* const ready = ready_v.data();
   int n_ready = 0;
   for (std::size_t s = 0; s < n; ++s) {
@@ -504,20 +557,19 @@ constexpr void schedule(program& p) {
     return;
   }
   // Counting sort by level; within a level, id order (steps are stored in id order). Stable and
-  // O(n), and it moves each step once: copying steps is what costs in constant evaluation.
+  // O(n), and it copies each step twice (out and back), by index.
   int max_level = 0;
   for (std::size_t s = 0; s < n; ++s) max_level = steps[s].level > max_level ? steps[s].level : max_level;
-  std::vector<int> start_v = filled(static_cast<std::size_t>(max_level) + 2, 0);
+  scratch<int> start_v(static_cast<std::size_t>(max_level) + 2, 0);
   int* const start = start_v.data();
   for (std::size_t s = 0; s < n; ++s) ++start[steps[s].level + 1];
   for (int l = 1; l <= max_level + 1; ++l) start[l] += start[l - 1];
-  std::vector<int> order_v = filled(n, 0);
+  scratch<int> order_v(n);
   int* const order = order_v.data();
   for (std::size_t s = 0; s < n; ++s) order[start[steps[s].level]++] = static_cast<int>(s);
-  std::vector<step> sorted;
-  sorted.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) sorted.push_back(steps[order[i]]);
-  p.steps = std::move(sorted);
+  scratch<step> sorted(n);
+  for (std::size_t i = 0; i < n; ++i) sorted[i] = steps[order[i]];
+  for (std::size_t i = 0; i < n; ++i) steps[i] = sorted[i];
 }
 
 }  // namespace fused
@@ -702,7 +754,6 @@ class counting_builder {
 
 // ---- begin fused/ops/common.hpp ------------------------------------------------------------------------
 // Helpers shared by the op headers: shape-rule sentences and the rows of a [rows, cols] tensor.
-#include <string>
 
 
 namespace fused::ops {
@@ -770,7 +821,7 @@ struct wire_state {
 
 namespace detail {
 inline std::string step_label(const program& p, const step& s) {
-  return "step " + std::to_string(s.id) + " '" + s.op->name + "' -> '" + p.tensor(s.result).name.str().str() + "'";
+  return "step " + std::to_string(s.id) + " '" + s.op->name + "' -> '" + to_string(p.tensor(s.result).name) + "'";
 }
 }  // namespace detail
 
@@ -783,12 +834,12 @@ inline std::string cut_wire_report(const program& p, std::size_t pos, std::span<
     const tensor_info& t = p.tensor(s.inputs[static_cast<std::size_t>(k)]);
     const wire_state& w = wires[static_cast<std::size_t>(t.id)];
     const bool shape_ok = !w.actual || *w.actual == t.shp;
-    r += "  input " + std::to_string(k) + " #" + std::to_string(t.id) + " '" + t.name.str().str() + "' (" + std::string(name_of(t.kind)) + "): ";
+    r += "  input " + std::to_string(k) + " #" + std::to_string(t.id) + " '" + to_string(t.name) + "' (" + std::string(name_of(t.kind)) + "): ";
     if (!shape_ok) r += "SHAPE MISMATCH";
     else if (t.is_feed) r += w.bound ? "bound" : "MISSING";
     else r += "computed";
-    r += ", expected " + std::string(name_of(t.type)) + " " + ops::shape_text(t.shp).str();
-    if (w.actual) r += ", actual " + ops::shape_text(*w.actual).str();
+    r += ", expected " + std::string(name_of(t.type)) + " " + std::string(ops::shape_text(t.shp).view());
+    if (w.actual) r += ", actual " + std::string(ops::shape_text(*w.actual).view());
     if (t.producer >= 0) {
       for (const auto& ps : p.steps)
         if (ps.id == t.producer) r += "; produced by " + detail::step_label(p, ps);
@@ -1243,7 +1294,7 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
     const tensor_info& t = p.tensor(b.tensor);
     json j = json::object();
     j["id"] = b.tensor;
-    j["name"] = t.name.str().str();
+    j["name"] = to_string(t.name);
     j["region"] = name_of(b.where);
     j["offset"] = b.offset;
     j["bytes"] = b.bytes;
@@ -1324,8 +1375,9 @@ namespace fused {
 
 // Compile-cost notes (constant evaluation is the budget: docs/COMPILE_TIME.md). Loops walk raw
 // pointers (each vector::operator[] or iterator step is a call the evaluator interprets), no
-// std::sort (see core/sort.hpp), and vectors are filled by push_back once rather than filled and
-// then overwritten. The plan is the same as the straightforward code would make, bit for bit.
+// std::sort (see core/sort.hpp), and working arrays are scratch arrays filled by index, never
+// vectors grown by push_back (core/vector.hpp). The plan is the same as the straightforward code
+// would make, bit for bit.
 namespace detail {
 
 struct group_info {
@@ -1341,13 +1393,13 @@ struct group_info {
 // one iff it is born before the earlier one dies. O(n + pairs), and pairs are few: most activations
 // live inside one layer.
 struct overlap_lists {
-  std::vector<int> begin;
-  std::vector<int> list;
+  scratch<int> begin;
+  scratch<int> list;
 };
 
 constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::size_t n) {
   overlap_lists o;
-  std::vector<int> degree = filled(n + 1, 0);
+  scratch<int> degree(n + 1, 0);
   int* const deg = degree.data();
   for (std::size_t i = 0; i < n; ++i) {
     const group_info& a = g[by_first[i]];
@@ -1356,13 +1408,13 @@ constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::
       ++deg[by_first[j]];
     }
   }
-  o.begin.reserve(n + 1);
+  o.begin = scratch<int>(n + 1);
   int at = 0;
   for (std::size_t i = 0; i <= n; ++i) {
-    o.begin.push_back(at);
+    o.begin[i] = at;
     at += deg[i];
   }
-  o.list = filled(static_cast<std::size_t>(at), 0);
+  o.list = scratch<int>(static_cast<std::size_t>(at));
   int* const next = deg;  // reused as the fill cursor of each list
   const int* const b = o.begin.data();
   for (std::size_t i = 0; i < n; ++i) next[i] = b[i];
@@ -1386,7 +1438,7 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
   const int* const b = o.begin.data();
   for (std::size_t i = 0; i < n; ++i) widest = b[i + 1] - b[i] > widest ? b[i + 1] - b[i] : widest;
   // [begin, end) of the placed groups that collide with the current one, as pairs in one array.
-  std::vector<std::int64_t> busy_v = filled(2 * static_cast<std::size_t>(widest), std::int64_t{0});
+  scratch<std::int64_t> busy_v(2 * static_cast<std::size_t>(widest));
   std::int64_t* const busy = busy_v.data();
   const int* const list = o.list.data();
   std::int64_t arena = 0;
@@ -1442,7 +1494,7 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   const int ns = static_cast<int>(p.steps.size());
   const tensor_info* const tensors = p.tensors.data();
   const step* const steps = p.steps.data();
-  const std::vector<int> pos_v = p.position_of_step();
+  const scratch<int> pos_v = p.position_of_step();
   const int* const pos = pos_v.data();
 
   // 1. Lowering.
@@ -1506,17 +1558,17 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   }
 
   // 5. Activation groups, numbered in order of their head's id.
-  std::vector<detail::group_info> groups_v;
-  groups_v.reserve(nt);
-  std::vector<int> group_index_v = filled(nt, -1);
+  scratch<detail::group_info> groups_v(nt);
+  std::size_t ng = 0;
+  scratch<int> group_index_v(nt, -1);
   int* const group_index = group_index_v.data();
   for (std::size_t t = 0; t < nt; ++t) {
     const buffer& b = buf[t];
     if (b.where != region::activations) continue;
     int& gi = group_index[b.group];
     if (gi < 0) {
-      gi = static_cast<int>(groups_v.size());
-      groups_v.push_back({b.group, b.bytes, b.first, b.last, -1});
+      gi = static_cast<int>(ng);
+      groups_v[ng++] = {b.group, b.bytes, b.first, b.last, -1};
     } else {
       detail::group_info& g = groups_v.data()[gi];
       if (b.bytes > g.bytes) g.bytes = b.bytes;
@@ -1524,28 +1576,27 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
       if (b.last > g.last) g.last = b.last;
     }
   }
-  const std::size_t ng = groups_v.size();
   const detail::group_info* const groups = groups_v.data();
 
   // Orders. By first use: (first, bytes descending, id) = a counting sort by first (ids ascend within
   // it), then each run of equal firsts by bytes. By size: (bytes descending, first, id) = the by-first
   // order stably sorted by bytes, counted by the rank of each distinct size.
-  std::vector<int> key_v = filled(ng, 0);
+  scratch<int> key_v(ng);
   int* const key = key_v.data();
   int range = 1;
   for (std::size_t i = 0; i < ng; ++i) {
     key[i] = groups[i].first;
     if (key[i] + 1 > range) range = key[i] + 1;
   }
-  std::vector<int> by_first_v = counting_order(key, ng, static_cast<std::size_t>(range));
+  scratch<int> by_first_v = counting_order(key, ng, static_cast<std::size_t>(range));
   int* const by_first = by_first_v.data();
   bool ids_ascend = true;  // groups are numbered in order of their first member, nearly always their head
   for (std::size_t i = 1; i < ng; ++i) ids_ascend = ids_ascend && groups[i - 1].id < groups[i].id;
   if (!ids_ascend) {  // ties in first must still fall in id order: sort by id, then stably by first
     for (std::size_t i = 0; i < ng; ++i) key[i] = groups[i].id;
-    const std::vector<int> by_id = counting_order(key, ng, nt);
+    const scratch<int> by_id = counting_order(key, ng, nt);
     for (std::size_t i = 0; i < ng; ++i) key[i] = groups[by_id.data()[i]].first;
-    const std::vector<int> o = counting_order(key, ng, static_cast<std::size_t>(range));
+    const scratch<int> o = counting_order(key, ng, static_cast<std::size_t>(range));
     for (std::size_t i = 0; i < ng; ++i) by_first[i] = by_id.data()[o.data()[i]];
   }
   for (std::size_t i = 0; i < ng;) {
@@ -1568,12 +1619,12 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
     while (sizes[r] != groups[by_first[i]].bytes) ++r;
     key[i] = r;
   }
-  std::vector<int> by_size_v = counting_order(key, ng, sizes_v.size() + 1);
+  scratch<int> by_size_v = counting_order(key, ng, sizes_v.size() + 1);
   int* const by_size = by_size_v.data();
   for (std::size_t i = 0; i < ng; ++i) by_size[i] = by_first[by_size[i]];
 
   const detail::overlap_lists overlap = detail::overlaps(groups, by_first, ng);
-  std::vector<std::int64_t> at_size = filled(ng, std::int64_t{-1}), at_first = filled(ng, std::int64_t{-1});
+  scratch<std::int64_t> at_size(ng), at_first(ng);
   m.arena_by_strategy[0] = detail::place(groups, ng, overlap, by_size, true, at_size.data());
   m.arena_by_strategy[1] = detail::place(groups, ng, overlap, by_first, false, at_first.data());
   m.chosen = m.arena_by_strategy[1] < m.arena_by_strategy[0] ? strategy::greedy_by_first_use : strategy::greedy_by_size;
@@ -1581,7 +1632,7 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
 
   // Lower bound: max over positions of the bytes of groups live there (difference array).
-  std::vector<std::int64_t> delta_v = filled(static_cast<std::size_t>(ns) + 1, std::int64_t{0});
+  scratch<std::int64_t> delta_v(static_cast<std::size_t>(ns) + 1, 0);
   std::int64_t* const delta = delta_v.data();
   for (std::size_t i = 0; i < ng; ++i) {
     delta[groups[i].first] += align_up(groups[i].bytes);
@@ -1657,7 +1708,7 @@ inline std::string xml_escape(std::string_view s) {
 namespace detail {
 
 // The category a buffer is colored by: its writer's op category, or "input" for a caller-filled one.
-inline const char* svg_category(const program& p, const std::vector<int>& position_of_step, tensor_id t) {
+inline const char* svg_category(const program& p, const scratch<int>& position_of_step, tensor_id t) {
   const auto& ti = p.tensor(t);
   if (ti.producer < 0) return "input";
   return p.steps[static_cast<std::size_t>(position_of_step[static_cast<std::size_t>(ti.producer)])].op->category;
@@ -1749,7 +1800,7 @@ inline std::string plan_to_svg(const program& p, const memory_plan& m, std::stri
     categories.emplace_back(c);
     return categories.size() - 1;
   };
-  const std::vector<int> pos = p.position_of_step();
+  const scratch<int> pos = p.position_of_step();
   add(R"(<g stroke="white" stroke-width="0.25">)");
   for (const auto& b : m.buffers) {
     if (b.where != region::activations) continue;
@@ -1904,9 +1955,7 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
 //     the in-place continuation of the other (same offset; one's last reader writes the other);
 //   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound.
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
-#include <string>
 #include <utility>
-#include <vector>
 
 
 namespace fused {
@@ -1931,7 +1980,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   const std::size_t nt = p.tensors.size();
   const tensor_info* const tensors = p.tensors.data();
   const buffer* const buf = m.buffers.data();
-  const std::vector<int> pos_v = p.position_of_step();
+  const scratch<int> pos_v = p.position_of_step();
   const int* const pos = pos_v.data();
   const step* const steps = p.steps.data();
   for (std::size_t s = 0; s < p.steps.size(); ++s) {
@@ -1962,14 +2011,12 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   // Weights and state live for the whole call: in offset order, each buffer must start at or after
   // the end of everything before it (state updated in place shares its feed's bytes by design).
   // The planner lays them out in feed order, so the order is usually already sorted.
-  std::vector<int> order_v;
-  order_v.reserve(nt);
+  scratch<int> order_v(nt);
+  int* const order = order_v.data();
   for (const region r : {region::weights, region::state}) {
-    order_v.clear();
+    std::size_t n = 0;
     for (std::size_t i = 0; i < nt; ++i)
-      if (buf[i].where == r && buf[i].group == buf[i].tensor) order_v.push_back(buf[i].tensor);
-    int* const order = order_v.data();
-    const std::size_t n = order_v.size();
+      if (buf[i].where == r && buf[i].group == buf[i].tensor) order[n++] = buf[i].tensor;
     bool sorted = true;
     for (std::size_t i = 1; i < n && sorted; ++i) sorted = buf[order[i - 1]].offset <= buf[order[i]].offset;
     if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
@@ -1986,18 +2033,16 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   }
   // Activations: every pair live at a common position (found by a sweep in order of birth) must
   // use disjoint bytes, unless it is an in-place pair.
-  order_v.clear();
-  std::vector<int> first_v;
-  first_v.reserve(nt);
+  scratch<int> first_v(nt);
+  std::size_t na = 0;
   for (std::size_t i = 0; i < nt; ++i)
     if (buf[i].where == region::activations) {
-      order_v.push_back(buf[i].tensor);
-      first_v.push_back(buf[i].first);
+      order[na] = buf[i].tensor;
+      first_v[na++] = buf[i].first;
     }
-  const std::vector<int> by_first = counting_order(first_v.data(), first_v.size(), static_cast<std::size_t>(max_first) + 1);
-  const int* const act = order_v.data();
+  const scratch<int> by_first = counting_order(first_v.data(), na, static_cast<std::size_t>(max_first) + 1);
+  const int* const act = order;
   const int* const bf = by_first.data();
-  const std::size_t na = by_first.size();
   for (std::size_t i = 0; i < na; ++i) {
     const buffer& a = buf[act[bf[i]]];
     for (std::size_t j = i + 1; j < na; ++j) {
@@ -5083,7 +5128,7 @@ class weight_store {
     w.open_files(path);
     for (const auto& t : tensors) {
       if (t.kind != role::weight) continue;
-      const std::string name = t.name.str().str();
+      const std::string name = to_string(t.name);
       std::vector<std::int64_t> shp;
       for (int i = 0; i < t.shp.rank; ++i) shp.push_back(t.shp[i].n);
       io::safetensors_file& f = w.file_for(name, shp);
@@ -5124,7 +5169,7 @@ class weight_store {
       auto* p = reinterpret_cast<std::uint16_t*>(blob.data() + buffers[static_cast<std::size_t>(t.id)].offset);
       std::int64_t n = 1;
       for (int i = 0; i < t.shp.rank; ++i) n *= t.shp[i].n;
-      const std::string name = t.name.str().str();
+      const std::string name = to_string(t.name);
       const bool norm = name.find("norm") != std::string::npos;
       const float scale = t.shp.rank == 2 ? 1.0f / std::sqrt(static_cast<float>(t.shp[1].n)) : norm ? 0.1f : 0.02f;
       std::uint64_t s = seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(t.id + 1));
@@ -5201,31 +5246,78 @@ class weight_store {
 // ---- begin fused/models/qwen2_config.hpp ---------------------------------------------------------------
 // The architectural hyper-parameters of a Qwen2 model, as Hugging Face's config.json names them.
 // A value type: presets are constexpr (fused/models/qwen2_presets.hpp), a run-time config comes from
-// fused/io/hf_config.hpp. The fields are reflectable (Boost.Hana) so that config checks and the
-// JSON/C emitters can name each one without a second list.
-#include <boost/hana/define_struct.hpp>
+// fused/io/hf_config.hpp. A plain aggregate with no includes, because every static model parses it:
+// the fields' names, for config checks and the JSON/C emitters, come from qwen2_config_fields.hpp.
 
 namespace fused::qwen2 {
 
 struct config {
-  BOOST_HANA_DEFINE_STRUCT(config,
-    (int, vocab_size),
-    (int, hidden_size),
-    (int, intermediate_size),
-    (int, num_hidden_layers),
-    (int, num_attention_heads),
-    (int, num_key_value_heads),
-    (int, head_dim),                 // hidden_size / num_attention_heads unless config.json says otherwise
-    (int, max_position_embeddings),
-    (double, rms_norm_eps),
-    (double, rope_theta),
-    (bool, tie_word_embeddings));
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_hidden_layers = 0;
+  int num_attention_heads = 0;
+  int num_key_value_heads = 0;
+  int head_dim = 0;                 // hidden_size / num_attention_heads unless config.json says otherwise
+  int max_position_embeddings = 0;
+  double rms_norm_eps = 0;
+  double rope_theta = 0;
+  bool tie_word_embeddings = false;
 
   friend constexpr bool operator==(const config&, const config&) = default;
 };
 
 }  // namespace fused::qwen2
 // ---- end fused/models/qwen2_config.hpp -----------------------------------------------------------------
+// ---- begin fused/models/qwen2_config_fields.hpp --------------------------------------------------------
+// The fields of qwen2::config by name, through Boost.Hana, for whatever walks them: config checks
+// (fused/io/hf_config.hpp lists every differing field), `fused plan`'s JSON and the C generator.
+//
+//   boost::hana::for_each(boost::hana::accessors<fused::qwen2::config>(), [&](auto field) { ... });
+//
+// Kept out of qwen2_config.hpp so that a static model does not parse Hana. The list below must name
+// every field once, in declaration order; Boost.PFR, which sees the fields without their names,
+// proves it at compile time (the count, and that position I of both is the same member), so a field added to the struct and
+// not here is a compile error, not a silently skipped check.
+#include <cstddef>
+#include <utility>
+
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/adapt_struct.hpp>
+#include <boost/hana/at.hpp>
+#include <boost/hana/first.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/length.hpp>
+#include <boost/hana/second.hpp>
+#include <boost/hana/string.hpp>
+#include <boost/pfr/core.hpp>
+#include <boost/pfr/tuple_size.hpp>
+
+
+BOOST_HANA_ADAPT_STRUCT(fused::qwen2::config, vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+                        num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings, rms_norm_eps,
+                        rope_theta, tie_word_embeddings);
+
+namespace fused::qwen2::detail {
+
+inline constexpr config probe{};
+
+// Position I of the Hana list and field I of the declaration are the same member of one object.
+template <std::size_t... I>
+constexpr bool fields_match_declaration(std::index_sequence<I...>) {
+  constexpr auto fields = boost::hana::accessors<config>();
+  return ((static_cast<const void*>(&boost::hana::second(boost::hana::at_c<I>(fields))(probe)) ==
+           static_cast<const void*>(&boost::pfr::get<I>(probe))) &&
+          ...);
+}
+
+static_assert(decltype(boost::hana::length(boost::hana::accessors<config>()))::value == boost::pfr::tuple_size_v<config>,
+              "fused: BOOST_HANA_ADAPT_STRUCT(fused::qwen2::config, ...) must list every field of qwen2::config");
+static_assert(fields_match_declaration(std::make_index_sequence<boost::pfr::tuple_size_v<config>>{}),
+              "fused: BOOST_HANA_ADAPT_STRUCT(fused::qwen2::config, ...) must list the fields in declaration order");
+
+}  // namespace fused::qwen2::detail
+// ---- end fused/models/qwen2_config_fields.hpp ----------------------------------------------------------
 // ---- begin fused/models/qwen2_graph.hpp ----------------------------------------------------------------
 // The Qwen2 graph, as Hugging Face's Qwen2ForCausalLM computes it, built on the generic spine:
 //   embed; per layer: rms_norm, q/k/v projections with bias, rope on q and k, KV-cache writes,
@@ -5360,15 +5452,23 @@ struct mode {
 #include <vector>
 
 // ---- begin fused/models/qwen2_plan.hpp -----------------------------------------------------------------
+// Plans of a Qwen2 model: the compile-time ones (static_plans, qwen2_static_plan.hpp) and the same
+// pipeline at run time for a config known only then (plan_for), which throws graph_error.
+#include <stdexcept>
+#include <string>
+
+// ---- begin fused/models/qwen2_static_plan.hpp ----------------------------------------------------------
 // Compile-time plans of a Qwen2 model: the program built once in constant evaluation, lowered and
 // memory-planned for prefill (up to MaxTokens tokens) and decode, both verified by static_assert.
 // Both modes share the weights and state layouts (same program, same KV capacity).
 //
 //   using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
 //   static_assert(plans::prefill.arena_bytes() == 23592960);
+//
+// Compile-time only, and light on purpose (no <string>, no exceptions, no reflection): its cost is
+// the compile-time budget of every static model (docs/COMPILE_TIME.md). The run-time pipeline for a
+// config.json is plan_for() in qwen2_plan.hpp.
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 
 namespace fused::qwen2 {
@@ -5416,6 +5516,11 @@ struct static_plans {
                 (plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes()));
 };
 
+}  // namespace fused::qwen2
+// ---- end fused/models/qwen2_static_plan.hpp ------------------------------------------------------------
+
+namespace fused::qwen2 {
+
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,
 // lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects.
 struct planned {
@@ -5429,10 +5534,10 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
   planned r{build_graph(c, o), {}};
-  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + r.prog.message.str());
+  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + std::string(r.prog.message.view()));
   r.mem = plan_memory(r.prog, m.bind());
   const verdict v = verify(r.prog, r.mem);
-  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + v.what.str());
+  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + std::string(v.what.view()));
   return r;
 }
 
@@ -5680,11 +5785,6 @@ struct kjv_qwen2_4m {
 // config_differences() compares two configs field by field through Hana reflection of
 // qwen2::config, so adding a field there is all it takes for every check to cover it.
 
-#include <boost/hana/accessors.hpp>
-#include <boost/hana/first.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/second.hpp>
-#include <boost/hana/string.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 

@@ -11,13 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include <boost/hana/accessors.hpp>
-#include <boost/hana/first.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/second.hpp>
-#include <boost/hana/string.hpp>
-
 #include <fused/io/hf_config.hpp>
+#include <fused/models/qwen2_config_fields.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <fused/core/text_string.hpp>
 #include <fused/qwen2.hpp>
 
 #include "../reference_presets.hpp"
@@ -45,7 +46,7 @@ struct model {
 template <class Plan>
 int position_of(const Plan& p, const std::string& result) {
   for (std::size_t i = 0; i < p.steps.size(); ++i)
-    if (p.tensors[static_cast<std::size_t>(p.steps[i].result)].name.str().str() == result) return static_cast<int>(i);
+    if (fused::to_string(p.tensors[static_cast<std::size_t>(p.steps[i].result)].name) == result) return static_cast<int>(i);
   FAIL("no step writes " << result);
   return -1;
 }

@@ -1,7 +1,7 @@
 // flags: -fconstexpr-ops-limit=4294967296 -fconstexpr-loop-limit=16777216 (g++); -fconstexpr-steps=2147483647 (clang)
 // Plans and verifies all 24 layers of Qwen2-0.5B in both modes (prefill S=512, decode with KV
 // capacity 4096) in constant evaluation. scripts/compile_time.sh measures it for 1/8/24/48 layers.
-#include <fused/models/qwen2_plan.hpp>
+#include <fused/models/qwen2_static_plan.hpp>
 #include <fused/models/qwen2_presets.hpp>
 
 #include <cstdio>

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fused/core/text_string.hpp>
 #include <fused/qwen2.hpp>
 
 namespace {
@@ -96,7 +97,7 @@ void check_layers(const std::string& name) {
   m.bind(w);
   std::map<std::string, double> dev;
   m.prefill_observed(ref.input_ids, [&](const fused::tensor_info& t, std::span<const float> data) {
-    std::string key = t.name.str().str();
+    std::string key = fused::to_string(t.name);
     for (int l = 0; l < ref.info.arch.num_hidden_layers; ++l)
       if (key == "layers." + std::to_string(l) + ".resid_mlp") key = "layer" + std::to_string(l) + "_out";
     if (const auto it = ref.layers.find(key); it != ref.layers.end()) dev[key] = max_abs_diff(data, it->second);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <fused/core/text_string.hpp>
 #include <fused/qwen2.hpp>
 
 namespace {
@@ -142,7 +143,7 @@ void check_shape(const config& c) {
   weights_by_name w;
   std::size_t slot = 0;
   for (const auto& t : m.tensors())
-    if (t.kind == fused::role::weight) w.p[t.name.str().str()] = store.table()[slot++];
+    if (t.kind == fused::role::weight) w.p[fused::to_string(t.name)] = store.table()[slot++];
   const mat want = reference_forward(c, w, ids);
   double scale = 0;
   for (const auto& row : want)

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/text_string.hpp>
 #include <fused/graph/builder.hpp>
 #include <fused/io/hf_config.hpp>
 #include <fused/models/qwen2_plan.hpp>
@@ -310,7 +311,7 @@ TEST_CASE("Qwen2-0.5B from config.json: SVG and text show every buffer and step"
 
     const std::string txt = fused::plan_to_text(r.prog, r.mem);
     for (std::size_t s = 0; s < r.prog.steps.size(); ++s) {
-      const std::string name = r.prog.tensor(r.prog.steps[s].result).name.str().str();
+      const std::string name = fused::to_string(r.prog.tensor(r.prog.steps[s].result).name);
       INFO("step at position " << s << ": " << name);
       CHECK(txt.find(" " + name + " ") != std::string::npos);
     }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <fused/core/text_string.hpp>
 #include <fused/io/hf_config.hpp>
 #include <fused/models/qwen2_plan.hpp>
 #include <fused/models/qwen2_presets.hpp>
@@ -40,7 +41,7 @@ std::vector<std::string> differences(const Static& s, const fused::qwen2::planne
                       a.producer == b.producer && a.is_feed == b.is_feed && x.tensor == y.tensor && x.where == y.where &&
                       x.offset == y.offset && x.bytes == y.bytes && x.first == y.first && x.last == y.last && x.group == y.group;
     if (!same)
-      out.push_back("tensor " + std::to_string(i) + " '" + b.name.str().str() + "': static offset " + std::to_string(x.offset) + " bytes " +
+      out.push_back("tensor " + std::to_string(i) + " '" + fused::to_string(b.name) + "': static offset " + std::to_string(x.offset) + " bytes " +
                     std::to_string(x.bytes) + " live " + std::to_string(x.first) + ".." + std::to_string(x.last) + ", run time offset " +
                     std::to_string(y.offset) + " bytes " + std::to_string(y.bytes) + " live " + std::to_string(y.first) + ".." +
                     std::to_string(y.last));

@@ -13,14 +13,10 @@
 #include <string>
 #include <vector>
 
-#include <boost/hana/accessors.hpp>
-#include <boost/hana/first.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/second.hpp>
-#include <boost/hana/string.hpp>
 #include <fmt/format.h>
 
 #include <fused/io/hf_config.hpp>
+#include <fused/models/qwen2_config_fields.hpp>
 #include <fused/models/qwen2_plan.hpp>
 #include <fused/plan/print.hpp>
 

@@ -5,21 +5,18 @@
 // so counting sorts fit; short ranges use insertion sort. All of these are stable.
 #pragma once
 #include <cstddef>
-#include <vector>
+
+#include "vector.hpp"
 
 namespace fused {
 
 // 0..n-1 ordered by key[i] ascending, equal keys in index order. Keys must lie in [0, range).
-constexpr std::vector<int> counting_order(const int* key, std::size_t n, std::size_t range) {
-  std::vector<int> start;
-  start.reserve(range + 1);
-  for (std::size_t k = 0; k <= range; ++k) start.push_back(0);
+constexpr scratch<int> counting_order(const int* key, std::size_t n, std::size_t range) {
+  scratch<int> start(range + 1, 0);
   int* const st = start.data();
   for (std::size_t i = 0; i < n; ++i) ++st[key[i] + 1];
   for (std::size_t k = 1; k <= range; ++k) st[k] += st[k - 1];
-  std::vector<int> order;
-  order.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) order.push_back(0);
+  scratch<int> order(n);
   int* const out = order.data();
   for (std::size_t i = 0; i < n; ++i) out[st[key[i]]++] = static_cast<int>(i);
   return order;

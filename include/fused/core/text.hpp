@@ -1,9 +1,9 @@
 // Small constexpr text helpers: names with a layer index, integer formatting, fixed strings.
-// constexpr std::string (C++20) lets the same code format diagnostics at compile time and run time.
+// The same code formats diagnostics at compile time and at run time; run-time callers take the
+// characters as `std::string(t.view())`. (No <string> here: the constexpr spine does not parse it.)
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,7 +28,6 @@ class text {
   constexpr std::string_view view() const { return {c_.data(), c_.size()}; }
   constexpr bool empty() const { return c_.empty(); }
   constexpr std::size_t size() const { return c_.size(); }
-  std::string str() const { return std::string(view()); }
   friend constexpr bool operator==(const text& a, const text& b) { return a.view() == b.view(); }
   friend constexpr bool operator==(const text& a, std::string_view b) { return a.view() == b; }
   friend constexpr bool operator==(const text& a, const char* b) { return a.view() == std::string_view(b); }  // not ambiguous

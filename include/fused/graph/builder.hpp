@@ -5,7 +5,6 @@
 // (fused/graph/diagnose.hpp); at run time it becomes a `graph_error`.
 #pragma once
 #include <initializer_list>
-#include <string>
 #include <utility>
 
 #include "program.hpp"

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/text_string.hpp"
 #include "../ops/common.hpp"
 #include "graph_error.hpp"
 #include "program.hpp"
@@ -23,7 +24,7 @@ struct wire_state {
 
 namespace detail {
 inline std::string step_label(const program& p, const step& s) {
-  return "step " + std::to_string(s.id) + " '" + s.op->name + "' -> '" + p.tensor(s.result).name.str().str() + "'";
+  return "step " + std::to_string(s.id) + " '" + s.op->name + "' -> '" + to_string(p.tensor(s.result).name) + "'";
 }
 }  // namespace detail
 
@@ -36,12 +37,12 @@ inline std::string cut_wire_report(const program& p, std::size_t pos, std::span<
     const tensor_info& t = p.tensor(s.inputs[static_cast<std::size_t>(k)]);
     const wire_state& w = wires[static_cast<std::size_t>(t.id)];
     const bool shape_ok = !w.actual || *w.actual == t.shp;
-    r += "  input " + std::to_string(k) + " #" + std::to_string(t.id) + " '" + t.name.str().str() + "' (" + std::string(name_of(t.kind)) + "): ";
+    r += "  input " + std::to_string(k) + " #" + std::to_string(t.id) + " '" + to_string(t.name) + "' (" + std::string(name_of(t.kind)) + "): ";
     if (!shape_ok) r += "SHAPE MISMATCH";
     else if (t.is_feed) r += w.bound ? "bound" : "MISSING";
     else r += "computed";
-    r += ", expected " + std::string(name_of(t.type)) + " " + ops::shape_text(t.shp).str();
-    if (w.actual) r += ", actual " + ops::shape_text(*w.actual).str();
+    r += ", expected " + std::string(name_of(t.type)) + " " + std::string(ops::shape_text(t.shp).view());
+    if (w.actual) r += ", actual " + std::string(ops::shape_text(*w.actual).view());
     if (t.producer >= 0) {
       for (const auto& ps : p.steps)
         if (ps.id == t.producer) r += "; produced by " + detail::step_label(p, ps);

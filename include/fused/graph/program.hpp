@@ -5,7 +5,6 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -125,9 +124,11 @@ struct program {
     return f;
   }
   // Position of each step id in the schedule.
-  constexpr std::vector<int> position_of_step() const {
-    std::vector<int> pos = filled(steps.size(), -1);
-    for (std::size_t i = 0; i < steps.size(); ++i) pos[static_cast<std::size_t>(steps[i].id)] = static_cast<int>(i);
+  constexpr scratch<int> position_of_step() const {
+    const std::size_t n = steps.size();
+    scratch<int> pos(n, -1);
+    const step* const s = steps.data();
+    for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(s[i].id)] = static_cast<int>(i);
     return pos;
   }
   constexpr tensor_id output(std::string_view name) const {

@@ -13,20 +13,21 @@
 namespace fused {
 
 // Compile-cost note: this runs in constant evaluation for every static model, so it walks raw
-// pointers (each vector::operator[] is a call the evaluator interprets) and keeps the readers of
-// each tensor in one array (one vector per tensor costs an allocation each).
+// pointers (each vector::operator[] is a call the evaluator interprets), works in scratch arrays
+// filled by index (core/vector.hpp) and keeps the readers of each tensor in one array (one vector
+// per tensor costs an allocation each).
 constexpr void schedule(program& p) {
   const std::size_t n = p.steps.size();
   const std::size_t nt = p.tensors.size();
   const tensor_info* const tensors = p.tensors.data();
   step* const steps = p.steps.data();
   // Kahn's algorithm over steps: a step is ready when each input is a feed or has its level.
-  std::vector<int> level_v = filled(nt, -1);
+  scratch<int> level_v(nt, -1);
   int* const level = level_v.data();
   for (std::size_t t = 0; t < nt; ++t)
     if (tensors[t].is_feed) level[t] = 0;
   // waiting[t]: the steps that wait for tensor t, as lists in one array (wait_begin[t] ..).
-  std::vector<int> pending_v = filled(n, 0), wait_begin_v = filled(nt + 1, 0);
+  scratch<int> pending_v(n, 0), wait_begin_v(nt + 1, 0);
   int* const pending = pending_v.data();
   int* const wait_begin = wait_begin_v.data();
   for (std::size_t s = 0; s < n; ++s) {
@@ -35,10 +36,11 @@ constexpr void schedule(program& p) {
       if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
   }
   for (std::size_t t = 0; t < nt; ++t) wait_begin[t + 1] += wait_begin[t];
-  std::vector<int> waiting_v = filled(static_cast<std::size_t>(wait_begin[nt]), 0), fill_v = wait_begin_v;
+  scratch<int> waiting_v(static_cast<std::size_t>(wait_begin[nt])), fill_v(nt + 1);
   int* const waiting = waiting_v.data();
   int* const fill = fill_v.data();
-  std::vector<int> ready_v = filled(n, 0);
+  for (std::size_t t = 0; t <= nt; ++t) fill[t] = wait_begin[t];
+  scratch<int> ready_v(n);
   int* const ready = ready_v.data();
   int n_ready = 0;
   for (std::size_t s = 0; s < n; ++s) {
@@ -76,20 +78,19 @@ constexpr void schedule(program& p) {
     return;
   }
   // Counting sort by level; within a level, id order (steps are stored in id order). Stable and
-  // O(n), and it moves each step once: copying steps is what costs in constant evaluation.
+  // O(n), and it copies each step twice (out and back), by index.
   int max_level = 0;
   for (std::size_t s = 0; s < n; ++s) max_level = steps[s].level > max_level ? steps[s].level : max_level;
-  std::vector<int> start_v = filled(static_cast<std::size_t>(max_level) + 2, 0);
+  scratch<int> start_v(static_cast<std::size_t>(max_level) + 2, 0);
   int* const start = start_v.data();
   for (std::size_t s = 0; s < n; ++s) ++start[steps[s].level + 1];
   for (int l = 1; l <= max_level + 1; ++l) start[l] += start[l - 1];
-  std::vector<int> order_v = filled(n, 0);
+  scratch<int> order_v(n);
   int* const order = order_v.data();
   for (std::size_t s = 0; s < n; ++s) order[start[steps[s].level]++] = static_cast<int>(s);
-  std::vector<step> sorted;
-  sorted.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) sorted.push_back(steps[order[i]]);
-  p.steps = std::move(sorted);
+  scratch<step> sorted(n);
+  for (std::size_t i = 0; i < n; ++i) sorted[i] = steps[order[i]];
+  for (std::size_t i = 0; i < n; ++i) steps[i] = sorted[i];
 }
 
 }  // namespace fused

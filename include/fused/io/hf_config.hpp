@@ -16,11 +16,7 @@
 #include "fused/io/load_error.hpp"
 #include "fused/models/qwen2_config.hpp"
 
-#include <boost/hana/accessors.hpp>
-#include <boost/hana/first.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/second.hpp>
-#include <boost/hana/string.hpp>
+#include "fused/models/qwen2_config_fields.hpp"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 

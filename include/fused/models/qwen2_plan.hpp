@@ -1,64 +1,13 @@
-// Compile-time plans of a Qwen2 model: the program built once in constant evaluation, lowered and
-// memory-planned for prefill (up to MaxTokens tokens) and decode, both verified by static_assert.
-// Both modes share the weights and state layouts (same program, same KV capacity).
-//
-//   using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
-//   static_assert(plans::prefill.arena_bytes() == 23592960);
+// Plans of a Qwen2 model: the compile-time ones (static_plans, qwen2_static_plan.hpp) and the same
+// pipeline at run time for a config known only then (plan_for), which throws graph_error.
 #pragma once
-#include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "../graph/graph_error.hpp"
-#include "../plan/planner.hpp"
-#include "../plan/static_plan.hpp"
-#include "qwen2_graph.hpp"
-#include "qwen2_mode.hpp"
+#include "qwen2_static_plan.hpp"
 
 namespace fused::qwen2 {
-
-template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, graph_options Options = graph_options{}>
-struct static_plans {
-  static constexpr config cfg = Preset::value;
-  static_assert(MaxTokens >= 1, "fused: a prefill must take at least one token");
-  static_assert(Ctx >= MaxTokens, "fused: the KV capacity must hold at least one full prefill");
-  static_assert(Ctx <= Preset::value.max_position_embeddings, "fused: the KV capacity exceeds the model's max_position_embeddings");
-
-  static constexpr counting_builder::counts size = build_graph_with<counting_builder>(cfg, Options);
-  using plan_type = static_plan<size.tensors, size.steps>;
-  struct both {
-    error_kind error = error_kind::none;
-    diagnostic message{};
-    plan_type prefill{};
-    plan_type decode{};
-    tensor_id logits = -1;  // the program's output "logits"
-  };
-  static constexpr both plans = [] {
-    both b{};
-    const program p = build_graph(cfg, Options);
-    b.error = p.error;
-    if (!p.ok()) {
-      b.message = diagnostic(p.message.view());
-      return b;
-    }
-    b.logits = p.output("logits");
-    b.prefill = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::prefill(MaxTokens, Ctx).bind()));
-    b.decode = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::decode(Ctx).bind()));
-    return b;
-  }();
-  static_assert(compile_error<plans.error, plans.message>::ok);
-  static constexpr const plan_type& prefill = plans.prefill;
-  static constexpr const plan_type& decode = plans.decode;
-  static constexpr tensor_id logits = plans.logits;
-  static_assert(invalid_memory_plan<plans.prefill.failure>::ok);
-  static_assert(invalid_memory_plan<plans.decode.failure>::ok);
-  // (Only once the program is valid: an invalid one has said so above, in one sentence.)
-  static_assert(!plans.prefill.failure.empty() || plans.error != error_kind::none || plans.prefill.buffers[0].bytes == MaxTokens * 4,
-                "input_ids is tensor 0");
-  // One state layout for both modes: decode continues what prefill wrote.
-  static_assert(plans.error != error_kind::none ||
-                (plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes()));
-};
 
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,
 // lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects.
@@ -73,10 +22,10 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
   planned r{build_graph(c, o), {}};
-  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + r.prog.message.str());
+  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + std::string(r.prog.message.view()));
   r.mem = plan_memory(r.prog, m.bind());
   const verdict v = verify(r.prog, r.mem);
-  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + v.what.str());
+  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + std::string(v.what.view()));
   return r;
 }
 

@@ -1,6 +1,5 @@
 // Helpers shared by the op headers: shape-rule sentences and the rows of a [rows, cols] tensor.
 #pragma once
-#include <string>
 
 #include "../graph/program.hpp"
 

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/text_string.hpp"
 #include "memory_plan.hpp"
 
 namespace fused {
@@ -62,7 +63,7 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
     const tensor_info& t = p.tensor(b.tensor);
     json j = json::object();
     j["id"] = b.tensor;
-    j["name"] = t.name.str().str();
+    j["name"] = to_string(t.name);
     j["region"] = name_of(b.where);
     j["offset"] = b.offset;
     j["bytes"] = b.bytes;

@@ -23,8 +23,9 @@ namespace fused {
 
 // Compile-cost notes (constant evaluation is the budget: docs/COMPILE_TIME.md). Loops walk raw
 // pointers (each vector::operator[] or iterator step is a call the evaluator interprets), no
-// std::sort (see core/sort.hpp), and vectors are filled by push_back once rather than filled and
-// then overwritten. The plan is the same as the straightforward code would make, bit for bit.
+// std::sort (see core/sort.hpp), and working arrays are scratch arrays filled by index, never
+// vectors grown by push_back (core/vector.hpp). The plan is the same as the straightforward code
+// would make, bit for bit.
 namespace detail {
 
 struct group_info {
@@ -40,13 +41,13 @@ struct group_info {
 // one iff it is born before the earlier one dies. O(n + pairs), and pairs are few: most activations
 // live inside one layer.
 struct overlap_lists {
-  std::vector<int> begin;
-  std::vector<int> list;
+  scratch<int> begin;
+  scratch<int> list;
 };
 
 constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::size_t n) {
   overlap_lists o;
-  std::vector<int> degree = filled(n + 1, 0);
+  scratch<int> degree(n + 1, 0);
   int* const deg = degree.data();
   for (std::size_t i = 0; i < n; ++i) {
     const group_info& a = g[by_first[i]];
@@ -55,13 +56,13 @@ constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::
       ++deg[by_first[j]];
     }
   }
-  o.begin.reserve(n + 1);
+  o.begin = scratch<int>(n + 1);
   int at = 0;
   for (std::size_t i = 0; i <= n; ++i) {
-    o.begin.push_back(at);
+    o.begin[i] = at;
     at += deg[i];
   }
-  o.list = filled(static_cast<std::size_t>(at), 0);
+  o.list = scratch<int>(static_cast<std::size_t>(at));
   int* const next = deg;  // reused as the fill cursor of each list
   const int* const b = o.begin.data();
   for (std::size_t i = 0; i < n; ++i) next[i] = b[i];
@@ -85,7 +86,7 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
   const int* const b = o.begin.data();
   for (std::size_t i = 0; i < n; ++i) widest = b[i + 1] - b[i] > widest ? b[i + 1] - b[i] : widest;
   // [begin, end) of the placed groups that collide with the current one, as pairs in one array.
-  std::vector<std::int64_t> busy_v = filled(2 * static_cast<std::size_t>(widest), std::int64_t{0});
+  scratch<std::int64_t> busy_v(2 * static_cast<std::size_t>(widest));
   std::int64_t* const busy = busy_v.data();
   const int* const list = o.list.data();
   std::int64_t arena = 0;
@@ -141,7 +142,7 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   const int ns = static_cast<int>(p.steps.size());
   const tensor_info* const tensors = p.tensors.data();
   const step* const steps = p.steps.data();
-  const std::vector<int> pos_v = p.position_of_step();
+  const scratch<int> pos_v = p.position_of_step();
   const int* const pos = pos_v.data();
 
   // 1. Lowering.
@@ -205,17 +206,17 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   }
 
   // 5. Activation groups, numbered in order of their head's id.
-  std::vector<detail::group_info> groups_v;
-  groups_v.reserve(nt);
-  std::vector<int> group_index_v = filled(nt, -1);
+  scratch<detail::group_info> groups_v(nt);
+  std::size_t ng = 0;
+  scratch<int> group_index_v(nt, -1);
   int* const group_index = group_index_v.data();
   for (std::size_t t = 0; t < nt; ++t) {
     const buffer& b = buf[t];
     if (b.where != region::activations) continue;
     int& gi = group_index[b.group];
     if (gi < 0) {
-      gi = static_cast<int>(groups_v.size());
-      groups_v.push_back({b.group, b.bytes, b.first, b.last, -1});
+      gi = static_cast<int>(ng);
+      groups_v[ng++] = {b.group, b.bytes, b.first, b.last, -1};
     } else {
       detail::group_info& g = groups_v.data()[gi];
       if (b.bytes > g.bytes) g.bytes = b.bytes;
@@ -223,28 +224,27 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
       if (b.last > g.last) g.last = b.last;
     }
   }
-  const std::size_t ng = groups_v.size();
   const detail::group_info* const groups = groups_v.data();
 
   // Orders. By first use: (first, bytes descending, id) = a counting sort by first (ids ascend within
   // it), then each run of equal firsts by bytes. By size: (bytes descending, first, id) = the by-first
   // order stably sorted by bytes, counted by the rank of each distinct size.
-  std::vector<int> key_v = filled(ng, 0);
+  scratch<int> key_v(ng);
   int* const key = key_v.data();
   int range = 1;
   for (std::size_t i = 0; i < ng; ++i) {
     key[i] = groups[i].first;
     if (key[i] + 1 > range) range = key[i] + 1;
   }
-  std::vector<int> by_first_v = counting_order(key, ng, static_cast<std::size_t>(range));
+  scratch<int> by_first_v = counting_order(key, ng, static_cast<std::size_t>(range));
   int* const by_first = by_first_v.data();
   bool ids_ascend = true;  // groups are numbered in order of their first member, nearly always their head
   for (std::size_t i = 1; i < ng; ++i) ids_ascend = ids_ascend && groups[i - 1].id < groups[i].id;
   if (!ids_ascend) {  // ties in first must still fall in id order: sort by id, then stably by first
     for (std::size_t i = 0; i < ng; ++i) key[i] = groups[i].id;
-    const std::vector<int> by_id = counting_order(key, ng, nt);
+    const scratch<int> by_id = counting_order(key, ng, nt);
     for (std::size_t i = 0; i < ng; ++i) key[i] = groups[by_id.data()[i]].first;
-    const std::vector<int> o = counting_order(key, ng, static_cast<std::size_t>(range));
+    const scratch<int> o = counting_order(key, ng, static_cast<std::size_t>(range));
     for (std::size_t i = 0; i < ng; ++i) by_first[i] = by_id.data()[o.data()[i]];
   }
   for (std::size_t i = 0; i < ng;) {
@@ -267,12 +267,12 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
     while (sizes[r] != groups[by_first[i]].bytes) ++r;
     key[i] = r;
   }
-  std::vector<int> by_size_v = counting_order(key, ng, sizes_v.size() + 1);
+  scratch<int> by_size_v = counting_order(key, ng, sizes_v.size() + 1);
   int* const by_size = by_size_v.data();
   for (std::size_t i = 0; i < ng; ++i) by_size[i] = by_first[by_size[i]];
 
   const detail::overlap_lists overlap = detail::overlaps(groups, by_first, ng);
-  std::vector<std::int64_t> at_size = filled(ng, std::int64_t{-1}), at_first = filled(ng, std::int64_t{-1});
+  scratch<std::int64_t> at_size(ng), at_first(ng);
   m.arena_by_strategy[0] = detail::place(groups, ng, overlap, by_size, true, at_size.data());
   m.arena_by_strategy[1] = detail::place(groups, ng, overlap, by_first, false, at_first.data());
   m.chosen = m.arena_by_strategy[1] < m.arena_by_strategy[0] ? strategy::greedy_by_first_use : strategy::greedy_by_size;
@@ -280,7 +280,7 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
 
   // Lower bound: max over positions of the bytes of groups live there (difference array).
-  std::vector<std::int64_t> delta_v = filled(static_cast<std::size_t>(ns) + 1, std::int64_t{0});
+  scratch<std::int64_t> delta_v(static_cast<std::size_t>(ns) + 1, 0);
   std::int64_t* const delta = delta_v.data();
   for (std::size_t i = 0; i < ng; ++i) {
     delta[groups[i].first] += align_up(groups[i].bytes);

@@ -46,7 +46,7 @@ inline std::string xml_escape(std::string_view s) {
 namespace detail {
 
 // The category a buffer is colored by: its writer's op category, or "input" for a caller-filled one.
-inline const char* svg_category(const program& p, const std::vector<int>& position_of_step, tensor_id t) {
+inline const char* svg_category(const program& p, const scratch<int>& position_of_step, tensor_id t) {
   const auto& ti = p.tensor(t);
   if (ti.producer < 0) return "input";
   return p.steps[static_cast<std::size_t>(position_of_step[static_cast<std::size_t>(ti.producer)])].op->category;
@@ -138,7 +138,7 @@ inline std::string plan_to_svg(const program& p, const memory_plan& m, std::stri
     categories.emplace_back(c);
     return categories.size() - 1;
   };
-  const std::vector<int> pos = p.position_of_step();
+  const scratch<int> pos = p.position_of_step();
   add(R"(<g stroke="white" stroke-width="0.25">)");
   for (const auto& b : m.buffers) {
     if (b.where != region::activations) continue;

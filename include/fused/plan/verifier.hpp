@@ -7,9 +7,7 @@
 //   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound.
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #pragma once
-#include <string>
 #include <utility>
-#include <vector>
 
 #include "../core/sort.hpp"
 #include "memory_plan.hpp"
@@ -36,7 +34,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   const std::size_t nt = p.tensors.size();
   const tensor_info* const tensors = p.tensors.data();
   const buffer* const buf = m.buffers.data();
-  const std::vector<int> pos_v = p.position_of_step();
+  const scratch<int> pos_v = p.position_of_step();
   const int* const pos = pos_v.data();
   const step* const steps = p.steps.data();
   for (std::size_t s = 0; s < p.steps.size(); ++s) {
@@ -67,14 +65,12 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   // Weights and state live for the whole call: in offset order, each buffer must start at or after
   // the end of everything before it (state updated in place shares its feed's bytes by design).
   // The planner lays them out in feed order, so the order is usually already sorted.
-  std::vector<int> order_v;
-  order_v.reserve(nt);
+  scratch<int> order_v(nt);
+  int* const order = order_v.data();
   for (const region r : {region::weights, region::state}) {
-    order_v.clear();
+    std::size_t n = 0;
     for (std::size_t i = 0; i < nt; ++i)
-      if (buf[i].where == r && buf[i].group == buf[i].tensor) order_v.push_back(buf[i].tensor);
-    int* const order = order_v.data();
-    const std::size_t n = order_v.size();
+      if (buf[i].where == r && buf[i].group == buf[i].tensor) order[n++] = buf[i].tensor;
     bool sorted = true;
     for (std::size_t i = 1; i < n && sorted; ++i) sorted = buf[order[i - 1]].offset <= buf[order[i]].offset;
     if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
@@ -91,18 +87,16 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   }
   // Activations: every pair live at a common position (found by a sweep in order of birth) must
   // use disjoint bytes, unless it is an in-place pair.
-  order_v.clear();
-  std::vector<int> first_v;
-  first_v.reserve(nt);
+  scratch<int> first_v(nt);
+  std::size_t na = 0;
   for (std::size_t i = 0; i < nt; ++i)
     if (buf[i].where == region::activations) {
-      order_v.push_back(buf[i].tensor);
-      first_v.push_back(buf[i].first);
+      order[na] = buf[i].tensor;
+      first_v[na++] = buf[i].first;
     }
-  const std::vector<int> by_first = counting_order(first_v.data(), first_v.size(), static_cast<std::size_t>(max_first) + 1);
-  const int* const act = order_v.data();
+  const scratch<int> by_first = counting_order(first_v.data(), na, static_cast<std::size_t>(max_first) + 1);
+  const int* const act = order;
   const int* const bf = by_first.data();
-  const std::size_t na = by_first.size();
   for (std::size_t i = 0; i < na; ++i) {
     const buffer& a = buf[act[bf[i]]];
     for (std::size_t j = i + 1; j < na; ++j) {

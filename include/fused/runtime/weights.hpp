@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../io/load_error.hpp"
+#include "../core/text_string.hpp"
 #include "../io/safetensors.hpp"
 #include "session.hpp"
 
@@ -42,7 +43,7 @@ class weight_store {
     w.open_files(path);
     for (const auto& t : tensors) {
       if (t.kind != role::weight) continue;
-      const std::string name = t.name.str().str();
+      const std::string name = to_string(t.name);
       std::vector<std::int64_t> shp;
       for (int i = 0; i < t.shp.rank; ++i) shp.push_back(t.shp[i].n);
       io::safetensors_file& f = w.file_for(name, shp);
@@ -83,7 +84,7 @@ class weight_store {
       auto* p = reinterpret_cast<std::uint16_t*>(blob.data() + buffers[static_cast<std::size_t>(t.id)].offset);
       std::int64_t n = 1;
       for (int i = 0; i < t.shp.rank; ++i) n *= t.shp[i].n;
-      const std::string name = t.name.str().str();
+      const std::string name = to_string(t.name);
       const bool norm = name.find("norm") != std::string::npos;
       const float scale = t.shp.rank == 2 ? 1.0f / std::sqrt(static_cast<float>(t.shp[1].n)) : norm ? 0.1f : 0.02f;
       std::uint64_t s = seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(t.id + 1));

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <fused/core/text_string.hpp>
 #include <fused/models/qwen2_model.hpp>
 #include <fused/runtime/calls.hpp>
 #include <fused/runtime/session.hpp>
@@ -106,7 +107,7 @@ inline void derive_program_facts(c_program& p) {
     tensor_id feed = -1;
     for (const auto& t : m.tensors)
       if (t.is_feed && t.kind == role::state && m.of(t.id).offset == out.offset) feed = t.id;
-    if (feed < 0) throw std::logic_error("codegen: state result '" + m.tensor(s.result).name.str().str() + "' has no state feed");
+    if (feed < 0) throw std::logic_error("codegen: state result '" + to_string(m.tensor(s.result).name) + "' has no state feed");
     p.state.push_back({feed, s.result});
   }
   std::sort(p.state.begin(), p.state.end(), [](const state_pair& a, const state_pair& b) { return a.in < b.in; });
@@ -124,7 +125,7 @@ inline void check_calls(const mode_plan& m) {
                     (o.where == region::weights ? o.slot == slot[static_cast<std::size_t>(o.tensor)] : o.offset == b.offset);
     if (!ok)
       throw std::logic_error(std::string("codegen: ") + m.mode + " step " + std::to_string(c.step) + ": operand '" +
-                             m.tensor(o.tensor).name.str().str() + "' differs from its buffer");
+                             to_string(m.tensor(o.tensor).name) + "' differs from its buffer");
   };
   for (std::size_t i = 0; i < m.calls.size(); ++i) {
     const runtime::call& c = m.calls[i];

@@ -22,11 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include <boost/hana/accessors.hpp>
-#include <boost/hana/first.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/second.hpp>
-#include <boost/hana/string.hpp>
+#include <fused/models/qwen2_config_fields.hpp>
 
 #include "c_program.hpp"
 
@@ -46,7 +42,7 @@ inline std::string hex64(std::uint64_t v) {
   return buf;
 }
 
-inline std::string tensor_name(const tensor_info& t) { return t.name.str().str(); }
+inline std::string tensor_name(const tensor_info& t) { return to_string(t.name); }
 
 // The C macro holding a tensor's offset in its region (mode: activations of prefill or decode).
 inline std::string offset_macro(const c_program& p, const mode_plan& m, tensor_id id) {
