@@ -4,8 +4,9 @@
  * Paths
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
  *    f32 x, so x is NOT rounded. Each output row is one dot product with a fixed accumulation order
- *    (AVX-512: even/odd-element accumulators over 32-k steps, a masked tail, one horizontal sum), 4 rows
- *    at a time with the next 4 rows prefetched. vdpbf16ps would need x in bf16 and measured no faster:
+ *    (AVX-512: 32-k steps into even/odd-element accumulators when K <= 1024, into one accumulator
+ *    otherwise, a masked tail, one horizontal sum), 8 or 16 rows at a time with the next group
+ *    prefetched (see fk__dot_rows_avx512). vdpbf16ps would need x in bf16 and measured no faster:
  *    memory is the limit (`fused bench kernels --study`, docs/PERFORMANCE.md).
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
@@ -101,16 +102,21 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
 }
 
 /* ---- AVX-512: widening row kernel (GEMV, small M) ------------------------------------------------ */
-/* pf: the next rows to be read (or NULL). Short rows (K = 896 is 1.75 KiB) end before the hardware
- * prefetcher has ramped up on them, so each 64-byte line of the next row group is requested one group
- * ahead; prefetching never changes results. */
+/* A single core's read bandwidth is bounded by the misses it keeps in flight, so the kernel reads many
+ * rows at once, each its own stream, and requests each 64-byte line of the next row group one group
+ * ahead (pf; NULL: none). Measured on Sapphire Rapids, 1 thread (docs/PERFORMANCE.md):
+ *   K <= FK_LIN_SHORT_K (a row is at most 2 KiB): 8 rows, two accumulators per row (even / odd k);
+ *   longer rows: 16 rows, one accumulator per row (32 zmm would not hold 16 x 2), and no prefetch when
+ *   the row stride is a multiple of 4 KiB (16 rows would then share one L1 set: measured slower).
+ * The accumulation order of a row depends only on K, never on R, the prefetch or the thread count.
+ * The even bf16 of each 32-bit lane become f32 by a shift, the odd ones by masking off the low half; x
+ * is split into its even and odd elements to match (two permutes per 32 k, shared by the R rows). */
+#define FK_LIN_SHORT_K 1024
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const float* x, size_t K, const uint16_t* w,
-                                                                         size_t ldw, int R, float* out, const uint16_t* pf) {
-  __m512 a0[4], a1[4];
+                                                                         size_t ldw, int R, int acc2, float* out,
+                                                                         const uint16_t* pf) {
+  __m512 a0[16], a1[16];
   for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
-  /* One 64-byte load per row per 32 k: the even bf16 of each 32-bit lane become f32 by a shift, the odd
-   * ones by masking off the low half; x is split into its even and odd elements to match (two permutes
-   * per 32 k, shared by the R rows). Half the loads and uops of widening with vpmovzxwd. */
   const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
@@ -123,7 +129,10 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const f
     for (int r = 0; r < R; ++r) {
       const __m512i wv = _mm512_loadu_si512(w + (size_t)r * ldw + k);
       a0[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), xe, a0[r]);
-      a1[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(wv, hi16)), xo, a1[r]);
+      if (acc2)
+        a1[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(wv, hi16)), xo, a1[r]);
+      else
+        a0[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(wv, hi16)), xo, a0[r]);
     }
   }
   for (; k < K; k += 16) { /* masked tail: no scalar loop */
@@ -131,23 +140,41 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const f
     const __m512 x0 = _mm512_maskz_loadu_ps(msk, x + k);
     for (int r = 0; r < R; ++r) a0[r] = _mm512_fmadd_ps(fk__maskload_bf16x16(w + (size_t)r * ldw + k, msk), x0, a0[r]);
   }
-  for (int r = 0; r < R; ++r) out[r] = fk__hsum512(_mm512_add_ps(a0[r], a1[r]));
+  for (int r = 0; r < R; ++r) out[r] = fk__hsum512(acc2 ? _mm512_add_ps(a0[r], a1[r]) : a0[r]);
+}
+
+/* Rows [n0, n1) of y for M rows of x: groups of G rows (then 4, then 1), the row arithmetic of acc2. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__rows_avx512_g(const float* x, size_t M, size_t K, const uint16_t* W,
+                                                                       size_t N, const uint16_t* bias, float* y, size_t n0,
+                                                                       size_t n1, int G, int acc2, int prefetch) {
+  float o[16];
+  size_t n = n0;
+  for (; n + (size_t)G <= n1; n += (size_t)G)
+    for (size_t m = 0; m < M; ++m) {
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, G, acc2, o,
+                          prefetch && m == 0 && n + 2 * (size_t)G <= N ? W + (n + (size_t)G) * K : NULL);
+      for (int r = 0; r < G; ++r) y[m * N + n + (size_t)r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + (size_t)r]) : 0.0f);
+    }
+  for (; n + 4 <= n1; n += 4)
+    for (size_t m = 0; m < M; ++m) {
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 4, acc2, o, NULL);
+      for (int r = 0; r < 4; ++r) y[m * N + n + (size_t)r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + (size_t)r]) : 0.0f);
+    }
+  for (; n < n1; ++n)
+    for (size_t m = 0; m < M; ++m) {
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 1, acc2, o, NULL);
+      y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
+    }
 }
 
 FK_TARGET_AVX512 FK_API void fk__rows_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
                                              const uint16_t* bias, float* y, size_t n0, size_t n1) {
-  float o[4];
-  size_t n = n0;
-  for (; n + 4 <= n1; n += 4)
-    for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 4, o, m == 0 && n + 8 <= N ? W + (n + 4) * K : NULL);
-      for (int r = 0; r < 4; ++r) y[m * N + n + r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + r]) : 0.0f);
-    }
-  for (; n < n1; ++n)
-    for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 1, o, NULL);
-      y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
-    }
+  if (K <= FK_LIN_SHORT_K)
+    fk__rows_avx512_g(x, M, K, W, N, bias, y, n0, n1, 8, 1, 1);
+  else if ((K * 2) % 4096 != 0)
+    fk__rows_avx512_g(x, M, K, W, N, bias, y, n0, n1, 16, 0, 1);
+  else
+    fk__rows_avx512_g(x, M, K, W, N, bias, y, n0, n1, 16, 0, 0);
 }
 
 /* ---- AVX-512 BF16 GEMM ------------------------------------------------------------------------- */

@@ -219,6 +219,11 @@ TEST_CASE("gemv: every path, odd sizes, unaligned, bias or not") {
         check_linear(1, K, N, (K + N) % 2 == 0, true, isa);
     check_linear(1, 4864, 67, true, true, isa);
     check_linear(1, 896, 1000, false, true, isa);
+    // the AVX-512 row kernel's three regimes: K <= 1024 (8 rows, two accumulators), longer rows
+    // (16 rows, one accumulator), and rows a multiple of 4 KiB long (16 rows, no prefetch)
+    check_linear(1, 1024, 77, true, true, isa);
+    check_linear(1, 1025, 77, false, true, isa);
+    check_linear(1, 2048, 83, true, true, isa);
   });
 }
 
@@ -237,29 +242,31 @@ TEST_CASE("gemm: every path, M across tile tails, odd K and N") {
 TEST_CASE("gemv and gemm are bitwise independent of the thread count") {
   threads_guard tg;
   for_each_isa([&](fk_isa) {
-    const std::size_t M = 37, K = 300, N = 70 * 64 + 13;  // many column blocks, tails everywhere
-    unaligned<float> x(M * K);
-    unaligned<uint16_t> W(N * K), bias(N);
-    fill_f32(x.data(), M * K);
-    fill_bf16(W.data(), N * K);
-    fill_bf16(bias.data(), N);
-    std::vector<std::vector<float>> ys, vs;
-    for (int t : {1, 2, 3}) {
-      fk_set_threads(t);
-      std::vector<float> y(M * N), v(N);
-      fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), y.data());
-      fk_gemv_bf16(x.data(), K, W.data(), N, bias.data(), v.data());
-      ys.push_back(y);
-      vs.push_back(v);
+    for (const std::size_t K : {std::size_t{300}, std::size_t{1500}}) {  // both accumulation orders of the row kernel
+      const std::size_t M = 37, N = 70 * 64 + 13;  // many column blocks, tails everywhere
+      unaligned<float> x(M * K);
+      unaligned<uint16_t> W(N * K), bias(N);
+      fill_f32(x.data(), M * K);
+      fill_bf16(W.data(), N * K);
+      fill_bf16(bias.data(), N);
+      std::vector<std::vector<float>> ys, vs;
+      for (int t : {1, 2, 3}) {
+        fk_set_threads(t);
+        std::vector<float> y(M * N), v(N);
+        fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), y.data());
+        fk_gemv_bf16(x.data(), K, W.data(), N, bias.data(), v.data());
+        ys.push_back(y);
+        vs.push_back(v);
+      }
+      CHECK(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * 4) == 0);
+      CHECK(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * 4) == 0);
+      CHECK(std::memcmp(vs[0].data(), vs[1].data(), vs[0].size() * 4) == 0);
+      CHECK(std::memcmp(vs[0].data(), vs[2].data(), vs[0].size() * 4) == 0);
+      // the GEMV row kernel is also what GEMM uses for M < FK_LIN_MIN_M_DP: same bits
+      std::vector<float> y1(N);
+      fk_gemm_bf16(x.data(), 1, K, W.data(), N, bias.data(), y1.data());
+      CHECK(std::memcmp(y1.data(), vs[0].data(), N * 4) == 0);
     }
-    CHECK(std::memcmp(ys[0].data(), ys[1].data(), ys[0].size() * 4) == 0);
-    CHECK(std::memcmp(ys[0].data(), ys[2].data(), ys[0].size() * 4) == 0);
-    CHECK(std::memcmp(vs[0].data(), vs[1].data(), vs[0].size() * 4) == 0);
-    CHECK(std::memcmp(vs[0].data(), vs[2].data(), vs[0].size() * 4) == 0);
-    // the GEMV row kernel is also what GEMM uses for M < FK_LIN_MIN_M_DP: same bits
-    std::vector<float> y1(N);
-    fk_gemm_bf16(x.data(), 1, K, W.data(), N, bias.data(), y1.data());
-    CHECK(std::memcmp(y1.data(), vs[0].data(), N * 4) == 0);
   });
 }
 
