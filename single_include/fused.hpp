@@ -3052,8 +3052,8 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
  * Paths
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
  *    f32 x, so x is NOT rounded. Each output row is one dot product with a fixed accumulation order
- *    (AVX-512: even/odd-element accumulators over 32-k steps, a masked tail, one horizontal sum), 4 rows
- *    at a time with the next 4 rows prefetched. vdpbf16ps would need x in bf16 and measured no faster:
+ *    (AVX-512 path: 256-bit steps of 16 k into one accumulator per row, a masked tail, one horizontal
+ *    sum), 16 rows at a time with the next 16 prefetched (see fk__dot_rows_avx512). vdpbf16ps would need x in bf16 and measured no faster:
  *    memory is the limit (`fused bench kernels --study`, docs/PERFORMANCE.md).
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
@@ -3148,53 +3148,77 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
 }
 
 /* ---- AVX-512: widening row kernel (GEMV, small M) ------------------------------------------------ */
-/* pf: the next rows to be read (or NULL). Short rows (K = 896 is 1.75 KiB) end before the hardware
- * prefetcher has ramped up on them, so each 64-byte line of the next row group is requested one group
- * ahead; prefetching never changes results. */
+/* A single core's read bandwidth is bounded by the misses it keeps in flight, so the kernel reads 16
+ * rows at once, each its own stream, and requests each 64-byte line of the next 16 rows one group ahead
+ * (pf; NULL: none). 256-bit operations, not 512: on Sapphire Rapids one core streams bf16 weights at
+ * ~29 GB/s through ymm loads and ~22 GB/s through zmm loads, and a streaming sum shows the same gap
+ * (docs/PERFORMANCE.md). AVX-512VL's 32 ymm registers hold one accumulator per row for 16 rows.
+ * Per 16 k, one 32-byte load of a row: the even bf16 of each 32-bit lane become f32 by a shift, the odd
+ * ones by masking off the low half; x is split into its even and odd elements to match (two permutes
+ * per 16 k, shared by the rows). The accumulation order of a row depends only on K: per 16 k, the even
+ * then the odd products into one accumulator; then 8-wide masked steps; one horizontal sum. Never on
+ * R, the prefetch or the thread count. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const float* x, size_t K, const uint16_t* w,
                                                                          size_t ldw, int R, float* out, const uint16_t* pf) {
-  __m512 a0[4], a1[4];
-  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
-  /* One 64-byte load per row per 32 k: the even bf16 of each 32-bit lane become f32 by a shift, the odd
-   * ones by masking off the low half; x is split into its even and odd elements to match (two permutes
-   * per 32 k, shared by the R rows). Half the loads and uops of widening with vpmovzxwd. */
-  const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i od = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
+  __m256 a[16];
+  for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
+  const __m256i ev = _mm256_set_epi32(14, 12, 10, 8, 6, 4, 2, 0);
+  const __m256i od = _mm256_set_epi32(15, 13, 11, 9, 7, 5, 3, 1);
+  const __m256i hi16 = _mm256_set1_epi32((int)0xffff0000u);
   size_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    const __m512 xa = _mm512_loadu_ps(x + k), xb = _mm512_loadu_ps(x + k + 16);
-    const __m512 xe = _mm512_permutex2var_ps(xa, ev, xb), xo = _mm512_permutex2var_ps(xa, od, xb);
-    if (pf)
+  for (; k + 16 <= K; k += 16) {
+    if (pf && k % 32 == 0)
       for (int r = 0; r < R; ++r) _mm_prefetch((const char*)(pf + (size_t)r * ldw + k), _MM_HINT_T0);
+    const __m256 xa = _mm256_loadu_ps(x + k), xb = _mm256_loadu_ps(x + k + 8);
+    const __m256 xe = _mm256_permutex2var_ps(xa, ev, xb), xo = _mm256_permutex2var_ps(xa, od, xb);
     for (int r = 0; r < R; ++r) {
-      const __m512i wv = _mm512_loadu_si512(w + (size_t)r * ldw + k);
-      a0[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(wv, 16)), xe, a0[r]);
-      a1[r] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(wv, hi16)), xo, a1[r]);
+      const __m256i wv = _mm256_loadu_si256((const __m256i*)(const void*)(w + (size_t)r * ldw + k));
+      a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), xe, a[r]);
+      a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(wv, hi16)), xo, a[r]);
     }
   }
-  for (; k < K; k += 16) { /* masked tail: no scalar loop */
-    const __mmask16 msk = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
-    const __m512 x0 = _mm512_maskz_loadu_ps(msk, x + k);
-    for (int r = 0; r < R; ++r) a0[r] = _mm512_fmadd_ps(fk__maskload_bf16x16(w + (size_t)r * ldw + k, msk), x0, a0[r]);
+  for (; k < K; k += 8) { /* masked tail: no scalar loop */
+    const __mmask8 msk = K - k >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (K - k)) - 1);
+    const __m256 x0 = _mm256_maskz_loadu_ps(msk, x + k);
+    for (int r = 0; r < R; ++r) {
+      const __m128i wb = _mm_maskz_loadu_epi16(msk, w + (size_t)r * ldw + k);
+      a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(wb), 16)), x0, a[r]);
+    }
   }
-  for (int r = 0; r < R; ++r) out[r] = fk__hsum512(_mm512_add_ps(a0[r], a1[r]));
+  for (int r = 0; r < R; ++r) out[r] = fk__hsum256(a[r]);
 }
 
-FK_TARGET_AVX512 FK_API void fk__rows_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
-                                             const uint16_t* bias, float* y, size_t n0, size_t n1) {
-  float o[4];
+/* Rows [n0, n1) of y for M rows of x: groups of 16 rows, then 4, then 1. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__rows_avx512_g(const float* x, size_t M, size_t K, const uint16_t* W,
+                                                                       size_t N, const uint16_t* bias, float* y, size_t n0,
+                                                                       size_t n1, int prefetch) {
+  float o[16];
   size_t n = n0;
+  for (; n + 16 <= n1; n += 16)
+    for (size_t m = 0; m < M; ++m) {
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 16, o, prefetch && m == 0 && n + 32 <= N ? W + (n + 16) * K : NULL);
+      for (int r = 0; r < 16; ++r) y[m * N + n + (size_t)r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + (size_t)r]) : 0.0f);
+    }
   for (; n + 4 <= n1; n += 4)
     for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 4, o, m == 0 && n + 8 <= N ? W + (n + 4) * K : NULL);
-      for (int r = 0; r < 4; ++r) y[m * N + n + r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + r]) : 0.0f);
+      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 4, o, NULL);
+      for (int r = 0; r < 4; ++r) y[m * N + n + (size_t)r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + (size_t)r]) : 0.0f);
     }
   for (; n < n1; ++n)
     for (size_t m = 0; m < M; ++m) {
       fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 1, o, NULL);
       y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
     }
+}
+
+/* No prefetch when the row stride is a multiple of 4 KiB: the 16 rows' lines then share one L1 set,
+ * and prefetching them measured slower (K = 2048). Prefetching never changes results. */
+FK_TARGET_AVX512 FK_API void fk__rows_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
+                                             const uint16_t* bias, float* y, size_t n0, size_t n1) {
+  if ((K * 2) % 4096 != 0)
+    fk__rows_avx512_g(x, M, K, W, N, bias, y, n0, n1, 1);
+  else
+    fk__rows_avx512_g(x, M, K, W, N, bias, y, n0, n1, 0);
 }
 
 /* ---- AVX-512 BF16 GEMM ------------------------------------------------------------------------- */
