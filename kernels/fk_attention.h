@@ -118,7 +118,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_avx512_r(int 
     const __m512 mv = _mm512_set1_ps(mnew);
     const __m512 p0 = _mm512_maskz_mov_ps(m0, fk__exp512(_mm512_sub_ps(s0, mv)));
     const __m512 p1 = _mm512_maskz_mov_ps(m1, fk__exp512(_mm512_sub_ps(s1, mv)));
-    l[r] = l[r] * corr + fk__hsum512(_mm512_add_ps(p0, p1));
+    l[r] = fmaf(l[r], corr, fk__hsum512(_mm512_add_ps(p0, p1))); /* explicit: C and C++ contract differently */
     m[r] = mnew;
     _mm512_storeu_ps(p[r], p0);
     _mm512_storeu_ps(p[r] + 16, p1);
@@ -198,7 +198,7 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* q, const float* kt, c
   }
   for (size_t j = nv; j < FK_ATT_BK; ++j) s[j] = 0.0f;
   for (size_t j = 0; j < nv; ++j) lb += s[j];
-  *l = *l * corr + lb;
+  *l = fmaf(*l, corr, lb); /* explicit: C and C++ contract differently */
   const __m256 cv = _mm256_set1_ps(corr);
   d = 0;
   for (; d + 8 <= hd; d += 8) {
