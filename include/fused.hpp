@@ -36,6 +36,7 @@
 #include "fused/ops/take_last.hpp"
 
 // plan: memory planning, verification, and the plan printers (JSON, text, SVG)
+#include "fused/plan/canaries.hpp"
 #include "fused/plan/json.hpp"
 #include "fused/plan/memory_plan.hpp"
 #include "fused/plan/planner.hpp"

@@ -1166,25 +1166,21 @@ inline constexpr op_def take_last{
 // ---- end fused/ops.hpp ---------------------------------------------------------------------------------
 
 // plan: memory planning, verification, and the plan printers (JSON, text, SVG)
-// ---- begin fused/plan/json.hpp -------------------------------------------------------------------------
-// A memory plan as JSON: the format `fused plan --format json` prints, documented in docs/PLAN_FORMAT.md.
+// ---- begin fused/plan/canaries.hpp ---------------------------------------------------------------------
+// Canary words for debug builds: a memory plan moved apart so that `canary_bytes` of a known pattern
+// follow every state and activation buffer, and a write past a buffer's end lands in its canary
+// instead of in a neighbour. The generated C's Debug layout fills them and checks them after every
+// step (docs/GENERATOR.md); any executor can do the same from the plan this returns.
 //
-//   {"arena_bytes", "lower_bound_bytes", "regions": [{"name", "bytes"}],
-//    "buffers": [{"id", "name", "region", "offset", "bytes", "first_step", "last_step", ...}],
-//    "steps":   [{"id", "op", "inputs", "outputs", "level", "kernel", ...}]}
-//
-// Units are bytes; offsets are relative to the start of the buffer's region. Steps are listed in
-// schedule order. Buffer ids are tensor ids, so a step's inputs/outputs name buffers directly.
-// first_step/last_step are step ids (not schedule positions): the step at which the buffer must
-// first hold its value and the last step that needs it. For a buffer a step writes, that is its
-// writer; for a weight or state feed, its first reader; for an input the caller fills, the first
-// step of the schedule; an output stays live to the last step (the caller reads it afterwards).
-// Extra keys beyond the required ones are listed in docs/PLAN_FORMAT.md.
+// Buffers are moved, not re-planned: a buffer at the k-th distinct offset of its region moves up by
+// k canaries. The map is monotone, so buffers that were disjoint stay disjoint with at least one
+// canary between them, buffers that shared bytes (never live together, or an in-place chain) still
+// do, and alignment holds (canary_bytes is a multiple of 64). The verifier (verifier.hpp) checks the
+// result like any plan, canaries included: `memory_plan::canary` tells it how many bytes follow each
+// state and activation buffer.
 #include <cstddef>
 #include <cstdint>
-#include <string>
-
-#include <nlohmann/json.hpp>
+#include <vector>
 
 // ---- begin fused/plan/memory_plan.hpp ------------------------------------------------------------------
 // A memory plan: where every tensor of a program lives for one mode, and which kernel each step runs.
@@ -1244,6 +1240,7 @@ struct memory_plan {
   std::int64_t lower_bound = 0;       // max over steps of the activation bytes live at that step
   strategy chosen = strategy::greedy_by_size;
   std::array<std::int64_t, 2> arena_by_strategy{};  // what each strategy needed, for the record
+  std::int64_t canary = 0;  // bytes of canary after every state and activation buffer (plan/canaries.hpp)
 
   constexpr std::int64_t arena_bytes() const { return region_bytes[static_cast<int>(region::activations)]; }
   constexpr const buffer& of(tensor_id t) const { return buffers[static_cast<std::size_t>(t)]; }
@@ -1251,6 +1248,84 @@ struct memory_plan {
 
 }  // namespace fused
 // ---- end fused/plan/memory_plan.hpp --------------------------------------------------------------------
+
+namespace fused {
+
+inline constexpr std::int64_t canary_bytes = 64;
+inline constexpr unsigned char canary_fill = 0xFD;
+
+// One region's layout with canaries: each buffer's new offset (-1 for buffers of other regions) and
+// the region's new size (its last canary included).
+struct canary_region {
+  std::vector<std::int64_t> offset;
+  std::int64_t bytes = 0;
+};
+
+constexpr canary_region canary_layout(const buffer* buffers, std::size_t n, region r) {
+  std::vector<std::int64_t> starts;  // the region's distinct offsets, ascending
+  for (std::size_t i = 0; i < n; ++i) {
+    if (buffers[i].where != r) continue;
+    const std::int64_t o = buffers[i].offset;
+    std::size_t at = starts.size();
+    while (at > 0 && starts[at - 1] > o) --at;
+    if (at > 0 && starts[at - 1] == o) continue;
+    starts.insert(starts.begin() + static_cast<std::ptrdiff_t>(at), o);
+  }
+  canary_region c;
+  c.offset.assign(n, -1);
+  std::int64_t end = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const buffer& b = buffers[i];
+    if (b.where != r) continue;
+    std::size_t lo = 0, hi = starts.size();  // rank of b.offset among the distinct offsets
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi) / 2;
+      if (starts[mid] < b.offset) lo = mid + 1;
+      else hi = mid;
+    }
+    c.offset[i] = b.offset + canary_bytes * static_cast<std::int64_t>(lo);
+    const std::int64_t e = c.offset[i] + b.bytes + canary_bytes;
+    end = e > end ? e : end;
+  }
+  c.bytes = align_up(end);
+  return c;
+}
+
+// The plan with canaries after every state and activation buffer (weights are read-only: none).
+constexpr memory_plan with_canaries(const memory_plan& m) {
+  memory_plan d = m;
+  d.canary = canary_bytes;
+  for (const region r : {region::state, region::activations}) {
+    const canary_region c = canary_layout(m.buffers.data(), m.buffers.size(), r);
+    for (std::size_t i = 0; i < d.buffers.size(); ++i)
+      if (d.buffers[i].where == r) d.buffers[i].offset = c.offset[i];
+    d.region_bytes[static_cast<std::size_t>(r)] = c.bytes;
+  }
+  return d;
+}
+
+}  // namespace fused
+// ---- end fused/plan/canaries.hpp -----------------------------------------------------------------------
+// ---- begin fused/plan/json.hpp -------------------------------------------------------------------------
+// A memory plan as JSON: the format `fused plan --format json` prints, documented in docs/PLAN_FORMAT.md.
+//
+//   {"arena_bytes", "lower_bound_bytes", "regions": [{"name", "bytes"}],
+//    "buffers": [{"id", "name", "region", "offset", "bytes", "first_step", "last_step", ...}],
+//    "steps":   [{"id", "op", "inputs", "outputs", "level", "kernel", ...}]}
+//
+// Units are bytes; offsets are relative to the start of the buffer's region. Steps are listed in
+// schedule order. Buffer ids are tensor ids, so a step's inputs/outputs name buffers directly.
+// first_step/last_step are step ids (not schedule positions): the step at which the buffer must
+// first hold its value and the last step that needs it. For a buffer a step writes, that is its
+// writer; for a weight or state feed, its first reader; for an input the caller fills, the first
+// step of the schedule; an output stays live to the last step (the caller reads it afterwards).
+// Extra keys beyond the required ones are listed in docs/PLAN_FORMAT.md.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 
 namespace fused {
 
@@ -1953,7 +2028,9 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
 //   - every offset is 64-byte aligned and every buffer lies inside its region;
 //   - no two buffers of one region that are live at the same position share a byte, unless one is
 //     the in-place continuation of the other (same offset; one's last reader writes the other);
-//   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound.
+//   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound;
+//   - with canaries (memory_plan::canary > 0, plan/canaries.hpp), each state and activation buffer
+//     is followed by that many bytes that no buffer live at the same time touches, inside its region.
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #include <utility>
 
@@ -1999,13 +2076,14 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     const buffer& b = buf[i];
     const tensor_info& t = tensors[b.tensor];
     const auto r = static_cast<std::size_t>(b.where);
+    const std::int64_t tail = b.where == region::weights ? 0 : m.canary;  // canary after the buffer
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
-    if (b.offset < 0 || b.offset + b.bytes > m.region_bytes[r])
+    if (b.offset < 0 || b.offset + b.bytes + tail > m.region_bytes[r])
       return fail("tensor '" + t.name.str() + "' [" + to_text(b.offset) + ", " + to_text(b.offset + b.bytes) + ") lies outside region " + name_of(b.where));
     if (b.first > b.last) return fail("tensor '" + t.name.str() + "' dies before it is born");
     if (b.first < 0) return fail("tensor '" + t.name.str() + "' is born before the first step");
-    if (align_up(b.offset + b.bytes) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes);
+    if (align_up(b.offset + b.bytes + tail) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes + tail);
     if (b.first > max_first) max_first = b.first;
   }
   // Weights and state live for the whole call: in offset order, each buffer must start at or after
@@ -2022,7 +2100,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
     for (std::size_t i = 1; i < n; ++i) {
       const buffer &prev = buf[order[i - 1]], &cur = buf[order[i]];
-      if (cur.offset < prev.offset + prev.bytes)
+      if (cur.offset < prev.offset + prev.bytes + (r == region::state ? m.canary : 0))
         return fail("tensors '" + tensors[prev.tensor].name.str() + "' and '" + tensors[cur.tensor].name.str() + "' share bytes in region " + name_of(r));
     }
     for (std::size_t i = 0; i < nt; ++i) {
@@ -2048,7 +2126,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     for (std::size_t j = i + 1; j < na; ++j) {
       const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
-      const bool share = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      const bool share = a.offset < b.offset + b.bytes + m.canary && b.offset < a.offset + a.bytes + m.canary;
       if (share && !detail::in_place_pair(a, b))
         return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");

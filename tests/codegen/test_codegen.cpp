@@ -197,7 +197,7 @@ TEST_CASE("the debug layout keeps live buffers and their canaries apart") {
         if (i == j || x.where != fused::region::activations || y.where != fused::region::activations) continue;
         if (x.last < y.first || y.last < x.first || (x.group >= 0 && x.group == y.group)) continue;  // never live together
         // x with its canary, and y, are disjoint.
-        const bool apart = d.offset[i] + x.bytes + fused::codegen::canary_bytes <= d.offset[j] || d.offset[j] + y.bytes <= d.offset[i];
+        const bool apart = d.offset[i] + x.bytes + fused::canary_bytes <= d.offset[j] || d.offset[j] + y.bytes <= d.offset[i];
         CHECK_MESSAGE(apart, m->mode << ": " << fused::to_string(m->tensor(x.tensor).name) << " and " << fused::to_string(m->tensor(y.tensor).name));
       }
     CHECK(d.bytes % 64 == 0);

@@ -57,6 +57,7 @@ struct memory_plan {
   std::int64_t lower_bound = 0;       // max over steps of the activation bytes live at that step
   strategy chosen = strategy::greedy_by_size;
   std::array<std::int64_t, 2> arena_by_strategy{};  // what each strategy needed, for the record
+  std::int64_t canary = 0;  // bytes of canary after every state and activation buffer (plan/canaries.hpp)
 
   constexpr std::int64_t arena_bytes() const { return region_bytes[static_cast<int>(region::activations)]; }
   constexpr const buffer& of(tensor_id t) const { return buffers[static_cast<std::size_t>(t)]; }

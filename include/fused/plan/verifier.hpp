@@ -4,7 +4,9 @@
 //   - every offset is 64-byte aligned and every buffer lies inside its region;
 //   - no two buffers of one region that are live at the same position share a byte, unless one is
 //     the in-place continuation of the other (same offset; one's last reader writes the other);
-//   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound.
+//   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound;
+//   - with canaries (memory_plan::canary > 0, plan/canaries.hpp), each state and activation buffer
+//     is followed by that many bytes that no buffer live at the same time touches, inside its region.
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #pragma once
 #include <utility>
@@ -53,13 +55,14 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     const buffer& b = buf[i];
     const tensor_info& t = tensors[b.tensor];
     const auto r = static_cast<std::size_t>(b.where);
+    const std::int64_t tail = b.where == region::weights ? 0 : m.canary;  // canary after the buffer
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
-    if (b.offset < 0 || b.offset + b.bytes > m.region_bytes[r])
+    if (b.offset < 0 || b.offset + b.bytes + tail > m.region_bytes[r])
       return fail("tensor '" + t.name.str() + "' [" + to_text(b.offset) + ", " + to_text(b.offset + b.bytes) + ") lies outside region " + name_of(b.where));
     if (b.first > b.last) return fail("tensor '" + t.name.str() + "' dies before it is born");
     if (b.first < 0) return fail("tensor '" + t.name.str() + "' is born before the first step");
-    if (align_up(b.offset + b.bytes) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes);
+    if (align_up(b.offset + b.bytes + tail) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes + tail);
     if (b.first > max_first) max_first = b.first;
   }
   // Weights and state live for the whole call: in offset order, each buffer must start at or after
@@ -76,7 +79,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
     for (std::size_t i = 1; i < n; ++i) {
       const buffer &prev = buf[order[i - 1]], &cur = buf[order[i]];
-      if (cur.offset < prev.offset + prev.bytes)
+      if (cur.offset < prev.offset + prev.bytes + (r == region::state ? m.canary : 0))
         return fail("tensors '" + tensors[prev.tensor].name.str() + "' and '" + tensors[cur.tensor].name.str() + "' share bytes in region " + name_of(r));
     }
     for (std::size_t i = 0; i < nt; ++i) {
@@ -102,7 +105,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     for (std::size_t j = i + 1; j < na; ++j) {
       const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
-      const bool share = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+      const bool share = a.offset < b.offset + b.bytes + m.canary && b.offset < a.offset + a.bytes + m.canary;
       if (share && !detail::in_place_pair(a, b))
         return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");

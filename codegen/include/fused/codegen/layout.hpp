@@ -7,11 +7,8 @@
 //   weights_fingerprint  the weights region only (names, dtypes, shapes, offsets): a weights blob
 //                        packed for one build fits every build that shares it (other MAX_SEQ/MAX_CTX).
 //
-// Debug layout: a canary gap of `canary_bytes` after every state and activation buffer. Buffers are
-// moved, not re-planned: a buffer at the k-th distinct offset of its region moves up by k gaps. The
-// map is monotone, so buffers that were disjoint stay disjoint with at least one gap between them,
-// buffers that shared bytes (never live together, or an in-place chain) still do, and a buffer's
-// canary overlaps no buffer live at the same time. Alignment holds (the gap is a multiple of 64).
+// Debug layout: a canary of `canary_bytes` after every state and activation buffer, by the spine's
+// transform (fused/plan/canaries.hpp: buffers moved apart, not re-planned).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -23,12 +20,11 @@
 #include <vector>
 
 #include <fused/models/qwen2_config_fields.hpp>
+#include <fused/plan/canaries.hpp>
 
 #include "c_program.hpp"
 
 namespace fused::codegen {
-
-inline constexpr std::int64_t canary_bytes = 64;
 
 inline std::string upper_ident(std::string_view s) {
   std::string out;
@@ -153,30 +149,10 @@ inline std::uint64_t layout_fingerprint(const c_program& p) {
   return f.h;
 }
 
-// The debug layout of one region of one mode: every tensor's offset (-1 outside the region).
-struct debug_region {
-  std::vector<std::int64_t> offset;
-  std::int64_t bytes = 0;
-};
+// The debug layout of one region of one mode: every tensor's offset (-1 outside the region). The
+// transform is the spine's (fused/plan/canaries.hpp), so a C++ executor gets the same layout.
+using debug_region = canary_region;
 
-inline debug_region with_canaries(const mode_plan& m, region r) {
-  std::vector<std::int64_t> starts;
-  for (const auto& b : m.buffers)
-    if (b.where == r) starts.push_back(b.offset);
-  std::sort(starts.begin(), starts.end());
-  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
-  debug_region d;
-  d.offset.assign(m.buffers.size(), -1);
-  std::int64_t end = 0;
-  for (std::size_t i = 0; i < m.buffers.size(); ++i) {
-    const buffer& b = m.buffers[i];
-    if (b.where != r) continue;
-    const auto rank = std::lower_bound(starts.begin(), starts.end(), b.offset) - starts.begin();
-    d.offset[i] = b.offset + canary_bytes * static_cast<std::int64_t>(rank);
-    end = std::max(end, d.offset[i] + b.bytes + canary_bytes);
-  }
-  d.bytes = align_up(end);
-  return d;
-}
+inline debug_region with_canaries(const mode_plan& m, region r) { return canary_layout(m.buffers.data(), m.buffers.size(), r); }
 
 }  // namespace fused::codegen
