@@ -126,12 +126,10 @@ struct shape {
 // push_back in about 18 us (a dozen library calls, each interpreted), a store through new T[n]'s
 // pointer in about 2 us, so the pipeline fills arrays by index (docs/COMPILE_TIME.md). The same code
 // runs at run time, where it is an ordinary new[]/delete[] array.
-//
-// filled(): a std::vector of n copies, for vectors that outlive the call. Not `std::vector<T>(n, v)`
-// or `resize(n)`: for trivial T, libstdc++ fills the new storage with std::fill before any element's
-// lifetime begins, which g++ accepts and clang rejects in a constant expression.
+// (Nor `std::vector<T>(n, v)` or `resize(n)`: for trivial T, libstdc++ fills the new storage with
+// std::fill before any element's lifetime begins, which g++ accepts and clang rejects in a constant
+// expression.)
 #include <cstddef>
-#include <vector>
 
 namespace fused {
 
@@ -178,14 +176,6 @@ class scratch {
   std::size_t n_ = 0;
 };
 
-template <class T>
-constexpr std::vector<T> filled(std::size_t n, const T& value) {
-  std::vector<T> v;
-  v.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) v.push_back(value);
-  return v;
-}
-
 }  // namespace fused
 // ---- end fused/core/vector.hpp -------------------------------------------------------------------------
 
@@ -221,8 +211,9 @@ constexpr void insertion_sort(T* first, T* last, Less less) {
 // ---- end fused/core/sort.hpp ---------------------------------------------------------------------------
 // ---- begin fused/core/text.hpp -------------------------------------------------------------------------
 // Small constexpr text helpers: names with a layer index, integer formatting, fixed strings.
-// The same code formats diagnostics at compile time and at run time; run-time callers take the
-// characters as `std::string(t.view())`. (No <string> here: the constexpr spine does not parse it.)
+// The same code formats diagnostics at compile time and at run time; run-time callers take a
+// std::string through fused::to_string (core/text_string.hpp): no <string> here, the constexpr
+// spine does not parse it.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -838,8 +829,8 @@ inline std::string cut_wire_report(const program& p, std::size_t pos, std::span<
     if (!shape_ok) r += "SHAPE MISMATCH";
     else if (t.is_feed) r += w.bound ? "bound" : "MISSING";
     else r += "computed";
-    r += ", expected " + std::string(name_of(t.type)) + " " + std::string(ops::shape_text(t.shp).view());
-    if (w.actual) r += ", actual " + std::string(ops::shape_text(*w.actual).view());
+    r += ", expected " + std::string(name_of(t.type)) + " " + to_string(ops::shape_text(t.shp));
+    if (w.actual) r += ", actual " + to_string(ops::shape_text(*w.actual));
     if (t.producer >= 0) {
       for (const auto& ps : p.steps)
         if (ps.id == t.producer) r += "; produced by " + detail::step_label(p, ps);
@@ -1178,6 +1169,7 @@ inline constexpr op_def take_last{
 // do, and alignment holds (canary_bytes is a multiple of 64). The verifier (verifier.hpp) checks the
 // result like any plan, canaries included: `memory_plan::canary` tells it how many bytes follow each
 // state and activation buffer.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -1243,6 +1235,8 @@ struct memory_plan {
   std::int64_t canary = 0;  // bytes of canary after every state and activation buffer (plan/canaries.hpp)
 
   constexpr std::int64_t arena_bytes() const { return region_bytes[static_cast<int>(region::activations)]; }
+  // Canary bytes that follow each buffer of region r (weights are read-only: none).
+  constexpr std::int64_t canary_after(region r) const { return r == region::weights ? 0 : canary; }
   constexpr const buffer& of(tensor_id t) const { return buffers[static_cast<std::size_t>(t)]; }
 };
 
@@ -1261,38 +1255,28 @@ struct canary_region {
   std::int64_t bytes = 0;
 };
 
-constexpr canary_region canary_layout(const buffer* buffers, std::size_t n, region r) {
+inline canary_region canary_layout(const buffer* buffers, std::size_t n, region r) {
   std::vector<std::int64_t> starts;  // the region's distinct offsets, ascending
-  for (std::size_t i = 0; i < n; ++i) {
-    if (buffers[i].where != r) continue;
-    const std::int64_t o = buffers[i].offset;
-    std::size_t at = starts.size();
-    while (at > 0 && starts[at - 1] > o) --at;
-    if (at > 0 && starts[at - 1] == o) continue;
-    starts.insert(starts.begin() + static_cast<std::ptrdiff_t>(at), o);
-  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (buffers[i].where == r) starts.push_back(buffers[i].offset);
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
   canary_region c;
   c.offset.assign(n, -1);
   std::int64_t end = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const buffer& b = buffers[i];
     if (b.where != r) continue;
-    std::size_t lo = 0, hi = starts.size();  // rank of b.offset among the distinct offsets
-    while (lo < hi) {
-      const std::size_t mid = (lo + hi) / 2;
-      if (starts[mid] < b.offset) lo = mid + 1;
-      else hi = mid;
-    }
-    c.offset[i] = b.offset + canary_bytes * static_cast<std::int64_t>(lo);
-    const std::int64_t e = c.offset[i] + b.bytes + canary_bytes;
-    end = e > end ? e : end;
+    const auto rank = std::lower_bound(starts.begin(), starts.end(), b.offset) - starts.begin();
+    c.offset[i] = b.offset + canary_bytes * static_cast<std::int64_t>(rank);
+    end = std::max(end, c.offset[i] + b.bytes + canary_bytes);
   }
   c.bytes = align_up(end);
   return c;
 }
 
 // The plan with canaries after every state and activation buffer (weights are read-only: none).
-constexpr memory_plan with_canaries(const memory_plan& m) {
+inline memory_plan with_canaries(const memory_plan& m) {
   memory_plan d = m;
   d.canary = canary_bytes;
   for (const region r : {region::state, region::activations}) {
@@ -2076,7 +2060,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     const buffer& b = buf[i];
     const tensor_info& t = tensors[b.tensor];
     const auto r = static_cast<std::size_t>(b.where);
-    const std::int64_t tail = b.where == region::weights ? 0 : m.canary;  // canary after the buffer
+    const std::int64_t tail = m.canary_after(b.where);
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
     if (b.offset < 0 || b.offset + b.bytes + tail > m.region_bytes[r])
@@ -2100,7 +2084,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
     for (std::size_t i = 1; i < n; ++i) {
       const buffer &prev = buf[order[i - 1]], &cur = buf[order[i]];
-      if (cur.offset < prev.offset + prev.bytes + (r == region::state ? m.canary : 0))
+      if (cur.offset < prev.offset + prev.bytes + m.canary_after(r))
         return fail("tensors '" + tensors[prev.tensor].name.str() + "' and '" + tensors[cur.tensor].name.str() + "' share bytes in region " + name_of(r));
     }
     for (std::size_t i = 0; i < nt; ++i) {
@@ -2126,7 +2110,8 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     for (std::size_t j = i + 1; j < na; ++j) {
       const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
-      const bool share = a.offset < b.offset + b.bytes + m.canary && b.offset < a.offset + a.bytes + m.canary;
+      const std::int64_t gap = m.canary_after(region::activations);
+      const bool share = a.offset < b.offset + b.bytes + gap && b.offset < a.offset + a.bytes + gap;
       if (share && !detail::in_place_pair(a, b))
         return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");
@@ -5390,8 +5375,8 @@ struct config {
 //
 // Kept out of qwen2_config.hpp so that a static model does not parse Hana. The list below must name
 // every field once, in declaration order; Boost.PFR, which sees the fields without their names,
-// proves it at compile time (the count, and that position I of both is the same member), so a field added to the struct and
-// not here is a compile error, not a silently skipped check.
+// proves it at compile time (the count, and that position I of both is the same member), so a field
+// added to the struct and not here is a compile error, not a silently skipped check.
 #include <cstddef>
 #include <utility>
 
@@ -5647,10 +5632,10 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
   planned r{build_graph(c, o), {}};
-  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + std::string(r.prog.message.view()));
+  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
   r.mem = plan_memory(r.prog, m.bind());
   const verdict v = verify(r.prog, r.mem);
-  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + std::string(v.what.view()));
+  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
   return r;
 }
 

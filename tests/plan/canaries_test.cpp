@@ -3,49 +3,37 @@
 // plan that puts a buffer inside a live neighbour's canary is rejected.
 #include <doctest/doctest.h>
 
-#include <fused/io/hf_config.hpp>
-#include <fused/models/qwen2_plan.hpp>
+#include <fused/core/text_string.hpp>
 #include <fused/plan/canaries.hpp>
 
 #include <cstdint>
 #include <string>
 
+#include "config_plans.hpp"
+
 using namespace fused;
 
-namespace {
-qwen2::config config_named(const char* name) {
-  return io::load_hf_config(std::string(FUSED_TEST_DATA) + "/configs/" + name + ".json").arch;
-}
-}  // namespace
-
 TEST_CASE("canaries: every Qwen2 plan, moved apart, passes the verifier with its canaries checked") {
-  for (const char* name : {"qwen2-0.5b", "qwen2.5-0.5b", "qwen2-1.5b", "qwen2-7b"}) {
-    const qwen2::config c = config_named(name);
-    for (const qwen2::mode m : {qwen2::mode::prefill(512, 4096), qwen2::mode::decode(4096)}) {
-      const std::string config_name = name;
-      CAPTURE(config_name);
-      CAPTURE(m.tokens);
-      const qwen2::planned p = qwen2::plan_for(c, m);
-      const memory_plan d = with_canaries(p.mem);
-      const verdict v = verify(p.prog, d);
-      CHECK_MESSAGE(v.ok, std::string(v.what.view()));
-      CHECK(d.canary == canary_bytes);
-      // weights untouched; state and arena grow by at most one canary per buffer
-      CHECK(d.region_bytes[0] == p.mem.region_bytes[0]);
-      for (int r = 1; r < region_count; ++r) {
-        CHECK(d.region_bytes[static_cast<std::size_t>(r)] > p.mem.region_bytes[static_cast<std::size_t>(r)]);
-        CHECK(d.region_bytes[static_cast<std::size_t>(r)] <=
-              p.mem.region_bytes[static_cast<std::size_t>(r)] + canary_bytes * static_cast<std::int64_t>(p.mem.buffers.size()));
-      }
-      // in-place chains still share their bytes
-      for (const buffer& b : d.buffers)
-        if (b.group >= 0 && b.group != b.tensor) CHECK(b.offset == d.of(b.group).offset);
+  fused_test::for_each_config_plan([](const qwen2::config&, const qwen2::mode&, const qwen2::planned& p) {
+    const memory_plan d = with_canaries(p.mem);
+    const verdict v = verify(p.prog, d);
+    CHECK_MESSAGE(v.ok, to_string(v.what));
+    CHECK(d.canary == canary_bytes);
+    // weights untouched; state and arena grow by at most one canary per buffer
+    CHECK(d.region_bytes[0] == p.mem.region_bytes[0]);
+    for (int r = 1; r < region_count; ++r) {
+      CHECK(d.region_bytes[static_cast<std::size_t>(r)] > p.mem.region_bytes[static_cast<std::size_t>(r)]);
+      CHECK(d.region_bytes[static_cast<std::size_t>(r)] <=
+            p.mem.region_bytes[static_cast<std::size_t>(r)] + canary_bytes * static_cast<std::int64_t>(p.mem.buffers.size()));
     }
-  }
+    // in-place chains still share their bytes
+    for (const buffer& b : d.buffers)
+      if (b.group >= 0 && b.group != b.tensor) CHECK(b.offset == d.of(b.group).offset);
+  });
 }
 
 TEST_CASE("canaries: a buffer that starts inside a live neighbour's canary is rejected") {
-  const qwen2::planned p = qwen2::plan_for(config_named("qwen2-0.5b"), qwen2::mode::decode(4096));
+  const qwen2::planned p = qwen2::plan_for(fused_test::config_named("qwen2-0.5b"), qwen2::mode::decode(4096));
   memory_plan d = with_canaries(p.mem);
   REQUIRE(verify(p.prog, d).ok);
   // Two activation buffers live at the same time, not an in-place pair: put the upper one right
@@ -62,5 +50,5 @@ TEST_CASE("canaries: a buffer that starts inside a live neighbour's canary is re
   REQUIRE(moved);
   const verdict v = verify(p.prog, d);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()).find("share bytes in the activation arena while both are live") != std::string::npos);
+  CHECK(to_string(v.what).find("share bytes in the activation arena while both are live") != std::string::npos);
 }

@@ -6,13 +6,10 @@
 // written; decode: the lm head's logits and their input).
 #include <doctest/doctest.h>
 
-#include <fused/io/hf_config.hpp>
-#include <fused/models/qwen2_plan.hpp>
-#include <fused/models/qwen2_presets.hpp>
-
 #include <cstdint>
-#include <string>
 #include <vector>
+
+#include "config_plans.hpp"
 
 namespace {
 
@@ -63,25 +60,18 @@ std::vector<step> memory_aware_order(const program& p, const binding& b) {
 }  // namespace
 
 TEST_CASE("a memory-aware order does not lower the peak of any Qwen2 plan: the level order is already at the floor") {
-  for (const char* name : {"qwen2-0.5b", "qwen2.5-0.5b", "qwen2-1.5b", "qwen2-7b"}) {
-    const qwen2::config c = io::load_hf_config(std::string(FUSED_TEST_DATA) + "/configs/" + name + ".json").arch;
-    for (const qwen2::mode m : {qwen2::mode::prefill(512, 4096), qwen2::mode::decode(4096)}) {
-      const std::string config_name = name;
-      CAPTURE(config_name);
-      CAPTURE(m.tokens);
-      const qwen2::planned level = qwen2::plan_for(c, m);
-      program alt = level.prog;
-      alt.steps = memory_aware_order(level.prog, m.bind());
-      const memory_plan mem = plan_memory(alt, m.bind());
-      REQUIRE(verify(alt, mem).ok);
-      CHECK(mem.lower_bound >= level.mem.lower_bound);
-      CHECK(level.mem.arena_bytes() == level.mem.lower_bound);
-      // The floor, by hand, is the larger of two moments no order avoids: a layer's MLP (f32 [T,
-      // intermediate] gate and up, f32 [T, hidden] normed input and residual) and the lm head (f32
-      // [1, vocab] logits of the last position and its f32 [1, hidden] input).
-      const std::int64_t T = m.tokens, I = c.intermediate_size, H = c.hidden_size, V = c.vocab_size;
-      const std::int64_t mlp = align_up(T * I * 4) * 2 + align_up(T * H * 4) * 2, head = align_up(V * 4) + align_up(H * 4);
-      CHECK(level.mem.lower_bound == (mlp > head ? mlp : head));
-    }
-  }
+  fused_test::for_each_config_plan([](const qwen2::config& c, const qwen2::mode& m, const qwen2::planned& level) {
+    program alt = level.prog;
+    alt.steps = memory_aware_order(level.prog, m.bind());
+    const memory_plan mem = plan_memory(alt, m.bind());
+    REQUIRE(verify(alt, mem).ok);
+    CHECK(mem.lower_bound >= level.mem.lower_bound);
+    CHECK(level.mem.arena_bytes() == level.mem.lower_bound);
+    // The floor, by hand, is the larger of two moments no order avoids: a layer's MLP (f32 [T,
+    // intermediate] gate and up, f32 [T, hidden] normed input and residual) and the lm head (f32
+    // [1, vocab] logits of the last position and its f32 [1, hidden] input).
+    const std::int64_t T = m.tokens, I = c.intermediate_size, H = c.hidden_size, V = c.vocab_size;
+    const std::int64_t mlp = align_up(T * I * 4) * 2 + align_up(T * H * 4) * 2, head = align_up(V * 4) + align_up(H * 4);
+    CHECK(level.mem.lower_bound == (mlp > head ? mlp : head));
+  });
 }

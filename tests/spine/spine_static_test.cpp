@@ -5,6 +5,7 @@
 // check that the verifier rejects each with its sentence.
 #include <doctest/doctest.h>
 
+#include <fused/core/text_string.hpp>
 #include <fused/graph/builder.hpp>
 #include <fused/ops.hpp>
 #include <fused/plan/planner.hpp>
@@ -268,7 +269,7 @@ TEST_CASE("verifier: a misaligned offset") {
   m.buffers[4].offset = 96;  // h
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()) == "tensor 'h' offset 96 is not 64-byte aligned");
+  CHECK(to_string(v.what) == "tensor 'h' offset 96 is not 64-byte aligned");
 }
 
 TEST_CASE("verifier: two live buffers overlap") {
@@ -277,7 +278,7 @@ TEST_CASE("verifier: two live buffers overlap") {
   m.buffers[6].offset = 128;  // y onto h: both live at position 2
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()) == "tensors 'h' and 'y' share bytes in the activation arena while both are live");
+  CHECK(to_string(v.what) == "tensors 'h' and 'y' share bytes in the activation arena while both are live");
 }
 
 TEST_CASE("verifier: buffers that share bytes at different times are fine") {
@@ -293,7 +294,7 @@ TEST_CASE("verifier: a step that reads before anything writes") {
   std::swap(p.steps[1], p.steps[2]);  // linear now runs before the rms_norm that writes its input
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()) == "step 2 'linear' reads 'h' before any step writes it");
+  CHECK(to_string(v.what) == "step 2 'linear' reads 'h' before any step writes it");
 }
 
 TEST_CASE("verifier: the arena must be exactly the end of its last buffer") {
@@ -302,7 +303,7 @@ TEST_CASE("verifier: the arena must be exactly the end of its last buffer") {
   m.region_bytes[static_cast<std::size_t>(region::activations)] = 448;
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()) == "region activations is 448 bytes but its buffers end at 384");
+  CHECK(to_string(v.what) == "region activations is 448 bytes but its buffers end at 384");
 }
 
 TEST_CASE("verifier: a buffer outside its region") {
@@ -311,7 +312,7 @@ TEST_CASE("verifier: a buffer outside its region") {
   m.buffers[6].offset = 384;  // y past the end of the 384-byte arena
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()) == "tensor 'y' [384, 512) lies outside region activations");
+  CHECK(to_string(v.what) == "tensor 'y' [384, 512) lies outside region activations");
 }
 
 TEST_CASE("verifier: weights that share bytes") {
@@ -320,7 +321,7 @@ TEST_CASE("verifier: weights that share bytes") {
   m.buffers[3].offset = 192;  // norm.weight inside embed.weight [0, 256)
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()) == "tensors 'embed.weight' and 'norm.weight' share bytes in region weights");
+  CHECK(to_string(v.what) == "tensors 'embed.weight' and 'norm.weight' share bytes in region weights");
 }
 
 TEST_CASE("verifier: state updated in place must sit on its feed's bytes") {
@@ -330,7 +331,7 @@ TEST_CASE("verifier: state updated in place must sit on its feed's bytes") {
   m.region_bytes[static_cast<std::size_t>(region::state)] = 320;
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()) == "tensor 'cache.next' updates state in place but does not sit on its bytes");
+  CHECK(to_string(v.what) == "tensor 'cache.next' updates state in place but does not sit on its bytes");
 }
 
 TEST_CASE("verifier: a lower bound above the arena is a lower-bound bug") {
@@ -339,7 +340,7 @@ TEST_CASE("verifier: a lower bound above the arena is a lower-bound bug") {
   m.lower_bound = 385;
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
-  CHECK(std::string(v.what.view()) == "the arena is smaller than the lower bound: the lower bound is wrong");
+  CHECK(to_string(v.what) == "the arena is smaller than the lower bound: the lower bound is wrong");
 }
 
 TEST_CASE("verifier: a broken plan also fails in constant evaluation, with the same sentence") {

@@ -109,8 +109,9 @@ FK_TARGET_AMX double peak_amx_flops(long iters) {
   return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
 }
 
-// Study for the GEMV design (not a kernel): vdpbf16ps against x rounded to bf16 once, with the same
-// 4-row blocking and prefetch as fk_gemv_bf16's widening loop. K % 32 == 0 and N % 4 == 0 here.
+// Study for the GEMV design (not a kernel): vdpbf16ps against x rounded to bf16 once, with the
+// 4-row blocking and next-group prefetch fk_gemv_bf16's widening loop had when this study was made
+// (it now reads 16 rows at a time, docs/PERFORMANCE.md). K % 32 == 0 and N % 4 == 0 here.
 FK_TARGET_AVX512 void gemv_dpbf16_study(const uint16_t* xb, std::size_t K, const uint16_t* W, std::size_t N, float* y,
                                         std::size_t n0, std::size_t n1) {
   for (std::size_t n = n0; n < n1; n += 4) {

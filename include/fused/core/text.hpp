@@ -1,6 +1,7 @@
 // Small constexpr text helpers: names with a layer index, integer formatting, fixed strings.
-// The same code formats diagnostics at compile time and at run time; run-time callers take the
-// characters as `std::string(t.view())`. (No <string> here: the constexpr spine does not parse it.)
+// The same code formats diagnostics at compile time and at run time; run-time callers take a
+// std::string through fused::to_string (core/text_string.hpp): no <string> here, the constexpr
+// spine does not parse it.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -5,13 +5,11 @@
 // push_back in about 18 us (a dozen library calls, each interpreted), a store through new T[n]'s
 // pointer in about 2 us, so the pipeline fills arrays by index (docs/COMPILE_TIME.md). The same code
 // runs at run time, where it is an ordinary new[]/delete[] array.
-//
-// filled(): a std::vector of n copies, for vectors that outlive the call. Not `std::vector<T>(n, v)`
-// or `resize(n)`: for trivial T, libstdc++ fills the new storage with std::fill before any element's
-// lifetime begins, which g++ accepts and clang rejects in a constant expression.
+// (Nor `std::vector<T>(n, v)` or `resize(n)`: for trivial T, libstdc++ fills the new storage with
+// std::fill before any element's lifetime begins, which g++ accepts and clang rejects in a constant
+// expression.)
 #pragma once
 #include <cstddef>
-#include <vector>
 
 namespace fused {
 
@@ -57,13 +55,5 @@ class scratch {
   T* p_ = nullptr;
   std::size_t n_ = 0;
 };
-
-template <class T>
-constexpr std::vector<T> filled(std::size_t n, const T& value) {
-  std::vector<T> v;
-  v.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) v.push_back(value);
-  return v;
-}
 
 }  // namespace fused

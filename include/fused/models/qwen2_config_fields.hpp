@@ -5,8 +5,8 @@
 //
 // Kept out of qwen2_config.hpp so that a static model does not parse Hana. The list below must name
 // every field once, in declaration order; Boost.PFR, which sees the fields without their names,
-// proves it at compile time (the count, and that position I of both is the same member), so a field added to the struct and
-// not here is a compile error, not a silently skipped check.
+// proves it at compile time (the count, and that position I of both is the same member), so a field
+// added to the struct and not here is a compile error, not a silently skipped check.
 #pragma once
 #include <cstddef>
 #include <utility>

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../core/text_string.hpp"
 #include "../graph/graph_error.hpp"
 #include "qwen2_static_plan.hpp"
 
@@ -22,10 +23,10 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
   planned r{build_graph(c, o), {}};
-  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + std::string(r.prog.message.view()));
+  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
   r.mem = plan_memory(r.prog, m.bind());
   const verdict v = verify(r.prog, r.mem);
-  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + std::string(v.what.view()));
+  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
   return r;
 }
 

@@ -10,6 +10,7 @@
 // result like any plan, canaries included: `memory_plan::canary` tells it how many bytes follow each
 // state and activation buffer.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -28,38 +29,28 @@ struct canary_region {
   std::int64_t bytes = 0;
 };
 
-constexpr canary_region canary_layout(const buffer* buffers, std::size_t n, region r) {
+inline canary_region canary_layout(const buffer* buffers, std::size_t n, region r) {
   std::vector<std::int64_t> starts;  // the region's distinct offsets, ascending
-  for (std::size_t i = 0; i < n; ++i) {
-    if (buffers[i].where != r) continue;
-    const std::int64_t o = buffers[i].offset;
-    std::size_t at = starts.size();
-    while (at > 0 && starts[at - 1] > o) --at;
-    if (at > 0 && starts[at - 1] == o) continue;
-    starts.insert(starts.begin() + static_cast<std::ptrdiff_t>(at), o);
-  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (buffers[i].where == r) starts.push_back(buffers[i].offset);
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
   canary_region c;
   c.offset.assign(n, -1);
   std::int64_t end = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const buffer& b = buffers[i];
     if (b.where != r) continue;
-    std::size_t lo = 0, hi = starts.size();  // rank of b.offset among the distinct offsets
-    while (lo < hi) {
-      const std::size_t mid = (lo + hi) / 2;
-      if (starts[mid] < b.offset) lo = mid + 1;
-      else hi = mid;
-    }
-    c.offset[i] = b.offset + canary_bytes * static_cast<std::int64_t>(lo);
-    const std::int64_t e = c.offset[i] + b.bytes + canary_bytes;
-    end = e > end ? e : end;
+    const auto rank = std::lower_bound(starts.begin(), starts.end(), b.offset) - starts.begin();
+    c.offset[i] = b.offset + canary_bytes * static_cast<std::int64_t>(rank);
+    end = std::max(end, c.offset[i] + b.bytes + canary_bytes);
   }
   c.bytes = align_up(end);
   return c;
 }
 
 // The plan with canaries after every state and activation buffer (weights are read-only: none).
-constexpr memory_plan with_canaries(const memory_plan& m) {
+inline memory_plan with_canaries(const memory_plan& m) {
   memory_plan d = m;
   d.canary = canary_bytes;
   for (const region r : {region::state, region::activations}) {

@@ -60,6 +60,8 @@ struct memory_plan {
   std::int64_t canary = 0;  // bytes of canary after every state and activation buffer (plan/canaries.hpp)
 
   constexpr std::int64_t arena_bytes() const { return region_bytes[static_cast<int>(region::activations)]; }
+  // Canary bytes that follow each buffer of region r (weights are read-only: none).
+  constexpr std::int64_t canary_after(region r) const { return r == region::weights ? 0 : canary; }
   constexpr const buffer& of(tensor_id t) const { return buffers[static_cast<std::size_t>(t)]; }
 };
 

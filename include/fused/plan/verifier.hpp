@@ -55,7 +55,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     const buffer& b = buf[i];
     const tensor_info& t = tensors[b.tensor];
     const auto r = static_cast<std::size_t>(b.where);
-    const std::int64_t tail = b.where == region::weights ? 0 : m.canary;  // canary after the buffer
+    const std::int64_t tail = m.canary_after(b.where);
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
     if (b.offset < 0 || b.offset + b.bytes + tail > m.region_bytes[r])
@@ -79,7 +79,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
     for (std::size_t i = 1; i < n; ++i) {
       const buffer &prev = buf[order[i - 1]], &cur = buf[order[i]];
-      if (cur.offset < prev.offset + prev.bytes + (r == region::state ? m.canary : 0))
+      if (cur.offset < prev.offset + prev.bytes + m.canary_after(r))
         return fail("tensors '" + tensors[prev.tensor].name.str() + "' and '" + tensors[cur.tensor].name.str() + "' share bytes in region " + name_of(r));
     }
     for (std::size_t i = 0; i < nt; ++i) {
@@ -105,7 +105,8 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     for (std::size_t j = i + 1; j < na; ++j) {
       const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
-      const bool share = a.offset < b.offset + b.bytes + m.canary && b.offset < a.offset + a.bytes + m.canary;
+      const std::int64_t gap = m.canary_after(region::activations);
+      const bool share = a.offset < b.offset + b.bytes + gap && b.offset < a.offset + a.bytes + gap;
       if (share && !detail::in_place_pair(a, b))
         return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");

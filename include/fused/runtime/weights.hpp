@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../io/load_error.hpp"
 #include "../core/text_string.hpp"
+#include "../io/load_error.hpp"
 #include "../io/safetensors.hpp"
 #include "session.hpp"
 
