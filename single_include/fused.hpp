@@ -2105,12 +2105,12 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   const scratch<int> by_first = counting_order(first_v.data(), na, static_cast<std::size_t>(max_first) + 1);
   const int* const act = order;
   const int* const bf = by_first.data();
+  const std::int64_t gap = m.canary_after(region::activations);
   for (std::size_t i = 0; i < na; ++i) {
     const buffer& a = buf[act[bf[i]]];
     for (std::size_t j = i + 1; j < na; ++j) {
       const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
-      const std::int64_t gap = m.canary_after(region::activations);
       const bool share = a.offset < b.offset + b.bytes + gap && b.offset < a.offset + a.bytes + gap;
       if (share && !detail::in_place_pair(a, b))
         return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
