@@ -33,7 +33,8 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
  * o[hd]:  s_j = scale * q.k_j;  m' = max(m, max_j s_j);  l = l e^(m-m') + sum_j e^(s_j-m');
  *         o = o e^(m-m') + sum_j e^(s_j-m') v_j.
  * The SIMD versions keep 8 independent FMA chains in both products, because one chain per vector is
- * FMA-latency bound at these sizes: AVX-512 by pairing rows (below), AVX2 with 2 dims / 2 keys in flight. */
+ * FMA-latency bound at these sizes: AVX-512 by pairing rows (below), AVX2 by pairing rows with 2 dims /
+ * 2 keys in flight. */
 FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* vf, size_t hd, size_t nv, float scale, float* m,
                                  float* l, float* o) {
   float s[FK_ATT_BK];
@@ -170,53 +171,158 @@ FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd,
     }
 }
 
-FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* q, const float* kt, const float* vf, size_t hd, size_t nv, float scale,
-                                              float* m, float* l, float* o) {
-  __m256 a[8];
-  for (int t = 0; t < 8; ++t) a[t] = _mm256_setzero_ps();
-  size_t d = 0;
-  for (; d + 2 <= hd; d += 2) { /* 4 key vectors x 2 dims in flight */
-    const __m256 q0 = _mm256_set1_ps(q[d]), q1 = _mm256_set1_ps(q[d + 1]);
+/* The same through 8 x 8 transposes (keys x dims). hd % 8 == 0. */
+FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, size_t bk, float* kt) {
+  for (size_t jb = 0; jb < FK_ATT_BK; jb += 8)
+    for (size_t d0 = 0; d0 < hd; d0 += 8) {
+      __m256 r[8];
+      for (size_t i = 0; i < 8; ++i) r[i] = jb + i < bk ? fk__load_bf16x8(k + (jb + i) * hd + d0) : _mm256_setzero_ps();
+      fk__transpose8x8(r);
+      for (size_t t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (d0 + t) * FK_ATT_BK + jb, r[t]);
+    }
+}
+
+/* AVX2: R (1 or 2) rows against one key block; two rows share every kt / vf load (16 ymm registers:
+ * 8 accumulators, 4 shared loads, 2 broadcasts). A row's arithmetic is the same for R = 1 and 2, and
+ * for any partner row:
+ *   scores, per 8-key vector: the even dims in one FMA chain, the odd dims in another (an odd hd's last
+ *     dim into the even chain), summed, then scaled;
+ *   PV, per 8-dim vector: chain e = o * corr + the even keys' p_j v_j, chain f = the odd keys', in key
+ *     order, then e + f. The keys both rows see run together; the rest of the longer row's keys run
+ *     alone, into the same chains: a row never adds a zero term for its partner's extra key.
+ *   an hd % 8 tail: one scalar fmaf chain per dim. */
+/* Keys [j0, j1) of rows 0 .. R-1 into their chains, DV dim vectors from d; j0 is even. R and DV are
+ * constants after inlining, so e and f stay in registers. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const float* vf,
+                                                                        size_t hd, size_t d, size_t j0, size_t j1,
+                                                                        __m256 e[2][2], __m256 f[2][2]) {
+  size_t j = j0;
+  for (; j + 2 <= j1; j += 2) {
+    __m256 v0 = _mm256_loadu_ps(vf + j * hd + d), v1 = DV > 1 ? _mm256_loadu_ps(vf + j * hd + d + 8) : v0;
+    __m256 w0 = _mm256_loadu_ps(vf + (j + 1) * hd + d), w1 = DV > 1 ? _mm256_loadu_ps(vf + (j + 1) * hd + d + 8) : w0;
+    FK_KEEP_IN_REG(v0, v1, w0, w1);
+    for (int r = 0; r < R; ++r) {
+      const __m256 pj = _mm256_broadcast_ss(p[r] + j), pk = _mm256_broadcast_ss(p[r] + j + 1);
+      e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
+      if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
+      f[r][0] = _mm256_fmadd_ps(pk, w0, f[r][0]);
+      if (DV > 1) f[r][1] = _mm256_fmadd_ps(pk, w1, f[r][1]);
+    }
+  }
+  if (j < j1) /* an even key: chain e */
+    for (int r = 0; r < R; ++r) {
+      const __m256 pj = _mm256_broadcast_ss(p[r] + j);
+      e[r][0] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vf + j * hd + d), e[r][0]);
+      if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vf + j * hd + d + 8), e[r][1]);
+    }
+}
+
+/* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys both rows see together, then each
+ * row's own remaining keys alone, into the same chains. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const float* vf,
+                                                                   size_t hd, size_t d, const size_t* nv, size_t nboth,
+                                                                   const float* corr, float* const* o) {
+  __m256 e[2][2], f[2][2], e1[2][2], f1[2][2];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < DV; ++v) {
+      e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
+      f[r][v] = _mm256_setzero_ps();
+    }
+  fk__att_pv_keys_avx2(R, DV, p, vf, hd, d, 0, nboth, e, f);
+  if (R == 2)
+    for (int v = 0; v < DV; ++v) e1[0][v] = e[1][v], f1[0][v] = f[1][v];
+  fk__att_pv_keys_avx2(1, DV, p, vf, hd, d, nboth, nv[0], e, f);
+  if (R == 2) {
+    fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e1, f1);
+    for (int v = 0; v < DV; ++v) e[1][v] = e1[0][v], f[1][v] = f1[0][v];
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
+}
+
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_block_avx2_r(int R, const float* const* q, const float* kt,
+                                                                        const float* vf, size_t hd, const size_t* nv, float scale,
+                                                                        float* m, float* l, float* const* o) {
+  float s[2][FK_ATT_BK];
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (size_t h = 0; h < FK_ATT_BK; h += 16) { /* keys h .. h+15: two key vectors */
+    __m256 a[2][4];                              /* [row][even dims: keys 0-7, 8-15; odd dims: keys 0-7, 8-15] */
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < 4; ++t) a[r][t] = _mm256_setzero_ps();
+    size_t d = 0;
+    for (; d + 2 <= hd; d += 2) {
+      const float* k = kt + d * FK_ATT_BK + h;
+      __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8);
+      __m256 k2 = _mm256_loadu_ps(k + FK_ATT_BK), k3 = _mm256_loadu_ps(k + FK_ATT_BK + 8);
+      FK_KEEP_IN_REG(k0, k1, k2, k3);
+      for (int r = 0; r < R; ++r) {
+        const __m256 q0 = _mm256_broadcast_ss(q[r] + d), q1 = _mm256_broadcast_ss(q[r] + d + 1);
+        a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(q0, k1, a[r][1]);
+        a[r][2] = _mm256_fmadd_ps(q1, k2, a[r][2]);
+        a[r][3] = _mm256_fmadd_ps(q1, k3, a[r][3]);
+      }
+    }
+    if (d < hd) {
+      const __m256 k0 = _mm256_loadu_ps(kt + d * FK_ATT_BK + h), k1 = _mm256_loadu_ps(kt + d * FK_ATT_BK + h + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 q0 = _mm256_broadcast_ss(q[r] + d);
+        a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(q0, k1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(s[r] + h, _mm256_mul_ps(_mm256_add_ps(a[r][0], a[r][2]), sc));
+      _mm256_storeu_ps(s[r] + h + 8, _mm256_mul_ps(_mm256_add_ps(a[r][1], a[r][3]), sc));
+    }
+  }
+  /* softmax bookkeeping in vectors: keys past nv are masked to -inf for the max and to 0 after exp */
+  float corr[2];
+  const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), eight = _mm256_set1_epi32(8);
+  for (int r = 0; r < R; ++r) {
+    const __m256i nvv = _mm256_set1_epi32((int)nv[r]);
+    __m256 sv[4], vis[4];
+    __m256i idx = lane;
+    for (int t = 0; t < 4; ++t, idx = _mm256_add_epi32(idx, eight)) {
+      vis[t] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nvv, idx));
+      sv[t] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s[r] + 8 * t), vis[t]);
+    }
+    __m256 mx = _mm256_max_ps(_mm256_max_ps(sv[0], sv[1]), _mm256_max_ps(sv[2], sv[3]));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float mb = _mm_cvtss_f32(m4);
+    const float mnew = mb > m[r] ? mb : m[r];
+    corr[r] = expf(m[r] - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
+    const __m256 mv = _mm256_set1_ps(mnew);
     for (int t = 0; t < 4; ++t) {
-      a[t] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kt + d * FK_ATT_BK + 8 * t), a[t]);
-      a[4 + t] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kt + (d + 1) * FK_ATT_BK + 8 * t), a[4 + t]);
+      sv[t] = _mm256_and_ps(fk__exp256(_mm256_sub_ps(sv[t], mv)), vis[t]); /* exp256 clamps -inf: masked to 0 */
+      _mm256_storeu_ps(s[r] + 8 * t, sv[t]);
     }
+    const float lb = fk__hsum256(_mm256_add_ps(_mm256_add_ps(sv[0], sv[1]), _mm256_add_ps(sv[2], sv[3])));
+    l[r] = fmaf(l[r], corr[r], lb); /* explicit: C and C++ contract differently */
+    m[r] = mnew;
   }
-  for (; d < hd; ++d)
-    for (int t = 0; t < 4; ++t) a[t] = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), _mm256_loadu_ps(kt + d * FK_ATT_BK + 8 * t), a[t]);
-  float s[FK_ATT_BK];
-  for (int t = 0; t < 4; ++t) _mm256_storeu_ps(s + 8 * t, _mm256_mul_ps(_mm256_add_ps(a[t], a[4 + t]), _mm256_set1_ps(scale)));
-  float mb = -INFINITY;
-  for (size_t j = 0; j < nv; ++j) mb = s[j] > mb ? s[j] : mb;
-  const float mnew = mb > *m ? mb : *m;
-  const float corr = expf(*m - mnew);
-  for (size_t j = nv; j < FK_ATT_BK; ++j) s[j] = -INFINITY; /* exp256 clamps: these are zeroed below */
-  float lb = 0.0f;
-  for (int t = 0; t < 4; ++t) {
-    __m256 e = fk__exp256(_mm256_sub_ps(_mm256_loadu_ps(s + 8 * t), _mm256_set1_ps(mnew)));
-    _mm256_storeu_ps(s + 8 * t, e);
+  const float* pr[2] = {s[0], s[R - 1]};
+  const size_t nboth = R == 2 ? (nv[0] < nv[1] ? nv[0] : nv[1]) & ~(size_t)1 : nv[0];
+  size_t d = 0;
+  for (; d + 16 <= hd; d += 16) fk__att_pv_avx2(R, 2, pr, vf, hd, d, nv, nboth, corr, o);
+  if (d + 8 <= hd) {
+    fk__att_pv_avx2(R, 1, pr, vf, hd, d, nv, nboth, corr, o);
+    d += 8;
   }
-  for (size_t j = nv; j < FK_ATT_BK; ++j) s[j] = 0.0f;
-  for (size_t j = 0; j < nv; ++j) lb += s[j];
-  *l = fmaf(*l, corr, lb); /* explicit: C and C++ contract differently */
-  const __m256 cv = _mm256_set1_ps(corr);
-  d = 0;
-  for (; d + 8 <= hd; d += 8) {
-    __m256 e = _mm256_mul_ps(_mm256_loadu_ps(o + d), cv), f = _mm256_setzero_ps();
-    size_t j = 0;
-    for (; j + 2 <= nv; j += 2) {
-      e = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(vf + j * hd + d), e);
-      f = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 1]), _mm256_loadu_ps(vf + (j + 1) * hd + d), f);
+  for (int r = 0; r < R; ++r)
+    for (size_t dd = d; dd < hd; ++dd) {
+      float acc = o[r][dd] * corr[r];
+      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(s[r][j], vf[j * hd + dd], acc); /* explicit: C and C++ contract differently */
+      o[r][dd] = acc;
     }
-    if (j < nv) e = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(vf + j * hd + d), e);
-    _mm256_storeu_ps(o + d, _mm256_add_ps(e, f));
-  }
-  for (; d < hd; ++d) {
-    float acc = o[d] * corr;
-    for (size_t j = 0; j < nv; ++j) acc = fmaf(s[j], vf[j * hd + d], acc); /* explicit: C and C++ contract differently */
-    o[d] = acc;
-  }
-  *m = mnew;
+}
+
+FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const float* kt, const float* vf, size_t hd, const size_t* nv,
+                                              size_t R, float scale, float* m, float* l, float* const* o) {
+  if (R == 2) fk__att_block_avx2_r(2, q, kt, vf, hd, nv, scale, m, l, o);
+  else fk__att_block_avx2_r(1, q, kt, vf, hd, nv, scale, m, l, o);
 }
 #endif
 
@@ -249,12 +355,13 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
 #if FK_X86
     if (isa >= FK_ISA_AVX512BF16 && hd % 16 == 0) fk__att_load_k_avx512(kc + j0 * hd, hd, bk, kt);
+    else if (isa >= FK_ISA_AVX2 && hd % 8 == 0) fk__att_load_k_avx2(kc + j0 * hd, hd, bk, kt);
     else
 #endif
       for (size_t d = 0; d < hd; ++d)
         for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kc[(j0 + j) * hd + d]) : 0.0f;
 #if FK_X86
-    if (isa >= FK_ISA_AVX512BF16) {
+    if (isa >= FK_ISA_AVX2) {
       /* rows in fixed pairs (0,1), (2,3), ...: a pair shares the K/V loads */
       for (size_t i = 0; i < nr; i += 2) {
         size_t rr[2], nvs[2], R = 0;
@@ -267,7 +374,8 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
         const float* qq[2] = {qr[rr[0]], qr[rr[R - 1]]};
         float* oo[2] = {o + rr[0] * hd, o + rr[R - 1] * hd};
         float mm[2] = {mrow[rr[0]], mrow[rr[R - 1]]}, ll[2] = {lrow[rr[0]], lrow[rr[R - 1]]};
-        fk__att_block_avx512(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
+        if (isa >= FK_ISA_AVX512BF16) fk__att_block_avx512(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
+        else fk__att_block_avx2(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
         for (size_t t = 0; t < R; ++t) mrow[rr[t]] = mm[t], lrow[rr[t]] = ll[t];
       }
       continue;
@@ -276,12 +384,6 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     for (size_t i = 0; i < nr; ++i) {
       if (pos[i] < j0) continue; /* causal: this whole block is in row i's future */
       const size_t nv = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
-#if FK_X86
-      if (isa == FK_ISA_AVX2) {
-        fk__att_block_avx2(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
-        continue;
-      }
-#endif
       fk__att_block_scalar(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
     }
   }

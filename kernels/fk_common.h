@@ -180,6 +180,25 @@ FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
   __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
   return _mm_packus_epi32(lo, hi);
 }
+/* 8 x 8 transpose of f32 (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 8; g += 4) {
+    u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+    r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+  }
+}
+
 /* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
   __m512i t[16], u[16];

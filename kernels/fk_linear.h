@@ -18,8 +18,9 @@
  *      2 x 2 C tiles of 16 x 16 f32 per 32 columns, kept in y between k chunks.
  *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
  *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/PERFORMANCE.md.
- *    AVX2 / scalar: the GEMV row kernel for every row of x, 8 (AVX2) or 1 (scalar) W rows at a time
- *    (x row reused from L1).
+ *    AVX2 (M >= 4): W widened once per 64 columns x 256 k into f32 panels, a 6 x 16 register tile of f32
+ *      FMAs with x unrounded (fk__gemm_block_avx2). M < 4 takes the GEMV row kernel.
+ *    Scalar: the GEMV row kernel for every row of x.
  * Threads split the output columns in blocks of 64-column panels, never the reduction dimension: every y element is computed by one thread in one order, so results are bitwise
  * identical for any thread count. No heap: packed panels (64 KiB) and x tiles (<= 16 KiB) are
  * per-thread stack arrays (< 90 KiB in all). */
@@ -109,6 +110,122 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
       fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 1, o, NULL);
       y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
     }
+}
+
+/* ---- AVX2 GEMM (prefill on CPUs without AVX-512 BF16) ------------------------------------------ */
+/* Per chunk of FK_LIN_KC2 k, a work item's 64 columns of W are widened once into four f32 panels of 16
+ * columns (panel[s][k][16], each contiguous), which every 6-row block of x then reuses: a 6 x 16
+ * register tile (12 ymm accumulators + 2 B vectors + 1 broadcast = 15 of the 16 ymm) per panel; per k,
+ * 2 loads of B, 6 broadcasts of x read straight from its rows (x stays f32, never rounded) and 12 FMAs.
+ * y holds the tile between chunks, so each y element is ONE fma chain: bias (or 0), then k = 0, 1, ...
+ * K-1 in order. Its bits depend only on K: not on M, on the tile or panel it falls in, nor on the thread
+ * count. The widening is 1/(2 x 6-row blocks) of the FMAs' work at M = 512 (under 2% measured). */
+#define FK_LIN_MR2 6        /* x rows per AVX2 register tile */
+#define FK_LIN_KC2 256      /* k per widened chunk: 4 panels x 16 KiB on the stack */
+#define FK_LIN_MIN_M_AVX2 4 /* below this, GEMM uses the row kernel (no widening to amortize) */
+
+/* panel[s][k][c] = W[n0 + 16 s + c][k0 + k] as f32 for s < 4, k < kc, c < 16; 0 for rows >= N. */
+FK_TARGET_AVX2 FK_API void fk__pack_w_f32_avx2(const uint16_t* W, size_t N, size_t K, size_t n0, size_t k0, size_t kc, float* panel) {
+  for (size_t g = 0; g < FK_LIN_NB / 8; ++g) { /* 8 columns at a time */
+    float* p = panel + (g / 2) * FK_LIN_KC2 * 16 + (g % 2) * 8;
+    const size_t nb = n0 + g * 8, rows = nb >= N ? 0 : N - nb < 8 ? N - nb : 8;
+    size_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+      __m256 r[8];
+      for (size_t i = 0; i < 8; ++i) r[i] = i < rows ? fk__load_bf16x8(W + (nb + i) * K + k0 + k) : _mm256_setzero_ps();
+      fk__transpose8x8(r);
+      for (size_t j = 0; j < 8; ++j) _mm256_storeu_ps(p + (k + j) * 16, r[j]);
+    }
+    for (; k < kc; ++k)
+      for (size_t i = 0; i < 8; ++i) p[k * 16 + i] = i < rows ? fk_bf16_to_f32_1(W[(nb + i) * K + k0 + k]) : 0.0f;
+  }
+}
+
+/* One mr x 16 tile: rows x[0 .. mr) (row stride K, already offset to the chunk's k0) times one panel of
+ * kc k; y (row stride N) at columns [n0, n0 + nn), nn <= 16. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx2(const float* x, size_t K, const float* bp, size_t kc, int mr,
+                                                                      int first, const uint16_t* bias, float* y, size_t N,
+                                                                      size_t n0, size_t nn) {
+  __m256 acc[FK_LIN_MR2][2];
+  const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m256i cm0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nn), lane);     /* column n0 + i < n0 + nn */
+  const __m256i cm1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nn - 8), lane); /* column n0 + 8 + i */
+  if (first) {
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+    if (bias && nn == 16) {
+      b0 = fk__load_bf16x8(bias + n0);
+      b1 = fk__load_bf16x8(bias + n0 + 8);
+    } else if (bias) {
+      float bt[16] = {0};
+      for (size_t c = 0; c < nn; ++c) bt[c] = fk_bf16_to_f32_1(bias[n0 + c]);
+      b0 = _mm256_loadu_ps(bt);
+      b1 = _mm256_loadu_ps(bt + 8);
+    }
+    for (int r = 0; r < mr; ++r) acc[r][0] = b0, acc[r][1] = b1;
+  } else if (nn == 16) {
+    for (int r = 0; r < mr; ++r) {
+      acc[r][0] = _mm256_loadu_ps(y + (size_t)r * N + n0);
+      acc[r][1] = _mm256_loadu_ps(y + (size_t)r * N + n0 + 8);
+    }
+  } else {
+    for (int r = 0; r < mr; ++r) {
+      acc[r][0] = _mm256_maskload_ps(y + (size_t)r * N + n0, cm0);
+      acc[r][1] = _mm256_maskload_ps(y + (size_t)r * N + n0 + 8, cm1);
+    }
+  }
+  for (size_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(bp + k * 16), b1 = _mm256_loadu_ps(bp + k * 16 + 8);
+    for (int r = 0; r < mr; ++r) {
+      const __m256 a = _mm256_broadcast_ss(x + (size_t)r * K + k);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+  if (nn == 16) {
+    for (int r = 0; r < mr; ++r) {
+      _mm256_storeu_ps(y + (size_t)r * N + n0, acc[r][0]);
+      _mm256_storeu_ps(y + (size_t)r * N + n0 + 8, acc[r][1]);
+    }
+  } else {
+    for (int r = 0; r < mr; ++r) {
+      _mm256_maskstore_ps(y + (size_t)r * N + n0, cm0, acc[r][0]);
+      _mm256_maskstore_ps(y + (size_t)r * N + n0 + 8, cm1, acc[r][1]);
+    }
+  }
+}
+
+/* Columns [n0, n0 + 64) of y for all M rows of x. */
+FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias,
+                                               float* y, size_t n0) {
+  float panel[FK_LIN_NB / 16 * FK_LIN_KC2 * 16]; /* 64 KiB: four 16-column f32 panels */
+  size_t nn[FK_LIN_NB / 16];
+  for (size_t s = 0; s < FK_LIN_NB / 16; ++s) {
+    const size_t c0 = n0 + s * 16;
+    nn[s] = c0 >= N ? 0 : N - c0 < 16 ? N - c0 : 16;
+  }
+  for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC2) {
+    const size_t kc = K - k0 < FK_LIN_KC2 ? K - k0 : FK_LIN_KC2;
+    const int first = k0 == 0;
+    fk__pack_w_f32_avx2(W, N, K, n0, k0, kc, panel);
+    for (size_t m0 = 0; m0 < M; m0 += FK_LIN_MR2) {
+      const size_t mr = M - m0 < FK_LIN_MR2 ? M - m0 : FK_LIN_MR2;
+      const float* xb = x + m0 * K + k0;
+      float* yb = y + m0 * N;
+      for (size_t s = 0; s < FK_LIN_NB / 16 && nn[s]; ++s) {
+        const float* bp = panel + s * FK_LIN_KC2 * 16;
+        const size_t c0 = n0 + s * 16;
+        /* constant mr per call so the accumulators live in registers */
+        switch (mr) {
+          case 6: fk__gemm_tile_avx2(xb, K, bp, kc, 6, first, bias, yb, N, c0, nn[s]); break;
+          case 5: fk__gemm_tile_avx2(xb, K, bp, kc, 5, first, bias, yb, N, c0, nn[s]); break;
+          case 4: fk__gemm_tile_avx2(xb, K, bp, kc, 4, first, bias, yb, N, c0, nn[s]); break;
+          case 3: fk__gemm_tile_avx2(xb, K, bp, kc, 3, first, bias, yb, N, c0, nn[s]); break;
+          case 2: fk__gemm_tile_avx2(xb, K, bp, kc, 2, first, bias, yb, N, c0, nn[s]); break;
+          default: fk__gemm_tile_avx2(xb, K, bp, kc, 1, first, bias, yb, N, c0, nn[s]); break;
+        }
+      }
+    }
+  }
 }
 
 /* ---- AVX-512: widening row kernel (GEMV, small M) ------------------------------------------------ */
@@ -491,6 +608,11 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
     const size_t np = fk__panels_per_item(nb, nt, 2), items = (nb + np - 1) / np;
     FK_PARALLEL_FOR(nt)
     for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    return;
+  }
+  if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {
+    FK_PARALLEL_FOR(nt)
+    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx2(x, M, K, W, N, bias, y, b * FK_LIN_NB);
     return;
   }
 #endif

@@ -173,9 +173,10 @@ TEST_CASE("add and swiglu against double reference, in place") {
 
 // ---- linear -----------------------------------------------------------------------------------
 // Reference: double accumulation of the exact products x[k] * W[n][k] (W is exactly its bf16 value).
-// Error bound for a path that keeps x in f32: each product rounds once (u) and the f32 sum of K terms,
-// in any order, is off by at most gamma_{K-1} sum|terms| (Higham 3.1): |err| <= (K+1) u S, S = sum|x w|;
-// the bias adds one more rounding of |y|. A path that rounds x to bf16 (AVX-512 BF16 GEMM, AMX) adds
+// Error bound for a path that keeps x in f32: each product rounds at most once (u) and the f32 sum of
+// the K products and the bias, in any order (the GEMM paths start their FMA chains at the bias), is off
+// by at most gamma_K sum|terms| (Higham 3.1): |err| <= (K+1) u (S + |b|), S = sum|x w|; plus one
+// rounding of |y| for a path that adds the bias last. A path that rounds x to bf16 (AVX-512 BF16 GEMM, AMX) adds
 // |x - bf16(x)| <= 2^-8 |x| per term (bf16 keeps p = 8 significant bits): |err| <= (2^-8 + (K+1) u) S. vdpbf16ps flushes denormals; the data
 // here has none.
 struct lin_case {
@@ -199,13 +200,14 @@ static void check_linear(std::size_t M, std::size_t K, std::size_t N, bool with_
   int bad = 0;
   for (std::size_t m = 0; m < M; ++m)
     for (std::size_t n = 0; n < N; ++n) {
-      double ref = with_bias ? bf(bias[n]) : 0.0, S = 0;
+      const double b = with_bias ? bf(bias[n]) : 0.0;
+      double ref = b, S = 0;
       for (std::size_t k = 0; k < K; ++k) {
         const double t = static_cast<double>(x[m * K + k]) * bf(W[n * K + k]);
         ref += t;
         S += std::fabs(t);
       }
-      const double tol = ((rounds_x ? kUbf : 0.0) + static_cast<double>(K + 1) * kU) * S + kU * std::fabs(ref) + 1e-30;
+      const double tol = (rounds_x ? kUbf : 0.0) * S + static_cast<double>(K + 1) * kU * (S + std::fabs(b)) + kU * std::fabs(ref) + 1e-30;
       if (!(std::fabs(y[m * N + n] - ref) <= tol) && bad++ < 5)
         CHECK_MESSAGE(false, "y[" << m << "," << n << "] = " << y[m * N + n] << " ref " << ref << " tol " << tol);
     }
