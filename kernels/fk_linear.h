@@ -60,12 +60,15 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
 
 #if FK_X86
 /* ---- AVX2: R (<= 8) W rows against one x row -------------------------------------------------- */
-/* As the AVX-512 row kernel (below) but in 16 ymm registers: 8 rows at a time (a 64-row block is 8
- * groups), one accumulator each, the next 8 rows prefetched one group ahead (one 64-byte line per row
- * per 32 k). Measured with FUSED_ISA=avx2 on Sapphire Rapids, 1 thread, against a ymm streaming sum:
- * 0.77-0.89 where 4 rows with two accumulators reached 0.69-0.83; 12 rows (5 groups + 4 per block)
- * measured the same as 8. Row order: per 16 k, the first then the second 8 products into one
- * accumulator; an 8-k step; a scalar fmaf tail; fixed for a given K. */
+/* 8 rows at a time in 16 ymm registers, one accumulator each. Row order: per 16 k, the first then the
+ * second 8 products into one accumulator; an 8-k step; a scalar fmaf tail; fixed for a given K, whichever
+ * rows share a call, so the grouping below never changes a bit.
+ * Grouping (fk__rows_avx2): a whole 64-row block runs as 8 groups of rows {i, i+8, ..., i+56}: each
+ * accumulator walks its own 8 consecutive rows, i.e. 8 contiguous streams of 8 rows each, which the
+ * hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): 24-25 GB/s on both
+ * K = 896 and K = 4864 shapes, where 8 adjacent rows at a time (8 streams of one short row each, with
+ * a software prefetch of the next group) reached 12-13 GB/s for K = 896 rows (1.75 KiB) and 20-22 for
+ * K = 4864. A block's tail (< 64 rows) takes adjacent rows with the next group prefetched. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
@@ -95,6 +98,18 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
                                          float* y, size_t n0, size_t n1) {
   float o[8];
   size_t n = n0;
+  if (n1 - n0 == FK_LIN_NB) { /* FK_LIN_NB / 8 groups of 8 rows, FK_LIN_NB / 8 rows apart */
+    const size_t g = FK_LIN_NB / 8;
+    for (size_t i = 0; i < g; ++i)
+      for (size_t m = 0; m < M; ++m) {
+        fk__dot_rows_avx2(x + m * K, K, W + (n0 + i) * K, g * K, 8, o, NULL);
+        for (size_t r = 0; r < 8; ++r) {
+          const size_t c = n0 + i + g * r;
+          y[m * N + c] = o[r] + (bias ? fk_bf16_to_f32_1(bias[c]) : 0.0f);
+        }
+      }
+    return;
+  }
   for (; n + 8 <= n1; n += 8)
     for (size_t m = 0; m < M; ++m) {
       fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 8, o, m == 0 && n + 16 <= N ? W + (n + 8) * K : NULL);
