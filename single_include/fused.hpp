@@ -2670,6 +2670,25 @@ FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
   __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
   return _mm_packus_epi32(lo, hi);
 }
+/* 8 x 8 transpose of f32 (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 8; g += 4) {
+    u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+    r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+  }
+}
+
 /* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
   __m512i t[16], u[16];
@@ -3129,8 +3148,9 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
  *      2 x 2 C tiles of 16 x 16 f32 per 32 columns, kept in y between k chunks.
  *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
  *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/PERFORMANCE.md.
- *    AVX2 / scalar: the GEMV row kernel for every row of x, 8 (AVX2) or 1 (scalar) W rows at a time
- *    (x row reused from L1).
+ *    AVX2 (M >= 4): W widened once per 64 columns x 256 k into f32 panels, a 6 x 16 register tile of f32
+ *      FMAs with x unrounded (fk__gemm_block_avx2). M < 4 takes the GEMV row kernel.
+ *    Scalar: the GEMV row kernel for every row of x.
  * Threads split the output columns in blocks of 64-column panels, never the reduction dimension: every y element is computed by one thread in one order, so results are bitwise
  * identical for any thread count. No heap: packed panels (64 KiB) and x tiles (<= 16 KiB) are
  * per-thread stack arrays (< 90 KiB in all). */
@@ -3169,12 +3189,15 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
 
 #if FK_X86
 /* ---- AVX2: R (<= 8) W rows against one x row -------------------------------------------------- */
-/* As the AVX-512 row kernel (below) but in 16 ymm registers: 8 rows at a time (a 64-row block is 8
- * groups), one accumulator each, the next 8 rows prefetched one group ahead (one 64-byte line per row
- * per 32 k). Measured with FUSED_ISA=avx2 on Sapphire Rapids, 1 thread, against a ymm streaming sum:
- * 0.77-0.89 where 4 rows with two accumulators reached 0.69-0.83; 12 rows (5 groups + 4 per block)
- * measured the same as 8. Row order: per 16 k, the first then the second 8 products into one
- * accumulator; an 8-k step; a scalar fmaf tail; fixed for a given K. */
+/* 8 rows at a time in 16 ymm registers, one accumulator each. Row order: per 16 k, the first then the
+ * second 8 products into one accumulator; an 8-k step; a scalar fmaf tail; fixed for a given K, whichever
+ * rows share a call, so the grouping below never changes a bit.
+ * Grouping (fk__rows_avx2): a whole 64-row block runs as 8 groups of rows {i, i+8, ..., i+56}: each
+ * accumulator walks its own 8 consecutive rows, i.e. 8 contiguous streams of 8 rows each, which the
+ * hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): 24-25 GB/s on both
+ * K = 896 and K = 4864 shapes, where 8 adjacent rows at a time (8 streams of one short row each, with
+ * a software prefetch of the next group) reached 12-13 GB/s for K = 896 rows (1.75 KiB) and 20-22 for
+ * K = 4864. A block's tail (< 64 rows) takes adjacent rows with the next group prefetched. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
@@ -3204,6 +3227,18 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
                                          float* y, size_t n0, size_t n1) {
   float o[8];
   size_t n = n0;
+  if (n1 - n0 == FK_LIN_NB) { /* FK_LIN_NB / 8 groups of 8 rows, FK_LIN_NB / 8 rows apart */
+    const size_t g = FK_LIN_NB / 8;
+    for (size_t i = 0; i < g; ++i)
+      for (size_t m = 0; m < M; ++m) {
+        fk__dot_rows_avx2(x + m * K, K, W + (n0 + i) * K, g * K, 8, o, NULL);
+        for (size_t r = 0; r < 8; ++r) {
+          const size_t c = n0 + i + g * r;
+          y[m * N + c] = o[r] + (bias ? fk_bf16_to_f32_1(bias[c]) : 0.0f);
+        }
+      }
+    return;
+  }
   for (; n + 8 <= n1; n += 8)
     for (size_t m = 0; m < M; ++m) {
       fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 8, o, m == 0 && n + 16 <= N ? W + (n + 8) * K : NULL);
@@ -3219,6 +3254,122 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
       fk__dot_rows_avx2(x + m * K, K, W + n * K, K, 1, o, NULL);
       y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
     }
+}
+
+/* ---- AVX2 GEMM (prefill on CPUs without AVX-512 BF16) ------------------------------------------ */
+/* Per chunk of FK_LIN_KC2 k, a work item's 64 columns of W are widened once into four f32 panels of 16
+ * columns (panel[s][k][16], each contiguous), which every 6-row block of x then reuses: a 6 x 16
+ * register tile (12 ymm accumulators + 2 B vectors + 1 broadcast = 15 of the 16 ymm) per panel; per k,
+ * 2 loads of B, 6 broadcasts of x read straight from its rows (x stays f32, never rounded) and 12 FMAs.
+ * y holds the tile between chunks, so each y element is ONE fma chain: bias (or 0), then k = 0, 1, ...
+ * K-1 in order. Its bits depend only on K: not on M, on the tile or panel it falls in, nor on the thread
+ * count. The widening is 1/(2 x 6-row blocks) of the FMAs' work at M = 512 (under 2% measured). */
+#define FK_LIN_MR2 6        /* x rows per AVX2 register tile */
+#define FK_LIN_KC2 256      /* k per widened chunk: 4 panels x 16 KiB on the stack */
+#define FK_LIN_MIN_M_AVX2 4 /* below this, GEMM uses the row kernel (no widening to amortize) */
+
+/* panel[s][k][c] = W[n0 + 16 s + c][k0 + k] as f32 for s < 4, k < kc, c < 16; 0 for rows >= N. */
+FK_TARGET_AVX2 FK_API void fk__pack_w_f32_avx2(const uint16_t* W, size_t N, size_t K, size_t n0, size_t k0, size_t kc, float* panel) {
+  for (size_t g = 0; g < FK_LIN_NB / 8; ++g) { /* 8 columns at a time */
+    float* p = panel + (g / 2) * FK_LIN_KC2 * 16 + (g % 2) * 8;
+    const size_t nb = n0 + g * 8, rows = nb >= N ? 0 : N - nb < 8 ? N - nb : 8;
+    size_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+      __m256 r[8];
+      for (size_t i = 0; i < 8; ++i) r[i] = i < rows ? fk__load_bf16x8(W + (nb + i) * K + k0 + k) : _mm256_setzero_ps();
+      fk__transpose8x8(r);
+      for (size_t j = 0; j < 8; ++j) _mm256_storeu_ps(p + (k + j) * 16, r[j]);
+    }
+    for (; k < kc; ++k)
+      for (size_t i = 0; i < 8; ++i) p[k * 16 + i] = i < rows ? fk_bf16_to_f32_1(W[(nb + i) * K + k0 + k]) : 0.0f;
+  }
+}
+
+/* One mr x 16 tile: rows x[0 .. mr) (row stride K, already offset to the chunk's k0) times one panel of
+ * kc k; y (row stride N) at columns [n0, n0 + nn), nn <= 16. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx2(const float* x, size_t K, const float* bp, size_t kc, int mr,
+                                                                      int first, const uint16_t* bias, float* y, size_t N,
+                                                                      size_t n0, size_t nn) {
+  __m256 acc[FK_LIN_MR2][2];
+  const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m256i cm0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nn), lane);     /* column n0 + i < n0 + nn */
+  const __m256i cm1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nn - 8), lane); /* column n0 + 8 + i */
+  if (first) {
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+    if (bias && nn == 16) {
+      b0 = fk__load_bf16x8(bias + n0);
+      b1 = fk__load_bf16x8(bias + n0 + 8);
+    } else if (bias) {
+      float bt[16] = {0};
+      for (size_t c = 0; c < nn; ++c) bt[c] = fk_bf16_to_f32_1(bias[n0 + c]);
+      b0 = _mm256_loadu_ps(bt);
+      b1 = _mm256_loadu_ps(bt + 8);
+    }
+    for (int r = 0; r < mr; ++r) acc[r][0] = b0, acc[r][1] = b1;
+  } else if (nn == 16) {
+    for (int r = 0; r < mr; ++r) {
+      acc[r][0] = _mm256_loadu_ps(y + (size_t)r * N + n0);
+      acc[r][1] = _mm256_loadu_ps(y + (size_t)r * N + n0 + 8);
+    }
+  } else {
+    for (int r = 0; r < mr; ++r) {
+      acc[r][0] = _mm256_maskload_ps(y + (size_t)r * N + n0, cm0);
+      acc[r][1] = _mm256_maskload_ps(y + (size_t)r * N + n0 + 8, cm1);
+    }
+  }
+  for (size_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(bp + k * 16), b1 = _mm256_loadu_ps(bp + k * 16 + 8);
+    for (int r = 0; r < mr; ++r) {
+      const __m256 a = _mm256_broadcast_ss(x + (size_t)r * K + k);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+  if (nn == 16) {
+    for (int r = 0; r < mr; ++r) {
+      _mm256_storeu_ps(y + (size_t)r * N + n0, acc[r][0]);
+      _mm256_storeu_ps(y + (size_t)r * N + n0 + 8, acc[r][1]);
+    }
+  } else {
+    for (int r = 0; r < mr; ++r) {
+      _mm256_maskstore_ps(y + (size_t)r * N + n0, cm0, acc[r][0]);
+      _mm256_maskstore_ps(y + (size_t)r * N + n0 + 8, cm1, acc[r][1]);
+    }
+  }
+}
+
+/* Columns [n0, n0 + 64) of y for all M rows of x. */
+FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias,
+                                               float* y, size_t n0) {
+  float panel[FK_LIN_NB / 16 * FK_LIN_KC2 * 16]; /* 64 KiB: four 16-column f32 panels */
+  size_t nn[FK_LIN_NB / 16];
+  for (size_t s = 0; s < FK_LIN_NB / 16; ++s) {
+    const size_t c0 = n0 + s * 16;
+    nn[s] = c0 >= N ? 0 : N - c0 < 16 ? N - c0 : 16;
+  }
+  for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC2) {
+    const size_t kc = K - k0 < FK_LIN_KC2 ? K - k0 : FK_LIN_KC2;
+    const int first = k0 == 0;
+    fk__pack_w_f32_avx2(W, N, K, n0, k0, kc, panel);
+    for (size_t m0 = 0; m0 < M; m0 += FK_LIN_MR2) {
+      const size_t mr = M - m0 < FK_LIN_MR2 ? M - m0 : FK_LIN_MR2;
+      const float* xb = x + m0 * K + k0;
+      float* yb = y + m0 * N;
+      for (size_t s = 0; s < FK_LIN_NB / 16 && nn[s]; ++s) {
+        const float* bp = panel + s * FK_LIN_KC2 * 16;
+        const size_t c0 = n0 + s * 16;
+        /* constant mr per call so the accumulators live in registers */
+        switch (mr) {
+          case 6: fk__gemm_tile_avx2(xb, K, bp, kc, 6, first, bias, yb, N, c0, nn[s]); break;
+          case 5: fk__gemm_tile_avx2(xb, K, bp, kc, 5, first, bias, yb, N, c0, nn[s]); break;
+          case 4: fk__gemm_tile_avx2(xb, K, bp, kc, 4, first, bias, yb, N, c0, nn[s]); break;
+          case 3: fk__gemm_tile_avx2(xb, K, bp, kc, 3, first, bias, yb, N, c0, nn[s]); break;
+          case 2: fk__gemm_tile_avx2(xb, K, bp, kc, 2, first, bias, yb, N, c0, nn[s]); break;
+          default: fk__gemm_tile_avx2(xb, K, bp, kc, 1, first, bias, yb, N, c0, nn[s]); break;
+        }
+      }
+    }
+  }
 }
 
 /* ---- AVX-512: widening row kernel (GEMV, small M) ------------------------------------------------ */
@@ -3603,6 +3754,11 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
     for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;
   }
+  if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {
+    FK_PARALLEL_FOR(nt)
+    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx2(x, M, K, W, N, bias, y, b * FK_LIN_NB);
+    return;
+  }
 #endif
   FK_PARALLEL_FOR(nt)
   for (size_t b = 0; b < nb; ++b) {
@@ -3730,7 +3886,8 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
  * o[hd]:  s_j = scale * q.k_j;  m' = max(m, max_j s_j);  l = l e^(m-m') + sum_j e^(s_j-m');
  *         o = o e^(m-m') + sum_j e^(s_j-m') v_j.
  * The SIMD versions keep 8 independent FMA chains in both products, because one chain per vector is
- * FMA-latency bound at these sizes: AVX-512 by pairing rows (below), AVX2 with 2 dims / 2 keys in flight. */
+ * FMA-latency bound at these sizes: AVX-512 by pairing rows (below), AVX2 by pairing rows with 2 dims /
+ * 2 keys in flight. */
 FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* vf, size_t hd, size_t nv, float scale, float* m,
                                  float* l, float* o) {
   float s[FK_ATT_BK];
@@ -3867,53 +4024,158 @@ FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd,
     }
 }
 
-FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* q, const float* kt, const float* vf, size_t hd, size_t nv, float scale,
-                                              float* m, float* l, float* o) {
-  __m256 a[8];
-  for (int t = 0; t < 8; ++t) a[t] = _mm256_setzero_ps();
-  size_t d = 0;
-  for (; d + 2 <= hd; d += 2) { /* 4 key vectors x 2 dims in flight */
-    const __m256 q0 = _mm256_set1_ps(q[d]), q1 = _mm256_set1_ps(q[d + 1]);
+/* The same through 8 x 8 transposes (keys x dims). hd % 8 == 0. */
+FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, size_t bk, float* kt) {
+  for (size_t jb = 0; jb < FK_ATT_BK; jb += 8)
+    for (size_t d0 = 0; d0 < hd; d0 += 8) {
+      __m256 r[8];
+      for (size_t i = 0; i < 8; ++i) r[i] = jb + i < bk ? fk__load_bf16x8(k + (jb + i) * hd + d0) : _mm256_setzero_ps();
+      fk__transpose8x8(r);
+      for (size_t t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (d0 + t) * FK_ATT_BK + jb, r[t]);
+    }
+}
+
+/* AVX2: R (1 or 2) rows against one key block; two rows share every kt / vf load (16 ymm registers:
+ * 8 accumulators, 4 shared loads, 2 broadcasts). A row's arithmetic is the same for R = 1 and 2, and
+ * for any partner row:
+ *   scores, per 8-key vector: the even dims in one FMA chain, the odd dims in another (an odd hd's last
+ *     dim into the even chain), summed, then scaled;
+ *   PV, per 8-dim vector: chain e = o * corr + the even keys' p_j v_j, chain f = the odd keys', in key
+ *     order, then e + f. The keys both rows see run together; the rest of the longer row's keys run
+ *     alone, into the same chains: a row never adds a zero term for its partner's extra key.
+ *   an hd % 8 tail: one scalar fmaf chain per dim. */
+/* Keys [j0, j1) of rows 0 .. R-1 into their chains, DV dim vectors from d; j0 is even. R and DV are
+ * constants after inlining, so e and f stay in registers. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const float* vf,
+                                                                        size_t hd, size_t d, size_t j0, size_t j1,
+                                                                        __m256 e[2][2], __m256 f[2][2]) {
+  size_t j = j0;
+  for (; j + 2 <= j1; j += 2) {
+    __m256 v0 = _mm256_loadu_ps(vf + j * hd + d), v1 = DV > 1 ? _mm256_loadu_ps(vf + j * hd + d + 8) : v0;
+    __m256 w0 = _mm256_loadu_ps(vf + (j + 1) * hd + d), w1 = DV > 1 ? _mm256_loadu_ps(vf + (j + 1) * hd + d + 8) : w0;
+    FK_KEEP_IN_REG(v0, v1, w0, w1);
+    for (int r = 0; r < R; ++r) {
+      const __m256 pj = _mm256_broadcast_ss(p[r] + j), pk = _mm256_broadcast_ss(p[r] + j + 1);
+      e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
+      if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
+      f[r][0] = _mm256_fmadd_ps(pk, w0, f[r][0]);
+      if (DV > 1) f[r][1] = _mm256_fmadd_ps(pk, w1, f[r][1]);
+    }
+  }
+  if (j < j1) /* an even key: chain e */
+    for (int r = 0; r < R; ++r) {
+      const __m256 pj = _mm256_broadcast_ss(p[r] + j);
+      e[r][0] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vf + j * hd + d), e[r][0]);
+      if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vf + j * hd + d + 8), e[r][1]);
+    }
+}
+
+/* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys both rows see together, then each
+ * row's own remaining keys alone, into the same chains. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const float* vf,
+                                                                   size_t hd, size_t d, const size_t* nv, size_t nboth,
+                                                                   const float* corr, float* const* o) {
+  __m256 e[2][2], f[2][2], e1[2][2], f1[2][2];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < DV; ++v) {
+      e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
+      f[r][v] = _mm256_setzero_ps();
+    }
+  fk__att_pv_keys_avx2(R, DV, p, vf, hd, d, 0, nboth, e, f);
+  if (R == 2)
+    for (int v = 0; v < DV; ++v) e1[0][v] = e[1][v], f1[0][v] = f[1][v];
+  fk__att_pv_keys_avx2(1, DV, p, vf, hd, d, nboth, nv[0], e, f);
+  if (R == 2) {
+    fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e1, f1);
+    for (int v = 0; v < DV; ++v) e[1][v] = e1[0][v], f[1][v] = f1[0][v];
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
+}
+
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_block_avx2_r(int R, const float* const* q, const float* kt,
+                                                                        const float* vf, size_t hd, const size_t* nv, float scale,
+                                                                        float* m, float* l, float* const* o) {
+  float s[2][FK_ATT_BK];
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (size_t h = 0; h < FK_ATT_BK; h += 16) { /* keys h .. h+15: two key vectors */
+    __m256 a[2][4];                              /* [row][even dims: keys 0-7, 8-15; odd dims: keys 0-7, 8-15] */
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < 4; ++t) a[r][t] = _mm256_setzero_ps();
+    size_t d = 0;
+    for (; d + 2 <= hd; d += 2) {
+      const float* k = kt + d * FK_ATT_BK + h;
+      __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8);
+      __m256 k2 = _mm256_loadu_ps(k + FK_ATT_BK), k3 = _mm256_loadu_ps(k + FK_ATT_BK + 8);
+      FK_KEEP_IN_REG(k0, k1, k2, k3);
+      for (int r = 0; r < R; ++r) {
+        const __m256 q0 = _mm256_broadcast_ss(q[r] + d), q1 = _mm256_broadcast_ss(q[r] + d + 1);
+        a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(q0, k1, a[r][1]);
+        a[r][2] = _mm256_fmadd_ps(q1, k2, a[r][2]);
+        a[r][3] = _mm256_fmadd_ps(q1, k3, a[r][3]);
+      }
+    }
+    if (d < hd) {
+      const __m256 k0 = _mm256_loadu_ps(kt + d * FK_ATT_BK + h), k1 = _mm256_loadu_ps(kt + d * FK_ATT_BK + h + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 q0 = _mm256_broadcast_ss(q[r] + d);
+        a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(q0, k1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(s[r] + h, _mm256_mul_ps(_mm256_add_ps(a[r][0], a[r][2]), sc));
+      _mm256_storeu_ps(s[r] + h + 8, _mm256_mul_ps(_mm256_add_ps(a[r][1], a[r][3]), sc));
+    }
+  }
+  /* softmax bookkeeping in vectors: keys past nv are masked to -inf for the max and to 0 after exp */
+  float corr[2];
+  const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), eight = _mm256_set1_epi32(8);
+  for (int r = 0; r < R; ++r) {
+    const __m256i nvv = _mm256_set1_epi32((int)nv[r]);
+    __m256 sv[4], vis[4];
+    __m256i idx = lane;
+    for (int t = 0; t < 4; ++t, idx = _mm256_add_epi32(idx, eight)) {
+      vis[t] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nvv, idx));
+      sv[t] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s[r] + 8 * t), vis[t]);
+    }
+    __m256 mx = _mm256_max_ps(_mm256_max_ps(sv[0], sv[1]), _mm256_max_ps(sv[2], sv[3]));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float mb = _mm_cvtss_f32(m4);
+    const float mnew = mb > m[r] ? mb : m[r];
+    corr[r] = expf(m[r] - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
+    const __m256 mv = _mm256_set1_ps(mnew);
     for (int t = 0; t < 4; ++t) {
-      a[t] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(kt + d * FK_ATT_BK + 8 * t), a[t]);
-      a[4 + t] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(kt + (d + 1) * FK_ATT_BK + 8 * t), a[4 + t]);
+      sv[t] = _mm256_and_ps(fk__exp256(_mm256_sub_ps(sv[t], mv)), vis[t]); /* exp256 clamps -inf: masked to 0 */
+      _mm256_storeu_ps(s[r] + 8 * t, sv[t]);
     }
+    const float lb = fk__hsum256(_mm256_add_ps(_mm256_add_ps(sv[0], sv[1]), _mm256_add_ps(sv[2], sv[3])));
+    l[r] = fmaf(l[r], corr[r], lb); /* explicit: C and C++ contract differently */
+    m[r] = mnew;
   }
-  for (; d < hd; ++d)
-    for (int t = 0; t < 4; ++t) a[t] = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), _mm256_loadu_ps(kt + d * FK_ATT_BK + 8 * t), a[t]);
-  float s[FK_ATT_BK];
-  for (int t = 0; t < 4; ++t) _mm256_storeu_ps(s + 8 * t, _mm256_mul_ps(_mm256_add_ps(a[t], a[4 + t]), _mm256_set1_ps(scale)));
-  float mb = -INFINITY;
-  for (size_t j = 0; j < nv; ++j) mb = s[j] > mb ? s[j] : mb;
-  const float mnew = mb > *m ? mb : *m;
-  const float corr = expf(*m - mnew);
-  for (size_t j = nv; j < FK_ATT_BK; ++j) s[j] = -INFINITY; /* exp256 clamps: these are zeroed below */
-  float lb = 0.0f;
-  for (int t = 0; t < 4; ++t) {
-    __m256 e = fk__exp256(_mm256_sub_ps(_mm256_loadu_ps(s + 8 * t), _mm256_set1_ps(mnew)));
-    _mm256_storeu_ps(s + 8 * t, e);
+  const float* pr[2] = {s[0], s[R - 1]};
+  const size_t nboth = R == 2 ? (nv[0] < nv[1] ? nv[0] : nv[1]) & ~(size_t)1 : nv[0];
+  size_t d = 0;
+  for (; d + 16 <= hd; d += 16) fk__att_pv_avx2(R, 2, pr, vf, hd, d, nv, nboth, corr, o);
+  if (d + 8 <= hd) {
+    fk__att_pv_avx2(R, 1, pr, vf, hd, d, nv, nboth, corr, o);
+    d += 8;
   }
-  for (size_t j = nv; j < FK_ATT_BK; ++j) s[j] = 0.0f;
-  for (size_t j = 0; j < nv; ++j) lb += s[j];
-  *l = fmaf(*l, corr, lb); /* explicit: C and C++ contract differently */
-  const __m256 cv = _mm256_set1_ps(corr);
-  d = 0;
-  for (; d + 8 <= hd; d += 8) {
-    __m256 e = _mm256_mul_ps(_mm256_loadu_ps(o + d), cv), f = _mm256_setzero_ps();
-    size_t j = 0;
-    for (; j + 2 <= nv; j += 2) {
-      e = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(vf + j * hd + d), e);
-      f = _mm256_fmadd_ps(_mm256_set1_ps(s[j + 1]), _mm256_loadu_ps(vf + (j + 1) * hd + d), f);
+  for (int r = 0; r < R; ++r)
+    for (size_t dd = d; dd < hd; ++dd) {
+      float acc = o[r][dd] * corr[r];
+      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(s[r][j], vf[j * hd + dd], acc); /* explicit: C and C++ contract differently */
+      o[r][dd] = acc;
     }
-    if (j < nv) e = _mm256_fmadd_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(vf + j * hd + d), e);
-    _mm256_storeu_ps(o + d, _mm256_add_ps(e, f));
-  }
-  for (; d < hd; ++d) {
-    float acc = o[d] * corr;
-    for (size_t j = 0; j < nv; ++j) acc = fmaf(s[j], vf[j * hd + d], acc); /* explicit: C and C++ contract differently */
-    o[d] = acc;
-  }
-  *m = mnew;
+}
+
+FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const float* kt, const float* vf, size_t hd, const size_t* nv,
+                                              size_t R, float scale, float* m, float* l, float* const* o) {
+  if (R == 2) fk__att_block_avx2_r(2, q, kt, vf, hd, nv, scale, m, l, o);
+  else fk__att_block_avx2_r(1, q, kt, vf, hd, nv, scale, m, l, o);
 }
 #endif
 
@@ -3946,12 +4208,13 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
 #if FK_X86
     if (isa >= FK_ISA_AVX512BF16 && hd % 16 == 0) fk__att_load_k_avx512(kc + j0 * hd, hd, bk, kt);
+    else if (isa >= FK_ISA_AVX2 && hd % 8 == 0) fk__att_load_k_avx2(kc + j0 * hd, hd, bk, kt);
     else
 #endif
       for (size_t d = 0; d < hd; ++d)
         for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kc[(j0 + j) * hd + d]) : 0.0f;
 #if FK_X86
-    if (isa >= FK_ISA_AVX512BF16) {
+    if (isa >= FK_ISA_AVX2) {
       /* rows in fixed pairs (0,1), (2,3), ...: a pair shares the K/V loads */
       for (size_t i = 0; i < nr; i += 2) {
         size_t rr[2], nvs[2], R = 0;
@@ -3964,7 +4227,8 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
         const float* qq[2] = {qr[rr[0]], qr[rr[R - 1]]};
         float* oo[2] = {o + rr[0] * hd, o + rr[R - 1] * hd};
         float mm[2] = {mrow[rr[0]], mrow[rr[R - 1]]}, ll[2] = {lrow[rr[0]], lrow[rr[R - 1]]};
-        fk__att_block_avx512(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
+        if (isa >= FK_ISA_AVX512BF16) fk__att_block_avx512(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
+        else fk__att_block_avx2(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
         for (size_t t = 0; t < R; ++t) mrow[rr[t]] = mm[t], lrow[rr[t]] = ll[t];
       }
       continue;
@@ -3973,12 +4237,6 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     for (size_t i = 0; i < nr; ++i) {
       if (pos[i] < j0) continue; /* causal: this whole block is in row i's future */
       const size_t nv = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
-#if FK_X86
-      if (isa == FK_ISA_AVX2) {
-        fk__att_block_avx2(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
-        continue;
-      }
-#endif
       fk__att_block_scalar(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
     }
   }
