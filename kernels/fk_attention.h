@@ -182,15 +182,6 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
     }
 }
 
-/* AVX2: R (1 or 2) rows against one key block; two rows share every kt / vf load (16 ymm registers:
- * 8 accumulators, 4 shared loads, 2 broadcasts). A row's arithmetic is the same for R = 1 and 2, and
- * for any partner row:
- *   scores, per 8-key vector: the even dims in one FMA chain, the odd dims in another (an odd hd's last
- *     dim into the even chain), summed, then scaled;
- *   PV, per 8-dim vector: chain e = o * corr + the even keys' p_j v_j, chain f = the odd keys', in key
- *     order, then e + f. The keys both rows see run together; the rest of the longer row's keys run
- *     alone, into the same chains: a row never adds a zero term for its partner's extra key.
- *   an hd % 8 tail: one scalar fmaf chain per dim. */
 /* Keys [j0, j1) of rows 0 .. R-1 into their chains, DV dim vectors from d; j0 is even. R and DV are
  * constants after inlining, so e and f stay in registers. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const float* vf,
@@ -240,6 +231,16 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
 
+/* AVX2: R (1 or 2) rows against one key block; two rows share every kt / vf load (16 ymm registers:
+ * 8 accumulators, 4 shared loads, 2 broadcasts). A row's arithmetic is the same for R = 1 and 2, and
+ * for any partner row:
+ *   scores, per 8-key vector: the even dims in one FMA chain, the odd dims in another (an odd hd's last
+ *     dim into the even chain), summed, then scaled;
+ *   PV, per 8-dim vector: chain e = o * corr + the even keys' p_j v_j, chain f = the odd keys', in key
+ *     order, then e + f. The keys both rows see run together; the rest of the longer row's keys run
+ *     alone, into the same chains: a row never adds a zero term for its partner's extra key.
+ *   an hd % 8 tail: one scalar fmaf chain per dim.
+ * The softmax bookkeeping (mask, max, exp, sum) is vector code. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_block_avx2_r(int R, const float* const* q, const float* kt,
                                                                         const float* vf, size_t hd, const size_t* nv, float scale,
                                                                         float* m, float* l, float* const* o) {

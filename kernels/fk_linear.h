@@ -65,7 +65,7 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * rows share a call, so the grouping below never changes a bit.
  * Grouping (fk__rows_avx2): a whole 64-row block runs as 8 groups of rows {i, i+8, ..., i+56}: each
  * accumulator walks its own 8 consecutive rows, i.e. 8 contiguous streams of 8 rows each, which the
- * hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): 24-25 GB/s on both
+ * hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): 21-25 GB/s on both
  * K = 896 and K = 4864 shapes, where 8 adjacent rows at a time (8 streams of one short row each, with
  * a software prefetch of the next group) reached 12-13 GB/s for K = 896 rows (1.75 KiB) and 20-22 for
  * K = 4864. A block's tail (< 64 rows) takes adjacent rows with the next group prefetched. */
@@ -134,7 +134,8 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
  * 2 loads of B, 6 broadcasts of x read straight from its rows (x stays f32, never rounded) and 12 FMAs.
  * y holds the tile between chunks, so each y element is ONE fma chain: bias (or 0), then k = 0, 1, ...
  * K-1 in order. Its bits depend only on K: not on M, on the tile or panel it falls in, nor on the thread
- * count. The widening is 1/(2 x 6-row blocks) of the FMAs' work at M = 512 (under 2% measured). */
+ * count. By instruction count, the widening (an 8 x 8 transpose per 64 weights) is about 1% of the FMA
+ * work at M = 512; M < FK_LIN_MIN_M_AVX2 has too few rows to amortize it and takes the row kernel. */
 #define FK_LIN_MR2 6        /* x rows per AVX2 register tile */
 #define FK_LIN_KC2 256      /* k per widened chunk: 4 panels x 16 KiB on the stack */
 #define FK_LIN_MIN_M_AVX2 4 /* below this, GEMM uses the row kernel (no widening to amortize) */

@@ -3194,7 +3194,7 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * rows share a call, so the grouping below never changes a bit.
  * Grouping (fk__rows_avx2): a whole 64-row block runs as 8 groups of rows {i, i+8, ..., i+56}: each
  * accumulator walks its own 8 consecutive rows, i.e. 8 contiguous streams of 8 rows each, which the
- * hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): 24-25 GB/s on both
+ * hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): 21-25 GB/s on both
  * K = 896 and K = 4864 shapes, where 8 adjacent rows at a time (8 streams of one short row each, with
  * a software prefetch of the next group) reached 12-13 GB/s for K = 896 rows (1.75 KiB) and 20-22 for
  * K = 4864. A block's tail (< 64 rows) takes adjacent rows with the next group prefetched. */
@@ -3263,7 +3263,8 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
  * 2 loads of B, 6 broadcasts of x read straight from its rows (x stays f32, never rounded) and 12 FMAs.
  * y holds the tile between chunks, so each y element is ONE fma chain: bias (or 0), then k = 0, 1, ...
  * K-1 in order. Its bits depend only on K: not on M, on the tile or panel it falls in, nor on the thread
- * count. The widening is 1/(2 x 6-row blocks) of the FMAs' work at M = 512 (under 2% measured). */
+ * count. By instruction count, the widening (an 8 x 8 transpose per 64 weights) is about 1% of the FMA
+ * work at M = 512; M < FK_LIN_MIN_M_AVX2 has too few rows to amortize it and takes the row kernel. */
 #define FK_LIN_MR2 6        /* x rows per AVX2 register tile */
 #define FK_LIN_KC2 256      /* k per widened chunk: 4 panels x 16 KiB on the stack */
 #define FK_LIN_MIN_M_AVX2 4 /* below this, GEMM uses the row kernel (no widening to amortize) */
@@ -4035,15 +4036,6 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
     }
 }
 
-/* AVX2: R (1 or 2) rows against one key block; two rows share every kt / vf load (16 ymm registers:
- * 8 accumulators, 4 shared loads, 2 broadcasts). A row's arithmetic is the same for R = 1 and 2, and
- * for any partner row:
- *   scores, per 8-key vector: the even dims in one FMA chain, the odd dims in another (an odd hd's last
- *     dim into the even chain), summed, then scaled;
- *   PV, per 8-dim vector: chain e = o * corr + the even keys' p_j v_j, chain f = the odd keys', in key
- *     order, then e + f. The keys both rows see run together; the rest of the longer row's keys run
- *     alone, into the same chains: a row never adds a zero term for its partner's extra key.
- *   an hd % 8 tail: one scalar fmaf chain per dim. */
 /* Keys [j0, j1) of rows 0 .. R-1 into their chains, DV dim vectors from d; j0 is even. R and DV are
  * constants after inlining, so e and f stay in registers. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const float* vf,
@@ -4093,6 +4085,16 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
 
+/* AVX2: R (1 or 2) rows against one key block; two rows share every kt / vf load (16 ymm registers:
+ * 8 accumulators, 4 shared loads, 2 broadcasts). A row's arithmetic is the same for R = 1 and 2, and
+ * for any partner row:
+ *   scores, per 8-key vector: the even dims in one FMA chain, the odd dims in another (an odd hd's last
+ *     dim into the even chain), summed, then scaled;
+ *   PV, per 8-dim vector: chain e = o * corr + the even keys' p_j v_j, chain f = the odd keys', in key
+ *     order, then e + f. The keys both rows see run together; the rest of the longer row's keys run
+ *     alone, into the same chains: a row never adds a zero term for its partner's extra key.
+ *   an hd % 8 tail: one scalar fmaf chain per dim.
+ * The softmax bookkeeping (mask, max, exp, sum) is vector code. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_block_avx2_r(int R, const float* const* q, const float* kt,
                                                                         const float* vf, size_t hd, const size_t* nv, float scale,
                                                                         float* m, float* l, float* const* o) {
