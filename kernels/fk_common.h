@@ -62,6 +62,16 @@
  * 64 and 128). Checked with assert() in debug builds. */
 #define FK_MAX_HEAD_DIM 128
 
+/* clang 16.0.6 segfaults at -O1 and above when it folds a 32-bit broadcast load into vdpbf16ps as an
+ * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
+ * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
+ * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
+#if defined(__clang__)
+#define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
+#else
+#define FK_CLANG_IN_REG(v) ((void)0)
+#endif
+
 #if defined(__GNUC__)
 #define FK_ALWAYS_INLINE __attribute__((always_inline))
 #else

@@ -383,7 +383,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
      * vectors in registers made gcc spill one of them every iteration: ~7% slower) */
     const uint32_t* pp = panel + p * FK_LIN_NB;
     for (int r = 0; r < mr; ++r) {
-      const __m512bh a = (__m512bh)_mm512_set1_epi32((int)xt32[(size_t)r * ldt32 + p]);
+      __m512i ai = _mm512_set1_epi32((int)xt32[(size_t)r * ldt32 + p]);
+      FK_CLANG_IN_REG(ai); /* see fk_common.h: clang 16 crashes folding this broadcast into vdpbf16ps */
+      const __m512bh a = (__m512bh)ai;
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)_mm512_loadu_si512(pp));
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)_mm512_loadu_si512(pp + 16));
       acc[r][2] = _mm512_dpbf16_ps(acc[r][2], a, (__m512bh)_mm512_loadu_si512(pp + 32));

@@ -2552,6 +2552,16 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
  * 64 and 128). Checked with assert() in debug builds. */
 #define FK_MAX_HEAD_DIM 128
 
+/* clang 16.0.6 segfaults at -O1 and above when it folds a 32-bit broadcast load into vdpbf16ps as an
+ * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
+ * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
+ * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
+#if defined(__clang__)
+#define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
+#else
+#define FK_CLANG_IN_REG(v) ((void)0)
+#endif
+
 #if defined(__GNUC__)
 #define FK_ALWAYS_INLINE __attribute__((always_inline))
 #else
@@ -3512,7 +3522,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
      * vectors in registers made gcc spill one of them every iteration: ~7% slower) */
     const uint32_t* pp = panel + p * FK_LIN_NB;
     for (int r = 0; r < mr; ++r) {
-      const __m512bh a = (__m512bh)_mm512_set1_epi32((int)xt32[(size_t)r * ldt32 + p]);
+      __m512i ai = _mm512_set1_epi32((int)xt32[(size_t)r * ldt32 + p]);
+      FK_CLANG_IN_REG(ai); /* see fk_common.h: clang 16 crashes folding this broadcast into vdpbf16ps */
+      const __m512bh a = (__m512bh)ai;
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)_mm512_loadu_si512(pp));
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, (__m512bh)_mm512_loadu_si512(pp + 16));
       acc[r][2] = _mm512_dpbf16_ps(acc[r][2], a, (__m512bh)_mm512_loadu_si512(pp + 32));
