@@ -197,7 +197,9 @@ TEST_CASE("loader errors name the file and the field") {
   CHECK(with([](json& j) { j["model"]["vocab"]["ab"] = "x"; }) == "t.json: model.vocab[\"ab\"]: must be an integer id");
   CHECK(with([](json& j) { j["model"]["merges"] = {"a  b"}; }) == "t.json: model.merges[0]: 'a  b' is not two tokens separated by one space");
   CHECK(with([](json& j) { j["model"]["merges"] = {"a c"}; }) == "t.json: model.merges[0]: 'a' + 'c': ac is not in model.vocab");
-  CHECK(with([](json& j) { j["model"]["merges"] = {json::array({"a"})}; }) == "t.json: model.merges[0]: must be \"a b\" or [\"a\", \"b\"]");
+  // json::array around it: `= {json::array({"a"})}` is [["a"]] with g++ but ["a"] with clang (a braced list
+  // of one json may copy it instead of wrapping it)
+  CHECK(with([](json& j) { j["model"]["merges"] = json::array({json::array({"a"})}); }) == "t.json: model.merges[0]: must be \"a b\" or [\"a\", \"b\"]");
   CHECK(with([](json& j) { j["model"]["dropout"] = 0.1; }) == "t.json: model.dropout: BPE dropout is not supported (set it to null)");
   CHECK(with([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }).find("model.continuing_subword_prefix") != std::string::npos);
   CHECK(with([](json& j) { j["model"]["vocab"].erase("Ġ"); }).find("t.json: model.vocab: has no token for byte 0x20") == 0);
