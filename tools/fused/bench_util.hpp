@@ -57,43 +57,47 @@ FK_TARGET_AVX2 inline float stream_sum_avx2(const float* p, std::size_t n) {
   }
   return fk__hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
-// 8 streams at once: each chunk of 8 x 8192 floats is read as 8 sequential streams of 8192 floats
-// (32 KiB) advancing together. A CPU whose
-// prefetchers follow several streams (Zen 3: ~25 GB/s against ~20 for one stream, one core) reads
-// faster this way, and a kernel that reads several weight rows at once can reach it.
+// 8 streams at once: each chunk of 8 x 8192 floats (8 x 32 KiB) is read as 8 sequential streams
+// advancing together; what is left after the last whole chunk, as one stream. A CPU whose prefetchers
+// follow several streams (Zen 3: ~25 GB/s against ~20 for one stream, one core) reads faster this
+// way, and a kernel that reads several weight rows at once can reach it.
 FK_TARGET_AVX2 inline float stream_sum_avx2_8(const float* p, std::size_t n) {
   constexpr std::size_t L = 8192;
   __m256 a[8];
   for (auto& v : a) v = _mm256_setzero_ps();
-  for (std::size_t c = 0; c + 8 * L <= n; c += 8 * L)
+  std::size_t c = 0;
+  for (; c + 8 * L <= n; c += 8 * L)
     for (std::size_t i = 0; i < L; i += 8)
       for (std::size_t s = 0; s < 8; ++s) a[s] = _mm256_add_ps(a[s], _mm256_loadu_ps(p + c + s * L + i));
   for (std::size_t s = 1; s < 8; ++s) a[0] = _mm256_add_ps(a[0], a[s]);
-  return fk__hsum256(a[0]);
+  return fk__hsum256(a[0]) + stream_sum_avx2(p + c, n - c);
 }
 #endif
 
-// width: 512 or 256 (one stream), or 8 for eight concurrent 256-bit streams (the widest the CPU has is used when it asks for more).
-inline float stream_sum(const float* p, std::size_t n, int width) {
+// How a pass reads: one stream of 256-bit or of 512-bit loads, or 8 concurrent 256-bit streams.
+// A CPU without the instructions for one runs the best it has instead.
+enum class stream_kind { ymm, zmm, ymm_x8 };
+
+inline float stream_sum(const float* p, std::size_t n, stream_kind kind) {
 #if FK_X86
-  if (width == 8 && fk_isa_active() >= FK_ISA_AVX2) return stream_sum_avx2_8(p, n);
-  if (width >= 512 && fk_isa_active() >= FK_ISA_AVX512BF16) return stream_sum_avx512(p, n);
+  if (kind == stream_kind::ymm_x8 && fk_isa_active() >= FK_ISA_AVX2) return stream_sum_avx2_8(p, n);
+  if (kind == stream_kind::zmm && fk_isa_active() >= FK_ISA_AVX512BF16) return stream_sum_avx512(p, n);
   if (fk_isa_active() >= FK_ISA_AVX2) return stream_sum_avx2(p, n);
 #endif
-  (void)width;
+  (void)kind;
   float s = 0;
   for (std::size_t i = 0; i < n; ++i) s += p[i];
   return s;
 }
 
-// Read bandwidth in GB/s of one pass with one stream width.
-inline double read_bandwidth_at(const float* buf, std::size_t n, int nt, int width) {
+// Read bandwidth in GB/s of one pass of one kind.
+inline double read_bandwidth_at(const float* buf, std::size_t n, int nt, stream_kind kind) {
   const double t = seconds([&] {
     float total = 0;
     BENCH_OMP(omp parallel for schedule(static) num_threads(nt) reduction(+ : total))
     for (int c = 0; c < nt; ++c) {
       const std::size_t lo = n / nt * c, hi = c + 1 == nt ? n : n / nt * (c + 1);
-      total += stream_sum(buf + lo, hi - lo, width);
+      total += stream_sum(buf + lo, hi - lo, kind);
     }
     g_sink = total;
   });
@@ -103,10 +107,10 @@ inline double read_bandwidth_at(const float* buf, std::size_t n, int nt, int wid
 // Read bandwidth in GB/s: the best of a 256-bit pass, an 8-stream 256-bit pass and (where the CPU
 // has it) a 512-bit pass.
 inline double read_bandwidth(const float* buf, std::size_t n, int nt) {
-  double b = read_bandwidth_at(buf, n, nt, 256);
+  double b = read_bandwidth_at(buf, n, nt, stream_kind::ymm);
 #if FK_X86
-  if (fk_isa_active() >= FK_ISA_AVX2) b = std::max(b, read_bandwidth_at(buf, n, nt, 8));
-  if (fk_isa_active() >= FK_ISA_AVX512BF16) b = std::max(b, read_bandwidth_at(buf, n, nt, 512));
+  if (fk_isa_active() >= FK_ISA_AVX2) b = std::max(b, read_bandwidth_at(buf, n, nt, stream_kind::ymm_x8));
+  if (fk_isa_active() >= FK_ISA_AVX512BF16) b = std::max(b, read_bandwidth_at(buf, n, nt, stream_kind::zmm));
 #endif
   return b;
 }
