@@ -4049,10 +4049,10 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
 }
 
 /* Keys [j0, j1) of rows 0 .. R-1 into their chains, DV dim vectors from d; j0 is even. R and DV are
- * constants after inlining, so e and f stay in registers. */
+ * constants after inlining and callers pass e and f at constant row offsets, so they stay in registers. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const float* vf,
                                                                         size_t hd, size_t d, size_t j0, size_t j1,
-                                                                        __m256 e[2][2], __m256 f[2][2]) {
+                                                                        __m256 (*e)[2], __m256 (*f)[2]) {
   size_t j = j0;
   for (; j + 2 <= j1; j += 2) {
     __m256 v0 = _mm256_loadu_ps(vf + j * hd + d), v1 = DV > 1 ? _mm256_loadu_ps(vf + j * hd + d + 8) : v0;
@@ -4079,20 +4079,15 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const float* vf,
                                                                    size_t hd, size_t d, const size_t* nv, size_t nboth,
                                                                    const float* corr, float* const* o) {
-  __m256 e[2][2], f[2][2], e1[2][2], f1[2][2];
+  __m256 e[2][2], f[2][2];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < DV; ++v) {
       e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
       f[r][v] = _mm256_setzero_ps();
     }
   fk__att_pv_keys_avx2(R, DV, p, vf, hd, d, 0, nboth, e, f);
-  if (R == 2)
-    for (int v = 0; v < DV; ++v) e1[0][v] = e[1][v], f1[0][v] = f[1][v];
   fk__att_pv_keys_avx2(1, DV, p, vf, hd, d, nboth, nv[0], e, f);
-  if (R == 2) {
-    fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e1, f1);
-    for (int v = 0; v < DV; ++v) e[1][v] = e1[0][v], f[1][v] = f1[0][v];
-  }
+  if (R == 2) fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e + 1, f + 1);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
