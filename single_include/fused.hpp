@@ -5980,17 +5980,13 @@ class static_model {
   // One invoke per step, in order. A braced list, not a comma fold: clang nests a fold's operands and
   // refuses more than 256 of them (-fbracket-depth), and Qwen2-0.5B has 412 steps; the elements of a
   // braced list are evaluated in order ([dcl.init.list]/4) and have no such limit.
-  template <std::size_t... I>
-  static void run_prefill(const runtime::regions& r, const runtime::call_dims& d, std::index_sequence<I...>) {
-    [[maybe_unused]] const int in_order[] = {(runtime::invoke(prefill_calls[I], r, d), 0)...};
-  }
-  template <std::size_t... I>
-  static void run_decode(const runtime::regions& r, const runtime::call_dims& d, std::index_sequence<I...>) {
-    [[maybe_unused]] const int in_order[] = {(runtime::invoke(decode_calls[I], r, d), 0)...};
+  template <const auto& Calls, std::size_t... I>
+  static void run(const runtime::regions& r, const runtime::call_dims& d, std::index_sequence<I...>) {
+    [[maybe_unused]] const int in_order[] = {(runtime::invoke(Calls[I], r, d), 0)...};
   }
   static void exec(bool decode, const runtime::regions& r, const runtime::call_dims& d) {
-    if (decode) run_decode(r, d, std::make_index_sequence<step_count>{});
-    else run_prefill(r, d, std::make_index_sequence<step_count>{});
+    if (decode) run<decode_calls>(r, d, std::make_index_sequence<step_count>{});
+    else run<prefill_calls>(r, d, std::make_index_sequence<step_count>{});
   }
   void init(const std::uint16_t* const* weights, std::size_t n, std::byte* state, std::byte* arena) {
     if (n != weight_count)
