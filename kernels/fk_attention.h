@@ -66,8 +66,10 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
  * then load-port bound; an empty asm that "modifies" the registers makes each value one load. */
 #if defined(__GNUC__)
 #define FK_KEEP_IN_REG(a, b, c, d) __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d))
+#define FK_KEEP_IN_REG2(a, b) __asm__("" : "+v"(a), "+v"(b))
 #else
 #define FK_KEEP_IN_REG(a, b, c, d)
+#define FK_KEEP_IN_REG2(a, b)
 #endif
 
 /* R (1 or 2) rows against one key block. Two rows share every kt / vf load, which is what makes the
@@ -182,20 +184,25 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
     }
 }
 
-/* Keys [j0, j1) of rows 0 .. R-1 into their chains, DV dim vectors from d; j0 is even. R and DV are
- * constants after inlining and callers pass e and f at constant row offsets, so they stay in registers. */
+/* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors from d; j0 is even. R and DV
+ * are constants after inlining and callers pass e and f at constant row offsets, so they stay in
+ * registers (R = 3, DV = 2: 12 accumulators, one key's 2 loads, 1 broadcast). */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const float* vf,
                                                                         size_t hd, size_t d, size_t j0, size_t j1,
                                                                         __m256 (*e)[2], __m256 (*f)[2]) {
   size_t j = j0;
   for (; j + 2 <= j1; j += 2) {
     __m256 v0 = _mm256_loadu_ps(vf + j * hd + d), v1 = DV > 1 ? _mm256_loadu_ps(vf + j * hd + d + 8) : v0;
-    __m256 w0 = _mm256_loadu_ps(vf + (j + 1) * hd + d), w1 = DV > 1 ? _mm256_loadu_ps(vf + (j + 1) * hd + d + 8) : w0;
-    FK_KEEP_IN_REG(v0, v1, w0, w1);
+    FK_KEEP_IN_REG2(v0, v1);
     for (int r = 0; r < R; ++r) {
-      const __m256 pj = _mm256_broadcast_ss(p[r] + j), pk = _mm256_broadcast_ss(p[r] + j + 1);
+      const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
       if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
+    }
+    __m256 w0 = _mm256_loadu_ps(vf + (j + 1) * hd + d), w1 = DV > 1 ? _mm256_loadu_ps(vf + (j + 1) * hd + d + 8) : w0;
+    FK_KEEP_IN_REG2(w0, w1);
+    for (int r = 0; r < R; ++r) {
+      const __m256 pk = _mm256_broadcast_ss(p[r] + j + 1);
       f[r][0] = _mm256_fmadd_ps(pk, w0, f[r][0]);
       if (DV > 1) f[r][1] = _mm256_fmadd_ps(pk, w1, f[r][1]);
     }
@@ -208,12 +215,12 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
     }
 }
 
-/* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys both rows see together, then each
+/* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys all R rows see together, then each
  * row's own remaining keys alone, into the same chains. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const float* vf,
                                                                    size_t hd, size_t d, const size_t* nv, size_t nboth,
                                                                    const float* corr, float* const* o) {
-  __m256 e[2][2], f[2][2];
+  __m256 e[3][2], f[3][2];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < DV; ++v) {
       e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
@@ -221,7 +228,8 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
     }
   fk__att_pv_keys_avx2(R, DV, p, vf, hd, d, 0, nboth, e, f);
   fk__att_pv_keys_avx2(1, DV, p, vf, hd, d, nboth, nv[0], e, f);
-  if (R == 2) fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e + 1, f + 1);
+  if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e + 1, f + 1);
+  if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vf, hd, d, nboth, nv[2], e + 2, f + 2);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
@@ -235,8 +243,10 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
  *     dim into the even chain), summed, then scaled;
  *   PV, per 8-dim vector: chain e = o * corr + the even keys' p_j v_j, chain f = the odd keys', in key
  *     order, then e + f; an hd % 8 tail: one scalar fmaf chain per dim.
- * Rows go in pairs through the products: a pair shares every kt / vf load, which keeps them FMA-bound
- * (16 ymm registers: 8 accumulators, 4 shared loads, 2 broadcasts). The next key block (pf_k, pf_v:
+ * Rows go through the products in groups of 3 (2 where 3 would leave a row alone: 7 rows = 3 + 2 + 2):
+ * a group shares every kt / vf load, one key's (or one dim's) at a time, 2 loads and 3 broadcasts per
+ * 6 FMAs (16 ymm registers: 12 accumulators, 2 shared loads, 1 broadcast); pairs loading two keys at a
+ * time were load-port bound, 8 loads per 8 FMAs (scores of 7 rows: 0.85 -> 0.93 of the FMA peak). The next key block (pf_k, pf_v:
  * pf_bytes each; none if pf_k is NULL) is prefetched a few lines per step of the three phases: spread out
  * like this it arrives while this block computes (the hardware prefetcher alone leaves the K/V widening
  * stalled on DRAM; in one burst at the top of the block the prefetches only stall). Decode at 4096 keys
@@ -250,24 +260,28 @@ static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const cha
   }
 }
 
-/* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 or 2) rows, keys past a row's nv included (masked later). */
+/* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 3) rows, keys past a row's nv included (masked later). */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, const float* const* q, const float* kt, size_t hd,
                                                                        float scale, float* const* s) {
   const __m256 sc = _mm256_set1_ps(scale);
   for (size_t h = 0; h < FK_ATT_BK; h += 16) { /* keys h .. h+15: two key vectors */
-    __m256 a[2][4];                              /* [row][even dims: keys 0-7, 8-15; odd dims: keys 0-7, 8-15] */
+    __m256 a[3][4];                              /* [row][even dims: keys 0-7, 8-15; odd dims: keys 0-7, 8-15] */
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < 4; ++t) a[r][t] = _mm256_setzero_ps();
     size_t d = 0;
     for (; d + 2 <= hd; d += 2) {
       const float* k = kt + d * FK_ATT_BK + h;
       __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8);
-      __m256 k2 = _mm256_loadu_ps(k + FK_ATT_BK), k3 = _mm256_loadu_ps(k + FK_ATT_BK + 8);
-      FK_KEEP_IN_REG(k0, k1, k2, k3);
+      FK_KEEP_IN_REG2(k0, k1);
       for (int r = 0; r < R; ++r) {
-        const __m256 q0 = _mm256_broadcast_ss(q[r] + d), q1 = _mm256_broadcast_ss(q[r] + d + 1);
+        const __m256 q0 = _mm256_broadcast_ss(q[r] + d);
         a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
         a[r][1] = _mm256_fmadd_ps(q0, k1, a[r][1]);
+      }
+      __m256 k2 = _mm256_loadu_ps(k + FK_ATT_BK), k3 = _mm256_loadu_ps(k + FK_ATT_BK + 8);
+      FK_KEEP_IN_REG2(k2, k3);
+      for (int r = 0; r < R; ++r) {
+        const __m256 q1 = _mm256_broadcast_ss(q[r] + d + 1);
         a[r][2] = _mm256_fmadd_ps(q1, k2, a[r][2]);
         a[r][3] = _mm256_fmadd_ps(q1, k3, a[r][3]);
       }
@@ -315,10 +329,12 @@ FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, flo
   return corr;
 }
 
-/* PV of R (1 or 2) rows: o[r] = o[r] corr[r] + sum_j p[r][j] v_j over the row's nv[r] keys. */
+/* PV of R (1 to 3) rows: o[r] = o[r] corr[r] + sum_j p[r][j] v_j over the row's nv[r] keys. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, const float* const* p, const float* vf, size_t hd,
                                                                         const size_t* nv, const float* corr, float* const* o) {
-  const size_t nboth = R == 2 ? (nv[0] < nv[1] ? nv[0] : nv[1]) & ~(size_t)1 : nv[0];
+  size_t nboth = nv[0]; /* keys every row of the group sees (an even count when the group has two or more) */
+  for (int r = 1; r < R; ++r) nboth = nv[r] < nboth ? nv[r] : nboth;
+  if (R > 1) nboth &= ~(size_t)1;
   size_t d = 0;
   for (; d + 16 <= hd; d += 16) fk__att_pv_avx2(R, 2, p, vf, hd, d, nv, nboth, corr, o);
   if (d + 8 <= hd) {
@@ -333,44 +349,43 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, c
     }
 }
 
+/* Rows per group for rem rows still to go: 3, but 2 where a 3 would leave a single row behind. */
+static inline size_t fk__att_group(size_t rem) { return rem == 1 ? 1 : rem == 2 || rem == 4 ? 2 : 3; }
+
 /* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd), each seeing nv[i] keys
  * of the block. */
 FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_t* rows, size_t n, const size_t* nv, const float* kt,
                                               const float* vf, size_t hd, float scale, float* m, float* l, float* o,
                                               const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
-  const size_t steps = n + 2 * ((n + 1) / 2); /* score pairs + softmax rows + PV pairs */
+  size_t groups = 0;
+  for (size_t k = 0; k < n; k += fk__att_group(n - k)) ++groups;
+  const size_t steps = 2 * groups + n; /* score groups + softmax rows + PV groups */
   const size_t pf_step = pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0; /* whole lines */
   size_t pf = 0;
-  size_t k = 0;
-  for (; k + 2 <= n; k += 2) {
+  for (size_t k = 0, R; k < n; k += R) {
+    R = fk__att_group(n - k);
     fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
-    const float* qq[2] = {q[rows[k]], q[rows[k + 1]]};
-    float* ss[2] = {s[k], s[k + 1]};
-    fk__att_scores_avx2(2, qq, kt, hd, scale, ss);
+    const float* qq[3] = {q[rows[k]], q[rows[k + (R > 1)]], q[rows[k + (R > 2) * 2]]};
+    float* ss[3] = {s[k], s[k + (R > 1)], s[k + (R > 2) * 2]};
+    if (R == 3) fk__att_scores_avx2(3, qq, kt, hd, scale, ss);
+    else if (R == 2) fk__att_scores_avx2(2, qq, kt, hd, scale, ss);
+    else fk__att_scores_avx2(1, qq, kt, hd, scale, ss);
   }
-  if (k < n) {
-    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
-    const float* qq[1] = {q[rows[k]]};
-    float* ss[1] = {s[k]};
-    fk__att_scores_avx2(1, qq, kt, hd, scale, ss);
-  }
-  for (k = 0; k < n; ++k) {
+  for (size_t k = 0; k < n; ++k) {
     fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
     corr[k] = fk__att_softmax_avx2(s[k], nv[rows[k]], m + rows[k], l + rows[k]);
   }
-  for (k = 0; k + 2 <= n; k += 2) {
+  for (size_t k = 0, R; k < n; k += R) {
+    R = fk__att_group(n - k);
     fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
-    const float* pp[2] = {s[k], s[k + 1]};
-    const size_t nn[2] = {nv[rows[k]], nv[rows[k + 1]]};
-    float* oo[2] = {o + rows[k] * hd, o + rows[k + 1] * hd};
-    fk__att_pv_rows_avx2(2, pp, vf, hd, nn, corr + k, oo);
-  }
-  if (k < n) {
-    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
-    const float* pp[1] = {s[k]};
-    float* oo[1] = {o + rows[k] * hd};
-    fk__att_pv_rows_avx2(1, pp, vf, hd, nv + rows[k], corr + k, oo);
+    const size_t k1 = k + (R > 1), k2 = k + (R > 2) * 2;
+    const float* pp[3] = {s[k], s[k1], s[k2]};
+    const size_t nn[3] = {nv[rows[k]], nv[rows[k1]], nv[rows[k2]]};
+    float* oo[3] = {o + rows[k] * hd, o + rows[k1] * hd, o + rows[k2] * hd};
+    if (R == 3) fk__att_pv_rows_avx2(3, pp, vf, hd, nn, corr + k, oo);
+    else if (R == 2) fk__att_pv_rows_avx2(2, pp, vf, hd, nn, corr + k, oo);
+    else fk__att_pv_rows_avx2(1, pp, vf, hd, nn, corr + k, oo);
   }
 }
 #endif
