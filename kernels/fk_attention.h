@@ -507,6 +507,26 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
 #define FK_ATT_SEG 512       /* keys per segment, at least */
 #define FK_ATT_MAX_PARTS 128 /* n_heads x segments held on the stack: 64 KiB of partial outputs */
 
+/* o[d] = fmaf(po[d], c, o[d]) for d < hd: one rounding per element on every path (a fused vector
+ * multiply-add rounds exactly as fmaf does), vector code where the CPU has FMA. */
+#if FK_X86
+FK_TARGET_AVX2 FK_API void fk__att_merge_avx2(float* o, const float* po, float c, size_t hd) {
+  size_t d = 0;
+  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), _mm256_set1_ps(c), _mm256_loadu_ps(o + d)));
+  for (; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+}
+#endif
+FK_API void fk__att_merge(fk_isa isa, float* o, const float* po, float c, size_t hd) {
+#if FK_X86
+  if (isa >= FK_ISA_AVX2) {
+    fk__att_merge_avx2(o, po, c, hd);
+    return;
+  }
+#endif
+  (void)isa;
+  for (size_t d = 0; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+}
+
 FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* kc, const uint16_t* vc, size_t n_kv, size_t hd,
                                 size_t cap, size_t pos, float* out) {
   const fk_isa isa = fk_isa_active();
@@ -557,7 +577,7 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
       const float c = expf(pm[s] - M);
       const float* po = part_o + (h * nseg + s) * hd;
       l = fmaf(pl[s], c, l); /* explicit fmaf: C and C++ would contract a*b+c differently */
-      for (size_t d = 0; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+      fk__att_merge(isa, o, po, c, hd);
     }
     const float inv = 1.0f / l;
     for (size_t d = 0; d < hd; ++d) o[d] *= inv;
