@@ -3932,8 +3932,10 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
  * then load-port bound; an empty asm that "modifies" the registers makes each value one load. */
 #if defined(__GNUC__)
 #define FK_KEEP_IN_REG(a, b, c, d) __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d))
+#define FK_KEEP_IN_REG2(a, b) __asm__("" : "+v"(a), "+v"(b))
 #else
 #define FK_KEEP_IN_REG(a, b, c, d)
+#define FK_KEEP_IN_REG2(a, b)
 #endif
 
 /* R (1 or 2) rows against one key block. Two rows share every kt / vf load, which is what makes the
@@ -4048,20 +4050,25 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
     }
 }
 
-/* Keys [j0, j1) of rows 0 .. R-1 into their chains, DV dim vectors from d; j0 is even. R and DV are
- * constants after inlining and callers pass e and f at constant row offsets, so they stay in registers. */
+/* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors from d; j0 is even. R and DV
+ * are constants after inlining and callers pass e and f at constant row offsets, so they stay in
+ * registers (R = 3, DV = 2: 12 accumulators, one key's 2 loads, 1 broadcast). */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const float* vf,
                                                                         size_t hd, size_t d, size_t j0, size_t j1,
                                                                         __m256 (*e)[2], __m256 (*f)[2]) {
   size_t j = j0;
   for (; j + 2 <= j1; j += 2) {
     __m256 v0 = _mm256_loadu_ps(vf + j * hd + d), v1 = DV > 1 ? _mm256_loadu_ps(vf + j * hd + d + 8) : v0;
-    __m256 w0 = _mm256_loadu_ps(vf + (j + 1) * hd + d), w1 = DV > 1 ? _mm256_loadu_ps(vf + (j + 1) * hd + d + 8) : w0;
-    FK_KEEP_IN_REG(v0, v1, w0, w1);
+    FK_KEEP_IN_REG2(v0, v1);
     for (int r = 0; r < R; ++r) {
-      const __m256 pj = _mm256_broadcast_ss(p[r] + j), pk = _mm256_broadcast_ss(p[r] + j + 1);
+      const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
       if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
+    }
+    __m256 w0 = _mm256_loadu_ps(vf + (j + 1) * hd + d), w1 = DV > 1 ? _mm256_loadu_ps(vf + (j + 1) * hd + d + 8) : w0;
+    FK_KEEP_IN_REG2(w0, w1);
+    for (int r = 0; r < R; ++r) {
+      const __m256 pk = _mm256_broadcast_ss(p[r] + j + 1);
       f[r][0] = _mm256_fmadd_ps(pk, w0, f[r][0]);
       if (DV > 1) f[r][1] = _mm256_fmadd_ps(pk, w1, f[r][1]);
     }
@@ -4074,12 +4081,12 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
     }
 }
 
-/* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys both rows see together, then each
+/* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys all R rows see together, then each
  * row's own remaining keys alone, into the same chains. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const float* vf,
                                                                    size_t hd, size_t d, const size_t* nv, size_t nboth,
                                                                    const float* corr, float* const* o) {
-  __m256 e[2][2], f[2][2];
+  __m256 e[3][2], f[3][2];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < DV; ++v) {
       e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
@@ -4087,40 +4094,60 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
     }
   fk__att_pv_keys_avx2(R, DV, p, vf, hd, d, 0, nboth, e, f);
   fk__att_pv_keys_avx2(1, DV, p, vf, hd, d, nboth, nv[0], e, f);
-  if (R == 2) fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e + 1, f + 1);
+  if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e + 1, f + 1);
+  if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vf, hd, d, nboth, nv[2], e + 2, f + 2);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
 
-/* AVX2: R (1 or 2) rows against one key block; two rows share every kt / vf load (16 ymm registers:
- * 8 accumulators, 4 shared loads, 2 broadcasts). A row's arithmetic is the same for R = 1 and 2, and
- * for any partner row:
+/* AVX2: the rows of a work item against one key block, in three phases: the scores of every row, then
+ * every row's softmax bookkeeping, then every row's PV. Phases, not a pass per row pair: a row's softmax
+ * is a long dependency chain (max, exp, sum) that would stall the FMAs behind it; the rows' chains are
+ * independent, so run back to back they overlap each other. A row's arithmetic is the same whatever
+ * the other rows are (so decode == prefill bit for bit):
  *   scores, per 8-key vector: the even dims in one FMA chain, the odd dims in another (an odd hd's last
  *     dim into the even chain), summed, then scaled;
  *   PV, per 8-dim vector: chain e = o * corr + the even keys' p_j v_j, chain f = the odd keys', in key
- *     order, then e + f. The keys both rows see run together; the rest of the longer row's keys run
- *     alone, into the same chains: a row never adds a zero term for its partner's extra key.
- *   an hd % 8 tail: one scalar fmaf chain per dim.
- * The softmax bookkeeping (mask, max, exp, sum) is vector code. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_block_avx2_r(int R, const float* const* q, const float* kt,
-                                                                        const float* vf, size_t hd, const size_t* nv, float scale,
-                                                                        float* m, float* l, float* const* o) {
-  float s[2][FK_ATT_BK];
+ *     order, then e + f; an hd % 8 tail: one scalar fmaf chain per dim.
+ * Rows go through the products in groups of 3 (2 where 3 would leave a row alone: 7 rows = 3 + 2 + 2):
+ * a group shares every kt / vf load, one key's (or one dim's) at a time, 2 loads and 3 broadcasts per
+ * 6 FMAs (16 ymm registers: 12 accumulators, 2 shared loads, 1 broadcast); pairs loading two keys at a
+ * time were load-port bound, 8 loads per 8 FMAs (scores of 7 rows: 0.85 -> 0.93 of the FMA peak). The next key block (pf_k, pf_v:
+ * pf_bytes each; none if pf_k is NULL) is prefetched a few lines per step of the three phases: spread out
+ * like this it arrives while this block computes (the hardware prefetcher alone leaves the K/V widening
+ * stalled on DRAM; in one burst at the top of the block the prefetches only stall). Decode at 4096 keys
+ * from DRAM, Zen 3: 1.1-1.3x faster. */
+
+/* Prefetch the next step's share [*at, *at + step) of the next block's K and V lines. */
+static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const char* pf_v, size_t* at, size_t step, size_t bytes) {
+  for (const size_t end = *at + step < bytes ? *at + step : bytes; *at < end; *at += 64) {
+    _mm_prefetch(pf_k + *at, _MM_HINT_T0);
+    _mm_prefetch(pf_v + *at, _MM_HINT_T0);
+  }
+}
+
+/* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 3) rows, keys past a row's nv included (masked later). */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, const float* const* q, const float* kt, size_t hd,
+                                                                       float scale, float* const* s) {
   const __m256 sc = _mm256_set1_ps(scale);
   for (size_t h = 0; h < FK_ATT_BK; h += 16) { /* keys h .. h+15: two key vectors */
-    __m256 a[2][4];                              /* [row][even dims: keys 0-7, 8-15; odd dims: keys 0-7, 8-15] */
+    __m256 a[3][4];                              /* [row][even dims: keys 0-7, 8-15; odd dims: keys 0-7, 8-15] */
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < 4; ++t) a[r][t] = _mm256_setzero_ps();
     size_t d = 0;
     for (; d + 2 <= hd; d += 2) {
       const float* k = kt + d * FK_ATT_BK + h;
       __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8);
-      __m256 k2 = _mm256_loadu_ps(k + FK_ATT_BK), k3 = _mm256_loadu_ps(k + FK_ATT_BK + 8);
-      FK_KEEP_IN_REG(k0, k1, k2, k3);
+      FK_KEEP_IN_REG2(k0, k1);
       for (int r = 0; r < R; ++r) {
-        const __m256 q0 = _mm256_broadcast_ss(q[r] + d), q1 = _mm256_broadcast_ss(q[r] + d + 1);
+        const __m256 q0 = _mm256_broadcast_ss(q[r] + d);
         a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
         a[r][1] = _mm256_fmadd_ps(q0, k1, a[r][1]);
+      }
+      __m256 k2 = _mm256_loadu_ps(k + FK_ATT_BK), k3 = _mm256_loadu_ps(k + FK_ATT_BK + 8);
+      FK_KEEP_IN_REG2(k2, k3);
+      for (int r = 0; r < R; ++r) {
+        const __m256 q1 = _mm256_broadcast_ss(q[r] + d + 1);
         a[r][2] = _mm256_fmadd_ps(q1, k2, a[r][2]);
         a[r][3] = _mm256_fmadd_ps(q1, k3, a[r][3]);
       }
@@ -4138,53 +4165,94 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_block_avx2_r(int R, c
       _mm256_storeu_ps(s[r] + h + 8, _mm256_mul_ps(_mm256_add_ps(a[r][1], a[r][3]), sc));
     }
   }
-  /* softmax bookkeeping in vectors: keys past nv are masked to -inf for the max and to 0 after exp */
-  float corr[2];
-  const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), eight = _mm256_set1_epi32(8);
-  for (int r = 0; r < R; ++r) {
-    const __m256i nvv = _mm256_set1_epi32((int)nv[r]);
-    __m256 sv[4], vis[4];
-    __m256i idx = lane;
-    for (int t = 0; t < 4; ++t, idx = _mm256_add_epi32(idx, eight)) {
-      vis[t] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nvv, idx));
-      sv[t] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s[r] + 8 * t), vis[t]);
-    }
-    __m256 mx = _mm256_max_ps(_mm256_max_ps(sv[0], sv[1]), _mm256_max_ps(sv[2], sv[3]));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float mb = _mm_cvtss_f32(m4);
-    const float mnew = mb > m[r] ? mb : m[r];
-    corr[r] = expf(m[r] - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
-    const __m256 mv = _mm256_set1_ps(mnew);
-    for (int t = 0; t < 4; ++t) {
-      sv[t] = _mm256_and_ps(fk__exp256(_mm256_sub_ps(sv[t], mv)), vis[t]); /* exp256 clamps -inf: masked to 0 */
-      _mm256_storeu_ps(s[r] + 8 * t, sv[t]);
-    }
-    const float lb = fk__hsum256(_mm256_add_ps(_mm256_add_ps(sv[0], sv[1]), _mm256_add_ps(sv[2], sv[3])));
-    l[r] = fmaf(l[r], corr[r], lb); /* explicit: C and C++ contract differently */
-    m[r] = mnew;
+}
+
+/* One row's softmax bookkeeping against the block, in vectors: scores s (keys past nv masked to -inf for
+ * the max, to 0 after exp) become p_j = e^(s_j - m') in place; m, l updated; returns corr = e^(m - m'). */
+FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, float* m, float* l) {
+  const __m256i nvv = _mm256_set1_epi32((int)nv), eight = _mm256_set1_epi32(8);
+  __m256 sv[4], vis[4];
+  __m256i idx = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  for (int t = 0; t < 4; ++t, idx = _mm256_add_epi32(idx, eight)) {
+    vis[t] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nvv, idx));
+    sv[t] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s + 8 * t), vis[t]);
   }
-  const float* pr[2] = {s[0], s[R - 1]};
-  const size_t nboth = R == 2 ? (nv[0] < nv[1] ? nv[0] : nv[1]) & ~(size_t)1 : nv[0];
+  __m256 mx = _mm256_max_ps(_mm256_max_ps(sv[0], sv[1]), _mm256_max_ps(sv[2], sv[3]));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float mb = _mm_cvtss_f32(m4);
+  const float mnew = mb > *m ? mb : *m;
+  const float corr = expf(*m - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
+  const __m256 mv = _mm256_set1_ps(mnew);
+  for (int t = 0; t < 4; ++t) {
+    sv[t] = _mm256_and_ps(fk__exp256(_mm256_sub_ps(sv[t], mv)), vis[t]); /* exp256 clamps -inf: masked to 0 */
+    _mm256_storeu_ps(s + 8 * t, sv[t]);
+  }
+  const float lb = fk__hsum256(_mm256_add_ps(_mm256_add_ps(sv[0], sv[1]), _mm256_add_ps(sv[2], sv[3])));
+  *l = fmaf(*l, corr, lb); /* explicit: C and C++ contract differently */
+  *m = mnew;
+  return corr;
+}
+
+/* PV of R (1 to 3) rows: o[r] = o[r] corr[r] + sum_j p[r][j] v_j over the row's nv[r] keys. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, const float* const* p, const float* vf, size_t hd,
+                                                                        const size_t* nv, const float* corr, float* const* o) {
+  size_t nboth = nv[0]; /* keys every row of the group sees (an even count when the group has two or more) */
+  for (int r = 1; r < R; ++r) nboth = nv[r] < nboth ? nv[r] : nboth;
+  if (R > 1) nboth &= ~(size_t)1;
   size_t d = 0;
-  for (; d + 16 <= hd; d += 16) fk__att_pv_avx2(R, 2, pr, vf, hd, d, nv, nboth, corr, o);
+  for (; d + 16 <= hd; d += 16) fk__att_pv_avx2(R, 2, p, vf, hd, d, nv, nboth, corr, o);
   if (d + 8 <= hd) {
-    fk__att_pv_avx2(R, 1, pr, vf, hd, d, nv, nboth, corr, o);
+    fk__att_pv_avx2(R, 1, p, vf, hd, d, nv, nboth, corr, o);
     d += 8;
   }
   for (int r = 0; r < R; ++r)
     for (size_t dd = d; dd < hd; ++dd) {
       float acc = o[r][dd] * corr[r];
-      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(s[r][j], vf[j * hd + dd], acc); /* explicit: C and C++ contract differently */
+      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(p[r][j], vf[j * hd + dd], acc); /* explicit: C and C++ contract differently */
       o[r][dd] = acc;
     }
 }
 
-FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const float* kt, const float* vf, size_t hd, const size_t* nv,
-                                              size_t R, float scale, float* m, float* l, float* const* o) {
-  if (R == 2) fk__att_block_avx2_r(2, q, kt, vf, hd, nv, scale, m, l, o);
-  else fk__att_block_avx2_r(1, q, kt, vf, hd, nv, scale, m, l, o);
+/* Rows per group for rem rows still to go: 3, but 2 where a 3 would leave a single row behind. */
+static inline size_t fk__att_group(size_t rem) { return rem == 1 ? 1 : rem == 2 || rem == 4 ? 2 : 3; }
+
+/* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd), each seeing nv[i] keys
+ * of the block. */
+FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_t* rows, size_t n, const size_t* nv, const float* kt,
+                                              const float* vf, size_t hd, float scale, float* m, float* l, float* o,
+                                              const char* pf_k, const char* pf_v, size_t pf_bytes) {
+  float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
+  size_t groups = 0;
+  for (size_t k = 0; k < n; k += fk__att_group(n - k)) ++groups;
+  const size_t steps = 2 * groups + n; /* score groups + softmax rows + PV groups */
+  const size_t pf_step = pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0; /* whole lines */
+  size_t pf = 0;
+  for (size_t k = 0, R; k < n; k += R) {
+    R = fk__att_group(n - k);
+    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
+    const float* qq[3] = {q[rows[k]], q[rows[k + (R > 1)]], q[rows[k + (R > 2) * 2]]};
+    float* ss[3] = {s[k], s[k + (R > 1)], s[k + (R > 2) * 2]};
+    if (R == 3) fk__att_scores_avx2(3, qq, kt, hd, scale, ss);
+    else if (R == 2) fk__att_scores_avx2(2, qq, kt, hd, scale, ss);
+    else fk__att_scores_avx2(1, qq, kt, hd, scale, ss);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
+    corr[k] = fk__att_softmax_avx2(s[k], nv[rows[k]], m + rows[k], l + rows[k]);
+  }
+  for (size_t k = 0, R; k < n; k += R) {
+    R = fk__att_group(n - k);
+    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
+    const size_t k1 = k + (R > 1), k2 = k + (R > 2) * 2;
+    const float* pp[3] = {s[k], s[k1], s[k2]};
+    const size_t nn[3] = {nv[rows[k]], nv[rows[k1]], nv[rows[k2]]};
+    float* oo[3] = {o + rows[k] * hd, o + rows[k1] * hd, o + rows[k2] * hd};
+    if (R == 3) fk__att_pv_rows_avx2(3, pp, vf, hd, nn, corr + k, oo);
+    else if (R == 2) fk__att_pv_rows_avx2(2, pp, vf, hd, nn, corr + k, oo);
+    else fk__att_pv_rows_avx2(1, pp, vf, hd, nn, corr + k, oo);
+  }
 }
 #endif
 
@@ -4223,7 +4291,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       for (size_t d = 0; d < hd; ++d)
         for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kc[(j0 + j) * hd + d]) : 0.0f;
 #if FK_X86
-    if (isa >= FK_ISA_AVX2) {
+    if (isa >= FK_ISA_AVX512BF16) {
       /* rows in fixed pairs (0,1), (2,3), ...: a pair shares the K/V loads */
       for (size_t i = 0; i < nr; i += 2) {
         size_t rr[2], nvs[2], R = 0;
@@ -4236,10 +4304,22 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
         const float* qq[2] = {qr[rr[0]], qr[rr[R - 1]]};
         float* oo[2] = {o + rr[0] * hd, o + rr[R - 1] * hd};
         float mm[2] = {mrow[rr[0]], mrow[rr[R - 1]]}, ll[2] = {lrow[rr[0]], lrow[rr[R - 1]]};
-        if (isa >= FK_ISA_AVX512BF16) fk__att_block_avx512(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
-        else fk__att_block_avx2(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
+        fk__att_block_avx512(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
         for (size_t t = 0; t < R; ++t) mrow[rr[t]] = mm[t], lrow[rr[t]] = ll[t];
       }
+      continue;
+    }
+    if (isa >= FK_ISA_AVX2) {
+      size_t rows[FK_ATT_BQ], nvs[FK_ATT_BQ], n = 0;
+      for (size_t i = 0; i < nr; ++i)
+        if (pos[i] >= j0) { /* causal: skip a row whose future this whole block is */
+          rows[n++] = i;
+          nvs[i] = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
+        }
+      const size_t next = j0 + FK_ATT_BK < kend ? kend - j0 - FK_ATT_BK : 0, nbk = next < FK_ATT_BK ? next : FK_ATT_BK;
+      if (n)
+        fk__att_block_avx2(qr, rows, n, nvs, kt, vf, hd, scale, mrow, lrow, o, next ? (const char*)(kc + (j0 + FK_ATT_BK) * hd) : NULL,
+                           (const char*)(vc + (j0 + FK_ATT_BK) * hd), nbk * hd * sizeof(uint16_t));
       continue;
     }
 #endif
@@ -4293,6 +4373,26 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
 #define FK_ATT_SEG 512       /* keys per segment, at least */
 #define FK_ATT_MAX_PARTS 128 /* n_heads x segments held on the stack: 64 KiB of partial outputs */
 
+/* o[d] = fmaf(po[d], c, o[d]) for d < hd: one rounding per element on every path (a fused vector
+ * multiply-add rounds exactly as fmaf does), vector code where the CPU has FMA. */
+#if FK_X86
+FK_TARGET_AVX2 FK_API void fk__att_merge_avx2(float* o, const float* po, float c, size_t hd) {
+  size_t d = 0;
+  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), _mm256_set1_ps(c), _mm256_loadu_ps(o + d)));
+  for (; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+}
+#endif
+FK_API void fk__att_merge(fk_isa isa, float* o, const float* po, float c, size_t hd) {
+#if FK_X86
+  if (isa >= FK_ISA_AVX2) {
+    fk__att_merge_avx2(o, po, c, hd);
+    return;
+  }
+#endif
+  (void)isa;
+  for (size_t d = 0; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+}
+
 FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* kc, const uint16_t* vc, size_t n_kv, size_t hd,
                                 size_t cap, size_t pos, float* out) {
   const fk_isa isa = fk_isa_active();
@@ -4343,7 +4443,7 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
       const float c = expf(pm[s] - M);
       const float* po = part_o + (h * nseg + s) * hd;
       l = fmaf(pl[s], c, l); /* explicit fmaf: C and C++ would contract a*b+c differently */
-      for (size_t d = 0; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+      fk__att_merge(isa, o, po, c, hd);
     }
     const float inv = 1.0f / l;
     for (size_t d = 0; d < hd; ++d) o[d] *= inv;
