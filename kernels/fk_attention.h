@@ -264,11 +264,11 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
  * Rows go through the products in groups of 3 (2 where 3 would leave a row alone: 7 rows = 3 + 2 + 2):
  * a group shares every kt / vf load, one key's (or one dim's) at a time, 2 loads and 3 broadcasts per
  * 6 FMAs (16 ymm registers: 12 accumulators, 2 shared loads, 1 broadcast); pairs loading two keys at a
- * time were load-port bound, 8 loads per 8 FMAs (scores of 7 rows: 0.85 -> 0.93 of the FMA peak). The next key block (pf_k, pf_v:
- * pf_bytes each; none if pf_k is NULL) is prefetched a few lines per step of the three phases: spread out
- * like this it arrives while this block computes (the hardware prefetcher alone leaves the K/V widening
- * stalled on DRAM; in one burst at the top of the block the prefetches only stall). Decode at 4096 keys
- * from DRAM, Zen 3: 1.1-1.3x faster. */
+ * time were load-port bound, 8 loads per 8 FMAs (scores of 7 rows: 0.85 -> 0.93 of the FMA peak).
+ * The next key block (pf_k, pf_v: pf_bytes each; none if pf_k is NULL) is prefetched a few lines per
+ * step of the three phases: spread out like this it arrives while this block computes (the hardware
+ * prefetcher alone leaves the K/V widening stalled on DRAM; in one burst at the top of the block the
+ * prefetches only stall). Decode at 4096 keys from DRAM, Zen 3: 1.1-1.3x faster. */
 
 /* Prefetch the next step's share [*at, *at + step) of the next block's K and V lines. */
 static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const char* pf_v, size_t* at, size_t step, size_t bytes) {
@@ -530,7 +530,8 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
 #if FK_X86
 FK_TARGET_AVX2 FK_API void fk__att_merge_avx2(float* o, const float* po, float c, size_t hd) {
   size_t d = 0;
-  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), _mm256_set1_ps(c), _mm256_loadu_ps(o + d)));
+  const __m256 cv = _mm256_set1_ps(c);
+  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), cv, _mm256_loadu_ps(o + d)));
   for (; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
 }
 #endif

@@ -4039,15 +4039,33 @@ FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd,
     }
 }
 
-/* The same through 8 x 8 transposes (keys x dims). hd % 8 == 0. */
+/* The same through 8 x 8 transposes of 32-bit words, each word a pair of adjacent bf16 dims (d, d + 1):
+ * 8 keys x 16 dims are transposed as they are in memory, and each transposed vector then gives two kt
+ * rows, dim d (the word shifted left 16) and dim d + 1 (the word's high half). A third of the shuffles of
+ * widening first and transposing f32 (24 per 128 elements instead of 48 + 16 widening shuffles); same kt.
+ * A last 8 dims (hd % 16 == 8) are widened first. hd % 8 == 0. */
 FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, size_t bk, float* kt) {
-  for (size_t jb = 0; jb < FK_ATT_BK; jb += 8)
-    for (size_t d0 = 0; d0 < hd; d0 += 8) {
+  const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+  for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) {
+    size_t d0 = 0;
+    for (; d0 + 16 <= hd; d0 += 16) {
+      __m256 r[8];
+      for (size_t i = 0; i < 8; ++i)
+        r[i] = jb + i < bk ? _mm256_loadu_ps((const float*)(const void*)(k + (jb + i) * hd + d0)) : _mm256_setzero_ps();
+      fk__transpose8x8(r); /* r[t]: the 8 keys' words of dims (d0 + 2t, d0 + 2t + 1) */
+      for (size_t t = 0; t < 8; ++t) {
+        const __m256i w = _mm256_castps_si256(r[t]);
+        _mm256_storeu_ps(kt + (d0 + 2 * t) * FK_ATT_BK + jb, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+        _mm256_storeu_ps(kt + (d0 + 2 * t + 1) * FK_ATT_BK + jb, _mm256_castsi256_ps(_mm256_and_si256(w, hi)));
+      }
+    }
+    if (d0 < hd) {
       __m256 r[8];
       for (size_t i = 0; i < 8; ++i) r[i] = jb + i < bk ? fk__load_bf16x8(k + (jb + i) * hd + d0) : _mm256_setzero_ps();
       fk__transpose8x8(r);
       for (size_t t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (d0 + t) * FK_ATT_BK + jb, r[t]);
     }
+  }
 }
 
 /* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors from d; j0 is even. R and DV
@@ -4112,11 +4130,11 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
  * Rows go through the products in groups of 3 (2 where 3 would leave a row alone: 7 rows = 3 + 2 + 2):
  * a group shares every kt / vf load, one key's (or one dim's) at a time, 2 loads and 3 broadcasts per
  * 6 FMAs (16 ymm registers: 12 accumulators, 2 shared loads, 1 broadcast); pairs loading two keys at a
- * time were load-port bound, 8 loads per 8 FMAs (scores of 7 rows: 0.85 -> 0.93 of the FMA peak). The next key block (pf_k, pf_v:
- * pf_bytes each; none if pf_k is NULL) is prefetched a few lines per step of the three phases: spread out
- * like this it arrives while this block computes (the hardware prefetcher alone leaves the K/V widening
- * stalled on DRAM; in one burst at the top of the block the prefetches only stall). Decode at 4096 keys
- * from DRAM, Zen 3: 1.1-1.3x faster. */
+ * time were load-port bound, 8 loads per 8 FMAs (scores of 7 rows: 0.85 -> 0.93 of the FMA peak).
+ * The next key block (pf_k, pf_v: pf_bytes each; none if pf_k is NULL) is prefetched a few lines per
+ * step of the three phases: spread out like this it arrives while this block computes (the hardware
+ * prefetcher alone leaves the K/V widening stalled on DRAM; in one burst at the top of the block the
+ * prefetches only stall). Decode at 4096 keys from DRAM, Zen 3: 1.1-1.3x faster. */
 
 /* Prefetch the next step's share [*at, *at + step) of the next block's K and V lines. */
 static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const char* pf_v, size_t* at, size_t step, size_t bytes) {
@@ -4378,7 +4396,8 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
 #if FK_X86
 FK_TARGET_AVX2 FK_API void fk__att_merge_avx2(float* o, const float* po, float c, size_t hd) {
   size_t d = 0;
-  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), _mm256_set1_ps(c), _mm256_loadu_ps(o + d)));
+  const __m256 cv = _mm256_set1_ps(c);
+  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), cv, _mm256_loadu_ps(o + d)));
   for (; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
 }
 #endif
