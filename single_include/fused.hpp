@@ -4068,22 +4068,39 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
   }
 }
 
-/* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors from d; j0 is even. R and DV
- * are constants after inlining and callers pass e and f at constant row offsets, so they stay in
- * registers (R = 3, DV = 2: 12 accumulators, one key's 2 loads, 1 broadcast). */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const float* vf,
+/* V dims d .. d + 8 DV of key row v (bf16) as f32 vectors. DV = 2: one 256-bit load of 16 dims split into
+ * v0 = the even dims (d, d + 2, .., d + 14: each 32-bit word shifted left 16) and v1 = the odd dims (the
+ * words' high halves): no shuffles. The PV accumulators of a 16-dim chunk hold its dims in that order
+ * (fk__att_rows puts them back in order at the end). DV = 1: dims d .. d + 7 in order. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_load_v_avx2(int DV, const uint16_t* v, __m256* v0, __m256* v1) {
+  if (DV > 1) {
+    const __m256i w = _mm256_loadu_si256((const __m256i*)(const void*)v);
+    *v0 = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    *v1 = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
+  } else {
+    *v0 = *v1 = fk__load_bf16x8(v);
+  }
+}
+
+/* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors from d; j0 is even; vb is the
+ * bf16 V block (key j at vb + j hd). R and DV are constants after inlining and callers pass e and f at
+ * constant row offsets, so they stay in registers (R = 3, DV = 2: 12 accumulators, one key's 2 vectors,
+ * 1 broadcast). */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const uint16_t* vb,
                                                                         size_t hd, size_t d, size_t j0, size_t j1,
                                                                         __m256 (*e)[2], __m256 (*f)[2]) {
   size_t j = j0;
   for (; j + 2 <= j1; j += 2) {
-    __m256 v0 = _mm256_loadu_ps(vf + j * hd + d), v1 = DV > 1 ? _mm256_loadu_ps(vf + j * hd + d + 8) : v0;
+    __m256 v0, v1;
+    fk__att_load_v_avx2(DV, vb + j * hd + d, &v0, &v1);
     FK_KEEP_IN_REG2(v0, v1);
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
       if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
     }
-    __m256 w0 = _mm256_loadu_ps(vf + (j + 1) * hd + d), w1 = DV > 1 ? _mm256_loadu_ps(vf + (j + 1) * hd + d + 8) : w0;
+    __m256 w0, w1;
+    fk__att_load_v_avx2(DV, vb + (j + 1) * hd + d, &w0, &w1);
     FK_KEEP_IN_REG2(w0, w1);
     for (int r = 0; r < R; ++r) {
       const __m256 pk = _mm256_broadcast_ss(p[r] + j + 1);
@@ -4091,17 +4108,20 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
       if (DV > 1) f[r][1] = _mm256_fmadd_ps(pk, w1, f[r][1]);
     }
   }
-  if (j < j1) /* an even key: chain e */
+  if (j < j1) { /* an even key: chain e */
+    __m256 v0, v1;
+    fk__att_load_v_avx2(DV, vb + j * hd + d, &v0, &v1);
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
-      e[r][0] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vf + j * hd + d), e[r][0]);
-      if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vf + j * hd + d + 8), e[r][1]);
+      e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
+      if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
     }
+  }
 }
 
 /* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys all R rows see together, then each
  * row's own remaining keys alone, into the same chains. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const float* vf,
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const uint16_t* vb,
                                                                    size_t hd, size_t d, const size_t* nv, size_t nboth,
                                                                    const float* corr, float* const* o) {
   __m256 e[3][2], f[3][2];
@@ -4110,10 +4130,10 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
       e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
       f[r][v] = _mm256_setzero_ps();
     }
-  fk__att_pv_keys_avx2(R, DV, p, vf, hd, d, 0, nboth, e, f);
-  fk__att_pv_keys_avx2(1, DV, p, vf, hd, d, nboth, nv[0], e, f);
-  if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vf, hd, d, nboth, nv[1], e + 1, f + 1);
-  if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vf, hd, d, nboth, nv[2], e + 2, f + 2);
+  fk__att_pv_keys_avx2(R, DV, p, vb, hd, d, 0, nboth, e, f);
+  fk__att_pv_keys_avx2(1, DV, p, vb, hd, d, nboth, nv[0], e, f);
+  if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vb, hd, d, nboth, nv[1], e + 1, f + 1);
+  if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vb, hd, d, nboth, nv[2], e + 2, f + 2);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
@@ -4214,21 +4234,21 @@ FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, flo
 }
 
 /* PV of R (1 to 3) rows: o[r] = o[r] corr[r] + sum_j p[r][j] v_j over the row's nv[r] keys. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, const float* const* p, const float* vf, size_t hd,
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, const float* const* p, const uint16_t* vb, size_t hd,
                                                                         const size_t* nv, const float* corr, float* const* o) {
   size_t nboth = nv[0]; /* keys every row of the group sees (an even count when the group has two or more) */
   for (int r = 1; r < R; ++r) nboth = nv[r] < nboth ? nv[r] : nboth;
   if (R > 1) nboth &= ~(size_t)1;
   size_t d = 0;
-  for (; d + 16 <= hd; d += 16) fk__att_pv_avx2(R, 2, p, vf, hd, d, nv, nboth, corr, o);
+  for (; d + 16 <= hd; d += 16) fk__att_pv_avx2(R, 2, p, vb, hd, d, nv, nboth, corr, o);
   if (d + 8 <= hd) {
-    fk__att_pv_avx2(R, 1, p, vf, hd, d, nv, nboth, corr, o);
+    fk__att_pv_avx2(R, 1, p, vb, hd, d, nv, nboth, corr, o);
     d += 8;
   }
   for (int r = 0; r < R; ++r)
     for (size_t dd = d; dd < hd; ++dd) {
       float acc = o[r][dd] * corr[r];
-      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(p[r][j], vf[j * hd + dd], acc); /* explicit: C and C++ contract differently */
+      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(p[r][j], fk_bf16_to_f32_1(vb[j * hd + dd]), acc); /* explicit: C and C++ contract differently */
       o[r][dd] = acc;
     }
 }
@@ -4236,10 +4256,10 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, c
 /* Rows per group for rem rows still to go: 3, but 2 where a 3 would leave a single row behind. */
 static inline size_t fk__att_group(size_t rem) { return rem == 1 ? 1 : rem == 2 || rem == 4 ? 2 : 3; }
 
-/* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd), each seeing nv[i] keys
- * of the block. */
+/* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd, 16-dim chunks in
+ * even/odd order), each seeing nv[i] keys of the block; vb: the block's bf16 V rows. */
 FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_t* rows, size_t n, const size_t* nv, const float* kt,
-                                              const float* vf, size_t hd, float scale, float* m, float* l, float* o,
+                                              const uint16_t* vb, size_t hd, float scale, float* m, float* l, float* o,
                                               const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
   size_t groups = 0;
@@ -4267,9 +4287,9 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
     const float* pp[3] = {s[k], s[k1], s[k2]};
     const size_t nn[3] = {nv[rows[k]], nv[rows[k1]], nv[rows[k2]]};
     float* oo[3] = {o + rows[k] * hd, o + rows[k1] * hd, o + rows[k2] * hd};
-    if (R == 3) fk__att_pv_rows_avx2(3, pp, vf, hd, nn, corr + k, oo);
-    else if (R == 2) fk__att_pv_rows_avx2(2, pp, vf, hd, nn, corr + k, oo);
-    else fk__att_pv_rows_avx2(1, pp, vf, hd, nn, corr + k, oo);
+    if (R == 3) fk__att_pv_rows_avx2(3, pp, vb, hd, nn, corr + k, oo);
+    else if (R == 2) fk__att_pv_rows_avx2(2, pp, vb, hd, nn, corr + k, oo);
+    else fk__att_pv_rows_avx2(1, pp, vb, hd, nn, corr + k, oo);
   }
 }
 #endif
@@ -4287,7 +4307,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
                          const uint16_t* kc, const uint16_t* vc, size_t hd, float scale, size_t kbeg, size_t klim,
                          float* part_o, float* part_m, float* part_l, size_t part_stride) {
   float kt[FK_MAX_HEAD_DIM * FK_ATT_BK]; /* K block, transposed: kt[d][j] */
-  float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block widened: vf[j][d] */
+  float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block widened: vf[j][d] (the AVX2 path reads V as bf16) */
   float o[FK_ATT_BQ * FK_MAX_HEAD_DIM];
   float mrow[FK_ATT_BQ], lrow[FK_ATT_BQ];
   size_t kend = 0;
@@ -4300,7 +4320,10 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   kend = kend < klim ? kend : klim;
   for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
-    fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
+#if FK_X86
+    if (!(isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16))
+#endif
+      fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
 #if FK_X86
     if (isa >= FK_ISA_AVX512BF16 && hd % 16 == 0) fk__att_load_k_avx512(kc + j0 * hd, hd, bk, kt);
     else if (isa >= FK_ISA_AVX2 && hd % 8 == 0) fk__att_load_k_avx2(kc + j0 * hd, hd, bk, kt);
@@ -4336,7 +4359,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
         }
       const size_t next = j0 + FK_ATT_BK < kend ? kend - j0 - FK_ATT_BK : 0, nbk = next < FK_ATT_BK ? next : FK_ATT_BK;
       if (n)
-        fk__att_block_avx2(qr, rows, n, nvs, kt, vf, hd, scale, mrow, lrow, o, next ? (const char*)(kc + (j0 + FK_ATT_BK) * hd) : NULL,
+        fk__att_block_avx2(qr, rows, n, nvs, kt, vc + j0 * hd, hd, scale, mrow, lrow, o, next ? (const char*)(kc + (j0 + FK_ATT_BK) * hd) : NULL,
                            (const char*)(vc + (j0 + FK_ATT_BK) * hd), nbk * hd * sizeof(uint16_t));
       continue;
     }
@@ -4347,15 +4370,26 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       fk__att_block_scalar(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
     }
   }
+  /* the AVX2 path's rows hold each whole 16-dim chunk as its 8 even dims, then its 8 odd dims */
+#if FK_X86
+  const size_t paired = isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16 ? hd / 16 * 16 : 0;
+#else
+  const size_t paired = 0;
+#endif
   for (size_t i = 0; i < nr; ++i) {
+    const float* oi = o + i * hd;
+    float* out = part_o ? part_o + i * part_stride * hd : orow[i];
+    const float mul = part_o ? 1.0f : 1.0f / lrow[i];
     if (part_o) {
       part_m[i * part_stride] = mrow[i];
       part_l[i * part_stride] = lrow[i];
-      memcpy(part_o + i * part_stride * hd, o + i * hd, hd * sizeof(float));
-      continue;
     }
-    const float inv = 1.0f / lrow[i];
-    for (size_t d = 0; d < hd; ++d) orow[i][d] = o[i * hd + d] * inv;
+    for (size_t d = 0; d < paired; d += 16)
+      for (size_t t = 0; t < 8; ++t) {
+        out[d + 2 * t] = oi[d + t] * mul;
+        out[d + 2 * t + 1] = oi[d + 8 + t] * mul;
+      }
+    for (size_t d = paired; d < hd; ++d) out[d] = oi[d] * mul;
   }
 }
 
