@@ -125,7 +125,7 @@ TEST_CASE("attention prefill and decode: GQA 1..7, head_dim 32/64/128, against d
     run_case(33, 1, 1, 48, 100, true);  // head_dim not a multiple of 32
     run_case(5, 3, 1, 40, 3, true);     // head_dim not a multiple of 16 (scalar K transposition on AVX-512)
     run_case(6, 2, 1, 36, 5, true);     // head_dim not a multiple of 8: scalar K transposition, scalar dim tail
-    run_case(35, 5, 1, 72, 30, true);   // 4 + 1 dim vectors on AVX2; row pairs whose visible keys differ
+    run_case(35, 5, 1, 72, 30, true);   // AVX2: 4 16-dim chunks + one 8-dim vector; row groups whose visible keys differ
   });
 }
 
