@@ -6,8 +6,9 @@
  * Keys are visited in blocks of FK_ATT_BK with an online softmax (running max m, running sum l, output
  * rescaled by exp(m_old - m_new)), so memory is a few stack tiles whatever S is: the K block transposed
  * to f32 [hd][BK] (a query's scores become a vector over keys: no horizontal sums), the V block widened
- * to f32 [BK][hd], the rows' outputs [BQ][hd] (48 KiB in all at FK_MAX_HEAD_DIM = 128). The widening is
- * amortized over the rows of a work item:
+ * to f32 [BK][hd] (AVX-512 and scalar; AVX2 reads V as bf16, see fk__att_load_v_avx2), the rows'
+ * outputs [BQ][hd] (48 KiB in all at FK_MAX_HEAD_DIM = 128). The widening is amortized over the rows of
+ * a work item:
  *   prefill: work item = (query head, FK_ATT_BQ consecutive positions);
  *   decode:  work item = (KV head, up to FK_ATT_BQ of its query heads, key segment), all at the same
  *            position; beyond FK_ATT_SEG keys the keys are split into segments merged afterwards
