@@ -495,7 +495,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       const size_t next = j0 + FK_ATT_BK < kend ? kend - j0 - FK_ATT_BK : 0, nbk = next < FK_ATT_BK ? next : FK_ATT_BK;
       if (n)
         fk__att_block_avx2(qr, rows, n, nvs, kt, vc + j0 * hd, hd, scale, mrow, lrow, o, next ? (const char*)(kc + (j0 + FK_ATT_BK) * hd) : NULL,
-                           (const char*)(vc + (j0 + FK_ATT_BK) * hd), nbk * hd * sizeof(uint16_t));
+                           next ? (const char*)(vc + (j0 + FK_ATT_BK) * hd) : NULL, nbk * hd * sizeof(uint16_t));
       continue;
     }
 #endif
