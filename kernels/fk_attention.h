@@ -180,7 +180,6 @@ FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd,
  * widening first and transposing f32 (24 per 128 elements instead of 48 + 16 widening shuffles); same kt.
  * A last 8 dims (hd % 16 == 8) are widened first. hd % 8 == 0. */
 FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, size_t bk, float* kt) {
-  const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
   for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) {
     size_t d0 = 0;
     for (; d0 + 16 <= hd; d0 += 16) {
@@ -190,8 +189,8 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
       fk__transpose8x8(r); /* r[t]: the 8 keys' words of dims (d0 + 2t, d0 + 2t + 1) */
       for (size_t t = 0; t < 8; ++t) {
         const __m256i w = _mm256_castps_si256(r[t]);
-        _mm256_storeu_ps(kt + (d0 + 2 * t) * FK_ATT_BK + jb, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-        _mm256_storeu_ps(kt + (d0 + 2 * t + 1) * FK_ATT_BK + jb, _mm256_castsi256_ps(_mm256_and_si256(w, hi)));
+        _mm256_storeu_ps(kt + (d0 + 2 * t) * FK_ATT_BK + jb, fk__bf16_even(w));
+        _mm256_storeu_ps(kt + (d0 + 2 * t + 1) * FK_ATT_BK + jb, fk__bf16_odd(w));
       }
     }
     if (d0 < hd) {
@@ -210,8 +209,8 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_load_v_avx2(int DV, const uint16_t* v, __m256* v0, __m256* v1) {
   if (DV > 1) {
     const __m256i w = _mm256_loadu_si256((const __m256i*)(const void*)v);
-    *v0 = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-    *v1 = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
+    *v0 = fk__bf16_even(w);
+    *v1 = fk__bf16_odd(w);
   } else {
     *v0 = *v1 = fk__load_bf16x8(v);
   }
@@ -397,8 +396,7 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
                                               const uint16_t* vb, size_t hd, float scale, float* m, float* l, float* o,
                                               const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
-  size_t groups = 0;
-  for (size_t k = 0; k < n; k += fk__att_group(n - k)) ++groups;
+  const size_t groups = (n + 2) / 3;      /* fk__att_group's split: ceil(n / 3) groups */
   const size_t steps = 2 * groups + n; /* score groups + softmax rows + PV groups */
   const size_t pf_step = pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0; /* whole lines */
   size_t pf = 0;
@@ -453,12 +451,12 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     kend = pos[i] + 1 > kend ? pos[i] + 1 : kend;
   }
   kend = kend < klim ? kend : klim;
+  /* the AVX2 path reads V as bf16, and its rows hold each whole 16-dim chunk as its 8 even dims, then
+   * its 8 odd dims (fk__att_load_v_avx2) */
+  const int avx2 = FK_X86 && isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16;
   for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
-#if FK_X86
-    if (!(isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16))
-#endif
-      fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
+    if (!avx2) fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
 #if FK_X86
     if (isa >= FK_ISA_AVX512BF16 && hd % 16 == 0) fk__att_load_k_avx512(kc + j0 * hd, hd, bk, kt);
     else if (isa >= FK_ISA_AVX2 && hd % 8 == 0) fk__att_load_k_avx2(kc + j0 * hd, hd, bk, kt);
@@ -505,12 +503,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       fk__att_block_scalar(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
     }
   }
-  /* the AVX2 path's rows hold each whole 16-dim chunk as its 8 even dims, then its 8 odd dims */
-#if FK_X86
-  const size_t paired = isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16 ? hd / 16 * 16 : 0;
-#else
-  const size_t paired = 0;
-#endif
+  const size_t paired = avx2 ? hd / 16 * 16 : 0; /* dims held in even/odd order */
   for (size_t i = 0; i < nr; ++i) {
     const float* oi = o + i * hd;
     float* out = part_o ? part_o + i * part_stride * hd : orow[i];

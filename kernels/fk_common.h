@@ -166,6 +166,15 @@ FK_TARGET_AVX512 FK_API __m512 fk__maskload_bf16x16(const uint16_t* p, __mmask16
 FK_TARGET_AVX2 FK_API __m256 fk__load_bf16x8(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)p)), 16));
 }
+/* 16 bf16 held as 8 32-bit words w (element 2i in word i's low half, 2i + 1 in its high half) -> the
+ * even elements 0, 2, .., 14 and the odd elements 1, 3, .., 15 as f32 (exact), a shift or a mask each:
+ * no shuffles, for code that can take the elements in that order. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_even(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_odd(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
 
 /* f32 -> bf16 with the same integer rounding as fk_f32_to_bf16_1 (bitwise equal to scalar, denormals
  * kept; vcvtneps2bf16 would flush them). */

@@ -261,7 +261,6 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const f
   for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
   const __m256i ev = _mm256_set_epi32(14, 12, 10, 8, 6, 4, 2, 0);
   const __m256i od = _mm256_set_epi32(15, 13, 11, 9, 7, 5, 3, 1);
-  const __m256i hi16 = _mm256_set1_epi32((int)0xffff0000u);
   size_t k = 0;
   for (; k + 16 <= K; k += 16) {
     if (pf && k % 32 == 0)
@@ -270,8 +269,8 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const f
     const __m256 xe = _mm256_permutex2var_ps(xa, ev, xb), xo = _mm256_permutex2var_ps(xa, od, xb);
     for (int r = 0; r < R; ++r) {
       const __m256i wv = _mm256_loadu_si256((const __m256i*)(const void*)(w + (size_t)r * ldw + k));
-      a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(wv, 16)), xe, a[r]);
-      a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(wv, hi16)), xo, a[r]);
+      a[r] = _mm256_fmadd_ps(fk__bf16_even(wv), xe, a[r]);
+      a[r] = _mm256_fmadd_ps(fk__bf16_odd(wv), xo, a[r]);
     }
   }
   for (; k < K; k += 8) { /* masked tail: no scalar loop */
