@@ -66,7 +66,11 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
 /* gcc folds a load shared by two FMAs into both as memory operands, doubling the loads of a loop that is
  * then load-port bound; an empty asm that "modifies" the registers makes each value one load. */
 #if defined(__GNUC__)
+#ifndef FK_AVX512_EMULATE /* the 4-operand form holds zmm values, which an AVX2 build has no register for */
 #define FK_KEEP_IN_REG(a, b, c, d) __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d))
+#else
+#define FK_KEEP_IN_REG(a, b, c, d)
+#endif
 #define FK_KEEP_IN_REG2(a, b) __asm__("" : "+v"(a), "+v"(b))
 #else
 #define FK_KEEP_IN_REG(a, b, c, d)

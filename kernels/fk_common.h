@@ -43,8 +43,17 @@
  * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
 #if FK_X86
 #define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#ifndef FK_AVX512_EMULATE
 #define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+#else
+/* TEST-ONLY (tests/kernels): the AVX-512 paths built for an AVX2 CPU, every AVX-512 intrinsic they use
+ * replaced by a software model of the instruction, so that their blocking, masks, tails and data flow
+ * are tested on CPUs without AVX-512. Never define it in a real build. */
+#define FK_TARGET_AVX512 FK_TARGET_AVX2
+#define FK_TARGET_AMX    FK_TARGET_AVX2
+#include <fk_avx512_emulate.h>
+#endif
 #endif
 
 /* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
@@ -66,7 +75,7 @@
  * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
  * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
  * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
-#if defined(__clang__)
+#if defined(__clang__) && !defined(FK_AVX512_EMULATE)
 #define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
 #else
 #define FK_CLANG_IN_REG(v) ((void)0)

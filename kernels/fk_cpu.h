@@ -76,6 +76,9 @@ FK_API fk_isa fk__isa_probe(void) {
   if (avx512 && bf16 && (xcr0 & 0xe0) == 0xe0) best = FK_ISA_AVX512BF16; /* OS saves opmask+ZMM */
   const int amx = ((edx7 >> 22) & 1) && ((edx7 >> 24) & 1); /* AMX-BF16, AMX-TILE */
   if (best == FK_ISA_AVX512BF16 && amx && (xcr0 & 0x60000) == 0x60000 && fk__amx_request_permission()) best = FK_ISA_AMX;
+#ifdef FK_AVX512_EMULATE
+  if (best == FK_ISA_AVX2) best = FK_ISA_AVX512BF16; /* test-only: AVX-512 emulated (fk_common.h) */
+#endif
 #ifdef FK_AMX_EMULATE
   if (best == FK_ISA_AVX512BF16) best = FK_ISA_AMX; /* test-only: tiles are emulated (fk_linear.h) */
 #endif

@@ -437,7 +437,7 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, siz
 #ifdef FK_AMX_EMULATE
 /* TEST-ONLY software model of the tile instructions used below (8 tiles of 16 rows x 64 bytes;
  * tdpbf16ps accumulating in f32), so that the AMX GEMM's packing, strides, tile roles and C staging
- * are tested on CPUs without AMX (tests/kernels/test_amx_emulated.cpp). Never define it in a real build. */
+ * are tested on CPUs without AMX (tests/kernels: test_kernels_emulated). Never define it in a real build. */
 #ifdef __cplusplus
 #define FK_THREAD_LOCAL thread_local
 #else

@@ -2533,8 +2533,17 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
  * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
 #if FK_X86
 #define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#ifndef FK_AVX512_EMULATE
 #define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 #define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+#else
+/* TEST-ONLY (tests/kernels): the AVX-512 paths built for an AVX2 CPU, every AVX-512 intrinsic they use
+ * replaced by a software model of the instruction, so that their blocking, masks, tails and data flow
+ * are tested on CPUs without AVX-512. Never define it in a real build. */
+#define FK_TARGET_AVX512 FK_TARGET_AVX2
+#define FK_TARGET_AMX    FK_TARGET_AVX2
+#include <fk_avx512_emulate.h>
+#endif
 #endif
 
 /* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
@@ -2556,7 +2565,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
  * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
  * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
  * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
-#if defined(__clang__)
+#if defined(__clang__) && !defined(FK_AVX512_EMULATE)
 #define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
 #else
 #define FK_CLANG_IN_REG(v) ((void)0)
@@ -2795,6 +2804,9 @@ FK_API fk_isa fk__isa_probe(void) {
   if (avx512 && bf16 && (xcr0 & 0xe0) == 0xe0) best = FK_ISA_AVX512BF16; /* OS saves opmask+ZMM */
   const int amx = ((edx7 >> 22) & 1) && ((edx7 >> 24) & 1); /* AMX-BF16, AMX-TILE */
   if (best == FK_ISA_AVX512BF16 && amx && (xcr0 & 0x60000) == 0x60000 && fk__amx_request_permission()) best = FK_ISA_AMX;
+#ifdef FK_AVX512_EMULATE
+  if (best == FK_ISA_AVX2) best = FK_ISA_AVX512BF16; /* test-only: AVX-512 emulated (fk_common.h) */
+#endif
 #ifdef FK_AMX_EMULATE
   if (best == FK_ISA_AVX512BF16) best = FK_ISA_AMX; /* test-only: tiles are emulated (fk_linear.h) */
 #endif
@@ -3585,7 +3597,7 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, siz
 #ifdef FK_AMX_EMULATE
 /* TEST-ONLY software model of the tile instructions used below (8 tiles of 16 rows x 64 bytes;
  * tdpbf16ps accumulating in f32), so that the AMX GEMM's packing, strides, tile roles and C staging
- * are tested on CPUs without AMX (tests/kernels/test_amx_emulated.cpp). Never define it in a real build. */
+ * are tested on CPUs without AMX (tests/kernels: test_kernels_emulated). Never define it in a real build. */
 #ifdef __cplusplus
 #define FK_THREAD_LOCAL thread_local
 #else
@@ -3940,7 +3952,11 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
 /* gcc folds a load shared by two FMAs into both as memory operands, doubling the loads of a loop that is
  * then load-port bound; an empty asm that "modifies" the registers makes each value one load. */
 #if defined(__GNUC__)
+#ifndef FK_AVX512_EMULATE /* the 4-operand form holds zmm values, which an AVX2 build has no register for */
 #define FK_KEEP_IN_REG(a, b, c, d) __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d))
+#else
+#define FK_KEEP_IN_REG(a, b, c, d)
+#endif
 #define FK_KEEP_IN_REG2(a, b) __asm__("" : "+v"(a), "+v"(b))
 #else
 #define FK_KEEP_IN_REG(a, b, c, d)

@@ -34,6 +34,9 @@ static uint16_t ref_bf16(float f) {
 TEST_CASE("isa detection, forcing and names") {
   const fk_isa det = fk_isa_detect();
   MESSAGE("detected ISA: " << std::string(fk_isa_name(det)));
+#ifdef FK_AVX512_EMULATE
+  MESSAGE("this build emulates the AVX-512 instructions in software (FK_AVX512_EMULATE)");
+#endif
 #ifdef FK_AMX_EMULATE
   MESSAGE("this build emulates the AMX tile instructions in software (FK_AMX_EMULATE)");
 #endif
