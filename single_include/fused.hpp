@@ -3900,6 +3900,8 @@ FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t po
  *   decode:  work item = (KV head, up to FK_ATT_BQ of its query heads, key segment), all at the same
  *            position; beyond FK_ATT_SEG keys the keys are split into segments merged afterwards
  *            (see fk_attention_decode); up to FK_ATT_SEG keys decode equals prefill bit for bit.
+ * AVX-512 and AVX2 run a key block in three phases (all rows' scores, all softmax, all PV) over groups of
+ * rows that share the K/V loads, prefetching the next block meanwhile (docs/PERFORMANCE.md).
  * Every output row is computed by one thread in a fixed order: bitwise identical for any thread count. */
 #ifndef FK_ATTENTION_H
 #define FK_ATTENTION_H
@@ -3963,14 +3965,25 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
 #define FK_KEEP_IN_REG2(a, b)
 #endif
 
-/* R (1 or 2) rows against one key block. Two rows share every kt / vf load, which is what makes the
- * block FMA-bound instead of load-bound (2 x 512-bit loads per cycle). Per row the arithmetic is the
- * same whatever R is (scores: 2 key vectors x 2 dim chains; PV: one chain per dim vector), so pairing
- * rows never changes a row's bits. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_avx512_r(int R, const float* const* q, const float* kt,
-                                                                            const float* vf, size_t hd, const size_t* nv,
-                                                                            float scale, float* m, float* l, float* const* o) {
-  __m512 a[2][4];
+/* Prefetch the next step's share [*at, *at + step) of the next key block's K and V lines (bf16), spread
+ * over the block's phases (see the AVX2 block below for why and what it measured). */
+static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const char* pf_v, size_t* at, size_t step, size_t bytes) {
+  for (const size_t end = *at + step < bytes ? *at + step : bytes; *at < end; *at += 64) {
+    _mm_prefetch(pf_k + *at, _MM_HINT_T0);
+    _mm_prefetch(pf_v + *at, _MM_HINT_T0);
+  }
+}
+
+/* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
+ * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound).
+ * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 dim chains
+ * (even / odd dims), the softmax is one row's, PV is one chain per dim vector over the row's own keys
+ * in order; so grouping never changes a row's bits, and the phases let the rows' softmax chains
+ * (max, expf, vector exp, sum: latency-bound) overlap instead of stalling between PV runs. */
+/* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 4) rows, keys past a row's nv included (masked later). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R, const float* const* q, const float* kt,
+                                                                           size_t hd, float scale, float* const* s) {
+  __m512 a[4][4]; /* [row][keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims] */
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < 4; ++t) a[r][t] = _mm512_setzero_ps();
   size_t d = 0;
@@ -3995,61 +4008,126 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_avx512_r(int 
       a[r][1] = _mm512_fmadd_ps(q0, k1, a[r][1]);
     }
   }
-  const __m512 sc = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
-  float p[2][FK_ATT_BK];
-  __m512 cv[2];
-  size_t nmax = 0;
+  const __m512 sc = _mm512_set1_ps(scale);
   for (int r = 0; r < R; ++r) {
-    const size_t n = nv[r];
-    nmax = n > nmax ? n : nmax;
-    const __mmask16 m0 = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-    const __mmask16 m1 = n >= 32 ? (__mmask16)0xffff : n <= 16 ? (__mmask16)0 : (__mmask16)((1u << (n - 16)) - 1);
-    const __m512 s0 = _mm512_mask_mov_ps(ninf, m0, _mm512_mul_ps(_mm512_add_ps(a[r][0], a[r][2]), sc));
-    const __m512 s1 = _mm512_mask_mov_ps(ninf, m1, _mm512_mul_ps(_mm512_add_ps(a[r][1], a[r][3]), sc));
-    const float mb = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
-    const float mnew = mb > m[r] ? mb : m[r];
-    const float corr = expf(m[r] - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
-    const __m512 mv = _mm512_set1_ps(mnew);
-    const __m512 p0 = _mm512_maskz_mov_ps(m0, fk__exp512(_mm512_sub_ps(s0, mv)));
-    const __m512 p1 = _mm512_maskz_mov_ps(m1, fk__exp512(_mm512_sub_ps(s1, mv)));
-    l[r] = fmaf(l[r], corr, fk__hsum512(_mm512_add_ps(p0, p1))); /* explicit: C and C++ contract differently */
-    m[r] = mnew;
-    _mm512_storeu_ps(p[r], p0);
-    _mm512_storeu_ps(p[r] + 16, p1);
-    cv[r] = _mm512_set1_ps(corr);
-  }
-  for (size_t d0 = 0; d0 < hd; d0 += 64) {
-    __mmask16 dm[4];
-    for (int v = 0; v < 4; ++v) {
-      const size_t lo = d0 + 16 * (size_t)v;
-      dm[v] = lo >= hd ? (__mmask16)0 : hd - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - lo)) - 1);
-    }
-    __m512 e[2][4];
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < 4; ++v) e[r][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v), cv[r]);
-    /* keys past a row's nv carry p = 0 (masked above): adding 0 * v leaves every nonzero sum unchanged */
-    for (size_t j = 0; j < nmax; ++j) {
-      const float* vj = vf + j * hd + d0;
-      __m512 v0 = _mm512_maskz_loadu_ps(dm[0], vj), v1 = _mm512_maskz_loadu_ps(dm[1], vj + 16);
-      __m512 v2 = _mm512_maskz_loadu_ps(dm[2], vj + 32), v3 = _mm512_maskz_loadu_ps(dm[3], vj + 48);
-      FK_KEEP_IN_REG(v0, v1, v2, v3);
-      for (int r = 0; r < R; ++r) {
-        const __m512 pj = _mm512_set1_ps(p[r][j]);
-        e[r][0] = _mm512_fmadd_ps(pj, v0, e[r][0]);
-        e[r][1] = _mm512_fmadd_ps(pj, v1, e[r][1]);
-        e[r][2] = _mm512_fmadd_ps(pj, v2, e[r][2]);
-        e[r][3] = _mm512_fmadd_ps(pj, v3, e[r][3]);
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, dm[v], e[r][v]);
+    _mm512_storeu_ps(s[r], _mm512_mul_ps(_mm512_add_ps(a[r][0], a[r][2]), sc));
+    _mm512_storeu_ps(s[r] + 16, _mm512_mul_ps(_mm512_add_ps(a[r][1], a[r][3]), sc));
   }
 }
 
-FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const float* kt, const float* vf, size_t hd,
-                                                  const size_t* nv, size_t R, float scale, float* m, float* l, float* const* o) {
-  if (R == 2) fk__att_block_avx512_r(2, q, kt, vf, hd, nv, scale, m, l, o);
-  else fk__att_block_avx512_r(1, q, kt, vf, hd, nv, scale, m, l, o);
+/* One row's softmax bookkeeping against the block: scores s (keys past nv masked to -inf for the max,
+ * to 0 after exp) become p_j = e^(s_j - m') in place; m, l updated; returns corr = e^(m - m'). */
+FK_TARGET_AVX512 static inline float fk__att_softmax_avx512(float* s, size_t n, float* m, float* l) {
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  const __mmask16 m0 = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+  const __mmask16 m1 = n >= 32 ? (__mmask16)0xffff : n <= 16 ? (__mmask16)0 : (__mmask16)((1u << (n - 16)) - 1);
+  const __m512 s0 = _mm512_mask_mov_ps(ninf, m0, _mm512_loadu_ps(s));
+  const __m512 s1 = _mm512_mask_mov_ps(ninf, m1, _mm512_loadu_ps(s + 16));
+  const float mb = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+  const float mnew = mb > *m ? mb : *m;
+  const float corr = expf(*m - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
+  const __m512 mv = _mm512_set1_ps(mnew);
+  const __m512 p0 = _mm512_maskz_mov_ps(m0, fk__exp512(_mm512_sub_ps(s0, mv)));
+  const __m512 p1 = _mm512_maskz_mov_ps(m1, fk__exp512(_mm512_sub_ps(s1, mv)));
+  *l = fmaf(*l, corr, fk__hsum512(_mm512_add_ps(p0, p1))); /* explicit: C and C++ contract differently */
+  *m = mnew;
+  _mm512_storeu_ps(s, p0);
+  _mm512_storeu_ps(s + 16, p1);
+  return corr;
+}
+
+/* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd): o[r] = o[r] corr[r] + sum_j p[r][j] v_j,
+ * j < nv[r], in key order: the keys all rows see together, then each row's own remaining keys. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, const float* const* p, const float* vf, size_t hd,
+                                                                       size_t d0, const size_t* nv, const float* corr,
+                                                                       float* const* o) {
+  __mmask16 dm[4];
+  for (int v = 0; v < 4; ++v) {
+    const size_t lo = d0 + 16 * (size_t)v;
+    dm[v] = lo >= hd ? (__mmask16)0 : hd - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - lo)) - 1);
+  }
+  size_t nboth = nv[0];
+  for (int r = 1; r < R; ++r) nboth = nv[r] < nboth ? nv[r] : nboth;
+  __m512 e[4][4];
+  for (int r = 0; r < R; ++r) {
+    const __m512 cv = _mm512_set1_ps(corr[r]);
+    for (int v = 0; v < 4; ++v) e[r][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v), cv);
+  }
+  for (size_t j = 0; j < nboth; ++j) {
+    const float* vj = vf + j * hd + d0;
+    __m512 v0 = _mm512_maskz_loadu_ps(dm[0], vj), v1 = _mm512_maskz_loadu_ps(dm[1], vj + 16);
+    __m512 v2 = _mm512_maskz_loadu_ps(dm[2], vj + 32), v3 = _mm512_maskz_loadu_ps(dm[3], vj + 48);
+    FK_KEEP_IN_REG(v0, v1, v2, v3);
+    for (int r = 0; r < R; ++r) {
+      const __m512 pj = _mm512_set1_ps(p[r][j]);
+      e[r][0] = _mm512_fmadd_ps(pj, v0, e[r][0]);
+      e[r][1] = _mm512_fmadd_ps(pj, v1, e[r][1]);
+      e[r][2] = _mm512_fmadd_ps(pj, v2, e[r][2]);
+      e[r][3] = _mm512_fmadd_ps(pj, v3, e[r][3]);
+    }
+  }
+  for (int r = 0; r < R; ++r) /* a row's keys past the group's common count (prefill's diagonal block) */
+    for (size_t j = nboth; j < nv[r]; ++j) {
+      const float* vj = vf + j * hd + d0;
+      const __m512 pj = _mm512_set1_ps(p[r][j]);
+      for (int v = 0; v < 4; ++v) e[r][v] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(dm[v], vj + 16 * v), e[r][v]);
+    }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, dm[v], e[r][v]);
+}
+
+/* Rows per AVX-512 group for rem rows still to go: 4, but 3 where a 4 would leave a single row behind. */
+static inline size_t fk__att_group512(size_t rem) { return rem == 5 ? 3 : rem < 4 ? rem : 4; }
+
+/* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd), each seeing nv[i]
+ * keys of the block; kt: the block's K transposed, vf: its V widened. The next block's K and V (pf_k,
+ * pf_v, pf_bytes each; NULL when there is none) are prefetched along the way. */
+FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const size_t* rows, size_t n, const size_t* nv,
+                                                  const float* kt, const float* vf, size_t hd, float scale, float* m, float* l,
+                                                  float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
+  float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
+  const size_t groups = n / 4 + (n % 4 != 0);          /* fk__att_group512's split: ceil(n / 4) groups */
+  const size_t steps = 2 * groups + n;                  /* score groups + softmax rows + PV groups */
+  const size_t pf_step = pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0; /* whole lines */
+  size_t pf = 0;
+  for (size_t k = 0, R; k < n; k += R) {
+    R = fk__att_group512(n - k);
+    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
+    const float* qq[4];
+    float* ss[4];
+    for (size_t r = 0; r < 4; ++r) {
+      const size_t i = k + (r < R ? r : 0);
+      qq[r] = q[rows[i]];
+      ss[r] = s[i];
+    }
+    if (R == 4) fk__att_scores_avx512(4, qq, kt, hd, scale, ss);
+    else if (R == 3) fk__att_scores_avx512(3, qq, kt, hd, scale, ss);
+    else if (R == 2) fk__att_scores_avx512(2, qq, kt, hd, scale, ss);
+    else fk__att_scores_avx512(1, qq, kt, hd, scale, ss);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
+    corr[k] = fk__att_softmax_avx512(s[k], nv[rows[k]], m + rows[k], l + rows[k]);
+  }
+  for (size_t k = 0, R; k < n; k += R) {
+    R = fk__att_group512(n - k);
+    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
+    const float* pp[4];
+    size_t nn[4];
+    float* oo[4];
+    for (size_t r = 0; r < 4; ++r) {
+      const size_t i = k + (r < R ? r : 0);
+      pp[r] = s[i];
+      nn[r] = nv[rows[i]];
+      oo[r] = o + rows[i] * hd;
+    }
+    for (size_t d0 = 0; d0 < hd; d0 += 64) {
+      if (R == 4) fk__att_pv_avx512(4, pp, vf, hd, d0, nn, corr + k, oo);
+      else if (R == 3) fk__att_pv_avx512(3, pp, vf, hd, d0, nn, corr + k, oo);
+      else if (R == 2) fk__att_pv_avx512(2, pp, vf, hd, d0, nn, corr + k, oo);
+      else fk__att_pv_avx512(1, pp, vf, hd, d0, nn, corr + k, oo);
+    }
+  }
 }
 
 /* K block -> kt (transposed f32), 16 keys x 16 dims at a time through the 16x16 transpose. hd % 16 == 0. */
@@ -4180,13 +4258,6 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
  * prefetcher alone leaves the K/V widening stalled on DRAM; in one burst at the top of the block the
  * prefetches only stall). Decode at 4096 keys from DRAM, Zen 3: 1.1-1.3x faster. */
 
-/* Prefetch the next step's share [*at, *at + step) of the next block's K and V lines. */
-static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const char* pf_v, size_t* at, size_t step, size_t bytes) {
-  for (const size_t end = *at + step < bytes ? *at + step : bytes; *at < end; *at += 64) {
-    _mm_prefetch(pf_k + *at, _MM_HINT_T0);
-    _mm_prefetch(pf_v + *at, _MM_HINT_T0);
-  }
-}
 
 /* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 3) rows, keys past a row's nv included (masked later). */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, const float* const* q, const float* kt, size_t hd,
@@ -4355,24 +4426,6 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       for (size_t d = 0; d < hd; ++d)
         for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kc[(j0 + j) * hd + d]) : 0.0f;
 #if FK_X86
-    if (isa >= FK_ISA_AVX512BF16) {
-      /* rows in fixed pairs (0,1), (2,3), ...: a pair shares the K/V loads */
-      for (size_t i = 0; i < nr; i += 2) {
-        size_t rr[2], nvs[2], R = 0;
-        for (size_t t = i; t < i + 2 && t < nr; ++t)
-          if (pos[t] >= j0) { /* causal: skip a row whose future this whole block is */
-            rr[R] = t;
-            nvs[R++] = pos[t] + 1 - j0 < bk ? pos[t] + 1 - j0 : bk;
-          }
-        if (!R) continue;
-        const float* qq[2] = {qr[rr[0]], qr[rr[R - 1]]};
-        float* oo[2] = {o + rr[0] * hd, o + rr[R - 1] * hd};
-        float mm[2] = {mrow[rr[0]], mrow[rr[R - 1]]}, ll[2] = {lrow[rr[0]], lrow[rr[R - 1]]};
-        fk__att_block_avx512(qq, kt, vf, hd, nvs, R, scale, mm, ll, oo);
-        for (size_t t = 0; t < R; ++t) mrow[rr[t]] = mm[t], lrow[rr[t]] = ll[t];
-      }
-      continue;
-    }
     if (isa >= FK_ISA_AVX2) {
       size_t rows[FK_ATT_BQ], nvs[FK_ATT_BQ], n = 0;
       for (size_t i = 0; i < nr; ++i)
@@ -4381,9 +4434,12 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
           nvs[i] = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
         }
       const size_t next = j0 + FK_ATT_BK < kend ? kend - j0 - FK_ATT_BK : 0, nbk = next < FK_ATT_BK ? next : FK_ATT_BK;
-      if (n)
-        fk__att_block_avx2(qr, rows, n, nvs, kt, vc + j0 * hd, hd, scale, mrow, lrow, o, next ? (const char*)(kc + (j0 + FK_ATT_BK) * hd) : NULL,
-                           next ? (const char*)(vc + (j0 + FK_ATT_BK) * hd) : NULL, nbk * hd * sizeof(uint16_t));
+      const char* pf_k = next ? (const char*)(kc + (j0 + FK_ATT_BK) * hd) : NULL;
+      const char* pf_v = next ? (const char*)(vc + (j0 + FK_ATT_BK) * hd) : NULL;
+      if (n && isa >= FK_ISA_AVX512BF16)
+        fk__att_block_avx512(qr, rows, n, nvs, kt, vf, hd, scale, mrow, lrow, o, pf_k, pf_v, nbk * hd * sizeof(uint16_t));
+      else if (n)
+        fk__att_block_avx2(qr, rows, n, nvs, kt, vc + j0 * hd, hd, scale, mrow, lrow, o, pf_k, pf_v, nbk * hd * sizeof(uint16_t));
       continue;
     }
 #endif

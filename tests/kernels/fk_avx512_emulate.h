@@ -228,15 +228,17 @@ FKE_TERNARY_PS(fke_mm512_fmadd_ps, fmaf(a.v[i], b.v[i], c.v[i]))   /* a*b + c, o
 FKE_TERNARY_PS(fke_mm512_fmsub_ps, fmaf(a.v[i], b.v[i], -c.v[i]))  /* a*b - c */
 FKE_TERNARY_PS(fke_mm512_fnmadd_ps, fmaf(-a.v[i], b.v[i], c.v[i])) /* -(a*b) + c */
 
-FKE_FN float fke_reduce_max(const float* v, int n) { /* pairwise halves, as the intrinsic is defined */
-  if (n == 1) return v[0];
-  float h[8];
-  for (int i = 0; i < n / 2; ++i) h[i] = v[i] > v[i + n / 2] ? v[i] : v[i + n / 2];
-  return fke_reduce_max(h, n / 2);
-}
+/* max of the 16 lanes in gcc's order (not an instruction: a compiler's sequence of maxps): halves
+ * max(high, low) for 8 and 4 lanes, then max(low, high) for 2 and 1. maxps returns its second operand
+ * on NaN or equal operands, so the order only shows there (NaN, +0 against -0). */
 FKE_FN float fke_mm512_reduce_max_ps(__m512 a_) {
-  const fke_f32x16 a = FKE_GET(fke_f32x16, a_);
-  return fke_reduce_max(a.v, 16);
+  fke_f32x16 a = FKE_GET(fke_f32x16, a_);
+  for (int n = 8; n >= 1; n /= 2)
+    for (int i = 0; i < n; ++i) {
+      const float lo = a.v[i], hi = a.v[i + n];
+      a.v[i] = n >= 4 ? (hi > lo ? hi : lo) : (lo > hi ? lo : hi);
+    }
+  return a.v[0];
 }
 
 /* vscalefps: a * 2^floor(b) (the cases the kernels reach: finite a, b finite or +-inf). */
