@@ -150,24 +150,23 @@ FK_TARGET_AVX512 static inline float fk__att_softmax_avx512(float* s, size_t n, 
   return corr;
 }
 
-/* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd): o[r] = o[r] corr[r] + sum_j p[r][j] v_j,
- * j < nv[r], in key order: the keys all rows see together, then each row's own remaining keys. */
+/* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd), keys j0 .. j1 - 1 in order:
+ * o[r] = o[r] corr[r] + sum_j p[r][j] v_j (corr NULL: o[r] + sum, a row's run continued). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, const float* const* p, const float* vf, size_t hd,
-                                                                       size_t d0, const size_t* nv, const float* corr,
+                                                                       size_t d0, size_t j0, size_t j1, const float* corr,
                                                                        float* const* o) {
   __mmask16 dm[4];
   for (int v = 0; v < 4; ++v) {
     const size_t lo = d0 + 16 * (size_t)v;
     dm[v] = lo >= hd ? (__mmask16)0 : hd - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - lo)) - 1);
   }
-  size_t nboth = nv[0];
-  for (int r = 1; r < R; ++r) nboth = nv[r] < nboth ? nv[r] : nboth;
   __m512 e[4][4];
-  for (int r = 0; r < R; ++r) {
-    const __m512 cv = _mm512_set1_ps(corr[r]);
-    for (int v = 0; v < 4; ++v) e[r][v] = _mm512_mul_ps(_mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v), cv);
-  }
-  for (size_t j = 0; j < nboth; ++j) {
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 4; ++v) {
+      e[r][v] = _mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v);
+      if (corr) e[r][v] = _mm512_mul_ps(e[r][v], _mm512_set1_ps(corr[r]));
+    }
+  for (size_t j = j0; j < j1; ++j) {
     const float* vj = vf + j * hd + d0;
     __m512 v0 = _mm512_maskz_loadu_ps(dm[0], vj), v1 = _mm512_maskz_loadu_ps(dm[1], vj + 16);
     __m512 v2 = _mm512_maskz_loadu_ps(dm[2], vj + 32), v3 = _mm512_maskz_loadu_ps(dm[3], vj + 48);
@@ -180,12 +179,6 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, co
       e[r][3] = _mm512_fmadd_ps(pj, v3, e[r][3]);
     }
   }
-  for (int r = 0; r < R; ++r) /* a row's keys past the group's common count (prefill's diagonal block) */
-    for (size_t j = nboth; j < nv[r]; ++j) {
-      const float* vj = vf + j * hd + d0;
-      const __m512 pj = _mm512_set1_ps(p[r][j]);
-      for (int v = 0; v < 4; ++v) e[r][v] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(dm[v], vj + 16 * v), e[r][v]);
-    }
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, dm[v], e[r][v]);
 }
@@ -235,11 +228,15 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
       nn[r] = nv[rows[i]];
       oo[r] = o + rows[i] * hd;
     }
+    size_t nboth = nn[0]; /* keys every row of the group sees; a row's own further keys continue after */
+    for (size_t r = 1; r < R; ++r) nboth = nn[r] < nboth ? nn[r] : nboth;
     for (size_t d0 = 0; d0 < hd; d0 += 64) {
-      if (R == 4) fk__att_pv_avx512(4, pp, vf, hd, d0, nn, corr + k, oo);
-      else if (R == 3) fk__att_pv_avx512(3, pp, vf, hd, d0, nn, corr + k, oo);
-      else if (R == 2) fk__att_pv_avx512(2, pp, vf, hd, d0, nn, corr + k, oo);
-      else fk__att_pv_avx512(1, pp, vf, hd, d0, nn, corr + k, oo);
+      if (R == 4) fk__att_pv_avx512(4, pp, vf, hd, d0, 0, nboth, corr + k, oo);
+      else if (R == 3) fk__att_pv_avx512(3, pp, vf, hd, d0, 0, nboth, corr + k, oo);
+      else if (R == 2) fk__att_pv_avx512(2, pp, vf, hd, d0, 0, nboth, corr + k, oo);
+      else fk__att_pv_avx512(1, pp, vf, hd, d0, 0, nboth, corr + k, oo);
+      for (size_t r = 0; r < R; ++r)
+        if (nn[r] > nboth) fk__att_pv_avx512(1, pp + r, vf, hd, d0, nboth, nn[r], NULL, oo + r);
     }
   }
 }
