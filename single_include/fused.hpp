@@ -3594,10 +3594,24 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, siz
 }
 
 /* ---- AMX-BF16 GEMM ------------------------------------------------------------------------------ */
+/* The 64-byte tile configuration of ldtilecfg (palette 1). */
+typedef struct {
+  uint8_t palette_id, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} fk__amx_tilecfg;
+
 #ifdef FK_AMX_EMULATE
-/* TEST-ONLY software model of the tile instructions used below (8 tiles of 16 rows x 64 bytes;
- * tdpbf16ps accumulating in f32), so that the AMX GEMM's packing, strides, tile roles and C staging
- * are tested on CPUs without AMX (tests/kernels: test_kernels_emulated). Never define it in a real build. */
+/* TEST-ONLY software model of the tile instructions used below, so that the AMX GEMM's packing,
+ * strides, tile roles and C staging are tested on CPUs without AMX (tests/kernels: test_kernels_emulated).
+ * It follows the SDM: ldtilecfg (palette 1, each tile at most 16 rows x 64 bytes) zeroes the tiles;
+ * tileloadd / tilestored move the configured rows x colsb bytes (the rest of a tile reads as zero);
+ * tdpbf16ps checks the shapes the instruction checks (#UD otherwise: C rows = A rows, C colsb =
+ * B colsb, A colsb = 4 B rows, three distinct tiles) and accumulates even then odd bf16 products, each
+ * a fused step. A violation, or a tile instruction before ldtilecfg, aborts with the reason: on
+ * hardware it would fault. Never define FK_AMX_EMULATE in a real build. */
+#include <stdio.h>
+#include <stdlib.h>
 #ifdef __cplusplus
 #define FK_THREAD_LOCAL thread_local
 #else
@@ -3605,35 +3619,74 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, siz
 #endif
 typedef struct {
   unsigned char t[8][16][64];
+  fk__amx_tilecfg cfg;
+  int configured;
 } fk__amx_emu_tiles;
 FK_API fk__amx_emu_tiles* fk__amx_emu(void) {
   static FK_THREAD_LOCAL fk__amx_emu_tiles s; /* tile registers are per thread, as in hardware */
   return &s;
 }
+FK_API void fk__amx_emu_require(int ok, const char* what) {
+  if (!ok) {
+    fprintf(stderr, "FK_AMX_EMULATE: %s (a fault on AMX hardware)\n", what);
+    abort();
+  }
+}
+FK_API void fk__amx_emu_config(const fk__amx_tilecfg* cfg) {
+  fk__amx_emu_tiles* e = fk__amx_emu();
+  fk__amx_emu_require(cfg->palette_id == 1 && cfg->start_row == 0, "ldtilecfg: palette must be 1, start_row 0");
+  for (int t = 0; t < 16; ++t) {
+    const int used = t < 8;
+    fk__amx_emu_require(used ? cfg->rows[t] <= 16 && cfg->colsb[t] <= 64 && (cfg->rows[t] == 0) == (cfg->colsb[t] == 0)
+                             : cfg->rows[t] == 0 && cfg->colsb[t] == 0,
+                        "ldtilecfg: a tile's rows / colsb out of range (or set for a tile palette 1 lacks)");
+  }
+  memcpy(&e->cfg, cfg, sizeof *cfg);
+  memset(e->t, 0, sizeof e->t);
+  e->configured = 1;
+}
+FK_API void fk__amx_emu_release(void) {
+  fk__amx_emu_tiles* e = fk__amx_emu();
+  memset(e->t, 0, sizeof e->t);
+  e->configured = 0;
+}
 FK_API void fk__amx_emu_load(int t, const void* p, size_t stride) {
-  for (size_t r = 0; r < 16; ++r) memcpy(fk__amx_emu()->t[t][r], (const unsigned char*)p + r * stride, 64);
+  fk__amx_emu_tiles* e = fk__amx_emu();
+  fk__amx_emu_require(e->configured && t >= 0 && t < 8 && e->cfg.rows[t] > 0, "tileloadd: tile not configured");
+  memset(e->t[t], 0, sizeof e->t[t]);
+  for (size_t r = 0; r < e->cfg.rows[t]; ++r) memcpy(e->t[t][r], (const unsigned char*)p + r * stride, e->cfg.colsb[t]);
 }
 FK_API void fk__amx_emu_store(int t, void* p, size_t stride) {
-  for (size_t r = 0; r < 16; ++r) memcpy((unsigned char*)p + r * stride, fk__amx_emu()->t[t][r], 64);
+  fk__amx_emu_tiles* e = fk__amx_emu();
+  fk__amx_emu_require(e->configured && t >= 0 && t < 8 && e->cfg.rows[t] > 0, "tilestored: tile not configured");
+  for (size_t r = 0; r < e->cfg.rows[t]; ++r) memcpy((unsigned char*)p + r * stride, e->t[t][r], e->cfg.colsb[t]);
 }
 FK_API void fk__amx_emu_dp(int c, int a, int b) {
+  fk__amx_emu_tiles* e = fk__amx_emu();
+  fk__amx_emu_require(e->configured && c >= 0 && c < 8 && a >= 0 && a < 8 && b >= 0 && b < 8 && c != a && c != b && a != b,
+                      "tdpbf16ps: tiles not configured or not distinct");
+  const fk__amx_tilecfg* g = &e->cfg;
+  fk__amx_emu_require(g->rows[c] == g->rows[a] && g->colsb[c] == g->colsb[b] && g->colsb[a] % 4 == 0 && g->colsb[a] / 4 == g->rows[b],
+                      "tdpbf16ps: tile shapes do not match (C rows = A rows, C colsb = B colsb, A colsb = 4 B rows)");
+  const int M = g->rows[c], N = g->colsb[c] / 4, K = g->colsb[a] / 4;
   float C[16][16];
   uint16_t A[16][32], B[16][32];
-  memcpy(C, fk__amx_emu()->t[c], sizeof C);
-  memcpy(A, fk__amx_emu()->t[a], sizeof A);
-  memcpy(B, fk__amx_emu()->t[b], sizeof B);
-  for (int m = 0; m < 16; ++m)
-    for (int n = 0; n < 16; ++n)
-      for (int k = 0; k < 16; ++k) /* C[m][n] += A[m][2k..2k+1] . B[k][2n..2n+1] */
-        C[m][n] += fk_bf16_to_f32_1(A[m][2 * k]) * fk_bf16_to_f32_1(B[k][2 * n]) +
-                   fk_bf16_to_f32_1(A[m][2 * k + 1]) * fk_bf16_to_f32_1(B[k][2 * n + 1]);
-  memcpy(fk__amx_emu()->t[c], C, sizeof C);
+  memcpy(C, e->t[c], sizeof C);
+  memcpy(A, e->t[a], sizeof A);
+  memcpy(B, e->t[b], sizeof B);
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < K; ++k) /* C[m][n] += A[m][2k] B[k][2n], then += A[m][2k+1] B[k][2n+1] */
+      for (int n = 0; n < N; ++n) {
+        C[m][n] = fmaf(fk_bf16_to_f32_1(A[m][2 * k]), fk_bf16_to_f32_1(B[k][2 * n]), C[m][n]);
+        C[m][n] = fmaf(fk_bf16_to_f32_1(A[m][2 * k + 1]), fk_bf16_to_f32_1(B[k][2 * n + 1]), C[m][n]);
+      }
+  memcpy(e->t[c], C, sizeof C);
 }
-#define FK_TILE_LOADCONFIG(cfg) ((void)(cfg))
+#define FK_TILE_LOADCONFIG(cfg) fk__amx_emu_config(cfg)
 #define FK_TILE_LOADD(t, p, s) fk__amx_emu_load(t, p, (size_t)(s))
 #define FK_TILE_STORED(t, p, s) fk__amx_emu_store(t, p, (size_t)(s))
 #define FK_TILE_DPBF16PS(c, a, b) fk__amx_emu_dp(c, a, b)
-#define FK_TILE_RELEASE() ((void)0)
+#define FK_TILE_RELEASE() fk__amx_emu_release()
 #else
 #define FK_TILE_LOADCONFIG(cfg) _tile_loadconfig(cfg)
 #define FK_TILE_LOADD(t, p, s) _tile_loadd(t, p, s)
@@ -3642,11 +3695,6 @@ FK_API void fk__amx_emu_dp(int c, int a, int b) {
 #define FK_TILE_RELEASE() _tile_release()
 #endif
 
-typedef struct {
-  uint8_t palette_id, start_row, reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} fk__amx_tilecfg;
 
 /* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each);
  * every tile is 16 rows x 64 bytes. A work item is np (<= 2) 64-column panels; per 256-k chunk the
