@@ -25,6 +25,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* 64-byte vectors by value in functions without AVX-512 are the point of the models: gcc's note that
+ * this changes the ABI (-Wpsabi) concerns calls across translation units, which static inline
+ * functions never make. (The emulated test targets pass -Wno-psabi for the kernels' own calls.) */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 /* The kernels' AVX-512 functions become AVX2 functions (FK_TARGET_AVX512 = FK_TARGET_AVX2): the models
  * carry the same target, so that 256- and 512-bit vectors cross calls under one ABI (clang insists). */
 #ifndef FKE_TARGET /* test_avx512_model.cpp compiles them for AVX-512, to call them beside the instructions */
@@ -554,5 +562,9 @@ FKE_FN __m512 fke_mm512_dpbf16_ps(__m512 src, __m512bh a_, __m512bh b_) {
 #define _mm512_cvtne2ps_pbh fke_mm512_cvtne2ps_pbh
 #define _mm512_dpbf16_ps fke_mm512_dpbf16_ps
 #endif /* FKE_MODEL_ONLY */
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #endif /* FK_AVX512_EMULATE_H */

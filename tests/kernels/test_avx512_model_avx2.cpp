@@ -1,0 +1,163 @@
+// The AVX-512 model (fk_avx512_emulate.h) against the AVX2 instructions that do the same thing on 8
+// lanes, on any CPU with AVX2: each 512-bit model result must equal the AVX2 instruction applied to
+// both 256-bit halves, bit for bit (both NaN also agree, whatever the payload). That covers the rules
+// the kernels lean on where no AVX-512 CPU is at hand to compare with: fused multiply-adds, max/min
+// returning the second operand on NaN or equal inputs, the four rounding modes of roundscale, all 32
+// compare predicates, the per-128-bit-lane unpacks, shifts, the two-source permute. (test_avx512_model.cpp
+// compares every model with its own instruction where the CPU has AVX-512 BF16.)
+#include "kernel_test_util.hpp"  // first: fk_common.h includes <immintrin.h> with its gcc 12 workaround
+
+#define FKE_MODEL_ONLY  // the models, compiled for AVX2 (their default target), beside the AVX2 instructions
+#include "fk_avx512_emulate.h"
+
+#include <string>
+
+#if FK_X86
+namespace {
+
+uint32_t next_u32() {
+  static std::mt19937 g(424242);
+  return static_cast<uint32_t>(g());
+}
+
+float awkward() {
+  static const float special[] = {0.0f,  -0.0f,    1.0f,     -1.0f,     0.5f,      1.5f,       2.5f,       -2.5f,    -0.5f,  1e-40f,
+                                  -1e-42f, 3.4e38f, -3.4e38f, INFINITY, -INFINITY, NAN,        130.0f,     -126.5f,  4194304.5f, 8388609.0f};
+  const uint32_t r = next_u32();
+  if (r % 3 == 0) return special[next_u32() % (sizeof special / sizeof special[0])];
+  if (r % 3 == 1) {
+    const uint32_t b = next_u32();
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  }
+  return static_cast<float>(static_cast<int32_t>(next_u32())) / 268435456.0f;
+}
+
+bool agree(const void* model, const void* avx2, int lanes, bool floats) {
+  for (int i = 0; i < lanes; ++i) {
+    uint32_t x, y;
+    std::memcpy(&x, static_cast<const char*>(model) + 4 * i, 4);
+    std::memcpy(&y, static_cast<const char*>(avx2) + 4 * i, 4);
+    if (floats && std::isnan(fke_f32(x)) && std::isnan(fke_f32(y))) continue;
+    if (x != y) return false;
+  }
+  return true;
+}
+
+FK_TARGET_AVX2 __m256 half(const __m512& v, int h) {
+  __m256 r;
+  std::memcpy(&r, reinterpret_cast<const char*>(&v) + 32 * h, 32);
+  return r;
+}
+FK_TARGET_AVX2 __m256i halfi(const __m512i& v, int h) {
+  __m256i r;
+  std::memcpy(&r, reinterpret_cast<const char*>(&v) + 32 * h, 32);
+  return r;
+}
+
+FK_TARGET_AVX2 std::string disagreements() {
+  alignas(64) float A[16], B[16], C[16];
+  alignas(64) uint32_t I[16], J[16];
+  for (int i = 0; i < 16; ++i) {
+    A[i] = awkward(), B[i] = awkward(), C[i] = awkward();
+    I[i] = next_u32(), J[i] = next_u32() % 40;
+  }
+  __m512 a, b, c;
+  __m512i ia, ib;
+  std::memcpy(&a, A, 64);
+  std::memcpy(&b, B, 64);
+  std::memcpy(&c, C, 64);
+  std::memcpy(&ia, I, 64);
+  std::memcpy(&ib, J, 64);
+  std::string bad;
+  auto note = [&](const char* name, bool ok) {
+    if (!ok) bad += std::string(bad.empty() ? "" : ", ") + name;
+  };
+  alignas(64) unsigned char m[64], n[64];
+#define FKT_PS(name, model, avx2_of_half)               \
+  {                                                     \
+    const __m512 r_ = (model);                          \
+    std::memcpy(m, &r_, 64);                            \
+    for (int h = 0; h < 2; ++h) {                       \
+      const __m256 s_ = (avx2_of_half);                 \
+      std::memcpy(n + 32 * h, &s_, 32);                 \
+    }                                                   \
+    note(name, agree(m, n, 16, true));                  \
+  }
+#define FKT_SI(name, model, avx2_of_half)               \
+  {                                                     \
+    const __m512i r_ = (model);                         \
+    std::memcpy(m, &r_, 64);                            \
+    for (int h = 0; h < 2; ++h) {                       \
+      const __m256i s_ = (avx2_of_half);                \
+      std::memcpy(n + 32 * h, &s_, 32);                 \
+    }                                                   \
+    note(name, agree(m, n, 16, false));                 \
+  }
+  FKT_PS("add_ps", fke_mm512_add_ps(a, b), _mm256_add_ps(half(a, h), half(b, h)));
+  FKT_PS("sub_ps", fke_mm512_sub_ps(a, b), _mm256_sub_ps(half(a, h), half(b, h)));
+  FKT_PS("mul_ps", fke_mm512_mul_ps(a, b), _mm256_mul_ps(half(a, h), half(b, h)));
+  FKT_PS("div_ps", fke_mm512_div_ps(a, b), _mm256_div_ps(half(a, h), half(b, h)));
+  FKT_PS("max_ps", fke_mm512_max_ps(a, b), _mm256_max_ps(half(a, h), half(b, h)));
+  FKT_PS("min_ps", fke_mm512_min_ps(a, b), _mm256_min_ps(half(a, h), half(b, h)));
+  FKT_PS("fmadd_ps", fke_mm512_fmadd_ps(a, b, c), _mm256_fmadd_ps(half(a, h), half(b, h), half(c, h)));
+  FKT_PS("fmsub_ps", fke_mm512_fmsub_ps(a, b, c), _mm256_fmsub_ps(half(a, h), half(b, h), half(c, h)));
+  FKT_PS("fnmadd_ps", fke_mm512_fnmadd_ps(a, b, c), _mm256_fnmadd_ps(half(a, h), half(b, h), half(c, h)));
+  FKT_PS("roundscale_ps 0x08", fke_mm512_roundscale_ps(a, 0x08), _mm256_round_ps(half(a, h), 0x08));
+  FKT_PS("roundscale_ps 0x09", fke_mm512_roundscale_ps(a, 0x09), _mm256_round_ps(half(a, h), 0x09));
+  FKT_PS("roundscale_ps 0x0a", fke_mm512_roundscale_ps(a, 0x0a), _mm256_round_ps(half(a, h), 0x0a));
+  FKT_PS("roundscale_ps 0x0b", fke_mm512_roundscale_ps(a, 0x0b), _mm256_round_ps(half(a, h), 0x0b));
+  FKT_PS("mask_mov_ps", fke_mm512_mask_mov_ps(a, static_cast<__mmask16>(I[0]), b),
+         _mm256_blendv_ps(half(a, h), half(b, h),
+                          _mm256_castsi256_ps(_mm256_sllv_epi32(_mm256_set1_epi32(static_cast<int>(I[0] >> (8 * h))),
+                                                                _mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24)))));
+  FKT_SI("unpacklo_epi32", fke_mm512_unpacklo_epi32(ia, ib), _mm256_unpacklo_epi32(halfi(ia, h), halfi(ib, h)));
+  FKT_SI("unpackhi_epi32", fke_mm512_unpackhi_epi32(ia, ib), _mm256_unpackhi_epi32(halfi(ia, h), halfi(ib, h)));
+  FKT_SI("unpacklo_epi64", fke_mm512_unpacklo_epi64(ia, ib), _mm256_unpacklo_epi64(halfi(ia, h), halfi(ib, h)));
+  FKT_SI("unpackhi_epi64", fke_mm512_unpackhi_epi64(ia, ib), _mm256_unpackhi_epi64(halfi(ia, h), halfi(ib, h)));
+  FKT_SI("slli_epi32", fke_mm512_slli_epi32(ia, 7), _mm256_slli_epi32(halfi(ia, h), 7));
+  FKT_SI("srli_epi32", fke_mm512_srli_epi32(ia, 16), _mm256_srli_epi32(halfi(ia, h), 16));
+  FKT_SI("add_epi32", fke_mm512_add_epi32(ia, ib), _mm256_add_epi32(halfi(ia, h), halfi(ib, h)));
+  FKT_SI("and_si512", fke_mm512_and_si512(ia, ib), _mm256_and_si256(halfi(ia, h), halfi(ib, h)));
+  FKT_SI("or_si512", fke_mm512_or_si512(ia, ib), _mm256_or_si256(halfi(ia, h), halfi(ib, h)));
+#undef FKT_PS
+#undef FKT_SI
+  {
+    const __m256 x = fke_mm256_permutex2var_ps(half(a, 0), halfi(ib, 0), half(b, 0));
+    float want[8];
+    for (int i = 0; i < 8; ++i) want[i] = (J[i] & 8) ? B[J[i] & 7] : A[J[i] & 7];
+    note("permutex2var_ps (256)", agree(&x, want, 8, true));
+  }
+  // every predicate: vcmpps's 5-bit immediate is AVX's too
+#define FKT_CMP(P)                                                                                             \
+  {                                                                                                            \
+    const unsigned want = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(half(a, 0), half(b, 0), P))) |  \
+                          static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(half(a, 1), half(b, 1), P))) << 8; \
+    note("cmp_ps_mask " #P, fke_mm512_cmp_ps_mask(a, b, P) == want);                                             \
+  }
+  FKT_CMP(0) FKT_CMP(1) FKT_CMP(2) FKT_CMP(3) FKT_CMP(4) FKT_CMP(5) FKT_CMP(6) FKT_CMP(7)
+  FKT_CMP(8) FKT_CMP(9) FKT_CMP(10) FKT_CMP(11) FKT_CMP(12) FKT_CMP(13) FKT_CMP(14) FKT_CMP(15)
+  FKT_CMP(16) FKT_CMP(17) FKT_CMP(18) FKT_CMP(19) FKT_CMP(20) FKT_CMP(21) FKT_CMP(22) FKT_CMP(23)
+  FKT_CMP(24) FKT_CMP(25) FKT_CMP(26) FKT_CMP(27) FKT_CMP(28) FKT_CMP(29) FKT_CMP(30) FKT_CMP(31)
+#undef FKT_CMP
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("the AVX-512 model agrees with the AVX2 instructions it overlaps") {
+  if (fk_isa_detect() < FK_ISA_AVX2) {
+    MESSAGE("skipping: this CPU lacks AVX2");
+    return;
+  }
+  for (int trial = 0; trial < 20000; ++trial) {
+    const std::string bad = disagreements();
+    INFO("trial " << trial);
+    CHECK_MESSAGE(bad.empty(), "model and AVX2 disagree on: " << bad);
+    if (!bad.empty()) break;
+  }
+}
+#else
+TEST_CASE("the AVX-512 model agrees with the AVX2 instructions it overlaps") { MESSAGE("skipping: not x86-64"); }
+#endif
