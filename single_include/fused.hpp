@@ -3196,6 +3196,8 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
 #define FK_LIN_MR 6   /* x rows per AVX-512 register tile */
 #define FK_LIN_MIN_M_DP 4   /* below this, GEMM uses the widening row kernel */
 #define FK_LIN_MIN_M_AMX 16 /* AMX needs a full A tile to pay off */
+#define FK_LIN_AMX_PANELS 4 /* AMX GEMM: at most this many 64-column panels per work item (4 x 32 KiB) */
+#define FK_LIN_AMX_ITEM 2   /* ... of which fk_gemm_bf16 uses up to this many (see docs/PERFORMANCE.md) */
 
 /* ---- scalar ----------------------------------------------------------------------------------- */
 FK_API float fk__dot_scalar(const float* x, const uint16_t* w, size_t K) {
@@ -3697,15 +3699,16 @@ FK_API void fk__amx_emu_dp(int c, int a, int b) {
 
 
 /* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each);
- * every tile is 16 rows x 64 bytes. A work item is np (<= 2) 64-column panels; per 256-k chunk the
- * panels are packed once and each 32-row x tile (two A tiles) is converted once for all of them.
+ * every tile is 16 rows x 64 bytes. A work item is np (<= FK_LIN_AMX_PANELS) 64-column panels; per
+ * 256-k chunk the panels are packed once and each 32-row x tile (two A tiles) is converted once for all
+ * of them (so x is converted N / (64 np) times per GEMM: np trades that against thread balance).
  * C lives in y between chunks: a full 32 x 32 block is loaded and stored by the tile instructions
  * straight from y; the first chunk (bias or zero) and ragged edges go through a stack staging block. */
 FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
                                              const uint16_t* bias, float* y, size_t n0, size_t np) {
-  uint32_t panel[2][FK_LIN_KC / 2 * FK_LIN_NB]; /* 2 x 32 KiB: VNNI panels = the B-tile layout */
-  uint16_t xt[32 * FK_LIN_KC];                  /* 16 KiB: 32 rows of x in bf16 = two A tiles */
-  float cb[32 * 32];                            /* C staging block */
+  uint32_t panel[FK_LIN_AMX_PANELS][FK_LIN_KC / 2 * FK_LIN_NB]; /* 32 KiB each: VNNI panels = the B-tile layout */
+  uint16_t xt[32 * FK_LIN_KC]; /* 16 KiB: 32 rows of x in bf16 = two A tiles */
+  float cb[32 * 32];           /* C staging block */
   fk__amx_tilecfg cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.palette_id = 1;
@@ -3830,7 +3833,7 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K * (double)M);
 #if FK_X86
   if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
-    const size_t np = fk__panels_per_item(nb, nt, 2), items = (nb + np - 1) / np;
+    const size_t np = fk__panels_per_item(nb, nt, FK_LIN_AMX_ITEM), items = (nb + np - 1) / np;
     FK_PARALLEL_FOR(nt)
     for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;

@@ -244,6 +244,32 @@ TEST_CASE("gemm: every path, M across tile tails, odd K and N") {
   });
 }
 
+TEST_CASE("amx gemm: 1 to FK_LIN_AMX_PANELS panels per work item give the same bits") {
+#if FK_X86
+  if (!fk_isa_force(FK_ISA_AMX)) {
+    MESSAGE("skipping: this CPU/OS lacks AMX (detected: " << std::string(fk_isa_name(fk_isa_detect())) << ")");
+    return;
+  }
+  threads_guard tg;
+  fk_set_threads(1);
+  const std::size_t M = 37, K = 300, N = 7 * 64 + 13, nb = (N + 63) / 64;
+  unaligned<float> x(M * K);
+  unaligned<uint16_t> W(N * K), bias(N);
+  fill_f32(x.data(), M * K);
+  fill_bf16(W.data(), N * K);
+  fill_bf16(bias.data(), N);
+  std::vector<float> want(M * N);
+  fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), want.data());  // fk_gemm_bf16's own item size
+  for (std::size_t np = 1; np <= FK_LIN_AMX_PANELS; ++np) {
+    std::vector<float> y(M * N, NAN);
+    for (std::size_t b = 0; b * np < nb; ++b) fk__gemm_block_amx(x.data(), M, K, W.data(), N, bias.data(), y.data(), b * np * 64, np);
+    INFO("panels per item: " << np);
+    CHECK(std::memcmp(y.data(), want.data(), y.size() * 4) == 0);
+  }
+  fk_isa_force(fk_isa_detect());
+#endif
+}
+
 TEST_CASE("gemv and gemm are bitwise independent of the thread count") {
   threads_guard tg;
   for_each_isa([&](fk_isa) {

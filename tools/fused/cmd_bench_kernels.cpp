@@ -248,6 +248,20 @@ int run(const std::vector<std::string>& a) {
     if (fk_isa_detect() >= FK_ISA_AMX) {
       gemm_case(FK_ISA_AMX, "gemm [512x896]x[896x4864] amx", [&] { return peak_gflops(nt, 1000000, peak_amx_flops); },
                 "tdpbf16ps peak");
+      // study: panels per AMX work item. Each item converts all of x to bf16 once per 256-k chunk, so
+      // np = 1 converts it N / 64 = 76 times and np = 4 19 times; fk_gemm_bf16 uses up to FK_LIN_AMX_ITEM.
+      if (study && fk_isa_force(FK_ISA_AMX))
+        for (const std::size_t np : {std::size_t{1}, std::size_t{FK_LIN_AMX_PANELS}}) {
+          const std::size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB, items = (nb + np - 1) / np;
+          auto items_pass = [&] {
+            BENCH_OMP(omp parallel for schedule(static) num_threads(nt))
+            for (std::size_t b = 0; b < items; ++b) fk__gemm_block_amx(x.data(), M, K, big.data(), N, nullptr, y.data(), b * np * FK_LIN_NB, np);
+          };
+          items_pass();
+          const auto [pk, gf] = paired(reps, [&] { return peak_gflops(nt, 1000000, peak_amx_flops); },
+                                       [&] { return flops / seconds(items_pass) / 1e9; });
+          cases.push_back({"study: gemm amx, " + std::to_string(np) + " panel(s) per item", nt, gf, "GFLOP/s", pk, "tdpbf16ps peak"});
+        }
     } else {
       note("gemm amx: skipped, this CPU/OS lacks AMX-BF16 (or the kernel refused tile permission)");
     }
