@@ -87,6 +87,11 @@ static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const cha
     _mm_prefetch(pf_v + *at, _MM_HINT_T0);
   }
 }
+/* The share per step of a block's `steps` (score groups + softmax rows + PV groups): whole lines, 0
+ * when there is no next block. */
+static inline size_t fk__att_pf_step(const char* pf_k, size_t pf_bytes, size_t steps) {
+  return pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0;
+}
 
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
  * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound).
@@ -193,9 +198,8 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
                                                   const float* kt, const float* vf, size_t hd, float scale, float* m, float* l,
                                                   float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
-  const size_t groups = n / 4 + (n % 4 != 0);          /* fk__att_group512's split: ceil(n / 4) groups */
-  const size_t steps = 2 * groups + n;                  /* score groups + softmax rows + PV groups */
-  const size_t pf_step = pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0; /* whole lines */
+  const size_t groups = n / 4 + (n % 4 != 0); /* fk__att_group512's split: ceil(n / 4) groups */
+  const size_t pf_step = fk__att_pf_step(pf_k, pf_bytes, 2 * groups + n);
   size_t pf = 0;
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
@@ -468,9 +472,8 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
                                               const uint16_t* vb, size_t hd, float scale, float* m, float* l, float* o,
                                               const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
-  const size_t groups = (n + 2) / 3;      /* fk__att_group's split: ceil(n / 3) groups */
-  const size_t steps = 2 * groups + n; /* score groups + softmax rows + PV groups */
-  const size_t pf_step = pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0; /* whole lines */
+  const size_t groups = (n + 2) / 3; /* fk__att_group's split: ceil(n / 3) groups */
+  const size_t pf_step = fk__att_pf_step(pf_k, pf_bytes, 2 * groups + n);
   size_t pf = 0;
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group(n - k);

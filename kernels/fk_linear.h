@@ -492,15 +492,19 @@ FK_API void fk__amx_emu_release(void) {
   memset(e->t, 0, sizeof e->t);
   e->configured = 0;
 }
-FK_API void fk__amx_emu_load(int t, const void* p, size_t stride) {
+/* The tile state, once tile t is known to be configured (what tileloadd / tilestored require). */
+FK_API fk__amx_emu_tiles* fk__amx_emu_tile(int t, const char* what) {
   fk__amx_emu_tiles* e = fk__amx_emu();
-  fk__amx_emu_require(e->configured && t >= 0 && t < 8 && e->cfg.rows[t] > 0, "tileloadd: tile not configured");
+  fk__amx_emu_require(e->configured && t >= 0 && t < 8 && e->cfg.rows[t] > 0, what);
+  return e;
+}
+FK_API void fk__amx_emu_load(int t, const void* p, size_t stride) {
+  fk__amx_emu_tiles* e = fk__amx_emu_tile(t, "tileloadd: tile not configured");
   memset(e->t[t], 0, sizeof e->t[t]);
   for (size_t r = 0; r < e->cfg.rows[t]; ++r) memcpy(e->t[t][r], (const unsigned char*)p + r * stride, e->cfg.colsb[t]);
 }
 FK_API void fk__amx_emu_store(int t, void* p, size_t stride) {
-  fk__amx_emu_tiles* e = fk__amx_emu();
-  fk__amx_emu_require(e->configured && t >= 0 && t < 8 && e->cfg.rows[t] > 0, "tilestored: tile not configured");
+  fk__amx_emu_tiles* e = fk__amx_emu_tile(t, "tilestored: tile not configured");
   for (size_t r = 0; r < e->cfg.rows[t]; ++r) memcpy((unsigned char*)p + r * stride, e->t[t][r], e->cfg.colsb[t]);
 }
 FK_API void fk__amx_emu_dp(int c, int a, int b) {
@@ -536,7 +540,6 @@ FK_API void fk__amx_emu_dp(int c, int a, int b) {
 #define FK_TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
 #define FK_TILE_RELEASE() _tile_release()
 #endif
-
 
 /* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each);
  * every tile is 16 rows x 64 bytes. A work item is np (<= FK_LIN_AMX_PANELS) 64-column panels; per

@@ -3652,15 +3652,19 @@ FK_API void fk__amx_emu_release(void) {
   memset(e->t, 0, sizeof e->t);
   e->configured = 0;
 }
-FK_API void fk__amx_emu_load(int t, const void* p, size_t stride) {
+/* The tile state, once tile t is known to be configured (what tileloadd / tilestored require). */
+FK_API fk__amx_emu_tiles* fk__amx_emu_tile(int t, const char* what) {
   fk__amx_emu_tiles* e = fk__amx_emu();
-  fk__amx_emu_require(e->configured && t >= 0 && t < 8 && e->cfg.rows[t] > 0, "tileloadd: tile not configured");
+  fk__amx_emu_require(e->configured && t >= 0 && t < 8 && e->cfg.rows[t] > 0, what);
+  return e;
+}
+FK_API void fk__amx_emu_load(int t, const void* p, size_t stride) {
+  fk__amx_emu_tiles* e = fk__amx_emu_tile(t, "tileloadd: tile not configured");
   memset(e->t[t], 0, sizeof e->t[t]);
   for (size_t r = 0; r < e->cfg.rows[t]; ++r) memcpy(e->t[t][r], (const unsigned char*)p + r * stride, e->cfg.colsb[t]);
 }
 FK_API void fk__amx_emu_store(int t, void* p, size_t stride) {
-  fk__amx_emu_tiles* e = fk__amx_emu();
-  fk__amx_emu_require(e->configured && t >= 0 && t < 8 && e->cfg.rows[t] > 0, "tilestored: tile not configured");
+  fk__amx_emu_tiles* e = fk__amx_emu_tile(t, "tilestored: tile not configured");
   for (size_t r = 0; r < e->cfg.rows[t]; ++r) memcpy((unsigned char*)p + r * stride, e->t[t][r], e->cfg.colsb[t]);
 }
 FK_API void fk__amx_emu_dp(int c, int a, int b) {
@@ -3696,7 +3700,6 @@ FK_API void fk__amx_emu_dp(int c, int a, int b) {
 #define FK_TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
 #define FK_TILE_RELEASE() _tile_release()
 #endif
-
 
 /* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each);
  * every tile is 16 rows x 64 bytes. A work item is np (<= FK_LIN_AMX_PANELS) 64-column panels; per
@@ -4024,6 +4027,11 @@ static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const cha
     _mm_prefetch(pf_v + *at, _MM_HINT_T0);
   }
 }
+/* The share per step of a block's `steps` (score groups + softmax rows + PV groups): whole lines, 0
+ * when there is no next block. */
+static inline size_t fk__att_pf_step(const char* pf_k, size_t pf_bytes, size_t steps) {
+  return pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0;
+}
 
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
  * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound).
@@ -4130,9 +4138,8 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
                                                   const float* kt, const float* vf, size_t hd, float scale, float* m, float* l,
                                                   float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
-  const size_t groups = n / 4 + (n % 4 != 0);          /* fk__att_group512's split: ceil(n / 4) groups */
-  const size_t steps = 2 * groups + n;                  /* score groups + softmax rows + PV groups */
-  const size_t pf_step = pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0; /* whole lines */
+  const size_t groups = n / 4 + (n % 4 != 0); /* fk__att_group512's split: ceil(n / 4) groups */
+  const size_t pf_step = fk__att_pf_step(pf_k, pf_bytes, 2 * groups + n);
   size_t pf = 0;
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
@@ -4405,9 +4412,8 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
                                               const uint16_t* vb, size_t hd, float scale, float* m, float* l, float* o,
                                               const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
-  const size_t groups = (n + 2) / 3;      /* fk__att_group's split: ceil(n / 3) groups */
-  const size_t steps = 2 * groups + n; /* score groups + softmax rows + PV groups */
-  const size_t pf_step = pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0; /* whole lines */
+  const size_t groups = (n + 2) / 3; /* fk__att_group's split: ceil(n / 3) groups */
+  const size_t pf_step = fk__att_pf_step(pf_k, pf_bytes, 2 * groups + n);
   size_t pf = 0;
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group(n - k);
