@@ -54,12 +54,12 @@ typedef struct {
   uint64_t v[8];
 } fke_u64x8;
 
-#define FKE_GET(T, a) fke_get_##T(&(a), sizeof(a))
-#define FKE_DEF_GET(T)                                        \
-  FKE_FN T fke_get_##T(const void* p, size_t n) {      \
-    T r;                                                      \
-    memcpy(&r, p, n < sizeof r ? n : sizeof r);               \
-    return r;                                                 \
+#define FKE_GET(T, a) fke_get_##T(&(a)) /* a: a 64-byte vector */
+#define FKE_DEF_GET(T)                   \
+  FKE_FN T fke_get_##T(const void* p) { \
+    T r;                                 \
+    memcpy(&r, p, sizeof r);             \
+    return r;                            \
   }
 FKE_DEF_GET(fke_f32x16)
 FKE_DEF_GET(fke_u32x16)
@@ -67,11 +67,6 @@ FKE_DEF_GET(fke_u16x32)
 FKE_DEF_GET(fke_u64x8)
 
 FKE_FN __m512 fke_ps(const fke_f32x16* a) {
-  __m512 r;
-  memcpy(&r, a, 64);
-  return r;
-}
-FKE_FN __m512 fke_ps_u(const fke_u32x16* a) {
   __m512 r;
   memcpy(&r, a, 64);
   return r;

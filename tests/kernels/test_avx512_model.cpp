@@ -14,32 +14,14 @@
 
 #include <string>
 
+#include "avx512_model_util.hpp"
+
 #if FK_X86
 namespace {
 
-std::mt19937& gen() {
-  static std::mt19937 g(20261124);
-  return g;
-}
-
-float awkward_float() {
-  static const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 1.5f, 2.5f, -2.5f, 1e-40f, -1e-42f, 1.17549435e-38f,
-                                  3.4e38f, -3.4e38f, INFINITY, -INFINITY, NAN, 1.00390625f, 1.005859375f, 130.0f, -126.0f};
-  std::uniform_int_distribution<int> pick(0, 3);
-  std::uniform_int_distribution<std::size_t> which(0, sizeof special / sizeof special[0] - 1);
-  std::uniform_int_distribution<uint32_t> bits;
-  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
-  switch (pick(gen())) {
-    case 0: return special[which(gen())];
-    case 1: {
-      const uint32_t b = bits(gen());
-      float f;
-      std::memcpy(&f, &b, 4);
-      return f;
-    }
-    default: return u(gen());
-  }
-}
+using fkt::awkward_float;
+using fkt::model_gen;
+using fkt::same32;
 
 struct operands {
   alignas(64) float f[3][16];
@@ -49,6 +31,7 @@ struct operands {
 };
 
 operands random_operands() {
+  std::mt19937& gen = model_gen();
   operands o;
   std::uniform_int_distribution<uint32_t> bits;
   std::uniform_int_distribution<int> small(0, 40);
@@ -56,24 +39,13 @@ operands random_operands() {
     for (int i = 0; i < 16; ++i) {
       o.f[j][i] = awkward_float();
       // shift counts and permutation indices come from the same words: keep some of them small
-      o.u[j][i] = small(gen()) < 20 ? static_cast<uint32_t>(small(gen())) : bits(gen());
+      o.u[j][i] = small(gen) < 20 ? static_cast<uint32_t>(small(gen)) : bits(gen);
     }
-  for (auto& h : o.h) h = static_cast<uint16_t>(bits(gen()));
-  o.k = bits(gen());
+  for (auto& h : o.h) h = static_cast<uint16_t>(bits(gen));
+  o.k = bits(gen);
   return o;
 }
 
-// Lane-by-lane agreement of two 32-bit-lane results (n lanes); float lanes: both NaN also agree.
-bool same32(const void* a, const void* b, int n, bool floats) {
-  for (int i = 0; i < n; ++i) {
-    uint32_t x, y;
-    std::memcpy(&x, static_cast<const char*>(a) + 4 * i, 4);
-    std::memcpy(&y, static_cast<const char*>(b) + 4 * i, 4);
-    if (floats && std::isnan(fke_f32(x)) && std::isnan(fke_f32(y))) continue;
-    if (x != y) return false;
-  }
-  return true;
-}
 bool same16(const void* a, const void* b, int n) {
   for (int i = 0; i < n; ++i) {
     uint16_t x, y;

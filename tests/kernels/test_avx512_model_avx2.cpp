@@ -12,38 +12,16 @@
 
 #include <string>
 
+#include "avx512_model_util.hpp"
+
 #if FK_X86
 namespace {
 
-uint32_t next_u32() {
-  static std::mt19937 g(424242);
-  return static_cast<uint32_t>(g());
-}
+using fkt::awkward_float;
+using fkt::model_gen;
+using fkt::same32;
 
-float awkward() {
-  static const float special[] = {0.0f,  -0.0f,    1.0f,     -1.0f,     0.5f,      1.5f,       2.5f,       -2.5f,    -0.5f,  1e-40f,
-                                  -1e-42f, 3.4e38f, -3.4e38f, INFINITY, -INFINITY, NAN,        130.0f,     -126.5f,  4194304.5f, 8388609.0f};
-  const uint32_t r = next_u32();
-  if (r % 3 == 0) return special[next_u32() % (sizeof special / sizeof special[0])];
-  if (r % 3 == 1) {
-    const uint32_t b = next_u32();
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
-  }
-  return static_cast<float>(static_cast<int32_t>(next_u32())) / 268435456.0f;
-}
-
-bool agree(const void* model, const void* avx2, int lanes, bool floats) {
-  for (int i = 0; i < lanes; ++i) {
-    uint32_t x, y;
-    std::memcpy(&x, static_cast<const char*>(model) + 4 * i, 4);
-    std::memcpy(&y, static_cast<const char*>(avx2) + 4 * i, 4);
-    if (floats && std::isnan(fke_f32(x)) && std::isnan(fke_f32(y))) continue;
-    if (x != y) return false;
-  }
-  return true;
-}
+uint32_t next_u32() { return static_cast<uint32_t>(model_gen()()); }
 
 FK_TARGET_AVX2 __m256 half(const __m512& v, int h) {
   __m256 r;
@@ -60,7 +38,7 @@ FK_TARGET_AVX2 std::string disagreements() {
   alignas(64) float A[16], B[16], C[16];
   alignas(64) uint32_t I[16], J[16];
   for (int i = 0; i < 16; ++i) {
-    A[i] = awkward(), B[i] = awkward(), C[i] = awkward();
+    A[i] = awkward_float(), B[i] = awkward_float(), C[i] = awkward_float();
     I[i] = next_u32(), J[i] = next_u32() % 40;
   }
   __m512 a, b, c;
@@ -83,7 +61,7 @@ FK_TARGET_AVX2 std::string disagreements() {
       const __m256 s_ = (avx2_of_half);                 \
       std::memcpy(n + 32 * h, &s_, 32);                 \
     }                                                   \
-    note(name, agree(m, n, 16, true));                  \
+    note(name, same32(m, n, 16, true));                  \
   }
 #define FKT_SI(name, model, avx2_of_half)               \
   {                                                     \
@@ -93,7 +71,7 @@ FK_TARGET_AVX2 std::string disagreements() {
       const __m256i s_ = (avx2_of_half);                \
       std::memcpy(n + 32 * h, &s_, 32);                 \
     }                                                   \
-    note(name, agree(m, n, 16, false));                 \
+    note(name, same32(m, n, 16, false));                 \
   }
   FKT_PS("add_ps", fke_mm512_add_ps(a, b), _mm256_add_ps(half(a, h), half(b, h)));
   FKT_PS("sub_ps", fke_mm512_sub_ps(a, b), _mm256_sub_ps(half(a, h), half(b, h)));
@@ -127,7 +105,7 @@ FK_TARGET_AVX2 std::string disagreements() {
     const __m256 x = fke_mm256_permutex2var_ps(half(a, 0), halfi(ib, 0), half(b, 0));
     float want[8];
     for (int i = 0; i < 8; ++i) want[i] = (J[i] & 8) ? B[J[i] & 7] : A[J[i] & 7];
-    note("permutex2var_ps (256)", agree(&x, want, 8, true));
+    note("permutex2var_ps (256)", same32(&x, want, 8, true));
   }
   // every predicate: vcmpps's 5-bit immediate is AVX's too
 #define FKT_CMP(P)                                                                                             \
