@@ -39,6 +39,11 @@
 #define FK_LIN_AMX_PANELS 4 /* AMX GEMM: at most this many 64-column panels per work item (4 x 32 KiB) */
 #define FK_LIN_AMX_ITEM 2   /* ... of which fk_gemm_bf16 uses up to this many (see docs/PERFORMANCE.md) */
 
+/* The optional workspace of fk_gemm_bf16: x rounded to bf16 once per call, row stride K rounded up to
+ * 32 (one AMX tile row), zero padded. fk_gemm_bf16_work_bytes(M, K) is its size. */
+static inline size_t fk__work_ld(size_t K) { return (K + 31) & ~(size_t)31; }
+FK_API size_t fk_gemm_bf16_work_bytes(size_t M, size_t K) { return M * fk__work_ld(K) * sizeof(uint16_t); }
+
 /* ---- scalar ----------------------------------------------------------------------------------- */
 FK_API float fk__dot_scalar(const float* x, const uint16_t* w, size_t K) {
   float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; /* 4 chains: same order for every row */
@@ -401,8 +406,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
  * divides the x conversion per flop by np (it is redone for every work item; measured ~7% of the time
  * with one panel per item, ~2% with four). A column's arithmetic depends only on its own 64-column panel
  * and the fixed k chunks, never on np, so np may follow the thread count without changing any bit. */
-FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
-                                                   const uint16_t* bias, float* y, size_t n0, size_t np) {
+FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
+                                                   size_t N, const uint16_t* bias, float* y, size_t n0, size_t np) {
+  const size_t ldb = fk__work_ld(K);
   uint32_t panel[FK_LIN_DP_PANELS][FK_LIN_KC_DP / 2 * FK_LIN_NB]; /* 4 x 16 KiB: 64-column x 128-k VNNI panels */
   uint16_t xt[FK_LIN_MR * FK_LIN_KC_DP];                          /* 1.5 KiB: 6 rows of x in bf16 */
   size_t nn[FK_LIN_DP_PANELS];
@@ -416,19 +422,22 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, siz
       if (nn[h]) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
     for (size_t m0 = 0; m0 < M; m0 += FK_LIN_MR) {
       const size_t mr = M - m0 < FK_LIN_MR ? M - m0 : FK_LIN_MR;
-      fk__pack_x_bf16(x, K, m0, mr, mr, k0, kc, xt, kpad);
+      /* x already rounded for the whole GEMM (work given): the tile is read in place */
+      const uint16_t* xs = xb ? xb + m0 * ldb + k0 : xt;
+      const size_t lds = xb ? ldb : kpad;
+      if (!xb) fk__pack_x_bf16(x, K, m0, mr, mr, k0, kc, xt, kpad);
       float* yb = y + m0 * N;
       const int first = k0 == 0;
       for (size_t h = 0; h < FK_LIN_DP_PANELS && nn[h]; ++h) {
         const size_t c0 = n0 + h * FK_LIN_NB;
         /* constant mr per call so the 6 x 4 accumulator array lives in registers */
         switch (mr) {
-          case 6: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 6, first, bias, yb, N, c0, nn[h]); break;
-          case 5: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 5, first, bias, yb, N, c0, nn[h]); break;
-          case 4: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 4, first, bias, yb, N, c0, nn[h]); break;
-          case 3: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 3, first, bias, yb, N, c0, nn[h]); break;
-          case 2: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 2, first, bias, yb, N, c0, nn[h]); break;
-          default: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 1, first, bias, yb, N, c0, nn[h]); break;
+          case 6: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 6, first, bias, yb, N, c0, nn[h]); break;
+          case 5: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 5, first, bias, yb, N, c0, nn[h]); break;
+          case 4: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 4, first, bias, yb, N, c0, nn[h]); break;
+          case 3: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 3, first, bias, yb, N, c0, nn[h]); break;
+          case 2: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 2, first, bias, yb, N, c0, nn[h]); break;
+          default: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 1, first, bias, yb, N, c0, nn[h]); break;
         }
       }
     }
@@ -547,8 +556,9 @@ FK_API void fk__amx_emu_dp(int c, int a, int b) {
  * of them (so x is converted N / (64 np) times per GEMM: np trades that against thread balance).
  * C lives in y between chunks: a full 32 x 32 block is loaded and stored by the tile instructions
  * straight from y; the first chunk (bias or zero) and ragged edges go through a stack staging block. */
-FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
-                                             const uint16_t* bias, float* y, size_t n0, size_t np) {
+FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
+                                             size_t N, const uint16_t* bias, float* y, size_t n0, size_t np) {
+  const size_t ldb = fk__work_ld(K);
   uint32_t panel[FK_LIN_AMX_PANELS][FK_LIN_KC / 2 * FK_LIN_NB]; /* 32 KiB each: VNNI panels = the B-tile layout */
   uint16_t xt[32 * FK_LIN_KC]; /* 16 KiB: 32 rows of x in bf16 = two A tiles */
   float cb[32 * 32];           /* C staging block */
@@ -567,7 +577,11 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K,
     for (size_t h = 0; h < np && n0 + h * FK_LIN_NB < N; ++h) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
     for (size_t m0 = 0; m0 < M; m0 += 32) {
       const size_t mr = M - m0 < 32 ? M - m0 : 32;
-      fk__pack_x_bf16(x, K, m0, mr, 32, k0, kc, xt, kpad);
+      /* A tiles straight from the rounded x (work given) when all 32 rows exist; else a padded stack copy */
+      const int in_place = xb && mr == 32;
+      const uint16_t* xa = in_place ? xb + m0 * ldb + k0 : xt;
+      const int lda = (int)((in_place ? ldb : kpad) * 2);
+      if (!in_place) fk__pack_x_bf16(x, K, m0, mr, 32, k0, kc, xt, kpad);
       for (size_t q = 0; q < 2 * np; ++q) { /* 32-column quarter q of the item */
         const size_t c0 = n0 + q * 32;
         if (c0 >= N) break;
@@ -592,8 +606,8 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K,
           FK_TILE_LOADD(3, cb + 16 * 32 + 16, 128);
         }
         for (size_t kk = 0; kk < kpad; kk += 32) {
-          FK_TILE_LOADD(4, xt + kk, (int)(kpad * 2));
-          FK_TILE_LOADD(5, xt + 16 * kpad + kk, (int)(kpad * 2));
+          FK_TILE_LOADD(4, xa + kk, lda);
+          FK_TILE_LOADD(5, xa + 16 * (size_t)(lda / 2) + kk, lda);
           FK_TILE_LOADD(6, pq + (kk / 2) * FK_LIN_NB, FK_LIN_NB * 4);
           FK_TILE_LOADD(7, pq + (kk / 2) * FK_LIN_NB + 16, FK_LIN_NB * 4);
           FK_TILE_DPBF16PS(0, 4, 6);
@@ -659,16 +673,34 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   }
 }
 
-FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias, float* y) {
+#if FK_X86
+/* work[m][0 .. ldb) = x[m][0 .. K) rounded as fk__pack_x_bf16 rounds it (the same bits a work item's own
+ * tile would hold), zero padded to ldb = fk__work_ld(K). */
+FK_API void fk__round_x_work(const float* x, size_t M, size_t K, uint16_t* work) {
+  const size_t ldb = fk__work_ld(K);
+  const int nt = fk__threads_for(M, (double)K);
+  FK_PARALLEL_FOR(nt)
+  for (size_t m = 0; m < M; ++m) fk__pack_x_bf16(x, K, m, 1, 1, 0, K, work + m * ldb, ldb);
+}
+#endif
+
+/* work: NULL, or fk_gemm_bf16_work_bytes(M, K) writable bytes (any alignment of 2). The paths that
+ * multiply in bf16 (AVX-512 BF16, AMX) then round x into it once per call instead of once per work
+ * item; the other paths leave it alone. Same bits either way. */
+FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias, float* y,
+                         uint16_t* work) {
   const fk_isa isa = fk_isa_active();
 #if FK_X86
-  if (isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
+  const int bf16_x = isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP;
+  const uint16_t* xb = bf16_x && work ? work : NULL;
+  if (xb) fk__round_x_work(x, M, K, work);
+  if (bf16_x && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
     const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
     const int nt0 = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
     const size_t np = fk__panels_per_item(P, nt0, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
     const int nt = nt0 < (int)nb ? nt0 : (int)nb;
     FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;
   }
 #endif
@@ -678,7 +710,7 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
     const size_t np = fk__panels_per_item(nb, nt, FK_LIN_AMX_ITEM), items = (nb + np - 1) / np;
     FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;
   }
   if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {

@@ -3,7 +3,7 @@
 //
 //   #include <fused/qwen2.hpp>
 //   using model = fused::qwen2::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
-//   static_assert(model::arena_bytes == 23592960);          // the activation arena, in bytes
+//   static_assert(model::arena_bytes == 24510464);          // the activation arena, in bytes
 #pragma once
 #include "io/hf_config.hpp"
 #include "models/qwen2_config.hpp"

@@ -197,9 +197,24 @@ static void check_linear(std::size_t M, std::size_t K, std::size_t N, bool with_
   fill_f32(x.data(), M * K);
   fill_bf16(W.data(), N * K);
   fill_bf16(bias.data(), N);
-  if (gemv) fk_gemv_bf16(x.data(), K, W.data(), N, with_bias ? bias.data() : nullptr, y.data());
-  else fk_gemm_bf16(x.data(), M, K, W.data(), N, with_bias ? bias.data() : nullptr, y.data());
   const bool rounds_x = !gemv && isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP;
+  if (gemv) fk_gemv_bf16(x.data(), K, W.data(), N, with_bias ? bias.data() : nullptr, y.data());
+  else {
+    fk_gemm_bf16(x.data(), M, K, W.data(), N, with_bias ? bias.data() : nullptr, y.data(), nullptr);
+    // With a workspace (exactly fk_gemm_bf16_work_bytes, so ASan sees any overrun): x is rounded into it
+    // once per call on the paths that multiply in bf16, and the result keeps every bit; the other
+    // paths do not touch it.
+    const std::size_t wn = fk_gemm_bf16_work_bytes(M, K) / sizeof(uint16_t);
+    REQUIRE(wn == M * ((K + 31) / 32 * 32));
+    unaligned<uint16_t> work(wn);
+    for (std::size_t i = 0; i < wn; ++i) work[i] = 0xABCD;
+    unaligned<float> yw(M * N, NAN);
+    fk_gemm_bf16(x.data(), M, K, W.data(), N, with_bias ? bias.data() : nullptr, yw.data(), work.data());
+    CHECK(std::memcmp(yw.data(), y.data(), M * N * sizeof(float)) == 0);
+    std::size_t untouched = 0;
+    for (std::size_t i = 0; i < wn; ++i) untouched += work[i] == 0xABCD;
+    CHECK(untouched == (rounds_x ? 0 : wn));
+  }
   int bad = 0;
   for (std::size_t m = 0; m < M; ++m)
     for (std::size_t n = 0; n < N; ++n) {
@@ -259,13 +274,16 @@ TEST_CASE("amx gemm: 1 to FK_LIN_AMX_PANELS panels per work item give the same b
   fill_bf16(W.data(), N * K);
   fill_bf16(bias.data(), N);
   std::vector<float> want(M * N);
-  fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), want.data());  // fk_gemm_bf16's own item size
-  for (std::size_t np = 1; np <= FK_LIN_AMX_PANELS; ++np) {
-    std::vector<float> y(M * N, NAN);
-    for (std::size_t b = 0; b * np < nb; ++b) fk__gemm_block_amx(x.data(), M, K, W.data(), N, bias.data(), y.data(), b * np * 64, np);
-    INFO("panels per item: " << np);
-    CHECK(std::memcmp(y.data(), want.data(), y.size() * 4) == 0);
-  }
+  fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), want.data(), nullptr);  // fk_gemm_bf16's own item size
+  std::vector<uint16_t> work(fk_gemm_bf16_work_bytes(M, K) / 2);
+  fk__round_x_work(x.data(), M, K, work.data());
+  for (std::size_t np = 1; np <= FK_LIN_AMX_PANELS; ++np)
+    for (const uint16_t* xb : {static_cast<const uint16_t*>(nullptr), static_cast<const uint16_t*>(work.data())}) {
+      std::vector<float> y(M * N, NAN);
+      for (std::size_t b = 0; b * np < nb; ++b) fk__gemm_block_amx(x.data(), xb, M, K, W.data(), N, bias.data(), y.data(), b * np * 64, np);
+      INFO("panels per item: " << np << (xb ? ", x rounded beforehand" : ", x rounded per item"));
+      CHECK(std::memcmp(y.data(), want.data(), y.size() * 4) == 0);
+    }
   fk_isa_force(fk_isa_detect());
 #endif
 }
@@ -284,7 +302,8 @@ TEST_CASE("gemv and gemm are bitwise independent of the thread count") {
       for (int t : {1, 2, 3}) {
         fk_set_threads(t);
         std::vector<float> y(M * N), v(N);
-        fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), y.data());
+        std::vector<uint16_t> work(t == 2 ? fk_gemm_bf16_work_bytes(M, K) / 2 : 0);  // with and without a workspace
+        fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), y.data(), work.empty() ? nullptr : work.data());
         fk_gemv_bf16(x.data(), K, W.data(), N, bias.data(), v.data());
         ys.push_back(y);
         vs.push_back(v);
@@ -295,7 +314,7 @@ TEST_CASE("gemv and gemm are bitwise independent of the thread count") {
       CHECK(std::memcmp(vs[0].data(), vs[2].data(), vs[0].size() * 4) == 0);
       // the GEMV row kernel is also what GEMM uses for M < FK_LIN_MIN_M_DP: same bits
       std::vector<float> y1(N);
-      fk_gemm_bf16(x.data(), 1, K, W.data(), N, bias.data(), y1.data());
+      fk_gemm_bf16(x.data(), 1, K, W.data(), N, bias.data(), y1.data(), nullptr);
       CHECK(std::memcmp(y1.data(), vs[0].data(), N * 4) == 0);
     }
   });

@@ -22,6 +22,14 @@ using namespace fused;
 constexpr std::uint8_t T = 1;  // symbol: tokens
 constexpr std::uint8_t C = 2;  // symbol: cache capacity
 
+// Sections 1-3 work out the planner by hand on ops::linear without its workspace (a bf16 copy of x,
+// at least 32 columns wide, that would dwarf these 8-column tensors); section 4 plans the real one.
+constexpr op_def linear_no_work = [] {
+  op_def d = ops::linear;
+  d.work = nullptr;
+  return d;
+}();
+
 constexpr binding bind(std::int64_t tokens, std::int64_t ctx = 0) {
   binding b{};
   b.value[T] = tokens;
@@ -41,7 +49,7 @@ constexpr program chain() {
   const auto ids = g.input({"ids"}, dtype::i32, shape(sym(T)));
   const auto x = g.apply(ops::embed, {ids, g.weight({"embed.weight"}, dtype::bf16, shape(16, 8))}, {}, {"x"});
   const auto h = g.apply(ops::rms_norm, {x, g.weight({"norm.weight"}, dtype::bf16, shape(8))}, {.f = 1e-6}, {"h"});
-  const auto y = g.apply(ops::linear, {h, g.weight({"w"}, dtype::bf16, shape(8, 8))}, {}, {"y"});
+  const auto y = g.apply(linear_no_work, {h, g.weight({"w"}, dtype::bf16, shape(8, 8))}, {}, {"y"});
   const auto z = g.apply(ops::add, {x, y}, {}, {"z"});
   g.output("z", z);
   return std::move(g).finish();
@@ -108,8 +116,8 @@ constexpr program diamond() {
   graph_builder g;
   const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
   const auto a = g.apply(ops::rms_norm, {x, g.weight({"norm.weight"}, dtype::bf16, shape(8))}, {.f = 1e-6}, {"a"});
-  const auto b = g.apply(ops::linear, {a, g.weight({"w1"}, dtype::bf16, shape(16, 8))}, {}, {"b"});
-  const auto c = g.apply(ops::linear, {x, g.weight({"w2"}, dtype::bf16, shape(16, 8))}, {}, {"c"});
+  const auto b = g.apply(linear_no_work, {a, g.weight({"w1"}, dtype::bf16, shape(16, 8))}, {}, {"b"});
+  const auto c = g.apply(linear_no_work, {x, g.weight({"w2"}, dtype::bf16, shape(16, 8))}, {}, {"c"});
   const auto d = g.apply(ops::add, {b, c}, {}, {"d"});
   g.output("d", d);
   return std::move(g).finish();
@@ -162,7 +170,7 @@ constexpr program stateful() {
   graph_builder g;
   const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
   const auto cache = g.state({"cache"}, dtype::bf16, shape(1, sym(C), 8));
-  const auto k = g.apply(ops::linear, {x, g.weight({"wk"}, dtype::bf16, shape(8, 8))}, {}, {"k"});
+  const auto k = g.apply(linear_no_work, {x, g.weight({"wk"}, dtype::bf16, shape(8, 8))}, {}, {"k"});
   const auto kn = g.apply(ops::kv_write, {k, cache}, {}, {"cache.next"});
   g.carry_state(cache, kn);
   const auto att = g.apply(ops::attention, {x, kn, kn}, {.i = {1, 0, 0, 0}}, {"att"});
@@ -211,11 +219,22 @@ struct mlp {
     return std::move(g).finish();
   }
 };
-// x 16*8*4 = 512 and y 16*4*4 = 256 are both live at the only step: arena 768; w 4*8*2 = 64.
+// t0 x, t1 w, t2 y, t3 y.work: the linear's workspace, bf16 [$1, 32] (8 columns rounded up to 32),
+// written by step 0 and read by none, so it lives at position 0 only.
+// x 16*8*4 = 512, y 16*4*4 = 256 and y.work 16*32*2 = 1024 are all live at the only step; by size:
+// y.work 0, x 1024, y 1536: arena 1792 = lower bound; w 4*8*2 = 64.
 using mlp16 = static_program<mlp, bind(16)>;
-static_assert(mlp16::size.tensors == 3 && mlp16::size.steps == 1);
-static_assert(mlp16::plan.arena_bytes() == 768 && mlp16::plan.lower_bound == 768 && mlp16::plan.weights_bytes() == 64);
-static_assert(mlp16::plan.of(0).offset == 0 && mlp16::plan.of(2).offset == 512);
+static_assert(mlp16::size.tensors == 4 && mlp16::size.steps == 1);
+static_assert(mlp16::plan.arena_bytes() == 1792 && mlp16::plan.lower_bound == 1792 && mlp16::plan.weights_bytes() == 64);
+static_assert(mlp16::plan.steps[0].work == 3 && mlp16::plan.tensors[3].type == dtype::bf16 &&
+              mlp16::plan.tensors[3].name.str().view() == "y.work" && mlp16::plan.tensors[3].producer == 0);
+static_assert(mlp16::plan.of(3).offset == 0 && mlp16::plan.of(3).bytes == 1024 && mlp16::plan.of(3).first == 0 &&
+              mlp16::plan.of(3).last == 0);
+static_assert(mlp16::plan.of(0).offset == 1024 && mlp16::plan.of(2).offset == 1536);
+// One token: a GEMV, which ignores the workspace ([1, 32] bf16 = 64 bytes, still planned): x 32,
+// y 16, y.work 64, each taking 64 bytes: arena 192.
+static_assert(static_program<mlp, bind(1)>::plan.arena_bytes() == 192 &&
+              std::string_view(static_program<mlp, bind(1)>::plan.kernels[0]) == "fk_gemv_bf16");
 
 // ---- Sentences the builder records (the compile-fail tests show them reaching the compiler) ------------
 constexpr bool records(error_kind k, std::string_view sentence, program (*build)()) {

@@ -228,15 +228,22 @@ int run(const std::vector<std::string>& a) {
   {
     const std::size_t M = 512, K = 896, N = 4864;
     std::vector<float> x(M * K), y(M * N);
+    std::vector<std::uint16_t> work(fk_gemm_bf16_work_bytes(M, K) / sizeof(std::uint16_t));  // as the models plan it
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
     const double flops = 2.0 * M * K * N;
-    auto gemm_case = [&](fk_isa path, const char* name, auto&& ceiling, const char* what) {
-      if (!fk_isa_force(path)) return;
-      fk_gemm_bf16(x.data(), M, K, big.data(), N, nullptr, y.data());
+    // The models give every GEMM a workspace (x rounded to bf16 once per call); --study also times the
+    // bf16 paths without one (x rounded by every work item), the way they ran before.
+    auto time_case = [&](const std::string& name, auto&& ceiling, const char* what, std::uint16_t* wk) {
+      fk_gemm_bf16(x.data(), M, K, big.data(), N, nullptr, y.data(), wk);
       const auto [pk, gf] = paired(reps, ceiling, [&] {
-        return flops / seconds([&] { fk_gemm_bf16(x.data(), M, K, big.data(), N, nullptr, y.data()); }) / 1e9;
+        return flops / seconds([&] { fk_gemm_bf16(x.data(), M, K, big.data(), N, nullptr, y.data(), wk); }) / 1e9;
       });
       cases.push_back({name, nt, gf, "GFLOP/s", pk, what});
+    };
+    auto gemm_case = [&](fk_isa path, const std::string& name, auto&& ceiling, const char* what) {
+      if (!fk_isa_force(path)) return;
+      time_case(name, ceiling, what, work.data());
+      if (study && path >= FK_ISA_AVX512BF16) time_case("study: " + name + ", no workspace", ceiling, what, nullptr);
     };
 #if FK_X86
     if (isa >= FK_ISA_AVX512BF16) {
@@ -248,14 +255,16 @@ int run(const std::vector<std::string>& a) {
     if (fk_isa_detect() >= FK_ISA_AMX) {
       gemm_case(FK_ISA_AMX, "gemm [512x896]x[896x4864] amx", [&] { return peak_gflops(nt, 1000000, peak_amx_flops); },
                 "tdpbf16ps peak");
-      // study: panels per AMX work item. Each item converts all of x to bf16 once per 256-k chunk, so
-      // np = 1 converts it N / 64 = 76 times and np = 4 19 times; fk_gemm_bf16 uses up to FK_LIN_AMX_ITEM.
+      // study: panels per AMX work item (with the workspace: x rounded once per call, then read in
+      // place). The item's W panels are packed once; fk_gemm_bf16 uses up to FK_LIN_AMX_ITEM per item.
       if (study && fk_isa_force(FK_ISA_AMX))
         for (const std::size_t np : {std::size_t{1}, std::size_t{FK_LIN_AMX_PANELS}}) {
           const std::size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB, items = (nb + np - 1) / np;
           auto items_pass = [&] {
+            fk__round_x_work(x.data(), M, K, work.data());
             BENCH_OMP(omp parallel for schedule(static) num_threads(nt))
-            for (std::size_t b = 0; b < items; ++b) fk__gemm_block_amx(x.data(), M, K, big.data(), N, nullptr, y.data(), b * np * FK_LIN_NB, np);
+            for (std::size_t b = 0; b < items; ++b)
+              fk__gemm_block_amx(x.data(), work.data(), M, K, big.data(), N, nullptr, y.data(), b * np * FK_LIN_NB, np);
           };
           items_pass();
           const auto [pk, gf] = paired(reps, [&] { return peak_gflops(nt, 1000000, peak_amx_flops); },

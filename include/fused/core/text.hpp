@@ -62,18 +62,21 @@ constexpr text to_text(std::int64_t v) {
 struct name_ref {
   const char* pattern = "";
   int index = -1;
+  const char* suffix = "";  // appended: names derived from another ("layers.{}.q" + ".work")
 
   constexpr text str() const {
     std::string_view p(pattern);
     auto at = p.find("{}");
-    if (at == std::string_view::npos) return text(p);
+    if (at == std::string_view::npos) return text(p) + suffix;
     text out(p.substr(0, at));
     out += to_text(index);
     out += p.substr(at + 2);
+    out += suffix;
     return out;
   }
   friend constexpr bool operator==(const name_ref& a, const name_ref& b) {
-    return a.index == b.index && std::string_view(a.pattern) == std::string_view(b.pattern);
+    return a.index == b.index && std::string_view(a.pattern) == std::string_view(b.pattern) &&
+           std::string_view(a.suffix) == std::string_view(b.suffix);
   }
 };
 

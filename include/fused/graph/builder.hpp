@@ -59,6 +59,7 @@ class graph_builder {
       ins[k++] = &p_.tensors[static_cast<std::size_t>(t)];
     }
     inferred r = op.infer(ins, n, a);
+    const inferred w = op.work && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
       // Not `cond ? text + ... : ""`: g++ 12 frees the temporaries of the taken branch too early in
       // constant evaluation ("use of allocated storage after deallocation").
@@ -91,6 +92,10 @@ class graph_builder {
     }
     p_.tensors[static_cast<std::size_t>(out)].producer = sid;
     s.result = out;
+    if (op.work) {
+      s.work = add_tensor({result.pattern, result.index, ".work"}, w.type, w.shp, role::activation, false);
+      p_.tensors[static_cast<std::size_t>(s.work)].producer = sid;
+    }
     p_.steps.push_back(s);
     return out;
   }
@@ -160,9 +165,11 @@ class counting_builder {
   constexpr tensor_id weight(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id state(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id declare(name_ref, dtype, shape) { return next(); }
-  constexpr tensor_id apply(const op_def&, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
+  constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
     ++c_.steps;
-    return into >= 0 ? into : next();
+    const tensor_id r = into >= 0 ? into : next();
+    if (op.work) next();
+    return r;
   }
   constexpr void reserve(std::size_t, std::size_t) {}
   constexpr void output(const char*, tensor_id) {}

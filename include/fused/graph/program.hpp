@@ -57,6 +57,7 @@ struct step {
   int n_inputs = 0;
   attrs at{};
   tensor_id result = -1;
+  tensor_id work = -1;               // the step's workspace tensor (op_def::work), or -1
   bool mode_sensitive = false;
   int level = 0;                     // longest path from the feeds (set by the scheduler)
 };
@@ -90,6 +91,10 @@ struct op_def {
   bool mode_sensitive;    // kernel or behaviour depends on the mode (sequence length, position)
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
   const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out);
+  // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
+  // "scratch buffer" idea). The builder makes it a tensor named after the result + ".work", written
+  // by the step and read by none, so the planner gives it a lifetime of that one step in the arena.
+  inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
 };
 
 enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };

@@ -3,7 +3,7 @@
 // Both modes share the weights and state layouts (same program, same KV capacity).
 //
 //   using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
-//   static_assert(plans::prefill.arena_bytes() == 23592960);
+//   static_assert(plans::prefill.arena_bytes() == 24510464);
 //
 // Compile-time only, and light on purpose (no <string>, no exceptions, no reflection): its cost is
 // the compile-time budget of every static model (docs/COMPILE_TIME.md). The run-time pipeline for a

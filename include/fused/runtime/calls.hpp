@@ -21,7 +21,7 @@ enum class kernel : std::uint8_t {
   embed,               // fk_embed(table, H, ids, rows, out)
   rmsnorm,             // fk_rmsnorm(x, w, rows, H, eps, out)
   gemv,                // fk_gemv_bf16(x, K, W, N, bias, y)             rows == 1
-  gemm,                // fk_gemm_bf16(x, rows, K, W, N, bias, y)
+  gemm,                // fk_gemm_bf16(x, rows, K, W, N, bias, y, work)
   rope,                // fk_rope(x, rows, heads, head_dim, pos0, theta)  in place
   kv_store,            // fk_kv_store(kv, rows, n_kv, head_dim, cache, capacity, pos0)
   attention_prefill,   // fk_attention_prefill(q, rows, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
@@ -86,6 +86,7 @@ struct call {
   std::array<operand, max_inputs> in{};     // in[2] of a linear without bias: slot -1
   std::int32_t n_in = 0;
   operand out{};
+  operand work{};                           // gemm: the step's workspace (tensor -1: none)
   rows_t rows{};
   // Sizes, by kernel: embed {H}; rmsnorm {H}; gemv/gemm {K, N}; rope {heads, head_dim};
   // kv_store {n_kv, head_dim, capacity}; attention {heads, n_kv, head_dim, capacity};
@@ -164,8 +165,11 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.size = {shp(s.inputs[1])[1].n, 0, 0, 0};
         break;
       case kernel::rmsnorm: c.size = {cols, 0, 0, 0}; c.real = static_cast<float>(s.at.f); break;
-      case kernel::gemv:
-      case kernel::gemm: c.size = {cols, shp(s.inputs[1])[0].n, 0, 0}; break;
+      case kernel::gemv: c.size = {cols, shp(s.inputs[1])[0].n, 0, 0}; break;
+      case kernel::gemm:
+        c.size = {cols, shp(s.inputs[1])[0].n, 0, 0};
+        if (s.work >= 0) c.work = at(s.work);
+        break;
       case kernel::rope: c.size = {s.at.i[0], s.at.i[1], 0, 0}; c.real = static_cast<float>(s.at.f); break;
       case kernel::kv_store: {
         const shape& cache = shp(s.inputs[1]);

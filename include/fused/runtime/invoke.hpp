@@ -70,7 +70,8 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
       if (c.k == kernel::gemv)
         fk_gemv_bf16(data_ptr<const float>(c.in[0], r), s0, detail::bf16_in(c.in[1], r), s1, bias, out);
       else
-        fk_gemm_bf16(data_ptr<const float>(c.in[0], r), rows, s0, detail::bf16_in(c.in[1], r), s1, bias, out);
+        fk_gemm_bf16(data_ptr<const float>(c.in[0], r), rows, s0, detail::bf16_in(c.in[1], r), s1, bias, out,
+                     c.work.tensor >= 0 ? data_ptr<std::uint16_t>(c.work, r) : nullptr);
       return;
     }
     case kernel::rope: {

@@ -44,19 +44,21 @@ inline std::string rows_times(const runtime::rows_t& r, bool decode, std::int64_
   return k == 1 ? "n" : "n * " + std::to_string(k);
 }
 
-enum class want { f32, bf16, i32 };
+enum class want { f32, bf16, i32, work };  // work: a bf16 workspace in the arena
 
 inline std::string operand(const c_program& p, const mode_plan& m, const runtime::operand& o, want w) {
   const tensor_info& t = m.tensor(o.tensor);
   const std::string mac = offset_macro(p, m, o.tensor);
   const bool ok = (w == want::f32 && t.type == dtype::f32 && o.where == region::activations) ||
                   (w == want::i32 && t.type == dtype::i32 && o.where == region::activations) ||
-                  (w == want::bf16 && t.type == dtype::bf16 && o.where != region::activations);
+                  (w == want::bf16 && t.type == dtype::bf16 && o.where != region::activations) ||
+                  (w == want::work && t.type == dtype::bf16 && o.where == region::activations);
   if (!ok)
     throw std::logic_error("codegen: " + std::string(m.mode) + ": tensor '" + tensor_name(t) + "' (" + name_of(t.type) + ", " +
                            name_of(o.where) + ") is not where its kernel reads it");
   if (o.where == region::weights) return "W(" + mac + ")";
   if (o.where == region::state) return "S16(" + mac + ")";
+  if (w == want::work) return "A16(" + mac + ")";
   return (w == want::i32 ? "I32(" : "F(") + mac + ")";
 }
 
@@ -88,7 +90,7 @@ inline std::string call_text(const c_program& p, const mode_plan& m, const runti
         code = "fk_gemv_bf16(" + in(0, want::f32) + ", " + sz(0) + ", " + in(1, want::bf16) + ", " + sz(1) + ", " + bias + ", " + out + ");";
       else
         code = "fk_gemm_bf16(" + in(0, want::f32) + ", " + rows + ", " + sz(0) + ", " + in(1, want::bf16) + ", " + sz(1) + ", " + bias + ", " +
-               out + ");";
+               out + ", " + (c.work.tensor >= 0 ? operand(p, m, c.work, want::work) : std::string("NULL")) + ");";
       break;
     }
     case kernel::rope:
@@ -287,7 +289,8 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
        "#define W(off) ((const uint16_t*)(const void*)(m->weights + (off)))\n"
        "#define S16(off) ((uint16_t*)(void*)(m->state + (off)))\n"
        "#define F(off) ((float*)(void*)(m->arena + (off)))\n"
-       "#define I32(off) ((const int32_t*)(const void*)(m->arena + (off)))\n\n";
+       "#define I32(off) ((const int32_t*)(const void*)(m->arena + (off)))\n"
+       "#define A16(off) ((uint16_t*)(void*)(m->arena + (off)))\n\n";
 
   // Weights table.
   c += "/* The weights region, by Hugging Face name: offset, shape, tensor id in the plan. */\n";
