@@ -68,10 +68,12 @@ TEST_CASE("a memory-aware order does not lower the peak of any Qwen2 plan: the l
     CHECK(mem.lower_bound >= level.mem.lower_bound);
     CHECK(level.mem.arena_bytes() == level.mem.lower_bound);
     // The floor, by hand, is the larger of two moments no order avoids: a layer's MLP (f32 [T,
-    // intermediate] gate and up, f32 [T, hidden] normed input and residual) and the lm head (f32
-    // [1, vocab] logits of the last position and its f32 [1, hidden] input).
-    const std::int64_t T = m.tokens, I = c.intermediate_size, H = c.hidden_size, V = c.vocab_size;
-    const std::int64_t mlp = align_up(T * I * 4) * 2 + align_up(T * H * 4) * 2, head = align_up(V * 4) + align_up(H * 4);
+    // intermediate] gate and up, f32 [T, hidden] normed input and residual, and the up projection's
+    // bf16 [T, hidden rounded up to 32] workspace) and the lm head (f32 [1, vocab] logits of the last
+    // position, its f32 [1, hidden] input and its bf16 [1, hidden rounded up to 32] workspace).
+    const std::int64_t T = m.tokens, I = c.intermediate_size, H = c.hidden_size, V = c.vocab_size, Hp = (H + 31) / 32 * 32;
+    const std::int64_t mlp = align_up(T * I * 4) * 2 + align_up(T * H * 4) * 2 + align_up(T * Hp * 2),
+                       head = align_up(V * 4) + align_up(H * 4) + align_up(Hp * 2);
     CHECK(level.mem.lower_bound == (mlp > head ? mlp : head));
   });
 }

@@ -19,7 +19,7 @@ namespace {
 using namespace fused;
 
 // t0 ids [$1] -> t2 x = embed(ids, t1 embed.weight) -> t4 h = rms_norm(x, t3 norm.weight)
-//   -> t6 y = linear(h, t5 w) -> t7 z = add(x, y), the output.
+//   -> t6 y = linear(h, t5 w) (t7 y.work: its workspace) -> t8 z = add(x, y), the output.
 program chain() {
   graph_builder g;
   const auto ids = g.input({"ids"}, dtype::i32, shape(sym(1)));
@@ -101,7 +101,7 @@ TEST_CASE("cut wire: the report of the last step says its result is a program ou
 TEST_CASE("cut wire: a runner that describes the wrong number of tensors") {
   const program p = chain();
   const std::vector<wire_state> w(3);
-  CHECK(error_of(p, w) == "cut wire: the runner describes 3 tensors, the program has 8");
+  CHECK(error_of(p, w) == "cut wire: the runner describes 3 tensors, the program has 9");
 }
 
 TEST_CASE("cut wire: a missing weight deep inside Qwen2") {

@@ -21,9 +21,10 @@ struct model {
   }
 };
 
-// x 4*8*4 = 128 [0,0]; h 128 [0,1]; y 4*16*4 = 256 [1,1]: y goes on top of h, x sits where y lies later.
+// x 4*8*4 = 128 [0,0]; h 128 [0,1]; y 4*16*4 = 256 [1,1]; y.work (the linear's bf16 workspace,
+// 8 columns rounded up to 32) 4*32*2 = 256 [1,1]: position 1 holds h, y and y.work = 640 bytes.
 constexpr auto& plan = static_program<model, binding{{1, 4, 0, 0}}>::plan;
-static_assert(plan.arena_bytes() == 384 && plan.lower_bound == 384);
+static_assert(plan.arena_bytes() == 640 && plan.lower_bound == 640);
 
 using plans = qwen2::static_plans<qwen2::presets::kjv_qwen2_4m, 16, 64>;
 static_assert(plans::prefill.failure.empty() && plans::decode.failure.empty());

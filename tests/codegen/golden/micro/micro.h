@@ -36,21 +36,21 @@ extern "C" {
 
 /* The layout */
 #define MICRO_MEM_ALIGN 64
-#define MICRO_FINGERPRINT 0x387d400fd4898841ULL /* graph, dtypes, offsets */
+#define MICRO_FINGERPRINT 0xf618c98b61713a49ULL /* graph, dtypes, offsets */
 #define MICRO_WEIGHTS_FINGERPRINT 0x3c068616f1dbea0dULL /* the weights region alone */
 #define MICRO_WEIGHT_COUNT 14
 #define MICRO_WEIGHTS_BYTES 19840
 #ifndef FUSED_DEBUG_CANARIES
 #define MICRO_STATE_BYTES 1024
-#define MICRO_PREFILL_ARENA_BYTES 2560
-#define MICRO_DECODE_ARENA_BYTES 640
-#define MICRO_ARENA_BYTES 2560 /* one arena serves both modes */
+#define MICRO_PREFILL_ARENA_BYTES 2816
+#define MICRO_DECODE_ARENA_BYTES 704
+#define MICRO_ARENA_BYTES 2816 /* one arena serves both modes */
 #else
 #define MICRO_CANARY_BYTES 64
 #define MICRO_STATE_BYTES 1152
-#define MICRO_PREFILL_ARENA_BYTES 3008
-#define MICRO_DECODE_ARENA_BYTES 1088
-#define MICRO_ARENA_BYTES 3008 /* one arena serves both modes */
+#define MICRO_PREFILL_ARENA_BYTES 3328
+#define MICRO_DECODE_ARENA_BYTES 1216
+#define MICRO_ARENA_BYTES 3328 /* one arena serves both modes */
 #endif
 
 /* Weights region: byte offset of each tensor (bf16, Hugging Face name and shape) */
@@ -79,41 +79,57 @@ extern "C" {
 #define MICRO_PREFILL_EMBED 1536 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_ATTN_NORM 0 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_Q 512 /* f32 [4, 32] */
+#define MICRO_PREFILL_LAYERS_0_Q_WORK 1024 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_K 1024 /* f32 [4, 16] */
+#define MICRO_PREFILL_LAYERS_0_K_WORK 1280 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_V 1280 /* f32 [4, 16] */
+#define MICRO_PREFILL_LAYERS_0_V_WORK 2048 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_Q_ROPE 512 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_K_ROPE 1024 /* f32 [4, 16] */
 #define MICRO_PREFILL_LAYERS_0_ATTN 0 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_ATTN_OUT 512 /* f32 [4, 32] */
+#define MICRO_PREFILL_LAYERS_0_ATTN_OUT_WORK 1024 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_RESID_ATTN 1536 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_MLP_NORM 2048 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_GATE 0 /* f32 [4, 48] */
+#define MICRO_PREFILL_LAYERS_0_GATE_WORK 768 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_UP 768 /* f32 [4, 48] */
+#define MICRO_PREFILL_LAYERS_0_UP_WORK 2560 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_SWIGLU 0 /* f32 [4, 48] */
 #define MICRO_PREFILL_LAYERS_0_DOWN 768 /* f32 [4, 32] */
+#define MICRO_PREFILL_LAYERS_0_DOWN_WORK 2048 /* bf16 [4, 64] */
 #define MICRO_PREFILL_LAYERS_0_RESID_MLP 1536 /* f32 [4, 32] */
 #define MICRO_PREFILL_FINAL_NORM 1024 /* f32 [4, 32] */
 #define MICRO_PREFILL_LOGITS 0 /* f32 [4, 64] */
+#define MICRO_PREFILL_LOGITS_WORK 1536 /* bf16 [4, 32] */
 /* Decode arena: each tensor's offset (tensors never live at once may share bytes) */
 #define MICRO_DECODE_INPUT_IDS 0 /* i32 [1] */
 #define MICRO_DECODE_EMBED 384 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_ATTN_NORM 0 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_Q 128 /* f32 [1, 32] */
+#define MICRO_DECODE_LAYERS_0_Q_WORK 256 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_K 256 /* f32 [1, 16] */
+#define MICRO_DECODE_LAYERS_0_K_WORK 320 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_V 320 /* f32 [1, 16] */
+#define MICRO_DECODE_LAYERS_0_V_WORK 512 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_Q_ROPE 128 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_K_ROPE 256 /* f32 [1, 16] */
 #define MICRO_DECODE_LAYERS_0_ATTN 0 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_ATTN_OUT 128 /* f32 [1, 32] */
+#define MICRO_DECODE_LAYERS_0_ATTN_OUT_WORK 256 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_RESID_ATTN 384 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_MLP_NORM 512 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_GATE 0 /* f32 [1, 48] */
+#define MICRO_DECODE_LAYERS_0_GATE_WORK 192 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_UP 192 /* f32 [1, 48] */
+#define MICRO_DECODE_LAYERS_0_UP_WORK 640 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_SWIGLU 0 /* f32 [1, 48] */
 #define MICRO_DECODE_LAYERS_0_DOWN 192 /* f32 [1, 32] */
+#define MICRO_DECODE_LAYERS_0_DOWN_WORK 512 /* bf16 [1, 64] */
 #define MICRO_DECODE_LAYERS_0_RESID_MLP 384 /* f32 [1, 32] */
 #define MICRO_DECODE_FINAL_NORM 256 /* f32 [1, 32] */
 #define MICRO_DECODE_LOGITS 0 /* f32 [1, 64] */
+#define MICRO_DECODE_LOGITS_WORK 384 /* bf16 [1, 32] */
 #else /* the debug layout */
 /* State region (the KV cache; a *_NEXT tensor is its update, in place) */
 #define MICRO_STATE_CACHE_LAYERS_0_KEY 0 /* bf16 [1, 16, 16], 512 bytes */
@@ -125,41 +141,57 @@ extern "C" {
 #define MICRO_PREFILL_EMBED 1856 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_ATTN_NORM 0 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_Q 576 /* f32 [4, 32] */
+#define MICRO_PREFILL_LAYERS_0_Q_WORK 1216 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_K 1216 /* f32 [4, 16] */
+#define MICRO_PREFILL_LAYERS_0_K_WORK 1536 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_V 1536 /* f32 [4, 16] */
+#define MICRO_PREFILL_LAYERS_0_V_WORK 2432 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_Q_ROPE 576 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_K_ROPE 1216 /* f32 [4, 16] */
 #define MICRO_PREFILL_LAYERS_0_ATTN 0 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_ATTN_OUT 576 /* f32 [4, 32] */
+#define MICRO_PREFILL_LAYERS_0_ATTN_OUT_WORK 1216 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_RESID_ATTN 1856 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_MLP_NORM 2432 /* f32 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_GATE 0 /* f32 [4, 48] */
+#define MICRO_PREFILL_LAYERS_0_GATE_WORK 896 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_UP 896 /* f32 [4, 48] */
+#define MICRO_PREFILL_LAYERS_0_UP_WORK 3008 /* bf16 [4, 32] */
 #define MICRO_PREFILL_LAYERS_0_SWIGLU 0 /* f32 [4, 48] */
 #define MICRO_PREFILL_LAYERS_0_DOWN 896 /* f32 [4, 32] */
+#define MICRO_PREFILL_LAYERS_0_DOWN_WORK 2432 /* bf16 [4, 64] */
 #define MICRO_PREFILL_LAYERS_0_RESID_MLP 1856 /* f32 [4, 32] */
 #define MICRO_PREFILL_FINAL_NORM 1216 /* f32 [4, 32] */
 #define MICRO_PREFILL_LOGITS 0 /* f32 [4, 64] */
+#define MICRO_PREFILL_LOGITS_WORK 1856 /* bf16 [4, 32] */
 /* Decode arena: each tensor's offset (tensors never live at once may share bytes) */
 #define MICRO_DECODE_INPUT_IDS 0 /* i32 [1] */
 #define MICRO_DECODE_EMBED 704 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_ATTN_NORM 0 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_Q 192 /* f32 [1, 32] */
+#define MICRO_DECODE_LAYERS_0_Q_WORK 448 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_K 448 /* f32 [1, 16] */
+#define MICRO_DECODE_LAYERS_0_K_WORK 576 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_V 576 /* f32 [1, 16] */
+#define MICRO_DECODE_LAYERS_0_V_WORK 896 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_Q_ROPE 192 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_K_ROPE 448 /* f32 [1, 16] */
 #define MICRO_DECODE_LAYERS_0_ATTN 0 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_ATTN_OUT 192 /* f32 [1, 32] */
+#define MICRO_DECODE_LAYERS_0_ATTN_OUT_WORK 448 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_RESID_ATTN 704 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_MLP_NORM 896 /* f32 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_GATE 0 /* f32 [1, 48] */
+#define MICRO_DECODE_LAYERS_0_GATE_WORK 320 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_UP 320 /* f32 [1, 48] */
+#define MICRO_DECODE_LAYERS_0_UP_WORK 1088 /* bf16 [1, 32] */
 #define MICRO_DECODE_LAYERS_0_SWIGLU 0 /* f32 [1, 48] */
 #define MICRO_DECODE_LAYERS_0_DOWN 320 /* f32 [1, 32] */
+#define MICRO_DECODE_LAYERS_0_DOWN_WORK 896 /* bf16 [1, 64] */
 #define MICRO_DECODE_LAYERS_0_RESID_MLP 704 /* f32 [1, 32] */
 #define MICRO_DECODE_FINAL_NORM 448 /* f32 [1, 32] */
 #define MICRO_DECODE_LOGITS 0 /* f32 [1, 64] */
+#define MICRO_DECODE_LOGITS_WORK 704 /* bf16 [1, 32] */
 #endif
 
 /* A model: its regions and its position in the KV cache. */
