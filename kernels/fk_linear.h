@@ -381,15 +381,15 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
     const __m512 b = first && bias ? fk__maskload_bf16x16(bias + n0 + (size_t)s * 16, cm[s]) : _mm512_setzero_ps();
     for (int r = 0; r < mr; ++r) acc[r][s] = first ? b : _mm512_maskz_loadu_ps(cm[s], y + (size_t)r * N + n0 + (size_t)s * 16);
   }
-  const uint32_t* xt32 = (const uint32_t*)(const void*)xt;
-  const size_t ldt32 = ldt / 2;
   for (size_t p = 0; p < kp; ++p) {
     /* B straight from the panel as memory operands: 24 loads per 24 vdpbf16ps is well under the load
      * ports' rate, and it leaves 24 accumulators + 1 broadcast in registers (keeping the four B
      * vectors in registers made gcc spill one of them every iteration: ~7% slower) */
     const uint32_t* pp = panel + p * FK_LIN_NB;
     for (int r = 0; r < mr; ++r) {
-      __m512i ai = _mm512_set1_epi32((int)xt32[(size_t)r * ldt32 + p]);
+      int32_t pair; /* memcpy: xt may be only 2-byte aligned (a caller's workspace); still one load */
+      memcpy(&pair, xt + (size_t)r * ldt + 2 * p, sizeof pair);
+      __m512i ai = _mm512_set1_epi32(pair);
       FK_CLANG_IN_REG(ai); /* see fk_common.h: clang 16 crashes folding this broadcast into vdpbf16ps */
       const __m512bh a = (__m512bh)ai;
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)_mm512_loadu_si512(pp));
