@@ -6,7 +6,8 @@
  *   fk_convert.h    fk_bf16_to_f32, fk_f32_to_bf16 (RNE, NaN stays NaN), fk_embed,
  *                   fk_bf16_to_f32_1, fk_f32_to_bf16_1       (one value; the scalar reference)
  *   fk_elementwise.h fk_rmsnorm (out may == x), fk_add (out may == a), fk_swiglu (out may == gate)
- *   fk_linear.h     fk_gemv_bf16 (M == 1), fk_gemm_bf16       y = x W^T (+ bias), W [N,K] as HF stores it
+ *   fk_linear.h     fk_gemv_bf16 (M == 1), fk_gemm_bf16       y = x W^T (+ bias), W [N,K] as HF stores it;
+ *                   fk_gemm_bf16_work_bytes                  its optional workspace (x rounded to bf16 once)
  *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency)
  *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample

@@ -1,5 +1,8 @@
 /* fk_linear.h: y[M,N] = x[M,K] * W[N,K]^T (+ bias[N]).
  * W and bias are bf16 exactly as Hugging Face stores a Linear ([out, in]); x and y are f32.
+ * fk_gemm_bf16 takes an optional workspace of fk_gemm_bf16_work_bytes(M, K) bytes (the models plan one
+ * per linear step): the bf16 paths round x into it once per call, so their work items read x in place
+ * instead of each rounding it again. Without one (NULL) they round per work item; same bits.
  *
  * Paths
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
@@ -10,11 +13,12 @@
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
  *      of 128 k, W is packed into VNNI panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
- *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero) into
- *      a 6-row stack tile shared by the item's panels; a 6 x 64 register tile (24 zmm) accumulates with
- *      vdpbf16ps. M < 4 takes the GEMV row kernel instead (no packing to amortize).
+ *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero), in
+ *      the workspace once per call or else into a 6-row stack tile shared by the item's panels; a 6 x 64
+ *      register tile (24 zmm) accumulates with vdpbf16ps. M < 4 takes the GEMV row kernel instead.
  *    AMX-BF16 (M >= 16): the same VNNI panels (64 columns x 256 k, two per work item) are exactly the
- *      B-tile layout; x is rounded into a 32-row stack tile (two A tiles) shared by both panels;
+ *      B-tile layout; A tiles load straight from the workspace (row stride K rounded up to 32), or from
+ *      a 32-row stack tile rounded per item (no workspace, or a last block of fewer than 32 rows);
  *      2 x 2 C tiles of 16 x 16 f32 per 32 columns, kept in y between k chunks.
  *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
  *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/PERFORMANCE.md.

@@ -273,18 +273,21 @@ constexpr text to_text(std::int64_t v) {
 struct name_ref {
   const char* pattern = "";
   int index = -1;
+  const char* suffix = "";  // appended: names derived from another ("layers.{}.q" + ".work")
 
   constexpr text str() const {
     std::string_view p(pattern);
     auto at = p.find("{}");
-    if (at == std::string_view::npos) return text(p);
+    if (at == std::string_view::npos) return text(p) + suffix;
     text out(p.substr(0, at));
     out += to_text(index);
     out += p.substr(at + 2);
+    out += suffix;
     return out;
   }
   friend constexpr bool operator==(const name_ref& a, const name_ref& b) {
-    return a.index == b.index && std::string_view(a.pattern) == std::string_view(b.pattern);
+    return a.index == b.index && std::string_view(a.pattern) == std::string_view(b.pattern) &&
+           std::string_view(a.suffix) == std::string_view(b.suffix);
   }
 };
 
@@ -386,6 +389,7 @@ struct step {
   int n_inputs = 0;
   attrs at{};
   tensor_id result = -1;
+  tensor_id work = -1;               // the step's workspace tensor (op_def::work), or -1
   bool mode_sensitive = false;
   int level = 0;                     // longest path from the feeds (set by the scheduler)
 };
@@ -419,6 +423,10 @@ struct op_def {
   bool mode_sensitive;    // kernel or behaviour depends on the mode (sequence length, position)
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
   const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out);
+  // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
+  // "scratch buffer" idea). The builder makes it a tensor named after the result + ".work", written
+  // by the step and read by none, so the planner gives it a lifetime of that one step in the arena.
+  inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
 };
 
 enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };
@@ -615,6 +623,7 @@ class graph_builder {
       ins[k++] = &p_.tensors[static_cast<std::size_t>(t)];
     }
     inferred r = op.infer(ins, n, a);
+    const inferred w = op.work && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
       // Not `cond ? text + ... : ""`: g++ 12 frees the temporaries of the taken branch too early in
       // constant evaluation ("use of allocated storage after deallocation").
@@ -647,6 +656,10 @@ class graph_builder {
     }
     p_.tensors[static_cast<std::size_t>(out)].producer = sid;
     s.result = out;
+    if (op.work) {
+      s.work = add_tensor({result.pattern, result.index, ".work"}, w.type, w.shp, role::activation, false);
+      p_.tensors[static_cast<std::size_t>(s.work)].producer = sid;
+    }
     p_.steps.push_back(s);
     return out;
   }
@@ -716,9 +729,11 @@ class counting_builder {
   constexpr tensor_id weight(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id state(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id declare(name_ref, dtype, shape) { return next(); }
-  constexpr tensor_id apply(const op_def&, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
+  constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
     ++c_.steps;
-    return into >= 0 ? into : next();
+    const tensor_id r = into >= 0 ? into : next();
+    if (op.work) next();
+    return r;
   }
   constexpr void reserve(std::size_t, std::size_t) {}
   constexpr void output(const char*, tensor_id) {}
@@ -1068,6 +1083,8 @@ inline constexpr op_def kv_write{
 // ---- begin fused/ops/linear.hpp ------------------------------------------------------------------------
 // linear: y = x W^T (+ b). x f32 [T, K], W bf16 [N, K] as Hugging Face stores it, b bf16 [N].
 // Kernel: a GEMV when the mode gives one row (decode), a GEMM otherwise (prefill).
+// Workspace: bf16 [T, K rounded up to 32] = fk_gemm_bf16_work_bytes(T, K): the GEMM paths that
+// multiply in bf16 round x into it once per call (the GEMV and the f32 paths leave it unused).
 
 namespace fused::ops {
 
@@ -1077,6 +1094,7 @@ inline constexpr op_def linear{
       const auto &x = *in[0], &w = *in[1];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, K], got " + describe(x));
       if (w.type != dtype::bf16 || w.shp.rank != 2) return mismatch(1, "weight must be bf16 [N, K], got " + describe(w));
+      if (w.shp[1].symbol != 0) return mismatch(1, "weight " + describe(w) + " must have a constant number of input features");
       if (!(w.shp[1] == x.shp[1]))
         return mismatch(1, "weight " + describe(w) + " has " + dim_text(w.shp[1]) + " input features but the input " + describe(x) + " has " + dim_text(x.shp[1]));
       if (n == 3) {
@@ -1089,6 +1107,11 @@ inline constexpr op_def linear{
     -1, true,
     [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_gemv_bf16" : "fk_gemm_bf16";
+    },
+    [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      shape s = in[0]->shp;
+      s.d[static_cast<std::size_t>(s.rank - 1)] = dim{(s.back().n + 31) / 32 * 32, 0};
+      return result(dtype::bf16, s);
     }};
 
 }  // namespace fused::ops
@@ -1377,7 +1400,8 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
     j["id"] = st.id;
     j["op"] = st.op->name;
     j["inputs"] = std::move(inputs);
-    j["outputs"] = json::array({st.result});
+    j["outputs"] = st.work >= 0 ? json::array({st.result, st.work}) : json::array({st.result});
+    if (st.work >= 0) j["work"] = st.work;
     j["level"] = st.level;
     j["kernel"] = s < m.kernels.size() && m.kernels[s] ? json(m.kernels[s]) : json(nullptr);
     j["category"] = st.op->category;
@@ -2269,7 +2293,7 @@ enum class kernel : std::uint8_t {
   embed,               // fk_embed(table, H, ids, rows, out)
   rmsnorm,             // fk_rmsnorm(x, w, rows, H, eps, out)
   gemv,                // fk_gemv_bf16(x, K, W, N, bias, y)             rows == 1
-  gemm,                // fk_gemm_bf16(x, rows, K, W, N, bias, y)
+  gemm,                // fk_gemm_bf16(x, rows, K, W, N, bias, y, work)
   rope,                // fk_rope(x, rows, heads, head_dim, pos0, theta)  in place
   kv_store,            // fk_kv_store(kv, rows, n_kv, head_dim, cache, capacity, pos0)
   attention_prefill,   // fk_attention_prefill(q, rows, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
@@ -2334,6 +2358,7 @@ struct call {
   std::array<operand, max_inputs> in{};     // in[2] of a linear without bias: slot -1
   std::int32_t n_in = 0;
   operand out{};
+  operand work{};                           // gemm: the step's workspace (tensor -1: none)
   rows_t rows{};
   // Sizes, by kernel: embed {H}; rmsnorm {H}; gemv/gemm {K, N}; rope {heads, head_dim};
   // kv_store {n_kv, head_dim, capacity}; attention {heads, n_kv, head_dim, capacity};
@@ -2412,8 +2437,11 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.size = {shp(s.inputs[1])[1].n, 0, 0, 0};
         break;
       case kernel::rmsnorm: c.size = {cols, 0, 0, 0}; c.real = static_cast<float>(s.at.f); break;
-      case kernel::gemv:
-      case kernel::gemm: c.size = {cols, shp(s.inputs[1])[0].n, 0, 0}; break;
+      case kernel::gemv: c.size = {cols, shp(s.inputs[1])[0].n, 0, 0}; break;
+      case kernel::gemm:
+        c.size = {cols, shp(s.inputs[1])[0].n, 0, 0};
+        if (s.work >= 0) c.work = at(s.work);
+        break;
       case kernel::rope: c.size = {s.at.i[0], s.at.i[1], 0, 0}; c.real = static_cast<float>(s.at.f); break;
       case kernel::kv_store: {
         const shape& cache = shp(s.inputs[1]);
@@ -2458,7 +2486,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
  *   fk_convert.h    fk_bf16_to_f32, fk_f32_to_bf16 (RNE, NaN stays NaN), fk_embed,
  *                   fk_bf16_to_f32_1, fk_f32_to_bf16_1       (one value; the scalar reference)
  *   fk_elementwise.h fk_rmsnorm (out may == x), fk_add (out may == a), fk_swiglu (out may == gate)
- *   fk_linear.h     fk_gemv_bf16 (M == 1), fk_gemm_bf16       y = x W^T (+ bias), W [N,K] as HF stores it
+ *   fk_linear.h     fk_gemv_bf16 (M == 1), fk_gemm_bf16       y = x W^T (+ bias), W [N,K] as HF stores it;
+ *                   fk_gemm_bf16_work_bytes                  its optional workspace (x rounded to bf16 once)
  *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency)
  *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample
@@ -3161,6 +3190,9 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
 // ---- begin fk_linear.h ---------------------------------------------------------------------------------
 /* fk_linear.h: y[M,N] = x[M,K] * W[N,K]^T (+ bias[N]).
  * W and bias are bf16 exactly as Hugging Face stores a Linear ([out, in]); x and y are f32.
+ * fk_gemm_bf16 takes an optional workspace of fk_gemm_bf16_work_bytes(M, K) bytes (the models plan one
+ * per linear step): the bf16 paths round x into it once per call, so their work items read x in place
+ * instead of each rounding it again. Without one (NULL) they round per work item; same bits.
  *
  * Paths
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
@@ -3171,11 +3203,12 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
  *      of 128 k, W is packed into VNNI panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
- *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero) into
- *      a 6-row stack tile shared by the item's panels; a 6 x 64 register tile (24 zmm) accumulates with
- *      vdpbf16ps. M < 4 takes the GEMV row kernel instead (no packing to amortize).
+ *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero), in
+ *      the workspace once per call or else into a 6-row stack tile shared by the item's panels; a 6 x 64
+ *      register tile (24 zmm) accumulates with vdpbf16ps. M < 4 takes the GEMV row kernel instead.
  *    AMX-BF16 (M >= 16): the same VNNI panels (64 columns x 256 k, two per work item) are exactly the
- *      B-tile layout; x is rounded into a 32-row stack tile (two A tiles) shared by both panels;
+ *      B-tile layout; A tiles load straight from the workspace (row stride K rounded up to 32), or from
+ *      a 32-row stack tile rounded per item (no workspace, or a last block of fewer than 32 rows);
  *      2 x 2 C tiles of 16 x 16 f32 per 32 columns, kept in y between k chunks.
  *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
  *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/PERFORMANCE.md.
@@ -3198,6 +3231,11 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
 #define FK_LIN_MIN_M_AMX 16 /* AMX needs a full A tile to pay off */
 #define FK_LIN_AMX_PANELS 4 /* AMX GEMM: at most this many 64-column panels per work item (4 x 32 KiB) */
 #define FK_LIN_AMX_ITEM 2   /* ... of which fk_gemm_bf16 uses up to this many (see docs/PERFORMANCE.md) */
+
+/* The optional workspace of fk_gemm_bf16: x rounded to bf16 once per call, row stride K rounded up to
+ * 32 (one AMX tile row), zero padded. fk_gemm_bf16_work_bytes(M, K) is its size. */
+static inline size_t fk__work_ld(size_t K) { return (K + 31) & ~(size_t)31; }
+FK_API size_t fk_gemm_bf16_work_bytes(size_t M, size_t K) { return M * fk__work_ld(K) * sizeof(uint16_t); }
 
 /* ---- scalar ----------------------------------------------------------------------------------- */
 FK_API float fk__dot_scalar(const float* x, const uint16_t* w, size_t K) {
@@ -3536,15 +3574,15 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
     const __m512 b = first && bias ? fk__maskload_bf16x16(bias + n0 + (size_t)s * 16, cm[s]) : _mm512_setzero_ps();
     for (int r = 0; r < mr; ++r) acc[r][s] = first ? b : _mm512_maskz_loadu_ps(cm[s], y + (size_t)r * N + n0 + (size_t)s * 16);
   }
-  const uint32_t* xt32 = (const uint32_t*)(const void*)xt;
-  const size_t ldt32 = ldt / 2;
   for (size_t p = 0; p < kp; ++p) {
     /* B straight from the panel as memory operands: 24 loads per 24 vdpbf16ps is well under the load
      * ports' rate, and it leaves 24 accumulators + 1 broadcast in registers (keeping the four B
      * vectors in registers made gcc spill one of them every iteration: ~7% slower) */
     const uint32_t* pp = panel + p * FK_LIN_NB;
     for (int r = 0; r < mr; ++r) {
-      __m512i ai = _mm512_set1_epi32((int)xt32[(size_t)r * ldt32 + p]);
+      int32_t pair; /* memcpy: xt may be only 2-byte aligned (a caller's workspace); still one load */
+      memcpy(&pair, xt + (size_t)r * ldt + 2 * p, sizeof pair);
+      __m512i ai = _mm512_set1_epi32(pair);
       FK_CLANG_IN_REG(ai); /* see fk_common.h: clang 16 crashes folding this broadcast into vdpbf16ps */
       const __m512bh a = (__m512bh)ai;
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, (__m512bh)_mm512_loadu_si512(pp));
@@ -3561,8 +3599,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
  * divides the x conversion per flop by np (it is redone for every work item; measured ~7% of the time
  * with one panel per item, ~2% with four). A column's arithmetic depends only on its own 64-column panel
  * and the fixed k chunks, never on np, so np may follow the thread count without changing any bit. */
-FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
-                                                   const uint16_t* bias, float* y, size_t n0, size_t np) {
+FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
+                                                   size_t N, const uint16_t* bias, float* y, size_t n0, size_t np) {
+  const size_t ldb = fk__work_ld(K);
   uint32_t panel[FK_LIN_DP_PANELS][FK_LIN_KC_DP / 2 * FK_LIN_NB]; /* 4 x 16 KiB: 64-column x 128-k VNNI panels */
   uint16_t xt[FK_LIN_MR * FK_LIN_KC_DP];                          /* 1.5 KiB: 6 rows of x in bf16 */
   size_t nn[FK_LIN_DP_PANELS];
@@ -3576,19 +3615,22 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, size_t M, siz
       if (nn[h]) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
     for (size_t m0 = 0; m0 < M; m0 += FK_LIN_MR) {
       const size_t mr = M - m0 < FK_LIN_MR ? M - m0 : FK_LIN_MR;
-      fk__pack_x_bf16(x, K, m0, mr, mr, k0, kc, xt, kpad);
+      /* x already rounded for the whole GEMM (work given): the tile is read in place */
+      const uint16_t* xs = xb ? xb + m0 * ldb + k0 : xt;
+      const size_t lds = xb ? ldb : kpad;
+      if (!xb) fk__pack_x_bf16(x, K, m0, mr, mr, k0, kc, xt, kpad);
       float* yb = y + m0 * N;
       const int first = k0 == 0;
       for (size_t h = 0; h < FK_LIN_DP_PANELS && nn[h]; ++h) {
         const size_t c0 = n0 + h * FK_LIN_NB;
         /* constant mr per call so the 6 x 4 accumulator array lives in registers */
         switch (mr) {
-          case 6: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 6, first, bias, yb, N, c0, nn[h]); break;
-          case 5: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 5, first, bias, yb, N, c0, nn[h]); break;
-          case 4: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 4, first, bias, yb, N, c0, nn[h]); break;
-          case 3: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 3, first, bias, yb, N, c0, nn[h]); break;
-          case 2: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 2, first, bias, yb, N, c0, nn[h]); break;
-          default: fk__gemm_tile_avx512(xt, kpad, panel[h], kpad / 2, 1, first, bias, yb, N, c0, nn[h]); break;
+          case 6: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 6, first, bias, yb, N, c0, nn[h]); break;
+          case 5: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 5, first, bias, yb, N, c0, nn[h]); break;
+          case 4: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 4, first, bias, yb, N, c0, nn[h]); break;
+          case 3: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 3, first, bias, yb, N, c0, nn[h]); break;
+          case 2: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 2, first, bias, yb, N, c0, nn[h]); break;
+          default: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 1, first, bias, yb, N, c0, nn[h]); break;
         }
       }
     }
@@ -3707,8 +3749,9 @@ FK_API void fk__amx_emu_dp(int c, int a, int b) {
  * of them (so x is converted N / (64 np) times per GEMM: np trades that against thread balance).
  * C lives in y between chunks: a full 32 x 32 block is loaded and stored by the tile instructions
  * straight from y; the first chunk (bias or zero) and ragged edges go through a stack staging block. */
-FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
-                                             const uint16_t* bias, float* y, size_t n0, size_t np) {
+FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
+                                             size_t N, const uint16_t* bias, float* y, size_t n0, size_t np) {
+  const size_t ldb = fk__work_ld(K);
   uint32_t panel[FK_LIN_AMX_PANELS][FK_LIN_KC / 2 * FK_LIN_NB]; /* 32 KiB each: VNNI panels = the B-tile layout */
   uint16_t xt[32 * FK_LIN_KC]; /* 16 KiB: 32 rows of x in bf16 = two A tiles */
   float cb[32 * 32];           /* C staging block */
@@ -3727,7 +3770,11 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K,
     for (size_t h = 0; h < np && n0 + h * FK_LIN_NB < N; ++h) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
     for (size_t m0 = 0; m0 < M; m0 += 32) {
       const size_t mr = M - m0 < 32 ? M - m0 : 32;
-      fk__pack_x_bf16(x, K, m0, mr, 32, k0, kc, xt, kpad);
+      /* A tiles straight from the rounded x (work given) when all 32 rows exist; else a padded stack copy */
+      const int in_place = xb && mr == 32;
+      const uint16_t* xa = in_place ? xb + m0 * ldb + k0 : xt;
+      const int lda = (int)((in_place ? ldb : kpad) * 2);
+      if (!in_place) fk__pack_x_bf16(x, K, m0, mr, 32, k0, kc, xt, kpad);
       for (size_t q = 0; q < 2 * np; ++q) { /* 32-column quarter q of the item */
         const size_t c0 = n0 + q * 32;
         if (c0 >= N) break;
@@ -3752,8 +3799,8 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, size_t M, size_t K,
           FK_TILE_LOADD(3, cb + 16 * 32 + 16, 128);
         }
         for (size_t kk = 0; kk < kpad; kk += 32) {
-          FK_TILE_LOADD(4, xt + kk, (int)(kpad * 2));
-          FK_TILE_LOADD(5, xt + 16 * kpad + kk, (int)(kpad * 2));
+          FK_TILE_LOADD(4, xa + kk, lda);
+          FK_TILE_LOADD(5, xa + 16 * (size_t)(lda / 2) + kk, lda);
           FK_TILE_LOADD(6, pq + (kk / 2) * FK_LIN_NB, FK_LIN_NB * 4);
           FK_TILE_LOADD(7, pq + (kk / 2) * FK_LIN_NB + 16, FK_LIN_NB * 4);
           FK_TILE_DPBF16PS(0, 4, 6);
@@ -3819,16 +3866,34 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   }
 }
 
-FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias, float* y) {
+#if FK_X86
+/* work[m][0 .. ldb) = x[m][0 .. K) rounded as fk__pack_x_bf16 rounds it (the same bits a work item's own
+ * tile would hold), zero padded to ldb = fk__work_ld(K). */
+FK_API void fk__round_x_work(const float* x, size_t M, size_t K, uint16_t* work) {
+  const size_t ldb = fk__work_ld(K);
+  const int nt = fk__threads_for(M, (double)K);
+  FK_PARALLEL_FOR(nt)
+  for (size_t m = 0; m < M; ++m) fk__pack_x_bf16(x, K, m, 1, 1, 0, K, work + m * ldb, ldb);
+}
+#endif
+
+/* work: NULL, or fk_gemm_bf16_work_bytes(M, K) writable bytes (any alignment of 2). The paths that
+ * multiply in bf16 (AVX-512 BF16, AMX) then round x into it once per call instead of once per work
+ * item; the other paths leave it alone. Same bits either way. */
+FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias, float* y,
+                         uint16_t* work) {
   const fk_isa isa = fk_isa_active();
 #if FK_X86
-  if (isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
+  const int bf16_x = isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP;
+  const uint16_t* xb = bf16_x && work ? work : NULL;
+  if (xb) fk__round_x_work(x, M, K, work);
+  if (bf16_x && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
     const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
     const int nt0 = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
     const size_t np = fk__panels_per_item(P, nt0, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
     const int nt = nt0 < (int)nb ? nt0 : (int)nb;
     FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;
   }
 #endif
@@ -3838,7 +3903,7 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
     const size_t np = fk__panels_per_item(nb, nt, FK_LIN_AMX_ITEM), items = (nb + np - 1) / np;
     FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;
   }
   if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {
@@ -4894,7 +4959,8 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
       if (c.k == kernel::gemv)
         fk_gemv_bf16(data_ptr<const float>(c.in[0], r), s0, detail::bf16_in(c.in[1], r), s1, bias, out);
       else
-        fk_gemm_bf16(data_ptr<const float>(c.in[0], r), rows, s0, detail::bf16_in(c.in[1], r), s1, bias, out);
+        fk_gemm_bf16(data_ptr<const float>(c.in[0], r), rows, s0, detail::bf16_in(c.in[1], r), s1, bias, out,
+                     c.work.tensor >= 0 ? data_ptr<std::uint16_t>(c.work, r) : nullptr);
       return;
     }
     case kernel::rope: {
@@ -6109,7 +6175,7 @@ struct mode {
 // Both modes share the weights and state layouts (same program, same KV capacity).
 //
 //   using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
-//   static_assert(plans::prefill.arena_bytes() == 23592960);
+//   static_assert(plans::prefill.arena_bytes() == 24510464);
 //
 // Compile-time only, and light on purpose (no <string>, no exceptions, no reflection): its cost is
 // the compile-time budget of every static model (docs/COMPILE_TIME.md). The run-time pipeline for a
@@ -6413,7 +6479,7 @@ struct kjv_qwen2_4m {
 //
 //   #include <fused/qwen2.hpp>
 //   using model = fused::qwen2::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
-//   static_assert(model::arena_bytes == 23592960);          // the activation arena, in bytes
+//   static_assert(model::arena_bytes == 24510464);          // the activation arena, in bytes
 // ---- begin fused/io/hf_config.hpp ----------------------------------------------------------------------
 // Hugging Face config.json -> fused::qwen2::config, validated.
 //

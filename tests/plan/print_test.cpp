@@ -79,7 +79,9 @@ std::int64_t check_plan_document(const json& doc) {
     last_level = s["level"].get<int>();
     CHECK(s["kernel"].is_string());
     CHECK_FALSE(s["kernel"].get<std::string>().empty());
-    CHECK(s["outputs"].size() == 1);
+    // the result, then the workspace if the step has one (named in "work")
+    CHECK(s["outputs"].size() == (s.contains("work") ? 2u : 1u));
+    if (s.contains("work")) CHECK(s["outputs"][1] == s["work"]);
   }
   const std::size_t n_steps = position.size();
   REQUIRE(n_steps > 0);

@@ -87,7 +87,8 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
     j["id"] = st.id;
     j["op"] = st.op->name;
     j["inputs"] = std::move(inputs);
-    j["outputs"] = json::array({st.result});
+    j["outputs"] = st.work >= 0 ? json::array({st.result, st.work}) : json::array({st.result});
+    if (st.work >= 0) j["work"] = st.work;
     j["level"] = st.level;
     j["kernel"] = s < m.kernels.size() && m.kernels[s] ? json(m.kernels[s]) : json(nullptr);
     j["category"] = st.op->category;

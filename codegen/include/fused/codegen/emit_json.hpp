@@ -123,6 +123,7 @@ inline std::string emit_graph(const c_program& p) {
                          {"op", s.op->name},
                          {"inputs", inputs},
                          {"result", s.result},
+                         {"work", s.work >= 0 ? json(s.work) : json(nullptr)},
                          {"attrs", at},
                          {"level", s.level},
                          {"kernels", {{"prefill", m.kernels[i] ? m.kernels[i] : ""}, {"decode", p.decode.kernels[i] ? p.decode.kernels[i] : ""}}}});
