@@ -406,9 +406,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
     for (int s = 0; s < 4; ++s) _mm512_mask_storeu_ps(y + (size_t)r * N + n0 + (size_t)s * 16, cm[s], acc[r][s]);
 }
 
-/* Columns [n0, n0 + np * 64), np <= FK_LIN_DP_PANELS: the np panels share each converted x tile, which
- * divides the x conversion per flop by np (it is redone for every work item; measured ~7% of the time
- * with one panel per item, ~2% with four). A column's arithmetic depends only on its own 64-column panel
+/* Columns [n0, n0 + np * 64), np <= FK_LIN_DP_PANELS. xb: x already rounded (fk__round_x_work), or NULL:
+ * then the np panels share each x tile the item converts, which divides the conversion per flop by np
+ * (redone for every work item: measured ~7% of the time with one panel per item, ~2% with four). A column's arithmetic depends only on its own 64-column panel
  * and the fixed k chunks, never on np, so np may follow the thread count without changing any bit. */
 FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
                                                    size_t N, const uint16_t* bias, float* y, size_t n0, size_t np) {
@@ -556,8 +556,9 @@ FK_API void fk__amx_emu_dp(int c, int a, int b) {
 
 /* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each);
  * every tile is 16 rows x 64 bytes. A work item is np (<= FK_LIN_AMX_PANELS) 64-column panels; per
- * 256-k chunk the panels are packed once and each 32-row x tile (two A tiles) is converted once for all
- * of them (so x is converted N / (64 np) times per GEMM: np trades that against thread balance).
+ * 256-k chunk the panels are packed once; the A tiles come straight from xb (x rounded once per call by
+ * fk__round_x_work) or, without it, from a 32-row tile converted once for all of the item's panels (x
+ * then converted N / (64 np) times per GEMM: np trades that against thread balance).
  * C lives in y between chunks: a full 32 x 32 block is loaded and stored by the tile instructions
  * straight from y; the first chunk (bias or zero) and ragged edges go through a stack staging block. */
 FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
