@@ -426,7 +426,10 @@ struct op_def {
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
   // "scratch buffer" idea). The builder makes it a tensor named after the result + ".work", written
   // by the step and read by none, so the planner gives it a lifetime of that one step in the arena.
+  // `has_work` says whether there is one: constant evaluation under g++'s UBSan instrumentation
+  // rejects comparing a lambda's function pointer with null, so the pointer is never tested.
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
+  bool has_work = false;
 };
 
 enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };
@@ -623,7 +626,7 @@ class graph_builder {
       ins[k++] = &p_.tensors[static_cast<std::size_t>(t)];
     }
     inferred r = op.infer(ins, n, a);
-    const inferred w = op.work && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
+    const inferred w = op.has_work && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
       // Not `cond ? text + ... : ""`: g++ 12 frees the temporaries of the taken branch too early in
       // constant evaluation ("use of allocated storage after deallocation").
@@ -656,7 +659,7 @@ class graph_builder {
     }
     p_.tensors[static_cast<std::size_t>(out)].producer = sid;
     s.result = out;
-    if (op.work) {
+    if (op.has_work) {
       s.work = add_tensor({result.pattern, result.index, ".work"}, w.type, w.shp, role::activation, false);
       p_.tensors[static_cast<std::size_t>(s.work)].producer = sid;
     }
@@ -732,7 +735,7 @@ class counting_builder {
   constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
     ++c_.steps;
     const tensor_id r = into >= 0 ? into : next();
-    if (op.work) next();
+    if (op.has_work) next();
     return r;
   }
   constexpr void reserve(std::size_t, std::size_t) {}
@@ -1112,7 +1115,8 @@ inline constexpr op_def linear{
       shape s = in[0]->shp;
       s.d[static_cast<std::size_t>(s.rank - 1)] = dim{(s.back().n + 31) / 32 * 32, 0};
       return result(dtype::bf16, s);
-    }};
+    },
+    true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/linear.hpp --------------------------------------------------------------------------

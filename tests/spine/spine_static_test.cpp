@@ -26,7 +26,7 @@ constexpr std::uint8_t C = 2;  // symbol: cache capacity
 // at least 32 columns wide, that would dwarf these 8-column tensors); section 4 plans the real one.
 constexpr op_def linear_no_work = [] {
   op_def d = ops::linear;
-  d.work = nullptr;
+  d.has_work = false;
   return d;
 }();
 

@@ -59,7 +59,7 @@ class graph_builder {
       ins[k++] = &p_.tensors[static_cast<std::size_t>(t)];
     }
     inferred r = op.infer(ins, n, a);
-    const inferred w = op.work && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
+    const inferred w = op.has_work && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
       // Not `cond ? text + ... : ""`: g++ 12 frees the temporaries of the taken branch too early in
       // constant evaluation ("use of allocated storage after deallocation").
@@ -92,7 +92,7 @@ class graph_builder {
     }
     p_.tensors[static_cast<std::size_t>(out)].producer = sid;
     s.result = out;
-    if (op.work) {
+    if (op.has_work) {
       s.work = add_tensor({result.pattern, result.index, ".work"}, w.type, w.shp, role::activation, false);
       p_.tensors[static_cast<std::size_t>(s.work)].producer = sid;
     }
@@ -168,7 +168,7 @@ class counting_builder {
   constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
     ++c_.steps;
     const tensor_id r = into >= 0 ? into : next();
-    if (op.work) next();
+    if (op.has_work) next();
     return r;
   }
   constexpr void reserve(std::size_t, std::size_t) {}

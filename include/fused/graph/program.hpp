@@ -94,7 +94,10 @@ struct op_def {
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
   // "scratch buffer" idea). The builder makes it a tensor named after the result + ".work", written
   // by the step and read by none, so the planner gives it a lifetime of that one step in the arena.
+  // `has_work` says whether there is one: constant evaluation under g++'s UBSan instrumentation
+  // rejects comparing a lambda's function pointer with null, so the pointer is never tested.
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
+  bool has_work = false;
 };
 
 enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };

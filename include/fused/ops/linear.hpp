@@ -31,6 +31,7 @@ inline constexpr op_def linear{
       shape s = in[0]->shp;
       s.d[static_cast<std::size_t>(s.rank - 1)] = dim{(s.back().n + 31) / 32 * 32, 0};
       return result(dtype::bf16, s);
-    }};
+    },
+    true};
 
 }  // namespace fused::ops
