@@ -1088,6 +1088,7 @@ inline constexpr op_def kv_write{
 // Kernel: a GEMV when the mode gives one row (decode), a GEMM otherwise (prefill).
 // Workspace: bf16 [T, K rounded up to 32] = fk_gemm_bf16_work_bytes(T, K): the GEMM paths that
 // multiply in bf16 round x into it once per call (the GEMV and the f32 paths leave it unused).
+// The rule is written here and in the kernel; tests/plan/workspace_test.cpp holds them equal.
 
 namespace fused::ops {
 
