@@ -424,8 +424,11 @@ struct op_def {
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
   const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out);
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
-  // "scratch buffer" idea). The builder makes it a tensor named after the result + ".work", written
-  // by the step and read by none, so the planner gives it a lifetime of that one step in the arena.
+  // "scratch buffer" idea); a kernel writes what it reads there within the same call. The builder
+  // makes it a tensor named after the result + ".work", written by the step and read by none, so the
+  // planner gives it a lifetime of that one step in the arena. Its rule must depend on the first
+  // input alone: consecutive steps of the same op on the same first input (q/k/v, gate/up) share
+  // one workspace, live across those steps (`step::work` names it in each).
   // `has_work` says whether there is one: constant evaluation under g++'s UBSan instrumentation
   // rejects comparing a lambda's function pointer with null, so the pointer is never tested.
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
@@ -626,7 +629,14 @@ class graph_builder {
       ins[k++] = &p_.tensors[static_cast<std::size_t>(t)];
     }
     inferred r = op.infer(ins, n, a);
-    const inferred w = op.has_work && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
+    // Consecutive steps of one op on the same first input share one workspace (q/k/v, gate/up): its
+    // rule depends on that input alone (op_def::work), so it is the size this step would ask for.
+    tensor_id shared_work = -1;
+    if (op.has_work && sid > 0) {
+      const step& prev = p_.steps.data()[sid - 1];
+      if (prev.op == &op && prev.work >= 0 && prev.inputs[0] == s.inputs[0]) shared_work = prev.work;
+    }
+    const inferred w = op.has_work && shared_work < 0 && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
       // Not `cond ? text + ... : ""`: g++ 12 frees the temporaries of the taken branch too early in
       // constant evaluation ("use of allocated storage after deallocation").
@@ -659,7 +669,9 @@ class graph_builder {
     }
     p_.tensors[static_cast<std::size_t>(out)].producer = sid;
     s.result = out;
-    if (op.has_work) {
+    if (shared_work >= 0) {
+      s.work = shared_work;
+    } else if (op.has_work) {
       s.work = add_tensor({result.pattern, result.index, ".work"}, w.type, w.shp, role::activation, false);
       p_.tensors[static_cast<std::size_t>(s.work)].producer = sid;
     }
@@ -732,10 +744,14 @@ class counting_builder {
   constexpr tensor_id weight(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id state(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id declare(name_ref, dtype, shape) { return next(); }
-  constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
+  constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id> in, attrs = {}, name_ref = {}, tensor_id into = -1) {
     ++c_.steps;
     const tensor_id r = into >= 0 ? into : next();
-    if (op.has_work) next();
+    // As graph_builder::apply: a workspace unless the previous step is the same op on the same first input.
+    const tensor_id first = in.size() ? *in.begin() : -1;
+    if (op.has_work && !(last_op_ == &op && last_first_ == first)) next();
+    last_op_ = op.has_work ? &op : nullptr;
+    last_first_ = first;
     return r;
   }
   constexpr void reserve(std::size_t, std::size_t) {}
@@ -746,6 +762,8 @@ class counting_builder {
  private:
   constexpr tensor_id next() { return static_cast<tensor_id>(c_.tensors++); }
   counts c_{};
+  const op_def* last_op_ = nullptr;  // the previous step's op, if it has a workspace
+  tensor_id last_first_ = -1;        // and its first input
 };
 
 }  // namespace fused
@@ -1236,6 +1254,16 @@ constexpr const char* name_of(region r) {
 
 constexpr std::int64_t align_up(std::int64_t x, std::int64_t a = mem_align) { return (x + a - 1) / a * a; }
 
+// Byte size of a tensor under a binding.
+constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) { return t.shp.elements(b) * size_of(t.type); }
+
+// The region a tensor lives in, by its role.
+constexpr region region_of(const tensor_info& t) {
+  if (t.kind == role::weight) return region::weights;
+  if (t.kind == role::state) return region::state;
+  return region::activations;
+}
+
 struct buffer {
   tensor_id tensor = -1;
   region where = region::activations;
@@ -1487,14 +1515,30 @@ struct overlap_lists {
 
 constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::size_t n) {
   overlap_lists o;
+  // In birth order, group i overlaps exactly the later groups i+1 .. reach[i]-1 (born before it
+  // dies). Its degree is that count plus the number of earlier groups whose reach covers it.
+  scratch<int> reach_v(n), cover_v(n + 1, 0);
+  int* const reach = reach_v.data();
+  int* const cover = cover_v.data();
+  {
+    scratch<int> first_v(n);
+    int* const first = first_v.data();
+    for (std::size_t i = 0; i < n; ++i) first[i] = g[by_first[i]].first;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int last = g[by_first[i]].last;
+      std::size_t j = i + 1;
+      while (j < n && first[j] <= last) ++j;
+      reach[i] = static_cast<int>(j);
+      ++cover[i + 1];
+      --cover[j];
+    }
+  }
   scratch<int> degree(n + 1, 0);
   int* const deg = degree.data();
+  int covered = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const group_info& a = g[by_first[i]];
-    for (std::size_t j = i + 1; j < n && g[by_first[j]].first <= a.last; ++j) {
-      ++deg[by_first[i]];
-      ++deg[by_first[j]];
-    }
+    covered += cover[i];
+    deg[by_first[i]] = reach[i] - static_cast<int>(i) - 1 + covered;
   }
   o.begin = scratch<int>(n + 1);
   int at = 0;
@@ -1509,9 +1553,10 @@ constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::
   int* const list = o.list.data();
   for (std::size_t i = 0; i < n; ++i) {
     const int a = by_first[i];
-    for (std::size_t j = i + 1; j < n && g[by_first[j]].first <= g[a].last; ++j) {
-      list[next[a]++] = by_first[j];
-      list[next[by_first[j]]++] = a;
+    for (int j = static_cast<int>(i) + 1; j < reach[i]; ++j) {
+      const int bj = by_first[j];
+      list[next[a]++] = bj;
+      list[next[bj]++] = a;
     }
   }
   return o;
@@ -1530,14 +1575,17 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
   std::int64_t* const busy = busy_v.data();
   const int* const list = o.list.data();
   std::int64_t arena = 0;
+  scratch<std::int64_t> end_v(n);  // offset + aligned bytes of each placed group
+  std::int64_t* const end = end_v.data();
   for (std::size_t i = 0; i < n; ++i) {
     const int gi = order[i];
     int nb = 0;
     for (int k = b[gi]; k < b[gi + 1]; ++k) {
       const int oj = list[k];
-      if (offset[oj] < 0) continue;
+      const std::int64_t ob = offset[oj];
+      if (ob < 0) continue;
       // Insertion into the sorted pairs, ordered by (begin, end).
-      const std::int64_t ob = offset[oj], oe = offset[oj] + align_up(g[oj].bytes);
+      const std::int64_t oe = end[oj];
       int j = nb++;
       while (j > 0 && (busy[2 * j - 2] > ob || (busy[2 * j - 2] == ob && busy[2 * j - 1] > oe))) {
         busy[2 * j] = busy[2 * j - 2];
@@ -1559,21 +1607,13 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
     }
     if (best < 0) best = at;  // after everything that collides
     offset[gi] = best;
+    end[gi] = best + need;
     if (best + need > arena) arena = best + need;
   }
   return arena;
 }
 
 }  // namespace detail
-
-// Byte size of a tensor under a binding.
-constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) { return t.shp.elements(b) * size_of(t.type); }
-
-constexpr region region_of(const tensor_info& t) {
-  if (t.kind == role::weight) return region::weights;
-  if (t.kind == role::state) return region::state;
-  return region::activations;
-}
 
 constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   memory_plan m{};
@@ -1614,6 +1654,11 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
       buffer& b = buf[in[k]];
       if (b.first < 0) b.first = s;
       if (s > b.last) b.last = s;
+    }
+    if (st.work >= 0) {  // a workspace shared by consecutive steps lives across all of them
+      buffer& w = buf[st.work];
+      if (s < w.first) w.first = s;
+      if (s > w.last) w.last = s;
     }
   }
   for (std::size_t t = 0; t < nt; ++t) {
@@ -2037,13 +2082,20 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
 // ---- begin fused/plan/verifier.hpp ---------------------------------------------------------------------
 // The verifier: every memory plan passes it before use — in constant evaluation for a static model
 // (static_assert), at run time for a config read from a file. It trusts nothing the planner says:
+//   - every buffer is its own tensor's, in the region of the tensor's role, and exactly as large as
+//     the tensor's shape under the plan's binding;
 //   - every feed is bound to a buffer, and every step input is a feed or written at an earlier position;
+//   - an activation buffer is live wherever its tensor is touched: at the step that writes it, at
+//     every step that reads it or uses it as a workspace, from the first position for an input and
+//     to the last for an output;
 //   - every offset is 64-byte aligned and every buffer lies inside its region;
-//   - no two buffers of one region that are live at the same position share a byte, unless one is
-//     the in-place continuation of the other (same offset; one's last reader writes the other);
+//   - no two buffers of one region that are live at the same position share a byte, unless the newer
+//     one is written in place over the older one: same offset and bytes, and the older one's last
+//     reader is the step that writes the newer one through its op's in-place input;
 //   - the arena is exactly the end of its last buffer (rounded to 64), and not below the lower bound;
 //   - with canaries (memory_plan::canary > 0, plan/canaries.hpp), each state and activation buffer
 //     is followed by that many bytes that no buffer live at the same time touches, inside its region.
+// The planner's groups are not trusted: which buffers may share bytes follows from the program's steps.
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #include <utility>
 
@@ -2056,8 +2108,16 @@ struct verdict {
 };
 
 namespace detail {
-constexpr bool in_place_pair(const buffer& a, const buffer& b) {
-  return a.group == b.group && a.offset == b.offset && (a.last == b.first || b.last == a.first);
+// `newer` is written in place over `older`: same bytes, and the step at older's last position writes
+// newer through its op's in-place input, reading older there. (steps: in schedule order.)
+constexpr bool written_over(const buffer& older, const buffer& newer, const step* steps, int ns) {
+  if (older.offset != newer.offset || older.bytes != newer.bytes || older.last != newer.first || newer.first >= ns) return false;
+  const step& st = steps[newer.first];
+  const int k = st.op->in_place_input;
+  return st.result == newer.tensor && k >= 0 && k < st.n_inputs && st.inputs.data()[k] == older.tensor;
+}
+constexpr bool in_place_pair(const buffer& a, const buffer& b, const step* steps, int ns) {
+  return written_over(a, b, steps, ns) || written_over(b, a, steps, ns);
 }
 }  // namespace detail
 
@@ -2073,41 +2133,77 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   const scratch<int> pos_v = p.position_of_step();
   const int* const pos = pos_v.data();
   const step* const steps = p.steps.data();
-  for (std::size_t s = 0; s < p.steps.size(); ++s) {
+  const int ns = static_cast<int>(p.steps.size());
+  // An activation buffer must be live at position s; weights and state live for the whole call.
+  auto unlive = [&](tensor_id id, int s, const char* how, const step& st) {
+    const buffer& b = buf[id];
+    return "tensor '" + tensors[id].name.str() + "' is " + how + " step " + to_text(st.id) + " '" + st.op->name + "' at position " +
+           to_text(s) + ", but its buffer is live only at positions " + to_text(b.first) + ".." + to_text(b.last);
+  };
+  for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
     const tensor_id* const in = st.inputs.data();
     for (int k = 0; k < st.n_inputs; ++k) {
       const tensor_info& t = tensors[in[k]];
-      if (t.is_feed) continue;
-      if (t.producer < 0 || pos[t.producer] >= static_cast<int>(s))
+      const buffer& b = buf[in[k]];
+      if (!t.is_feed && (t.producer < 0 || pos[t.producer] >= s))
         return fail("step " + to_text(st.id) + " '" + st.op->name + "' reads '" + t.name.str() + "' before any step writes it");
+      if (b.where == region::activations && (b.first > s || b.last < s)) return fail(unlive(in[k], s, "read by", st));
+    }
+    const buffer& r = buf[st.result];
+    if (r.where == region::activations && (r.first > s || r.last < s)) return fail(unlive(st.result, s, "written by", st));
+    if (st.work >= 0) {
+      const buffer& w = buf[st.work];
+      if (w.where == region::activations && (w.first > s || w.last < s)) return fail(unlive(st.work, s, "the workspace of", st));
     }
   }
   std::int64_t max_end[region_count]{};
   int max_first = 0;
+  const std::int64_t* const value = m.bind.value.data();
   for (std::size_t i = 0; i < nt; ++i) {
     const buffer& b = buf[i];
-    const tensor_info& t = tensors[b.tensor];
+    const tensor_info& t = tensors[i];
+    if (b.tensor != t.id)
+      return fail("buffer " + to_text(static_cast<std::int64_t>(i)) + " holds tensor " + to_text(b.tensor) + ", not tensor '" + t.name.str() + "'");
+    if (b.where != region_of(t))
+      return fail("tensor '" + t.name.str() + "' (" + name_of(t.kind) + ") is placed in region " + name_of(b.where) + ", not " +
+                  name_of(region_of(t)));
     const auto r = static_cast<std::size_t>(b.where);
     const std::int64_t tail = m.canary_after(b.where);
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
+    {  // bytes_of(t, m.bind), spelled out: this loop is hot
+      const dim* const d = t.shp.d.data();
+      std::int64_t need = size_of(t.type);
+      for (int k = 0; k < t.shp.rank; ++k) need *= d[k].n * value[d[k].symbol];
+      if (b.bytes != need)
+        return fail("tensor '" + t.name.str() + "' takes " + to_text(need) + " bytes under the plan's binding, but its buffer has " + to_text(b.bytes));
+    }
+    if (b.where == region::activations) {
+      if (t.kind == role::input && b.first > 0)
+        return fail("input '" + t.name.str() + "' must be live from position 0 (the caller writes it before the call), but its buffer is born at position " + to_text(b.first));
+      if (t.kind == role::output && b.last < ns - 1)
+        return fail("output '" + t.name.str() + "' must stay live to the last position " + to_text(ns - 1) + " (the caller reads it after the call), but its buffer dies at position " + to_text(b.last));
+    }
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
     if (b.offset < 0 || b.offset + b.bytes + tail > m.region_bytes[r])
       return fail("tensor '" + t.name.str() + "' [" + to_text(b.offset) + ", " + to_text(b.offset + b.bytes) + ") lies outside region " + name_of(b.where));
     if (b.first > b.last) return fail("tensor '" + t.name.str() + "' dies before it is born");
     if (b.first < 0) return fail("tensor '" + t.name.str() + "' is born before the first step");
+    if (b.where == region::activations && b.last >= ns && ns > 0)
+      return fail("tensor '" + t.name.str() + "' outlives the last step (position " + to_text(b.last) + " of " + to_text(ns) + ")");
     if (align_up(b.offset + b.bytes + tail) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes + tail);
     if (b.first > max_first) max_first = b.first;
   }
-  // Weights and state live for the whole call: in offset order, each buffer must start at or after
-  // the end of everything before it (state updated in place shares its feed's bytes by design).
+  // Weights and state live for the whole call: in offset order, each feed's buffer must start at or
+  // after the end of everything before it. A state tensor a step produces is that step's in-place
+  // update of its state input (the builder makes nothing else state) and must sit on its bytes.
   // The planner lays them out in feed order, so the order is usually already sorted.
   scratch<int> order_v(nt);
   int* const order = order_v.data();
   for (const region r : {region::weights, region::state}) {
     std::size_t n = 0;
     for (std::size_t i = 0; i < nt; ++i)
-      if (buf[i].where == r && buf[i].group == buf[i].tensor) order[n++] = buf[i].tensor;
+      if (buf[i].where == r && tensors[i].producer < 0) order[n++] = static_cast<int>(i);
     bool sorted = true;
     for (std::size_t i = 1; i < n && sorted; ++i) sorted = buf[order[i - 1]].offset <= buf[order[i]].offset;
     if (!sorted) insertion_sort(order, order + n, [buf](int x, int y) { return buf[x].offset < buf[y].offset; });
@@ -2117,9 +2213,12 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
         return fail("tensors '" + tensors[prev.tensor].name.str() + "' and '" + tensors[cur.tensor].name.str() + "' share bytes in region " + name_of(r));
     }
     for (std::size_t i = 0; i < nt; ++i) {
-      const buffer& b = buf[i];
-      if (b.where == r && b.group != b.tensor && (b.offset != buf[b.group].offset || buf[b.group].where != r))
-        return fail("tensor '" + tensors[b.tensor].name.str() + "' updates state in place but does not sit on its bytes");
+      if (buf[i].where != r || tensors[i].producer < 0) continue;
+      const step& st = steps[pos[tensors[i].producer]];
+      const int k = st.op->in_place_input;
+      const tensor_id src = k >= 0 && k < st.n_inputs ? st.inputs.data()[k] : -1;
+      if (src < 0 || buf[src].where != r || buf[src].offset != buf[i].offset || buf[src].bytes != buf[i].bytes)
+        return fail("tensor '" + tensors[i].name.str() + "' updates state in place but does not sit on its bytes");
     }
   }
   // Activations: every pair live at a common position (found by a sweep in order of birth) must
@@ -2141,7 +2240,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
       const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
       const bool share = a.offset < b.offset + b.bytes + gap && b.offset < a.offset + a.bytes + gap;
-      if (share && !detail::in_place_pair(a, b))
+      if (share && !detail::in_place_pair(a, b, steps, ns))
         return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");
     }

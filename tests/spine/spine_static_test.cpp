@@ -362,6 +362,117 @@ TEST_CASE("verifier: a lower bound above the arena is a lower-bound bug") {
   CHECK(to_string(v.what) == "the arena is smaller than the lower bound: the lower bound is wrong");
 }
 
+// The plan's own lifetimes, groups, sizes and regions are checked against the program, not believed:
+// each mutation below leaves every buffer pair that the plan says is live together disjoint.
+TEST_CASE("verifier: a lifetime cut short before the last reader") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[4].last = 1;      // h claims to die at position 1, but linear (position 2) reads it ...
+  m.buffers[6].offset = 128;  // ... so y, written there, may not take h's bytes
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(to_string(v.what) == "tensor 'h' is read by step 2 'linear' at position 2, but its buffer is live only at positions 1..1");
+}
+
+TEST_CASE("verifier: a buffer born after the step that writes it") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[6].first = 3;  // y is written at position 2
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(to_string(v.what) == "tensor 'y' is written by step 2 'linear' at position 2, but its buffer is live only at positions 3..3");
+}
+
+TEST_CASE("verifier: a workspace must be live at its step") {
+  graph_builder g;
+  const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 32));
+  g.output("y", g.apply(ops::linear, {x, g.weight({"w"}, dtype::bf16, shape(8, 32))}, {}, {"y"}));
+  const program p = std::move(g).finish();
+  memory_plan m = plan_memory(p, bind(16));
+  REQUIRE(verify(p, m).ok);
+  REQUIRE(p.steps[0].work == 3);
+  m.buffers[3].first = m.buffers[3].last = 1;  // past the only step
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(to_string(v.what) == "tensor 'y.work' is the workspace of step 0 'linear' at position 0, but its buffer is live only at positions 1..1");
+}
+
+TEST_CASE("verifier: a lifetime past the last step") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[6].last = 7;
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(to_string(v.what) == "tensor 'y' outlives the last step (position 7 of 4)");
+}
+
+// Two independent steps (both level 1): e = embed(ids, W) at position 0, s = add(extra, extra) at 1.
+constexpr program two_outputs() {
+  graph_builder g;
+  const auto ids = g.input({"ids"}, dtype::i32, shape(sym(T)));
+  g.output("e", g.apply(ops::embed, {ids, g.weight({"W"}, dtype::bf16, shape(16, 8))}, {}, {"e"}));
+  const auto extra = g.input({"extra"}, dtype::f32, shape(sym(T), 8));
+  g.output("s", g.apply(ops::add, {extra, extra}, {}, {"s"}));
+  return std::move(g).finish();
+}
+
+TEST_CASE("verifier: inputs are live from the first position, outputs to the last") {
+  const program p = two_outputs();
+  const memory_plan planned = plan_memory(p, bind(4));
+  REQUIRE(verify(p, planned).ok);
+  memory_plan m = planned;
+  m.buffers[3].first = 1;  // extra is first read at position 1, but the caller writes it before the call
+  verdict v = verify(p, m);
+  CHECK(to_string(v.what) == "input 'extra' must be live from position 0 (the caller writes it before the call), but its buffer is born at position 1");
+  m = planned;
+  m.buffers[2].last = 0;  // e is read by nobody after position 0, but the caller reads it after the call
+  v = verify(p, m);
+  CHECK(to_string(v.what) == "output 'e' must stay live to the last position 1 (the caller reads it after the call), but its buffer dies at position 0");
+}
+
+TEST_CASE("verifier: a buffer smaller than its tensor") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[4].bytes = 64;  // h is 4 x 8 f32
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(to_string(v.what) == "tensor 'h' takes 128 bytes under the plan's binding, but its buffer has 64");
+}
+
+TEST_CASE("verifier: a tensor placed in another role's region") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[3].where = region::activations;  // norm.weight
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(to_string(v.what) == "tensor 'norm.weight' (weight) is placed in region activations, not weights");
+}
+
+TEST_CASE("verifier: a buffer that belongs to another tensor") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  m.buffers[4].tensor = 6;
+  const verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(to_string(v.what) == "buffer 4 holds tensor 6, not tensor 'h'");
+}
+
+TEST_CASE("verifier: only an op's in-place input may hand its bytes over") {
+  const program p = chain();
+  memory_plan m = plan_memory(p, bind(4));
+  // y onto h, labelled as one in-place group: h's last reader writes y, but linear is not in place.
+  m.buffers[6].offset = m.buffers[4].offset;
+  m.buffers[6].group = m.buffers[4].group;
+  verdict v = verify(p, m);
+  CHECK_FALSE(v.ok);
+  CHECK(to_string(v.what) == "tensors 'h' and 'y' share bytes in the activation arena while both are live");
+  // The add's real in-place pair (z over x) passes whatever the labels say.
+  m = plan_memory(p, bind(4));
+  REQUIRE(m.buffers[7].offset == m.buffers[2].offset);
+  m.buffers[7].group = 7;
+  CHECK(verify(p, m).ok);
+}
+
 TEST_CASE("verifier: a broken plan also fails in constant evaluation, with the same sentence") {
   constexpr bool rejected = [] {
     const program p = chain();

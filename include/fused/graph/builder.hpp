@@ -59,7 +59,14 @@ class graph_builder {
       ins[k++] = &p_.tensors[static_cast<std::size_t>(t)];
     }
     inferred r = op.infer(ins, n, a);
-    const inferred w = op.has_work && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
+    // Consecutive steps of one op on the same first input share one workspace (q/k/v, gate/up): its
+    // rule depends on that input alone (op_def::work), so it is the size this step would ask for.
+    tensor_id shared_work = -1;
+    if (op.has_work && sid > 0) {
+      const step& prev = p_.steps.data()[sid - 1];
+      if (prev.op == &op && prev.work >= 0 && prev.inputs[0] == s.inputs[0]) shared_work = prev.work;
+    }
+    const inferred w = op.has_work && shared_work < 0 && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
       // Not `cond ? text + ... : ""`: g++ 12 frees the temporaries of the taken branch too early in
       // constant evaluation ("use of allocated storage after deallocation").
@@ -92,7 +99,9 @@ class graph_builder {
     }
     p_.tensors[static_cast<std::size_t>(out)].producer = sid;
     s.result = out;
-    if (op.has_work) {
+    if (shared_work >= 0) {
+      s.work = shared_work;
+    } else if (op.has_work) {
       s.work = add_tensor({result.pattern, result.index, ".work"}, w.type, w.shp, role::activation, false);
       p_.tensors[static_cast<std::size_t>(s.work)].producer = sid;
     }
@@ -165,10 +174,14 @@ class counting_builder {
   constexpr tensor_id weight(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id state(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id declare(name_ref, dtype, shape) { return next(); }
-  constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id>, attrs = {}, name_ref = {}, tensor_id into = -1) {
+  constexpr tensor_id apply(const op_def& op, std::initializer_list<tensor_id> in, attrs = {}, name_ref = {}, tensor_id into = -1) {
     ++c_.steps;
     const tensor_id r = into >= 0 ? into : next();
-    if (op.has_work) next();
+    // As graph_builder::apply: a workspace unless the previous step is the same op on the same first input.
+    const tensor_id first = in.size() ? *in.begin() : -1;
+    if (op.has_work && !(last_op_ == &op && last_first_ == first)) next();
+    last_op_ = op.has_work ? &op : nullptr;
+    last_first_ = first;
     return r;
   }
   constexpr void reserve(std::size_t, std::size_t) {}
@@ -179,6 +192,8 @@ class counting_builder {
  private:
   constexpr tensor_id next() { return static_cast<tensor_id>(c_.tensors++); }
   counts c_{};
+  const op_def* last_op_ = nullptr;  // the previous step's op, if it has a workspace
+  tensor_id last_first_ = -1;        // and its first input
 };
 
 }  // namespace fused

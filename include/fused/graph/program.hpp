@@ -92,8 +92,11 @@ struct op_def {
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
   const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out);
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
-  // "scratch buffer" idea). The builder makes it a tensor named after the result + ".work", written
-  // by the step and read by none, so the planner gives it a lifetime of that one step in the arena.
+  // "scratch buffer" idea); a kernel writes what it reads there within the same call. The builder
+  // makes it a tensor named after the result + ".work", written by the step and read by none, so the
+  // planner gives it a lifetime of that one step in the arena. Its rule must depend on the first
+  // input alone: consecutive steps of the same op on the same first input (q/k/v, gate/up) share
+  // one workspace, live across those steps (`step::work` names it in each).
   // `has_work` says whether there is one: constant evaluation under g++'s UBSan instrumentation
   // rejects comparing a lambda's function pointer with null, so the pointer is never tested.
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;

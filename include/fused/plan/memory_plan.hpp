@@ -33,6 +33,16 @@ constexpr const char* name_of(region r) {
 
 constexpr std::int64_t align_up(std::int64_t x, std::int64_t a = mem_align) { return (x + a - 1) / a * a; }
 
+// Byte size of a tensor under a binding.
+constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) { return t.shp.elements(b) * size_of(t.type); }
+
+// The region a tensor lives in, by its role.
+constexpr region region_of(const tensor_info& t) {
+  if (t.kind == role::weight) return region::weights;
+  if (t.kind == role::state) return region::state;
+  return region::activations;
+}
+
 struct buffer {
   tensor_id tensor = -1;
   region where = region::activations;

@@ -47,14 +47,30 @@ struct overlap_lists {
 
 constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::size_t n) {
   overlap_lists o;
+  // In birth order, group i overlaps exactly the later groups i+1 .. reach[i]-1 (born before it
+  // dies). Its degree is that count plus the number of earlier groups whose reach covers it.
+  scratch<int> reach_v(n), cover_v(n + 1, 0);
+  int* const reach = reach_v.data();
+  int* const cover = cover_v.data();
+  {
+    scratch<int> first_v(n);
+    int* const first = first_v.data();
+    for (std::size_t i = 0; i < n; ++i) first[i] = g[by_first[i]].first;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int last = g[by_first[i]].last;
+      std::size_t j = i + 1;
+      while (j < n && first[j] <= last) ++j;
+      reach[i] = static_cast<int>(j);
+      ++cover[i + 1];
+      --cover[j];
+    }
+  }
   scratch<int> degree(n + 1, 0);
   int* const deg = degree.data();
+  int covered = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const group_info& a = g[by_first[i]];
-    for (std::size_t j = i + 1; j < n && g[by_first[j]].first <= a.last; ++j) {
-      ++deg[by_first[i]];
-      ++deg[by_first[j]];
-    }
+    covered += cover[i];
+    deg[by_first[i]] = reach[i] - static_cast<int>(i) - 1 + covered;
   }
   o.begin = scratch<int>(n + 1);
   int at = 0;
@@ -69,9 +85,10 @@ constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::
   int* const list = o.list.data();
   for (std::size_t i = 0; i < n; ++i) {
     const int a = by_first[i];
-    for (std::size_t j = i + 1; j < n && g[by_first[j]].first <= g[a].last; ++j) {
-      list[next[a]++] = by_first[j];
-      list[next[by_first[j]]++] = a;
+    for (int j = static_cast<int>(i) + 1; j < reach[i]; ++j) {
+      const int bj = by_first[j];
+      list[next[a]++] = bj;
+      list[next[bj]++] = a;
     }
   }
   return o;
@@ -90,14 +107,17 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
   std::int64_t* const busy = busy_v.data();
   const int* const list = o.list.data();
   std::int64_t arena = 0;
+  scratch<std::int64_t> end_v(n);  // offset + aligned bytes of each placed group
+  std::int64_t* const end = end_v.data();
   for (std::size_t i = 0; i < n; ++i) {
     const int gi = order[i];
     int nb = 0;
     for (int k = b[gi]; k < b[gi + 1]; ++k) {
       const int oj = list[k];
-      if (offset[oj] < 0) continue;
+      const std::int64_t ob = offset[oj];
+      if (ob < 0) continue;
       // Insertion into the sorted pairs, ordered by (begin, end).
-      const std::int64_t ob = offset[oj], oe = offset[oj] + align_up(g[oj].bytes);
+      const std::int64_t oe = end[oj];
       int j = nb++;
       while (j > 0 && (busy[2 * j - 2] > ob || (busy[2 * j - 2] == ob && busy[2 * j - 1] > oe))) {
         busy[2 * j] = busy[2 * j - 2];
@@ -119,21 +139,13 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
     }
     if (best < 0) best = at;  // after everything that collides
     offset[gi] = best;
+    end[gi] = best + need;
     if (best + need > arena) arena = best + need;
   }
   return arena;
 }
 
 }  // namespace detail
-
-// Byte size of a tensor under a binding.
-constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) { return t.shp.elements(b) * size_of(t.type); }
-
-constexpr region region_of(const tensor_info& t) {
-  if (t.kind == role::weight) return region::weights;
-  if (t.kind == role::state) return region::state;
-  return region::activations;
-}
 
 constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   memory_plan m{};
@@ -174,6 +186,11 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
       buffer& b = buf[in[k]];
       if (b.first < 0) b.first = s;
       if (s > b.last) b.last = s;
+    }
+    if (st.work >= 0) {  // a workspace shared by consecutive steps lives across all of them
+      buffer& w = buf[st.work];
+      if (s < w.first) w.first = s;
+      if (s > w.last) w.last = s;
     }
   }
   for (std::size_t t = 0; t < nt; ++t) {

@@ -45,14 +45,14 @@ static const fst_weight micro__weights[MICRO_WEIGHT_COUNT] = {
     {"model.layers.0.self_attn.q_proj.bias", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_Q_PROJ_BIAS, 1, {32, 0}, 8},
     {"model.layers.0.self_attn.k_proj.weight", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_K_PROJ_WEIGHT, 2, {16, 32}, 11},
     {"model.layers.0.self_attn.k_proj.bias", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_K_PROJ_BIAS, 1, {16, 0}, 12},
-    {"model.layers.0.self_attn.v_proj.weight", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_WEIGHT, 2, {16, 32}, 15},
-    {"model.layers.0.self_attn.v_proj.bias", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_BIAS, 1, {16, 0}, 16},
-    {"model.layers.0.self_attn.o_proj.weight", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_O_PROJ_WEIGHT, 2, {32, 32}, 24},
-    {"model.layers.0.post_attention_layernorm.weight", MICRO_W_MODEL_LAYERS_0_POST_ATTENTION_LAYERNORM_WEIGHT, 1, {32, 0}, 28},
-    {"model.layers.0.mlp.gate_proj.weight", MICRO_W_MODEL_LAYERS_0_MLP_GATE_PROJ_WEIGHT, 2, {48, 32}, 30},
-    {"model.layers.0.mlp.up_proj.weight", MICRO_W_MODEL_LAYERS_0_MLP_UP_PROJ_WEIGHT, 2, {48, 32}, 33},
-    {"model.layers.0.mlp.down_proj.weight", MICRO_W_MODEL_LAYERS_0_MLP_DOWN_PROJ_WEIGHT, 2, {32, 48}, 37},
-    {"model.norm.weight", MICRO_W_MODEL_NORM_WEIGHT, 1, {32, 0}, 41},
+    {"model.layers.0.self_attn.v_proj.weight", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_WEIGHT, 2, {16, 32}, 14},
+    {"model.layers.0.self_attn.v_proj.bias", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_BIAS, 1, {16, 0}, 15},
+    {"model.layers.0.self_attn.o_proj.weight", MICRO_W_MODEL_LAYERS_0_SELF_ATTN_O_PROJ_WEIGHT, 2, {32, 32}, 22},
+    {"model.layers.0.post_attention_layernorm.weight", MICRO_W_MODEL_LAYERS_0_POST_ATTENTION_LAYERNORM_WEIGHT, 1, {32, 0}, 26},
+    {"model.layers.0.mlp.gate_proj.weight", MICRO_W_MODEL_LAYERS_0_MLP_GATE_PROJ_WEIGHT, 2, {48, 32}, 28},
+    {"model.layers.0.mlp.up_proj.weight", MICRO_W_MODEL_LAYERS_0_MLP_UP_PROJ_WEIGHT, 2, {48, 32}, 31},
+    {"model.layers.0.mlp.down_proj.weight", MICRO_W_MODEL_LAYERS_0_MLP_DOWN_PROJ_WEIGHT, 2, {32, 48}, 34},
+    {"model.norm.weight", MICRO_W_MODEL_NORM_WEIGHT, 1, {32, 0}, 38},
 };
 
 #ifdef FUSED_DEBUG_CANARIES
@@ -68,11 +68,9 @@ static const micro__buffer micro__prefill_buffers[] = {
     {"embed", MICRO_PREFILL_EMBED, 512, 0, 11},
     {"layers.0.attn_norm", MICRO_PREFILL_LAYERS_0_ATTN_NORM, 512, 1, 4},
     {"layers.0.q", MICRO_PREFILL_LAYERS_0_Q, 512, 2, 5},
-    {"layers.0.q.work", MICRO_PREFILL_LAYERS_0_Q_WORK, 256, 2, 2},
+    {"layers.0.q.work", MICRO_PREFILL_LAYERS_0_Q_WORK, 256, 2, 4},
     {"layers.0.k", MICRO_PREFILL_LAYERS_0_K, 256, 3, 6},
-    {"layers.0.k.work", MICRO_PREFILL_LAYERS_0_K_WORK, 256, 3, 3},
     {"layers.0.v", MICRO_PREFILL_LAYERS_0_V, 256, 4, 7},
-    {"layers.0.v.work", MICRO_PREFILL_LAYERS_0_V_WORK, 256, 4, 4},
     {"layers.0.q_rope", MICRO_PREFILL_LAYERS_0_Q_ROPE, 512, 5, 9},
     {"layers.0.k_rope", MICRO_PREFILL_LAYERS_0_K_ROPE, 256, 6, 8},
     {"layers.0.attn", MICRO_PREFILL_LAYERS_0_ATTN, 512, 9, 10},
@@ -81,9 +79,8 @@ static const micro__buffer micro__prefill_buffers[] = {
     {"layers.0.resid_attn", MICRO_PREFILL_LAYERS_0_RESID_ATTN, 512, 11, 17},
     {"layers.0.mlp_norm", MICRO_PREFILL_LAYERS_0_MLP_NORM, 512, 12, 14},
     {"layers.0.gate", MICRO_PREFILL_LAYERS_0_GATE, 768, 13, 15},
-    {"layers.0.gate.work", MICRO_PREFILL_LAYERS_0_GATE_WORK, 256, 13, 13},
+    {"layers.0.gate.work", MICRO_PREFILL_LAYERS_0_GATE_WORK, 256, 13, 14},
     {"layers.0.up", MICRO_PREFILL_LAYERS_0_UP, 768, 14, 15},
-    {"layers.0.up.work", MICRO_PREFILL_LAYERS_0_UP_WORK, 256, 14, 14},
     {"layers.0.swiglu", MICRO_PREFILL_LAYERS_0_SWIGLU, 768, 15, 16},
     {"layers.0.down", MICRO_PREFILL_LAYERS_0_DOWN, 512, 16, 17},
     {"layers.0.down.work", MICRO_PREFILL_LAYERS_0_DOWN_WORK, 512, 16, 16},
@@ -119,11 +116,9 @@ static const micro__buffer micro__decode_buffers[] = {
     {"embed", MICRO_DECODE_EMBED, 128, 0, 11},
     {"layers.0.attn_norm", MICRO_DECODE_LAYERS_0_ATTN_NORM, 128, 1, 4},
     {"layers.0.q", MICRO_DECODE_LAYERS_0_Q, 128, 2, 5},
-    {"layers.0.q.work", MICRO_DECODE_LAYERS_0_Q_WORK, 64, 2, 2},
+    {"layers.0.q.work", MICRO_DECODE_LAYERS_0_Q_WORK, 64, 2, 4},
     {"layers.0.k", MICRO_DECODE_LAYERS_0_K, 64, 3, 6},
-    {"layers.0.k.work", MICRO_DECODE_LAYERS_0_K_WORK, 64, 3, 3},
     {"layers.0.v", MICRO_DECODE_LAYERS_0_V, 64, 4, 7},
-    {"layers.0.v.work", MICRO_DECODE_LAYERS_0_V_WORK, 64, 4, 4},
     {"layers.0.q_rope", MICRO_DECODE_LAYERS_0_Q_ROPE, 128, 5, 9},
     {"layers.0.k_rope", MICRO_DECODE_LAYERS_0_K_ROPE, 64, 6, 8},
     {"layers.0.attn", MICRO_DECODE_LAYERS_0_ATTN, 128, 9, 10},
@@ -132,9 +127,8 @@ static const micro__buffer micro__decode_buffers[] = {
     {"layers.0.resid_attn", MICRO_DECODE_LAYERS_0_RESID_ATTN, 128, 11, 17},
     {"layers.0.mlp_norm", MICRO_DECODE_LAYERS_0_MLP_NORM, 128, 12, 14},
     {"layers.0.gate", MICRO_DECODE_LAYERS_0_GATE, 192, 13, 15},
-    {"layers.0.gate.work", MICRO_DECODE_LAYERS_0_GATE_WORK, 64, 13, 13},
+    {"layers.0.gate.work", MICRO_DECODE_LAYERS_0_GATE_WORK, 64, 13, 14},
     {"layers.0.up", MICRO_DECODE_LAYERS_0_UP, 192, 14, 15},
-    {"layers.0.up.work", MICRO_DECODE_LAYERS_0_UP_WORK, 64, 14, 14},
     {"layers.0.swiglu", MICRO_DECODE_LAYERS_0_SWIGLU, 192, 15, 16},
     {"layers.0.down", MICRO_DECODE_LAYERS_0_DOWN, 128, 16, 17},
     {"layers.0.down.work", MICRO_DECODE_LAYERS_0_DOWN_WORK, 128, 16, 16},
@@ -228,10 +222,10 @@ static int micro__prefill(micro_model* m, size_t n) {
   fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_ATTN_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_Q_PROJ_WEIGHT), 32, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_Q_PROJ_BIAS), F(MICRO_PREFILL_LAYERS_0_Q), A16(MICRO_PREFILL_LAYERS_0_Q_WORK));
   CANARY_CHECK(0, 2);
   /* layers.0.k = linear(layers.0.attn_norm, model.layers.0.self_attn.k_proj.weight, model.layers.0.self_attn.k_proj.bias)  f32 [4, 16] */
-  fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_ATTN_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_K_PROJ_WEIGHT), 16, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_K_PROJ_BIAS), F(MICRO_PREFILL_LAYERS_0_K), A16(MICRO_PREFILL_LAYERS_0_K_WORK));
+  fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_ATTN_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_K_PROJ_WEIGHT), 16, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_K_PROJ_BIAS), F(MICRO_PREFILL_LAYERS_0_K), A16(MICRO_PREFILL_LAYERS_0_Q_WORK));
   CANARY_CHECK(0, 3);
   /* layers.0.v = linear(layers.0.attn_norm, model.layers.0.self_attn.v_proj.weight, model.layers.0.self_attn.v_proj.bias)  f32 [4, 16] */
-  fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_ATTN_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_WEIGHT), 16, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_BIAS), F(MICRO_PREFILL_LAYERS_0_V), A16(MICRO_PREFILL_LAYERS_0_V_WORK));
+  fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_ATTN_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_WEIGHT), 16, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_BIAS), F(MICRO_PREFILL_LAYERS_0_V), A16(MICRO_PREFILL_LAYERS_0_Q_WORK));
   CANARY_CHECK(0, 4);
   /* layers.0.q_rope = rope(layers.0.q)  f32 [4, 32] */
   fk_rope(F(MICRO_PREFILL_LAYERS_0_Q_ROPE), n, 2, 16, pos0, 10000.0f);
@@ -261,7 +255,7 @@ static int micro__prefill(micro_model* m, size_t n) {
   fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_MLP_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_MLP_GATE_PROJ_WEIGHT), 48, NULL, F(MICRO_PREFILL_LAYERS_0_GATE), A16(MICRO_PREFILL_LAYERS_0_GATE_WORK));
   CANARY_CHECK(0, 13);
   /* layers.0.up = linear(layers.0.mlp_norm, model.layers.0.mlp.up_proj.weight)  f32 [4, 48] */
-  fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_MLP_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_MLP_UP_PROJ_WEIGHT), 48, NULL, F(MICRO_PREFILL_LAYERS_0_UP), A16(MICRO_PREFILL_LAYERS_0_UP_WORK));
+  fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_MLP_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_MLP_UP_PROJ_WEIGHT), 48, NULL, F(MICRO_PREFILL_LAYERS_0_UP), A16(MICRO_PREFILL_LAYERS_0_GATE_WORK));
   CANARY_CHECK(0, 14);
   /* layers.0.swiglu = swiglu(layers.0.gate, layers.0.up)  f32 [4, 48] */
   fk_swiglu(F(MICRO_PREFILL_LAYERS_0_GATE), F(MICRO_PREFILL_LAYERS_0_UP), n * 48, F(MICRO_PREFILL_LAYERS_0_SWIGLU));
