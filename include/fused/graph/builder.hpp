@@ -5,6 +5,7 @@
 // (fused/graph/diagnose.hpp); at run time it becomes a `graph_error`.
 #pragma once
 #include <initializer_list>
+#include <string_view>
 #include <utility>
 
 #include "program.hpp"
@@ -64,7 +65,9 @@ class graph_builder {
     tensor_id shared_work = -1;
     if (op.has_work && sid > 0) {
       const step& prev = p_.steps.data()[sid - 1];
-      if (prev.op == &op && prev.work >= 0 && prev.inputs[0] == s.inputs[0]) shared_work = prev.work;
+      // (Ops compared by name: g++'s UBSan instrumentation rejects comparing their addresses in
+      // constant evaluation.)
+      if (prev.work >= 0 && prev.inputs[0] == s.inputs[0] && std::string_view(prev.op->name) == op.name) shared_work = prev.work;
     }
     const inferred w = op.has_work && shared_work < 0 && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
@@ -179,8 +182,8 @@ class counting_builder {
     const tensor_id r = into >= 0 ? into : next();
     // As graph_builder::apply: a workspace unless the previous step is the same op on the same first input.
     const tensor_id first = in.size() ? *in.begin() : -1;
-    if (op.has_work && !(last_op_ == &op && last_first_ == first)) next();
-    last_op_ = op.has_work ? &op : nullptr;
+    if (op.has_work && !(last_work_op_ == op.name && last_first_ == first)) next();
+    last_work_op_ = op.has_work ? op.name : "";
     last_first_ = first;
     return r;
   }
@@ -192,8 +195,8 @@ class counting_builder {
  private:
   constexpr tensor_id next() { return static_cast<tensor_id>(c_.tensors++); }
   counts c_{};
-  const op_def* last_op_ = nullptr;  // the previous step's op, if it has a workspace
-  tensor_id last_first_ = -1;        // and its first input
+  std::string_view last_work_op_;  // the previous step's op if it has a workspace (by name), else ""
+  tensor_id last_first_ = -1;      // and its first input
 };
 
 }  // namespace fused
