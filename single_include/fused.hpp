@@ -332,6 +332,7 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 // `finish()` schedules the program. At compile time a recorded mistake becomes a static_assert
 // (fused/graph/diagnose.hpp); at run time it becomes a `graph_error`.
 #include <initializer_list>
+#include <string_view>
 #include <utility>
 
 // ---- begin fused/graph/program.hpp ---------------------------------------------------------------------
@@ -634,7 +635,9 @@ class graph_builder {
     tensor_id shared_work = -1;
     if (op.has_work && sid > 0) {
       const step& prev = p_.steps.data()[sid - 1];
-      if (prev.op == &op && prev.work >= 0 && prev.inputs[0] == s.inputs[0]) shared_work = prev.work;
+      // (Ops compared by name: g++'s UBSan instrumentation rejects comparing their addresses in
+      // constant evaluation.)
+      if (prev.work >= 0 && prev.inputs[0] == s.inputs[0] && std::string_view(prev.op->name) == op.name) shared_work = prev.work;
     }
     const inferred w = op.has_work && shared_work < 0 && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
@@ -749,8 +752,8 @@ class counting_builder {
     const tensor_id r = into >= 0 ? into : next();
     // As graph_builder::apply: a workspace unless the previous step is the same op on the same first input.
     const tensor_id first = in.size() ? *in.begin() : -1;
-    if (op.has_work && !(last_op_ == &op && last_first_ == first)) next();
-    last_op_ = op.has_work ? &op : nullptr;
+    if (op.has_work && !(last_work_op_ == op.name && last_first_ == first)) next();
+    last_work_op_ = op.has_work ? op.name : "";
     last_first_ = first;
     return r;
   }
@@ -762,8 +765,8 @@ class counting_builder {
  private:
   constexpr tensor_id next() { return static_cast<tensor_id>(c_.tensors++); }
   counts c_{};
-  const op_def* last_op_ = nullptr;  // the previous step's op, if it has a workspace
-  tensor_id last_first_ = -1;        // and its first input
+  std::string_view last_work_op_;  // the previous step's op if it has a workspace (by name), else ""
+  tensor_id last_first_ = -1;      // and its first input
 };
 
 }  // namespace fused
@@ -2165,11 +2168,12 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     const tensor_info& t = tensors[i];
     if (b.tensor != t.id)
       return fail("buffer " + to_text(static_cast<std::int64_t>(i)) + " holds tensor " + to_text(b.tensor) + ", not tensor '" + t.name.str() + "'");
-    if (b.where != region_of(t))
-      return fail("tensor '" + t.name.str() + "' (" + name_of(t.kind) + ") is placed in region " + name_of(b.where) + ", not " +
-                  name_of(region_of(t)));
+    const region home = t.kind == role::weight ? region::weights : t.kind == role::state ? region::state : region::activations;  // region_of(t)
+    if (b.where != home)
+      return fail("tensor '" + t.name.str() + "' (" + name_of(t.kind) + ") is placed in region " + name_of(b.where) + ", not " + name_of(home));
+    const bool act = home == region::activations;
     const auto r = static_cast<std::size_t>(b.where);
-    const std::int64_t tail = m.canary_after(b.where);
+    const std::int64_t tail = home == region::weights ? 0 : m.canary;  // m.canary_after(b.where)
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
     {  // bytes_of(t, m.bind), spelled out: this loop is hot
       const dim* const d = t.shp.d.data();
@@ -2178,20 +2182,21 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
       if (b.bytes != need)
         return fail("tensor '" + t.name.str() + "' takes " + to_text(need) + " bytes under the plan's binding, but its buffer has " + to_text(b.bytes));
     }
-    if (b.where == region::activations) {
+    if (act) {
       if (t.kind == role::input && b.first > 0)
         return fail("input '" + t.name.str() + "' must be live from position 0 (the caller writes it before the call), but its buffer is born at position " + to_text(b.first));
       if (t.kind == role::output && b.last < ns - 1)
         return fail("output '" + t.name.str() + "' must stay live to the last position " + to_text(ns - 1) + " (the caller reads it after the call), but its buffer dies at position " + to_text(b.last));
     }
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
+    const std::int64_t end = align_up(b.offset + b.bytes + tail);
     if (b.offset < 0 || b.offset + b.bytes + tail > m.region_bytes[r])
       return fail("tensor '" + t.name.str() + "' [" + to_text(b.offset) + ", " + to_text(b.offset + b.bytes) + ") lies outside region " + name_of(b.where));
     if (b.first > b.last) return fail("tensor '" + t.name.str() + "' dies before it is born");
     if (b.first < 0) return fail("tensor '" + t.name.str() + "' is born before the first step");
-    if (b.where == region::activations && b.last >= ns && ns > 0)
+    if (act && b.last >= ns && ns > 0)
       return fail("tensor '" + t.name.str() + "' outlives the last step (position " + to_text(b.last) + " of " + to_text(ns) + ")");
-    if (align_up(b.offset + b.bytes + tail) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes + tail);
+    if (end > max_end[r]) max_end[r] = end;
     if (b.first > max_first) max_first = b.first;
   }
   // Weights and state live for the whole call: in offset order, each feed's buffer must start at or

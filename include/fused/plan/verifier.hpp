@@ -86,11 +86,12 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     const tensor_info& t = tensors[i];
     if (b.tensor != t.id)
       return fail("buffer " + to_text(static_cast<std::int64_t>(i)) + " holds tensor " + to_text(b.tensor) + ", not tensor '" + t.name.str() + "'");
-    if (b.where != region_of(t))
-      return fail("tensor '" + t.name.str() + "' (" + name_of(t.kind) + ") is placed in region " + name_of(b.where) + ", not " +
-                  name_of(region_of(t)));
+    const region home = t.kind == role::weight ? region::weights : t.kind == role::state ? region::state : region::activations;  // region_of(t)
+    if (b.where != home)
+      return fail("tensor '" + t.name.str() + "' (" + name_of(t.kind) + ") is placed in region " + name_of(b.where) + ", not " + name_of(home));
+    const bool act = home == region::activations;
     const auto r = static_cast<std::size_t>(b.where);
-    const std::int64_t tail = m.canary_after(b.where);
+    const std::int64_t tail = home == region::weights ? 0 : m.canary;  // m.canary_after(b.where)
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
     {  // bytes_of(t, m.bind), spelled out: this loop is hot
       const dim* const d = t.shp.d.data();
@@ -99,20 +100,21 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
       if (b.bytes != need)
         return fail("tensor '" + t.name.str() + "' takes " + to_text(need) + " bytes under the plan's binding, but its buffer has " + to_text(b.bytes));
     }
-    if (b.where == region::activations) {
+    if (act) {
       if (t.kind == role::input && b.first > 0)
         return fail("input '" + t.name.str() + "' must be live from position 0 (the caller writes it before the call), but its buffer is born at position " + to_text(b.first));
       if (t.kind == role::output && b.last < ns - 1)
         return fail("output '" + t.name.str() + "' must stay live to the last position " + to_text(ns - 1) + " (the caller reads it after the call), but its buffer dies at position " + to_text(b.last));
     }
     if (b.offset % mem_align) return fail("tensor '" + t.name.str() + "' offset " + to_text(b.offset) + " is not 64-byte aligned");
+    const std::int64_t end = align_up(b.offset + b.bytes + tail);
     if (b.offset < 0 || b.offset + b.bytes + tail > m.region_bytes[r])
       return fail("tensor '" + t.name.str() + "' [" + to_text(b.offset) + ", " + to_text(b.offset + b.bytes) + ") lies outside region " + name_of(b.where));
     if (b.first > b.last) return fail("tensor '" + t.name.str() + "' dies before it is born");
     if (b.first < 0) return fail("tensor '" + t.name.str() + "' is born before the first step");
-    if (b.where == region::activations && b.last >= ns && ns > 0)
+    if (act && b.last >= ns && ns > 0)
       return fail("tensor '" + t.name.str() + "' outlives the last step (position " + to_text(b.last) + " of " + to_text(ns) + ")");
-    if (align_up(b.offset + b.bytes + tail) > max_end[r]) max_end[r] = align_up(b.offset + b.bytes + tail);
+    if (end > max_end[r]) max_end[r] = end;
     if (b.first > max_first) max_first = b.first;
   }
   // Weights and state live for the whole call: in offset order, each feed's buffer must start at or
