@@ -2,7 +2,8 @@
 //
 // 1. Lowering: the binding gives every tensor its byte size; each step's op names its kernel.
 // 2. Lifetimes in schedule order (inclusive). Inputs are live from position 0 (the caller writes
-//    them before the call), outputs to the last position (the caller reads them after).
+//    them before the call), outputs to the last position (the caller reads them after), a
+//    workspace from the first step that uses it to the last (steps may share one: op_def::work).
 // 3. In-place chains: a step whose op declares an in-place input writes its result over that input
 //    when the input is an activation of the same size whose last reader is this very step (residual
 //    add, SwiGLU, RoPE). Over a state feed the in-place write is how state is updated (KV cache).
