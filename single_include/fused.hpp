@@ -393,6 +393,9 @@ struct step {
   tensor_id work = -1;               // the step's workspace tensor (op_def::work), or -1
   bool mode_sensitive = false;
   int level = 0;                     // longest path from the feeds (set by the scheduler)
+
+  // The input whose bytes the result takes over (the op's in-place input slot), or -1.
+  constexpr tensor_id in_place_source() const;
 };
 
 struct named_output {
@@ -435,6 +438,11 @@ struct op_def {
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
   bool has_work = false;
 };
+
+constexpr tensor_id step::in_place_source() const {
+  const int k = op->in_place_input;
+  return k >= 0 && k < n_inputs ? inputs[static_cast<std::size_t>(k)] : -1;
+}
 
 enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };
 
@@ -1257,8 +1265,15 @@ constexpr const char* name_of(region r) {
 
 constexpr std::int64_t align_up(std::int64_t x, std::int64_t a = mem_align) { return (x + a - 1) / a * a; }
 
-// Byte size of a tensor under a binding.
-constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) { return t.shp.elements(b) * size_of(t.type); }
+// Byte size of a tensor under a binding. (The planner and the verifier call it once per tensor in
+// constant evaluation: a raw-pointer loop, not shape::elements, whose operator[] calls cost more.)
+constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) {
+  const dim* const d = t.shp.d.data();
+  const std::int64_t* const value = b.value.data();
+  std::int64_t bytes = size_of(t.type);
+  for (int i = 0; i < t.shp.rank; ++i) bytes *= d[i].n * value[d[i].symbol];
+  return bytes;
+}
 
 // The region a tensor lives in, by its role.
 constexpr region region_of(const tensor_info& t) {
@@ -1639,16 +1654,12 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
     m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
   }
 
-  // 2. Lifetimes. (Sizes as bytes_of computes them, spelled out: this loop is hot.)
+  // 2. Lifetimes.
   m.buffers.reserve(nt);
-  const std::int64_t* const value = bind.value.data();
   for (std::size_t t = 0; t < nt; ++t) {
     const tensor_info& ti = tensors[t];
-    const dim* const d = ti.shp.d.data();
-    std::int64_t elements = 1;
-    for (int i = 0; i < ti.shp.rank; ++i) elements *= d[i].n * value[d[i].symbol];
     const int first = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
-    m.buffers.push_back({ti.id, region_of(ti), 0, elements * size_of(ti.type), first, first, ti.id});
+    m.buffers.push_back({ti.id, region_of(ti), 0, bytes_of(ti, bind), first, first, ti.id});
   }
   buffer* const buf = m.buffers.data();
   for (int s = 0; s < ns; ++s) {
@@ -1674,9 +1685,9 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   // 3. In-place chains (schedule order, so a chain's head is always already grouped).
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
-    const int k = st.op->in_place_input;
-    if (k < 0 || k >= st.n_inputs) continue;
-    const tensor_info& in = tensors[st.inputs.data()[k]];
+    const tensor_id src = st.in_place_source();
+    if (src < 0) continue;
+    const tensor_info& in = tensors[src];
     buffer& rb = buf[st.result];
     const buffer& ib = buf[in.id];
     const bool state_update = in.kind == role::state;
@@ -2117,8 +2128,7 @@ namespace detail {
 constexpr bool written_over(const buffer& older, const buffer& newer, const step* steps, int ns) {
   if (older.offset != newer.offset || older.bytes != newer.bytes || older.last != newer.first || newer.first >= ns) return false;
   const step& st = steps[newer.first];
-  const int k = st.op->in_place_input;
-  return st.result == newer.tensor && k >= 0 && k < st.n_inputs && st.inputs.data()[k] == older.tensor;
+  return st.result == newer.tensor && st.in_place_source() == older.tensor;
 }
 constexpr bool in_place_pair(const buffer& a, const buffer& b, const step* steps, int ns) {
   return written_over(a, b, steps, ns) || written_over(b, a, steps, ns);
@@ -2163,26 +2173,20 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   }
   std::int64_t max_end[region_count]{};
   int max_first = 0;
-  const std::int64_t* const value = m.bind.value.data();
   for (std::size_t i = 0; i < nt; ++i) {
     const buffer& b = buf[i];
     const tensor_info& t = tensors[i];
     if (b.tensor != t.id)
       return fail("buffer " + to_text(static_cast<std::int64_t>(i)) + " holds tensor " + to_text(b.tensor) + ", not tensor '" + t.name.str() + "'");
-    const region home = t.kind == role::weight ? region::weights : t.kind == role::state ? region::state : region::activations;  // region_of(t)
+    const region home = region_of(t);
     if (b.where != home)
       return fail("tensor '" + t.name.str() + "' (" + name_of(t.kind) + ") is placed in region " + name_of(b.where) + ", not " + name_of(home));
     const bool act = home == region::activations;
     const auto r = static_cast<std::size_t>(b.where);
-    const std::int64_t tail = home == region::weights ? 0 : m.canary;  // m.canary_after(b.where)
+    const std::int64_t tail = m.canary_after(home);
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
-    {  // bytes_of(t, m.bind), spelled out: this loop is hot
-      const dim* const d = t.shp.d.data();
-      std::int64_t need = size_of(t.type);
-      for (int k = 0; k < t.shp.rank; ++k) need *= d[k].n * value[d[k].symbol];
-      if (b.bytes != need)
-        return fail("tensor '" + t.name.str() + "' takes " + to_text(need) + " bytes under the plan's binding, but its buffer has " + to_text(b.bytes));
-    }
+    if (const std::int64_t need = bytes_of(t, m.bind); b.bytes != need)
+      return fail("tensor '" + t.name.str() + "' takes " + to_text(need) + " bytes under the plan's binding, but its buffer has " + to_text(b.bytes));
     if (act) {
       if (t.kind == role::input && b.first > 0)
         return fail("input '" + t.name.str() + "' must be live from position 0 (the caller writes it before the call), but its buffer is born at position " + to_text(b.first));
@@ -2220,9 +2224,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     }
     for (std::size_t i = 0; i < nt; ++i) {
       if (buf[i].where != r || tensors[i].producer < 0) continue;
-      const step& st = steps[pos[tensors[i].producer]];
-      const int k = st.op->in_place_input;
-      const tensor_id src = k >= 0 && k < st.n_inputs ? st.inputs.data()[k] : -1;
+      const tensor_id src = steps[pos[tensors[i].producer]].in_place_source();
       if (src < 0 || buf[src].where != r || buf[src].offset != buf[i].offset || buf[src].bytes != buf[i].bytes)
         return fail("tensor '" + tensors[i].name.str() + "' updates state in place but does not sit on its bytes");
     }

@@ -60,6 +60,9 @@ struct step {
   tensor_id work = -1;               // the step's workspace tensor (op_def::work), or -1
   bool mode_sensitive = false;
   int level = 0;                     // longest path from the feeds (set by the scheduler)
+
+  // The input whose bytes the result takes over (the op's in-place input slot), or -1.
+  constexpr tensor_id in_place_source() const;
 };
 
 struct named_output {
@@ -102,6 +105,11 @@ struct op_def {
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
   bool has_work = false;
 };
+
+constexpr tensor_id step::in_place_source() const {
+  const int k = op->in_place_input;
+  return k >= 0 && k < n_inputs ? inputs[static_cast<std::size_t>(k)] : -1;
+}
 
 enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };
 

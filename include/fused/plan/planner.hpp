@@ -168,16 +168,12 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
     m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
   }
 
-  // 2. Lifetimes. (Sizes as bytes_of computes them, spelled out: this loop is hot.)
+  // 2. Lifetimes.
   m.buffers.reserve(nt);
-  const std::int64_t* const value = bind.value.data();
   for (std::size_t t = 0; t < nt; ++t) {
     const tensor_info& ti = tensors[t];
-    const dim* const d = ti.shp.d.data();
-    std::int64_t elements = 1;
-    for (int i = 0; i < ti.shp.rank; ++i) elements *= d[i].n * value[d[i].symbol];
     const int first = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
-    m.buffers.push_back({ti.id, region_of(ti), 0, elements * size_of(ti.type), first, first, ti.id});
+    m.buffers.push_back({ti.id, region_of(ti), 0, bytes_of(ti, bind), first, first, ti.id});
   }
   buffer* const buf = m.buffers.data();
   for (int s = 0; s < ns; ++s) {
@@ -203,9 +199,9 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   // 3. In-place chains (schedule order, so a chain's head is always already grouped).
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
-    const int k = st.op->in_place_input;
-    if (k < 0 || k >= st.n_inputs) continue;
-    const tensor_info& in = tensors[st.inputs.data()[k]];
+    const tensor_id src = st.in_place_source();
+    if (src < 0) continue;
+    const tensor_info& in = tensors[src];
     buffer& rb = buf[st.result];
     const buffer& ib = buf[in.id];
     const bool state_update = in.kind == role::state;

@@ -34,8 +34,7 @@ namespace detail {
 constexpr bool written_over(const buffer& older, const buffer& newer, const step* steps, int ns) {
   if (older.offset != newer.offset || older.bytes != newer.bytes || older.last != newer.first || newer.first >= ns) return false;
   const step& st = steps[newer.first];
-  const int k = st.op->in_place_input;
-  return st.result == newer.tensor && k >= 0 && k < st.n_inputs && st.inputs.data()[k] == older.tensor;
+  return st.result == newer.tensor && st.in_place_source() == older.tensor;
 }
 constexpr bool in_place_pair(const buffer& a, const buffer& b, const step* steps, int ns) {
   return written_over(a, b, steps, ns) || written_over(b, a, steps, ns);
@@ -80,26 +79,20 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   }
   std::int64_t max_end[region_count]{};
   int max_first = 0;
-  const std::int64_t* const value = m.bind.value.data();
   for (std::size_t i = 0; i < nt; ++i) {
     const buffer& b = buf[i];
     const tensor_info& t = tensors[i];
     if (b.tensor != t.id)
       return fail("buffer " + to_text(static_cast<std::int64_t>(i)) + " holds tensor " + to_text(b.tensor) + ", not tensor '" + t.name.str() + "'");
-    const region home = t.kind == role::weight ? region::weights : t.kind == role::state ? region::state : region::activations;  // region_of(t)
+    const region home = region_of(t);
     if (b.where != home)
       return fail("tensor '" + t.name.str() + "' (" + name_of(t.kind) + ") is placed in region " + name_of(b.where) + ", not " + name_of(home));
     const bool act = home == region::activations;
     const auto r = static_cast<std::size_t>(b.where);
-    const std::int64_t tail = home == region::weights ? 0 : m.canary;  // m.canary_after(b.where)
+    const std::int64_t tail = m.canary_after(home);
     if (b.bytes <= 0) return fail("tensor '" + t.name.str() + "' is bound to an empty buffer");
-    {  // bytes_of(t, m.bind), spelled out: this loop is hot
-      const dim* const d = t.shp.d.data();
-      std::int64_t need = size_of(t.type);
-      for (int k = 0; k < t.shp.rank; ++k) need *= d[k].n * value[d[k].symbol];
-      if (b.bytes != need)
-        return fail("tensor '" + t.name.str() + "' takes " + to_text(need) + " bytes under the plan's binding, but its buffer has " + to_text(b.bytes));
-    }
+    if (const std::int64_t need = bytes_of(t, m.bind); b.bytes != need)
+      return fail("tensor '" + t.name.str() + "' takes " + to_text(need) + " bytes under the plan's binding, but its buffer has " + to_text(b.bytes));
     if (act) {
       if (t.kind == role::input && b.first > 0)
         return fail("input '" + t.name.str() + "' must be live from position 0 (the caller writes it before the call), but its buffer is born at position " + to_text(b.first));
@@ -137,9 +130,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     }
     for (std::size_t i = 0; i < nt; ++i) {
       if (buf[i].where != r || tensors[i].producer < 0) continue;
-      const step& st = steps[pos[tensors[i].producer]];
-      const int k = st.op->in_place_input;
-      const tensor_id src = k >= 0 && k < st.n_inputs ? st.inputs.data()[k] : -1;
+      const tensor_id src = steps[pos[tensors[i].producer]].in_place_source();
       if (src < 0 || buf[src].where != r || buf[src].offset != buf[i].offset || buf[src].bytes != buf[i].bytes)
         return fail("tensor '" + tensors[i].name.str() + "' updates state in place but does not sit on its bytes");
     }
