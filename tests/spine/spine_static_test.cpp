@@ -160,6 +160,54 @@ static_assert([] {
   return m.arena_by_strategy[0] == 640 && m.arena_by_strategy[1] == 768;
 }());
 
+// A step that reads a tensor declared ahead of the step writing it: the scheduler resolves the other
+// steps in one pass in id order and leaves this one to wait for its input.
+//   t0 x input f32 [$1, 8]            t1 late = declare f32 [$1, 8]
+//   t2 a = add(x, x)                  step 0, level 1
+//   t3 c = add(a, late)               step 1, level 2 (waits for late)
+//   late = add(x, x) into t1          step 2, level 1;   t4 e = add(c, x)   step 3, level 3
+// Schedule (level, id): step 0, step 2, step 1, step 3.
+constexpr auto forward_plan = [] {
+  graph_builder g;
+  const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
+  const auto late = g.declare({"late"}, dtype::f32, shape(sym(T), 8));
+  const auto a = g.apply(ops::add, {x, x}, {}, {"a"});
+  const auto c = g.apply(ops::add, {a, late}, {}, {"c"});
+  g.apply(ops::add, {x, x}, {}, {}, late);
+  g.output("e", g.apply(ops::add, {c, x}, {}, {"e"}));
+  const program p = std::move(g).finish();
+  return freeze<5, 4>(p, plan_memory(p, bind(4)));
+}();
+static_assert(forward_plan.failure.empty());
+static_assert(forward_plan.steps[0].id == 0 && forward_plan.steps[1].id == 2 && forward_plan.steps[2].id == 1 &&
+              forward_plan.steps[3].id == 3);
+static_assert(forward_plan.steps[0].level == 1 && forward_plan.steps[1].level == 1 && forward_plan.steps[2].level == 2 &&
+              forward_plan.steps[3].level == 3);
+
+// One `lifetimes` serves every mode of a program: planning two bindings with a shared one gives the
+// plans that planning each alone gives (nothing of one mode leaks into the other).
+constexpr bool same_plan(const memory_plan& a, const memory_plan& b) {
+  if (a.buffers.size() != b.buffers.size() || a.kernels.size() != b.kernels.size() || a.region_bytes != b.region_bytes ||
+      a.lower_bound != b.lower_bound || a.chosen != b.chosen || a.arena_by_strategy != b.arena_by_strategy)
+    return false;
+  for (std::size_t i = 0; i < a.buffers.size(); ++i) {
+    const buffer &x = a.buffers[i], &y = b.buffers[i];
+    if (x.tensor != y.tensor || x.where != y.where || x.offset != y.offset || x.bytes != y.bytes || x.first != y.first ||
+        x.last != y.last || x.group != y.group)
+      return false;
+  }
+  for (std::size_t i = 0; i < a.kernels.size(); ++i)
+    if (std::string_view(a.kernels[i]) != b.kernels[i]) return false;
+  return true;
+}
+static_assert([] {
+  const program p = diamond();
+  const lifetimes lt = lifetimes_of(p);
+  const memory_plan four = plan_memory(p, lt, bind(4)), one = plan_memory(p, lt, bind(1));
+  return same_plan(four, plan_memory(p, bind(4))) && same_plan(one, plan_memory(p, bind(1))) && four.arena_bytes() == 640 &&
+         one.arena_bytes() != 640;
+}());
+
 // ---- 3. State carried through kv_write ----------------------------------------------------------------
 //   t0 x input f32 [$1, 8]            t1 cache state bf16 [1, $2, 8]     t2 wk bf16 [8, 8]
 //   t3 k  = linear(x, wk)             step 0, level 1

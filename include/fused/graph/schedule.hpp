@@ -21,49 +21,68 @@ constexpr void schedule(program& p) {
   const std::size_t nt = p.tensors.size();
   const tensor_info* const tensors = p.tensors.data();
   step* const steps = p.steps.data();
-  // Kahn's algorithm over steps: a step is ready when each input is a feed or has its level.
+  // Levels in one pass in id order: a step whose inputs all have levels by then gets its own at once,
+  // which is every step when the model adds each step after those it reads (Qwen2 does).
   scratch<int> level_v(nt, -1);
   int* const level = level_v.data();
   for (std::size_t t = 0; t < nt; ++t)
     if (tensors[t].is_feed) level[t] = 0;
-  // waiting[t]: the steps that wait for tensor t, as lists in one array (wait_begin[t] ..).
-  scratch<int> pending_v(n, 0), wait_begin_v(nt + 1, 0);
-  int* const pending = pending_v.data();
-  int* const wait_begin = wait_begin_v.data();
-  for (std::size_t s = 0; s < n; ++s) {
-    const tensor_id* const in = steps[s].inputs.data();
-    for (int k = 0; k < steps[s].n_inputs; ++k)
-      if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
-  }
-  for (std::size_t t = 0; t < nt; ++t) wait_begin[t + 1] += wait_begin[t];
-  scratch<int> waiting_v(static_cast<std::size_t>(wait_begin[nt])), fill_v(nt + 1);
-  int* const waiting = waiting_v.data();
-  int* const fill = fill_v.data();
-  for (std::size_t t = 0; t <= nt; ++t) fill[t] = wait_begin[t];
-  scratch<int> ready_v(n);
-  int* const ready = ready_v.data();
-  int n_ready = 0;
-  for (std::size_t s = 0; s < n; ++s) {
-    const step& st = steps[s];
-    const tensor_id* const in = st.inputs.data();
-    for (int k = 0; k < st.n_inputs; ++k)
-      if (level[in[k]] < 0) {
-        ++pending[s];
-        waiting[fill[in[k]]++] = static_cast<int>(s);
-      }
-    if (pending[s] == 0) ready[n_ready++] = static_cast<int>(s);
-  }
   std::size_t done = 0;
-  while (n_ready > 0) {
-    step& st = steps[ready[--n_ready]];
+  for (std::size_t s = 0; s < n; ++s) {
+    step& st = steps[s];
     const tensor_id* const in = st.inputs.data();
     int lv = 0;
-    for (int k = 0; k < st.n_inputs; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
+    int k = 0;
+    for (; k < st.n_inputs && level[in[k]] >= 0; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
+    if (k < st.n_inputs) continue;  // reads a tensor declared ahead of its step: waits below
     st.level = lv + 1;
     level[st.result] = st.level;
     ++done;
-    for (int w = wait_begin[st.result]; w < wait_begin[st.result + 1]; ++w)
-      if (--pending[waiting[w]] == 0) ready[n_ready++] = waiting[w];
+  }
+  // The steps left (those reading a declared tensor, directly or not): Kahn's algorithm over them.
+  // A step is ready when each of its inputs has a level. (Unresolved steps have level[result] < 0.)
+  scratch<int> pending_v(n, 0);
+  int* const pending = pending_v.data();
+  if (done != n) {
+    // waiting[t]: the steps that wait for tensor t, as lists in one array (wait_begin[t] ..).
+    scratch<int> wait_begin_v(nt + 1, 0);
+    int* const wait_begin = wait_begin_v.data();
+    for (std::size_t s = 0; s < n; ++s) {
+      if (level[steps[s].result] >= 0) continue;
+      const tensor_id* const in = steps[s].inputs.data();
+      for (int k = 0; k < steps[s].n_inputs; ++k)
+        if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
+    }
+    for (std::size_t t = 0; t < nt; ++t) wait_begin[t + 1] += wait_begin[t];
+    scratch<int> waiting_v(static_cast<std::size_t>(wait_begin[nt])), fill_v(nt + 1);
+    int* const waiting = waiting_v.data();
+    int* const fill = fill_v.data();
+    for (std::size_t t = 0; t <= nt; ++t) fill[t] = wait_begin[t];
+    scratch<int> ready_v(n);
+    int* const ready = ready_v.data();
+    int n_ready = 0;
+    for (std::size_t s = 0; s < n; ++s) {
+      const step& st = steps[s];
+      if (level[st.result] >= 0) continue;
+      const tensor_id* const in = st.inputs.data();
+      for (int k = 0; k < st.n_inputs; ++k)
+        if (level[in[k]] < 0) {
+          ++pending[s];
+          waiting[fill[in[k]]++] = static_cast<int>(s);
+        }
+      if (pending[s] == 0) ready[n_ready++] = static_cast<int>(s);
+    }
+    while (n_ready > 0) {
+      step& st = steps[ready[--n_ready]];
+      const tensor_id* const in = st.inputs.data();
+      int lv = 0;
+      for (int k = 0; k < st.n_inputs; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
+      st.level = lv + 1;
+      level[st.result] = st.level;
+      ++done;
+      for (int w = wait_begin[st.result]; w < wait_begin[st.result + 1]; ++w)
+        if (--pending[waiting[w]] == 0) ready[n_ready++] = waiting[w];
+    }
   }
   if (done != n) {
     text names;

@@ -43,8 +43,9 @@ struct static_plans {
       return b;
     }
     b.logits = p.output("logits");
-    b.prefill = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::prefill(MaxTokens, Ctx).bind()));
-    b.decode = freeze<size.tensors, size.steps>(p, plan_memory(p, mode::decode(Ctx).bind()));
+    const lifetimes lt = lifetimes_of(p);  // the mode-independent half of planning, done once
+    b.prefill = freeze<size.tensors, size.steps>(p, plan_memory(p, lt, mode::prefill(MaxTokens, Ctx).bind()));
+    b.decode = freeze<size.tensors, size.steps>(p, plan_memory(p, lt, mode::decode(Ctx).bind()));
     return b;
   }();
   static_assert(compile_error<plans.error, plans.message>::ok);

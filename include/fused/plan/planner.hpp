@@ -5,16 +5,21 @@
 //    them before the call), outputs to the last position (the caller reads them after), a
 //    workspace from the first step that uses it to the last (steps may share one: op_def::work).
 // 3. In-place chains: a step whose op declares an in-place input writes its result over that input
-//    when the input is an activation of the same size whose last reader is this very step (residual
-//    add, SwiGLU, RoPE). Over a state feed the in-place write is how state is updated (KV cache).
+//    when the input is an activation of the result's dtype and shape whose last reader is this very
+//    step (residual add, SwiGLU, RoPE). Over a state feed the in-place write is how state is updated
+//    (KV cache).
 // 4. Activation groups are placed by two strategies and the smaller arena is kept:
 //    - greedy by size (TFLite Micro's planner): largest first, each at the lowest offset that
 //      does not collide with an already placed group whose lifetime overlaps;
 //    - greedy by first use: in order of birth, best fit (the smallest gap that holds it).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
+// Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
+// mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
+// does the rest for each mode (in constant evaluation that half is the cost a second mode adds).
 // The result always goes through verify() (fused/plan/verifier.hpp) before anyone uses it.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "../core/sort.hpp"
@@ -29,24 +34,16 @@ namespace fused {
 // would make, bit for bit.
 namespace detail {
 
-struct group_info {
-  int id = -1;
-  std::int64_t bytes = 0;
-  int first = 0;
-  int last = 0;
-  std::int64_t offset = -1;
-};
-
 // Which groups' lifetimes overlap, as adjacency lists in one array: the neighbours of group g are
 // list[begin[g] .. begin[g + 1]). Sweep in order of birth: a later-born group overlaps an earlier
 // one iff it is born before the earlier one dies. O(n + pairs), and pairs are few: most activations
-// live inside one layer.
+// live inside one layer. (The order within a list does not matter: place() sorts what it reads.)
 struct overlap_lists {
   scratch<int> begin;
   scratch<int> list;
 };
 
-constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::size_t n) {
+constexpr overlap_lists overlaps(const int* first_of, const int* last_of, const int* by_first, std::size_t n) {
   overlap_lists o;
   // In birth order, group i overlaps exactly the later groups i+1 .. reach[i]-1 (born before it
   // dies). Its degree is that count plus the number of earlier groups whose reach covers it.
@@ -56,9 +53,9 @@ constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::
   {
     scratch<int> first_v(n);
     int* const first = first_v.data();
-    for (std::size_t i = 0; i < n; ++i) first[i] = g[by_first[i]].first;
+    for (std::size_t i = 0; i < n; ++i) first[i] = first_of[by_first[i]];
     for (std::size_t i = 0; i < n; ++i) {
-      const int last = g[by_first[i]].last;
+      const int last = last_of[by_first[i]];
       std::size_t j = i + 1;
       while (j < n && first[j] <= last) ++j;
       reach[i] = static_cast<int>(j);
@@ -96,8 +93,8 @@ constexpr overlap_lists overlaps(const group_info* g, const int* by_first, std::
 }
 
 // Places `order`'s groups into one arena, writing offset[g]; returns its size. first_fit: the
-// lowest gap that holds the group; else best fit (the smallest such gap).
-constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_lists& o, const int* order, bool first_fit,
+// lowest gap that holds the group; else best fit (the smallest such gap). need[g]: aligned bytes.
+constexpr std::int64_t place(const std::int64_t* need, std::size_t n, const overlap_lists& o, const int* order, bool first_fit,
                              std::int64_t* offset) {
   for (std::size_t i = 0; i < n; ++i) offset[i] = -1;
   int widest = 0;
@@ -128,11 +125,11 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
       busy[2 * j] = ob;
       busy[2 * j + 1] = oe;
     }
-    const std::int64_t need = align_up(g[gi].bytes);
+    const std::int64_t want = need[gi];
     std::int64_t best = -1, best_gap = 0, at = 0;
     for (int k = 0; k < nb; ++k) {
       const std::int64_t bb = busy[2 * k], e = busy[2 * k + 1];
-      if (bb - at >= need) {
+      if (bb - at >= want) {
         if (first_fit) { best = at; break; }
         if (best < 0 || bb - at < best_gap) { best = at; best_gap = bb - at; }
       }
@@ -140,23 +137,134 @@ constexpr std::int64_t place(const group_info* g, std::size_t n, const overlap_l
     }
     if (best < 0) best = at;  // after everything that collides
     offset[gi] = best;
-    end[gi] = best + need;
-    if (best + need > arena) arena = best + need;
+    end[gi] = best + want;
+    if (best + want > arena) arena = best + want;
   }
   return arena;
 }
 
 }  // namespace detail
 
-constexpr memory_plan plan_memory(const program& p, const binding& bind) {
-  memory_plan m{};
-  m.bind = bind;
+// The half of a plan that does not depend on the mode (steps 2 and 3, and the birth order and
+// overlaps of step 4's groups): a function of the program alone, so the modes of one program share
+// it (qwen2::static_plans makes one for prefill and decode). Every array is indexed as noted.
+struct lifetimes {
+  scratch<int> first, last, group;  // per tensor: inclusive positions, and the head of its in-place chain
+  scratch<int> group_index;         // per tensor: its activation group, or -1 (weights, state)
+  std::size_t groups = 0;           // activation groups, numbered in order of their first member's id
+  scratch<int> head, group_first, group_last;  // per group
+  scratch<int> by_birth;            // the groups by (first, head id)
+  detail::overlap_lists overlap;    // which groups are live at a common position
+};
+
+constexpr lifetimes lifetimes_of(const program& p) {
+  lifetimes lt;
   const std::size_t nt = p.tensors.size();
   const int ns = static_cast<int>(p.steps.size());
   const tensor_info* const tensors = p.tensors.data();
   const step* const steps = p.steps.data();
   const scratch<int> pos_v = p.position_of_step();
   const int* const pos = pos_v.data();
+
+  // 2. Lifetimes.
+  lt.first = scratch<int>(nt);
+  lt.last = scratch<int>(nt);
+  lt.group = scratch<int>(nt);
+  int* const first = lt.first.data();
+  int* const last = lt.last.data();
+  int* const group = lt.group.data();
+  for (std::size_t t = 0; t < nt; ++t) {
+    const tensor_info& ti = tensors[t];
+    first[t] = last[t] = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
+    group[t] = static_cast<int>(t);
+  }
+  for (int s = 0; s < ns; ++s) {
+    const step& st = steps[s];
+    const tensor_id* const in = st.inputs.data();
+    for (int k = 0; k < st.n_inputs; ++k) {
+      const tensor_id t = in[k];
+      if (first[t] < 0) first[t] = s;
+      if (s > last[t]) last[t] = s;
+    }
+    if (const tensor_id w = st.work; w >= 0) {  // a workspace shared by consecutive steps lives across all of them
+      if (s < first[w]) first[w] = s;
+      if (s > last[w]) last[w] = s;
+    }
+  }
+  for (std::size_t t = 0; t < nt; ++t) {
+    if (first[t] < 0) first[t] = 0;  // a feed nobody reads
+    if (tensors[t].kind == role::output) last[t] = ns - 1;
+  }
+
+  // 3. In-place chains (schedule order, so a chain's head is always already grouped). Over an
+  // activation: when this step is its last reader and the result has its dtype and shape (so the same
+  // bytes in every mode).
+  for (int s = 0; s < ns; ++s) {
+    const step& st = steps[s];
+    const tensor_id src = st.in_place_source();
+    if (src < 0) continue;
+    const tensor_info& in = tensors[src];
+    const tensor_info& res = tensors[st.result];
+    const bool state_update = in.kind == role::state;
+    const bool reusable = in.kind == role::activation && last[src] == s && region_of(res) == region::activations && in.type == res.type &&
+                          in.shp == res.shp;
+    if (state_update || reusable) group[st.result] = group[src];
+  }
+
+  // 4 (the part that needs no sizes). Activation groups, numbered in order of their first member.
+  lt.group_index = scratch<int>(nt, -1);
+  int* const group_index = lt.group_index.data();
+  scratch<int> head_v(nt), gfirst_v(nt), glast_v(nt);
+  int* const head = head_v.data();
+  int* const gfirst = gfirst_v.data();
+  int* const glast = glast_v.data();
+  std::size_t ng = 0;
+  int max_first = 0;
+  for (std::size_t t = 0; t < nt; ++t) {
+    if (region_of(tensors[t]) != region::activations) continue;
+    int& gi = group_index[group[t]];
+    if (gi < 0) {
+      gi = static_cast<int>(ng);
+      head[ng] = group[t];
+      gfirst[ng] = first[t];
+      glast[ng++] = last[t];
+    } else {
+      if (first[t] < gfirst[gi]) gfirst[gi] = first[t];
+      if (last[t] > glast[gi]) glast[gi] = last[t];
+    }
+    if (t != static_cast<std::size_t>(group[t])) group_index[t] = gi;
+    if (first[t] > max_first) max_first = first[t];
+  }
+  lt.groups = ng;
+
+  // Birth order (first, head id): a counting sort by first (group numbers ascend within it); when
+  // the numbering is not in head-id order (a chain onto a declared tensor), sort by id first.
+  scratch<int> by_birth = counting_order(gfirst, ng, static_cast<std::size_t>(max_first) + 1);
+  bool ids_ascend = true;
+  for (std::size_t i = 1; i < ng; ++i) ids_ascend = ids_ascend && head[i - 1] < head[i];
+  if (!ids_ascend) {
+    const scratch<int> by_id = counting_order(head, ng, nt);
+    scratch<int> key_v(ng);
+    for (std::size_t i = 0; i < ng; ++i) key_v.data()[i] = gfirst[by_id.data()[i]];
+    const scratch<int> o = counting_order(key_v.data(), ng, static_cast<std::size_t>(max_first) + 1);
+    for (std::size_t i = 0; i < ng; ++i) by_birth.data()[i] = by_id.data()[o.data()[i]];
+  }
+  lt.overlap = detail::overlaps(gfirst, glast, by_birth.data(), ng);
+  lt.by_birth = std::move(by_birth);
+  lt.head = std::move(head_v);
+  lt.group_first = std::move(gfirst_v);
+  lt.group_last = std::move(glast_v);
+  return lt;
+}
+
+// The mode's half: sizes under `bind`, kernels, offsets. `lt` must be lifetimes_of(p).
+constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const binding& bind) {
+  memory_plan m{};
+  m.bind = bind;
+  const std::size_t nt = p.tensors.size();
+  const int ns = static_cast<int>(p.steps.size());
+  const tensor_info* const tensors = p.tensors.data();
+  const step* const steps = p.steps.data();
 
   // 1. Lowering.
   m.kernels.reserve(static_cast<std::size_t>(ns));
@@ -168,48 +276,20 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
     m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
   }
 
-  // 2. Lifetimes.
+  // Buffers: sizes under the binding, lifetimes and chains from `lt`.
   m.buffers.reserve(nt);
-  for (std::size_t t = 0; t < nt; ++t) {
-    const tensor_info& ti = tensors[t];
-    const int first = ti.producer >= 0 ? pos[ti.producer] : (ti.kind == role::input ? 0 : -1);
-    m.buffers.push_back({ti.id, region_of(ti), 0, bytes_of(ti, bind), first, first, ti.id});
+  {
+    const int* const first = lt.first.data();
+    const int* const last = lt.last.data();
+    const int* const group = lt.group.data();
+    for (std::size_t t = 0; t < nt; ++t) {
+      const tensor_info& ti = tensors[t];
+      m.buffers.push_back({ti.id, region_of(ti), 0, bytes_of(ti, bind), first[t], last[t], group[t]});
+    }
   }
   buffer* const buf = m.buffers.data();
-  for (int s = 0; s < ns; ++s) {
-    const step& st = steps[s];
-    const tensor_id* const in = st.inputs.data();
-    for (int k = 0; k < st.n_inputs; ++k) {
-      buffer& b = buf[in[k]];
-      if (b.first < 0) b.first = s;
-      if (s > b.last) b.last = s;
-    }
-    if (st.work >= 0) {  // a workspace shared by consecutive steps lives across all of them
-      buffer& w = buf[st.work];
-      if (s < w.first) w.first = s;
-      if (s > w.last) w.last = s;
-    }
-  }
-  for (std::size_t t = 0; t < nt; ++t) {
-    buffer& b = buf[t];
-    if (b.first < 0) b.first = 0;  // a feed nobody reads
-    if (tensors[t].kind == role::output) b.last = ns - 1;
-  }
 
-  // 3. In-place chains (schedule order, so a chain's head is always already grouped).
-  for (int s = 0; s < ns; ++s) {
-    const step& st = steps[s];
-    const tensor_id src = st.in_place_source();
-    if (src < 0) continue;
-    const tensor_info& in = tensors[src];
-    buffer& rb = buf[st.result];
-    const buffer& ib = buf[in.id];
-    const bool state_update = in.kind == role::state;
-    const bool reusable = in.kind == role::activation && ib.last == s && ib.bytes == rb.bytes && rb.where == ib.where;
-    if (state_update || reusable) rb.group = ib.group;
-  }
-
-  // 4. Weights and state: feed order. In-place state results take their group head's bytes.
+  // 5. Weights and state: feed order. In-place state results take their group head's bytes.
   std::int64_t end[region_count]{};
   for (std::size_t t = 0; t < nt; ++t) {
     buffer& b = buf[t];
@@ -219,76 +299,56 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
     e += align_up(b.bytes);
   }
 
-  // 5. Activation groups, numbered in order of their head's id.
-  scratch<detail::group_info> groups_v(nt);
-  std::size_t ng = 0;
-  scratch<int> group_index_v(nt, -1);
-  int* const group_index = group_index_v.data();
-  for (std::size_t t = 0; t < nt; ++t) {
-    const buffer& b = buf[t];
-    if (b.where != region::activations) continue;
-    int& gi = group_index[b.group];
-    if (gi < 0) {
-      gi = static_cast<int>(ng);
-      groups_v[ng++] = {b.group, b.bytes, b.first, b.last, -1};
-    } else {
-      detail::group_info& g = groups_v.data()[gi];
-      if (b.bytes > g.bytes) g.bytes = b.bytes;
-      if (b.first < g.first) g.first = b.first;
-      if (b.last > g.last) g.last = b.last;
-    }
-  }
-  const detail::group_info* const groups = groups_v.data();
-
-  // Orders. By first use: (first, bytes descending, id) = a counting sort by first (ids ascend within
-  // it), then each run of equal firsts by bytes. By size: (bytes descending, first, id) = the by-first
-  // order stably sorted by bytes, counted by the rank of each distinct size.
-  scratch<int> key_v(ng);
-  int* const key = key_v.data();
-  int range = 1;
+  // 4. Activation groups. Members of a chain have their head's dtype and shape, so its bytes.
+  const std::size_t ng = lt.groups;
+  const int* const head = lt.head.data();
+  const int* const gfirst = lt.group_first.data();
+  const int* const glast = lt.group_last.data();
+  scratch<std::int64_t> bytes_v(ng), need_v(ng);
+  std::int64_t* const bytes = bytes_v.data();
+  std::int64_t* const need = need_v.data();
   for (std::size_t i = 0; i < ng; ++i) {
-    key[i] = groups[i].first;
-    if (key[i] + 1 > range) range = key[i] + 1;
+    bytes[i] = buf[head[i]].bytes;
+    need[i] = align_up(bytes[i]);
   }
-  scratch<int> by_first_v = counting_order(key, ng, static_cast<std::size_t>(range));
+
+  // Orders. By first use: (first, bytes descending, id) = the birth order with each run of equal
+  // firsts sorted by bytes. By size: (bytes descending, first, id) = the by-first order stably
+  // sorted by bytes, counted by the rank of each distinct size.
+  scratch<int> by_first_v(ng);
   int* const by_first = by_first_v.data();
-  bool ids_ascend = true;  // groups are numbered in order of their first member, nearly always their head
-  for (std::size_t i = 1; i < ng; ++i) ids_ascend = ids_ascend && groups[i - 1].id < groups[i].id;
-  if (!ids_ascend) {  // ties in first must still fall in id order: sort by id, then stably by first
-    for (std::size_t i = 0; i < ng; ++i) key[i] = groups[i].id;
-    const scratch<int> by_id = counting_order(key, ng, nt);
-    for (std::size_t i = 0; i < ng; ++i) key[i] = groups[by_id.data()[i]].first;
-    const scratch<int> o = counting_order(key, ng, static_cast<std::size_t>(range));
-    for (std::size_t i = 0; i < ng; ++i) by_first[i] = by_id.data()[o.data()[i]];
+  {
+    const int* const birth = lt.by_birth.data();
+    for (std::size_t i = 0; i < ng; ++i) by_first[i] = birth[i];
   }
   for (std::size_t i = 0; i < ng;) {
     std::size_t j = i + 1;
-    while (j < ng && groups[by_first[j]].first == groups[by_first[i]].first) ++j;
-    if (j - i > 1)
-      insertion_sort(by_first + i, by_first + j, [groups](int x, int y) { return groups[x].bytes > groups[y].bytes; });
+    while (j < ng && gfirst[by_first[j]] == gfirst[by_first[i]]) ++j;
+    if (j - i > 1) insertion_sort(by_first + i, by_first + j, [bytes](int x, int y) { return bytes[x] > bytes[y]; });
     i = j;
   }
   std::vector<std::int64_t> sizes_v;
   for (std::size_t i = 0; i < ng; ++i) {
     bool seen = false;
-    for (std::size_t k = 0; k < sizes_v.size() && !seen; ++k) seen = sizes_v.data()[k] == groups[i].bytes;
-    if (!seen) sizes_v.push_back(groups[i].bytes);
+    for (std::size_t k = 0; k < sizes_v.size() && !seen; ++k) seen = sizes_v.data()[k] == bytes[i];
+    if (!seen) sizes_v.push_back(bytes[i]);
   }
   std::int64_t* const sizes = sizes_v.data();
   insertion_sort(sizes, sizes + sizes_v.size(), [](std::int64_t x, std::int64_t y) { return x > y; });
+  scratch<int> key_v(ng);
+  int* const key = key_v.data();
   for (std::size_t i = 0; i < ng; ++i) {  // key[position in by_first] = rank of that group's size
     int r = 0;
-    while (sizes[r] != groups[by_first[i]].bytes) ++r;
+    while (sizes[r] != bytes[by_first[i]]) ++r;
     key[i] = r;
   }
   scratch<int> by_size_v = counting_order(key, ng, sizes_v.size() + 1);
   int* const by_size = by_size_v.data();
   for (std::size_t i = 0; i < ng; ++i) by_size[i] = by_first[by_size[i]];
 
-  const detail::overlap_lists overlap = detail::overlaps(groups, by_first, ng);
   scratch<std::int64_t> at_size(ng), at_first(ng);
-  m.arena_by_strategy[0] = detail::place(groups, ng, overlap, by_size, true, at_size.data());
-  m.arena_by_strategy[1] = detail::place(groups, ng, overlap, by_first, false, at_first.data());
+  m.arena_by_strategy[0] = detail::place(need, ng, lt.overlap, by_size, true, at_size.data());
+  m.arena_by_strategy[1] = detail::place(need, ng, lt.overlap, by_first, false, at_first.data());
   m.chosen = m.arena_by_strategy[1] < m.arena_by_strategy[0] ? strategy::greedy_by_first_use : strategy::greedy_by_size;
   const std::int64_t* const best = m.chosen == strategy::greedy_by_size ? at_size.data() : at_first.data();
   end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
@@ -297,8 +357,8 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   scratch<std::int64_t> delta_v(static_cast<std::size_t>(ns) + 1, 0);
   std::int64_t* const delta = delta_v.data();
   for (std::size_t i = 0; i < ng; ++i) {
-    delta[groups[i].first] += align_up(groups[i].bytes);
-    delta[groups[i].last + 1] -= align_up(groups[i].bytes);
+    delta[gfirst[i]] += need[i];
+    delta[glast[i] + 1] -= need[i];
   }
   std::int64_t live = 0;
   for (int s = 0; s < ns; ++s) {
@@ -307,6 +367,7 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   }
 
   // Every member of a group takes its head's offset.
+  const int* const group_index = lt.group_index.data();
   for (std::size_t t = 0; t < nt; ++t) {
     buffer& b = buf[t];
     if (b.where == region::activations)
@@ -317,5 +378,7 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) {
   for (int r = 0; r < region_count; ++r) m.region_bytes[static_cast<std::size_t>(r)] = end[r];
   return m;
 }
+
+constexpr memory_plan plan_memory(const program& p, const binding& bind) { return plan_memory(p, lifetimes_of(p), bind); }
 
 }  // namespace fused
