@@ -1324,7 +1324,9 @@ struct memory_plan {
   std::array<std::int64_t, region_count> region_bytes{};
   std::int64_t lower_bound = 0;       // max over steps of the activation bytes live at that step
   strategy chosen = strategy::greedy_by_size;
-  std::array<std::int64_t, 2> arena_by_strategy{};  // what each strategy needed, for the record
+  // What each strategy needed, for the record; -1: greedy_by_first_use was not tried, because
+  // greedy_by_size already reached the lower bound.
+  std::array<std::int64_t, 2> arena_by_strategy{};
   std::int64_t canary = 0;  // bytes of canary after every state and activation buffer (plan/canaries.hpp)
 
   constexpr std::int64_t arena_bytes() const { return region_bytes[static_cast<int>(region::activations)]; }
@@ -1434,7 +1436,8 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
   doc["alignment"] = mem_align;
   doc["strategy"] = name_of(m.chosen);
   doc["arena_by_strategy"] = json{{name_of(strategy::greedy_by_size), m.arena_by_strategy[0]},
-                                  {name_of(strategy::greedy_by_first_use), m.arena_by_strategy[1]}};
+                                  {name_of(strategy::greedy_by_first_use), nullptr}};
+  if (m.arena_by_strategy[1] >= 0) doc["arena_by_strategy"][name_of(strategy::greedy_by_first_use)] = m.arena_by_strategy[1];
 
   json regions = json::array();
   for (int r = 0; r < region_count; ++r)
@@ -1519,7 +1522,8 @@ inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
 // 4. Activation groups are placed by two strategies and the smaller arena is kept:
 //    - greedy by size (TFLite Micro's planner): largest first, each at the lowest offset that
 //      does not collide with an already placed group whose lifetime overlaps;
-//    - greedy by first use: in order of birth, best fit (the smallest gap that holds it).
+//    - greedy by first use: in order of birth, best fit (the smallest gap that holds it), tried
+//      only when greedy by size is above the lower bound (the most bytes live at one position).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
@@ -1851,13 +1855,6 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
   int* const by_size = by_size_v.data();
   for (std::size_t i = 0; i < ng; ++i) by_size[i] = by_first[by_size[i]];
 
-  scratch<std::int64_t> at_size(ng), at_first(ng);
-  m.arena_by_strategy[0] = detail::place(need, ng, lt.overlap, by_size, true, at_size.data());
-  m.arena_by_strategy[1] = detail::place(need, ng, lt.overlap, by_first, false, at_first.data());
-  m.chosen = m.arena_by_strategy[1] < m.arena_by_strategy[0] ? strategy::greedy_by_first_use : strategy::greedy_by_size;
-  const std::int64_t* const best = m.chosen == strategy::greedy_by_size ? at_size.data() : at_first.data();
-  end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
-
   // Lower bound: max over positions of the bytes of groups live there (difference array).
   scratch<std::int64_t> delta_v(static_cast<std::size_t>(ns) + 1, 0);
   std::int64_t* const delta = delta_v.data();
@@ -1870,6 +1867,20 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
     live += delta[s];
     if (live > m.lower_bound) m.lower_bound = live;
   }
+
+  // Greedy by size first; greedy by first use only when that left room above the lower bound (no
+  // placement can go below it), and kept only when strictly smaller.
+  scratch<std::int64_t> at_size(ng), at_first;
+  m.arena_by_strategy[0] = detail::place(need, ng, lt.overlap, by_size, true, at_size.data());
+  m.arena_by_strategy[1] = -1;
+  if (m.arena_by_strategy[0] > m.lower_bound) {
+    at_first = scratch<std::int64_t>(ng);
+    m.arena_by_strategy[1] = detail::place(need, ng, lt.overlap, by_first, false, at_first.data());
+  }
+  m.chosen = m.arena_by_strategy[1] >= 0 && m.arena_by_strategy[1] < m.arena_by_strategy[0] ? strategy::greedy_by_first_use
+                                                                                              : strategy::greedy_by_size;
+  const std::int64_t* const best = m.chosen == strategy::greedy_by_size ? at_size.data() : at_first.data();
+  end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
 
   // Every member of a group takes its head's offset.
   const int* const group_index = lt.group_index.data();
@@ -2112,8 +2123,12 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
   const double ratio = m.lower_bound > 0 ? static_cast<double>(m.arena_bytes()) / static_cast<double>(m.lower_bound) : 0.0;
   line(fmt::format("activation arena {} B ({}), lower bound {} B ({}), arena / lower bound = {:.4f}", grouped_digits(m.arena_bytes()),
                    human_bytes(m.arena_bytes()), grouped_digits(m.lower_bound), human_bytes(m.lower_bound), ratio));
-  line(fmt::format("strategy {} (greedy_by_size {} B, greedy_by_first_use {} B); every offset {}-byte aligned", name_of(m.chosen),
-                   grouped_digits(m.arena_by_strategy[0]), grouped_digits(m.arena_by_strategy[1]), mem_align));
+  if (m.arena_by_strategy[1] < 0)
+    line(fmt::format("strategy {} (greedy_by_size {} B = the lower bound, so greedy_by_first_use was not tried); every offset {}-byte aligned",
+                     name_of(m.chosen), grouped_digits(m.arena_by_strategy[0]), mem_align));
+  else
+    line(fmt::format("strategy {} (greedy_by_size {} B, greedy_by_first_use {} B); every offset {}-byte aligned", name_of(m.chosen),
+                     grouped_digits(m.arena_by_strategy[0]), grouped_digits(m.arena_by_strategy[1]), mem_align));
   line("");
   line("regions");
   std::int64_t total = 0;

@@ -153,12 +153,42 @@ static_assert(diamond_plan.of(7).offset == 256 && diamond_plan.of(7).group == 4 
 static_assert(diamond_plan.arena_bytes() == 640 && diamond_plan.lower_bound == 640);
 static_assert(diamond_plan.chosen == strategy::greedy_by_size);
 
-// The run-time plan records both strategies' arenas.
+// The plan records what the strategies needed: greedy by size reached the lower bound, so greedy by
+// first use (768 bytes, above) was not tried.
 static_assert([] {
   const program p = diamond();
   const memory_plan m = plan_memory(p, bind(4));
-  return m.arena_by_strategy[0] == 640 && m.arena_by_strategy[1] == 768;
+  return m.arena_by_strategy[0] == 640 && m.arena_by_strategy[1] == -1;
 }());
+
+// ---- 2b. Greedy by first use wins ------------------------------------------------------------------
+//   t0 x input f32 [$1, 32]   t2 a = linear(x, w1 [32, 32])   t4 b = linear(a, w2 [16, 32])
+//   t6 c = linear(b, w3 [48, 16]), output "c".   Steps 0, 1, 2 in id order.
+// $1 = 1: x 128 bytes, a 128, b 64, c 192. Lifetimes: x [0,0], a [0,1], b [1,2], c [2,2].
+// Lower bound: position 0 x + a = 256; 1: a + b = 192; 2: b + c = 256 -> 256.
+// Greedy by size (c, x, a, b): c 0; x 0 (not live with c); a 128 (after x); b collides with c
+//   [0,192) and a [128,256) -> 256. arena 320, above the lower bound, so:
+// Greedy by first use, best fit (x, a, b, c): x 0; a 128; b collides with a only: the gap [0,128)
+//   holds it -> 0; c collides with b [0,64) -> 64. arena 256 = the lower bound: kept.
+constexpr auto first_use_plan = [] {
+  graph_builder g;
+  const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 32));
+  const auto a = g.apply(linear_no_work, {x, g.weight({"w1"}, dtype::bf16, shape(32, 32))}, {}, {"a"});
+  const auto b = g.apply(linear_no_work, {a, g.weight({"w2"}, dtype::bf16, shape(16, 32))}, {}, {"b"});
+  g.output("c", g.apply(linear_no_work, {b, g.weight({"w3"}, dtype::bf16, shape(48, 16))}, {}, {"c"}));
+  const program p = std::move(g).finish();
+  const memory_plan m = plan_memory(p, bind(1));
+  struct result {
+    static_plan<7, 3> plan;
+    std::array<std::int64_t, 2> arenas;
+  };
+  return result{freeze<7, 3>(p, m), m.arena_by_strategy};
+}();
+static_assert(first_use_plan.plan.failure.empty() && first_use_plan.plan.chosen == strategy::greedy_by_first_use);
+static_assert(first_use_plan.arenas[0] == 320 && first_use_plan.arenas[1] == 256);
+static_assert(first_use_plan.plan.arena_bytes() == 256 && first_use_plan.plan.lower_bound == 256);
+static_assert(first_use_plan.plan.of(0).offset == 0 && first_use_plan.plan.of(2).offset == 128 && first_use_plan.plan.of(4).offset == 0 &&
+              first_use_plan.plan.of(6).offset == 64);
 
 // A step that reads a tensor declared ahead of the step writing it: the scheduler resolves the other
 // steps in one pass in id order and leaves this one to wait for its input.

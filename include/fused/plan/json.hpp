@@ -51,7 +51,8 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
   doc["alignment"] = mem_align;
   doc["strategy"] = name_of(m.chosen);
   doc["arena_by_strategy"] = json{{name_of(strategy::greedy_by_size), m.arena_by_strategy[0]},
-                                  {name_of(strategy::greedy_by_first_use), m.arena_by_strategy[1]}};
+                                  {name_of(strategy::greedy_by_first_use), nullptr}};
+  if (m.arena_by_strategy[1] >= 0) doc["arena_by_strategy"][name_of(strategy::greedy_by_first_use)] = m.arena_by_strategy[1];
 
   json regions = json::array();
   for (int r = 0; r < region_count; ++r)

@@ -73,7 +73,9 @@ struct memory_plan {
   std::array<std::int64_t, region_count> region_bytes{};
   std::int64_t lower_bound = 0;       // max over steps of the activation bytes live at that step
   strategy chosen = strategy::greedy_by_size;
-  std::array<std::int64_t, 2> arena_by_strategy{};  // what each strategy needed, for the record
+  // What each strategy needed, for the record; -1: greedy_by_first_use was not tried, because
+  // greedy_by_size already reached the lower bound.
+  std::array<std::int64_t, 2> arena_by_strategy{};
   std::int64_t canary = 0;  // bytes of canary after every state and activation buffer (plan/canaries.hpp)
 
   constexpr std::int64_t arena_bytes() const { return region_bytes[static_cast<int>(region::activations)]; }

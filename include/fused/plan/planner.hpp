@@ -11,7 +11,8 @@
 // 4. Activation groups are placed by two strategies and the smaller arena is kept:
 //    - greedy by size (TFLite Micro's planner): largest first, each at the lowest offset that
 //      does not collide with an already placed group whose lifetime overlaps;
-//    - greedy by first use: in order of birth, best fit (the smallest gap that holds it).
+//    - greedy by first use: in order of birth, best fit (the smallest gap that holds it), tried
+//      only when greedy by size is above the lower bound (the most bytes live at one position).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
@@ -346,13 +347,6 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
   int* const by_size = by_size_v.data();
   for (std::size_t i = 0; i < ng; ++i) by_size[i] = by_first[by_size[i]];
 
-  scratch<std::int64_t> at_size(ng), at_first(ng);
-  m.arena_by_strategy[0] = detail::place(need, ng, lt.overlap, by_size, true, at_size.data());
-  m.arena_by_strategy[1] = detail::place(need, ng, lt.overlap, by_first, false, at_first.data());
-  m.chosen = m.arena_by_strategy[1] < m.arena_by_strategy[0] ? strategy::greedy_by_first_use : strategy::greedy_by_size;
-  const std::int64_t* const best = m.chosen == strategy::greedy_by_size ? at_size.data() : at_first.data();
-  end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
-
   // Lower bound: max over positions of the bytes of groups live there (difference array).
   scratch<std::int64_t> delta_v(static_cast<std::size_t>(ns) + 1, 0);
   std::int64_t* const delta = delta_v.data();
@@ -365,6 +359,20 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
     live += delta[s];
     if (live > m.lower_bound) m.lower_bound = live;
   }
+
+  // Greedy by size first; greedy by first use only when that left room above the lower bound (no
+  // placement can go below it), and kept only when strictly smaller.
+  scratch<std::int64_t> at_size(ng), at_first;
+  m.arena_by_strategy[0] = detail::place(need, ng, lt.overlap, by_size, true, at_size.data());
+  m.arena_by_strategy[1] = -1;
+  if (m.arena_by_strategy[0] > m.lower_bound) {
+    at_first = scratch<std::int64_t>(ng);
+    m.arena_by_strategy[1] = detail::place(need, ng, lt.overlap, by_first, false, at_first.data());
+  }
+  m.chosen = m.arena_by_strategy[1] >= 0 && m.arena_by_strategy[1] < m.arena_by_strategy[0] ? strategy::greedy_by_first_use
+                                                                                              : strategy::greedy_by_size;
+  const std::int64_t* const best = m.chosen == strategy::greedy_by_size ? at_size.data() : at_first.data();
+  end[static_cast<int>(region::activations)] = m.arena_by_strategy[static_cast<int>(m.chosen)];
 
   // Every member of a group takes its head's offset.
   const int* const group_index = lt.group_index.data();
