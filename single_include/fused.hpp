@@ -50,7 +50,12 @@ constexpr const char* name_of(dtype t) {
 // A dim is `n * symbol` (symbol 0 means the constant 1), e.g. {896} or {1, sym::seq}. Symbols are
 // generic small integers: a model names them (Qwen2: 1 = tokens in this call, 2 = KV capacity) and a
 // mode binds them to numbers. Equality is structural, so shape rules compare dims without binding.
-#include <array>
+//
+// Compile-cost note: the arrays here (and in graph/program.hpp's step and attrs) are C arrays, not
+// std::array. The constexpr pipeline reads them in every loop, and g++ 12's evaluator spends about
+// 35 000 instructions on a call to std::array's data() or operator[] (nested library calls) against
+// about 1 000 for a direct element read (docs/COMPILE_TIME.md); indexing them directly, not through a
+// pointer into them, is cheapest too.
 #include <cstdint>
 
 namespace fused {
@@ -69,36 +74,37 @@ constexpr dim sym(std::uint8_t s, std::int64_t n = 1) { return {n, s}; }
 
 // Values of the symbols for one mode; index 0 is the constant 1.
 struct binding {
-  std::array<std::int64_t, max_symbols> value{1, 0, 0, 0};
+  std::int64_t value[max_symbols]{1, 0, 0, 0};
   constexpr std::int64_t operator()(const dim& d) const { return d.n * value[d.symbol]; }
+  friend constexpr bool operator==(const binding&, const binding&) = default;
 };
 
 struct shape {
   int rank = 0;
-  std::array<dim, max_rank> d{};
+  dim d[max_rank]{};
 
   constexpr shape() = default;
   template <class... D>
   constexpr explicit shape(D... ds) : rank(sizeof...(D)), d{to_dim(ds)...} {}
 
-  constexpr const dim& operator[](int i) const { return d[static_cast<std::size_t>(i)]; }
-  constexpr dim& operator[](int i) { return d[static_cast<std::size_t>(i)]; }
-  constexpr const dim& back() const { return d[static_cast<std::size_t>(rank - 1)]; }
+  constexpr const dim& operator[](int i) const { return d[i]; }
+  constexpr dim& operator[](int i) { return d[i]; }
+  constexpr const dim& back() const { return d[rank - 1]; }
 
   constexpr std::int64_t elements(const binding& b) const {
     std::int64_t e = 1;
-    for (int i = 0; i < rank; ++i) e *= b((*this)[i]);
+    for (int i = 0; i < rank; ++i) e *= d[i].n * b.value[d[i].symbol];
     return e;
   }
   constexpr bool symbolic() const {
     for (int i = 0; i < rank; ++i)
-      if ((*this)[i].symbol != 0) return true;
+      if (d[i].symbol != 0) return true;
     return false;
   }
   friend constexpr bool operator==(const shape& a, const shape& b) {
     if (a.rank != b.rank) return false;
     for (int i = 0; i < a.rank; ++i)
-      if (!(a[i] == b[i])) return false;
+      if (a.d[i].n != b.d[i].n || a.d[i].symbol != b.d[i].symbol) return false;
     return true;
   }
 
@@ -340,7 +346,6 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 // steps apply ops to tensors; outputs are named; state pairs say which tensor carries each state feed
 // to the next call. The same type is built in constant evaluation (static model) or at run time
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
-#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -376,7 +381,7 @@ struct tensor_info {
 
 // Op attributes: a few integers and one real (eps, rope theta); their meaning belongs to the op.
 struct attrs {
-  std::array<std::int64_t, 4> i{};
+  std::int64_t i[4]{};
   double f = 0;
   friend constexpr bool operator==(const attrs&, const attrs&) = default;
 };
@@ -386,7 +391,7 @@ struct op_def;
 struct step {
   int id = -1;                       // stable: the order in which the model added it
   const op_def* op = nullptr;
-  std::array<tensor_id, max_inputs> inputs{-1, -1, -1, -1};
+  tensor_id inputs[max_inputs]{-1, -1, -1, -1};
   int n_inputs = 0;
   attrs at{};
   tensor_id result = -1;
@@ -441,7 +446,7 @@ struct op_def {
 
 constexpr tensor_id step::in_place_source() const {
   const int k = op->in_place_input;
-  return k >= 0 && k < n_inputs ? inputs[static_cast<std::size_t>(k)] : -1;
+  return k >= 0 && k < n_inputs ? inputs[k] : -1;
 }
 
 enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };
@@ -523,7 +528,7 @@ constexpr void schedule(program& p) {
   std::size_t done = 0;
   for (std::size_t s = 0; s < n; ++s) {
     step& st = steps[s];
-    const tensor_id* const in = st.inputs.data();
+    const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
     int lv = 0;
     int k = 0;
     for (; k < st.n_inputs && level[in[k]] >= 0; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
@@ -542,7 +547,7 @@ constexpr void schedule(program& p) {
     int* const wait_begin = wait_begin_v.data();
     for (std::size_t s = 0; s < n; ++s) {
       if (level[steps[s].result] >= 0) continue;
-      const tensor_id* const in = steps[s].inputs.data();
+      const auto& in = steps[s].inputs;  // indexed in place (core/shape.hpp)
       for (int k = 0; k < steps[s].n_inputs; ++k)
         if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
     }
@@ -557,7 +562,7 @@ constexpr void schedule(program& p) {
     for (std::size_t s = 0; s < n; ++s) {
       const step& st = steps[s];
       if (level[st.result] >= 0) continue;
-      const tensor_id* const in = st.inputs.data();
+      const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
       for (int k = 0; k < st.n_inputs; ++k)
         if (level[in[k]] < 0) {
           ++pending[s];
@@ -567,7 +572,7 @@ constexpr void schedule(program& p) {
     }
     while (n_ready > 0) {
       step& st = steps[ready[--n_ready]];
-      const tensor_id* const in = st.inputs.data();
+      const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
       int lv = 0;
       for (int k = 0; k < st.n_inputs; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
       st.level = lv + 1;
@@ -1285,12 +1290,10 @@ constexpr const char* name_of(region r) {
 constexpr std::int64_t align_up(std::int64_t x, std::int64_t a = mem_align) { return (x + a - 1) / a * a; }
 
 // Byte size of a tensor under a binding. (The planner and the verifier call it once per tensor in
-// constant evaluation: a raw-pointer loop, not shape::elements, whose operator[] calls cost more.)
+// constant evaluation: the arrays are indexed in place, see core/shape.hpp.)
 constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) {
-  const dim* const d = t.shp.d.data();
-  const std::int64_t* const value = b.value.data();
   std::int64_t bytes = size_of(t.type);
-  for (int i = 0; i < t.shp.rank; ++i) bytes *= d[i].n * value[d[i].symbol];
+  for (int i = 0; i < t.shp.rank; ++i) bytes *= t.shp.d[i].n * b.value[t.shp.d[i].symbol];
   return bytes;
 }
 
@@ -1689,7 +1692,7 @@ constexpr lifetimes lifetimes_of(const program& p) {
   }
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
-    const tensor_id* const in = st.inputs.data();
+    const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
     for (int k = 0; k < st.n_inputs; ++k) {
       const tensor_id t = in[k];
       if (first[t] < 0) first[t] = s;
@@ -1779,7 +1782,7 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
   m.kernels.reserve(static_cast<std::size_t>(ns));
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
-    const tensor_id* const in = st.inputs.data();
+    const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
     const tensor_info* ins[max_inputs]{};
     for (int k = 0; k < st.n_inputs; ++k) ins[k] = tensors + in[k];
     m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
@@ -2253,7 +2256,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   };
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
-    const tensor_id* const in = st.inputs.data();
+    const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
     for (int k = 0; k < st.n_inputs; ++k) {
       const tensor_info& t = tensors[in[k]];
       const buffer& b = buf[in[k]];

@@ -4,7 +4,9 @@
 // (load_hf_config + plan_for).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,7 @@ std::vector<std::string> differences(const Static& s, const fused::qwen2::planne
   if (p.tensors.size() != Static::tensor_count || m.buffers.size() != Static::tensor_count || p.steps.size() != Static::step_count ||
       m.kernels.size() != Static::step_count)
     return {"sizes differ: " + std::to_string(p.tensors.size()) + " tensors, " + std::to_string(p.steps.size()) + " steps at run time"};
-  if (s.bind.value != m.bind.value) out.push_back("the bindings differ");
+  if (s.bind != m.bind) out.push_back("the bindings differ");
   for (std::size_t i = 0; i < Static::tensor_count; ++i) {
     const auto &a = s.tensors[i], &b = p.tensors[i];
     const auto &x = s.buffers[i], &y = m.buffers[i];
@@ -50,7 +52,7 @@ std::vector<std::string> differences(const Static& s, const fused::qwen2::planne
     const auto &a = s.steps[i], &b = p.steps[i];
     const char* ka = s.kernels[i] ? s.kernels[i] : "(none)";
     const char* kb = m.kernels[i] ? m.kernels[i] : "(none)";
-    const bool same = a.id == b.id && std::strcmp(a.op->name, b.op->name) == 0 && a.n_inputs == b.n_inputs && a.inputs == b.inputs &&
+    const bool same = a.id == b.id && std::strcmp(a.op->name, b.op->name) == 0 && a.n_inputs == b.n_inputs && std::equal(std::begin(a.inputs), std::end(a.inputs), std::begin(b.inputs)) &&
                       a.at == b.at && a.result == b.result && a.mode_sensitive == b.mode_sensitive && a.level == b.level &&
                       s.kernels[i] != nullptr && std::strcmp(ka, kb) == 0;
     if (!same)

@@ -3,8 +3,13 @@
 // A dim is `n * symbol` (symbol 0 means the constant 1), e.g. {896} or {1, sym::seq}. Symbols are
 // generic small integers: a model names them (Qwen2: 1 = tokens in this call, 2 = KV capacity) and a
 // mode binds them to numbers. Equality is structural, so shape rules compare dims without binding.
+//
+// Compile-cost note: the arrays here (and in graph/program.hpp's step and attrs) are C arrays, not
+// std::array. The constexpr pipeline reads them in every loop, and g++ 12's evaluator spends about
+// 35 000 instructions on a call to std::array's data() or operator[] (nested library calls) against
+// about 1 000 for a direct element read (docs/COMPILE_TIME.md); indexing them directly, not through a
+// pointer into them, is cheapest too.
 #pragma once
-#include <array>
 #include <cstdint>
 
 namespace fused {
@@ -23,36 +28,37 @@ constexpr dim sym(std::uint8_t s, std::int64_t n = 1) { return {n, s}; }
 
 // Values of the symbols for one mode; index 0 is the constant 1.
 struct binding {
-  std::array<std::int64_t, max_symbols> value{1, 0, 0, 0};
+  std::int64_t value[max_symbols]{1, 0, 0, 0};
   constexpr std::int64_t operator()(const dim& d) const { return d.n * value[d.symbol]; }
+  friend constexpr bool operator==(const binding&, const binding&) = default;
 };
 
 struct shape {
   int rank = 0;
-  std::array<dim, max_rank> d{};
+  dim d[max_rank]{};
 
   constexpr shape() = default;
   template <class... D>
   constexpr explicit shape(D... ds) : rank(sizeof...(D)), d{to_dim(ds)...} {}
 
-  constexpr const dim& operator[](int i) const { return d[static_cast<std::size_t>(i)]; }
-  constexpr dim& operator[](int i) { return d[static_cast<std::size_t>(i)]; }
-  constexpr const dim& back() const { return d[static_cast<std::size_t>(rank - 1)]; }
+  constexpr const dim& operator[](int i) const { return d[i]; }
+  constexpr dim& operator[](int i) { return d[i]; }
+  constexpr const dim& back() const { return d[rank - 1]; }
 
   constexpr std::int64_t elements(const binding& b) const {
     std::int64_t e = 1;
-    for (int i = 0; i < rank; ++i) e *= b((*this)[i]);
+    for (int i = 0; i < rank; ++i) e *= d[i].n * b.value[d[i].symbol];
     return e;
   }
   constexpr bool symbolic() const {
     for (int i = 0; i < rank; ++i)
-      if ((*this)[i].symbol != 0) return true;
+      if (d[i].symbol != 0) return true;
     return false;
   }
   friend constexpr bool operator==(const shape& a, const shape& b) {
     if (a.rank != b.rank) return false;
     for (int i = 0; i < a.rank; ++i)
-      if (!(a[i] == b[i])) return false;
+      if (a.d[i].n != b.d[i].n || a.d[i].symbol != b.d[i].symbol) return false;
     return true;
   }
 

@@ -3,7 +3,6 @@
 // to the next call. The same type is built in constant evaluation (static model) or at run time
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -43,7 +42,7 @@ struct tensor_info {
 
 // Op attributes: a few integers and one real (eps, rope theta); their meaning belongs to the op.
 struct attrs {
-  std::array<std::int64_t, 4> i{};
+  std::int64_t i[4]{};
   double f = 0;
   friend constexpr bool operator==(const attrs&, const attrs&) = default;
 };
@@ -53,7 +52,7 @@ struct op_def;
 struct step {
   int id = -1;                       // stable: the order in which the model added it
   const op_def* op = nullptr;
-  std::array<tensor_id, max_inputs> inputs{-1, -1, -1, -1};
+  tensor_id inputs[max_inputs]{-1, -1, -1, -1};
   int n_inputs = 0;
   attrs at{};
   tensor_id result = -1;
@@ -108,7 +107,7 @@ struct op_def {
 
 constexpr tensor_id step::in_place_source() const {
   const int k = op->in_place_input;
-  return k >= 0 && k < n_inputs ? inputs[static_cast<std::size_t>(k)] : -1;
+  return k >= 0 && k < n_inputs ? inputs[k] : -1;
 }
 
 enum class error_kind : std::uint8_t { none, shape_mismatch, unbound_feed, cycle, bad_program };

@@ -34,12 +34,10 @@ constexpr const char* name_of(region r) {
 constexpr std::int64_t align_up(std::int64_t x, std::int64_t a = mem_align) { return (x + a - 1) / a * a; }
 
 // Byte size of a tensor under a binding. (The planner and the verifier call it once per tensor in
-// constant evaluation: a raw-pointer loop, not shape::elements, whose operator[] calls cost more.)
+// constant evaluation: the arrays are indexed in place, see core/shape.hpp.)
 constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) {
-  const dim* const d = t.shp.d.data();
-  const std::int64_t* const value = b.value.data();
   std::int64_t bytes = size_of(t.type);
-  for (int i = 0; i < t.shp.rank; ++i) bytes *= d[i].n * value[d[i].symbol];
+  for (int i = 0; i < t.shp.rank; ++i) bytes *= t.shp.d[i].n * b.value[t.shp.d[i].symbol];
   return bytes;
 }
 

@@ -62,7 +62,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
   };
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
-    const tensor_id* const in = st.inputs.data();
+    const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
     for (int k = 0; k < st.n_inputs; ++k) {
       const tensor_info& t = tensors[in[k]];
       const buffer& b = buf[in[k]];
