@@ -278,17 +278,18 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
   }
 
   // Buffers: sizes under the binding, lifetimes and chains from `lt`.
-  m.buffers.reserve(nt);
+  // (Made at their number and filled by index: cheaper to evaluate than push_back, core/vector.hpp.)
+  m.buffers = std::vector<buffer>(nt);
+  buffer* const buf = m.buffers.data();
   {
     const int* const first = lt.first.data();
     const int* const last = lt.last.data();
     const int* const group = lt.group.data();
     for (std::size_t t = 0; t < nt; ++t) {
       const tensor_info& ti = tensors[t];
-      m.buffers.push_back({ti.id, region_of(ti), 0, bytes_of(ti, bind), first[t], last[t], group[t]});
+      buf[t] = {ti.id, region_of(ti), 0, bytes_of(ti, bind), first[t], last[t], group[t]};
     }
   }
-  buffer* const buf = m.buffers.data();
 
   // 5. Weights and state: feed order. In-place state results take their group head's bytes.
   std::int64_t end[region_count]{};
@@ -328,22 +329,30 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
     if (j - i > 1) insertion_sort(by_first + i, by_first + j, [bytes](int x, int y) { return bytes[x] > bytes[y]; });
     i = j;
   }
-  std::vector<std::int64_t> sizes_v;
-  for (std::size_t i = 0; i < ng; ++i) {
-    bool seen = false;
-    for (std::size_t k = 0; k < sizes_v.size() && !seen; ++k) seen = sizes_v.data()[k] == bytes[i];
-    if (!seen) sizes_v.push_back(bytes[i]);
-  }
+  // The distinct sizes, largest first (few: a model repeats its shapes), then each group's rank among
+  // them; a group usually has the size of the one before it, so that is tried first.
+  scratch<std::int64_t> sizes_v(ng);
   std::int64_t* const sizes = sizes_v.data();
-  insertion_sort(sizes, sizes + sizes_v.size(), [](std::int64_t x, std::int64_t y) { return x > y; });
+  std::size_t nd = 0;
+  for (std::size_t i = 0, k = 0; i < ng; ++i) {
+    const std::int64_t b = bytes[i];
+    if (nd > 0 && sizes[k] == b) continue;
+    k = 0;
+    while (k < nd && sizes[k] != b) ++k;
+    if (k == nd) sizes[nd++] = b;
+  }
+  insertion_sort(sizes, sizes + nd, [](std::int64_t x, std::int64_t y) { return x > y; });
   scratch<int> key_v(ng);
   int* const key = key_v.data();
-  for (std::size_t i = 0; i < ng; ++i) {  // key[position in by_first] = rank of that group's size
-    int r = 0;
-    while (sizes[r] != bytes[by_first[i]]) ++r;
-    key[i] = r;
+  for (std::size_t i = 0, r = 0; i < ng; ++i) {  // key[position in by_first] = rank of that group's size
+    const std::int64_t b = bytes[by_first[i]];
+    if (sizes[r] != b) {
+      r = 0;
+      while (sizes[r] != b) ++r;
+    }
+    key[i] = static_cast<int>(r);
   }
-  scratch<int> by_size_v = counting_order(key, ng, sizes_v.size() + 1);
+  scratch<int> by_size_v = counting_order(key, ng, nd + 1);
   int* const by_size = by_size_v.data();
   for (std::size_t i = 0; i < ng; ++i) by_size[i] = by_first[by_size[i]];
 
