@@ -134,7 +134,8 @@ struct shape {
 // runs at run time, where it is an ordinary new[]/delete[] array.
 // (Nor `std::vector<T>(n, v)` or `resize(n)`: for trivial T, libstdc++ fills the new storage with
 // std::fill before any element's lifetime begins, which g++ accepts and clang rejects in a constant
-// expression.)
+// expression. For a T with default member initializers, `std::vector<T>(n)` then a store per element
+// is fine, and cheaper than n push_backs: the planner makes its buffers so.)
 #include <cstddef>
 
 namespace fused {
@@ -547,7 +548,7 @@ constexpr void schedule(program& p) {
     int* const wait_begin = wait_begin_v.data();
     for (std::size_t s = 0; s < n; ++s) {
       if (level[steps[s].result] >= 0) continue;
-      const auto& in = steps[s].inputs;  // indexed in place (core/shape.hpp)
+      const auto& in = steps[s].inputs;
       for (int k = 0; k < steps[s].n_inputs; ++k)
         if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
     }
@@ -562,7 +563,7 @@ constexpr void schedule(program& p) {
     for (std::size_t s = 0; s < n; ++s) {
       const step& st = steps[s];
       if (level[st.result] >= 0) continue;
-      const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
+      const auto& in = st.inputs;
       for (int k = 0; k < st.n_inputs; ++k)
         if (level[in[k]] < 0) {
           ++pending[s];
@@ -572,7 +573,7 @@ constexpr void schedule(program& p) {
     }
     while (n_ready > 0) {
       step& st = steps[ready[--n_ready]];
-      const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
+      const auto& in = st.inputs;
       int lv = 0;
       for (int k = 0; k < st.n_inputs; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
       st.level = lv + 1;
@@ -1782,7 +1783,7 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
   m.kernels.reserve(static_cast<std::size_t>(ns));
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
-    const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
+    const auto& in = st.inputs;
     const tensor_info* ins[max_inputs]{};
     for (int k = 0; k < st.n_inputs; ++k) ins[k] = tensors + in[k];
     m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));

@@ -7,7 +7,8 @@
 // runs at run time, where it is an ordinary new[]/delete[] array.
 // (Nor `std::vector<T>(n, v)` or `resize(n)`: for trivial T, libstdc++ fills the new storage with
 // std::fill before any element's lifetime begins, which g++ accepts and clang rejects in a constant
-// expression.)
+// expression. For a T with default member initializers, `std::vector<T>(n)` then a store per element
+// is fine, and cheaper than n push_backs: the planner makes its buffers so.)
 #pragma once
 #include <cstddef>
 

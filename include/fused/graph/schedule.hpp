@@ -49,7 +49,7 @@ constexpr void schedule(program& p) {
     int* const wait_begin = wait_begin_v.data();
     for (std::size_t s = 0; s < n; ++s) {
       if (level[steps[s].result] >= 0) continue;
-      const auto& in = steps[s].inputs;  // indexed in place (core/shape.hpp)
+      const auto& in = steps[s].inputs;
       for (int k = 0; k < steps[s].n_inputs; ++k)
         if (level[in[k]] < 0) ++wait_begin[in[k] + 1];
     }
@@ -64,7 +64,7 @@ constexpr void schedule(program& p) {
     for (std::size_t s = 0; s < n; ++s) {
       const step& st = steps[s];
       if (level[st.result] >= 0) continue;
-      const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
+      const auto& in = st.inputs;
       for (int k = 0; k < st.n_inputs; ++k)
         if (level[in[k]] < 0) {
           ++pending[s];
@@ -74,7 +74,7 @@ constexpr void schedule(program& p) {
     }
     while (n_ready > 0) {
       step& st = steps[ready[--n_ready]];
-      const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
+      const auto& in = st.inputs;
       int lv = 0;
       for (int k = 0; k < st.n_inputs; ++k) lv = level[in[k]] > lv ? level[in[k]] : lv;
       st.level = lv + 1;

@@ -271,7 +271,7 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
   m.kernels.reserve(static_cast<std::size_t>(ns));
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
-    const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
+    const auto& in = st.inputs;
     const tensor_info* ins[max_inputs]{};
     for (int k = 0; k < st.n_inputs; ++k) ins[k] = tensors + in[k];
     m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
