@@ -1770,11 +1770,14 @@ constexpr lifetimes lifetimes_of(const program& p) {
   return lt;
 }
 
-// The mode's half: sizes under `bind`, kernels, offsets. `lt` must be lifetimes_of(p).
+// The mode's half: sizes under `bind`, kernels, offsets. `lt` must be lifetimes_of(p); one made for
+// a program of another size is not used (the plan makes its own); verify() checks a plan made from
+// another program's like any plan.
 constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const binding& bind) {
+  const std::size_t nt = p.tensors.size();
+  if (lt.first.size() != nt) return plan_memory(p, lifetimes_of(p), bind);
   memory_plan m{};
   m.bind = bind;
-  const std::size_t nt = p.tensors.size();
   const int ns = static_cast<int>(p.steps.size());
   const tensor_info* const tensors = p.tensors.data();
   const step* const steps = p.steps.data();
