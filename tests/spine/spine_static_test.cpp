@@ -494,6 +494,12 @@ constexpr program two_outputs() {
   return std::move(g).finish();
 }
 
+// A lifetimes made for a program of another size is not used: the plan makes its own.
+static_assert([] {
+  const program p = chain();
+  return two_outputs().tensors.size() != p.tensors.size() && same_plan(plan_memory(p, lifetimes_of(two_outputs()), bind(4)), plan_memory(p, bind(4)));
+}());
+
 TEST_CASE("verifier: inputs are live from the first position, outputs to the last") {
   const program p = two_outputs();
   const memory_plan planned = plan_memory(p, bind(4));
