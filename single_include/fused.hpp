@@ -104,7 +104,7 @@ struct shape {
   friend constexpr bool operator==(const shape& a, const shape& b) {
     if (a.rank != b.rank) return false;
     for (int i = 0; i < a.rank; ++i)
-      if (a.d[i].n != b.d[i].n || a.d[i].symbol != b.d[i].symbol) return false;
+      if (!(a.d[i] == b.d[i])) return false;
     return true;
   }
 
@@ -1290,13 +1290,8 @@ constexpr const char* name_of(region r) {
 
 constexpr std::int64_t align_up(std::int64_t x, std::int64_t a = mem_align) { return (x + a - 1) / a * a; }
 
-// Byte size of a tensor under a binding. (The planner and the verifier call it once per tensor in
-// constant evaluation: the arrays are indexed in place, see core/shape.hpp.)
-constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) {
-  std::int64_t bytes = size_of(t.type);
-  for (int i = 0; i < t.shp.rank; ++i) bytes *= t.shp.d[i].n * b.value[t.shp.d[i].symbol];
-  return bytes;
-}
+// Byte size of a tensor under a binding.
+constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) { return t.shp.elements(b) * size_of(t.type); }
 
 // The region a tensor lives in, by its role.
 constexpr region region_of(const tensor_info& t) {
@@ -1903,7 +1898,7 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
   for (std::size_t t = 0; t < nt; ++t) {
     buffer& b = buf[t];
     if (b.where == region::activations)
-      b.offset = best[group_index[b.group]];
+      b.offset = best[group_index[t]];
     else if (b.group != b.tensor)
       b.offset = buf[b.group].offset;
   }
@@ -2139,12 +2134,10 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
   const double ratio = m.lower_bound > 0 ? static_cast<double>(m.arena_bytes()) / static_cast<double>(m.lower_bound) : 0.0;
   line(fmt::format("activation arena {} B ({}), lower bound {} B ({}), arena / lower bound = {:.4f}", grouped_digits(m.arena_bytes()),
                    human_bytes(m.arena_bytes()), grouped_digits(m.lower_bound), human_bytes(m.lower_bound), ratio));
-  if (m.arena_by_strategy[1] < 0)
-    line(fmt::format("strategy {} (greedy_by_size {} B = the lower bound, so greedy_by_first_use was not tried); every offset {}-byte aligned",
-                     name_of(m.chosen), grouped_digits(m.arena_by_strategy[0]), mem_align));
-  else
-    line(fmt::format("strategy {} (greedy_by_size {} B, greedy_by_first_use {} B); every offset {}-byte aligned", name_of(m.chosen),
-                     grouped_digits(m.arena_by_strategy[0]), grouped_digits(m.arena_by_strategy[1]), mem_align));
+  const std::string first_use = m.arena_by_strategy[1] < 0 ? std::string(" = the lower bound, so greedy_by_first_use was not tried")
+                                                             : fmt::format(", greedy_by_first_use {} B", grouped_digits(m.arena_by_strategy[1]));
+  line(fmt::format("strategy {} (greedy_by_size {} B{}); every offset {}-byte aligned", name_of(m.chosen), grouped_digits(m.arena_by_strategy[0]),
+                   first_use, mem_align));
   line("");
   line("regions");
   std::int64_t total = 0;

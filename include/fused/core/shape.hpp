@@ -58,7 +58,7 @@ struct shape {
   friend constexpr bool operator==(const shape& a, const shape& b) {
     if (a.rank != b.rank) return false;
     for (int i = 0; i < a.rank; ++i)
-      if (a.d[i].n != b.d[i].n || a.d[i].symbol != b.d[i].symbol) return false;
+      if (!(a.d[i] == b.d[i])) return false;
     return true;
   }
 

@@ -33,13 +33,8 @@ constexpr const char* name_of(region r) {
 
 constexpr std::int64_t align_up(std::int64_t x, std::int64_t a = mem_align) { return (x + a - 1) / a * a; }
 
-// Byte size of a tensor under a binding. (The planner and the verifier call it once per tensor in
-// constant evaluation: the arrays are indexed in place, see core/shape.hpp.)
-constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) {
-  std::int64_t bytes = size_of(t.type);
-  for (int i = 0; i < t.shp.rank; ++i) bytes *= t.shp.d[i].n * b.value[t.shp.d[i].symbol];
-  return bytes;
-}
+// Byte size of a tensor under a binding.
+constexpr std::int64_t bytes_of(const tensor_info& t, const binding& b) { return t.shp.elements(b) * size_of(t.type); }
 
 // The region a tensor lives in, by its role.
 constexpr region region_of(const tensor_info& t) {

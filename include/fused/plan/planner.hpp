@@ -391,7 +391,7 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
   for (std::size_t t = 0; t < nt; ++t) {
     buffer& b = buf[t];
     if (b.where == region::activations)
-      b.offset = best[group_index[b.group]];
+      b.offset = best[group_index[t]];
     else if (b.group != b.tensor)
       b.offset = buf[b.group].offset;
   }

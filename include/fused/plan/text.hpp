@@ -43,12 +43,10 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
   const double ratio = m.lower_bound > 0 ? static_cast<double>(m.arena_bytes()) / static_cast<double>(m.lower_bound) : 0.0;
   line(fmt::format("activation arena {} B ({}), lower bound {} B ({}), arena / lower bound = {:.4f}", grouped_digits(m.arena_bytes()),
                    human_bytes(m.arena_bytes()), grouped_digits(m.lower_bound), human_bytes(m.lower_bound), ratio));
-  if (m.arena_by_strategy[1] < 0)
-    line(fmt::format("strategy {} (greedy_by_size {} B = the lower bound, so greedy_by_first_use was not tried); every offset {}-byte aligned",
-                     name_of(m.chosen), grouped_digits(m.arena_by_strategy[0]), mem_align));
-  else
-    line(fmt::format("strategy {} (greedy_by_size {} B, greedy_by_first_use {} B); every offset {}-byte aligned", name_of(m.chosen),
-                     grouped_digits(m.arena_by_strategy[0]), grouped_digits(m.arena_by_strategy[1]), mem_align));
+  const std::string first_use = m.arena_by_strategy[1] < 0 ? std::string(" = the lower bound, so greedy_by_first_use was not tried")
+                                                             : fmt::format(", greedy_by_first_use {} B", grouped_digits(m.arena_by_strategy[1]));
+  line(fmt::format("strategy {} (greedy_by_size {} B{}); every offset {}-byte aligned", name_of(m.chosen), grouped_digits(m.arena_by_strategy[0]),
+                   first_use, mem_align));
   line("");
   line("regions");
   std::int64_t total = 0;
