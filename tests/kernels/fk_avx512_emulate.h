@@ -244,16 +244,29 @@ FKE_FN float fke_mm512_reduce_max_ps(__m512 a_) {
   return a.v[0];
 }
 
-/* vscalefps: a * 2^floor(b) (the cases the kernels reach: finite a, b finite or +-inf). */
+/* vscalefps: a * 2^floor(b), with the SDM's special cases (table "VSCALEFPS/SS Special Cases"), which
+ * real hardware follows (Sapphire Rapids and Zen 5 both checked): a NaN in a wins, quieted, except that a
+ * quiet NaN scaled by +inf is +inf and by -inf is +0; then a NaN in b, quieted; inf * 2^-inf and
+ * 0 * 2^+inf are the default NaN (0xffc00000). */
 FKE_FN __m512 fke_mm512_scalef_ps(__m512 a_, __m512 b_) {
   const fke_f32x16 a = FKE_GET(fke_f32x16, a_), b = FKE_GET(fke_f32x16, b_);
+  const uint32_t quiet_bit = 1u << 22;
+  const float indefinite = fke_f32(0xffc00000u);
   fke_f32x16 r;
   for (int i = 0; i < 16; ++i) {
-    const float e = floorf(b.v[i]);
-    if (isnan(a.v[i]) || isnan(e)) r.v[i] = a.v[i] + e;
-    else if (e > 400.0f) r.v[i] = a.v[i] == 0.0f ? (isinf(e) ? NAN : a.v[i]) : a.v[i] * INFINITY;
-    else if (e < -400.0f) r.v[i] = isinf(a.v[i]) ? (isinf(e) ? NAN : a.v[i]) : copysignf(0.0f, a.v[i]);
-    else r.v[i] = ldexpf(a.v[i], (int)e);
+    const float x = a.v[i], e = floorf(b.v[i]);
+    if (isnan(x)) {
+      const int quiet = (fke_u32(x) & quiet_bit) != 0;
+      r.v[i] = quiet && isinf(b.v[i]) ? (b.v[i] > 0.0f ? INFINITY : 0.0f) : fke_f32(fke_u32(x) | quiet_bit);
+    } else if (isnan(b.v[i])) {
+      r.v[i] = fke_f32(fke_u32(b.v[i]) | quiet_bit);
+    } else if (e > 400.0f) {
+      r.v[i] = x == 0.0f ? (isinf(e) ? indefinite : x) : x * INFINITY;
+    } else if (e < -400.0f) {
+      r.v[i] = isinf(x) ? (isinf(e) ? indefinite : x) : copysignf(0.0f, x);
+    } else {
+      r.v[i] = ldexpf(x, (int)e);
+    }
   }
   return fke_ps(&r);
 }

@@ -10,6 +10,9 @@
 #define FKE_MODEL_ONLY  // the models, compiled for AVX2 (their default target), beside the AVX2 instructions
 #include "fk_avx512_emulate.h"
 
+#include <bit>
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "avx512_model_util.hpp"
@@ -135,6 +138,57 @@ TEST_CASE("the AVX-512 model agrees with the AVX2 instructions it overlaps") {
     CHECK_MESSAGE(bad.empty(), "model and AVX2 disagree on: " << bad);
     if (!bad.empty()) break;
   }
+}
+
+// vscalefps has no AVX2 twin, so its special cases are checked here against the SDM's table itself
+// (as the hardware computes it: Sapphire Rapids and Zen 5 agree with the table; test_avx512_model.cpp
+// compares with the instruction wherever it exists). Bits are compared exactly, NaN payloads included.
+namespace {
+FK_TARGET_AVX2 uint32_t scalef_bits(float a, float b) {
+  alignas(64) float x[16], y[16], r[16];
+  for (int i = 0; i < 16; ++i) x[i] = a, y[i] = b;
+  __m512 va, vb;
+  std::memcpy(&va, x, 64);
+  std::memcpy(&vb, y, 64);
+  const __m512 vr = fke_mm512_scalef_ps(va, vb);
+  std::memcpy(r, &vr, 64);
+  uint32_t u;
+  std::memcpy(&u, &r[0], 4);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+TEST_CASE("the vscalefps model follows the SDM's special-case table") {
+  const float qnan = from_bits(0x7fc00001u), snan = from_bits(0x7f800001u), inf = INFINITY;
+  constexpr uint32_t indefinite = 0xffc00000u, plus_inf = 0x7f800000u, plus_zero = 0u;
+  // a quiet NaN wins, except against an infinite exponent: +inf makes +inf, -inf makes +0
+  CHECK(scalef_bits(qnan, 3.0f) == 0x7fc00001u);
+  CHECK(scalef_bits(qnan, qnan) == 0x7fc00001u);
+  CHECK(scalef_bits(qnan, inf) == plus_inf);
+  CHECK(scalef_bits(from_bits(0xffc00001u), inf) == plus_inf);
+  CHECK(scalef_bits(qnan, -inf) == plus_zero);
+  // a signalling NaN in a wins, quieted, whatever b is
+  CHECK(scalef_bits(snan, inf) == 0x7fc00001u);
+  CHECK(scalef_bits(snan, -inf) == 0x7fc00001u);
+  CHECK(scalef_bits(snan, qnan) == 0x7fc00001u);
+  // then a NaN in b, quieted
+  CHECK(scalef_bits(1.0f, snan) == 0x7fc00001u);
+  CHECK(scalef_bits(-inf, qnan) == 0x7fc00001u);
+  // infinities and zeros
+  CHECK(scalef_bits(inf, -inf) == indefinite);
+  CHECK(scalef_bits(0.0f, inf) == indefinite);
+  CHECK(scalef_bits(-inf, 5.0f) == 0xff800000u);
+  CHECK(scalef_bits(-0.0f, -inf) == 0x80000000u);
+  CHECK(scalef_bits(2.0f, inf) == plus_inf);
+  CHECK(scalef_bits(-2.0f, -inf) == 0x80000000u);
+  // finite: a * 2^floor(b), rounded once (to a denormal here)
+  CHECK(scalef_bits(1.5f, 2.7f) == std::bit_cast<uint32_t>(6.0f));
+  CHECK(scalef_bits(1.5f, -149.5f) == 0x00000001u);  // 1.5 * 2^-150 = 0.75 of the least denormal -> 1 (nearest)
 }
 #else
 TEST_CASE("the AVX-512 model agrees with the AVX2 instructions it overlaps") { MESSAGE("skipping: not x86-64"); }
