@@ -10,7 +10,7 @@
  *                   fk_gemm_bf16_work_bytes                  its optional workspace (x rounded to bf16 once)
  *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency)
  *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
- *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample
+ *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
  * kernel; names with a double underscore (fk__*) are internal.
  * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */

@@ -1,9 +1,11 @@
-/* fk_sample.h: argmax and seeded sampling (temperature, top-k, top-p).
+/* fk_sample.h: argmax, seeded sampling (temperature, top-k, top-p, min-p) and the repetition penalty.
  *
  * Sampling follows Hugging Face's warper order: logits / temp, then top-k (keep every token whose logit
  * is >= the k-th largest: ties at the boundary are kept), then top-p over the renormalized survivors
  * (keep the most probable tokens whose cumulative probability first reaches top_p; ties at the boundary
- * kept), then one uniform draw walked over the kept tokens in index order.
+ * kept), then min-p (keep tokens whose probability is >= min_p times the largest; the largest survives
+ * every earlier cut, so this is one more threshold on the same scale), then one uniform draw walked over
+ * the kept tokens in index order.
  * Both cut-offs are found by bisection over the bit patterns of non-negative floats (31 passes over n),
  * which needs no sort and no memory beyond the caller's n-float scratch; the passes are plain C with 16
  * interleaved accumulators, which compilers vectorize and which give the same bits on every ISA. The RNG is xoroshiro128++ seeded through splitmix64: the same
@@ -163,9 +165,20 @@ FK_API float fk__mass_cut(const float* p, size_t n, float floor_, float target) 
   return fk__bitsf(lo);
 }
 
-/* temp <= 0 or top_k == 1: greedy (argmax). top_k == 0 or >= n: off. top_p >= 1: off.
- * scratch: n floats owned by the caller (holds the unnormalized probabilities). */
-FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k, float top_p, fk_rng* rng, float* scratch) {
+/* How to draw a token; fill it with designated initializers:
+ *   fk_sampler s = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
+ * temp <= 0 or top_k == 1: greedy (argmax). top_k == 0 or >= n: off. top_p >= 1: off. min_p <= 0: off. */
+typedef struct {
+  float temp;
+  size_t top_k;
+  float top_p;
+  float min_p;
+} fk_sampler;
+
+/* scratch: n floats owned by the caller (holds the unnormalized probabilities). */
+FK_API size_t fk_sample_with(const float* logits, size_t n, const fk_sampler* how, fk_rng* rng, float* scratch) {
+  const float temp = how->temp, top_p = how->top_p, min_p = how->min_p;
+  const size_t top_k = how->top_k;
   if (n == 0) return 0;
   if (temp <= 0.0f || top_k == 1) return fk_argmax(logits, n);
   const size_t best = fk_argmax(logits, n);
@@ -179,6 +192,7 @@ FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k,
     const float c2 = fk__mass_cut(scratch, n, cut, (top_p > 0.0f ? top_p : 0.0f) * kept);
     cut = c2 > cut ? c2 : cut;
   }
+  if (min_p > 0.0f) cut = min_p > cut ? (min_p < 1.0f ? min_p : 1.0f) : cut; /* scratch's largest is exactly 1 */
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) total += scratch[i] >= cut ? (double)scratch[i] : 0.0;
   const double u = fk_rng_uniform(rng) * total;
@@ -191,6 +205,27 @@ FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k,
     if (u < acc) return i;
   }
   return last; /* u rounded up to total */
+}
+
+/* Temperature, top-k and top-p by position: fk_sample_with without min-p. */
+FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k, float top_p, fk_rng* rng, float* scratch) {
+  const fk_sampler how = {.temp = temp, .top_k = top_k, .top_p = top_p, .min_p = 0.0f};
+  return fk_sample_with(logits, n, &how, rng, scratch);
+}
+
+/* The repetition penalty of CTRL (Keskar et al. 2019) as Hugging Face and llama.cpp apply it: each
+ * distinct token among the `count` recent ones has its logit divided by `penalty` when positive and
+ * multiplied by it otherwise (penalty > 1 makes a repeat less likely). Ids outside [0, n) are skipped. */
+FK_API void fk_repeat_penalty(float* logits, size_t n, const int32_t* recent, size_t count, float penalty) {
+  if (penalty == 1.0f) return;
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t id = recent[i];
+    if (id < 0 || (size_t)id >= n) continue;
+    int seen = 0; /* once per distinct token; windows are short (llama.cpp's default is 64) */
+    for (size_t j = 0; j < i && !seen; ++j) seen = recent[j] == id;
+    if (seen) continue;
+    logits[id] = logits[id] > 0.0f ? logits[id] / penalty : logits[id] * penalty;
+  }
 }
 
 #endif /* FK_SAMPLE_H */
