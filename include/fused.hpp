@@ -8,6 +8,7 @@
 #pragma once
 
 // core: dtypes, shapes, constexpr sorting, text and vectors
+#include "fused/version.hpp"
 #include "fused/core/dtype.hpp"
 #include "fused/core/shape.hpp"
 #include "fused/core/sort.hpp"

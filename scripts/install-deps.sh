@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages fused builds and tests with. Run as root (CI does).
 set -euo pipefail
-pkgs=(cmake ninja-build g++ python3 xz-utils
+# Every package is named here, none assumed: the README's two commands must pass on a minimal
+# Debian 12 image (pkg-config is optional for the build, listed so that the lookups take its path).
+pkgs=(cmake ninja-build g++ python3 xz-utils pkg-config
       libboost1.81-dev libfmt-dev doctest-dev nlohmann-json3-dev
-      libpcre2-dev libutf8proc-dev
-      clang-16 libclang-rt-16-dev)
+      libpcre2-dev libutf8proc-dev libcli11-dev
+      clang-16 libclang-rt-16-dev libomp-16-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,13 @@
-// The `fused` tool's subcommand registry. Each cmd_*.cpp registers its subcommands with a
-// static `fused::cli::command` object, so adding a subcommand touches no shared file.
+// The `fused` tool's subcommand registry, on CLI11. Each cmd_*.cpp registers its subcommands with a
+// static `fused::cli::command` object, so adding a subcommand touches no shared file: the object's
+// setup function declares the flags on the CLI11 subcommand it is given (which makes `--help`, the
+// defaults shown there, unknown-flag and missing-value errors CLI11's business) and returns the
+// function that runs the command once the command line has parsed.
 #pragma once
+#include <CLI/CLI.hpp>
+
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -11,13 +17,13 @@
 
 namespace fused::cli {
 
-// argv after the subcommand's own words: for `fused bench kernels --threads 2`, args = {"--threads","2"}.
-using handler = std::function<int(const std::vector<std::string>& args)>;
+using runner = std::function<int()>;
+using setup_fn = std::function<runner(CLI::App& sub)>;
 
 struct entry {
   std::string name;     // one or two words: "plan", "bench kernels"
   std::string summary;  // one line for `fused --help`
-  handler run;
+  setup_fn setup;
 };
 
 inline std::vector<entry>& registry() {
@@ -26,91 +32,56 @@ inline std::vector<entry>& registry() {
 }
 
 struct command {
-  command(std::string name, std::string summary, handler run) {
-    registry().push_back({std::move(name), std::move(summary), std::move(run)});
+  command(std::string name, std::string summary, setup_fn setup) {
+    registry().push_back({std::move(name), std::move(summary), std::move(setup)});
   }
 };
 
-// A user mistake on the command line: main prints "fused <cmd>: <what>" and exits with 2.
+// A user mistake on the command line found after parsing (two flags that exclude each other, a value
+// the model cannot take): main prints "fused <cmd>: <what>" and exits with 2, as for a parse error.
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Minimal flag reader shared by the subcommands: --name VALUE, --flag, positional words.
-class args_reader {
- public:
-  explicit args_reader(const std::vector<std::string>& a) : args_(a), used_(a.size(), false) {}
+// A number in [lo, hi]; NaN and infinities are refused (CLI::Range lets NaN through: every comparison
+// with NaN is false).
+inline CLI::Validator finite_in(double lo, double hi) {
+  const std::string range = "[" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x)) return "'" + text + "' is not a finite number";
+        if (x < lo || x > hi) return text + " is outside " + range;
+        return {};
+      },
+      range, "finite_in");
+}
 
-  bool flag(std::string_view name) {
-    for (std::size_t i = 0; i < args_.size(); ++i)
-      if (!used_[i] && args_[i] == name) { used_[i] = true; return true; }
-    return false;
-  }
-  // Value of `--name V` or `--name=V`; empty optional-like (has=false) when absent.
-  bool value(std::string_view name, std::string& out) {
-    for (std::size_t i = 0; i < args_.size(); ++i) {
-      if (used_[i]) continue;
-      const std::string& s = args_[i];
-      if (s == name) {
-        if (i + 1 >= args_.size()) throw usage_error(std::string(name) + " needs a value");
-        used_[i] = used_[i + 1] = true;
-        out = args_[i + 1];
-        return true;
-      }
-      if (s.size() > name.size() && s.compare(0, name.size(), name) == 0 && s[name.size()] == '=') {
-        used_[i] = true;
-        out = s.substr(name.size() + 1);
-        return true;
-      }
-    }
-    return false;
-  }
-  std::string value_or(std::string_view name, std::string def) {
-    std::string v;
-    return value(name, v) ? v : def;
-  }
-  long long int_or(std::string_view name, long long def, long long lo, long long hi) {
-    std::string v;
-    if (!value(name, v)) return def;
-    std::size_t pos = 0;
-    long long x = 0;
-    try { x = std::stoll(v, &pos); } catch (...) { pos = 0; }
-    if (pos != v.size() || v.empty()) throw usage_error(std::string(name) + ": '" + v + "' is not an integer");
-    if (x < lo || x > hi)
-      throw usage_error(std::string(name) + ": " + v + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return x;
-  }
-  double double_or(std::string_view name, double def) {
-    std::string v;
-    if (!value(name, v)) return def;
-    std::size_t pos = 0;
-    double x = 0;
-    try { x = std::stod(v, &pos); } catch (...) { pos = 0; }
-    if (pos != v.size() || v.empty()) throw usage_error(std::string(name) + ": '" + v + "' is not a number");
-    return x;
-  }
-  std::string required(std::string_view name) {
-    std::string v;
-    if (!value(name, v)) throw usage_error(std::string(name) + " is required");
-    return v;
-  }
-  // Remaining positional words (not starting with "--"), in order; marks them used.
-  std::vector<std::string> positionals() {
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < args_.size(); ++i)
-      if (!used_[i] && (args_[i].rfind("--", 0) != 0 || args_[i] == "--")) { used_[i] = true; out.push_back(args_[i]); }
-    return out;
-  }
-  // Call last: any flag nobody asked for is a mistake, reported by name.
-  void finish() const {
-    for (std::size_t i = 0; i < args_.size(); ++i)
-      if (!used_[i]) throw usage_error("unknown argument '" + args_[i] + "'");
-  }
+// An integer in [lo, hi], with the range in the message.
+inline CLI::Validator integer_in(long long lo, long long hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        long long x = 0;
+        if (!CLI::detail::lexical_cast(text, x)) return "'" + text + "' is not an integer";
+        if (x < lo || x > hi) return text + " is outside " + range;
+        return {};
+      },
+      range, "integer_in");
+}
 
- private:
-  const std::vector<std::string>& args_;
-  std::vector<bool> used_;
-};
+// One of the given words.
+inline CLI::Validator one_of(std::vector<std::string> words) {
+  std::string list;
+  for (const auto& w : words) list += (list.empty() ? "" : "|") + w;
+  return CLI::Validator(
+      [words, list](std::string& text) -> std::string {
+        for (const auto& w : words)
+          if (text == w) return {};
+        return "'" + text + "' is not one of " + list;
+      },
+      list, "one_of");
+}
 
 // "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted.
 inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words) {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -163,13 +164,16 @@ void print(const std::vector<bench_case>& cs, bool json) {
                 c.ceiling_what.c_str(), c.value / c.ceiling);
 }
 
-int run(const std::vector<std::string>& a) {
-  fused::cli::args_reader args(a);
-  int nt = static_cast<int>(args.int_or("--threads", fk_get_threads(), 1, 1024));
-  const std::string format = args.value_or("--format", "text");
-  const bool study = args.flag("--study");  // also time design alternatives (see docs/PERFORMANCE.md)
-  if (format != "text" && format != "json") throw fused::cli::usage_error("--format must be text or json");
-  args.finish();
+struct options {
+  long long threads = 0;
+  std::string format = "text";
+  bool study = false;
+};
+
+int run(const options& o) {
+  int nt = o.threads > 0 ? static_cast<int>(o.threads) : fk_get_threads();
+  const std::string& format = o.format;
+  const bool study = o.study;
   const fk_isa isa = fk_isa_active();
   auto note = [&](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
 #ifndef _OPENMP
@@ -321,7 +325,13 @@ int run(const std::vector<std::string>& a) {
   return 0;
 }
 
-fused::cli::command reg{"bench kernels", "kernel throughput vs this machine's measured ceilings [--threads N] [--format text|json] [--study]",
-                        run};
+const fused::cli::command reg{
+    "bench kernels", "each kernel's throughput against this machine's measured ceiling", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<options>();
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      app.add_option("-o,--format", o->format, "text or json")->check(fused::cli::one_of({"text", "json"}));
+      app.add_flag("--study", o->study, "also time the design alternatives (docs/PERFORMANCE.md)");
+      return [o] { return run(*o); };
+    }};
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,42 +43,37 @@ std::vector<fs::path> header_dirs(const std::string& given) {
   return dirs;
 }
 
-const fused::cli::command gen_c_cmd{
-    "gen-c", "standalone C for a model: --model DIR --out OUTDIR [--name N] [--max-seq S] [--max-ctx C] [--logits all|last]",
-    [](const std::vector<std::string>& a) {
-      fused::cli::args_reader args(a);
-      const std::string model = args.required("--model");
-      const std::string out = args.required("--out");
-      const std::string name = args.value_or("--name", "model");
-      const std::string logits = args.value_or("--logits", "all");
-      const std::string kernels = args.value_or("--kernels", "");
-      std::string seq_text, ctx_text;
-      const bool has_seq = args.value("--max-seq", seq_text), has_ctx = args.value("--max-ctx", ctx_text);
-      args.finish();
-      if (logits != "all" && logits != "last") throw fused::cli::usage_error("--logits must be all or last");
+struct options {
+  std::string model, out, name = "model", logits = "all", kernels;
+  std::optional<std::int64_t> max_seq, max_ctx;
+};
 
-      const fused::qwen2::config cfg = fused::io::load_hf_config(model).arch;
-      auto number = [](const char* flag, const std::string& v) {
-        std::size_t used = 0;
-        long long x = 0;
-        try {
-          x = std::stoll(v, &used);
-        } catch (...) {
-          used = 0;
-        }
-        if (used != v.size() || x < 1) throw fused::cli::usage_error(std::string(flag) + ": '" + v + "' is not a positive integer");
-        return static_cast<std::int64_t>(x);
-      };
-      const std::int64_t ctx = has_ctx ? number("--max-ctx", ctx_text) : std::min<std::int64_t>(4096, cfg.max_position_embeddings);
-      const std::int64_t seq = has_seq ? number("--max-seq", seq_text) : std::min<std::int64_t>(512, ctx);
-      fused::qwen2::graph_options o;
-      o.logits = logits == "all" ? fused::qwen2::logits_rows::all : fused::qwen2::logits_rows::last;
-      const fused::codegen::c_program p = fused::codegen::from_runtime(name, cfg, seq, ctx, o);
-      const auto written = fused::codegen::write_bundle(fused::codegen::emit_all(p), out, header_dirs(kernels));
-      std::fprintf(stderr, "fused gen-c: %s (prefill up to %lld tokens, KV cache %lld, logits %s) -> %s: %zu files, fingerprint %s\n", name.c_str(),
-                   static_cast<long long>(seq), static_cast<long long>(ctx), logits.c_str(), out.c_str(), written.size(),
-                   fused::codegen::hex64(fused::codegen::layout_fingerprint(p)).c_str());
-      return 0;
+int run_gen_c(const options& o) {
+  const fused::qwen2::config cfg = fused::io::load_hf_config(o.model).arch;
+  const std::int64_t ctx = o.max_ctx.value_or(std::min<std::int64_t>(4096, cfg.max_position_embeddings));
+  const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(512, ctx));
+  fused::qwen2::graph_options graph;
+  graph.logits = o.logits == "all" ? fused::qwen2::logits_rows::all : fused::qwen2::logits_rows::last;
+  const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, cfg, seq, ctx, graph);
+  const auto written = fused::codegen::write_bundle(fused::codegen::emit_all(p), o.out, header_dirs(o.kernels));
+  std::fprintf(stderr, "fused gen-c: %s (prefill up to %lld tokens, KV cache %lld, logits %s) -> %s: %zu files, fingerprint %s\n", o.name.c_str(),
+               static_cast<long long>(seq), static_cast<long long>(ctx), o.logits.c_str(), o.out.c_str(), written.size(),
+               fused::codegen::hex64(fused::codegen::layout_fingerprint(p)).c_str());
+  return 0;
+}
+
+const fused::cli::command gen_c_cmd{
+    "gen-c", "standalone C11 for a model (docs/GENERATOR.md)", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<options>();
+      using fused::cli::integer_in;
+      app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)")->required();
+      app.add_option("--out", o->out, "the directory to write")->required();
+      app.add_option("--name", o->name, "the C prefix of every symbol and file");
+      app.add_option("--max-seq", o->max_seq, "most tokens one prefill call takes")->default_str("min(512, --max-ctx)")->check(integer_in(1, 1 << 24));
+      app.add_option("--max-ctx", o->max_ctx, "KV cache positions")->default_str("min(4096, max_position_embeddings)")->check(integer_in(1, 1 << 30));
+      app.add_option("--logits", o->logits, "all positions' logits (the scorer needs them) or the last one's")->check(fused::cli::one_of({"all", "last"}));
+      app.add_option("--kernels", o->kernels, "where the kernel headers are (default: installed tree, then the source tree)");
+      return [o] { return run_gen_c(*o); };
     }};
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,24 +37,18 @@ nlohmann::ordered_json config_json(const fused::qwen2::config& c) {
   return j;
 }
 
-int run_plan(const std::vector<std::string>& a) {
-  fused::cli::args_reader args(a);
-  const std::string config_path = args.required("--config");
-  const std::string mode_name = args.required("--mode");
-  // -1: not given (the ranges exclude it).
-  const std::int64_t seq_flag = args.int_or("--seq", -1, 1, std::int64_t{1} << 24);
-  const std::int64_t ctx_flag = args.int_or("--ctx", -1, 1, std::int64_t{1} << 31);
-  const bool has_seq = seq_flag > 0, has_ctx = ctx_flag > 0;
-  const std::string format = args.value_or("--format", "text");
-  const std::string logits = args.value_or("--logits", "last");
-  const std::vector<std::string> extra = args.positionals();
-  args.finish();
-  if (!extra.empty()) throw usage_error("unexpected argument '" + extra[0] + "'");
-  if (mode_name != "prefill" && mode_name != "decode")
-    throw usage_error("--mode: '" + mode_name + "' is not a mode; use prefill or decode");
-  if (format != "text" && format != "json" && format != "svg")
-    throw usage_error("--format: '" + format + "' is not a format; use text, json or svg");
-  if (logits != "last" && logits != "all") throw usage_error("--logits: '" + logits + "' must be last or all");
+struct options {
+  std::string config, mode, format = "text", logits = "last";
+  std::optional<std::int64_t> seq, ctx;
+};
+
+int run_plan(const options& o) {
+  const std::string& config_path = o.config;
+  const std::string& mode_name = o.mode;
+  const std::string& format = o.format;
+  const std::string& logits = o.logits;
+  const bool has_seq = o.seq.has_value(), has_ctx = o.ctx.has_value();
+  const std::int64_t seq_flag = o.seq.value_or(0), ctx_flag = o.ctx.value_or(0);
   const bool prefill = mode_name == "prefill";
   if (!prefill && has_seq) throw usage_error("--seq applies to --mode prefill only (decode takes one token)");
 
@@ -98,8 +94,17 @@ int run_plan(const std::vector<std::string>& a) {
 }
 
 const fused::cli::command plan_cmd{
-    "plan",
-    "schedule + memory map: --config FILE|DIR --mode prefill|decode [--seq S] [--ctx C] [--format text|json|svg] [--logits last|all]",
-    run_plan};
+    "plan", "the schedule and memory map of a model in one mode", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<options>();
+      using fused::cli::one_of;
+      app.add_option("--config", o->config, "a config.json, or a model directory holding one")->required();
+      app.add_option("--mode", o->mode, "prefill or decode")->required()->check(one_of({"prefill", "decode"}));
+      app.add_option("--seq", o->seq, "prefill: tokens per call")->default_str("512")->check(fused::cli::integer_in(1, std::int64_t{1} << 24));
+      app.add_option("--ctx", o->ctx, "KV cache positions")->default_str("min(4096, max_position_embeddings)")
+          ->check(fused::cli::integer_in(1, std::int64_t{1} << 31));
+      app.add_option("--format", o->format, "text, json (docs/PLAN_FORMAT.md) or svg")->check(one_of({"text", "json", "svg"}));
+      app.add_option("--logits", o->logits, "logits of the last position or of all")->check(one_of({"last", "all"}));
+      return [o] { return run_plan(*o); };
+    }};
 
 }  // namespace

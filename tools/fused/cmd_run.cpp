@@ -1,17 +1,22 @@
 // `fused run`: text in, text out. Streams the continuation of a prompt as it is generated and ends
-// with a timing line (on stderr, as llama.cpp does), stopping at end-of-sequence or after -n tokens.
+// with a timing line (on stderr, as llama.cpp does), stopping at end-of-sequence, after -n tokens, or
+// at Ctrl-C (the timing line is still printed; a second Ctrl-C ends the process at once).
 //
-// Without --model it runs the embedded default model (examples/models/kjv-qwen2-4m) through the
+// Without --model it runs the default model (kjv-qwen2-4m, installed with the tool) through the
 // STATIC model: its plan, offsets and kernel calls are compile-time constants of this binary. With
 // --model DIR it runs any Hugging Face Qwen2 checkpoint through the run-time model: the same
 // pipeline, evaluated for the config.json found there.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -19,10 +24,8 @@
 #include <fused/qwen2.hpp>
 
 #include "cli.hpp"
-
-#ifndef FUSED_DEFAULT_MODEL_DIR
-#define FUSED_DEFAULT_MODEL_DIR "examples/models/kjv-qwen2-4m"
-#endif
+#include "default_model.hpp"
+#include "progress.hpp"
 
 namespace {
 
@@ -34,42 +37,82 @@ using default_model = fused::qwen2::static_model<fused::qwen2::presets::kjv_qwen
 static_assert(default_model::capacity == fused::qwen2::presets::kjv_qwen2_4m::value.max_position_embeddings);
 
 struct options {
-  std::string prompt, system;
-  long long n = 128;
-  double temp = 0.8, top_p = 0.95;
-  long long top_k = 40, seed = 0, ctx = 0;
+  std::string model_dir, prompt, prompt_file, system;
+  long long n = 128, top_k = 40, ctx = 0, threads = 0, repeat_last_n = 64;
+  std::optional<std::uint64_t> seed;
+  double temp = 0.8, top_p = 0.95, min_p = 0.0, repeat_penalty = 1.0;
   bool chat = false;
 };
 
 struct timing {
   std::size_t prompt_tokens = 0, generated = 0, decode_calls = 0;
   double prefill_s = 0, decode_s = 0;
+  bool interrupted = false;
+};
+
+// Ctrl-C asks generation to stop; the handler resets itself, so a second Ctrl-C ends the process.
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
+struct interrupt_scope {
+  struct sigaction old {};
+  interrupt_scope() {
+    g_interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+  }
+  ~interrupt_scope() { sigaction(SIGINT, &old, nullptr); }
+  interrupt_scope(const interrupt_scope&) = delete;
+  interrupt_scope& operator=(const interrupt_scope&) = delete;
 };
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 // The generation loop, the same for the static and the run-time model.
 template <class Model>
-timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std::int32_t>& prompt, const options& o,
-                const std::vector<int>& stop_ids, std::int64_t capacity) {
+timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std::int32_t>& prompt, const options& o, std::uint64_t seed,
+                const std::vector<int>& stop_ids, std::int64_t capacity, std::int64_t chunk) {
   timing t;
   t.prompt_tokens = prompt.size();
   const auto V = static_cast<std::size_t>(m.vocab_size());
-  std::vector<float> scratch(V);
+  std::vector<float> scratch(V), penalized;
   fk_rng rng;
-  fk_rng_seed(&rng, static_cast<std::uint64_t>(o.seed));
+  fk_rng_seed(&rng, seed);
+  const fk_sampler how{.temp = static_cast<float>(o.temp),
+                       .top_k = static_cast<std::size_t>(o.top_k),
+                       .top_p = static_cast<float>(o.top_p),
+                       .min_p = static_cast<float>(o.min_p)};
+  std::vector<std::int32_t> history(prompt);  // what the repetition penalty looks back on
   fused::io::tokenizer::stream_decoder out(tok);
+  interrupt_scope ctrl_c;
 
   auto start = clock_type::now();
-  std::span<const float> logits = m.prefill(prompt);
+  std::span<const float> logits;
+  {
+    // Chunk by chunk (as prefill itself would) so that a long prompt shows its progress.
+    fused::cli::progress bar("prefill", "tokens", static_cast<double>(prompt.size()));
+    for (std::size_t at = 0; at < prompt.size() && !g_interrupted; at += static_cast<std::size_t>(chunk)) {
+      const std::size_t len = std::min(prompt.size() - at, static_cast<std::size_t>(chunk));
+      logits = m.prefill(std::span(prompt).subspan(at, len));
+      bar.update(static_cast<double>(at + len));
+    }
+  }
   t.prefill_s = seconds_since(start);
   start = clock_type::now();
-  for (long long i = 0; i < o.n; ++i) {
-    const auto next = static_cast<std::int32_t>(
-        o.temp <= 0 ? fk_argmax(logits.data(), V)
-                    : fk_sample(logits.data(), V, static_cast<float>(o.temp), static_cast<std::size_t>(o.top_k), static_cast<float>(o.top_p), &rng,
-                                scratch.data()));
+  for (long long i = 0; i < o.n && !g_interrupted; ++i) {
+    std::span<const float> scores = logits;
+    if (o.repeat_penalty != 1.0) {
+      penalized.assign(logits.begin(), logits.end());
+      const std::size_t window = std::min(history.size(), static_cast<std::size_t>(o.repeat_last_n));
+      fk_repeat_penalty(penalized.data(), V, history.data() + (history.size() - window), window, static_cast<float>(o.repeat_penalty));
+      scores = penalized;
+    }
+    const auto next = static_cast<std::int32_t>(fk_sample_with(scores.data(), V, &how, &rng, scratch.data()));
     if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
+    history.push_back(next);
     const std::string piece = out.push(next);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
@@ -83,6 +126,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
     ++t.decode_calls;
   }
   t.decode_s = seconds_since(start);
+  t.interrupted = g_interrupted != 0;
   const std::string rest = out.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
@@ -95,78 +139,108 @@ std::string chat_prompt(const options& o) {
   return "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\n" + o.prompt + "<|im_end|>\n<|im_start|>assistant\n";
 }
 
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument(path + ": cannot open the prompt file");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+int run(options o) {
+  if (!o.prompt_file.empty()) o.prompt = read_prompt_file(o.prompt_file);
+  if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
+  // A fresh seed per run unless one is given; printed, so that any run can be repeated.
+  const std::uint64_t seed = o.seed ? *o.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32 | std::random_device{}()) >> 1;
+  if (o.temp > 0) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));
+
+  const bool custom = !o.model_dir.empty();
+  const fs::path dir = custom ? fs::path(o.model_dir) : fused::cli::default_model_dir();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw std::invalid_argument(dir.string() + ": not a model directory");
+  if (!fs::exists(dir / "config.json")) throw std::invalid_argument(dir.string() + ": no config.json (not a Hugging Face model directory)");
+  if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json");
+  const fused::io::hf_model_info info = fused::io::load_hf_model_info(dir);
+  const auto tok = fused::io::tokenizer::from_file(dir / "tokenizer.json");
+  if (static_cast<std::int64_t>(tok.vocab_size()) > info.arch.vocab_size)
+    throw std::invalid_argument((dir / "tokenizer.json").string() + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
+                                " tokens but the model's vocab_size is " + std::to_string(info.arch.vocab_size) + " (not this model's tokenizer?)");
+
+  std::vector<int> stop = info.eos_token_ids;
+  if (o.chat) {
+    const std::int32_t im_end = tok.token_id("<|im_end|>");
+    if (im_end < 0) throw std::invalid_argument((dir / "tokenizer.json").string() + ": --chat needs the <|im_end|> token, which this tokenizer lacks");
+    stop.push_back(im_end);
+  }
+  const std::vector<std::int32_t> prompt = o.chat ? tok.encode(chat_prompt(o), true) : tok.encode(o.prompt, false);
+  if (prompt.empty()) throw fused::cli::usage_error("--prompt: the prompt encodes to no tokens");
+
+  const auto P = static_cast<std::int64_t>(prompt.size());
+  timing t;
+  std::string how;
+  const auto load_weights = [&](const auto& tensors) {
+    const auto start = clock_type::now();
+    auto w = fused::runtime::weight_store::load(dir, tensors, info.arch.tie_word_embeddings);
+    if (fused::cli::progress::on_terminal())
+      std::fprintf(stderr, "[fused] weights: %zu tensors in %.2f s\n", w.count(), seconds_since(start));
+    return w;
+  };
+  if (!custom && fused::io::config_differences(default_model::cfg, info.arch).empty()) {
+    if (P + 1 > default_model::capacity)
+      throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the model's context holds " +
+                                  std::to_string(default_model::capacity) + " (and one more to generate)");
+    const auto w = load_weights(default_model::plans::prefill.tensors);
+    auto m = std::make_unique<default_model>(w);
+    how = "static model";
+    t = generate(*m, tok, prompt, o, seed, stop, default_model::capacity, default_model::max_tokens);
+  } else {
+    const std::int64_t maxpos = info.arch.max_position_embeddings;
+    const std::int64_t ctx = o.ctx ? o.ctx : std::min<std::int64_t>(maxpos, P + std::max<long long>(o.n, 1));
+    if (ctx > maxpos) throw fused::cli::usage_error("--ctx " + std::to_string(ctx) + " exceeds max_position_embeddings " + std::to_string(maxpos));
+    if (P + 1 > ctx)
+      throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the context holds " + std::to_string(ctx) +
+                                  " (and one more to generate)" + (o.ctx ? "" : " = max_position_embeddings"));
+    fused::qwen2::model m(info.arch, std::min<std::int64_t>(P, 512), ctx);
+    const auto w = load_weights(m.tensors());
+    m.bind(w);
+    how = "run-time model";
+    t = generate(m, tok, prompt, o, seed, stop, ctx, m.max_tokens());
+  }
+  const double pre = t.prefill_s > 0 ? static_cast<double>(t.prompt_tokens) / t.prefill_s : 0;
+  const double dec = t.decode_calls > 0 && t.decode_s > 0 ? static_cast<double>(t.decode_calls) / t.decode_s : 0;
+  std::fprintf(stderr, "[fused] %sprompt %zu tokens, prefill %.1f tok/s | generated %zu tokens, decode %.1f tok/s | %s, %s, %d threads\n",
+               t.interrupted ? "interrupted | " : "", t.prompt_tokens, pre, t.generated, dec, how.c_str(), fk_isa_name(fk_isa_active()),
+               fk_get_threads());
+  return t.interrupted ? 130 : 0;  // 128 + SIGINT, as a shell reports a process Ctrl-C ended
+}
+
 const fused::cli::command run_cmd{
-    "run", "generate text: [--model DIR] --prompt TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S] [--threads N] [--chat] [--system TEXT]",
-    [](const std::vector<std::string>& a) {
-      fused::cli::args_reader args(a);
-      options o;
-      std::string model_dir;
-      const bool custom = args.value("--model", model_dir);
-      o.prompt = args.required("--prompt");
-      o.n = args.int_or("-n", args.int_or("--n-predict", o.n, 0, 1 << 30), 0, 1 << 30);
-      o.temp = args.double_or("--temp", o.temp);
-      o.top_k = args.int_or("--top-k", o.top_k, 0, 1 << 30);
-      o.top_p = args.double_or("--top-p", o.top_p);
-      o.seed = args.int_or("--seed", o.seed, 0, INT64_MAX);
-      o.ctx = args.int_or("--ctx", 0, 0, 1 << 30);
-      const long long threads = args.int_or("--threads", 0, 0, 1024);
-      o.chat = args.flag("--chat");
-      const bool has_system = args.value("--system", o.system);
-      args.finish();
-      if (has_system && !o.chat) throw fused::cli::usage_error("--system needs --chat");
-      if (o.temp < 0) throw fused::cli::usage_error("--temp must be >= 0");
-      if (!(o.top_p > 0 && o.top_p <= 1)) throw fused::cli::usage_error("--top-p must be in (0, 1]");
-      if (threads > 0) fk_set_threads(static_cast<int>(threads));
-
-      const fs::path dir = custom ? fs::path(model_dir) : fs::path(FUSED_DEFAULT_MODEL_DIR);
-      std::error_code ec;
-      if (!fs::is_directory(dir, ec)) throw std::invalid_argument(dir.string() + ": not a model directory");
-      if (!fs::exists(dir / "config.json")) throw std::invalid_argument(dir.string() + ": no config.json (not a Hugging Face model directory)");
-      if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json");
-      const fused::io::hf_model_info info = fused::io::load_hf_model_info(dir);
-      const auto tok = fused::io::tokenizer::from_file(dir / "tokenizer.json");
-      if (static_cast<std::int64_t>(tok.vocab_size()) > info.arch.vocab_size)
-        throw std::invalid_argument((dir / "tokenizer.json").string() + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
-                                    " tokens but the model's vocab_size is " + std::to_string(info.arch.vocab_size) + " (not this model's tokenizer?)");
-
-      std::vector<int> stop = info.eos_token_ids;
-      if (o.chat) {
-        const std::int32_t im_end = tok.token_id("<|im_end|>");
-        if (im_end < 0) throw std::invalid_argument((dir / "tokenizer.json").string() + ": --chat needs the <|im_end|> token, which this tokenizer lacks");
-        stop.push_back(im_end);
-      }
-      const std::vector<std::int32_t> prompt = o.chat ? tok.encode(chat_prompt(o), true) : tok.encode(o.prompt, false);
-      if (prompt.empty()) throw fused::cli::usage_error("--prompt: the prompt encodes to no tokens");
-
-      const auto P = static_cast<std::int64_t>(prompt.size());
-      timing t;
-      std::string how;
-      if (!custom && fused::io::config_differences(default_model::cfg, info.arch).empty()) {
-        if (P + 1 > default_model::capacity)
-          throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the model's context holds " +
-                                      std::to_string(default_model::capacity) + " (and one more to generate)");
-        const auto w = fused::runtime::weight_store::load(dir, default_model::plans::prefill.tensors, info.arch.tie_word_embeddings);
-        auto m = std::make_unique<default_model>(w);
-        how = "static model";
-        t = generate(*m, tok, prompt, o, stop, default_model::capacity);
-      } else {
-        const std::int64_t maxpos = info.arch.max_position_embeddings;
-        std::int64_t ctx = o.ctx ? o.ctx : std::min<std::int64_t>(maxpos, P + std::max<long long>(o.n, 1));
-        if (ctx > maxpos) throw fused::cli::usage_error("--ctx " + std::to_string(ctx) + " exceeds max_position_embeddings " + std::to_string(maxpos));
-        if (P + 1 > ctx)
-          throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the context holds " + std::to_string(ctx) +
-                                      " (and one more to generate)" + (o.ctx ? "" : " = max_position_embeddings"));
-        fused::qwen2::model m(info.arch, std::min<std::int64_t>(P, 512), ctx);
-        const auto w = fused::runtime::weight_store::load(dir, m.tensors(), info.arch.tie_word_embeddings);
-        m.bind(w);
-        how = "run-time model";
-        t = generate(m, tok, prompt, o, stop, ctx);
-      }
-      const double pre = t.prefill_s > 0 ? static_cast<double>(t.prompt_tokens) / t.prefill_s : 0;
-      const double dec = t.decode_calls > 0 && t.decode_s > 0 ? static_cast<double>(t.decode_calls) / t.decode_s : 0;
-      std::fprintf(stderr, "[fused] prompt %zu tokens, prefill %.1f tok/s | generated %zu tokens, decode %.1f tok/s | %s, %s, %d threads\n",
-                   t.prompt_tokens, pre, t.generated, dec, how.c_str(), fk_isa_name(fk_isa_active()), fk_get_threads());
-      return 0;
+    "run", "generate text from a prompt (the default model, or --model DIR)", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<options>();
+      using fused::cli::finite_in;
+      using fused::cli::integer_in;
+      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory (config.json, tokenizer.json, *.safetensors); default: the embedded demo model")
+          ;
+      auto* prompt = app.add_option("-p,--prompt", o->prompt, "the prompt text");
+      auto* file = app.add_option("-f,--file", o->prompt_file, "read the prompt from this file");
+      prompt->excludes(file);
+      file->excludes(prompt);
+      app.add_option("-n,--n-predict", o->n, "most tokens to generate")->check(integer_in(0, 1 << 30));
+      app.add_option("--temp", o->temp, "temperature; 0 = greedy")->check(finite_in(0, 100));
+      app.add_option("--top-k", o->top_k, "keep the k most likely tokens; 0 = off")->check(integer_in(0, 1 << 30));
+      app.add_option("--top-p", o->top_p, "keep the most likely tokens up to this probability mass; 1 = off")->check(finite_in(0, 1));
+      app.add_option("--min-p", o->min_p, "drop tokens less likely than min-p times the most likely one; 0 = off")->check(finite_in(0, 1));
+      app.add_option("--repeat-penalty", o->repeat_penalty, "divide the logits of recent tokens by this (CTRL's penalty); 1 = off")
+          ->check(finite_in(0.01, 100));
+      app.add_option("--repeat-last-n", o->repeat_last_n, "how many recent tokens the repetition penalty looks at")->check(integer_in(0, 1 << 20));
+      app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")->default_str("random");
+      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
+      app.add_option("-c,--ctx", o->ctx, "KV cache positions (run-time model); 0 = prompt + -n, up to max_position_embeddings")
+          ->check(integer_in(0, 1 << 30));
+      auto* chat = app.add_flag("--chat", o->chat, "wrap the prompt in the ChatML template and stop at <|im_end|>");
+      app.add_option("--system", o->system, "the system message of --chat")->needs(chat);
+      return [o, prompt, file] {
+        if (prompt->count() == 0 && file->count() == 0) throw fused::cli::usage_error("give the prompt: -p/--prompt TEXT or -f/--file PATH");
+        return run(*o);
+      };
     }};
 
 }  // namespace

@@ -5,6 +5,7 @@
 //                          continue ids 0..k-1 through decode (teacher forcing).
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,50 +17,61 @@ namespace {
 
 std::span<const std::byte> bytes_of(const std::vector<float>& v) { return std::as_bytes(std::span(v)); }
 
+struct options {
+  std::string model_dir, input_ids, continue_ids, out;
+  long long threads = 0;
+};
+
+int run_score(const options& o) {
+  const std::string& dir = o.model_dir;
+  const std::vector<std::int32_t> input = fused::cli::parse_ids({o.input_ids});
+  const std::vector<std::int32_t> cont = fused::cli::parse_ids({o.continue_ids});
+  const std::string& out = o.out;
+  const long long threads = o.threads;
+  if (input.empty()) throw fused::cli::usage_error("--input-ids: at least one token id is needed");
+  if (threads > 0) fk_set_threads(static_cast<int>(threads));
+
+  const fused::io::hf_model_info info = fused::io::load_hf_model_info(dir);
+  const auto T = static_cast<std::int64_t>(input.size()), N = static_cast<std::int64_t>(cont.size());
+  const std::int64_t positions = T + std::max<std::int64_t>(N - 1, 0);
+  if (positions > info.arch.max_position_embeddings)
+    throw std::invalid_argument(std::to_string(T) + " input and " + std::to_string(N) + " continue ids need " + std::to_string(positions) +
+                                " positions; the model has max_position_embeddings " + std::to_string(info.arch.max_position_embeddings));
+  fused::qwen2::graph_options graph;
+  graph.logits = fused::qwen2::logits_rows::all;
+  fused::qwen2::model m(info.arch, T, std::max<std::int64_t>(positions, 1), graph);
+  const auto weights = fused::runtime::weight_store::load(dir, m.tensors(), info.arch.tie_word_embeddings);
+  m.bind(weights);
+
+  const auto V = static_cast<std::size_t>(info.arch.vocab_size);
+  const auto p = m.prefill(input);
+  std::vector<float> prefill(p.begin(), p.end());
+  std::vector<float> decode;
+  if (N > 0) {
+    decode.assign(prefill.end() - static_cast<std::ptrdiff_t>(V), prefill.end());
+    for (std::int64_t k = 0; k + 1 < N; ++k) {
+      const auto d = m.decode(cont[static_cast<std::size_t>(k)]);
+      decode.insert(decode.end(), d.begin(), d.end());
+    }
+  }
+  std::vector<fused::io::tensor_data> tensors;
+  tensors.push_back({"prefill_logits", fused::io::dtype::F32, {T, info.arch.vocab_size}, bytes_of(prefill)});
+  if (N > 0) tensors.push_back({"decode_logits", fused::io::dtype::F32, {N, info.arch.vocab_size}, bytes_of(decode)});
+  fused::io::write_safetensors(out, tensors);
+  std::fprintf(stderr, "fused score: %lld prompt + %lld continue ids -> %s\n", static_cast<long long>(T), static_cast<long long>(N), out.c_str());
+  return 0;
+}
+
 const fused::cli::command score_cmd{
-    "score", "logits for token ids: --model DIR --input-ids 1,2,3 [--continue-ids 4,5] --out FILE.safetensors",
-    [](const std::vector<std::string>& a) {
-      fused::cli::args_reader args(a);
-      const std::string dir = args.required("--model");
-      const std::vector<std::int32_t> input = fused::cli::parse_ids({args.required("--input-ids")});
-      std::string cont_text;
-      const bool has_cont = args.value("--continue-ids", cont_text);
-      const std::vector<std::int32_t> cont = has_cont ? fused::cli::parse_ids({cont_text}) : std::vector<std::int32_t>{};
-      const std::string out = args.required("--out");
-      const long long threads = args.int_or("--threads", 0, 0, 1024);
-      args.finish();
-      if (input.empty()) throw fused::cli::usage_error("--input-ids: at least one token id is needed");
-      if (threads > 0) fk_set_threads(static_cast<int>(threads));
-
-      const fused::io::hf_model_info info = fused::io::load_hf_model_info(dir);
-      const auto T = static_cast<std::int64_t>(input.size()), N = static_cast<std::int64_t>(cont.size());
-      const std::int64_t positions = T + std::max<std::int64_t>(N - 1, 0);
-      if (positions > info.arch.max_position_embeddings)
-        throw std::invalid_argument(std::to_string(T) + " input and " + std::to_string(N) + " continue ids need " + std::to_string(positions) +
-                                    " positions; the model has max_position_embeddings " + std::to_string(info.arch.max_position_embeddings));
-      fused::qwen2::graph_options o;
-      o.logits = fused::qwen2::logits_rows::all;
-      fused::qwen2::model m(info.arch, T, std::max<std::int64_t>(positions, 1), o);
-      const auto weights = fused::runtime::weight_store::load(dir, m.tensors(), info.arch.tie_word_embeddings);
-      m.bind(weights);
-
-      const auto V = static_cast<std::size_t>(info.arch.vocab_size);
-      const auto p = m.prefill(input);
-      std::vector<float> prefill(p.begin(), p.end());
-      std::vector<float> decode;
-      if (N > 0) {
-        decode.assign(prefill.end() - static_cast<std::ptrdiff_t>(V), prefill.end());
-        for (std::int64_t k = 0; k + 1 < N; ++k) {
-          const auto d = m.decode(cont[static_cast<std::size_t>(k)]);
-          decode.insert(decode.end(), d.begin(), d.end());
-        }
-      }
-      std::vector<fused::io::tensor_data> tensors;
-      tensors.push_back({"prefill_logits", fused::io::dtype::F32, {T, info.arch.vocab_size}, bytes_of(prefill)});
-      if (N > 0) tensors.push_back({"decode_logits", fused::io::dtype::F32, {N, info.arch.vocab_size}, bytes_of(decode)});
-      fused::io::write_safetensors(out, tensors);
-      std::fprintf(stderr, "fused score: %lld prompt + %lld continue ids -> %s\n", static_cast<long long>(T), static_cast<long long>(N), out.c_str());
-      return 0;
+    "score", "logits of a model for given token ids, written as safetensors", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<options>();
+      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->required();
+      app.add_option("--input-ids", o->input_ids, "the prompt's token ids: 1,2,3")->required();
+      app.add_option("--continue-ids", o->continue_ids, "ids fed one by one through decode after the prompt (teacher forcing)");
+      app.add_option("--out", o->out, "the safetensors file to write (prefill_logits [T,V], decode_logits [N,V])")->required();
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      return [o] { return run_score(*o); };
     }};
+
 
 }  // namespace

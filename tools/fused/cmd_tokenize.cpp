@@ -14,6 +14,7 @@
 #include <iostream>
 #include <iterator>
 #include <stdexcept>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,48 +57,60 @@ int bench(const fused::io::tokenizer& tok, const std::string& path) {
   return 0;
 }
 
-const fused::cli::command tokenize_cmd{
-    "tokenize", "text -> token ids: --tokenizer FILE (TEXT | --file PATH | --bench PATH) [--no-special]",
-    [](const std::vector<std::string>& a) {
-      fused::cli::args_reader args(a);
-      const std::string tok_path = args.required("--tokenizer");
-      std::string file, bench_file;
-      const bool has_file = args.value("--file", file);
-      const bool has_bench = args.value("--bench", bench_file);
-      const bool allow_special = !args.flag("--no-special");
-      const std::vector<std::string> words = args.positionals();
-      args.finish();
-      if (has_file + has_bench + !words.empty() != 1 || words.size() > 1)
-        throw fused::cli::usage_error("give exactly one of TEXT (one argument; quote it), --file PATH, --bench PATH");
+struct options {
+  std::string tokenizer, text, file, bench_file;
+  std::vector<std::string> ids;
+  bool no_special = false;
+};
 
-      const auto tok = fused::io::tokenizer::from_file(tok_path);
-      if (has_bench) return bench(tok, bench_file);
-      const std::vector<std::int32_t> ids = tok.encode(has_file ? read_all(file) : words[0], allow_special);
-      std::string out = "[";
-      for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
-      out += "]\n";
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      return 0;
+int run_tokenize(const options& o, bool has_text) {
+  const auto tok = fused::io::tokenizer::from_file(o.tokenizer);
+  if (!o.bench_file.empty()) return bench(tok, o.bench_file);
+  const std::vector<std::int32_t> ids = tok.encode(has_text ? o.text : read_all(o.file), !o.no_special);
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  out += "]\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+int run_detokenize(const options& o) {
+  const std::vector<std::int32_t> ids = fused::cli::parse_ids(o.ids);
+  if (ids.empty()) throw fused::cli::usage_error("give the token ids, e.g. 9707,11,1879");
+  const auto tok = fused::io::tokenizer::from_file(o.tokenizer);
+  // decode() skips unknown ids, as a model's padded vocabulary needs; asked explicitly, an
+  // unknown id is a mistake worth reporting.
+  for (const std::int32_t id : ids)
+    if (tok.token(id).empty())
+      throw std::runtime_error("token id " + std::to_string(id) + " is not in " + o.tokenizer + " (vocab_size " + std::to_string(tok.vocab_size()) + ")");
+  const std::string text = tok.decode(ids) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+const fused::cli::command tokenize_cmd{
+    "tokenize", "text -> token ids with a Hugging Face tokenizer.json", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<options>();
+      app.add_option("--tokenizer", o->tokenizer, "the tokenizer.json")->required();
+      auto* text = app.add_option("text", o->text, "the text (one argument: quote it; put -- before a text that starts with -)");
+      auto* file = app.add_option("-f,--file", o->file, "encode this file's text (- = standard input)");
+      auto* bench_file = app.add_option("--bench", o->bench_file, "time encoding this file (MB/s)");
+      app.add_flag("--no-special", o->no_special, "encode special tokens' text as plain text");
+      text->excludes(file)->excludes(bench_file);
+      file->excludes(bench_file);
+      return [o, text, file, bench_file] {
+        if (text->count() + file->count() + bench_file->count() != 1)
+          throw fused::cli::usage_error("give exactly one of TEXT (one argument; quote it), --file PATH, --bench PATH");
+        return run_tokenize(*o, text->count() == 1);
+      };
     }};
 
 const fused::cli::command detokenize_cmd{
-    "detokenize", "token ids -> text: --tokenizer FILE 1,2,3",
-    [](const std::vector<std::string>& a) {
-      fused::cli::args_reader args(a);
-      const std::string tok_path = args.required("--tokenizer");
-      const std::vector<std::string> words = args.positionals();
-      args.finish();
-      if (words.empty()) throw fused::cli::usage_error("give the token ids, e.g. 9707,11,1879");
-      const std::vector<std::int32_t> ids = fused::cli::parse_ids(words);
-      const auto tok = fused::io::tokenizer::from_file(tok_path);
-      // decode() skips unknown ids, as a model's padded vocabulary needs; asked explicitly, an
-      // unknown id is a mistake worth reporting.
-      for (const std::int32_t id : ids)
-        if (tok.token(id).empty())
-          throw std::runtime_error("token id " + std::to_string(id) + " is not in " + tok_path + " (vocab_size " + std::to_string(tok.vocab_size()) + ")");
-      const std::string text = tok.decode(ids) + "\n";
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      return 0;
+    "detokenize", "token ids -> text with a Hugging Face tokenizer.json", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<options>();
+      app.add_option("--tokenizer", o->tokenizer, "the tokenizer.json")->required();
+      app.add_option("ids", o->ids, "token ids: 1,2,3 or 1 2 3 or [1, 2, 3]")->required();
+      return [o] { return run_detokenize(*o); };
     }};
 
 }  // namespace

@@ -1,42 +1,115 @@
-// `fused`: the command-line front door. Subcommands live in cmd_*.cpp and register themselves.
+// `fused`: the command-line front door. Subcommands live in cmd_*.cpp and register themselves; this
+// file builds the CLI11 tree from the registry ("bench kernels" nests under "bench"), parses, and runs
+// the deepest subcommand the command line named.
+//
+// Exit status: 0 done; 1 the work failed (a file, a model, the machine); 2 the command line is wrong.
+// Every failure is one line on stderr, "fused <command>: ...", and nothing on stdout.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
+#include <fused/version.hpp>
+
 #include "cli.hpp"
+#include "fk_kernels.h"
 
 namespace {
-int usage(std::FILE* to) {
-  std::fprintf(to, "usage: fused <command> [options]\n\ncommands:\n");
-  for (const auto& e : fused::cli::registry()) std::fprintf(to, "  %-16s %s\n", e.name.c_str(), e.summary.c_str());
-  return to == stdout ? 0 : 2;
+
+std::string version_text() {
+  std::string text = "fused " FUSED_VERSION_STRING " (";
+#if defined(__clang__)
+  text += "clang " __clang_version__;
+#elif defined(__GNUC__)
+  text += "g++ " __VERSION__;
+#endif
+#ifdef _OPENMP
+  text += ", OpenMP";
+#else
+  text += ", no OpenMP";
+#endif
+  text += std::string("; kernels here: ") + fk_isa_name(fk_isa_active()) + ")";
+  return text;
 }
+
+std::string path_of(const CLI::App* app) {
+  std::string path;
+  for (; app && app->get_parent(); app = app->get_parent()) path = app->get_name() + (path.empty() ? "" : " " + path);
+  return path;
+}
+
+// One line, whatever CLI11 wrote: the checks and tests read errors as one line on stderr.
+std::string one_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) return usage(stderr);
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") return usage(stdout);
-  // Longest match first: "bench kernels" before "bench".
-  const fused::cli::entry* best = nullptr;
-  std::size_t words = 0;
-  for (const auto& e : fused::cli::registry()) {
-    if (args.size() >= 2 && e.name == args[0] + " " + args[1]) { best = &e; words = 2; break; }
-    if (e.name == args[0] && !best) { best = &e; words = 1; }
+  CLI::App app{"fused: a neural network as a compile-time program (static plans, BF16 kernels, C generator)", "fused"};
+  app.set_version_flag("--version", version_text(), "print the version, the compiler and the kernels this CPU runs, then exit");
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  app.get_formatter()->column_width(34);
+  app.footer("Each command answers --help with its flags. Exit status: 0 done, 1 the work failed, 2 the command line is wrong.");
+
+  // Parents before children, whatever order the static registrations ran in.
+  std::vector<const fused::cli::entry*> entries;
+  for (const auto& e : fused::cli::registry()) entries.push_back(&e);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
+    return std::count(a->name.begin(), a->name.end(), ' ') < std::count(b->name.begin(), b->name.end(), ' ');
+  });
+  std::map<std::string, CLI::App*> apps;
+  std::map<const CLI::App*, fused::cli::runner> runners;
+  for (const auto* e : entries) {
+    const auto space = e->name.rfind(' ');
+    CLI::App* parent = space == std::string::npos ? &app : apps.at(e->name.substr(0, space));
+    CLI::App* sub = parent->add_subcommand(space == std::string::npos ? e->name : e->name.substr(space + 1), e->summary);
+    apps[e->name] = sub;
+    runners[sub] = e->setup(*sub);
   }
-  if (!best) {
-    std::fprintf(stderr, "fused: unknown command '%s'\n", args[0].c_str());
-    return usage(stderr);
+
+  if (argc == 2 && std::string(argv[1]) == "help") {  // `fused help`, as `fused --help`
+    std::printf("%s", app.help().c_str());
+    return 0;
   }
-  std::vector<std::string> rest(args.begin() + static_cast<std::ptrdiff_t>(words), args.end());
+  const CLI::App* chosen = &app;
   try {
-    return best->run(rest);
+    app.parse(argc, argv);
+    for (const CLI::App* next = &app; next; ) {  // the deepest subcommand named
+      chosen = next;
+      const auto subs = next->get_subcommands();
+      next = subs.empty() ? nullptr : subs.front();
+    }
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string where;
+    for (const CLI::App* a = &app; a; ) {  // the subcommand the error belongs to, as far as parsed
+      where = path_of(a);
+      const auto subs = a->get_subcommands();
+      a = subs.empty() ? nullptr : subs.front();
+    }
+    std::fprintf(stderr, "fused%s%s: %s (see fused %s%s--help)\n", where.empty() ? "" : " ", where.c_str(), one_line(e.what()).c_str(),
+                 where.c_str(), where.empty() ? "" : " ");
+    return 2;
+  }
+  const std::string name = path_of(chosen);
+  try {
+    return runners.at(chosen)();
   } catch (const fused::cli::usage_error& e) {
-    std::fprintf(stderr, "fused %s: %s\n", best->name.c_str(), e.what());
+    std::fprintf(stderr, "fused %s: %s\n", name.c_str(), one_line(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fused %s: error: %s\n", best->name.c_str(), e.what());
+    std::fprintf(stderr, "fused %s: error: %s\n", name.c_str(), one_line(e.what()).c_str());
     return 1;
   }
 }
