@@ -447,6 +447,43 @@ TEST_CASE("sampling: reproducible, greedy limits, top-k and top-p supports, dist
   CHECK(used5 == 5);
 }
 
+TEST_CASE("sampling: min-p keeps exactly the tokens at least min_p times as likely as the best") {
+  const std::size_t n = 40;
+  std::vector<float> logits(n), scratch(n);
+  fill_f32(logits.data(), n, -4, 4);
+  const std::size_t am = fk_argmax(logits.data(), n);
+  const float temp = 1.3f, min_p = 0.2f;
+  std::vector<bool> kept(n);
+  for (std::size_t i = 0; i < n; ++i) kept[i] = std::exp((logits[i] - logits[am]) / temp) >= min_p;
+  fk_rng r;
+  fk_rng_seed(&r, 11);
+  const fk_sampler how{.temp = temp, .top_k = 0, .top_p = 1.0f, .min_p = min_p};
+  std::vector<int> hits(n, 0);
+  for (int i = 0; i < 20000; ++i) hits[fk_sample_with(logits.data(), n, &how, &r, scratch.data())]++;
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("token " << i);
+    if (!kept[i]) CHECK(hits[i] == 0);
+  }
+  CHECK(hits[am] > 0);
+  // min-p 0 is fk_sample's behaviour, draw for draw; min-p 1 keeps the best token only
+  fk_rng a, b;
+  fk_rng_seed(&a, 3);
+  fk_rng_seed(&b, 3);
+  const fk_sampler off{.temp = 0.9f, .top_k = 7, .top_p = 0.8f, .min_p = 0.0f};
+  for (int i = 0; i < 200; ++i) CHECK(fk_sample_with(logits.data(), n, &off, &a, scratch.data()) == fk_sample(logits.data(), n, 0.9f, 7, 0.8f, &b, scratch.data()));
+  const fk_sampler best_only{.temp = 5.0f, .top_k = 0, .top_p = 1.0f, .min_p = 1.0f};
+  for (int i = 0; i < 50; ++i) CHECK(fk_sample_with(logits.data(), n, &best_only, &a, scratch.data()) == am);
+}
+
+TEST_CASE("repetition penalty: once per distinct recent token, by the logit's sign") {
+  std::vector<float> logits = {2.0f, -2.0f, 0.0f, 4.0f, -1.0f};
+  const std::int32_t recent[] = {0, 1, 0, 2, 7, -3, 1};  // repeats, an id past n, a negative id
+  fk_repeat_penalty(logits.data(), logits.size(), recent, std::size(recent), 2.0f);
+  CHECK(logits == std::vector<float>{1.0f, -4.0f, 0.0f, 4.0f, -1.0f});
+  fk_repeat_penalty(logits.data(), logits.size(), recent, std::size(recent), 1.0f);  // 1: off
+  CHECK(logits == std::vector<float>{1.0f, -4.0f, 0.0f, 4.0f, -1.0f});
+}
+
 TEST_CASE("sampling: the same seed gives the same tokens on every ISA path") {
   const std::size_t n = 151936;  // Qwen2 vocabulary: exercises the vector bodies and tails
   std::vector<float> logits(n), scratch(n);

@@ -150,7 +150,6 @@ int run(options o) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   // A fresh seed per run unless one is given; printed, so that any run can be repeated.
   const std::uint64_t seed = o.seed ? *o.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32 | std::random_device{}()) >> 1;
-  if (o.temp > 0) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));
 
   const bool custom = !o.model_dir.empty();
   const fs::path dir = custom ? fs::path(o.model_dir) : fused::cli::default_model_dir();
@@ -174,6 +173,7 @@ int run(options o) {
   if (prompt.empty()) throw fused::cli::usage_error("--prompt: the prompt encodes to no tokens");
 
   const auto P = static_cast<std::int64_t>(prompt.size());
+  if (o.temp > 0) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));
   timing t;
   std::string how;
   const auto load_weights = [&](const auto& tensors) {

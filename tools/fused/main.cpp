@@ -60,8 +60,9 @@ int main(int argc, char** argv) {
   // Parents before children, whatever order the static registrations ran in.
   std::vector<const fused::cli::entry*> entries;
   for (const auto& e : fused::cli::registry()) entries.push_back(&e);
-  std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
-    return std::count(a->name.begin(), a->name.end(), ' ') < std::count(b->name.begin(), b->name.end(), ' ');
+  std::sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
+    const auto words_a = std::count(a->name.begin(), a->name.end(), ' '), words_b = std::count(b->name.begin(), b->name.end(), ' ');
+    return words_a != words_b ? words_a < words_b : a->name < b->name;
   });
   std::map<std::string, CLI::App*> apps;
   std::map<const CLI::App*, fused::cli::runner> runners;
@@ -76,6 +77,10 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "help") {  // `fused help`, as `fused --help`
     std::printf("%s", app.help().c_str());
     return 0;
+  }
+  if (argc >= 2 && argv[1][0] != '-' && !apps.count(argv[1])) {  // CLI11 would say "a subcommand is required"
+    std::fprintf(stderr, "fused: unknown command '%s' (see fused --help)\n", argv[1]);
+    return 2;
   }
   const CLI::App* chosen = &app;
   try {
