@@ -21,7 +21,7 @@ export CXX=${CXX:-clang++-16} CC=${CC:-clang-16}
 # sooner than mutating nothing. Small files only, so that each run stays fast.
 seeds_for() {
   case $1 in
-    fuzz_safetensors)
+    fuzz_safetensors|fuzz_c_safetensors)
       ls "$root"/tests/data/reference/tiny_mha/reference.safetensors \
          "$root"/tests/data/reference/tiny_mha/model.safetensors ;;
     fuzz_hf_config)

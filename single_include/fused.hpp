@@ -5380,8 +5380,15 @@ class session {
 //     used in place, F32/F16 ones converted once; every tensor the plan needs must be present with
 //     its shape; a tensor the plan does not use is an error naming it (except lm_head.weight when
 //     the embeddings are tied: transformers ignores it too);
+//     a sharded checkpoint's index is checked before any tensor is bound: "weight_map" is a
+//     non-empty object of file names in the model directory itself (no '/', '\\', "." or ".."),
+//     every shard it names opens as a valid safetensors file, every tensor it maps is in the shard
+//     it names, and no tensor is in two shards. A tensor that a shard holds and the map leaves out
+//     is used like any other of that shard (transformers loads whole shards: the map only says
+//     which files to read), and is reported as unexpected if the plan does not use it;
 //   - from one caller blob laid out as the plan's weights region (the generated C's layout);
 //   - from a deterministic generator (synthetic weights of a config's shape, for benchmarks).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -6138,32 +6145,72 @@ class weight_store {
     }
     if (!fs::exists(index))
       throw io::load_error(path.string() + ": neither model.safetensors nor model.safetensors.index.json is there");
-    std::ifstream in(index);
+    open_shards(path, index);
+  }
+
+  // The shards model.safetensors.index.json lists, checked against each other (see the top).
+  void open_shards(const std::filesystem::path& dir, const std::filesystem::path& index_path) {
+    const std::string index = index_path.string();
+    source_ = index;
+    std::ifstream in(index_path);
     std::stringstream ss;
     ss << in.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      throw io::load_error(index.string() + ": not a JSON object with a \"weight_map\" object");
+      throw io::load_error(index + ": not a JSON object with a \"weight_map\" object");
+    const nlohmann::json& map = j["weight_map"];
+    if (map.empty()) throw io::load_error(index + ": \"weight_map\" is empty; it must name the shard of every tensor");
     std::map<std::string, std::size_t> file_index;
-    for (const auto& [name, file] : j["weight_map"].items()) {
-      if (!file.is_string()) throw io::load_error(index.string() + ": weight_map[\"" + name + "\"] is not a file name");
+    std::vector<std::pair<std::string, std::size_t>> mapped;  // tensor, shard
+    for (const auto& [name, file] : map.items()) {
+      if (!file.is_string()) throw io::load_error(index + ": weight_map[\"" + name + "\"] is not a file name");
       const std::string fname = file.get<std::string>();
-      if (fname.find('/') != std::string::npos || fname.find("..") != std::string::npos)
-        throw io::load_error(index.string() + ": weight_map[\"" + name + "\"] names \"" + fname + "\" outside the directory");
-      if (!file_index.count(fname)) {
-        file_index[fname] = files_.size();
-        files_.push_back(io::safetensors_file::open(path / fname));
+      if (!is_plain_file_name(fname))
+        throw io::load_error(index + ": weight_map[\"" + name + "\"] names " + nlohmann::json(fname).dump() +
+                             ", which is not a file in the model directory");  // quoted as JSON: "a\nb"
+      auto [it, fresh] = file_index.try_emplace(fname, files_.size());
+      if (fresh) {
+        try {
+          files_.push_back(io::safetensors_file::open(dir / fname));
+        } catch (const io::load_error& e) {
+          throw io::load_error(index + ": weight_map[\"" + name + "\"] names shard \"" + fname + "\": " + e.what());
+        }
       }
+      mapped.emplace_back(name, it->second);
     }
+    for (const auto& [name, shard] : mapped)
+      if (!files_[shard].find(name))
+        throw io::load_error(index + ": weight_map puts tensor \"" + name + "\" in \"" + shard_name(shard) +
+                             "\", which does not contain it");
+    for (std::size_t k = 0; k < files_.size(); ++k)
+      for (const io::tensor_view& t : files_[k].tensors())
+        if (auto [it, fresh] = shard_of_.try_emplace(t.name, k); !fresh)
+          throw io::load_error(index + ": tensor \"" + t.name + "\" is in two shards, \"" + shard_name(it->second) +
+                               "\" and \"" + shard_name(k) + "\"; which one to load is ambiguous");
+  }
+  // A name that opens a file in the directory itself: not empty, ".", "..", a path or a control code.
+  static bool is_plain_file_name(const std::string& name) {
+    return !name.empty() && name != "." && name != ".." &&
+           std::ranges::none_of(name, [](char c) { return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20; });
+  }
+  std::string shard_name(std::size_t k) const {
+    return std::filesystem::path(files_[k].file_name()).filename().string();
   }
   io::safetensors_file& file_for(const std::string& name, const std::vector<std::int64_t>& shp) {
-    for (auto& f : files_)
-      if (f.find(name)) return f;
-    throw io::load_error(files_.front().file_name() + ": tensor \"" + name + "\" is missing; the config needs it with shape " +
+    if (source_.empty()) {  // one file
+      if (files_.front().find(name)) return files_.front();
+      throw io::load_error(files_.front().file_name() + ": tensor \"" + name +
+                           "\" is missing; the config needs it with shape " + io::shape_string(shp));
+    }
+    if (const auto it = shard_of_.find(name); it != shard_of_.end()) return files_[it->second];
+    throw io::load_error(source_ + ": tensor \"" + name + "\" is in none of the " + std::to_string(files_.size()) +
+                         " shard" + (files_.size() == 1 ? "" : "s") + " it lists; the config needs it with shape " +
                          io::shape_string(shp));
   }
 
   std::vector<io::safetensors_file> files_;
+  std::string source_;                            // the index, for a sharded checkpoint
+  std::map<std::string, std::size_t> shard_of_;  // tensor -> files_ index, for a sharded checkpoint
   std::vector<std::vector<std::uint16_t>> owned_;
   aligned_bytes blob_;
   std::vector<const std::uint16_t*> table_;

@@ -1,10 +1,13 @@
 /* fused_safetensors.h: safetensors for generated C models (C11, libc only; shipped beside the
  * generated files). Everything here runs at init or in the scorer, never inside prefill/decode.
  *
- *   fst_json_parse / fst_json_get / fst_json_free  a small JSON reader (depth-limited, \u escapes)
- *   fst_open / fst_close                           a .safetensors file: header length and JSON
+ *   fst_json_parse / fst_json_get / fst_json_free  a small strict JSON reader (depth-limited, UTF-8
+ *                                                  checked, \u escapes)
+ *   fst_open / fst_open_stream / fst_close         a .safetensors file: header length and JSON
  *                                                  validated, every tensor's dtype, shape and byte
- *                                                  range checked against the file before any read
+ *                                                  range checked against the file before any read,
+ *                                                  as fused's C++ reader does (tests/codegen/
+ *                                                  test_c_safetensors.cpp, tests/fuzz/fuzz_c_safetensors.cpp)
  *   fst_bind_weights                               fills a weights region from one or more files by
  *                                                  name: every tensor the table lists must be there
  *                                                  with its shape; a tensor it does not list is an
@@ -19,6 +22,8 @@
 #ifndef FUSED_SAFETENSORS_H
 #define FUSED_SAFETENSORS_H
 
+#include <float.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +63,7 @@ typedef struct {
   char* err;
   size_t errn;
   int failed;
+  int max_depth; /* containers nest at most this deep (the outermost is depth 0) */
 } fst__parser;
 
 FST_API void fst_json_free(fst_json* j) {
@@ -122,6 +128,7 @@ FST_API char* fst__string(fst__parser* ps) {
         case 'u':
           if (ps->end - s < 4 || fst__hex4(s, &cp)) { free(out); fst__perr(ps, "bad \\u escape"); return NULL; }
           s += 4;
+          if (cp == 0) { free(out); fst__perr(ps, "\\u0000 in a string (names are C strings)"); return NULL; }
           if (cp >= 0xD800 && cp < 0xDC00) { /* a surrogate pair */
             unsigned lo;
             if (ps->end - s < 6 || s[0] != '\\' || s[1] != 'u' || fst__hex4(s + 2, &lo) || lo < 0xDC00 || lo >= 0xE000) {
@@ -145,7 +152,20 @@ FST_API char* fst__string(fst__parser* ps) {
       if (!bigger) { free(out); fst__perr(ps, "out of memory"); return NULL; }
       out = bigger;
     }
-    if (raw || cp < 0x80) {
+    if (raw && cp >= 0x80) { /* UTF-8 as RFC 3629 has it: no overlong forms, no surrogates, at most U+10FFFF */
+      unsigned lo = 0x80, hi = 0xBF;
+      ptrdiff_t need = 0, k;
+      if (cp >= 0xC2 && cp <= 0xDF) need = 1;
+      else if (cp >= 0xE0 && cp <= 0xEF) need = 2, lo = cp == 0xE0 ? 0xA0 : 0x80, hi = cp == 0xED ? 0x9F : 0xBF;
+      else if (cp >= 0xF0 && cp <= 0xF4) need = 3, lo = cp == 0xF0 ? 0x90 : 0x80, hi = cp == 0xF4 ? 0x8F : 0xBF;
+      for (k = 0; need && k < need; ++k) {
+        const unsigned b = k < ps->end - s ? (unsigned char)s[k] : 0;
+        if (b < (k ? 0x80u : lo) || b > (k ? 0xBFu : hi)) need = 0;
+      }
+      if (!need) { free(out); fst__perr(ps, "a string is not valid UTF-8"); return NULL; }
+      out[len++] = (char)cp;
+      for (k = 0; k < need; ++k) out[len++] = *s++;
+    } else if (raw || cp < 0x80) {
       out[len++] = (char)cp;
     } else if (cp < 0x800) {
       out[len++] = (char)(0xC0 | (cp >> 6));
@@ -186,8 +206,8 @@ FST_API int fst__value(fst__parser* ps, fst_json* out, int depth) {
   memset(out, 0, sizeof *out);
   fst__ws(ps);
   if (ps->p >= ps->end) return fst__perr(ps, "unexpected end");
-  if (depth > 32) return fst__perr(ps, "nested deeper than 32 levels");
   const char c = *ps->p;
+  if ((c == '{' || c == '[') && depth > ps->max_depth) return fst__perr(ps, "nested too deep");
   if (c == '{' || c == '[') {
     const char close = c == '{' ? '}' : ']';
     out->type = c == '{' ? FST_OBJECT : FST_ARRAY;
@@ -221,31 +241,54 @@ FST_API int fst__value(fst__parser* ps, fst_json* out, int depth) {
   if (ps->end - ps->p >= 4 && !strncmp(ps->p, "null", 4)) { out->type = FST_NULL; ps->p += 4; return 0; }
   if (ps->end - ps->p >= 4 && !strncmp(ps->p, "true", 4)) { out->type = FST_BOOL; out->num = 1; ps->p += 4; return 0; }
   if (ps->end - ps->p >= 5 && !strncmp(ps->p, "false", 5)) { out->type = FST_BOOL; ps->p += 5; return 0; }
-  if (c == '-' || (c >= '0' && c <= '9')) {
-    char buf[64];
-    size_t len = 0;
-    int integral = 1;
-    while (ps->p < ps->end && len + 1 < sizeof buf && strchr("+-0123456789.eE", *ps->p)) {
-      if (strchr(".eE", *ps->p)) integral = 0;
-      buf[len++] = *ps->p++;
+  if (c == '-' || (c >= '0' && c <= '9')) { /* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+    const char* q = ps->p;
+    const int negative = c == '-';
+    int integral = 1, overflow = 0;
+    uint64_t mag = 0;
+    char buf[64], *stop;
+#define FST__DIGIT(at) ((at) < ps->end && *(at) >= '0' && *(at) <= '9')
+    q += negative;
+    if (!FST__DIGIT(q)) return fst__perr(ps, "bad number");
+    if (*q == '0') ++q;
+    else
+      for (; FST__DIGIT(q); ++q) {
+        const unsigned d = (unsigned)(*q - '0');
+        if (mag > (UINT64_MAX - d) / 10) overflow = 1;
+        else mag = mag * 10 + d;
+      }
+    if (q < ps->end && *q == '.') {
+      integral = 0;
+      ++q;
+      if (!FST__DIGIT(q)) return fst__perr(ps, "bad number");
+      while (FST__DIGIT(q)) ++q;
     }
-    buf[len] = '\0';
-    char* stop;
+    if (q < ps->end && (*q == 'e' || *q == 'E')) {
+      integral = 0;
+      if (++q < ps->end && (*q == '+' || *q == '-')) ++q;
+      if (!FST__DIGIT(q)) return fst__perr(ps, "bad number");
+      while (FST__DIGIT(q)) ++q;
+    }
+#undef FST__DIGIT
+    if ((size_t)(q - ps->p) >= sizeof buf) return fst__perr(ps, "a number longer than 63 characters");
+    memcpy(buf, ps->p, (size_t)(q - ps->p));
+    buf[q - ps->p] = '\0';
     out->type = FST_NUMBER;
     out->num = strtod(buf, &stop);
-    if (*stop) return fst__perr(ps, "bad number");
-    if (integral) {
-      long long v = strtoll(buf, &stop, 10);
+    if (out->num > DBL_MAX || out->num < -DBL_MAX) return fst__perr(ps, "number out of range");
+    /* is_int: an integer that fits int64_t ("-0" is left a float, as nlohmann's unsigned check has it) */
+    if (integral && !overflow && (negative ? mag != 0 && mag - 1 <= (uint64_t)INT64_MAX : mag <= (uint64_t)INT64_MAX)) {
       out->is_int = 1;
-      out->i = (int64_t)v;
+      out->i = negative ? -(int64_t)(mag - 1) - 1 : (int64_t)mag;
     }
+    ps->p = q;
     return 0;
   }
   return fst__perr(ps, "unexpected character");
 }
 
-/* Parses `len` bytes of JSON; `what` names the file in messages. */
-FST_API int fst_json_parse(const char* text, size_t len, const char* what, fst_json* out, char* err, size_t errn) {
+/* Parses `len` bytes of JSON with containers at most `max_depth` deep (the outermost is 0). */
+FST_API int fst__json_parse_depth(const char* text, size_t len, const char* what, int max_depth, fst_json* out, char* err, size_t errn) {
   fst__parser ps;
   ps.p = text;
   ps.end = text + len;
@@ -253,10 +296,17 @@ FST_API int fst_json_parse(const char* text, size_t len, const char* what, fst_j
   ps.err = err;
   ps.errn = errn;
   ps.failed = 0;
+  ps.max_depth = max_depth;
   if (fst__value(&ps, out, 0)) { fst_json_free(out); return -1; }
   fst__ws(&ps);
   if (ps.p != ps.end) { fst_json_free(out); return fst__perr(&ps, "text after the value"); }
   return 0;
+}
+
+/* Parses `len` bytes of JSON (strict RFC 8259, UTF-8, containers at most 32 deep, no \u0000);
+ * `what` names the file in messages. */
+FST_API int fst_json_parse(const char* text, size_t len, const char* what, fst_json* out, char* err, size_t errn) {
+  return fst__json_parse_depth(text, len, what, 32, out, err, errn);
 }
 
 /* The member `key` of an object, or NULL. */
@@ -301,107 +351,228 @@ FST_API void fst_close(fst_file* f) {
 
 FST_API int fst__dtype(const char* s, fst_dtype* d, uint64_t* size) {
   static const struct { const char* name; fst_dtype d; unsigned size; } known[] = {
-      {"BF16", FST_BF16, 2}, {"F16", FST_F16, 2}, {"F32", FST_F32, 4}, {"I32", FST_I32, 4}, {"I64", FST_I64, 8},
-      {"F64", FST_OTHER, 8}, {"U64", FST_OTHER, 8}, {"U32", FST_OTHER, 4}, {"I16", FST_OTHER, 2}, {"U16", FST_OTHER, 2},
-      {"I8", FST_OTHER, 1},  {"U8", FST_OTHER, 1},  {"BOOL", FST_OTHER, 1}, {"F8_E5M2", FST_OTHER, 1}, {"F8_E4M3", FST_OTHER, 1}};
+      {"BF16", FST_BF16, 2}, {"F16", FST_F16, 2},   {"F32", FST_F32, 4},     {"I32", FST_I32, 4},         {"I64", FST_I64, 8},
+      {"F64", FST_OTHER, 8}, {"U64", FST_OTHER, 8}, {"U32", FST_OTHER, 4},   {"I16", FST_OTHER, 2},       {"U16", FST_OTHER, 2},
+      {"I8", FST_OTHER, 1},  {"U8", FST_OTHER, 1},  {"BOOL", FST_OTHER, 1},  {"F8_E5M2", FST_OTHER, 1},   {"F8_E4M3", FST_OTHER, 1},
+      {"F8_E8M0", FST_OTHER, 1}};
   size_t k;
   for (k = 0; k < sizeof known / sizeof known[0]; ++k)
     if (!strcmp(s, known[k].name)) { *d = known[k].d; *size = known[k].size; return 0; }
   return -1;
 }
 
-FST_API int fst_open(fst_file* f, const char* path, char* err, size_t errn) {
+FST_API int fst__by_name(const void* a, const void* b) {
+  return strcmp((*(const fst_tensor* const*)a)->name, (*(const fst_tensor* const*)b)->name);
+}
+FST_API int fst__by_offsets(const void* a, const void* b) {
+  const fst_tensor *x = *(const fst_tensor* const*)a, *y = *(const fst_tensor* const*)b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The member `key` of a tensor entry, which must appear at most once (a JSON reader would keep either). */
+FST_API int fst__member(const fst_json* entry, const char* key, const fst_json** out) {
+  size_t k;
+  *out = NULL;
+  for (k = 0; k < entry->n; ++k)
+    if (!strcmp(entry->kids[k].key, key)) {
+      if (*out) return -1;
+      *out = &entry->kids[k];
+    }
+  return 0;
+}
+
+/* Checks f->header as a safetensors header (see fst_open) and fills f->tensors. */
+FST_API int fst__tensors(fst_file* f, char* err, size_t errn) {
+  const char* path = f->path;
+  const fst_tensor** order = NULL;
+  size_t k, d, n_metadata = 0;
+  if (f->header.type != FST_OBJECT) { fst__fail(err, errn, "%s: the header is not a JSON object", path); return -1; }
+  if (!(f->tensors = (fst_tensor*)calloc(f->header.n + 1, sizeof(fst_tensor))) ||
+      !(order = (const fst_tensor**)malloc((f->header.n + 1) * sizeof *order))) {
+    fst__fail(err, errn, "%s: out of memory", path);
+    return -1;
+  }
+  for (k = 0; k < f->header.n; ++k) {
+    const fst_json* e = &f->header.kids[k];
+    const fst_json *dt, *shp, *off;
+    fst_tensor* t = &f->tensors[f->count];
+    uint64_t elem, bytes;
+    int zero = 0;
+    if (!strcmp(e->key, "__metadata__")) {
+      if (++n_metadata > 1) { fst__fail(err, errn, "%s: the header lists \"__metadata__\" twice", path); goto fail; }
+      if (e->type != FST_OBJECT) { fst__fail(err, errn, "%s: \"__metadata__\" is not a JSON object", path); goto fail; }
+      for (d = 0; d < e->n; ++d)
+        if (e->kids[d].type != FST_STRING) {
+          fst__fail(err, errn, "%s: \"__metadata__\" entry \"%s\" is not a string", path, e->kids[d].key);
+          goto fail;
+        }
+      {
+        const fst_json* fp = fst_json_get(e, "fused_weights_fingerprint");
+        if (fp) f->fingerprint = fp->str;
+      }
+      continue;
+    }
+    if (e->type != FST_OBJECT) { fst__fail(err, errn, "%s: tensor \"%s\": entry is not a JSON object", path, e->key); goto fail; }
+    if (fst__member(e, "dtype", &dt) || fst__member(e, "shape", &shp) || fst__member(e, "data_offsets", &off)) {
+      fst__fail(err, errn, "%s: tensor \"%s\": \"dtype\", \"shape\" or \"data_offsets\" appears twice", path, e->key);
+      goto fail;
+    }
+    if (!dt || dt->type != FST_STRING) { fst__fail(err, errn, "%s: tensor \"%s\": \"dtype\" is missing or not a string", path, e->key); goto fail; }
+    if (!shp || shp->type != FST_ARRAY) { fst__fail(err, errn, "%s: tensor \"%s\": \"shape\" is missing or not a list", path, e->key); goto fail; }
+    if (!off || off->type != FST_ARRAY || off->n != 2) {
+      fst__fail(err, errn, "%s: tensor \"%s\": \"data_offsets\" is missing or not a list [begin, end]", path, e->key);
+      goto fail;
+    }
+    t->name = e->key;
+    t->dtype_name = dt->str;
+    if (fst__dtype(dt->str, &t->dtype, &elem)) { fst__fail(err, errn, "%s: tensor \"%s\": unknown dtype \"%s\"", path, e->key, dt->str); goto fail; }
+    if (shp->n > FST_MAX_RANK) {
+      fst__fail(err, errn, "%s: tensor \"%s\": shape has %zu dimensions, more than the %d this reader takes", path, e->key, shp->n, FST_MAX_RANK);
+      goto fail;
+    }
+    t->rank = (int)shp->n;
+    for (d = 0; d < shp->n; ++d) {
+      const fst_json* x = &shp->kids[d];
+      if (x->type != FST_NUMBER || !x->is_int || x->i < 0) {
+        fst__fail(err, errn, "%s: tensor \"%s\": shape dimension %zu is not a non-negative 64-bit integer", path, e->key, d);
+        goto fail;
+      }
+      t->shape[d] = x->i;
+      zero |= x->i == 0;
+    }
+    /* bytes = elem * the dimensions; a zero dimension makes the tensor empty whatever the others are */
+    bytes = zero ? 0 : elem;
+    for (d = 0; d < shp->n && bytes; ++d) {
+      if ((uint64_t)t->shape[d] > UINT64_MAX / bytes) {
+        fst__fail(err, errn, "%s: tensor \"%s\": shape of %s holds more bytes than 2^64", path, e->key, dt->str);
+        goto fail;
+      }
+      bytes *= (uint64_t)t->shape[d];
+    }
+    for (d = 0; d < 2; ++d)
+      if (off->kids[d].type != FST_NUMBER || !off->kids[d].is_int || off->kids[d].i < 0) {
+        fst__fail(err, errn, "%s: tensor \"%s\": data_offsets are not non-negative 64-bit integers", path, e->key);
+        goto fail;
+      }
+    t->begin = (uint64_t)off->kids[0].i;
+    t->end = (uint64_t)off->kids[1].i;
+    if (t->end < t->begin) {
+      fst__fail(err, errn, "%s: tensor \"%s\": data_offsets [%llu, %llu] end before they begin", path, e->key, (unsigned long long)t->begin,
+                (unsigned long long)t->end);
+      goto fail;
+    }
+    if (t->end - t->begin != bytes) {
+      fst__fail(err, errn, "%s: tensor \"%s\": data_offsets [%llu, %llu] span %llu bytes, but its shape of %s needs %llu", path, e->key,
+                (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)(t->end - t->begin), dt->str,
+                (unsigned long long)bytes);
+      goto fail;
+    }
+    if (t->end > f->data_bytes) {
+      fst__fail(err, errn, "%s: tensor \"%s\": data_offsets [%llu, %llu] reach past the data area of %llu bytes", path, e->key,
+                (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)f->data_bytes);
+      goto fail;
+    }
+    order[f->count++] = t;
+  }
+  /* Sorted, each name must differ from the next; sorted by begin, each non-empty span must start at
+   * or after the furthest end so far (empty spans hold no bytes). O(n log n) for hostile headers. */
+  if (f->count > 1) {
+    const fst_tensor* furthest = NULL;
+    qsort((void*)order, f->count, sizeof *order, fst__by_name);
+    for (k = 1; k < f->count; ++k)
+      if (!strcmp(order[k - 1]->name, order[k]->name)) {
+        fst__fail(err, errn, "%s: the header lists tensor \"%s\" twice", path, order[k]->name);
+        goto fail;
+      }
+    qsort((void*)order, f->count, sizeof *order, fst__by_offsets);
+    for (k = 0; k < f->count; ++k) {
+      const fst_tensor* t = order[k];
+      if (t->begin == t->end) continue;
+      if (furthest && t->begin < furthest->end) {
+        fst__fail(err, errn, "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap those of tensor \"%s\" [%llu, %llu]", path, t->name,
+                  (unsigned long long)t->begin, (unsigned long long)t->end, furthest->name, (unsigned long long)furthest->begin,
+                  (unsigned long long)furthest->end);
+        goto fail;
+      }
+      if (!furthest || t->end > furthest->end) furthest = t;
+    }
+  }
+  free((void*)order);
+  return 0;
+fail:
+  free((void*)order);
+  return -1;
+}
+
+/* Reads and checks the header of the safetensors file `stream` (taken over: fst_close closes it).
+ * `name` starts every message. */
+FST_API int fst_open_stream(fst_file* f, FILE* stream, const char* name, char* err, size_t errn) {
   unsigned char len8[8];
   uint64_t hlen = 0, file_bytes;
+  long end;
   size_t k;
   char* text;
   memset(f, 0, sizeof *f);
-  snprintf(f->path, sizeof f->path, "%s", path);
-  if (!(f->f = fopen(path, "rb"))) { fst__fail(err, errn, "%s: cannot open", path); return -1; }
-  if (fseek(f->f, 0, SEEK_END) || ftell(f->f) < 0) { fst__fail(err, errn, "%s: cannot seek", path); fst_close(f); return -1; }
-  file_bytes = (uint64_t)ftell(f->f);
-  rewind(f->f);
-  if (file_bytes < 8 || fread(len8, 1, 8, f->f) != 8) { fst__fail(err, errn, "%s: shorter than a safetensors header", path); fst_close(f); return -1; }
+  snprintf(f->path, sizeof f->path, "%s", name);
+  f->f = stream;
+  if (fseek(f->f, 0, SEEK_END) || (end = ftell(f->f)) < 0 || fseek(f->f, 0, SEEK_SET)) {
+    fst__fail(err, errn, "%s: cannot seek (not a regular file?)", name);
+    goto fail;
+  }
+  file_bytes = (uint64_t)end;
+  if (file_bytes < 8) {
+    fst__fail(err, errn, "%s: file is %llu bytes, shorter than the 8-byte header length of a safetensors file", name, (unsigned long long)file_bytes);
+    goto fail;
+  }
+  if (fread(len8, 1, 8, f->f) != 8) { fst__fail(err, errn, "%s: cannot read (not a regular file?)", name); goto fail; }
   for (k = 0; k < 8; ++k) hlen |= (uint64_t)len8[k] << (8 * k);
-  if (hlen > FST_MAX_HEADER || hlen > file_bytes - 8) {
-    fst__fail(err, errn, "%s: header length %llu exceeds the file (%llu bytes) or the 100 MB limit", path, (unsigned long long)hlen,
-              (unsigned long long)file_bytes);
-    fst_close(f);
-    return -1;
+  if (hlen > FST_MAX_HEADER) {
+    fst__fail(err, errn, "%s: header length %llu exceeds the %llu-byte limit (not a safetensors file, or corrupt)", name, (unsigned long long)hlen,
+              (unsigned long long)FST_MAX_HEADER);
+    goto fail;
+  }
+  if (hlen > file_bytes - 8) {
+    fst__fail(err, errn, "%s: header length %llu exceeds the %llu bytes that follow it (truncated file?)", name, (unsigned long long)hlen,
+              (unsigned long long)(file_bytes - 8));
+    goto fail;
   }
   f->data_start = 8 + hlen;
   f->data_bytes = file_bytes - f->data_start;
   if (!(text = (char*)malloc((size_t)hlen + 1)) || fread(text, 1, (size_t)hlen, f->f) != (size_t)hlen) {
     free(text);
-    fst__fail(err, errn, "%s: cannot read the header", path);
-    fst_close(f);
+    fst__fail(err, errn, "%s: cannot read the header", name);
+    goto fail;
+  }
+  /* {name: {"shape": [...]}}: containers nest 2 deep at most, which bounds the parser's work */
+  if (fst__json_parse_depth(text, (size_t)hlen, name, 2, &f->header, err, errn)) { free(text); goto fail; }
+  free(text);
+  if (fst__tensors(f, err, errn)) goto fail;
+  return 0;
+fail:
+  fst_close(f);
+  return -1;
+}
+
+/* Opens the safetensors file at `path` and checks its header: the length is inside the file and at
+ * most 100 MB, the header is strict JSON (UTF-8) with one entry per tensor name, each dtype is known,
+ * each shape has at most FST_MAX_RANK non-negative dimensions whose byte count (overflow-checked)
+ * equals the tensor's data_offsets span, every span lies inside the data area, and no two non-empty
+ * spans overlap; "__metadata__" maps strings to strings. No tensor byte is read. */
+FST_API int fst_open(fst_file* f, const char* path, char* err, size_t errn) {
+  FILE* stream = fopen(path, "rb");
+  if (!stream) {
+    memset(f, 0, sizeof *f);
+    fst__fail(err, errn, "%s: cannot open", path);
     return -1;
   }
-  if (fst_json_parse(text, (size_t)hlen, path, &f->header, err, errn)) { free(text); fst_close(f); return -1; }
-  free(text);
-  if (f->header.type != FST_OBJECT) { fst__fail(err, errn, "%s: the header is not a JSON object", path); fst_close(f); return -1; }
-  if (!(f->tensors = (fst_tensor*)calloc(f->header.n + 1, sizeof(fst_tensor)))) { fst__fail(err, errn, "out of memory"); fst_close(f); return -1; }
-  for (k = 0; k < f->header.n; ++k) {
-    const fst_json* e = &f->header.kids[k];
-    const fst_json *dt, *shp, *off;
-    fst_tensor* t = &f->tensors[f->count];
-    uint64_t elem, numel = 1;
-    size_t d, j;
-    if (!strcmp(e->key, "__metadata__")) {
-      const fst_json* fp = fst_json_get(e, "fused_weights_fingerprint");
-      if (fp && fp->type == FST_STRING) f->fingerprint = fp->str;
-      continue;
-    }
-    for (j = 0; j < f->count; ++j)
-      if (!strcmp(f->tensors[j].name, e->key)) { fst__fail(err, errn, "%s: tensor \"%s\" appears twice", path, e->key); fst_close(f); return -1; }
-    dt = fst_json_get(e, "dtype");
-    shp = fst_json_get(e, "shape");
-    off = fst_json_get(e, "data_offsets");
-    if (e->type != FST_OBJECT || !dt || dt->type != FST_STRING || !shp || shp->type != FST_ARRAY || shp->n > FST_MAX_RANK || !off ||
-        off->type != FST_ARRAY || off->n != 2) {
-      fst__fail(err, errn, "%s: tensor \"%s\" needs \"dtype\", \"shape\" (at most %d dims) and \"data_offsets\" [begin, end]", path, e->key,
-                FST_MAX_RANK);
-      fst_close(f);
-      return -1;
-    }
-    t->name = e->key;
-    t->dtype_name = dt->str;
-    if (fst__dtype(dt->str, &t->dtype, &elem)) { fst__fail(err, errn, "%s: tensor \"%s\" has unknown dtype \"%s\"", path, e->key, dt->str); fst_close(f); return -1; }
-    t->rank = (int)shp->n;
-    for (d = 0; d < shp->n; ++d) {
-      const fst_json* x = &shp->kids[d];
-      if (x->type != FST_NUMBER || !x->is_int || x->i < 0 || (x->i > 0 && numel > UINT64_MAX / 16 / (uint64_t)x->i)) {
-        fst__fail(err, errn, "%s: tensor \"%s\" has a bad shape", path, e->key);
-        fst_close(f);
-        return -1;
-      }
-      t->shape[d] = x->i;
-      numel *= (uint64_t)x->i;
-    }
-    for (d = 0; d < 2; ++d)
-      if (off->kids[d].type != FST_NUMBER || !off->kids[d].is_int || off->kids[d].i < 0) {
-        fst__fail(err, errn, "%s: tensor \"%s\" has bad data_offsets", path, e->key);
-        fst_close(f);
-        return -1;
-      }
-    t->begin = (uint64_t)off->kids[0].i;
-    t->end = (uint64_t)off->kids[1].i;
-    if (t->begin > t->end || t->end > f->data_bytes || t->end - t->begin != numel * elem) {
-      fst__fail(err, errn, "%s: tensor \"%s\": data_offsets [%llu, %llu] do not hold %llu elements of %s inside the %llu data bytes", path,
-                e->key, (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)numel, dt->str,
-                (unsigned long long)f->data_bytes);
-      fst_close(f);
-      return -1;
-    }
-    ++f->count;
-  }
-  return 0;
+  return fst_open_stream(f, stream, path, err, errn);
 }
 
 FST_API int fst_read(fst_file* f, const fst_tensor* t, void* dst, char* err, size_t errn) {
   const size_t n = (size_t)(t->end - t->begin);
   if (n == 0) return 0;
-  if (fseek(f->f, (long)(f->data_start + t->begin), SEEK_SET) || fread(dst, 1, n, f->f) != n) {
+  if (f->data_start + t->begin > (uint64_t)LONG_MAX || fseek(f->f, (long)(f->data_start + t->begin), SEEK_SET) || fread(dst, 1, n, f->f) != n) {
     fst__fail(err, errn, "%s: cannot read tensor \"%s\"", f->path, t->name);
     return -1;
   }
@@ -579,7 +750,14 @@ FST_API char* fst_read_text(const char* path, size_t* len) {
   return text;
 }
 
-/* `path`: a .safetensors file, or a directory with model.safetensors or model.safetensors.index.json. */
+FST_API int fst__has_control(const char* s) {
+  for (; *s; ++s)
+    if ((unsigned char)*s < 0x20) return 1;
+  return 0;
+}
+
+/* `path`: a .safetensors file, or a directory with model.safetensors or model.safetensors.index.json
+ * (whose "weight_map" must be a non-empty object of file names in that directory). */
 FST_API int fst_model_files(const char* path, fst_file_list* out, char* err, size_t errn) {
   char buf[1024];
   FILE* f;
@@ -613,10 +791,17 @@ FST_API int fst_model_files(const char* path, fst_file_list* out, char* err, siz
     fst_json_free(&index);
     return -1;
   }
+  if (map->n == 0) {
+    fst__fail(err, errn, "%s: \"weight_map\" is empty; it must name the shard of every tensor", buf);
+    fst_json_free(&index);
+    return -1;
+  }
   for (k = 0; k < map->n; ++k) {
     const fst_json* file = &map->kids[k];
-    if (file->type != FST_STRING || strchr(file->str, '/') || strstr(file->str, "..")) {
-      fst__fail(err, errn, "%s: weight_map[\"%s\"] is not a file name in the directory", buf, file->key);
+    /* a file in the directory itself, as fused's C++ loader has it: no path, not "", "." or ".." */
+    if (file->type != FST_STRING || !file->str[0] || !strcmp(file->str, ".") || !strcmp(file->str, "..") || strpbrk(file->str, "/\\") ||
+        fst__has_control(file->str)) {
+      fst__fail(err, errn, "%s: weight_map[\"%s\"] is not a file name in the model directory", buf, file->key);
       fst_json_free(&index);
       fst_file_list_free(out);
       return -1;
