@@ -8,6 +8,7 @@
 #pragma once
 
 // core: dtypes, shapes, constexpr sorting, text and vectors
+#include "fused/core/checked_size.hpp"
 #include "fused/core/dtype.hpp"
 #include "fused/core/shape.hpp"
 #include "fused/core/sort.hpp"
@@ -40,6 +41,7 @@
 #include "fused/plan/json.hpp"
 #include "fused/plan/memory_plan.hpp"
 #include "fused/plan/planner.hpp"
+#include "fused/plan/size_check.hpp"
 #include "fused/plan/print.hpp"
 #include "fused/plan/static_plan.hpp"
 #include "fused/plan/static_program.hpp"
@@ -57,6 +59,7 @@
 #include "fused/models/qwen2_config.hpp"
 #include "fused/models/qwen2_config_fields.hpp"
 #include "fused/models/qwen2_graph.hpp"
+#include "fused/models/qwen2_limits.hpp"
 #include "fused/models/qwen2_mode.hpp"
 #include "fused/models/qwen2_model.hpp"
 #include "fused/models/qwen2_plan.hpp"

@@ -14,6 +14,35 @@
 // silently drop out of the single header. Add new headers to their group, keep each group sorted.
 
 // core: dtypes, shapes, constexpr sorting, text and vectors
+// ---- begin fused/core/checked_size.hpp -----------------------------------------------------------------
+// Overflow-safe byte counts for sizes known only at run time (a config.json, a caller's tokens and
+// KV capacity). A size is an int64 in [0, max_region_bytes]; -1 stands for "too large", and every
+// operation on it stays -1, so a long product needs one check at its end.
+// Run time only (__builtin_*_overflow): in constant evaluation the compiler rejects an overflow itself.
+#include <cstdint>
+
+namespace fused {
+
+// 1 PiB: more than any machine this library runs on holds, and 2^13 times below INT64_MAX, so
+// summing a region's aligned buffers (a few thousand, each at most this) cannot overflow.
+inline constexpr std::int64_t max_region_bytes = std::int64_t{1} << 50;
+
+// a * b, or -1 when either is negative or the product exceeds max_region_bytes.
+inline std::int64_t checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r > max_region_bytes) return -1;
+  return r;
+}
+
+// a + b, or -1 when either is negative or the sum exceeds max_region_bytes.
+inline std::int64_t checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) || r > max_region_bytes) return -1;
+  return r;
+}
+
+}  // namespace fused
+// ---- end fused/core/checked_size.hpp -------------------------------------------------------------------
 // ---- begin fused/core/dtype.hpp ------------------------------------------------------------------------
 // Element types of tensors in a program, and their sizes.
 #include <cstdint>
@@ -1910,6 +1939,50 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) { retur
 
 }  // namespace fused
 // ---- end fused/plan/planner.hpp ------------------------------------------------------------------------
+// ---- begin fused/plan/size_check.hpp -------------------------------------------------------------------
+// Overflow-safe sizes of a program under a binding, checked before planning at run time.
+//
+// A plan's byte counts are products of shape dims and symbol values, which at run time come from a
+// config.json and the caller (tokens, KV capacity): plain int64 arithmetic on hostile values is
+// undefined behaviour. find_oversize() recomputes every tensor's bytes with checked products and
+// each region's total with checked sums (core/checked_size.hpp) (each buffer aligned, plus room for a canary), and names
+// the first tensor or region over max_region_bytes. When it finds none, every offset and size the
+// planner and the verifier compute is at most a region's total, so their int64 arithmetic is safe.
+// Compile-time plans need no such pass: constant evaluation rejects an overflow itself.
+#include <cstdint>
+#include <optional>
+
+
+namespace fused {
+
+// bytes_of(t, b), or -1 when a dim is negative or the bytes exceed max_region_bytes.
+inline std::int64_t checked_bytes_of(const tensor_info& t, const binding& b) {
+  std::int64_t e = 1;
+  for (int i = 0; i < t.shp.rank; ++i) e = checked_mul(e, checked_mul(t.shp.d[i].n, b.value[t.shp.d[i].symbol]));
+  return checked_mul(e, size_of(t.type));
+}
+
+struct oversize {
+  tensor_id tensor = -1;  // the tensor too large by itself; -1 when only the region's total is
+  region where = region::activations;
+};
+
+// The first tensor, or else the first region, whose bytes exceed max_region_bytes; nullopt when
+// the program can be planned under `b` without overflow.
+inline std::optional<oversize> find_oversize(const program& p, const binding& b) {
+  std::int64_t total[region_count]{};
+  for (const tensor_info& t : p.tensors) {
+    const std::int64_t bytes = checked_bytes_of(t, b);
+    if (bytes < 0) return oversize{t.id, region_of(t)};
+    std::int64_t& sum = total[static_cast<int>(region_of(t))];
+    sum = checked_add(sum, checked_add(bytes, 2 * mem_align));  // alignment + canary
+    if (sum < 0) return oversize{-1, region_of(t)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace fused
+// ---- end fused/plan/size_check.hpp ---------------------------------------------------------------------
 // ---- begin fused/plan/print.hpp ------------------------------------------------------------------------
 // Printers of a (program, memory_plan) pair: JSON (the documented exchange format), a text table,
 // and an SVG picture of the activation arena. `fused plan` prints whichever the user asks for.
@@ -6332,6 +6405,70 @@ constexpr program build_graph(const config& c, graph_options o = {}) { return bu
 
 }  // namespace fused::qwen2
 // ---- end fused/models/qwen2_graph.hpp ------------------------------------------------------------------
+// ---- begin fused/models/qwen2_limits.hpp ---------------------------------------------------------------
+// Size limits of a Qwen2 config known only at run time (a config.json), checked with overflow-safe
+// arithmetic before anything is built, planned or allocated. check_sizes() names the config field
+// at fault; hf_config.hpp turns that into a load_error, plan_for() into std::invalid_argument.
+//
+// The limits: at most max_layers layers (the planner's tables grow with the layer count; the
+// largest released Qwen2 has 80), and the weights, and the KV cache at max_position_embeddings,
+// each at most max_region_bytes (1 PiB, core/checked_size.hpp). Sizes for the tokens and KV
+// capacity of one mode are checked by plan_for() on the built graph (find_oversize).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+
+namespace fused::qwen2 {
+
+inline constexpr int max_layers = 1024;
+
+struct size_problem {
+  const char* field;    // the config.json field at fault
+  std::string message;  // what is wrong, without the field's name
+};
+
+inline std::optional<size_problem> check_sizes(const config& c) {
+  const auto mul = checked_mul;
+  const auto add = checked_add;
+  const auto limit = std::to_string(max_region_bytes);
+  for (const auto& [field, v] : {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+                                 {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_hidden_layers},
+                                 {"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
+                                 {"head_dim", c.head_dim}, {"max_position_embeddings", c.max_position_embeddings}})
+    if (v < 1) return size_problem{field, std::to_string(v) + " must be positive"};
+  if (c.num_hidden_layers > max_layers)
+    return size_problem{"num_hidden_layers", std::to_string(c.num_hidden_layers) + " is more than the " + std::to_string(max_layers) +
+                                                 " layers this library plans"};
+  const std::int64_t V = c.vocab_size, H = c.hidden_size, F = c.intermediate_size, L = c.num_hidden_layers;
+  const std::int64_t q = mul(c.num_attention_heads, c.head_dim), kv = mul(c.num_key_value_heads, c.head_dim);
+  const std::int64_t bf16 = 2;
+  const auto over = [&](const char* what) { return " makes the " + std::string(what) + " more than " + limit + " bytes"; };
+
+  const std::int64_t embed = mul(mul(V, H), bf16);
+  if (embed < 0) return size_problem{"vocab_size", std::to_string(V) + " times hidden_size " + std::to_string(H) + over("embedding table")};
+  // One layer: q, k, v (with biases), o, gate, up, down and two norms.
+  const std::int64_t attention = mul(add(add(mul(add(q, mul(2, kv)), add(H, 1)), mul(q, H)), mul(2, H)), bf16);
+  if (attention < 0)
+    return size_problem{"num_attention_heads", std::to_string(c.num_attention_heads) + " heads of head_dim " + std::to_string(c.head_dim) +
+                                                   " at hidden_size " + std::to_string(H) + over("attention weights of one layer")};
+  const std::int64_t mlp = mul(mul(mul(3, F), H), bf16);
+  if (mlp < 0)
+    return size_problem{"intermediate_size", std::to_string(F) + " times hidden_size " + std::to_string(H) + over("MLP weights of one layer")};
+  const std::int64_t weights = add(add(mul(L, add(attention, mlp)), mul(embed, c.tie_word_embeddings ? 1 : 2)), mul(H, bf16));
+  if (weights < 0)
+    return size_problem{"num_hidden_layers", std::to_string(L) + " layers of " + std::to_string(add(attention, mlp)) + " bytes" + over("weights")};
+  const std::int64_t kv_cache = mul(mul(mul(2, L), mul(kv, c.max_position_embeddings)), bf16);
+  if (kv_cache < 0)
+    return size_problem{"max_position_embeddings", std::to_string(c.max_position_embeddings) + " positions of " + std::to_string(L) +
+                                                       " layers of num_key_value_heads " + std::to_string(c.num_key_value_heads) +
+                                                       " x head_dim " + std::to_string(c.head_dim) + over("KV cache at that length")};
+  return std::nullopt;
+}
+
+}  // namespace fused::qwen2
+// ---- end fused/models/qwen2_limits.hpp -----------------------------------------------------------------
 // ---- begin fused/models/qwen2_mode.hpp -----------------------------------------------------------------
 // Qwen2's modes: prefill of up to `tokens` tokens, or decode of one token, over a KV cache of
 // `ctx` positions. The KV capacity is part of every mode so that both see one state layout.
@@ -6454,7 +6591,9 @@ struct static_plans {
 namespace fused::qwen2 {
 
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,
-// lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects.
+// lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects, and
+// std::invalid_argument naming the config field or the mode's tokens/ctx when the model is too
+// large to plan (qwen2_limits.hpp): sizes are checked without overflow before anything is built.
 struct planned {
   program prog;
   memory_plan mem;
@@ -6465,8 +6604,21 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   planned r{build_graph(c, o), {}};
   if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
+  if (const auto big = find_oversize(r.prog, m.bind())) {
+    const bool by_ctx = big->tensor >= 0 && [&] {
+      const shape& s = r.prog.tensor(big->tensor).shp;
+      for (int i = 0; i < s.rank; ++i)
+        if (s.d[i].symbol == sym_ctx) return true;
+      return false;
+    }();
+    const std::string what = big->tensor >= 0 ? "tensor " + to_string(r.prog.tensor(big->tensor).name) : std::string("the total");
+    throw std::invalid_argument(std::string(by_ctx ? "ctx" : "tokens") + ": " + name_of(m.ph) + " of " + std::to_string(m.tokens) + " tokens with KV capacity " +
+                                std::to_string(m.ctx) + ": " + what + " of region " + name_of(big->where) + " needs more than " +
+                                std::to_string(max_region_bytes) + " bytes");
+  }
   r.mem = plan_memory(r.prog, m.bind());
   const verdict v = verify(r.prog, r.mem);
   if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
@@ -6711,7 +6863,8 @@ struct kjv_qwen2_4m {
 // tie_word_embeddings = false); the fields that define the weights' shapes are required.
 // Anything this library cannot run faithfully (another architecture, sliding-window attention,
 // scaled RoPE, another activation, quantized weights) is refused rather than run wrongly.
-// Every error is one load_error naming the file and the field.
+// Every error is one load_error naming the file and the field. Sizes are bounded too
+// (qwen2_limits.hpp): a config the parser accepts can be planned without overflow.
 //
 // config_differences() compares two configs field by field through Hana reflection of
 // qwen2::config, so adding a field there is all it takes for every check to cover it.
@@ -6941,6 +7094,8 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   c.rope_theta = detail::read_rope_theta(r);
   const nlohmann::json* tie = r.get("tie_word_embeddings");
   c.tie_word_embeddings = tie != nullptr && r.boolean("tie_word_embeddings", *tie);
+  // Byte counts of the weights and the KV cache, overflow-safe, before anything uses them.
+  if (const auto p = qwen2::check_sizes(c)) r.fail(p->field, "{}", p->message);
 
   if (const nlohmann::json* layer_types = r.get("layer_types")) {
     if (!layer_types->is_array() || layer_types->size() != static_cast<std::size_t>(c.num_hidden_layers))
