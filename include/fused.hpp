@@ -7,8 +7,10 @@
 // silently drop out of the single header. Add new headers to their group, keep each group sorted.
 #pragma once
 
-// core: dtypes, shapes, constexpr sorting, text and vectors
+// the version
 #include "fused/version.hpp"
+// core: dtypes, shapes, constexpr sorting, text and vectors
+#include "fused/core/checked_size.hpp"
 #include "fused/core/dtype.hpp"
 #include "fused/core/shape.hpp"
 #include "fused/core/sort.hpp"
@@ -41,6 +43,7 @@
 #include "fused/plan/json.hpp"
 #include "fused/plan/memory_plan.hpp"
 #include "fused/plan/planner.hpp"
+#include "fused/plan/size_check.hpp"
 #include "fused/plan/print.hpp"
 #include "fused/plan/static_plan.hpp"
 #include "fused/plan/static_program.hpp"
@@ -58,6 +61,7 @@
 #include "fused/models/qwen2_config.hpp"
 #include "fused/models/qwen2_config_fields.hpp"
 #include "fused/models/qwen2_graph.hpp"
+#include "fused/models/qwen2_limits.hpp"
 #include "fused/models/qwen2_mode.hpp"
 #include "fused/models/qwen2_model.hpp"
 #include "fused/models/qwen2_plan.hpp"

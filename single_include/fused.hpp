@@ -13,7 +13,49 @@
 // ctest's `umbrella_lists_every_header`) fails when a header is missing, so a new header cannot
 // silently drop out of the single header. Add new headers to their group, keep each group sorted.
 
+// the version
+// ---- begin fused/version.hpp ---------------------------------------------------------------------------
+// The library's version: the one place it is written (CMakeLists.txt reads it from here).
+
+#define FUSED_VERSION_MAJOR 0
+#define FUSED_VERSION_MINOR 2
+#define FUSED_VERSION_PATCH 0
+#define FUSED_VERSION_STRING "0.2.0"
+// One comparable number: 0.2.0 -> 200, 1.10.3 -> 11003.
+#define FUSED_VERSION (FUSED_VERSION_MAJOR * 10000 + FUSED_VERSION_MINOR * 100 + FUSED_VERSION_PATCH)
+
+static_assert(FUSED_VERSION_MINOR < 100 && FUSED_VERSION_PATCH < 100, "FUSED_VERSION packs minor and patch in two digits each");
+// ---- end fused/version.hpp -----------------------------------------------------------------------------
 // core: dtypes, shapes, constexpr sorting, text and vectors
+// ---- begin fused/core/checked_size.hpp -----------------------------------------------------------------
+// Overflow-safe byte counts for sizes known only at run time (a config.json, a caller's tokens and
+// KV capacity). A size is an int64 in [0, max_region_bytes]; -1 stands for "too large", and every
+// operation on it stays -1, so a long product needs one check at its end.
+// Run time only (__builtin_*_overflow): in constant evaluation the compiler rejects an overflow itself.
+#include <cstdint>
+
+namespace fused {
+
+// 1 PiB: more than any machine this library runs on holds, and 2^13 times below INT64_MAX, so
+// summing a region's aligned buffers (a few thousand, each at most this) cannot overflow.
+inline constexpr std::int64_t max_region_bytes = std::int64_t{1} << 50;
+
+// a * b, or -1 when either is negative or the product exceeds max_region_bytes.
+inline std::int64_t checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r > max_region_bytes) return -1;
+  return r;
+}
+
+// a + b, or -1 when either is negative or the sum exceeds max_region_bytes.
+inline std::int64_t checked_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) || r > max_region_bytes) return -1;
+  return r;
+}
+
+}  // namespace fused
+// ---- end fused/core/checked_size.hpp -------------------------------------------------------------------
 // ---- begin fused/core/dtype.hpp ------------------------------------------------------------------------
 // Element types of tensors in a program, and their sizes.
 #include <cstdint>
@@ -1910,6 +1952,50 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) { retur
 
 }  // namespace fused
 // ---- end fused/plan/planner.hpp ------------------------------------------------------------------------
+// ---- begin fused/plan/size_check.hpp -------------------------------------------------------------------
+// Overflow-safe sizes of a program under a binding, checked before planning at run time.
+//
+// A plan's byte counts are products of shape dims and symbol values, which at run time come from a
+// config.json and the caller (tokens, KV capacity): plain int64 arithmetic on hostile values is
+// undefined behaviour. find_oversize() recomputes every tensor's bytes with checked products and
+// each region's total with checked sums (core/checked_size.hpp) (each buffer aligned, plus room for a canary), and names
+// the first tensor or region over max_region_bytes. When it finds none, every offset and size the
+// planner and the verifier compute is at most a region's total, so their int64 arithmetic is safe.
+// Compile-time plans need no such pass: constant evaluation rejects an overflow itself.
+#include <cstdint>
+#include <optional>
+
+
+namespace fused {
+
+// bytes_of(t, b), or -1 when a dim is negative or the bytes exceed max_region_bytes.
+inline std::int64_t checked_bytes_of(const tensor_info& t, const binding& b) {
+  std::int64_t e = 1;
+  for (int i = 0; i < t.shp.rank; ++i) e = checked_mul(e, checked_mul(t.shp.d[i].n, b.value[t.shp.d[i].symbol]));
+  return checked_mul(e, size_of(t.type));
+}
+
+struct oversize {
+  tensor_id tensor = -1;  // the tensor too large by itself; -1 when only the region's total is
+  region where = region::activations;
+};
+
+// The first tensor, or else the first region, whose bytes exceed max_region_bytes; nullopt when
+// the program can be planned under `b` without overflow.
+inline std::optional<oversize> find_oversize(const program& p, const binding& b) {
+  std::int64_t total[region_count]{};
+  for (const tensor_info& t : p.tensors) {
+    const std::int64_t bytes = checked_bytes_of(t, b);
+    if (bytes < 0) return oversize{t.id, region_of(t)};
+    std::int64_t& sum = total[static_cast<int>(region_of(t))];
+    sum = checked_add(sum, checked_add(bytes, 2 * mem_align));  // alignment + canary
+    if (sum < 0) return oversize{-1, region_of(t)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace fused
+// ---- end fused/plan/size_check.hpp ---------------------------------------------------------------------
 // ---- begin fused/plan/print.hpp ------------------------------------------------------------------------
 // Printers of a (program, memory_plan) pair: JSON (the documented exchange format), a text table,
 // and an SVG picture of the activation arena. `fused plan` prints whichever the user asks for.
@@ -2708,7 +2794,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
  *                   fk_gemm_bf16_work_bytes                  its optional workspace (x rounded to bf16 once)
  *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency)
  *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
- *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample
+ *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
  * kernel; names with a double underscore (fk__*) are internal.
  * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */
@@ -4918,12 +5004,14 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
 #endif /* FK_ATTENTION_H */
 // ---- end fk_attention.h --------------------------------------------------------------------------------
 // ---- begin fk_sample.h ---------------------------------------------------------------------------------
-/* fk_sample.h: argmax and seeded sampling (temperature, top-k, top-p).
+/* fk_sample.h: argmax, seeded sampling (temperature, top-k, top-p, min-p) and the repetition penalty.
  *
  * Sampling follows Hugging Face's warper order: logits / temp, then top-k (keep every token whose logit
  * is >= the k-th largest: ties at the boundary are kept), then top-p over the renormalized survivors
  * (keep the most probable tokens whose cumulative probability first reaches top_p; ties at the boundary
- * kept), then one uniform draw walked over the kept tokens in index order.
+ * kept), then min-p (keep tokens whose probability is >= min_p times the largest; the largest survives
+ * every earlier cut, so this is one more threshold on the same scale), then one uniform draw walked over
+ * the kept tokens in index order.
  * Both cut-offs are found by bisection over the bit patterns of non-negative floats (31 passes over n),
  * which needs no sort and no memory beyond the caller's n-float scratch; the passes are plain C with 16
  * interleaved accumulators, which compilers vectorize and which give the same bits on every ISA. The RNG is xoroshiro128++ seeded through splitmix64: the same
@@ -5082,9 +5170,20 @@ FK_API float fk__mass_cut(const float* p, size_t n, float floor_, float target) 
   return fk__bitsf(lo);
 }
 
-/* temp <= 0 or top_k == 1: greedy (argmax). top_k == 0 or >= n: off. top_p >= 1: off.
- * scratch: n floats owned by the caller (holds the unnormalized probabilities). */
-FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k, float top_p, fk_rng* rng, float* scratch) {
+/* How to draw a token; fill it with designated initializers:
+ *   fk_sampler s = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
+ * temp <= 0 or top_k == 1: greedy (argmax). top_k == 0 or >= n: off. top_p >= 1: off. min_p <= 0: off. */
+typedef struct {
+  float temp;
+  size_t top_k;
+  float top_p;
+  float min_p;
+} fk_sampler;
+
+/* scratch: n floats owned by the caller (holds the unnormalized probabilities). */
+FK_API size_t fk_sample_with(const float* logits, size_t n, const fk_sampler* how, fk_rng* rng, float* scratch) {
+  const float temp = how->temp, top_p = how->top_p, min_p = how->min_p;
+  const size_t top_k = how->top_k;
   if (n == 0) return 0;
   if (temp <= 0.0f || top_k == 1) return fk_argmax(logits, n);
   const size_t best = fk_argmax(logits, n);
@@ -5098,6 +5197,7 @@ FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k,
     const float c2 = fk__mass_cut(scratch, n, cut, (top_p > 0.0f ? top_p : 0.0f) * kept);
     cut = c2 > cut ? c2 : cut;
   }
+  if (min_p > 0.0f) cut = min_p > cut ? (min_p < 1.0f ? min_p : 1.0f) : cut; /* scratch's largest is exactly 1 */
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) total += scratch[i] >= cut ? (double)scratch[i] : 0.0;
   const double u = fk_rng_uniform(rng) * total;
@@ -5110,6 +5210,27 @@ FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k,
     if (u < acc) return i;
   }
   return last; /* u rounded up to total */
+}
+
+/* Temperature, top-k and top-p by position: fk_sample_with without min-p. */
+FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k, float top_p, fk_rng* rng, float* scratch) {
+  const fk_sampler how = {.temp = temp, .top_k = top_k, .top_p = top_p, .min_p = 0.0f};
+  return fk_sample_with(logits, n, &how, rng, scratch);
+}
+
+/* The repetition penalty of CTRL (Keskar et al. 2019) as Hugging Face and llama.cpp apply it: each
+ * distinct token among the `count` recent ones has its logit divided by `penalty` when positive and
+ * multiplied by it otherwise (penalty > 1 makes a repeat less likely). Ids outside [0, n) are skipped. */
+FK_API void fk_repeat_penalty(float* logits, size_t n, const int32_t* recent, size_t count, float penalty) {
+  if (penalty == 1.0f) return;
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t id = recent[i];
+    if (id < 0 || (size_t)id >= n) continue;
+    int seen = 0; /* once per distinct token; windows are short (llama.cpp's default is 64) */
+    for (size_t j = 0; j < i && !seen; ++j) seen = recent[j] == id;
+    if (seen) continue;
+    logits[id] = logits[id] > 0.0f ? logits[id] / penalty : logits[id] * penalty;
+  }
 }
 
 #endif /* FK_SAMPLE_H */
@@ -6379,6 +6500,70 @@ constexpr program build_graph(const config& c, graph_options o = {}) { return bu
 
 }  // namespace fused::qwen2
 // ---- end fused/models/qwen2_graph.hpp ------------------------------------------------------------------
+// ---- begin fused/models/qwen2_limits.hpp ---------------------------------------------------------------
+// Size limits of a Qwen2 config known only at run time (a config.json), checked with overflow-safe
+// arithmetic before anything is built, planned or allocated. check_sizes() names the config field
+// at fault; hf_config.hpp turns that into a load_error, plan_for() into std::invalid_argument.
+//
+// The limits: at most max_layers layers (the planner's tables grow with the layer count; the
+// largest released Qwen2 has 80), and the weights, and the KV cache at max_position_embeddings,
+// each at most max_region_bytes (1 PiB, core/checked_size.hpp). Sizes for the tokens and KV
+// capacity of one mode are checked by plan_for() on the built graph (find_oversize).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+
+namespace fused::qwen2 {
+
+inline constexpr int max_layers = 1024;
+
+struct size_problem {
+  const char* field;    // the config.json field at fault
+  std::string message;  // what is wrong, without the field's name
+};
+
+inline std::optional<size_problem> check_sizes(const config& c) {
+  const auto mul = checked_mul;
+  const auto add = checked_add;
+  const auto limit = std::to_string(max_region_bytes);
+  for (const auto& [field, v] : {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+                                 {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_hidden_layers},
+                                 {"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
+                                 {"head_dim", c.head_dim}, {"max_position_embeddings", c.max_position_embeddings}})
+    if (v < 1) return size_problem{field, std::to_string(v) + " must be positive"};
+  if (c.num_hidden_layers > max_layers)
+    return size_problem{"num_hidden_layers", std::to_string(c.num_hidden_layers) + " is more than the " + std::to_string(max_layers) +
+                                                 " layers this library plans"};
+  const std::int64_t V = c.vocab_size, H = c.hidden_size, F = c.intermediate_size, L = c.num_hidden_layers;
+  const std::int64_t q = mul(c.num_attention_heads, c.head_dim), kv = mul(c.num_key_value_heads, c.head_dim);
+  const std::int64_t bf16 = 2;
+  const auto over = [&](const char* what) { return " makes the " + std::string(what) + " more than " + limit + " bytes"; };
+
+  const std::int64_t embed = mul(mul(V, H), bf16);
+  if (embed < 0) return size_problem{"vocab_size", std::to_string(V) + " times hidden_size " + std::to_string(H) + over("embedding table")};
+  // One layer: q, k, v (with biases), o, gate, up, down and two norms.
+  const std::int64_t attention = mul(add(add(mul(add(q, mul(2, kv)), add(H, 1)), mul(q, H)), mul(2, H)), bf16);
+  if (attention < 0)
+    return size_problem{"num_attention_heads", std::to_string(c.num_attention_heads) + " heads of head_dim " + std::to_string(c.head_dim) +
+                                                   " at hidden_size " + std::to_string(H) + over("attention weights of one layer")};
+  const std::int64_t mlp = mul(mul(mul(3, F), H), bf16);
+  if (mlp < 0)
+    return size_problem{"intermediate_size", std::to_string(F) + " times hidden_size " + std::to_string(H) + over("MLP weights of one layer")};
+  const std::int64_t weights = add(add(mul(L, add(attention, mlp)), mul(embed, c.tie_word_embeddings ? 1 : 2)), mul(H, bf16));
+  if (weights < 0)
+    return size_problem{"num_hidden_layers", std::to_string(L) + " layers of " + std::to_string(add(attention, mlp)) + " bytes" + over("weights")};
+  const std::int64_t kv_cache = mul(mul(mul(2, L), mul(kv, c.max_position_embeddings)), bf16);
+  if (kv_cache < 0)
+    return size_problem{"max_position_embeddings", std::to_string(c.max_position_embeddings) + " positions of " + std::to_string(L) +
+                                                       " layers of num_key_value_heads " + std::to_string(c.num_key_value_heads) +
+                                                       " x head_dim " + std::to_string(c.head_dim) + over("KV cache at that length")};
+  return std::nullopt;
+}
+
+}  // namespace fused::qwen2
+// ---- end fused/models/qwen2_limits.hpp -----------------------------------------------------------------
 // ---- begin fused/models/qwen2_mode.hpp -----------------------------------------------------------------
 // Qwen2's modes: prefill of up to `tokens` tokens, or decode of one token, over a KV cache of
 // `ctx` positions. The KV capacity is part of every mode so that both see one state layout.
@@ -6501,7 +6686,9 @@ struct static_plans {
 namespace fused::qwen2 {
 
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,
-// lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects.
+// lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects, and
+// std::invalid_argument naming the config field or the mode's tokens/ctx when the model is too
+// large to plan (qwen2_limits.hpp): sizes are checked without overflow before anything is built.
 struct planned {
   program prog;
   memory_plan mem;
@@ -6512,8 +6699,21 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   planned r{build_graph(c, o), {}};
   if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
+  if (const auto big = find_oversize(r.prog, m.bind())) {
+    const bool by_ctx = big->tensor >= 0 && [&] {
+      const shape& s = r.prog.tensor(big->tensor).shp;
+      for (int i = 0; i < s.rank; ++i)
+        if (s.d[i].symbol == sym_ctx) return true;
+      return false;
+    }();
+    const std::string what = big->tensor >= 0 ? "tensor " + to_string(r.prog.tensor(big->tensor).name) : std::string("the total");
+    throw std::invalid_argument(std::string(by_ctx ? "ctx" : "tokens") + ": " + name_of(m.ph) + " of " + std::to_string(m.tokens) + " tokens with KV capacity " +
+                                std::to_string(m.ctx) + ": " + what + " of region " + name_of(big->where) + " needs more than " +
+                                std::to_string(max_region_bytes) + " bytes");
+  }
   r.mem = plan_memory(r.prog, m.bind());
   const verdict v = verify(r.prog, r.mem);
   if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
@@ -6758,7 +6958,8 @@ struct kjv_qwen2_4m {
 // tie_word_embeddings = false); the fields that define the weights' shapes are required.
 // Anything this library cannot run faithfully (another architecture, sliding-window attention,
 // scaled RoPE, another activation, quantized weights) is refused rather than run wrongly.
-// Every error is one load_error naming the file and the field.
+// Every error is one load_error naming the file and the field. Sizes are bounded too
+// (qwen2_limits.hpp): a config the parser accepts can be planned without overflow.
 //
 // config_differences() compares two configs field by field through Hana reflection of
 // qwen2::config, so adding a field there is all it takes for every check to cover it.
@@ -6988,6 +7189,8 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   c.rope_theta = detail::read_rope_theta(r);
   const nlohmann::json* tie = r.get("tie_word_embeddings");
   c.tie_word_embeddings = tie != nullptr && r.boolean("tie_word_embeddings", *tie);
+  // Byte counts of the weights and the KV cache, overflow-safe, before anything uses them.
+  if (const auto p = qwen2::check_sizes(c)) r.fail(p->field, "{}", p->message);
 
   if (const nlohmann::json* layer_types = r.get("layer_types")) {
     if (!layer_types->is_array() || layer_types->size() != static_cast<std::size_t>(c.num_hidden_layers))
@@ -7114,6 +7317,12 @@ inline void check_matches(const qwen2::config& expected, const qwen2::config& ac
 //
 // Any field of tokenizer.json that would change the result and is not implemented here is an
 // error naming the file and the field, never silently ignored.
+//
+// A hostile file costs work and memory in proportion to its size: the JSON may nest at most
+// max_json_depth levels (checked before parsing), and the id -> token tables are sized by the
+// largest id, which must stay below twice the number of ids present plus id_slack (real
+// tokenizers number their tokens densely from 0), so a few bytes cannot ask for a table of 2^24.
+// Every failure to load is an io::load_error naming the file and the field or token.
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -7847,25 +8056,37 @@ class tokenizer {
  public:
   // Largest token id accepted from a file: bounds the id -> token table a damaged file can ask for.
   static constexpr std::int64_t max_token_id = (std::int64_t{1} << 24) - 1;
+  // The largest id must be below 2 * (number of distinct ids) + id_slack: the id space may have
+  // gaps (ids reserved for tokens not listed), but not be mostly empty.
+  static constexpr std::int64_t id_slack = 1024;
+  // tokenizer.json nests about 5 levels deep; arrays and objects deeper than this are refused.
+  static constexpr int max_json_depth = 64;
 
-  // Throws std::runtime_error naming the file (and the field, for a bad one).
+  // Throws io::load_error naming the file (and the field, for a bad one).
   static tokenizer from_file(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path.string() + ": cannot open");
+    if (!in) throw load_error(path.string() + ": cannot open");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw std::runtime_error(path.string() + ": read error");
+    if (in.bad()) throw load_error(path.string() + ": read error");
     return from_json(text, path.string());
   }
 
-  // `origin` names the source in error messages.
+  // `origin` names the source in error messages. Throws io::load_error.
   static tokenizer from_json(std::string_view json_text, const std::string& origin = "tokenizer.json") {
+    check_depth(json_text, origin);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(json_text);
     } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(origin + ": not valid JSON (" + e.what() + ")");
+      throw load_error(origin + ": not valid JSON (" + e.what() + ")");
     }
-    return tokenizer(j, origin);
+    try {
+      return tokenizer(j, origin);
+    } catch (const load_error&) {
+      throw;
+    } catch (const std::runtime_error& e) {  // from PCRE2 or utf8proc, on a value of the file
+      throw load_error(origin + ": " + e.what());
+    }
   }
 
   // Token ids of `text`. With allow_special = false, special added tokens ("<|im_start|>", ...)
@@ -7943,11 +8164,34 @@ class tokenizer {
   static constexpr std::string_view gpt2_pattern =
       R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+  // Refuses JSON nested deeper than max_json_depth, before the parser recurses into it: one pass
+  // over the bytes, tracking strings (a bracket inside one does not count). Malformed JSON passes
+  // through to the parser, which reports it.
+  static void check_depth(std::string_view text, const std::string& origin) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > max_json_depth)
+          throw load_error(origin + ": JSON nests deeper than " + std::to_string(max_json_depth) + " levels (at byte " + std::to_string(i) + ")");
+      } else if (c == ']' || c == '}') {
+        --depth;
+      }
+    }
+  }
+
   // Field access that names the file and the field on any mismatch.
   struct reader {
     const std::string& origin;
     [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-      throw std::runtime_error(origin + ": " + field + ": " + problem);
+      throw load_error(origin + ": " + field + ": " + problem);
     }
     const json& member(const json& obj, const std::string& field, const char* key) const {
       const auto it = obj.find(key);
@@ -8009,11 +8253,16 @@ class tokenizer {
     const json& vocab = r.member(model, "model", "vocab");
     if (!vocab.is_object()) r.fail("model.vocab", "must be an object of token -> id");
     std::int32_t max_id = -1;
+    std::string max_id_field;  // the field that holds max_id, for the error on a sparse id space
+    const auto note_id = [&](std::int32_t id, const std::string& field) {
+      if (id > max_id) max_id = id, max_id_field = field;
+    };
     vocab_.reserve(vocab.size());
     for (const auto& [text, idv] : vocab.items()) {
-      const std::int32_t id = r.id(idv, "model.vocab[\"" + text + "\"]");
+      const std::string field = "model.vocab[\"" + text + "\"]";
+      const std::int32_t id = r.id(idv, field);
       vocab_.emplace(text, id);
-      max_id = std::max(max_id, id);
+      note_id(id, field);
     }
 
     const json& added = r.optional_member(j, "added_tokens") ? j.at("added_tokens") : json::array();
@@ -8039,10 +8288,24 @@ class tokenizer {
         raw_tokens.push_back({content, id, special});
       }
       added_ids_.emplace(content, id);
-      max_id = std::max(max_id, id);
+      note_id(id, field + ".id");
     }
     raw_added_ = tokenization::added_token_matcher(std::move(raw_tokens));
     normalized_added_ = tokenization::added_token_matcher(std::move(normalized_tokens));
+
+    // The tables below have max_id + 1 entries: refuse an id space that is mostly empty before
+    // allocating them, so that their size is bounded by the number of tokens the file holds.
+    {
+      std::vector<std::int32_t> ids;
+      ids.reserve(vocab_.size() + added_ids_.size());
+      for (const auto& [text, id] : vocab_) ids.push_back(id);
+      for (const auto& [text, id] : added_ids_) ids.push_back(id);
+      std::sort(ids.begin(), ids.end());
+      const auto distinct = static_cast<std::int64_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+      if (max_id >= 2 * distinct + id_slack)
+        r.fail(max_id_field, "id " + std::to_string(max_id) + " leaves most of the id space empty (only " + std::to_string(distinct) +
+                                 " distinct ids; the largest must be below " + std::to_string(2 * distinct + id_slack) + ")");
+    }
 
     // id -> text tables; added tokens win over a vocabulary entry with the same id.
     token_of_id_.assign(static_cast<std::size_t>(max_id + 1), std::string{});

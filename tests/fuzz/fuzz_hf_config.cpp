@@ -1,8 +1,15 @@
 // libFuzzer harness: arbitrary bytes -> parse_hf_config, and the same bytes as a
 // generation_config.json -> apply_generation_config. Every input must end in a result or a
 // load_error; anything else escaping (another exception type, a crash, ASan/UBSan report) is a
-// bug. An accepted config must satisfy the invariants the rest of the library relies on.
+// bug. An accepted config must satisfy the invariants the rest of the library relies on, and must
+// plan: prefill and decode at a small length through plan_for (the run-time planner `fused plan
+// --config` uses), without an exception, with a plan the verifier accepts. plan_for checks the
+// whole config's sizes (qwen2_limits.hpp); the harness then builds at most max_fuzz_layers layers,
+// since every layer has the same shapes: more would cost time, not coverage.
 #include "fused/io/hf_config.hpp"
+#include "fused/models/qwen2_plan.hpp"
+
+#include <algorithm>
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +24,20 @@ void check(bool ok) {
 void check_token_ids(const fused::io::hf_model_info& info) {
   for (int id : info.eos_token_ids) check(id >= 0 && id < info.arch.vocab_size);
   check(!info.bos_token_id || (*info.bos_token_id >= 0 && *info.bos_token_id < info.arch.vocab_size));
+}
+
+constexpr int max_fuzz_layers = 3;
+
+void check_plan(const fused::qwen2::config& c, const fused::qwen2::mode& m) {
+  fused::qwen2::graph_options o{};
+  o.layers = std::min(c.num_hidden_layers, max_fuzz_layers);
+  for (const auto rows : {fused::qwen2::logits_rows::last, fused::qwen2::logits_rows::all}) {
+    o.logits = rows;
+    const fused::qwen2::planned p = fused::qwen2::plan_for(c, m, o);  // throws on a plan the verifier rejects
+    check(p.mem.buffers.size() == p.prog.tensors.size());
+    for (const std::int64_t bytes : p.mem.region_bytes) check(bytes >= 0 && bytes <= 3 * fused::max_region_bytes);
+    check(p.mem.arena_bytes() >= p.mem.lower_bound);
+  }
 }
 
 void fuzz_config(std::string_view text) {
@@ -37,6 +58,10 @@ void fuzz_config(std::string_view text) {
   fused::qwen2::config other = c;
   other.rope_theta *= 2;
   check(config_differences(c, other).size() == 1);
+
+  const std::int64_t ctx = std::min(c.max_position_embeddings, 16);
+  check_plan(c, fused::qwen2::mode::prefill(std::min<std::int64_t>(ctx, 7), ctx));
+  check_plan(c, fused::qwen2::mode::decode(ctx));
 }
 
 void fuzz_generation_config(std::string_view text) {

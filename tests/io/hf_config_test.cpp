@@ -285,3 +285,30 @@ TEST_CASE("config_differences lists every differing field, by its reflected name
                        "head_dim: expected 64, got 128",
                        load_error);
 }
+
+TEST_CASE("hostile sizes: each refused naming the field, before any arithmetic can overflow") {
+  // Beyond int: refused as out of range by the reader.
+  CHECK(error_after([](json& j) { j["hidden_size"] = std::int64_t{1} << 40; }) ==
+        "config.json: field \"hidden_size\": 1099511627776 is out of range");
+  CHECK(error_after([](json& j) { j["vocab_size"] = std::int64_t{1} << 62; }) ==
+        "config.json: field \"vocab_size\": 4611686018427387904 is out of range");
+  // Each int fits, but the planner's tables or a byte count would not (qwen2_limits.hpp).
+  CHECK(error_after([](json& j) { j["num_hidden_layers"] = 1000000000; }) ==
+        "config.json: field \"num_hidden_layers\": 1000000000 is more than the 1024 layers this library plans");
+  CHECK(error_after([](json& j) { j["vocab_size"] = 2147483647, j["hidden_size"] = 1 << 20, j["head_dim"] = 64; })
+            .find("config.json: field \"vocab_size\": 2147483647 times hidden_size 1048576 makes the embedding table more than") == 0);
+  CHECK(error_after([](json& j) { j["head_dim"] = 1 << 27, j["hidden_size"] = 1 << 20; })
+            .find("config.json: field \"num_attention_heads\": 14 heads of head_dim 134217728") == 0);
+  CHECK(error_after([](json& j) { j["intermediate_size"] = 2147483647, j["hidden_size"] = 1 << 20, j["head_dim"] = 64; })
+            .find("config.json: field \"intermediate_size\": 2147483647 times hidden_size 1048576 makes the MLP weights") == 0);
+  CHECK(error_after([](json& j) {
+          j["num_hidden_layers"] = 1024, j["hidden_size"] = 1 << 16, j["head_dim"] = 64, j["intermediate_size"] = 1 << 22;
+        }).find("config.json: field \"num_hidden_layers\": 1024 layers of ") == 0);
+  // The KV cache overflows only at the longest context the config allows.
+  CHECK(error_after([](json& j) { j["num_hidden_layers"] = 200, j["num_key_value_heads"] = 14; }) == "no error");
+  CHECK(error_after([](json& j) { j["max_position_embeddings"] = 2147483647, j["num_hidden_layers"] = 200, j["num_key_value_heads"] = 14; })
+            .find("config.json: field \"max_position_embeddings\": 2147483647 positions of 200 layers") == 0);
+  // At the limits, still accepted: real models are far inside them.
+  CHECK(error_after([](json& j) { j["num_hidden_layers"] = 1024; }) == "no error");
+  CHECK(fused::io::load_hf_config(data_dir / "configs" / "qwen2-7b.json").arch.num_hidden_layers == 28);
+}

@@ -8,13 +8,15 @@
 // tie_word_embeddings = false); the fields that define the weights' shapes are required.
 // Anything this library cannot run faithfully (another architecture, sliding-window attention,
 // scaled RoPE, another activation, quantized weights) is refused rather than run wrongly.
-// Every error is one load_error naming the file and the field.
+// Every error is one load_error naming the file and the field. Sizes are bounded too
+// (qwen2_limits.hpp): a config the parser accepts can be planned without overflow.
 //
 // config_differences() compares two configs field by field through Hana reflection of
 // qwen2::config, so adding a field there is all it takes for every check to cover it.
 #pragma once
 #include "fused/io/load_error.hpp"
 #include "fused/models/qwen2_config.hpp"
+#include "fused/models/qwen2_limits.hpp"
 
 #include "fused/models/qwen2_config_fields.hpp"
 #include <fmt/format.h>
@@ -242,6 +244,8 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   c.rope_theta = detail::read_rope_theta(r);
   const nlohmann::json* tie = r.get("tie_word_embeddings");
   c.tie_word_embeddings = tie != nullptr && r.boolean("tie_word_embeddings", *tie);
+  // Byte counts of the weights and the KV cache, overflow-safe, before anything uses them.
+  if (const auto p = qwen2::check_sizes(c)) r.fail(p->field, "{}", p->message);
 
   if (const nlohmann::json* layer_types = r.get("layer_types")) {
     if (!layer_types->is_array() || layer_types->size() != static_cast<std::size_t>(c.num_hidden_layers))

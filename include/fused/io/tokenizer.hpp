@@ -18,6 +18,12 @@
 //
 // Any field of tokenizer.json that would change the result and is not implemented here is an
 // error naming the file and the field, never silently ignored.
+//
+// A hostile file costs work and memory in proportion to its size: the JSON may nest at most
+// max_json_depth levels (checked before parsing), and the id -> token tables are sized by the
+// largest id, which must stay below twice the number of ids present plus id_slack (real
+// tokenizers number their tokens densely from 0), so a few bytes cannot ask for a table of 2^24.
+// Every failure to load is an io::load_error naming the file and the field or token.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -38,6 +44,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "load_error.hpp"
 #include "tokenizer/added_tokens.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/byte_level.hpp"
@@ -51,25 +58,37 @@ class tokenizer {
  public:
   // Largest token id accepted from a file: bounds the id -> token table a damaged file can ask for.
   static constexpr std::int64_t max_token_id = (std::int64_t{1} << 24) - 1;
+  // The largest id must be below 2 * (number of distinct ids) + id_slack: the id space may have
+  // gaps (ids reserved for tokens not listed), but not be mostly empty.
+  static constexpr std::int64_t id_slack = 1024;
+  // tokenizer.json nests about 5 levels deep; arrays and objects deeper than this are refused.
+  static constexpr int max_json_depth = 64;
 
-  // Throws std::runtime_error naming the file (and the field, for a bad one).
+  // Throws io::load_error naming the file (and the field, for a bad one).
   static tokenizer from_file(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path.string() + ": cannot open");
+    if (!in) throw load_error(path.string() + ": cannot open");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw std::runtime_error(path.string() + ": read error");
+    if (in.bad()) throw load_error(path.string() + ": read error");
     return from_json(text, path.string());
   }
 
-  // `origin` names the source in error messages.
+  // `origin` names the source in error messages. Throws io::load_error.
   static tokenizer from_json(std::string_view json_text, const std::string& origin = "tokenizer.json") {
+    check_depth(json_text, origin);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(json_text);
     } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(origin + ": not valid JSON (" + e.what() + ")");
+      throw load_error(origin + ": not valid JSON (" + e.what() + ")");
     }
-    return tokenizer(j, origin);
+    try {
+      return tokenizer(j, origin);
+    } catch (const load_error&) {
+      throw;
+    } catch (const std::runtime_error& e) {  // from PCRE2 or utf8proc, on a value of the file
+      throw load_error(origin + ": " + e.what());
+    }
   }
 
   // Token ids of `text`. With allow_special = false, special added tokens ("<|im_start|>", ...)
@@ -147,11 +166,34 @@ class tokenizer {
   static constexpr std::string_view gpt2_pattern =
       R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+  // Refuses JSON nested deeper than max_json_depth, before the parser recurses into it: one pass
+  // over the bytes, tracking strings (a bracket inside one does not count). Malformed JSON passes
+  // through to the parser, which reports it.
+  static void check_depth(std::string_view text, const std::string& origin) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '[' || c == '{') {
+        if (++depth > max_json_depth)
+          throw load_error(origin + ": JSON nests deeper than " + std::to_string(max_json_depth) + " levels (at byte " + std::to_string(i) + ")");
+      } else if (c == ']' || c == '}') {
+        --depth;
+      }
+    }
+  }
+
   // Field access that names the file and the field on any mismatch.
   struct reader {
     const std::string& origin;
     [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-      throw std::runtime_error(origin + ": " + field + ": " + problem);
+      throw load_error(origin + ": " + field + ": " + problem);
     }
     const json& member(const json& obj, const std::string& field, const char* key) const {
       const auto it = obj.find(key);
@@ -213,11 +255,16 @@ class tokenizer {
     const json& vocab = r.member(model, "model", "vocab");
     if (!vocab.is_object()) r.fail("model.vocab", "must be an object of token -> id");
     std::int32_t max_id = -1;
+    std::string max_id_field;  // the field that holds max_id, for the error on a sparse id space
+    const auto note_id = [&](std::int32_t id, const std::string& field) {
+      if (id > max_id) max_id = id, max_id_field = field;
+    };
     vocab_.reserve(vocab.size());
     for (const auto& [text, idv] : vocab.items()) {
-      const std::int32_t id = r.id(idv, "model.vocab[\"" + text + "\"]");
+      const std::string field = "model.vocab[\"" + text + "\"]";
+      const std::int32_t id = r.id(idv, field);
       vocab_.emplace(text, id);
-      max_id = std::max(max_id, id);
+      note_id(id, field);
     }
 
     const json& added = r.optional_member(j, "added_tokens") ? j.at("added_tokens") : json::array();
@@ -243,10 +290,24 @@ class tokenizer {
         raw_tokens.push_back({content, id, special});
       }
       added_ids_.emplace(content, id);
-      max_id = std::max(max_id, id);
+      note_id(id, field + ".id");
     }
     raw_added_ = tokenization::added_token_matcher(std::move(raw_tokens));
     normalized_added_ = tokenization::added_token_matcher(std::move(normalized_tokens));
+
+    // The tables below have max_id + 1 entries: refuse an id space that is mostly empty before
+    // allocating them, so that their size is bounded by the number of tokens the file holds.
+    {
+      std::vector<std::int32_t> ids;
+      ids.reserve(vocab_.size() + added_ids_.size());
+      for (const auto& [text, id] : vocab_) ids.push_back(id);
+      for (const auto& [text, id] : added_ids_) ids.push_back(id);
+      std::sort(ids.begin(), ids.end());
+      const auto distinct = static_cast<std::int64_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+      if (max_id >= 2 * distinct + id_slack)
+        r.fail(max_id_field, "id " + std::to_string(max_id) + " leaves most of the id space empty (only " + std::to_string(distinct) +
+                                 " distinct ids; the largest must be below " + std::to_string(2 * distinct + id_slack) + ")");
+    }
 
     // id -> text tables; added tokens win over a vocabulary entry with the same id.
     token_of_id_.assign(static_cast<std::size_t>(max_id + 1), std::string{});

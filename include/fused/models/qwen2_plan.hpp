@@ -6,12 +6,16 @@
 
 #include "../core/text_string.hpp"
 #include "../graph/graph_error.hpp"
+#include "../plan/size_check.hpp"
+#include "qwen2_limits.hpp"
 #include "qwen2_static_plan.hpp"
 
 namespace fused::qwen2 {
 
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,
-// lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects.
+// lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects, and
+// std::invalid_argument naming the config field or the mode's tokens/ctx when the model is too
+// large to plan (qwen2_limits.hpp): sizes are checked without overflow before anything is built.
 struct planned {
   program prog;
   memory_plan mem;
@@ -22,8 +26,21 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   planned r{build_graph(c, o), {}};
   if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
+  if (const auto big = find_oversize(r.prog, m.bind())) {
+    const bool by_ctx = big->tensor >= 0 && [&] {
+      const shape& s = r.prog.tensor(big->tensor).shp;
+      for (int i = 0; i < s.rank; ++i)
+        if (s.d[i].symbol == sym_ctx) return true;
+      return false;
+    }();
+    const std::string what = big->tensor >= 0 ? "tensor " + to_string(r.prog.tensor(big->tensor).name) : std::string("the total");
+    throw std::invalid_argument(std::string(by_ctx ? "ctx" : "tokens") + ": " + name_of(m.ph) + " of " + std::to_string(m.tokens) + " tokens with KV capacity " +
+                                std::to_string(m.ctx) + ": " + what + " of region " + name_of(big->where) + " needs more than " +
+                                std::to_string(max_region_bytes) + " bytes");
+  }
   r.mem = plan_memory(r.prog, m.bind());
   const verdict v = verify(r.prog, r.mem);
   if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));

@@ -1,0 +1,74 @@
+// Overflow-safe sizes at run time (core/checked_size.hpp, plan/size_check.hpp, qwen2_limits.hpp):
+// plan_for refuses a config or a mode whose bytes would overflow, naming the field or tokens/ctx,
+// before building or planning anything; checked arithmetic saturates to -1 instead of wrapping.
+#include <doctest/doctest.h>
+
+#include <fused/models/qwen2_plan.hpp>
+#include <fused/plan/size_check.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+using namespace fused;
+
+namespace {
+// A model whose weights are small but whose MLP activations grow as tokens x 2^31.
+constexpr qwen2::config wide_mlp{.vocab_size = 256, .hidden_size = 2, .intermediate_size = 2147483647, .num_hidden_layers = 1,
+                                 .num_attention_heads = 1, .num_key_value_heads = 1, .head_dim = 2,
+                                 .max_position_embeddings = 2147483647, .rms_norm_eps = 1e-6, .rope_theta = 1e4,
+                                 .tie_word_embeddings = true};
+
+std::string error_of(const qwen2::config& c, const qwen2::mode& m) {
+  try {
+    (void)qwen2::plan_for(c, m);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "planned";
+}
+}  // namespace
+
+TEST_CASE("checked_mul and checked_add saturate at max_region_bytes, never wrap") {
+  CHECK(checked_mul(std::int64_t{1} << 25, std::int64_t{1} << 25) == max_region_bytes);
+  CHECK(checked_mul(max_region_bytes, 2) == -1);
+  CHECK(checked_mul(std::int64_t{1} << 40, std::int64_t{1} << 40) == -1);  // wraps to 0 in int64
+  CHECK(checked_mul(INT64_MAX, INT64_MAX) == -1);
+  CHECK(checked_mul(-1, 0) == -1);
+  CHECK(checked_add(max_region_bytes, 1) == -1);
+  CHECK(checked_add(INT64_MAX, INT64_MAX) == -1);
+  CHECK(checked_add(-1, 5) == -1);
+}
+
+TEST_CASE("plan_for: sizes that overflow only with the mode's tokens are refused, naming tokens") {
+  CHECK(error_of(wide_mlp, qwen2::mode::decode(16)) == "planned");
+  CHECK(error_of(wide_mlp, qwen2::mode::prefill(4, 16)) == "planned");
+  const std::string e = error_of(wide_mlp, qwen2::mode::prefill(1 << 20, 1 << 20));
+  CHECK(e.find("tokens: prefill of 1048576 tokens with KV capacity 1048576: tensor layers.0.") == 0);
+  CHECK(e.find("needs more than 1125899906842624 bytes") != std::string::npos);
+}
+
+TEST_CASE("plan_for: a config too large to plan is refused before its graph is built") {
+  qwen2::config c = wide_mlp;
+  c.num_hidden_layers = 1000000000;  // 31 tensors a layer: building this graph alone would take ~100 GB
+  CHECK(error_of(c, qwen2::mode::decode(16)) ==
+        "config field \"num_hidden_layers\": 1000000000 is more than the 1024 layers this library plans");
+  c = wide_mlp;
+  c.hidden_size = 1 << 20;
+  CHECK(error_of(c, qwen2::mode::decode(16)).find("config field \"intermediate_size\": 2147483647 times hidden_size 1048576") == 0);
+  c = wide_mlp;
+  c.num_key_value_heads = 0;  // a config made in code skips the parser's checks
+  CHECK(error_of(c, qwen2::mode::decode(16)) == "config field \"num_key_value_heads\": 0 must be positive");
+}
+
+TEST_CASE("find_oversize: none for a real model, the tensor for a huge binding") {
+  const qwen2::config small{151936, 896, 4864, 2, 14, 2, 64, 131072, 1e-6, 1e6, true};
+  const program p = qwen2::build_graph(small);
+  CHECK_FALSE(find_oversize(p, qwen2::mode::prefill(512, 4096).bind()).has_value());
+  binding huge = qwen2::mode::prefill(1, 1).bind();
+  huge.value[qwen2::sym_ctx] = INT64_MAX / 2;
+  const auto big = find_oversize(p, huge);
+  REQUIRE(big.has_value());
+  CHECK(big->where == region::state);
+  CHECK(to_string(p.tensor(big->tensor).name) == "cache.layers.0.key");
+}
