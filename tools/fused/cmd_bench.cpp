@@ -96,8 +96,11 @@ int run_bench(const options& o) {
                                   std::to_string(cfg.max_position_embeddings) + " of " + source);
   fused::qwen2::model rt(cfg, std::min<long long>(P, 512), ctx);
   const auto& plan = rt.prefill_plan();
+  fused::cli::progress load_bar("loading weights", "MB", 0);
   const auto weights = o.synthetic ? fused::runtime::weight_store::synthetic(plan.prog.tensors, plan.mem.buffers, rt.weights_bytes(), 1)
-                                   : fused::runtime::weight_store::load(o.model_dir, rt.tensors(), cfg.tie_word_embeddings);
+                                   : fused::runtime::weight_store::load(o.model_dir, rt.tensors(), cfg.tie_word_embeddings,
+                                                                        fused::cli::weights_progress(load_bar));
+  load_bar.finish();
   rt.bind(weights);
 
   std::unique_ptr<static_0_5b> st;

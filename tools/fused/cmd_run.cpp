@@ -177,11 +177,8 @@ int run(options o) {
   timing t;
   std::string how;
   const auto load_weights = [&](const auto& tensors) {
-    const auto start = clock_type::now();
-    auto w = fused::runtime::weight_store::load(dir, tensors, info.arch.tie_word_embeddings);
-    if (fused::cli::progress::on_terminal())
-      std::fprintf(stderr, "[fused] weights: %zu tensors in %.2f s\n", w.count(), seconds_since(start));
-    return w;
+    fused::cli::progress bar("loading weights", "MB", 0);
+    return fused::runtime::weight_store::load(dir, tensors, info.arch.tie_word_embeddings, fused::cli::weights_progress(bar));
   };
   if (!custom && fused::io::config_differences(default_model::cfg, info.arch).empty()) {
     if (P + 1 > default_model::capacity)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -21,6 +22,7 @@ class progress {
 
   static bool on_terminal() { return isatty(fileno(stderr)) == 1; }
 
+  void set_total(double total) { total_ = total; }
   void update(double done) {
     if (!on_) return;
     const auto now = clock::now();
@@ -46,5 +48,13 @@ class progress {
   bool on_, shown_ = false;
   clock::time_point start_, last_{};
 };
+
+// A weight_store::load_progress that shows "loading weights: x / y MB (z MB/s)" on a terminal.
+inline auto weights_progress(progress& bar) {
+  return [&bar](std::int64_t done, std::int64_t total) {
+    bar.set_total(static_cast<double>(total) / 1e6);
+    bar.update(static_cast<double>(done) / 1e6);
+  };
+}
 
 }  // namespace fused::cli

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <span>
 #include <sstream>
@@ -42,12 +43,25 @@ class weight_store {
   weight_store(weight_store&&) noexcept = default;
   weight_store& operator=(weight_store&&) noexcept = default;
 
+  // Told after each tensor: bytes of the checkpoint bound so far, and of all the plan's weights
+  // (as stored: a converted F32 tensor counts its F32 bytes).
+  using load_progress = std::function<void(std::int64_t done_bytes, std::int64_t total_bytes)>;
+
   // `path`: a model directory or a .safetensors file. `tensors`: the plan's tensors (weights are
   // the ones with role::weight, bound in slot order). `tied`: lm_head.weight may be present unused.
   template <class Tensors>
-  static weight_store load(const std::filesystem::path& path, const Tensors& tensors, bool tied) {
+  static weight_store load(const std::filesystem::path& path, const Tensors& tensors, bool tied, const load_progress& progress = {}) {
     weight_store w;
     w.open_files(path);
+    std::int64_t total_bytes = 0, done_bytes = 0;
+    if (progress)
+      for (const auto& t : tensors)
+        if (t.kind == role::weight)
+          for (const auto& f : w.files_)
+            if (const io::tensor_view* v = f.find(to_string(t.name))) {
+              total_bytes += static_cast<std::int64_t>(v->bytes);
+              break;
+            }
     for (const auto& t : tensors) {
       if (t.kind != role::weight) continue;
       const std::string name = to_string(t.name);
@@ -62,6 +76,7 @@ class weight_store {
         w.converted_bytes_ += static_cast<std::int64_t>(v->bytes);
         w.table_.push_back(w.owned_.back().data());
       }
+      if (progress) progress(done_bytes += static_cast<std::int64_t>(v->bytes), total_bytes);
     }
     for (auto& f : w.files_) {
       // transformers ignores a stored lm_head.weight when the embeddings are tied: so do we.
