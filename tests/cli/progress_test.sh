@@ -1,0 +1,18 @@
+#!/bin/sh
+# Progress lines appear on a terminal and never on a non-terminal stderr.
+#   progress_test.sh FUSED
+# A terminal: script(1) runs the command on a pseudo-terminal and copies what it wrote.
+set -eu
+fused=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$fused" run -p "In the beginning" -n 4 --temp 0 -m "$(dirname "$0")/../../examples/models/kjv-qwen2-4m" >"$tmp/out" 2>"$tmp/err"
+if grep -q "loading weights\|prefill:" "$tmp/err" || grep -q "$(printf '\r')" "$tmp/err"; then
+  echo "progress written to a non-terminal stderr:"; cat "$tmp/err"; exit 1
+fi
+if ! command -v script >/dev/null; then echo "script(1) not found: the terminal half is not checked"; exit 0; fi
+script -qec "\"$fused\" run -p 'In the beginning' -n 4 --temp 0 -m \"$(dirname "$0")/../../examples/models/kjv-qwen2-4m\"" /dev/null >"$tmp/tty" </dev/null
+for what in "loading weights" "prefill:"; do
+  if ! grep -q "\[fused\] $what" "$tmp/tty"; then echo "no '$what' progress on a terminal:"; cat "$tmp/tty"; exit 1; fi
+done
+echo "progress: on a terminal only"
