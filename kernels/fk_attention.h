@@ -14,7 +14,7 @@
  *            position; beyond FK_ATT_SEG keys the keys are split into segments merged afterwards
  *            (see fk_attention_decode); up to FK_ATT_SEG keys decode equals prefill bit for bit.
  * AVX-512 and AVX2 run a key block in three phases (all rows' scores, all softmax, all PV) over groups of
- * rows that share the K/V loads, prefetching the next block meanwhile (docs/PERFORMANCE.md).
+ * rows that share the K/V loads, prefetching the next block meanwhile (docs/history/PERFORMANCE-2026-11.md).
  * Every output row is computed by one thread in a fixed order: bitwise identical for any thread count. */
 #ifndef FK_ATTENTION_H
 #define FK_ATTENTION_H

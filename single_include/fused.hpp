@@ -3503,7 +3503,7 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
  *    f32 x, so x is NOT rounded. Each output row is one dot product with a fixed accumulation order
  *    (AVX-512 path: 256-bit steps of 16 k into one accumulator per row, a masked tail, one horizontal
  *    sum), 16 rows at a time with the next 16 prefetched (see fk__dot_rows_avx512). vdpbf16ps would need x in bf16 and measured no faster:
- *    memory is the limit (`fused bench kernels --study`, docs/PERFORMANCE.md).
+ *    memory is the limit (`fused bench kernels --study`, docs/history/PERFORMANCE-2026-11.md).
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
  *      of 128 k, W is packed into VNNI panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
@@ -3515,7 +3515,7 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
  *      a 32-row stack tile rounded per item (no workspace, or a last block of fewer than 32 rows);
  *      2 x 2 C tiles of 16 x 16 f32 per 32 columns, kept in y between k chunks.
  *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
- *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/PERFORMANCE.md.
+ *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/history/PERFORMANCE-2026-11.md.
  *    AVX2 (M >= 4): W widened once per 64 columns x 256 k into f32 panels, a 6 x 16 register tile of f32
  *      FMAs with x unrounded (fk__gemm_block_avx2). M < 4 takes the GEMV row kernel.
  *    Scalar: the GEMV row kernel for every row of x.
@@ -3534,7 +3534,7 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
 #define FK_LIN_MIN_M_DP 4   /* below this, GEMM uses the widening row kernel */
 #define FK_LIN_MIN_M_AMX 16 /* AMX needs a full A tile to pay off */
 #define FK_LIN_AMX_PANELS 4 /* AMX GEMM: at most this many 64-column panels per work item (4 x 32 KiB) */
-#define FK_LIN_AMX_ITEM 2   /* ... of which fk_gemm_bf16 uses up to this many (see docs/PERFORMANCE.md) */
+#define FK_LIN_AMX_ITEM 2   /* ... of which fk_gemm_bf16 uses up to this many (see docs/history/PERFORMANCE-2026-11.md) */
 
 /* The optional workspace of fk_gemm_bf16: x rounded to bf16 once per call, row stride K rounded up to
  * 32 (one AMX tile row), zero padded. fk_gemm_bf16_work_bytes(M, K) is its size. */
@@ -3753,7 +3753,7 @@ FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t 
  * rows at once, each its own stream, and requests each 64-byte line of the next 16 rows one group ahead
  * (pf; NULL: none). 256-bit operations, not 512: on Sapphire Rapids one core streams bf16 weights at
  * ~29 GB/s through ymm loads and ~22 GB/s through zmm loads, and a streaming sum shows the same gap
- * (docs/PERFORMANCE.md). AVX-512VL's 32 ymm registers hold one accumulator per row for 16 rows.
+ * (docs/history/PERFORMANCE-2026-11.md). AVX-512VL's 32 ymm registers hold one accumulator per row for 16 rows.
  * Per 16 k, one 32-byte load of a row: the even bf16 of each 32-bit lane become f32 by a shift, the odd
  * ones by masking off the low half; x is split into its even and odd elements to match (two permutes
  * per 16 k, shared by the rows). The accumulation order of a row depends only on K: per 16 k, the even
@@ -4325,7 +4325,7 @@ FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t po
  *            position; beyond FK_ATT_SEG keys the keys are split into segments merged afterwards
  *            (see fk_attention_decode); up to FK_ATT_SEG keys decode equals prefill bit for bit.
  * AVX-512 and AVX2 run a key block in three phases (all rows' scores, all softmax, all PV) over groups of
- * rows that share the K/V loads, prefetching the next block meanwhile (docs/PERFORMANCE.md).
+ * rows that share the K/V loads, prefetching the next block meanwhile (docs/history/PERFORMANCE-2026-11.md).
  * Every output row is computed by one thread in a fixed order: bitwise identical for any thread count. */
 #ifndef FK_ATTENTION_H
 #define FK_ATTENTION_H
@@ -5514,6 +5514,7 @@ class session {
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <span>
 #include <sstream>
@@ -6179,12 +6180,25 @@ class weight_store {
   weight_store(weight_store&&) noexcept = default;
   weight_store& operator=(weight_store&&) noexcept = default;
 
+  // Told after each tensor: bytes of the checkpoint bound so far, and of all the plan's weights
+  // (as stored: a converted F32 tensor counts its F32 bytes).
+  using load_progress = std::function<void(std::int64_t done_bytes, std::int64_t total_bytes)>;
+
   // `path`: a model directory or a .safetensors file. `tensors`: the plan's tensors (weights are
   // the ones with role::weight, bound in slot order). `tied`: lm_head.weight may be present unused.
   template <class Tensors>
-  static weight_store load(const std::filesystem::path& path, const Tensors& tensors, bool tied) {
+  static weight_store load(const std::filesystem::path& path, const Tensors& tensors, bool tied, const load_progress& progress = {}) {
     weight_store w;
     w.open_files(path);
+    std::int64_t total_bytes = 0, done_bytes = 0;
+    if (progress)
+      for (const auto& t : tensors)
+        if (t.kind == role::weight)
+          for (const auto& f : w.files_)
+            if (const io::tensor_view* v = f.find(to_string(t.name))) {
+              total_bytes += static_cast<std::int64_t>(v->bytes);
+              break;
+            }
     for (const auto& t : tensors) {
       if (t.kind != role::weight) continue;
       const std::string name = to_string(t.name);
@@ -6199,6 +6213,7 @@ class weight_store {
         w.converted_bytes_ += static_cast<std::int64_t>(v->bytes);
         w.table_.push_back(w.owned_.back().data());
       }
+      if (progress) progress(done_bytes += static_cast<std::int64_t>(v->bytes), total_bytes);
     }
     for (auto& f : w.files_) {
       // transformers ignores a stored lm_head.weight when the embeddings are tied: so do we.
