@@ -8,8 +8,8 @@
 # name: a consumer needs neither pkg-config nor a C compiler enabled. OpenMP is optional (without it
 # the kernels run on one thread, with the same results) and is looked up for CXX only, so that a
 # project(app LANGUAGES CXX) consumer finds fused.
-include_guard(GLOBAL)
-include(CMakeFindDependencyMacro)
+# No include guard: imported targets are visible in the directory that found them only, so each
+# directory that calls find_package(fused) runs the lookup (fused_find_c_library skips known targets).
 set(FUSED_MISSING_DEPENDENCIES "")
 
 find_package(Threads QUIET)
@@ -24,7 +24,10 @@ find_package(fmt 9 QUIET)
 if(NOT fmt_FOUND)
   list(APPEND FUSED_MISSING_DEPENDENCIES "fmt >= 9 (Debian: libfmt-dev)")
 endif()
-find_package(Boost 1.75 QUIET)  # header-only parts: Hana, PFR
+find_package(Boost 1.75 QUIET CONFIG)  # header-only parts: Hana, PFR; Boost's own config first (CMP0167)
+if(NOT Boost_FOUND)
+  find_package(Boost 1.75 QUIET MODULE)
+endif()
 if(NOT Boost_FOUND)
   list(APPEND FUSED_MISSING_DEPENDENCIES "Boost >= 1.75 headers (Debian: libboost1.81-dev)")
 endif()

@@ -16,7 +16,7 @@
 # EXCLUDE_FROM_ALL: built only when something asks for it.
 # Target properties: FUSED_GENERATED_DIR (the directory) and FUSED_SCORER_SOURCE (<n>_main.c, with
 # LOGITS all).
-include_guard(GLOBAL)
+include_guard(DIRECTORY)  # per directory: FUSED_CODEGEN_DIR is a directory-scoped variable
 
 # Where the generator's sources and the kernel headers are: the source tree, or an install prefix
 # (share/fused/codegen and include/fused/kernels, found above lib/cmake/fused).

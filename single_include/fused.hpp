@@ -15,12 +15,18 @@
 
 // the version
 // ---- begin fused/version.hpp ---------------------------------------------------------------------------
-// The library's version: the one place it is written (CMakeLists.txt reads it from here).
+// The library's version: the one place it is written (CMakeLists.txt reads the three numbers here).
 
 #define FUSED_VERSION_MAJOR 0
 #define FUSED_VERSION_MINOR 2
 #define FUSED_VERSION_PATCH 0
-#define FUSED_VERSION_STRING "0.2.0"
+
+#define FUSED_VERSION_STRINGIFY_(x) #x
+#define FUSED_VERSION_STRINGIFY(x) FUSED_VERSION_STRINGIFY_(x)
+// "0.2.0"
+#define FUSED_VERSION_STRING                                                                     \
+  FUSED_VERSION_STRINGIFY(FUSED_VERSION_MAJOR) "." FUSED_VERSION_STRINGIFY(FUSED_VERSION_MINOR) "." \
+  FUSED_VERSION_STRINGIFY(FUSED_VERSION_PATCH)
 // One comparable number: 0.2.0 -> 200, 1.10.3 -> 11003.
 #define FUSED_VERSION (FUSED_VERSION_MAJOR * 10000 + FUSED_VERSION_MINOR * 100 + FUSED_VERSION_PATCH)
 
@@ -1952,50 +1958,6 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) { retur
 
 }  // namespace fused
 // ---- end fused/plan/planner.hpp ------------------------------------------------------------------------
-// ---- begin fused/plan/size_check.hpp -------------------------------------------------------------------
-// Overflow-safe sizes of a program under a binding, checked before planning at run time.
-//
-// A plan's byte counts are products of shape dims and symbol values, which at run time come from a
-// config.json and the caller (tokens, KV capacity): plain int64 arithmetic on hostile values is
-// undefined behaviour. find_oversize() recomputes every tensor's bytes with checked products and
-// each region's total with checked sums (core/checked_size.hpp) (each buffer aligned, plus room for a canary), and names
-// the first tensor or region over max_region_bytes. When it finds none, every offset and size the
-// planner and the verifier compute is at most a region's total, so their int64 arithmetic is safe.
-// Compile-time plans need no such pass: constant evaluation rejects an overflow itself.
-#include <cstdint>
-#include <optional>
-
-
-namespace fused {
-
-// bytes_of(t, b), or -1 when a dim is negative or the bytes exceed max_region_bytes.
-inline std::int64_t checked_bytes_of(const tensor_info& t, const binding& b) {
-  std::int64_t e = 1;
-  for (int i = 0; i < t.shp.rank; ++i) e = checked_mul(e, checked_mul(t.shp.d[i].n, b.value[t.shp.d[i].symbol]));
-  return checked_mul(e, size_of(t.type));
-}
-
-struct oversize {
-  tensor_id tensor = -1;  // the tensor too large by itself; -1 when only the region's total is
-  region where = region::activations;
-};
-
-// The first tensor, or else the first region, whose bytes exceed max_region_bytes; nullopt when
-// the program can be planned under `b` without overflow.
-inline std::optional<oversize> find_oversize(const program& p, const binding& b) {
-  std::int64_t total[region_count]{};
-  for (const tensor_info& t : p.tensors) {
-    const std::int64_t bytes = checked_bytes_of(t, b);
-    if (bytes < 0) return oversize{t.id, region_of(t)};
-    std::int64_t& sum = total[static_cast<int>(region_of(t))];
-    sum = checked_add(sum, checked_add(bytes, 2 * mem_align));  // alignment + canary
-    if (sum < 0) return oversize{-1, region_of(t)};
-  }
-  return std::nullopt;
-}
-
-}  // namespace fused
-// ---- end fused/plan/size_check.hpp ---------------------------------------------------------------------
 // ---- begin fused/plan/print.hpp ------------------------------------------------------------------------
 // Printers of a (program, memory_plan) pair: JSON (the documented exchange format), a text table,
 // and an SVG picture of the activation arena. `fused plan` prints whichever the user asks for.
@@ -2276,6 +2238,50 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
 }  // namespace fused
 // ---- end fused/plan/text.hpp ---------------------------------------------------------------------------
 // ---- end fused/plan/print.hpp --------------------------------------------------------------------------
+// ---- begin fused/plan/size_check.hpp -------------------------------------------------------------------
+// Overflow-safe sizes of a program under a binding, checked before planning at run time.
+//
+// A plan's byte counts are products of shape dims and symbol values, which at run time come from a
+// config.json and the caller (tokens, KV capacity): plain int64 arithmetic on hostile values is
+// undefined behaviour. find_oversize() recomputes every tensor's bytes with checked products and
+// each region's total with checked sums (core/checked_size.hpp) (each buffer aligned, plus room for a canary), and names
+// the first tensor or region over max_region_bytes. When it finds none, every offset and size the
+// planner and the verifier compute is at most a region's total, so their int64 arithmetic is safe.
+// Compile-time plans need no such pass: constant evaluation rejects an overflow itself.
+#include <cstdint>
+#include <optional>
+
+
+namespace fused {
+
+// bytes_of(t, b), or -1 when a dim is negative or the bytes exceed max_region_bytes.
+inline std::int64_t checked_bytes_of(const tensor_info& t, const binding& b) {
+  std::int64_t e = 1;
+  for (int i = 0; i < t.shp.rank; ++i) e = checked_mul(e, checked_mul(t.shp.d[i].n, b.value[t.shp.d[i].symbol]));
+  return checked_mul(e, size_of(t.type));
+}
+
+struct oversize {
+  tensor_id tensor = -1;  // the tensor too large by itself; -1 when only the region's total is
+  region where = region::activations;
+};
+
+// The first tensor, or else the first region, whose bytes exceed max_region_bytes; nullopt when
+// the program can be planned under `b` without overflow.
+inline std::optional<oversize> find_oversize(const program& p, const binding& b) {
+  std::int64_t total[region_count]{};
+  for (const tensor_info& t : p.tensors) {
+    const std::int64_t bytes = checked_bytes_of(t, b);
+    if (bytes < 0) return oversize{t.id, region_of(t)};
+    std::int64_t& sum = total[static_cast<int>(region_of(t))];
+    sum = checked_add(sum, checked_add(bytes, 2 * mem_align));  // alignment + canary
+    if (sum < 0) return oversize{-1, region_of(t)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace fused
+// ---- end fused/plan/size_check.hpp ---------------------------------------------------------------------
 // ---- begin fused/plan/static_plan.hpp ------------------------------------------------------------------
 // A program and its memory plan frozen into fixed-size arrays, so they survive constant evaluation
 // and become `static constexpr` data: every offset and shape a compile-time constant that a static
@@ -6566,9 +6572,13 @@ inline std::optional<size_problem> check_sizes(const config& c) {
   const std::int64_t mlp = mul(mul(mul(3, F), H), bf16);
   if (mlp < 0)
     return size_problem{"intermediate_size", std::to_string(F) + " times hidden_size " + std::to_string(H) + over("MLP weights of one layer")};
-  const std::int64_t weights = add(add(mul(L, add(attention, mlp)), mul(embed, c.tie_word_embeddings ? 1 : 2)), mul(H, bf16));
+  const std::int64_t layer = add(attention, mlp);
+  if (layer < 0)
+    return size_problem{"intermediate_size", std::to_string(F) + " at hidden_size " + std::to_string(H) + " with the attention weights" +
+                                                 over("weights of one layer")};
+  const std::int64_t weights = add(add(mul(L, layer), mul(embed, c.tie_word_embeddings ? 1 : 2)), mul(H, bf16));
   if (weights < 0)
-    return size_problem{"num_hidden_layers", std::to_string(L) + " layers of " + std::to_string(add(attention, mlp)) + " bytes" + over("weights")};
+    return size_problem{"num_hidden_layers", std::to_string(L) + " layers of " + std::to_string(layer) + " bytes" + over("weights")};
   const std::int64_t kv_cache = mul(mul(mul(2, L), mul(kv, c.max_position_embeddings)), bf16);
   if (kv_cache < 0)
     return size_problem{"max_position_embeddings", std::to_string(c.max_position_embeddings) + " positions of " + std::to_string(L) +

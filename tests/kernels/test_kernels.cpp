@@ -462,9 +462,9 @@ TEST_CASE("sampling: min-p keeps exactly the tokens at least min_p times as like
   for (int i = 0; i < 20000; ++i) hits[fk_sample_with(logits.data(), n, &how, &r, scratch.data())]++;
   for (std::size_t i = 0; i < n; ++i) {
     INFO("token " << i);
-    if (!kept[i]) CHECK(hits[i] == 0);
+    if (kept[i]) CHECK(hits[i] > 0);  // p >= 0.2 p_max of <= 40 tokens: >= 100 expected hits in 20000
+    else CHECK(hits[i] == 0);
   }
-  CHECK(hits[am] > 0);
   // min-p 0 is fk_sample's behaviour, draw for draw; min-p 1 keeps the best token only
   fk_rng a, b;
   fk_rng_seed(&a, 3);

@@ -32,7 +32,13 @@ if(MODE STREQUAL "install")
   if(NOT out MATCHES "fused [0-9]+\\.[0-9]+\\.[0-9]+")
     message(FATAL_ERROR "unexpected output: ${out}")
   endif()
-  # The installed tool finds its installed default model, whatever the working directory.
+  # The installed tool finds its installed default model (not the source tree's), whatever the
+  # working directory.
+  run(${prefix}/bin/fused --version)
+  string(FIND "${out}" "default model: ${prefix}/share/fused/models/" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the installed tool does not use its installed default model: ${out}")
+  endif()
   execute_process(COMMAND ${prefix}/bin/fused run -p "In the beginning" -n 6 --temp 0 WORKING_DIRECTORY ${WORK}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "of the end")

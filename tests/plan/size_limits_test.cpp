@@ -62,7 +62,17 @@ TEST_CASE("plan_for: a config too large to plan is refused before its graph is b
 }
 
 TEST_CASE("find_oversize: none for a real model, the tensor for a huge binding") {
-  const qwen2::config small{151936, 896, 4864, 2, 14, 2, 64, 131072, 1e-6, 1e6, true};
+  const qwen2::config small{.vocab_size = 151936,
+                            .hidden_size = 896,
+                            .intermediate_size = 4864,
+                            .num_hidden_layers = 2,
+                            .num_attention_heads = 14,
+                            .num_key_value_heads = 2,
+                            .head_dim = 64,
+                            .max_position_embeddings = 131072,
+                            .rms_norm_eps = 1e-6,
+                            .rope_theta = 1e6,
+                            .tie_word_embeddings = true};
   const program p = qwen2::build_graph(small);
   CHECK_FALSE(find_oversize(p, qwen2::mode::prefill(512, 4096).bind()).has_value());
   binding huge = qwen2::mode::prefill(1, 1).bind();

@@ -180,10 +180,14 @@ int run_bench(const options& o) {
     return 0;
   }
   if (o.format == "md") {  // as llama-bench -o md: one row per model and test
+    // "dir/" names the directory too: lexically_normal keeps a trailing separator, so strip it
+    std::filesystem::path where = std::filesystem::path(source).lexically_normal();
+    if (where.filename().empty()) where = where.parent_path();
+    const std::string name = where.filename().string();
     std::printf("| model | weights | isa | threads | test | tok/s (median) | min | max | / ceiling |\n");
     std::printf("|---|---|---|--:|---|--:|--:|--:|--:|\n");
     const auto row = [&](const char* model, const char* test, const spread& sp, double over) {
-      std::printf("| %s %s | %s | %s | %d | %s | %.2f | %.2f | %.2f | %s |\n", std::filesystem::path(source).filename().c_str(), model,
+      std::printf("| %s %s | %s | %s | %d | %s | %.2f | %.2f | %.2f | %s |\n", name.c_str(), model,
                   weights_kind.c_str(), isa, threads, test, sp.median, sp.min, sp.max, over > 0 ? fmt::format("{:.2f}", over).c_str() : "");
     };
     const std::string pp = "pp" + std::to_string(P), tg = "tg" + std::to_string(G);

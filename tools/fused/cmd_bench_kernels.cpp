@@ -331,7 +331,14 @@ const fused::cli::command reg{
       app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
       app.add_option("-o,--format", o->format, "text or json")->check(fused::cli::one_of({"text", "json"}));
       app.add_flag("--study", o->study, "also time the design alternatives (docs/history/PERFORMANCE-2026-11.md)");
-      return [o] { return run(*o); };
+      const CLI::App* bench = app.get_parent();
+      return [o, bench] {
+        // `fused bench -t 2 kernels`: the flag went to `bench`, which does not run; say so.
+        for (const CLI::Option* opt : bench->get_options())
+          if (opt->count() > 0 && opt->get_name() != "--help")
+            throw fused::cli::usage_error(opt->get_name() + " is a flag of `fused bench`; give `fused bench kernels` its own flags after `kernels`");
+        return run(*o);
+      };
     }};
 
 }  // namespace

@@ -7,6 +7,7 @@
 // --model DIR it runs any Hugging Face Qwen2 checkpoint through the run-time model: the same
 // pipeline, evaluated for the config.json found there.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -51,8 +52,10 @@ struct timing {
 };
 
 // Ctrl-C asks generation to stop; the handler resets itself, so a second Ctrl-C ends the process.
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_interrupt(int) { g_interrupted = 1; }
+// An atomic, not a volatile sig_atomic_t: the signal may land on any thread (OpenMP's workers too).
+std::atomic<int> g_interrupted{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
+extern "C" void on_interrupt(int) { g_interrupted.store(1, std::memory_order_relaxed); }
 
 struct interrupt_scope {
   struct sigaction old {};
@@ -60,7 +63,7 @@ struct interrupt_scope {
     g_interrupted = 0;
     struct sigaction sa {};
     sa.sa_handler = on_interrupt;
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;  // SA_RESTART: a write to a pipe is not cut short by EINTR
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old);
   }
@@ -88,6 +91,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   std::vector<std::int32_t> history(prompt);  // what the repetition penalty looks back on
   fused::io::tokenizer::stream_decoder out(tok);
   interrupt_scope ctrl_c;
+  if (o.temp > 0) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));  // every check has passed
 
   auto start = clock_type::now();
   std::span<const float> logits;
@@ -149,7 +153,7 @@ int run(options o) {
   if (!o.prompt_file.empty()) o.prompt = read_prompt_file(o.prompt_file);
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   // A fresh seed per run unless one is given; printed, so that any run can be repeated.
-  const std::uint64_t seed = o.seed ? *o.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32 | std::random_device{}()) >> 1;
+  const std::uint64_t seed = o.seed ? *o.seed : static_cast<std::uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
 
   const bool custom = !o.model_dir.empty();
   const fs::path dir = custom ? fs::path(o.model_dir) : fused::cli::default_model_dir();
@@ -170,10 +174,9 @@ int run(options o) {
     stop.push_back(im_end);
   }
   const std::vector<std::int32_t> prompt = o.chat ? tok.encode(chat_prompt(o), true) : tok.encode(o.prompt, false);
-  if (prompt.empty()) throw fused::cli::usage_error("--prompt: the prompt encodes to no tokens");
+  if (prompt.empty()) throw fused::cli::usage_error(std::string(o.prompt_file.empty() ? "--prompt" : "--file " + o.prompt_file) + ": the prompt encodes to no tokens");
 
   const auto P = static_cast<std::int64_t>(prompt.size());
-  if (o.temp > 0) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));
   timing t;
   std::string how;
   const auto load_weights = [&](const auto& tensors) {
@@ -181,13 +184,18 @@ int run(options o) {
     return fused::runtime::weight_store::load(dir, tensors, info.arch.tie_word_embeddings, fused::cli::weights_progress(bar));
   };
   if (!custom && fused::io::config_differences(default_model::cfg, info.arch).empty()) {
-    if (P + 1 > default_model::capacity)
-      throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the model's context holds " +
-                                  std::to_string(default_model::capacity) + " (and one more to generate)");
+    // The static model's cache holds its whole context; -c may only ask for less.
+    if (o.ctx > default_model::capacity)
+      throw fused::cli::usage_error("--ctx " + std::to_string(o.ctx) + " exceeds the default model's context of " +
+                                    std::to_string(default_model::capacity) + " positions");
+    const std::int64_t capacity = o.ctx ? o.ctx : default_model::capacity;
+    if (P + 1 > capacity)
+      throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the context holds " + std::to_string(capacity) +
+                                  " (and one more to generate)");
     const auto w = load_weights(default_model::plans::prefill.tensors);
     auto m = std::make_unique<default_model>(w);
     how = "static model";
-    t = generate(*m, tok, prompt, o, seed, stop, default_model::capacity, default_model::max_tokens);
+    t = generate(*m, tok, prompt, o, seed, stop, capacity, default_model::max_tokens);
   } else {
     const std::int64_t maxpos = info.arch.max_position_embeddings;
     const std::int64_t ctx = o.ctx ? o.ctx : std::min<std::int64_t>(maxpos, P + std::max<long long>(o.n, 1));
@@ -214,7 +222,7 @@ const fused::cli::command run_cmd{
       auto o = std::make_shared<options>();
       using fused::cli::finite_in;
       using fused::cli::integer_in;
-      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory (config.json, tokenizer.json, *.safetensors); default: the embedded demo model")
+      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory (config.json, tokenizer.json, *.safetensors); default: the default model (fused --version says where), run as a static model")
           ;
       auto* prompt = app.add_option("-p,--prompt", o->prompt, "the prompt text");
       auto* file = app.add_option("-f,--file", o->prompt_file, "read the prompt from this file");

@@ -2,7 +2,8 @@
 // file builds the CLI11 tree from the registry ("bench kernels" nests under "bench"), parses, and runs
 // the deepest subcommand the command line named.
 //
-// Exit status: 0 done; 1 the work failed (a file, a model, the machine); 2 the command line is wrong.
+// Exit status: 0 done; 1 the work failed (a file, a model, the machine); 2 the command line is wrong;
+// 130 `fused run` stopped by Ctrl-C.
 // Every failure is one line on stderr, "fused <command>: ...", and nothing on stdout.
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <fused/version.hpp>
 
 #include "cli.hpp"
+#include "default_model.hpp"
 #include "fk_kernels.h"
 
 namespace {
@@ -31,6 +33,11 @@ std::string version_text() {
   text += ", no OpenMP";
 #endif
   text += std::string("; kernels here: ") + fk_isa_name(fk_isa_active()) + ")";
+  try {
+    text += "\ndefault model: " + fused::cli::default_model_dir().string();
+  } catch (const std::exception& e) {
+    text += std::string("\ndefault model: none (") + e.what() + ")";
+  }
   return text;
 }
 
@@ -55,7 +62,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
   app.get_formatter()->column_width(34);
-  app.footer("Each command answers --help with its flags. Exit status: 0 done, 1 the work failed, 2 the command line is wrong.");
+  app.footer("Each command answers --help with its flags. Exit status: 0 done, 1 the work failed, 2 the command line is wrong, 130 stopped by Ctrl-C.");
 
   // Parents before children, whatever order the static registrations ran in.
   std::vector<const fused::cli::entry*> entries;
@@ -74,8 +81,10 @@ int main(int argc, char** argv) {
     runners[sub] = e->setup(*sub);
   }
 
-  if (argc == 2 && std::string(argv[1]) == "help") {  // `fused help`, as `fused --help`
-    std::printf("%s", app.help().c_str());
+  if (argc >= 2 && std::string(argv[1]) == "help") {  // `fused help [command]`, as `fused [command] --help`
+    const CLI::App* which = &app;
+    if (argc == 3 && apps.count(argv[2])) which = apps.at(argv[2]);
+    std::printf("%s", which->help(which == &app ? "" : "fused").c_str());
     return 0;
   }
   if (argc >= 2 && argv[1][0] != '-' && !apps.count(argv[1])) {  // CLI11 would say "a subcommand is required"

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace fused::cli {
 
@@ -19,8 +20,6 @@ class progress {
   progress(const progress&) = delete;
   progress& operator=(const progress&) = delete;
   ~progress() { finish(); }
-
-  static bool on_terminal() { return isatty(fileno(stderr)) == 1; }
 
   void set_total(double total) { total_ = total; }
   void update(double done) {

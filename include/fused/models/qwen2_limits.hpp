@@ -51,9 +51,13 @@ inline std::optional<size_problem> check_sizes(const config& c) {
   const std::int64_t mlp = mul(mul(mul(3, F), H), bf16);
   if (mlp < 0)
     return size_problem{"intermediate_size", std::to_string(F) + " times hidden_size " + std::to_string(H) + over("MLP weights of one layer")};
-  const std::int64_t weights = add(add(mul(L, add(attention, mlp)), mul(embed, c.tie_word_embeddings ? 1 : 2)), mul(H, bf16));
+  const std::int64_t layer = add(attention, mlp);
+  if (layer < 0)
+    return size_problem{"intermediate_size", std::to_string(F) + " at hidden_size " + std::to_string(H) + " with the attention weights" +
+                                                 over("weights of one layer")};
+  const std::int64_t weights = add(add(mul(L, layer), mul(embed, c.tie_word_embeddings ? 1 : 2)), mul(H, bf16));
   if (weights < 0)
-    return size_problem{"num_hidden_layers", std::to_string(L) + " layers of " + std::to_string(add(attention, mlp)) + " bytes" + over("weights")};
+    return size_problem{"num_hidden_layers", std::to_string(L) + " layers of " + std::to_string(layer) + " bytes" + over("weights")};
   const std::int64_t kv_cache = mul(mul(mul(2, L), mul(kv, c.max_position_embeddings)), bf16);
   if (kv_cache < 0)
     return size_problem{"max_position_embeddings", std::to_string(c.max_position_embeddings) + " positions of " + std::to_string(L) +
