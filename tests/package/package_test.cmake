@@ -1,6 +1,7 @@
 # Packaging as a user meets it (ctest runs this with cmake -P):
 #   MODE=install:      `cmake --install` of this build into a fresh prefix; a consumer project built with
-#                      find_package(fused) against it and run on the installed default model; the
+#                      find_package(fused) against it and run on the installed default model; two
+#                      sibling directories each calling find_package(fused) configured; the
 #                      installed `fused` tool run from another directory (its default model installed too).
 #   MODE=subdirectory: the consumer built with add_subdirectory(<fused source>) and run.
 # cmake -DMODE=install|subdirectory -DSOURCE=<fused source> -DBUILD=<fused build> -DWORK=<scratch dir> -DGENERATOR=Ninja -P package_test.cmake
@@ -25,6 +26,8 @@ if(MODE STREQUAL "install")
       message(FATAL_ERROR "cmake --install did not install ${f}")
     endif()
   endforeach()
+  # Two sibling directories that each call find_package(fused): configuring and generating is the test.
+  run(${CMAKE_COMMAND} -S ${SOURCE}/tests/package/siblings -B ${WORK}/siblings -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix})
   run(${CMAKE_COMMAND} -S ${consumer} -B ${WORK}/build -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix})
   run(${CMAKE_COMMAND} --build ${WORK}/build)
   run(${WORK}/build/consumer ${prefix}/share/fused/models/kjv-qwen2-4m)
