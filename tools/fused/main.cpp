@@ -6,6 +6,7 @@
 // 130 `fused run` stopped by Ctrl-C.
 // Every failure is one line on stderr, "fused <command>: ...", and nothing on stdout.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -54,6 +55,48 @@ std::string one_line(std::string text) {
   return text;
 }
 
+// Words that start with '-' but are text, not flags: "-hello" as a prompt or as the text to tokenize
+// (CLI11 would read "-h" and "ello"). A value that starts with '-' is joined to its option
+// (`-p -x` -> `--prompt=-x`); any other word of one dash that names no option of the command goes
+// after a "--", where CLI11 takes it as a positional. A word is a flag when it names an option
+// exactly, is `--name=value`, or is `-Xvalue` for a short option X that takes a value; an unknown
+// `--word` stays an unknown flag (refused), and `-- --word` is the text "--word".
+std::vector<std::string> protect_text(const CLI::App& sub, std::vector<std::string> words) {
+  const auto option = [&](const std::string& w) -> const CLI::Option* {
+    if (w.size() < 2 || w[0] != '-') return nullptr;
+    if (const CLI::Option* o = sub.get_option_no_throw(w.substr(0, w.find('=')))) return o;
+    if (w[1] != '-') {
+      const CLI::Option* o = sub.get_option_no_throw(w.substr(0, 2));
+      if (o && o->get_items_expected_min() > 0) return o;
+    }
+    return nullptr;
+  };
+  std::vector<std::string> out, text;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--") {
+      text.insert(text.end(), words.begin() + static_cast<std::ptrdiff_t>(i) + 1, words.end());
+      break;
+    }
+    const CLI::Option* o = option(w);
+    if (o && w.find('=') == std::string::npos && o->get_items_expected_min() > 0 && i + 1 < words.size() && words[i + 1].size() > 1 &&
+        words[i + 1][0] == '-' && !option(words[i + 1])) {
+      const auto& longs = o->get_lnames();
+      out.push_back(longs.empty() ? w + words[i + 1] : "--" + longs.front() + "=" + words[i + 1]);
+      ++i;
+    } else if (!o && w.size() > 1 && w[0] == '-' && w[1] != '-' && !std::isdigit(static_cast<unsigned char>(w[1])) && w[1] != '.') {
+      text.push_back(w);
+    } else {
+      out.push_back(w);
+    }
+  }
+  if (!text.empty()) {
+    out.push_back("--");
+    out.insert(out.end(), text.begin(), text.end());
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,9 +134,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fused: unknown command '%s' (see fused --help)\n", argv[1]);
     return 2;
   }
+  // The command's words (one or two), then its arguments with text that starts with '-' protected.
+  std::vector<std::string> words(argv + 1, argv + argc);
+  std::size_t command_words = 0;
+  if (!words.empty() && apps.count(words[0])) command_words = words.size() > 1 && apps.count(words[0] + " " + words[1]) ? 2 : 1;
+  if (command_words > 0) {
+    const std::string name = command_words == 2 ? words[0] + " " + words[1] : words[0];
+    std::vector<std::string> rest = protect_text(*apps.at(name), {words.begin() + static_cast<std::ptrdiff_t>(command_words), words.end()});
+    words.resize(command_words);
+    words.insert(words.end(), rest.begin(), rest.end());
+  }
+  std::reverse(words.begin(), words.end());  // CLI11 takes the arguments last first
   const CLI::App* chosen = &app;
   try {
-    app.parse(argc, argv);
+    app.parse(words);
     for (const CLI::App* next = &app; next; ) {  // the deepest subcommand named
       chosen = next;
       const auto subs = next->get_subcommands();
