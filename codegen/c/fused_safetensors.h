@@ -779,8 +779,13 @@ FST_API int fst_model_files(const char* path, fst_file_list* out, char* err, siz
     return fst__file_list_add(out, path, "model.safetensors");
   }
   snprintf(buf, sizeof buf, "%s/model.safetensors.index.json", path);
-  if (!(text = fst_read_text(buf, &len))) {
+  if (!(f = fopen(buf, "rb"))) {
     fst__fail(err, errn, "%s: neither model.safetensors nor model.safetensors.index.json is there", path);
+    return -1;
+  }
+  fclose(f);
+  if (!(text = fst_read_text(buf, &len))) { /* there, but a directory, unreadable or over 16 MiB */
+    fst__fail(err, errn, "%s: cannot be read as a JSON index of at most 16 MiB", buf);
     return -1;
   }
   if (fst_json_parse(text, len, buf, &index, err, errn)) { free(text); return -1; }

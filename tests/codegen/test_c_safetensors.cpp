@@ -279,4 +279,14 @@ TEST_CASE("C reader: a model directory's index names a non-empty set of files in
     CHECK(files_error(std::string(R"({"weight_map":{"a":)") + bad + "}}") ==
           index + ": weight_map[\"a\"] is not a file name in the model directory");
   }
+  // an index that is there but cannot be read is not reported as absent
+  fs::remove(index);
+  fs::create_directories(index);
+  fst_file_list list;
+  char err[512] = "";
+  CHECK(fst_model_files(dir.path.c_str(), &list, err, sizeof err) == -1);
+  CHECK(std::string(err) == index + ": cannot be read as a JSON index of at most 16 MiB");
+  fs::remove(index);
+  CHECK(fst_model_files(dir.path.c_str(), &list, err, sizeof err) == -1);
+  CHECK(std::string(err) == dir.path.string() + ": neither model.safetensors nor model.safetensors.index.json is there");
 }
