@@ -15,8 +15,8 @@ cp /etc/resolv.conf "$root/etc/resolv.conf"
 rm -rf "$root/root/fused"
 git clone -q "$repo" "$root/root/fused"
 mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
-mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
-trap 'umount "$root/proc" "$root/dev" 2>/dev/null || true' EXIT
+mountpoint -q "$root/dev" || mount --rbind /dev "$root/dev"  # with /dev/pts: the CLI tests use a pseudo-terminal
+trap 'umount -R "$root/dev" 2>/dev/null; umount "$root/proc" 2>/dev/null || true' EXIT
 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root bash -c '
   set -e
   cd /root/fused
