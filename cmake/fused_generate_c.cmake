@@ -1,11 +1,11 @@
 # fused_generate_c(<target> CONFIG <config.json> [NAME n] [MAX_SEQ s] [MAX_CTX c] [LOGITS last|all] [OUTPUT_DIR dir]
 #                  [EXCLUDE_FROM_ALL])
 #
-# Makes a C library target <target> from a Qwen2 config known at build time (docs/GENERATOR.md):
+# Makes a C library target <target> from a model config known at build time (any family) (docs/GENERATOR.md):
 #   1. fused_config_to_cpp reads config.json with fused's own loader and writes it as a constexpr
 #      preset (a C++ header);
 #   2. a small generator program instantiates the static model's compile-time plans and call
-#      arrays for that preset (the same ones fused::qwen2::static_model runs) and prints
+#      arrays for that preset (the same ones fused::decoder::static_model runs) and prints
 #      <n>.h, <n>.c, memory_layout.json, graph.json (and <n>_main.c, a scorer, with LOGITS all)
 #      with the C headers they include, into OUTPUT_DIR (default: <current binary dir>/<target>);
 #   3. <target> is a static C library of <n>.c; its users include <n>.h.

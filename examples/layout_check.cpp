@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <fused/qwen2.hpp>
 
-using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, /*prefill tokens*/ 512, /*KV capacity*/ 4096>;
+using plans = fused::decoder::static_plans<fused::qwen2::presets::qwen2_0_5b, /*prefill tokens*/ 512, /*KV capacity*/ 4096>;
 
 // 24 layers x 17 steps + embed, final norm, last-position pick and lm head.
 static_assert(plans::prefill.steps.size() == 24 * 17 + 4);

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   const float temp = argc > 4 ? std::strtof(argv[4], nullptr) : 0.8f;
   const auto seed = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 0ull;
   try {
-    const auto info = fused::io::load_hf_model_info(dir);
+    const auto info = fused::decoder::load_hf_model_info(dir);
     const auto tok = fused::io::tokenizer::from_file(dir + "/tokenizer.json");
     const auto ids = tok.encode(prompt);
     const auto ctx = std::min<std::int64_t>(info.arch.max_position_embeddings, static_cast<std::int64_t>(ids.size()) + n);

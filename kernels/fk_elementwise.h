@@ -75,6 +75,12 @@ FK_API void fk_rmsnorm(const float* x, const uint16_t* w, size_t rows, size_t di
   }
 }
 
+/* Each head of x[rows, heads*head_dim] normalized on its own with one weight w[head_dim] (Qwen3's
+ * q_norm / k_norm): the heads are contiguous rows of head_dim, so this is fk_rmsnorm over them. */
+FK_API void fk_rmsnorm_heads(const float* x, const uint16_t* w, size_t rows, size_t heads, size_t head_dim, float eps, float* out) {
+  fk_rmsnorm(x, w, rows * heads, head_dim, eps, out);
+}
+
 /* ---- residual add: out = a + b (out may alias a or b) ------------------------------------------ */
 FK_API void fk_add_scalar(const float* a, const float* b, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];

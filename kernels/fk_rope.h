@@ -49,8 +49,8 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
   return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
 }
 
-/* x[S, heads*hd] in place; row s is at position pos0 + s. hd must be even and <= FK_MAX_HEAD_DIM. */
-FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+/* The rotation of rows pos0.. by the angles pos * inv_freq[i], i < head_dim/2. */
+FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, const float* inv_freq) {
   const fk_isa isa = fk_isa_active();
   const size_t half = head_dim / 2;
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
@@ -60,7 +60,7 @@ FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t po
     float c[FK_MAX_HEAD_DIM / 2], sn[FK_MAX_HEAD_DIM / 2];
     const float pos = (float)(pos0 + s);
     for (size_t i = 0; i < half; ++i) {
-      const float a = pos * fk_rope_inv_freq(i, head_dim, theta);
+      const float a = pos * inv_freq[i];
       c[i] = cosf(a);
       sn[i] = sinf(a);
     }
@@ -76,6 +76,39 @@ FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t po
       }
     }
   }
+}
+
+/* x[S, heads*hd] in place; row s is at position pos0 + s. hd must be even and <= FK_MAX_HEAD_DIM. */
+FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+  float inv_freq[FK_MAX_HEAD_DIM / 2];
+  assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
+  for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
+  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq);
+}
+
+/* Llama 3.1's frequencies (transformers' _compute_llama3_parameters, step by step in f32 as torch
+ * does it, the Python scalars rounded to f32 where they meet an f32 tensor): a wavelength longer
+ * than original_max / low_freq_factor is slowed by `factor`, one shorter than original_max /
+ * high_freq_factor is kept, and the band between is a smooth mix of the two. */
+FK_API float fk_rope_llama3_inv_freq(size_t i, size_t head_dim, float theta, float factor, float low_freq_factor,
+                                     float high_freq_factor, float original_max) {
+  const float inv = fk_rope_inv_freq(i, head_dim, theta);
+  const float wavelen = (float)(2.0 * 3.141592653589793) / inv;
+  const float low_freq_wavelen = (float)((double)original_max / (double)low_freq_factor);
+  const float high_freq_wavelen = (float)((double)original_max / (double)high_freq_factor);
+  if (wavelen > low_freq_wavelen) return inv / factor;
+  if (wavelen < high_freq_wavelen) return inv;
+  const float smooth = (original_max / wavelen - low_freq_factor) / (float)((double)high_freq_factor - (double)low_freq_factor);
+  return (1.0f - smooth) * inv / factor + smooth * inv;
+}
+
+FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+                           float low_freq_factor, float high_freq_factor, size_t original_max) {
+  float inv_freq[FK_MAX_HEAD_DIM / 2];
+  assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
+  for (size_t i = 0; i < head_dim / 2; ++i)
+    inv_freq[i] = fk_rope_llama3_inv_freq(i, head_dim, theta, factor, low_freq_factor, high_freq_factor, (float)original_max);
+  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq);
 }
 
 #endif /* FK_ROPE_H */

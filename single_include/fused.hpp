@@ -428,10 +428,12 @@ struct tensor_info {
   bool is_feed = false;
 };
 
-// Op attributes: a few integers and one real (eps, rope theta); their meaning belongs to the op.
+// Op attributes: a few integers and reals (eps, rope theta; `extra`: rope scaling's factors);
+// their meaning belongs to the op.
 struct attrs {
   std::int64_t i[4]{};
   double f = 0;
+  double extra[3]{};
   friend constexpr bool operator==(const attrs&, const attrs&) = default;
 };
 
@@ -1225,6 +1227,8 @@ inline constexpr op_def linear{
 // ---- end fused/ops/linear.hpp --------------------------------------------------------------------------
 // ---- begin fused/ops/rms_norm.hpp ----------------------------------------------------------------------
 // rms_norm: y = x / sqrt(mean(x^2) + eps) * w, row by row. x f32 [..., H], w bf16 [H]; attrs.f = eps.
+// head_rms_norm: the same over each head of x f32 [T, heads*head_dim] on its own, with one weight
+// bf16 [head_dim] shared by the heads (Qwen3's q_norm / k_norm); attrs.i = {heads}, attrs.f = eps.
 
 namespace fused::ops {
 
@@ -1241,28 +1245,58 @@ inline constexpr op_def rms_norm{
     -1, false,
     [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
 
+inline constexpr op_def head_rms_norm{
+    "head_rms_norm", "norm", 2, 2,
+    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      const auto &x = *in[0], &w = *in[1];
+      const auto heads = a.i[0];
+      if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
+      if (w.type != dtype::bf16 || w.shp.rank != 1 || w.shp[0].symbol != 0 || w.shp[0].n <= 0)
+        return mismatch(1, "weight must be bf16 [head_dim], got " + describe(w));
+      if (heads <= 0 || !(x.shp[1] == dim{heads * w.shp[0].n, 0}))
+        return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of the weight's " + to_text(w.shp[0].n));
+      if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
+      return result(dtype::f32, x.shp);
+    },
+    0, false,
+    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; }};
+
 }  // namespace fused::ops
 // ---- end fused/ops/rms_norm.hpp ------------------------------------------------------------------------
 // ---- begin fused/ops/rope.hpp --------------------------------------------------------------------------
-// rope: rotary position embedding in Qwen2's rotate-half convention, in place.
+// rope: rotary position embedding in the rotate-half convention (Qwen2, Llama, Mistral), in place.
 // x f32 [T, heads*head_dim]; attrs.i = {heads, head_dim}, attrs.f = theta. Row t is at position pos0+t.
+// rope_llama3: the same with Llama 3.1's frequencies (transformers' rope_type "llama3"):
+// attrs.i[2] = original_max_position_embeddings, attrs.extra = {factor, low_freq_factor, high_freq_factor}.
 
 namespace fused::ops {
 
-inline constexpr op_def rope{
-    "rope", "elementwise", 1, 1,
-    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
-      const auto& x = *in[0];
-      const auto heads = a.i[0], hd = a.i[1];
-      if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
-      if (heads <= 0 || hd <= 0 || hd % 2) return mismatch(-1, "heads and an even head_dim are required");
-      if (!(x.shp[1] == dim{heads * hd, 0}))
-        return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of " + to_text(hd));
-      if (!(a.f > 0)) return mismatch(-1, "theta must be positive");
-      return result(dtype::f32, x.shp);
+namespace detail {
+constexpr inferred rope_shape(const tensor_info* const* in, int, const attrs& a) {
+  const auto& x = *in[0];
+  const auto heads = a.i[0], hd = a.i[1];
+  if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
+  if (heads <= 0 || hd <= 0 || hd % 2) return mismatch(-1, "heads and an even head_dim are required");
+  if (!(x.shp[1] == dim{heads * hd, 0}))
+    return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of " + to_text(hd));
+  if (!(a.f > 0)) return mismatch(-1, "theta must be positive");
+  return result(dtype::f32, x.shp);
+}
+}  // namespace detail
+
+inline constexpr op_def rope{"rope", "elementwise", 1, 1, detail::rope_shape, 0, true,
+                             [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
+
+inline constexpr op_def rope_llama3{
+    "rope_llama3", "elementwise", 1, 1,
+    [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+      if (!(a.extra[0] >= 1)) return mismatch(-1, "the llama3 factor must be at least 1");
+      if (!(a.extra[1] > 0) || !(a.extra[2] > a.extra[1])) return mismatch(-1, "the llama3 frequency factors must satisfy 0 < low < high");
+      if (a.i[2] <= 0) return mismatch(-1, "the llama3 original_max_position_embeddings must be positive");
+      return detail::rope_shape(in, n, a);
     },
     0, true,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
+    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; }};
 
 }  // namespace fused::ops
 // ---- end fused/ops/rope.hpp ----------------------------------------------------------------------------
@@ -2602,9 +2636,11 @@ namespace fused::runtime {
 enum class kernel : std::uint8_t {
   embed,               // fk_embed(table, H, ids, rows, out)
   rmsnorm,             // fk_rmsnorm(x, w, rows, H, eps, out)
+  rmsnorm_heads,       // fk_rmsnorm_heads(x, w, rows, heads, head_dim, eps, out)
   gemv,                // fk_gemv_bf16(x, K, W, N, bias, y)             rows == 1
   gemm,                // fk_gemm_bf16(x, rows, K, W, N, bias, y, work)
   rope,                // fk_rope(x, rows, heads, head_dim, pos0, theta)  in place
+  rope_llama3,         // fk_rope_llama3(x, rows, heads, head_dim, pos0, theta, factor, low, high, original_max)
   kv_store,            // fk_kv_store(kv, rows, n_kv, head_dim, cache, capacity, pos0)
   attention_prefill,   // fk_attention_prefill(q, rows, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
   attention_decode,    // fk_attention_decode(q, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
@@ -2618,12 +2654,14 @@ struct kernel_name {
   kernel k;
   std::string_view name;
 };
-inline constexpr std::array<kernel_name, 11> kernel_names{{
+inline constexpr std::array<kernel_name, 13> kernel_names{{
     {kernel::embed, "fk_embed"},
     {kernel::rmsnorm, "fk_rmsnorm"},
+    {kernel::rmsnorm_heads, "fk_rmsnorm_heads"},
     {kernel::gemv, "fk_gemv_bf16"},
     {kernel::gemm, "fk_gemm_bf16"},
     {kernel::rope, "fk_rope"},
+    {kernel::rope_llama3, "fk_rope_llama3"},
     {kernel::kv_store, "fk_kv_store"},
     {kernel::attention_prefill, "fk_attention_prefill"},
     {kernel::attention_decode, "fk_attention_decode"},
@@ -2670,11 +2708,12 @@ struct call {
   operand out{};
   operand work{};                           // gemm: the step's workspace (tensor -1: none)
   rows_t rows{};
-  // Sizes, by kernel: embed {H}; rmsnorm {H}; gemv/gemm {K, N}; rope {heads, head_dim};
-  // kv_store {n_kv, head_dim, capacity}; attention {heads, n_kv, head_dim, capacity};
-  // add/swiglu {cols}; copy_last_row {cols}.
+  // Sizes, by kernel: embed {H}; rmsnorm {H}; rmsnorm_heads {heads, head_dim}; gemv/gemm {K, N};
+  // rope {heads, head_dim}; rope_llama3 {heads, head_dim, original_max}; kv_store {n_kv, head_dim,
+  // capacity}; attention {heads, n_kv, head_dim, capacity}; add/swiglu {cols}; copy_last_row {cols}.
   std::array<std::int64_t, 4> size{};
-  float real = 0;                           // rmsnorm eps, rope theta
+  // Reals, by kernel: rmsnorm(_heads) {eps}; rope {theta}; rope_llama3 {theta, factor, low, high}.
+  std::array<float, 4> real{};
 
   friend constexpr bool operator==(const call&, const call&) = default;
 };
@@ -2746,13 +2785,22 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.rows = rows_of(x[0]);
         c.size = {shp(s.inputs[1])[1].n, 0, 0, 0};
         break;
-      case kernel::rmsnorm: c.size = {cols, 0, 0, 0}; c.real = static_cast<float>(s.at.f); break;
+      case kernel::rmsnorm: c.size = {cols, 0, 0, 0}; c.real[0] = static_cast<float>(s.at.f); break;
+      case kernel::rmsnorm_heads:
+        c.size = {s.at.i[0], cols / s.at.i[0], 0, 0};
+        c.real[0] = static_cast<float>(s.at.f);
+        break;
       case kernel::gemv: c.size = {cols, shp(s.inputs[1])[0].n, 0, 0}; break;
       case kernel::gemm:
         c.size = {cols, shp(s.inputs[1])[0].n, 0, 0};
         if (s.work >= 0) c.work = at(s.work);
         break;
-      case kernel::rope: c.size = {s.at.i[0], s.at.i[1], 0, 0}; c.real = static_cast<float>(s.at.f); break;
+      case kernel::rope: c.size = {s.at.i[0], s.at.i[1], 0, 0}; c.real[0] = static_cast<float>(s.at.f); break;
+      case kernel::rope_llama3:
+        c.size = {s.at.i[0], s.at.i[1], s.at.i[2], 0};
+        c.real = {static_cast<float>(s.at.f), static_cast<float>(s.at.extra[0]), static_cast<float>(s.at.extra[1]),
+                  static_cast<float>(s.at.extra[2])};
+        break;
       case kernel::kv_store: {
         const shape& cache = shp(s.inputs[1]);
         c.size = {cache[0].n, cache[2].n, b(cache[1]), 0};
@@ -3413,6 +3461,12 @@ FK_API void fk_rmsnorm(const float* x, const uint16_t* w, size_t rows, size_t di
       default: fk_rmsnorm_row_scalar(xr, w, dim, eps, o); break;
     }
   }
+}
+
+/* Each head of x[rows, heads*head_dim] normalized on its own with one weight w[head_dim] (Qwen3's
+ * q_norm / k_norm): the heads are contiguous rows of head_dim, so this is fk_rmsnorm over them. */
+FK_API void fk_rmsnorm_heads(const float* x, const uint16_t* w, size_t rows, size_t heads, size_t head_dim, float eps, float* out) {
+  fk_rmsnorm(x, w, rows * heads, head_dim, eps, out);
 }
 
 /* ---- residual add: out = a + b (out may alias a or b) ------------------------------------------ */
@@ -4283,8 +4337,8 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
   return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
 }
 
-/* x[S, heads*hd] in place; row s is at position pos0 + s. hd must be even and <= FK_MAX_HEAD_DIM. */
-FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+/* The rotation of rows pos0.. by the angles pos * inv_freq[i], i < head_dim/2. */
+FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, const float* inv_freq) {
   const fk_isa isa = fk_isa_active();
   const size_t half = head_dim / 2;
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
@@ -4294,7 +4348,7 @@ FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t po
     float c[FK_MAX_HEAD_DIM / 2], sn[FK_MAX_HEAD_DIM / 2];
     const float pos = (float)(pos0 + s);
     for (size_t i = 0; i < half; ++i) {
-      const float a = pos * fk_rope_inv_freq(i, head_dim, theta);
+      const float a = pos * inv_freq[i];
       c[i] = cosf(a);
       sn[i] = sinf(a);
     }
@@ -4310,6 +4364,39 @@ FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t po
       }
     }
   }
+}
+
+/* x[S, heads*hd] in place; row s is at position pos0 + s. hd must be even and <= FK_MAX_HEAD_DIM. */
+FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+  float inv_freq[FK_MAX_HEAD_DIM / 2];
+  assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
+  for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
+  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq);
+}
+
+/* Llama 3.1's frequencies (transformers' _compute_llama3_parameters, step by step in f32 as torch
+ * does it, the Python scalars rounded to f32 where they meet an f32 tensor): a wavelength longer
+ * than original_max / low_freq_factor is slowed by `factor`, one shorter than original_max /
+ * high_freq_factor is kept, and the band between is a smooth mix of the two. */
+FK_API float fk_rope_llama3_inv_freq(size_t i, size_t head_dim, float theta, float factor, float low_freq_factor,
+                                     float high_freq_factor, float original_max) {
+  const float inv = fk_rope_inv_freq(i, head_dim, theta);
+  const float wavelen = (float)(2.0 * 3.141592653589793) / inv;
+  const float low_freq_wavelen = (float)((double)original_max / (double)low_freq_factor);
+  const float high_freq_wavelen = (float)((double)original_max / (double)high_freq_factor);
+  if (wavelen > low_freq_wavelen) return inv / factor;
+  if (wavelen < high_freq_wavelen) return inv;
+  const float smooth = (original_max / wavelen - low_freq_factor) / (float)((double)high_freq_factor - (double)low_freq_factor);
+  return (1.0f - smooth) * inv / factor + smooth * inv;
+}
+
+FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+                           float low_freq_factor, float high_freq_factor, size_t original_max) {
+  float inv_freq[FK_MAX_HEAD_DIM / 2];
+  assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
+  for (size_t i = 0; i < head_dim / 2; ++i)
+    inv_freq[i] = fk_rope_llama3_inv_freq(i, head_dim, theta, factor, low_freq_factor, high_freq_factor, (float)original_max);
+  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq);
 }
 
 #endif /* FK_ROPE_H */
@@ -5297,7 +5384,10 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
       fk_embed(detail::bf16_in(c.in[1], r), s0, data_ptr<const std::int32_t>(c.in[0], r), rows, out);
       return;
     case kernel::rmsnorm:
-      fk_rmsnorm(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, c.real, out);
+      fk_rmsnorm(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, c.real[0], out);
+      return;
+    case kernel::rmsnorm_heads:
+      fk_rmsnorm_heads(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, s1, c.real[0], out);
       return;
     case kernel::gemv:
     case kernel::gemm: {
@@ -5309,10 +5399,12 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
                      c.work.tensor >= 0 ? data_ptr<std::uint16_t>(c.work, r) : nullptr);
       return;
     }
-    case kernel::rope: {
+    case kernel::rope:
+    case kernel::rope_llama3: {
       const float* x = data_ptr<const float>(c.in[0], r);
       if (x != out) std::memcpy(out, x, rows * s0 * s1 * sizeof(float));
-      fk_rope(out, rows, s0, s1, pos0, c.real);
+      if (c.k == kernel::rope) fk_rope(out, rows, s0, s1, pos0, c.real[0]);
+      else fk_rope_llama3(out, rows, s0, s1, pos0, c.real[0], c.real[1], c.real[2], c.real[3], s2);
       return;
     }
     case kernel::kv_store: {
@@ -6362,14 +6454,23 @@ class weight_store {
 }  // namespace fused::runtime
 // ---- end fused/runtime/weights.hpp ---------------------------------------------------------------------
 
-// models: Qwen2 (fused/qwen2.hpp gathers what a Qwen2 user needs)
-// ---- begin fused/models/qwen2_config.hpp ---------------------------------------------------------------
-// The architectural hyper-parameters of a Qwen2 model, as Hugging Face's config.json names them.
-// A value type: presets are constexpr (fused/models/qwen2_presets.hpp), a run-time config comes from
-// fused/io/hf_config.hpp. A plain aggregate with no includes, because every static model parses it:
-// the fields' names, for config checks and the JSON/C emitters, come from qwen2_config_fields.hpp.
+// models: a generic decoder and its families (fused/<family>.hpp gathers what a user needs)
+// ---- begin fused/models/decoder_config.hpp -------------------------------------------------------------
+// The hyper-parameters of a decoder-only transformer, as Hugging Face's config.json names them:
+// one value type for every family (Qwen2, Qwen3, Llama, Mistral). Which fields a family reads and
+// what its graph does with them is the family's own header (models/qwen2.hpp, llama.hpp, ...).
+// A plain aggregate with no includes, because every static model parses it: the fields' names,
+// for config checks and the JSON/C emitters, come from decoder_config_fields.hpp.
 
-namespace fused::qwen2 {
+namespace fused::decoder {
+
+// RoPE frequencies: transformers' `rope_type` (in "rope_scaling" or "rope_parameters").
+enum class rope_kind : int {
+  plain = 0,   // "default": inv_freq[i] = 1 / theta^(2i / head_dim)
+  llama3 = 1,  // "llama3": low frequencies divided by `factor`, a smooth band between (Llama 3.1+)
+};
+
+constexpr const char* name_of(rope_kind k) { return k == rope_kind::llama3 ? "llama3" : "default"; }
 
 struct config {
   int vocab_size = 0;
@@ -6383,19 +6484,32 @@ struct config {
   double rms_norm_eps = 0;
   double rope_theta = 0;
   bool tie_word_embeddings = false;
+  // Features some families have. At its zero value a feature is off, and printed configs (the C
+  // header, `fused plan`) leave it out: a model that does not use it reads as it always did.
+  bool attention_bias = false;      // q/k/v/o projections with bias (Llama, Qwen3; Qwen2 always has q/k/v bias)
+  bool mlp_bias = false;            // gate/up/down projections with bias (Llama)
+  rope_kind rope_type = rope_kind::plain;
+  double rope_factor = 0;                    // llama3: rope_scaling.factor
+  double rope_low_freq_factor = 0;           // llama3: rope_scaling.low_freq_factor
+  double rope_high_freq_factor = 0;          // llama3: rope_scaling.high_freq_factor
+  int rope_original_max_position_embeddings = 0;  // llama3: rope_scaling.original_max_position_embeddings
+  int sliding_window = 0;           // Mistral: attention window in positions; 0 = none (full attention)
 
   friend constexpr bool operator==(const config&, const config&) = default;
 };
 
-}  // namespace fused::qwen2
-// ---- end fused/models/qwen2_config.hpp -----------------------------------------------------------------
-// ---- begin fused/models/qwen2_config_fields.hpp --------------------------------------------------------
-// The fields of qwen2::config by name, through Boost.Hana, for whatever walks them: config checks
+// The first fields above are printed always; the features only when set (see config_fields).
+inline constexpr int always_printed_fields = 11;
+
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_config.hpp ---------------------------------------------------------------
+// ---- begin fused/models/decoder_config_fields.hpp ------------------------------------------------------
+// The fields of decoder::config by name, through Boost.Hana, for whatever walks them: config checks
 // (fused/io/hf_config.hpp lists every differing field), `fused plan`'s JSON and the C generator.
 //
-//   boost::hana::for_each(boost::hana::accessors<fused::qwen2::config>(), [&](auto field) { ... });
+//   boost::hana::for_each(boost::hana::accessors<fused::decoder::config>(), [&](auto field) { ... });
 //
-// Kept out of qwen2_config.hpp so that a static model does not parse Hana. The list below must name
+// Kept out of decoder_config.hpp so that a static model does not parse Hana. The list below must name
 // every field once, in declaration order; Boost.PFR, which sees the fields without their names,
 // proves it at compile time (the count, and that position I of both is the same member), so a field
 // added to the struct and not here is a compile error, not a silently skipped check.
@@ -6414,11 +6528,12 @@ struct config {
 #include <boost/pfr/tuple_size.hpp>
 
 
-BOOST_HANA_ADAPT_STRUCT(fused::qwen2::config, vocab_size, hidden_size, intermediate_size, num_hidden_layers,
+BOOST_HANA_ADAPT_STRUCT(fused::decoder::config, vocab_size, hidden_size, intermediate_size, num_hidden_layers,
                         num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings, rms_norm_eps,
-                        rope_theta, tie_word_embeddings);
+                        rope_theta, tie_word_embeddings, attention_bias, mlp_bias, rope_type, rope_factor,
+                        rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position_embeddings, sliding_window);
 
-namespace fused::qwen2::detail {
+namespace fused::decoder::detail {
 
 inline constexpr config probe{};
 
@@ -6432,23 +6547,49 @@ constexpr bool fields_match_declaration(std::index_sequence<I...>) {
 }
 
 static_assert(decltype(boost::hana::length(boost::hana::accessors<config>()))::value == boost::pfr::tuple_size_v<config>,
-              "fused: BOOST_HANA_ADAPT_STRUCT(fused::qwen2::config, ...) must list every field of qwen2::config");
+              "fused: BOOST_HANA_ADAPT_STRUCT(fused::decoder::config, ...) must list every field of decoder::config");
 static_assert(fields_match_declaration(std::make_index_sequence<boost::pfr::tuple_size_v<config>>{}),
-              "fused: BOOST_HANA_ADAPT_STRUCT(fused::qwen2::config, ...) must list the fields in declaration order");
+              "fused: BOOST_HANA_ADAPT_STRUCT(fused::decoder::config, ...) must list the fields in declaration order");
 
-}  // namespace fused::qwen2::detail
-// ---- end fused/models/qwen2_config_fields.hpp ----------------------------------------------------------
-// ---- begin fused/models/qwen2_graph.hpp ----------------------------------------------------------------
-// The Qwen2 graph, as Hugging Face's Qwen2ForCausalLM computes it, built on the generic spine:
-//   embed; per layer: rms_norm, q/k/v projections with bias, rope on q and k, KV-cache writes,
-//   causal grouped-query attention, o projection, residual add, rms_norm, gate, up, SwiGLU, down,
-//   residual add; final norm; lm head (tied to the embedding or untied).
-// Weights carry their Hugging Face names, so loading binds them by name once.
-// Symbols: $1 = tokens in this call, $2 = KV-cache capacity (see qwen2_mode).
+}  // namespace fused::decoder::detail
+
+namespace fused::decoder {
+
+// Calls f(name, value) for each field a printed config shows (the C header, `fused plan`'s JSON,
+// the layout fingerprint): the first always_printed_fields always, a feature only when it is set,
+// so that a model without features prints as it did before families had them.
+template <class F>
+void for_each_printed_field(const config& c, F&& f) {
+  int index = 0;
+  boost::hana::for_each(boost::hana::accessors<config>(), [&](auto field) {
+    const auto value = boost::hana::second(field)(c);
+    if (index++ < always_printed_fields || value != decltype(value){}) f(boost::hana::to<const char*>(boost::hana::first(field)), value);
+  });
+}
+
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_config_fields.hpp --------------------------------------------------------
+// ---- begin fused/models/decoder_graph.hpp --------------------------------------------------------------
+// The pieces a decoder family's graph is written with. A family header (models/qwen2.hpp,
+// llama.hpp, ...) writes its forward pass with these, in the order Hugging Face computes it and
+// with Hugging Face's weight names; everything below (modes, plans, executors, codegen) is shared.
+//
+//   layers<Builder> g(c, o);
+//   tensor_id x = g.embed();
+//   for (int l = 0; l < g.layer_count; ++l) {
+//     const auto cache = g.kv_cache(l);
+//     const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
+//     ...
+//   }
+//   return g.logits(x);
+//
+// Symbols: $1 = tokens in this call, $2 = KV-cache capacity (see decoder_mode.hpp). Result names
+// ("layers.{}.q", ...) are the same for every family, so plans and pictures read alike.
 #include <cstdint>
+#include <utility>
 
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 inline constexpr std::uint8_t sym_tokens = 1;
 inline constexpr std::uint8_t sym_ctx = 2;
@@ -6463,71 +6604,116 @@ struct graph_options {
   int layers = -1;  // build only the first N layers (-1: all); for compile-cost measurements and tests
 };
 
-// Builds into any builder with graph_builder's interface (counting_builder: sizes only).
 template <class Builder>
-constexpr auto build_graph_with(const config& c, graph_options o = {}) {
-  Builder g;
-  const std::int64_t H = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
-  const std::int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
-  const dim T = sym(sym_tokens), C = sym(sym_ctx);
-  const int L = o.layers < 0 ? c.num_hidden_layers : o.layers;
-  g.reserve(static_cast<std::size_t>(31 * L + 8), static_cast<std::size_t>(17 * L + 4));
-
-  const tensor_id ids = g.input({"input_ids"}, dtype::i32, shape(T));
-  const tensor_id embed_w = g.weight({"model.embed_tokens.weight"}, dtype::bf16, shape(V, H));
-  tensor_id x = g.apply(ops::embed, {ids, embed_w}, {}, {"embed"});
-
-  for (int l = 0; l < L; ++l) {
-    auto w = [&](const char* pattern, shape s) { return g.weight({pattern, l}, dtype::bf16, s); };
-    const tensor_id k_cache = g.state({"cache.layers.{}.key", l}, dtype::bf16, shape(nkv, C, hd));
-    const tensor_id v_cache = g.state({"cache.layers.{}.value", l}, dtype::bf16, shape(nkv, C, hd));
-
-    const tensor_id h = g.apply(ops::rms_norm, {x, w("model.layers.{}.input_layernorm.weight", shape(H))}, {.f = c.rms_norm_eps},
-                                {"layers.{}.attn_norm", l});
-    const tensor_id q = g.apply(ops::linear, {h, w("model.layers.{}.self_attn.q_proj.weight", shape(nh * hd, H)),
-                                              w("model.layers.{}.self_attn.q_proj.bias", shape(nh * hd))}, {}, {"layers.{}.q", l});
-    const tensor_id k = g.apply(ops::linear, {h, w("model.layers.{}.self_attn.k_proj.weight", shape(nkv * hd, H)),
-                                              w("model.layers.{}.self_attn.k_proj.bias", shape(nkv * hd))}, {}, {"layers.{}.k", l});
-    const tensor_id v = g.apply(ops::linear, {h, w("model.layers.{}.self_attn.v_proj.weight", shape(nkv * hd, H)),
-                                              w("model.layers.{}.self_attn.v_proj.bias", shape(nkv * hd))}, {}, {"layers.{}.v", l});
-    const tensor_id qr = g.apply(ops::rope, {q}, {.i = {nh, hd, 0, 0}, .f = c.rope_theta}, {"layers.{}.q_rope", l});
-    const tensor_id kr = g.apply(ops::rope, {k}, {.i = {nkv, hd, 0, 0}, .f = c.rope_theta}, {"layers.{}.k_rope", l});
-    const tensor_id k_next = g.apply(ops::kv_write, {kr, k_cache}, {}, {"cache.layers.{}.key.next", l});
-    const tensor_id v_next = g.apply(ops::kv_write, {v, v_cache}, {}, {"cache.layers.{}.value.next", l});
-    g.carry_state(k_cache, k_next);
-    g.carry_state(v_cache, v_next);
-    const tensor_id a = g.apply(ops::attention, {qr, k_next, v_next}, {.i = {nh, 0, 0, 0}}, {"layers.{}.attn", l});
-    const tensor_id o_ = g.apply(ops::linear, {a, w("model.layers.{}.self_attn.o_proj.weight", shape(H, nh * hd))}, {}, {"layers.{}.attn_out", l});
-    x = g.apply(ops::add, {x, o_}, {}, {"layers.{}.resid_attn", l});
-    const tensor_id h2 = g.apply(ops::rms_norm, {x, w("model.layers.{}.post_attention_layernorm.weight", shape(H))}, {.f = c.rms_norm_eps},
-                                 {"layers.{}.mlp_norm", l});
-    const tensor_id gate = g.apply(ops::linear, {h2, w("model.layers.{}.mlp.gate_proj.weight", shape(F, H))}, {}, {"layers.{}.gate", l});
-    const tensor_id up = g.apply(ops::linear, {h2, w("model.layers.{}.mlp.up_proj.weight", shape(F, H))}, {}, {"layers.{}.up", l});
-    const tensor_id act = g.apply(ops::swiglu, {gate, up}, {}, {"layers.{}.swiglu", l});
-    const tensor_id down = g.apply(ops::linear, {act, w("model.layers.{}.mlp.down_proj.weight", shape(H, F))}, {}, {"layers.{}.down", l});
-    x = g.apply(ops::add, {x, down}, {}, {"layers.{}.resid_mlp", l});
+class layers {
+ public:
+  // `steps_per_layer` / `tensors_per_layer`: the builder's reservation (a hint, not a limit).
+  constexpr layers(const config& c, graph_options o, std::size_t tensors_per_layer = 32, std::size_t steps_per_layer = 18)
+      : cfg(c), opt(o), layer_count(o.layers < 0 ? c.num_hidden_layers : o.layers) {
+    g_.reserve(tensors_per_layer * static_cast<std::size_t>(layer_count) + 8, steps_per_layer * static_cast<std::size_t>(layer_count) + 4);
   }
 
-  if (o.logits == logits_rows::last) x = g.apply(ops::take_last, {x}, {}, {"last_position"});
-  const tensor_id norm_w = g.weight({"model.norm.weight"}, dtype::bf16, shape(H));
-  const tensor_id hf = g.apply(ops::rms_norm, {x, norm_w}, {.f = c.rms_norm_eps}, {"final_norm"});
-  const tensor_id head = c.tie_word_embeddings ? embed_w : g.weight({"lm_head.weight"}, dtype::bf16, shape(V, H));
-  const tensor_id logits = g.apply(ops::linear, {hf, head}, {}, {"logits"});
-  g.output("logits", logits);
-  return std::move(g).finish();
-}
+  const config cfg;
+  const graph_options opt;
+  const int layer_count;
+  const dim tokens = sym(sym_tokens), capacity = sym(sym_ctx);
 
-constexpr program build_graph(const config& c, graph_options o = {}) { return build_graph_with<graph_builder>(c, o); }
+  constexpr std::int64_t hidden() const { return cfg.hidden_size; }
+  constexpr std::int64_t q_features() const { return std::int64_t{cfg.num_attention_heads} * cfg.head_dim; }
+  constexpr std::int64_t kv_features() const { return std::int64_t{cfg.num_key_value_heads} * cfg.head_dim; }
 
-}  // namespace fused::qwen2
-// ---- end fused/models/qwen2_graph.hpp ------------------------------------------------------------------
-// ---- begin fused/models/qwen2_limits.hpp ---------------------------------------------------------------
-// Size limits of a Qwen2 config known only at run time (a config.json), checked with overflow-safe
+  // input_ids [T] through model.embed_tokens.weight [V, H].
+  constexpr tensor_id embed() {
+    const tensor_id ids = g_.input({"input_ids"}, dtype::i32, shape(tokens));
+    embed_w_ = g_.weight({"model.embed_tokens.weight"}, dtype::bf16, shape(cfg.vocab_size, cfg.hidden_size));
+    return g_.apply(ops::embed, {ids, embed_w_}, {}, {"embed"});
+  }
+
+  struct cache {
+    tensor_id key = -1, value = -1;
+  };
+  // The layer's KV cache: state carried from call to call, [n_kv, capacity, head_dim] each.
+  constexpr cache kv_cache(int l) {
+    const shape s(cfg.num_key_value_heads, capacity, cfg.head_dim);
+    return {g_.state({"cache.layers.{}.key", l}, dtype::bf16, s), g_.state({"cache.layers.{}.value", l}, dtype::bf16, s)};
+  }
+
+  // RMSNorm over the hidden size.
+  constexpr tensor_id rms_norm(tensor_id x, name_ref weight, name_ref result) {
+    const tensor_id w = g_.weight(weight, dtype::bf16, shape(cfg.hidden_size));
+    return g_.apply(ops::rms_norm, {x, w}, {.f = cfg.rms_norm_eps}, result);
+  }
+  // RMSNorm of each head of x [T, heads*head_dim] on its own, with one weight [head_dim] (Qwen3's q/k norm).
+  constexpr tensor_id head_rms_norm(tensor_id x, std::int64_t heads, name_ref weight, name_ref result) {
+    const tensor_id w = g_.weight(weight, dtype::bf16, shape(cfg.head_dim));
+    return g_.apply(ops::head_rms_norm, {x, w}, {.i = {heads, 0, 0, 0}, .f = cfg.rms_norm_eps}, result);
+  }
+
+  // x W^T (+ b): `weight` [out, in] as Hugging Face stores it, and optionally a bias [out] (its
+  // name is a second pattern: a name_ref is a compile-time pattern, not a string to edit).
+  constexpr tensor_id linear(tensor_id x, name_ref weight, std::int64_t out, std::int64_t in, name_ref result) {
+    const tensor_id w = g_.weight(weight, dtype::bf16, shape(out, in));
+    return g_.apply(ops::linear, {x, w}, {}, result);
+  }
+  constexpr tensor_id linear(tensor_id x, name_ref weight, name_ref bias, std::int64_t out, std::int64_t in, name_ref result) {
+    const tensor_id w = g_.weight(weight, dtype::bf16, shape(out, in));
+    const tensor_id b = g_.weight(bias, dtype::bf16, shape(out));
+    return g_.apply(ops::linear, {x, w, b}, {}, result);
+  }
+  // Either of the two, as the config says (`with_bias`: attention_bias, mlp_bias).
+  constexpr tensor_id linear(tensor_id x, name_ref weight, name_ref bias, bool with_bias, std::int64_t out, std::int64_t in, name_ref result) {
+    return with_bias ? linear(x, weight, bias, out, in, result) : linear(x, weight, out, in, result);
+  }
+
+  // Rotary position embedding of `heads` heads, with the config's frequencies (plain or llama3).
+  constexpr tensor_id rope(tensor_id x, std::int64_t heads, name_ref result) {
+    attrs a{.i = {heads, cfg.head_dim, 0, 0}, .f = cfg.rope_theta};
+    if (cfg.rope_type == rope_kind::llama3) {
+      a.i[2] = cfg.rope_original_max_position_embeddings;
+      a.extra[0] = cfg.rope_factor;
+      a.extra[1] = cfg.rope_low_freq_factor;
+      a.extra[2] = cfg.rope_high_freq_factor;
+    }
+    return g_.apply(cfg.rope_type == rope_kind::llama3 ? ops::rope_llama3 : ops::rope, {x}, a, result);
+  }
+
+  // Writes this call's keys and values into the layer's cache and attends causally over it.
+  constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
+    const tensor_id k_next = g_.apply(ops::kv_write, {k, kv.key}, {}, {"cache.layers.{}.key.next", l});
+    const tensor_id v_next = g_.apply(ops::kv_write, {v, kv.value}, {}, {"cache.layers.{}.value.next", l});
+    g_.carry_state(kv.key, k_next);
+    g_.carry_state(kv.value, v_next);
+    return g_.apply(ops::attention, {q, k_next, v_next}, {.i = {cfg.num_attention_heads, 0, 0, 0}}, {"layers.{}.attn", l});
+  }
+
+  constexpr tensor_id add(tensor_id a, tensor_id b, name_ref result) { return g_.apply(ops::add, {a, b}, {}, result); }
+  constexpr tensor_id swiglu(tensor_id gate, tensor_id up, name_ref result) { return g_.apply(ops::swiglu, {gate, up}, {}, result); }
+
+  // The end of every decoder: (the last position only, for generation,) model.norm, the lm head
+  // (tied to the embedding or lm_head.weight), the output "logits".
+  constexpr auto logits(tensor_id x) && {
+    if (opt.logits == logits_rows::last) x = g_.apply(ops::take_last, {x}, {}, {"last_position"});
+    const tensor_id hf = rms_norm(x, {"model.norm.weight"}, {"final_norm"});
+    const tensor_id head = cfg.tie_word_embeddings ? embed_w_ : g_.weight({"lm_head.weight"}, dtype::bf16, shape(cfg.vocab_size, cfg.hidden_size));
+    const tensor_id out = g_.apply(ops::linear, {hf, head}, {}, {"logits"});
+    g_.output("logits", out);
+    return std::move(g_).finish();
+  }
+
+ private:
+  Builder g_;
+  tensor_id embed_w_ = -1;
+};
+
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_graph.hpp ----------------------------------------------------------------
+// ---- begin fused/models/decoder_limits.hpp -------------------------------------------------------------
+// Size limits of a decoder config known only at run time (a config.json), checked with overflow-safe
 // arithmetic before anything is built, planned or allocated. check_sizes() names the config field
 // at fault; hf_config.hpp turns that into a load_error, plan_for() into std::invalid_argument.
 //
 // The limits: at most max_layers layers (the planner's tables grow with the layer count; the
-// largest released Qwen2 has 80), and the weights, and the KV cache at max_position_embeddings,
+// largest released models have 80 to 126), and the weights, and the KV cache at max_position_embeddings,
 // each at most max_region_bytes (1 PiB, core/checked_size.hpp). Sizes for the tokens and KV
 // capacity of one mode are checked by plan_for() on the built graph (find_oversize).
 #include <cstdint>
@@ -6536,7 +6722,7 @@ constexpr program build_graph(const config& c, graph_options o = {}) { return bu
 #include <utility>
 
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 inline constexpr int max_layers = 1024;
 
@@ -6564,12 +6750,12 @@ inline std::optional<size_problem> check_sizes(const config& c) {
 
   const std::int64_t embed = mul(mul(V, H), bf16);
   if (embed < 0) return size_problem{"vocab_size", std::to_string(V) + " times hidden_size " + std::to_string(H) + over("embedding table")};
-  // One layer: q, k, v (with biases), o, gate, up, down and two norms.
-  const std::int64_t attention = mul(add(add(mul(add(q, mul(2, kv)), add(H, 1)), mul(q, H)), mul(2, H)), bf16);
+  // One layer: q, k, v and o (with biases), gate, up and down, and the norms (an upper bound for every family).
+  const std::int64_t attention = mul(add(add(mul(add(q, mul(2, kv)), add(H, 1)), mul(q, add(H, 1))), add(mul(3, H), mul(2, c.head_dim))), bf16);
   if (attention < 0)
     return size_problem{"num_attention_heads", std::to_string(c.num_attention_heads) + " heads of head_dim " + std::to_string(c.head_dim) +
                                                    " at hidden_size " + std::to_string(H) + over("attention weights of one layer")};
-  const std::int64_t mlp = mul(mul(mul(3, F), H), bf16);
+  const std::int64_t mlp = mul(add(mul(mul(3, F), H), add(mul(2, F), H)), bf16);
   if (mlp < 0)
     return size_problem{"intermediate_size", std::to_string(F) + " times hidden_size " + std::to_string(H) + over("MLP weights of one layer")};
   const std::int64_t layer = add(attention, mlp);
@@ -6587,15 +6773,15 @@ inline std::optional<size_problem> check_sizes(const config& c) {
   return std::nullopt;
 }
 
-}  // namespace fused::qwen2
-// ---- end fused/models/qwen2_limits.hpp -----------------------------------------------------------------
-// ---- begin fused/models/qwen2_mode.hpp -----------------------------------------------------------------
-// Qwen2's modes: prefill of up to `tokens` tokens, or decode of one token, over a KV cache of
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_limits.hpp ---------------------------------------------------------------
+// ---- begin fused/models/decoder_mode.hpp ---------------------------------------------------------------
+// A decoder's modes: prefill of up to `tokens` tokens, or decode of one token, over a KV cache of
 // `ctx` positions. The KV capacity is part of every mode so that both see one state layout.
 #include <cstdint>
 
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 enum class phase : std::uint8_t { prefill, decode };
 
@@ -6616,15 +6802,15 @@ struct mode {
   static constexpr mode decode(std::int64_t ctx) { return {phase::decode, 1, ctx}; }
 };
 
-}  // namespace fused::qwen2
-// ---- end fused/models/qwen2_mode.hpp -------------------------------------------------------------------
-// ---- begin fused/models/qwen2_model.hpp ----------------------------------------------------------------
-// Qwen2 models that run: the static one, whose plan, offsets and kernel calls are compile-time
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_mode.hpp -----------------------------------------------------------------
+// ---- begin fused/models/decoder_model.hpp --------------------------------------------------------------
+// Decoder models that run, of any family: the static one, whose plan, offsets and kernel calls are compile-time
 // constants, and the run-time one, which evaluates the same pipeline for a config known only then.
 // Both lower their plans with runtime::lower_calls and execute every call through runtime::invoke,
 // so for one config their logits are bitwise equal.
 //
-//   using model = fused::qwen2::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
+//   using model = fused::decoder::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
 //   static_assert(model::arena_bytes <= 24 << 20);
 //   auto weights = fused::runtime::weight_store::load("Qwen2-0.5B", model::plans::prefill.tensors, true);
 //   model m(weights);                       // or model m(weights, caller_state, caller_arena)
@@ -6639,36 +6825,40 @@ struct mode {
 #include <utility>
 #include <vector>
 
-// ---- begin fused/models/qwen2_plan.hpp -----------------------------------------------------------------
-// Plans of a Qwen2 model: the compile-time ones (static_plans, qwen2_static_plan.hpp) and the same
+// ---- begin fused/models/decoder_plan.hpp ---------------------------------------------------------------
+// Plans of a decoder model: the compile-time ones (static_plans, decoder_static_plan.hpp) and the same
 // pipeline at run time for a config known only then (plan_for), which throws graph_error.
 #include <stdexcept>
 #include <string>
 
-// ---- begin fused/models/qwen2_static_plan.hpp ----------------------------------------------------------
-// Compile-time plans of a Qwen2 model: the program built once in constant evaluation, lowered and
+// ---- begin fused/models/decoder_static_plan.hpp --------------------------------------------------------
+// Compile-time plans of a decoder model of any family: the program built once in constant evaluation, lowered and
 // memory-planned for prefill (up to MaxTokens tokens) and decode, both verified by static_assert.
 // Both modes share the weights and state layouts (same program, same KV capacity).
 //
-//   using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
+//   using plans = fused::decoder::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
 //   static_assert(plans::prefill.arena_bytes() == 24510464);
 //
 // Compile-time only, and light on purpose (no <string>, no exceptions, no reflection): its cost is
 // the compile-time budget of every static model (docs/COMPILE_TIME.md). The run-time pipeline for a
-// config.json is plan_for() in qwen2_plan.hpp.
+// config.json is plan_for() in decoder_plan.hpp. A preset names its family and its config:
+//   struct qwen2_0_5b { using family = fused::qwen2::family; static constexpr config value{...}; };
 #include <cstdint>
 
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, graph_options Options = graph_options{}>
 struct static_plans {
+  using family = typename Preset::family;
   static constexpr config cfg = Preset::value;
   static_assert(MaxTokens >= 1, "fused: a prefill must take at least one token");
   static_assert(Ctx >= MaxTokens, "fused: the KV capacity must hold at least one full prefill");
   static_assert(Ctx <= Preset::value.max_position_embeddings, "fused: the KV capacity exceeds the model's max_position_embeddings");
+  static_assert(Preset::value.sliding_window == 0 || Ctx <= Preset::value.sliding_window,
+                "fused: the KV capacity exceeds the model's sliding_window (only full attention is implemented)");
 
-  static constexpr counting_builder::counts size = build_graph_with<counting_builder>(cfg, Options);
+  static constexpr counting_builder::counts size = family::template graph<counting_builder>(cfg, Options);
   using plan_type = static_plan<size.tensors, size.steps>;
   struct both {
     error_kind error = error_kind::none;
@@ -6679,7 +6869,7 @@ struct static_plans {
   };
   static constexpr both plans = [] {
     both b{};
-    const program p = build_graph(cfg, Options);
+    const program p = family::template graph<graph_builder>(cfg, Options);
     b.error = p.error;
     if (!p.ok()) {
       b.message = diagnostic(p.message.view());
@@ -6705,27 +6895,83 @@ struct static_plans {
                 (plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes()));
 };
 
-}  // namespace fused::qwen2
-// ---- end fused/models/qwen2_static_plan.hpp ------------------------------------------------------------
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_static_plan.hpp ----------------------------------------------------------
+// ---- begin fused/models/family.hpp ---------------------------------------------------------------------
+// A model family as the generic decoder sees it. A family is one header (models/qwen2.hpp,
+// qwen3.hpp, llama.hpp, mistral.hpp) defining a type with:
+//
+//   static constexpr std::string_view model_type = "llama";              config.json "model_type"
+//   static constexpr std::string_view architecture = "LlamaForCausalLM"; its "architectures" entry
+//   template <class Builder>
+//   static constexpr auto graph(const config&, graph_options);           the forward pass
+//   static void read(const config_source&, config&);                     its own config.json fields
+//
+// Everything else (modes, plans, the static and run-time models, codegen, the CLI) takes the family
+// as a type (static models) or as a family_entry (run time, picked by model_type in registry.hpp).
+#include <string_view>
 
-namespace fused::qwen2 {
+
+namespace fused::decoder {
+
+// The fields of one config.json, as a family reads those that are its own: the common ones
+// (sizes, heads, norms, RoPE, tie_word_embeddings) are read before `read` is called. An interface,
+// so that family headers, which every static model compiles, need no JSON library. Keys may be
+// dotted ("rope_scaling.factor"); every error names the file and the field.
+class config_source {
+ public:
+  virtual bool has(std::string_view key) const = 0;                      // present and not null
+  virtual bool boolean(std::string_view key, bool fallback) const = 0;   // fallback when absent
+  virtual int integer(std::string_view key, int min_value) const = 0;    // required
+  [[noreturn]] virtual void fail(std::string_view key, std::string_view message) const = 0;
+
+ protected:
+  ~config_source() = default;
+};
+
+struct family_entry {
+  std::string_view model_type;
+  std::string_view architecture;
+  program (*graph)(const config&, graph_options);
+  void (*read)(const config_source&, config&);
+};
+
+template <class Family>
+constexpr family_entry entry_of() {
+  return {Family::model_type, Family::architecture, &Family::template graph<graph_builder>, &Family::read};
+}
+
+// A family's program, built at run time or in constant evaluation.
+template <class Family>
+constexpr program build_graph(const config& c, graph_options o = {}) {
+  return Family::template graph<graph_builder>(c, o);
+}
+
+}  // namespace fused::decoder
+// ---- end fused/models/family.hpp -----------------------------------------------------------------------
+
+namespace fused::decoder {
 
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,
 // lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects, and
 // std::invalid_argument naming the config field or the mode's tokens/ctx when the model is too
-// large to plan (qwen2_limits.hpp): sizes are checked without overflow before anything is built.
+// large to plan (decoder_limits.hpp): sizes are checked without overflow before anything is built.
 struct planned {
   program prog;
   memory_plan mem;
 };
 
-inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
+inline planned plan_for(const family_entry& f, const config& c, const mode& m, graph_options o = {}) {
   if (m.tokens < 1) throw std::invalid_argument("a prefill must take at least one token");
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (c.sliding_window != 0 && m.ctx > c.sliding_window)
+    throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds sliding_window " + std::to_string(c.sliding_window) +
+                                ": only full attention is implemented, which differs from the model's windowed attention past " +
+                                std::to_string(c.sliding_window) + " positions");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
-  planned r{build_graph(c, o), {}};
+  planned r{f.graph(c, o), {}};
   if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
   if (const auto big = find_oversize(r.prog, m.bind())) {
     const bool by_ctx = big->tensor >= 0 && [&] {
@@ -6745,10 +6991,10 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   return r;
 }
 
-}  // namespace fused::qwen2
-// ---- end fused/models/qwen2_plan.hpp -------------------------------------------------------------------
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_plan.hpp -----------------------------------------------------------------
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 namespace detail {
 template <std::size_t N, class Plan>
@@ -6772,7 +7018,7 @@ inline void check_kernel_limits(const config& c) {
 }
 }  // namespace detail
 
-// A static Qwen2 model: prefill of up to MaxTokens tokens per call (longer prompts run in chunks),
+// A static model of Preset's family and config: prefill of up to MaxTokens tokens per call (longer prompts run in chunks),
 // decode of one token, over a KV cache of Ctx positions. Every shape, offset and kernel call is a
 // compile-time constant; prefill and decode allocate nothing.
 template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, graph_options Options = graph_options{}>
@@ -6846,10 +7092,11 @@ class static_model {
 // The run-time model: the same pipeline for a config read from a file.
 class model {
  public:
-  model(const config& c, std::int64_t max_tokens, std::int64_t ctx, graph_options o = {})
-      : cfg_(c),
-        prefill_(plan_for(c, mode::prefill(max_tokens, ctx), o)),
-        decode_(plan_for(c, mode::decode(ctx), o)) {
+  model(const family_entry& f, const config& c, std::int64_t max_tokens, std::int64_t ctx, graph_options o = {})
+      : family_(f),
+        cfg_(c),
+        prefill_(plan_for(f, c, mode::prefill(max_tokens, ctx), o)),
+        decode_(plan_for(f, c, mode::decode(ctx), o)) {
     detail::check_kernel_limits(c);
     prefill_calls_ = lower(prefill_);
     decode_calls_ = lower(decode_);
@@ -6857,6 +7104,7 @@ class model {
   model(const model&) = delete;
   model& operator=(const model&) = delete;
 
+  const family_entry& family() const { return family_; }
   const config& cfg() const { return cfg_; }
   const planned& prefill_plan() const { return prefill_; }
   const planned& decode_plan() const { return decode_; }
@@ -6920,6 +7168,7 @@ class model {
     }
   };
 
+  family_entry family_;
   config cfg_;
   planned prefill_, decode_;
   std::vector<runtime::call> prefill_calls_, decode_calls_;
@@ -6927,67 +7176,30 @@ class model {
   runtime::session s_;
 };
 
-}  // namespace fused::qwen2
-// ---- end fused/models/qwen2_model.hpp ------------------------------------------------------------------
-// ---- begin fused/models/qwen2_presets.hpp --------------------------------------------------------------
-// Configs of real Qwen2 checkpoints as constexpr values (from their Hugging Face config.json files).
-// Each preset is a type with a static `value`, so it can parameterize a static model on any compiler
-// (floating-point template arguments are not portable yet).
-
-namespace fused::qwen2::presets {
-
-struct qwen2_0_5b {
-  static constexpr config value{.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864, .num_hidden_layers = 24,
-                                .num_attention_heads = 14, .num_key_value_heads = 2, .head_dim = 64, .max_position_embeddings = 131072,
-                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
-};
-struct qwen2_5_0_5b {
-  static constexpr config value{.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864, .num_hidden_layers = 24,
-                                .num_attention_heads = 14, .num_key_value_heads = 2, .head_dim = 64, .max_position_embeddings = 32768,
-                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
-};
-struct qwen2_1_5b {
-  static constexpr config value{.vocab_size = 151936, .hidden_size = 1536, .intermediate_size = 8960, .num_hidden_layers = 28,
-                                .num_attention_heads = 12, .num_key_value_heads = 2, .head_dim = 128, .max_position_embeddings = 131072,
-                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
-};
-struct qwen2_7b {
-  static constexpr config value{.vocab_size = 152064, .hidden_size = 3584, .intermediate_size = 18944, .num_hidden_layers = 28,
-                                .num_attention_heads = 28, .num_key_value_heads = 4, .head_dim = 128, .max_position_embeddings = 131072,
-                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false};
-};
-// The embedded default model: examples/models/kjv-qwen2-4m (a 4 M-parameter Qwen2 trained on the KJV).
-struct kjv_qwen2_4m {
-  static constexpr config value{.vocab_size = 4096, .hidden_size = 256, .intermediate_size = 768, .num_hidden_layers = 4,
-                                .num_attention_heads = 8, .num_key_value_heads = 2, .head_dim = 32, .max_position_embeddings = 512,
-                                .rms_norm_eps = 1e-6, .rope_theta = 10000.0, .tie_word_embeddings = true};
-};
-
-}  // namespace fused::qwen2::presets
-// ---- end fused/models/qwen2_presets.hpp ----------------------------------------------------------------
-// ---- begin fused/qwen2.hpp -----------------------------------------------------------------------------
-// The Qwen2 model, everything a user needs in one include: configs and presets, the compile-time
-// plans, the static and the run-time model, weights from Hugging Face checkpoints.
-//
-//   #include <fused/qwen2.hpp>
-//   using model = fused::qwen2::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
-//   static_assert(model::arena_bytes == 24510464);          // the activation arena, in bytes
-// ---- begin fused/io/hf_config.hpp ----------------------------------------------------------------------
-// Hugging Face config.json -> fused::qwen2::config, validated.
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_model.hpp ----------------------------------------------------------------
+// ---- begin fused/models/hf_config.hpp ------------------------------------------------------------------
+// Hugging Face config.json -> the family (registry.hpp, by "model_type") and its decoder::config,
+// validated.
 //
 // Both formats transformers writes are read:
 //   transformers 4: top-level "rope_theta" (and optional "rope_scaling"), "torch_dtype";
-//   transformers 5: "rope_parameters": {"rope_theta", "rope_type"}, "dtype".
-// Defaults follow transformers' Qwen2Config where it has one that a real checkpoint may rely on
-// (num_key_value_heads = num_attention_heads, head_dim = hidden_size / num_attention_heads,
-// tie_word_embeddings = false); the fields that define the weights' shapes are required.
-// Anything this library cannot run faithfully (another architecture, sliding-window attention,
-// scaled RoPE, another activation, quantized weights) is refused rather than run wrongly.
-// Every error is one load_error naming the file and the field. Sizes are bounded too
-// (qwen2_limits.hpp): a config the parser accepts can be planned without overflow.
+//   transformers 5: "rope_parameters": {"rope_theta", "rope_type", ...}, "dtype".
+// The common fields are read here, with transformers' defaults where a real checkpoint may rely on
+// one (num_key_value_heads = num_attention_heads, head_dim = hidden_size / num_attention_heads,
+// tie_word_embeddings = false); the fields that define the weights' shapes are required. Then the
+// family reads its own (attention_bias, sliding_window, ...). Anything this library cannot run
+// faithfully (another architecture, sliding windows that matter, RoPE other than default and
+// llama3, another activation, quantized weights) is refused rather than run wrongly. Every error
+// is one load_error naming the file and the field. Sizes are bounded too (decoder_limits.hpp): a
+// config the parser accepts can be planned without overflow.
 //
 // config_differences() compares two configs field by field through Hana reflection of
-// qwen2::config, so adding a field there is all it takes for every check to cover it.
+// decoder::config, so adding a field there is all it takes for every check to cover it.
+// ---- begin fused/io/json_config.hpp --------------------------------------------------------------------
+// JSON files of a model directory, read with every error naming the file and the field: a reader
+// of one JSON object's fields (config_reader), a parser that bounds nesting and refuses repeated
+// keys, and a reader of small text files. What the fields mean is models/hf_config.hpp's business.
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -7007,14 +7219,6 @@ struct kjv_qwen2_4m {
 #include <vector>
 
 namespace fused::io {
-
-// What the run time needs from config.json: the architecture, and the facts generation uses.
-struct hf_model_info {
-  qwen2::config arch;
-  std::vector<int> eos_token_ids;   // "eos_token_id": an id or a list; empty when null or absent
-  std::optional<int> bos_token_id;  // "bos_token_id": nullopt when null or absent
-  std::string dtype;                // "dtype" (t5) or "torch_dtype" (t4), e.g. "bfloat16"; may be empty
-};
 
 namespace detail {
 
@@ -7089,57 +7293,6 @@ class config_reader {
   std::string_view file_;
 };
 
-// RoPE: rope_theta at top level (t4) or in rope_parameters (t5); only the default (unscaled) kind.
-inline double read_rope_theta(const config_reader& r) {
-  const auto require_default = [&](std::string_view key, const nlohmann::json& params) {
-    if (!params.is_object()) r.fail(key, "must be an object, got {}", config_reader::excerpt(params));
-    for (const char* type_key : {"rope_type", "type"}) {  // "type" is the older spelling
-      if (const nlohmann::json* t = config_reader::get(params, type_key)) {
-        const std::string name = fmt::format("{}.{}", key, type_key);
-        if (r.string(name, *t) != "default")
-          r.fail(name, "{} is not supported (only \"default\" RoPE, without scaling)", config_reader::excerpt(*t));
-      }
-    }
-  };
-  std::optional<double> top, nested;
-  if (const nlohmann::json* v = r.get("rope_theta")) top = r.positive_real("rope_theta", *v);
-  if (const nlohmann::json* scaling = r.get("rope_scaling")) require_default("rope_scaling", *scaling);
-  if (const nlohmann::json* params = r.get("rope_parameters")) {
-    require_default("rope_parameters", *params);
-    if (const nlohmann::json* v = config_reader::get(*params, "rope_theta"))
-      nested = r.positive_real("rope_parameters.rope_theta", *v);
-  }
-  if (top && nested && *top != *nested)
-    r.fail("rope_theta", "{} disagrees with rope_parameters.rope_theta {}", *top, *nested);
-  if (!top && !nested)
-    r.fail("rope_theta", "is missing (expected at top level, or in \"rope_parameters\" since transformers 5)");
-  return nested ? *nested : *top;
-}
-
-inline void check_architecture(const config_reader& r) {
-  const nlohmann::json* model_type = r.get("model_type");
-  if (model_type != nullptr && r.string("model_type", *model_type) != "qwen2")
-    r.fail("model_type", "{} is not \"qwen2\"", config_reader::excerpt(*model_type));
-  const nlohmann::json* architectures = r.get("architectures");
-  if (architectures != nullptr) {
-    if (!architectures->is_array())
-      r.fail("architectures", "must be a list, got {}", config_reader::excerpt(*architectures));
-    bool causal_lm = false;
-    for (const nlohmann::json& a : *architectures) causal_lm = causal_lm || a == "Qwen2ForCausalLM";
-    if (!causal_lm)
-      r.fail("architectures", "{} does not include \"Qwen2ForCausalLM\"", config_reader::excerpt(*architectures));
-  }
-  if (model_type == nullptr && architectures == nullptr)
-    r.fail("model_type", "is missing, and so is \"architectures\": cannot tell that this is a Qwen2 model");
-
-  if (const nlohmann::json* act = r.get("hidden_act"); act != nullptr && r.string("hidden_act", *act) != "silu")
-    r.fail("hidden_act", "{} is not supported (Qwen2 uses \"silu\")", config_reader::excerpt(*act));
-  if (const nlohmann::json* sw = r.get("use_sliding_window"); sw != nullptr && r.boolean("use_sliding_window", *sw))
-    r.fail("use_sliding_window", "true is not supported (only full attention)");
-  if (r.get("quantization_config") != nullptr)
-    r.fail("quantization_config", "quantized checkpoints are not supported (bf16, f16 or f32 weights only)");
-}
-
 inline std::vector<int> read_token_ids(const config_reader& r, std::string_view key, int vocab_size) {
   std::vector<int> ids;
   const nlohmann::json* v = r.get(key);
@@ -7178,70 +7331,6 @@ inline nlohmann::json parse_json_object(std::string_view text, std::string_view 
   return root;
 }
 
-}  // namespace detail
-
-// Parses and validates the text of a config.json; `file` starts every message.
-inline hf_model_info parse_hf_config(std::string_view json_text, std::string_view file = "config.json") {
-  const nlohmann::json root = detail::parse_json_object(json_text, file);
-  const detail::config_reader r(root, file);
-  detail::check_architecture(r);
-
-  hf_model_info info;
-  qwen2::config& c = info.arch;
-  c.vocab_size = r.positive("vocab_size");
-  c.hidden_size = r.positive("hidden_size");
-  c.intermediate_size = r.positive("intermediate_size");
-  c.num_hidden_layers = r.positive("num_hidden_layers");
-  c.num_attention_heads = r.positive("num_attention_heads");
-  const nlohmann::json* kv = r.get("num_key_value_heads");
-  c.num_key_value_heads = kv != nullptr ? r.integer("num_key_value_heads", *kv, 1) : c.num_attention_heads;
-  if (c.num_attention_heads % c.num_key_value_heads != 0)
-    r.fail("num_key_value_heads", "{} does not divide num_attention_heads {}", c.num_key_value_heads,
-           c.num_attention_heads);
-  if (const nlohmann::json* hd = r.get("head_dim")) {
-    c.head_dim = r.integer("head_dim", *hd, 1);
-  } else {
-    if (c.hidden_size % c.num_attention_heads != 0)
-      r.fail("num_attention_heads", "{} does not divide hidden_size {} (and there is no \"head_dim\")",
-             c.num_attention_heads, c.hidden_size);
-    c.head_dim = c.hidden_size / c.num_attention_heads;
-  }
-  if (c.head_dim % 2 != 0) r.fail("head_dim", "{} must be even (RoPE rotates pairs of dimensions)", c.head_dim);
-  if (static_cast<std::int64_t>(c.head_dim) * c.num_attention_heads > INT_MAX)
-    r.fail("head_dim", "{} times num_attention_heads {} does not fit in an int", c.head_dim, c.num_attention_heads);
-  c.max_position_embeddings = r.positive("max_position_embeddings");
-  c.rms_norm_eps = r.positive_real("rms_norm_eps", r.require("rms_norm_eps"), 1.0);
-  c.rope_theta = detail::read_rope_theta(r);
-  const nlohmann::json* tie = r.get("tie_word_embeddings");
-  c.tie_word_embeddings = tie != nullptr && r.boolean("tie_word_embeddings", *tie);
-  // Byte counts of the weights and the KV cache, overflow-safe, before anything uses them.
-  if (const auto p = qwen2::check_sizes(c)) r.fail(p->field, "{}", p->message);
-
-  if (const nlohmann::json* layer_types = r.get("layer_types")) {
-    if (!layer_types->is_array() || layer_types->size() != static_cast<std::size_t>(c.num_hidden_layers))
-      r.fail("layer_types", "must be a list of num_hidden_layers {} entries, got {}", c.num_hidden_layers,
-             detail::config_reader::excerpt(*layer_types));
-    for (const nlohmann::json& t : *layer_types)
-      if (t != "full_attention")
-        r.fail("layer_types", "{} is not supported (only \"full_attention\" layers)",
-               detail::config_reader::excerpt(t));
-  }
-
-  info.eos_token_ids = detail::read_token_ids(r, "eos_token_id", c.vocab_size);
-  const std::vector<int> bos = detail::read_token_ids(r, "bos_token_id", c.vocab_size);
-  if (bos.size() > 1) r.fail("bos_token_id", "must be one id, got {}", bos.size());
-  if (!bos.empty()) info.bos_token_id = bos[0];
-  for (const char* key : {"dtype", "torch_dtype"}) {  // transformers 5 name first
-    if (const nlohmann::json* d = r.get(key)) {
-      info.dtype = r.string(key, *d);
-      break;
-    }
-  }
-  return info;
-}
-
-namespace detail {
-
 // The whole of a small JSON file: a FIFO or a device would be read without end, and a
 // config.json is a few kilobytes, so anything else or anything over 16 MB is refused.
 inline std::string read_text_file(const std::filesystem::path& file) {
@@ -7263,22 +7352,526 @@ inline std::string read_text_file(const std::filesystem::path& file) {
 
 }  // namespace detail
 
+}  // namespace fused::io
+// ---- end fused/io/json_config.hpp ----------------------------------------------------------------------
+// ---- begin fused/models/registry.hpp -------------------------------------------------------------------
+// The families the run time knows, by config.json's "model_type": one line a family.
+#include <array>
+#include <string_view>
+
+// ---- begin fused/models/llama.hpp ----------------------------------------------------------------------
+// The Llama family (model_type "llama", LlamaForCausalLM: Llama 2, 3, 3.1, 3.2, SmolLM), as
+// Hugging Face's LlamaForCausalLM computes it: embed; per layer: rms_norm, q/k/v projections, RoPE
+// (plain, or rope_type "llama3" scaled: read with the common fields), KV-cache writes, causal
+// grouped-query attention, o projection, residual add, rms_norm, gate, up, SwiGLU, down, residual
+// add; final norm; lm head, tied or untied. attention_bias puts a bias on q/k/v/o, mlp_bias on
+// gate/up/down.
+#include <string_view>
+
+
+namespace fused::llama {
+
+using decoder::config;
+
+struct family {
+  static constexpr std::string_view model_type = "llama";
+  static constexpr std::string_view architecture = "LlamaForCausalLM";
+
+  template <class Builder>
+  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
+    decoder::layers<Builder> g(c, o, 31, 17);
+    const std::int64_t H = c.hidden_size, F = c.intermediate_size, q_out = g.q_features(), kv_out = g.kv_features();
+    const bool attn_bias = c.attention_bias, mlp_bias = c.mlp_bias;
+    tensor_id x = g.embed();
+    for (int l = 0; l < g.layer_count; ++l) {
+      const auto cache = g.kv_cache(l);
+      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
+      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, attn_bias,
+                                   q_out, H, {"layers.{}.q", l});
+      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, attn_bias,
+                                   kv_out, H, {"layers.{}.k", l});
+      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, attn_bias,
+                                   kv_out, H, {"layers.{}.v", l});
+      const tensor_id q_rot = g.rope(q, c.num_attention_heads, {"layers.{}.q_rope", l});
+      const tensor_id k_rot = g.rope(k, c.num_key_value_heads, {"layers.{}.k_rope", l});
+      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
+      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, {"model.layers.{}.self_attn.o_proj.bias", l}, attn_bias, H,
+                                    q_out, {"layers.{}.attn_out", l});
+      x = g.add(x, o_, {"layers.{}.resid_attn", l});
+      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
+      const tensor_id gate = g.linear(h2, {"model.layers.{}.mlp.gate_proj.weight", l}, {"model.layers.{}.mlp.gate_proj.bias", l}, mlp_bias, F, H,
+                                      {"layers.{}.gate", l});
+      const tensor_id up = g.linear(h2, {"model.layers.{}.mlp.up_proj.weight", l}, {"model.layers.{}.mlp.up_proj.bias", l}, mlp_bias, F, H,
+                                    {"layers.{}.up", l});
+      const tensor_id act = g.swiglu(gate, up, {"layers.{}.swiglu", l});
+      const tensor_id down = g.linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, {"model.layers.{}.mlp.down_proj.bias", l}, mlp_bias, H, F,
+                                      {"layers.{}.down", l});
+      x = g.add(x, down, {"layers.{}.resid_mlp", l});
+    }
+    return std::move(g).logits(x);
+  }
+
+  static void read(const decoder::config_source& in, config& c) {
+    c.attention_bias = in.boolean("attention_bias", false);
+    c.mlp_bias = in.boolean("mlp_bias", false);
+  }
+};
+
+inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
+
+// Configs of released checkpoints (their config.json), for static models.
+namespace presets {
+struct llama_3_2_1b {
+  using family = llama::family;
+  static constexpr config value{.vocab_size = 128256, .hidden_size = 2048, .intermediate_size = 8192, .num_hidden_layers = 16,
+                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 64, .max_position_embeddings = 131072,
+                                .rms_norm_eps = 1e-5, .rope_theta = 500000.0, .tie_word_embeddings = true,
+                                .rope_type = decoder::rope_kind::llama3, .rope_factor = 32.0, .rope_low_freq_factor = 1.0,
+                                .rope_high_freq_factor = 4.0, .rope_original_max_position_embeddings = 8192};
+};
+struct llama_3_1_8b {
+  using family = llama::family;
+  static constexpr config value{.vocab_size = 128256, .hidden_size = 4096, .intermediate_size = 14336, .num_hidden_layers = 32,
+                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 131072,
+                                .rms_norm_eps = 1e-5, .rope_theta = 500000.0, .tie_word_embeddings = false,
+                                .rope_type = decoder::rope_kind::llama3, .rope_factor = 8.0, .rope_low_freq_factor = 1.0,
+                                .rope_high_freq_factor = 4.0, .rope_original_max_position_embeddings = 8192};
+};
+// SmolLM2-360M: a Llama with 15 query heads over 5 KV heads, tied, no rope scaling.
+struct smollm2_360m {
+  using family = llama::family;
+  static constexpr config value{.vocab_size = 49152, .hidden_size = 960, .intermediate_size = 2560, .num_hidden_layers = 32,
+                                .num_attention_heads = 15, .num_key_value_heads = 5, .head_dim = 64, .max_position_embeddings = 8192,
+                                .rms_norm_eps = 1e-5, .rope_theta = 100000.0, .tie_word_embeddings = true};
+};
+}  // namespace presets
+
+}  // namespace fused::llama
+// ---- end fused/models/llama.hpp ------------------------------------------------------------------------
+// ---- begin fused/models/mistral.hpp --------------------------------------------------------------------
+// The Mistral family (model_type "mistral", MistralForCausalLM: Mistral 7B v0.1-v0.3), as Hugging
+// Face's MistralForCausalLM computes it: Llama's decoder without biases. Its sliding-window
+// attention equals full attention while the KV capacity is within the window; a model whose
+// window is smaller than the capacity asked for is refused (decoder_plan.hpp, static_plans), never
+// run as full attention.
+#include <string_view>
+
+
+namespace fused::mistral {
+
+using decoder::config;
+
+struct family {
+  static constexpr std::string_view model_type = "mistral";
+  static constexpr std::string_view architecture = "MistralForCausalLM";
+
+  // Llama's forward pass: read() leaves attention_bias and mlp_bias off.
+  template <class Builder>
+  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
+    return llama::family::graph<Builder>(c, o);
+  }
+
+  static void read(const decoder::config_source& in, config& c) {
+    if (in.has("sliding_window")) c.sliding_window = in.integer("sliding_window", 1);
+  }
+};
+
+inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
+
+// Configs of released checkpoints (their config.json), for static models.
+namespace presets {
+struct mistral_7b_v0_3 {
+  using family = mistral::family;
+  static constexpr config value{.vocab_size = 32768, .hidden_size = 4096, .intermediate_size = 14336, .num_hidden_layers = 32,
+                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 32768,
+                                .rms_norm_eps = 1e-5, .rope_theta = 1000000.0, .tie_word_embeddings = false};
+};
+}  // namespace presets
+
+}  // namespace fused::mistral
+// ---- end fused/models/mistral.hpp ----------------------------------------------------------------------
+// ---- begin fused/models/qwen2.hpp ----------------------------------------------------------------------
+// The Qwen2 family (Qwen2, Qwen2.5: model_type "qwen2", Qwen2ForCausalLM), as Hugging Face's
+// Qwen2ForCausalLM computes it:
+//   embed; per layer: rms_norm, q/k/v projections with bias, rope on q and k, KV-cache writes,
+//   causal grouped-query attention, o projection, residual add, rms_norm, gate, up, SwiGLU, down,
+//   residual add; final norm; lm head (tied to the embedding or untied).
+// Weights carry their Hugging Face names, so loading binds them by name once.
+#include <string_view>
+
+
+namespace fused::qwen2 {
+
+using decoder::config;
+
+struct family {
+  static constexpr std::string_view model_type = "qwen2";
+  static constexpr std::string_view architecture = "Qwen2ForCausalLM";
+
+  template <class Builder>
+  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
+    decoder::layers<Builder> g(c, o, 31, 17);
+    const std::int64_t H = c.hidden_size, F = c.intermediate_size, q_out = g.q_features(), kv_out = g.kv_features();
+    tensor_id x = g.embed();
+    for (int l = 0; l < g.layer_count; ++l) {
+      const auto cache = g.kv_cache(l);
+      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
+      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, q_out, H,
+                                   {"layers.{}.q", l});
+      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, kv_out, H,
+                                   {"layers.{}.k", l});
+      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, kv_out, H,
+                                   {"layers.{}.v", l});
+      const tensor_id q_rot = g.rope(q, c.num_attention_heads, {"layers.{}.q_rope", l});
+      const tensor_id k_rot = g.rope(k, c.num_key_value_heads, {"layers.{}.k_rope", l});
+      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
+      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, H, q_out, {"layers.{}.attn_out", l});
+      x = g.add(x, o_, {"layers.{}.resid_attn", l});
+      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
+      const tensor_id gate = g.linear(h2, {"model.layers.{}.mlp.gate_proj.weight", l}, F, H, {"layers.{}.gate", l});
+      const tensor_id up = g.linear(h2, {"model.layers.{}.mlp.up_proj.weight", l}, F, H, {"layers.{}.up", l});
+      const tensor_id act = g.swiglu(gate, up, {"layers.{}.swiglu", l});
+      const tensor_id down = g.linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, H, F, {"layers.{}.down", l});
+      x = g.add(x, down, {"layers.{}.resid_mlp", l});
+    }
+    return std::move(g).logits(x);
+  }
+
+  // Nothing beyond the common fields: Qwen2's q/k/v always have a bias, nothing else does.
+  static void read(const decoder::config_source&, config&) {}
+};
+
+inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
+
+}  // namespace fused::qwen2
+// ---- end fused/models/qwen2.hpp ------------------------------------------------------------------------
+// ---- begin fused/models/qwen3.hpp ----------------------------------------------------------------------
+// The Qwen3 family (model_type "qwen3", Qwen3ForCausalLM), as Hugging Face's Qwen3ForCausalLM
+// computes it: Qwen2's decoder with a per-head RMSNorm of q and k (q_norm, k_norm, over head_dim)
+// before RoPE, biases only when attention_bias is set, and a head_dim of its own (heads x head_dim
+// need not be hidden_size).
+#include <string_view>
+
+
+namespace fused::qwen3 {
+
+using decoder::config;
+
+struct family {
+  static constexpr std::string_view model_type = "qwen3";
+  static constexpr std::string_view architecture = "Qwen3ForCausalLM";
+
+  template <class Builder>
+  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
+    decoder::layers<Builder> g(c, o, 35, 19);
+    const std::int64_t H = c.hidden_size, F = c.intermediate_size, q_out = g.q_features(), kv_out = g.kv_features();
+    const bool bias = c.attention_bias;
+    tensor_id x = g.embed();
+    for (int l = 0; l < g.layer_count; ++l) {
+      const auto cache = g.kv_cache(l);
+      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
+      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, bias, q_out,
+                                   H, {"layers.{}.q", l});
+      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, bias, kv_out,
+                                   H, {"layers.{}.k", l});
+      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, bias, kv_out,
+                                   H, {"layers.{}.v", l});
+      const tensor_id q_normed = g.head_rms_norm(q, c.num_attention_heads, {"model.layers.{}.self_attn.q_norm.weight", l}, {"layers.{}.q_norm", l});
+      const tensor_id k_normed = g.head_rms_norm(k, c.num_key_value_heads, {"model.layers.{}.self_attn.k_norm.weight", l}, {"layers.{}.k_norm", l});
+      const tensor_id q_rot = g.rope(q_normed, c.num_attention_heads, {"layers.{}.q_rope", l});
+      const tensor_id k_rot = g.rope(k_normed, c.num_key_value_heads, {"layers.{}.k_rope", l});
+      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
+      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, {"model.layers.{}.self_attn.o_proj.bias", l}, bias, H,
+                                    q_out, {"layers.{}.attn_out", l});
+      x = g.add(x, o_, {"layers.{}.resid_attn", l});
+      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
+      const tensor_id gate = g.linear(h2, {"model.layers.{}.mlp.gate_proj.weight", l}, F, H, {"layers.{}.gate", l});
+      const tensor_id up = g.linear(h2, {"model.layers.{}.mlp.up_proj.weight", l}, F, H, {"layers.{}.up", l});
+      const tensor_id act = g.swiglu(gate, up, {"layers.{}.swiglu", l});
+      const tensor_id down = g.linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, H, F, {"layers.{}.down", l});
+      x = g.add(x, down, {"layers.{}.resid_mlp", l});
+    }
+    return std::move(g).logits(x);
+  }
+
+  static void read(const decoder::config_source& in, config& c) { c.attention_bias = in.boolean("attention_bias", false); }
+};
+
+inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
+
+// Configs of released checkpoints (their config.json), for static models.
+namespace presets {
+struct qwen3_0_6b {
+  using family = qwen3::family;
+  static constexpr config value{.vocab_size = 151936, .hidden_size = 1024, .intermediate_size = 3072, .num_hidden_layers = 28,
+                                .num_attention_heads = 16, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 40960,
+                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
+};
+}  // namespace presets
+
+}  // namespace fused::qwen3
+// ---- end fused/models/qwen3.hpp ------------------------------------------------------------------------
+
+namespace fused::decoder {
+
+inline constexpr std::array<family_entry, 4> families{{
+    entry_of<qwen2::family>(),
+    entry_of<qwen3::family>(),
+    entry_of<llama::family>(),
+    entry_of<mistral::family>(),
+}};
+
+// The family whose model_type (or, when `by_architecture`, whose architecture) is `name`; nullptr if none.
+constexpr const family_entry* find_family(std::string_view name, bool by_architecture = false) {
+  for (const family_entry& f : families)
+    if ((by_architecture ? f.architecture : f.model_type) == name) return &f;
+  return nullptr;
+}
+
+}  // namespace fused::decoder
+// ---- end fused/models/registry.hpp ---------------------------------------------------------------------
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <climits>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fused::decoder {
+
+// What the run time needs from config.json: the family, the architecture, and the facts
+// generation uses.
+struct hf_model_info {
+  const family_entry* family = nullptr;
+  config arch;
+  std::vector<int> eos_token_ids;   // "eos_token_id": an id or a list; empty when null or absent
+  std::optional<int> bos_token_id;  // "bos_token_id": nullopt when null or absent
+  std::string dtype;                // "dtype" (t5) or "torch_dtype" (t4), e.g. "bfloat16"; may be empty
+};
+
+namespace detail {
+
+using io::detail::config_reader;
+
+// config_source over one config.json object: what a family's read() sees.
+class json_source final : public config_source {
+ public:
+  explicit json_source(const config_reader& r) : r_(r) {}
+  bool has(std::string_view key) const override { return find(key) != nullptr; }
+  bool boolean(std::string_view key, bool fallback) const override {
+    const nlohmann::json* v = find(key);
+    return v == nullptr ? fallback : r_.boolean(key, *v);
+  }
+  int integer(std::string_view key, int min_value) const override {
+    const nlohmann::json* v = find(key);
+    if (v == nullptr) r_.fail(key, "is missing");
+    return r_.integer(key, *v, min_value);
+  }
+  [[noreturn]] void fail(std::string_view key, std::string_view message) const override { r_.fail(key, "{}", message); }
+
+ private:
+  // A dotted key walks nested objects: "rope_scaling.factor".
+  const nlohmann::json* find(std::string_view key) const {
+    const nlohmann::json* at = nullptr;
+    std::string_view rest = key;
+    for (bool first = true; first || !rest.empty(); first = false) {
+      const std::size_t dot = rest.find('.');
+      const std::string_view part = rest.substr(0, dot);
+      rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+      at = first ? r_.get(part) : (at->is_object() ? config_reader::get(*at, part) : nullptr);
+      if (at == nullptr) return nullptr;
+    }
+    return at;
+  }
+  const config_reader& r_;
+};
+
+// RoPE: rope_theta at top level (t4) or in rope_parameters (t5); the kind ("rope_type", or "type"
+// in older files) in rope_scaling (t4) or rope_parameters (t5): "default", or "llama3" with its
+// factor, low/high frequency factors and original_max_position_embeddings.
+inline void read_rope(const config_reader& r, config& c) {
+  const auto read_kind = [&](std::string_view key, const nlohmann::json& params) {
+    if (!params.is_object()) r.fail(key, "must be an object, got {}", config_reader::excerpt(params));
+    for (const char* type_key : {"rope_type", "type"}) {
+      const nlohmann::json* t = config_reader::get(params, type_key);
+      if (t == nullptr) continue;
+      const std::string name = fmt::format("{}.{}", key, type_key);
+      const std::string& kind = r.string(name, *t);
+      if (kind == "default") return;
+      if (kind != "llama3")
+        r.fail(name, "{} is not supported (only \"default\" and \"llama3\" RoPE)", config_reader::excerpt(*t));
+      c.rope_type = rope_kind::llama3;
+      const auto real = [&](const char* field) {
+        const nlohmann::json* v = config_reader::get(params, field);
+        const std::string full = fmt::format("{}.{}", key, field);
+        if (v == nullptr) r.fail(full, "is missing (rope_type \"llama3\" needs it)");
+        return r.positive_real(full, *v);
+      };
+      c.rope_factor = real("factor");
+      c.rope_low_freq_factor = real("low_freq_factor");
+      c.rope_high_freq_factor = real("high_freq_factor");
+      const std::string original = fmt::format("{}.original_max_position_embeddings", key);
+      const nlohmann::json* o = config_reader::get(params, "original_max_position_embeddings");
+      if (o == nullptr) r.fail(original, "is missing (rope_type \"llama3\" needs it)");
+      c.rope_original_max_position_embeddings = r.integer(original, *o, 1);
+      if (c.rope_factor < 1) r.fail(fmt::format("{}.factor", key), "{} must be at least 1", c.rope_factor);
+      if (!(c.rope_high_freq_factor > c.rope_low_freq_factor))
+        r.fail(fmt::format("{}.high_freq_factor", key), "{} must be greater than low_freq_factor {}", c.rope_high_freq_factor,
+               c.rope_low_freq_factor);
+      return;
+    }
+  };
+  std::optional<double> top, nested;
+  if (const nlohmann::json* v = r.get("rope_theta")) top = r.positive_real("rope_theta", *v);
+  const nlohmann::json* scaling = r.get("rope_scaling");
+  const nlohmann::json* params = r.get("rope_parameters");
+  if (scaling != nullptr) read_kind("rope_scaling", *scaling);
+  if (params != nullptr) {
+    if (scaling != nullptr && c.rope_type != rope_kind::plain) {
+      const config before = c;
+      read_kind("rope_parameters", *params);
+      if (!(before == c)) r.fail("rope_parameters", "disagrees with rope_scaling");
+    } else {
+      read_kind("rope_parameters", *params);
+    }
+    if (const nlohmann::json* v = config_reader::get(*params, "rope_theta"))
+      nested = r.positive_real("rope_parameters.rope_theta", *v);
+  }
+  if (top && nested && *top != *nested)
+    r.fail("rope_theta", "{} disagrees with rope_parameters.rope_theta {}", *top, *nested);
+  if (!top && !nested)
+    r.fail("rope_theta", "is missing (expected at top level, or in \"rope_parameters\" since transformers 5)");
+  c.rope_theta = nested ? *nested : *top;
+}
+
+template <class T>
+T printable(T v) { return v; }
+inline const char* printable(rope_kind k) { return name_of(k); }
+
+inline std::string known_model_types() {
+  std::string s;
+  for (const family_entry& f : families) s += (s.empty() ? "\"" : ", \"") + std::string(f.model_type) + "\"";
+  return s;
+}
+
+// The family: by model_type, else by the architectures list; both must agree when both are there.
+inline const family_entry& find_family_of(const config_reader& r) {
+  const nlohmann::json* model_type = r.get("model_type");
+  const nlohmann::json* architectures = r.get("architectures");
+  const family_entry* f = nullptr;
+  if (model_type != nullptr) {
+    f = find_family(r.string("model_type", *model_type));
+    if (f == nullptr) r.fail("model_type", "{} is not supported (supported: {})", config_reader::excerpt(*model_type), known_model_types());
+  }
+  if (architectures != nullptr) {
+    if (!architectures->is_array()) r.fail("architectures", "must be a list, got {}", config_reader::excerpt(*architectures));
+    const family_entry* by_architecture = nullptr;
+    for (const nlohmann::json& a : *architectures)
+      if (a.is_string() && (by_architecture = find_family(a.get_ref<const std::string&>(), true)) != nullptr) break;
+    if (f != nullptr && by_architecture != f)
+      r.fail("architectures", "{} does not include \"{}\"", config_reader::excerpt(*architectures), f->architecture);
+    if (by_architecture == nullptr)
+      r.fail("architectures", "{} names no supported architecture", config_reader::excerpt(*architectures));
+    f = by_architecture;
+  }
+  if (f == nullptr) r.fail("model_type", "is missing, and so is \"architectures\": cannot tell which model this is");
+  return *f;
+}
+
+inline void check_unsupported(const config_reader& r) {
+  if (const nlohmann::json* act = r.get("hidden_act"); act != nullptr && r.string("hidden_act", *act) != "silu")
+    r.fail("hidden_act", "{} is not supported (only \"silu\")", config_reader::excerpt(*act));
+  if (const nlohmann::json* sw = r.get("use_sliding_window"); sw != nullptr && r.boolean("use_sliding_window", *sw))
+    r.fail("use_sliding_window", "true is not supported (only full attention)");
+  if (r.get("quantization_config") != nullptr)
+    r.fail("quantization_config", "quantized checkpoints are not supported (bf16, f16 or f32 weights only)");
+  for (const char* moe : {"num_experts", "num_local_experts", "n_routed_experts"})
+    if (r.get(moe) != nullptr) r.fail(moe, "mixture-of-experts models are not supported");
+}
+
+}  // namespace detail
+
+// Parses and validates the text of a config.json; `file` starts every message.
+inline hf_model_info parse_hf_config(std::string_view json_text, std::string_view file = "config.json") {
+  const nlohmann::json root = io::detail::parse_json_object(json_text, file);
+  const detail::config_reader r(root, file);
+  hf_model_info info;
+  info.family = &detail::find_family_of(r);
+  detail::check_unsupported(r);
+
+  config& c = info.arch;
+  c.vocab_size = r.positive("vocab_size");
+  c.hidden_size = r.positive("hidden_size");
+  c.intermediate_size = r.positive("intermediate_size");
+  c.num_hidden_layers = r.positive("num_hidden_layers");
+  c.num_attention_heads = r.positive("num_attention_heads");
+  const nlohmann::json* kv = r.get("num_key_value_heads");
+  c.num_key_value_heads = kv != nullptr ? r.integer("num_key_value_heads", *kv, 1) : c.num_attention_heads;
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    r.fail("num_key_value_heads", "{} does not divide num_attention_heads {}", c.num_key_value_heads, c.num_attention_heads);
+  if (const nlohmann::json* hd = r.get("head_dim")) {
+    c.head_dim = r.integer("head_dim", *hd, 1);
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      r.fail("num_attention_heads", "{} does not divide hidden_size {} (and there is no \"head_dim\")", c.num_attention_heads,
+             c.hidden_size);
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) r.fail("head_dim", "{} must be even (RoPE rotates pairs of dimensions)", c.head_dim);
+  if (static_cast<std::int64_t>(c.head_dim) * c.num_attention_heads > INT_MAX)
+    r.fail("head_dim", "{} times num_attention_heads {} does not fit in an int", c.head_dim, c.num_attention_heads);
+  c.max_position_embeddings = r.positive("max_position_embeddings");
+  c.rms_norm_eps = r.positive_real("rms_norm_eps", r.require("rms_norm_eps"), 1.0);
+  detail::read_rope(r, c);
+  const nlohmann::json* tie = r.get("tie_word_embeddings");
+  c.tie_word_embeddings = tie != nullptr && r.boolean("tie_word_embeddings", *tie);
+  info.family->read(detail::json_source(r), c);
+  // Byte counts of the weights and the KV cache, overflow-safe, before anything uses them.
+  if (const auto p = check_sizes(c)) r.fail(p->field, "{}", p->message);
+
+  if (const nlohmann::json* layer_types = r.get("layer_types")) {
+    if (!layer_types->is_array() || layer_types->size() != static_cast<std::size_t>(c.num_hidden_layers))
+      r.fail("layer_types", "must be a list of num_hidden_layers {} entries, got {}", c.num_hidden_layers,
+             detail::config_reader::excerpt(*layer_types));
+    for (const nlohmann::json& t : *layer_types)
+      if (t != "full_attention")
+        r.fail("layer_types", "{} is not supported (only \"full_attention\" layers)", detail::config_reader::excerpt(t));
+  }
+
+  info.eos_token_ids = io::detail::read_token_ids(r, "eos_token_id", c.vocab_size);
+  const std::vector<int> bos = io::detail::read_token_ids(r, "bos_token_id", c.vocab_size);
+  if (bos.size() > 1) r.fail("bos_token_id", "must be one id, got {}", bos.size());
+  if (!bos.empty()) info.bos_token_id = bos[0];
+  for (const char* key : {"dtype", "torch_dtype"}) {  // transformers 5 name first
+    if (const nlohmann::json* d = r.get(key)) {
+      info.dtype = r.string(key, *d);
+      break;
+    }
+  }
+  return info;
+}
+
 // Reads a config.json; `path` may also be a model directory holding one.
 inline hf_model_info load_hf_config(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::path file = std::filesystem::is_directory(path, ec) ? path / "config.json" : path;
-  return parse_hf_config(detail::read_text_file(file), file.string());
+  return parse_hf_config(io::detail::read_text_file(file), file.string());
 }
 
 // Applies a generation_config.json: its eos/bos token ids, when set, replace those of config.json,
 // as transformers' generate() does (instruct checkpoints list their chat end token only there).
 inline void apply_generation_config(std::string_view json_text, std::string_view file, hf_model_info& info) {
-  const nlohmann::json root = detail::parse_json_object(json_text, file);
+  const nlohmann::json root = io::detail::parse_json_object(json_text, file);
   const detail::config_reader r(root, file);
   if (r.get("eos_token_id") != nullptr)
-    info.eos_token_ids = detail::read_token_ids(r, "eos_token_id", info.arch.vocab_size);
+    info.eos_token_ids = io::detail::read_token_ids(r, "eos_token_id", info.arch.vocab_size);
   if (r.get("bos_token_id") != nullptr) {
-    const std::vector<int> bos = detail::read_token_ids(r, "bos_token_id", info.arch.vocab_size);
+    const std::vector<int> bos = io::detail::read_token_ids(r, "bos_token_id", info.arch.vocab_size);
     if (bos.size() != 1) r.fail("bos_token_id", "must be one id, got {}", bos.size());
     info.bos_token_id = bos[0];
   }
@@ -7290,35 +7883,138 @@ inline hf_model_info load_hf_model_info(const std::filesystem::path& model_dir) 
   const std::filesystem::path generation = model_dir / "generation_config.json";
   std::error_code ec;
   if (std::filesystem::exists(generation, ec))
-    apply_generation_config(detail::read_text_file(generation), generation.string(), info);
+    apply_generation_config(io::detail::read_text_file(generation), generation.string(), info);
   return info;
 }
 
-// Every field of qwen2::config whose value differs, as "name: expected E, got A", in declaration
+// Every field of config whose value differs, as "name: expected E, got A", in declaration
 // order. The fields come from Hana reflection, so there is no second list to keep in step.
-inline std::vector<std::string> config_differences(const qwen2::config& expected, const qwen2::config& actual) {
+inline std::vector<std::string> config_differences(const config& expected, const config& actual) {
   std::vector<std::string> out;
-  boost::hana::for_each(boost::hana::accessors<qwen2::config>(), [&](auto field) {
+  boost::hana::for_each(boost::hana::accessors<config>(), [&](auto field) {
     const auto value = boost::hana::second(field);
     if (value(expected) != value(actual))
       out.push_back(fmt::format("{}: expected {}, got {}", boost::hana::to<const char*>(boost::hana::first(field)),
-                                value(expected), value(actual)));
+                                detail::printable(value(expected)), detail::printable(value(actual))));
   });
   return out;
 }
 
 // Throws a load_error naming `file` and listing every differing field, if any differ.
-inline void check_matches(const qwen2::config& expected, const qwen2::config& actual, std::string_view file) {
+inline void check_matches(const config& expected, const config& actual, std::string_view file) {
   const std::vector<std::string> diffs = config_differences(expected, actual);
   if (diffs.empty()) return;
-  throw_load_error(file, "does not match the config this program was compiled for ({} field{} differ{}): {}",
+  io::throw_load_error(file, "does not match the config this program was compiled for ({} field{} differ{}): {}",
                    diffs.size(), diffs.size() == 1 ? "" : "s", diffs.size() == 1 ? "s" : "",
                    fmt::join(diffs, "; "));
 }
 
-}  // namespace fused::io
-// ---- end fused/io/hf_config.hpp ------------------------------------------------------------------------
+}  // namespace fused::decoder
+// ---- end fused/models/hf_config.hpp --------------------------------------------------------------------
+// ---- begin fused/models/qwen2_presets.hpp --------------------------------------------------------------
+// Configs of real Qwen2 checkpoints as constexpr values (from their Hugging Face config.json files).
+// Each preset is a type with a static `value`, so it can parameterize a static model on any compiler
+// (floating-point template arguments are not portable yet).
+
+namespace fused::qwen2::presets {
+
+struct qwen2_0_5b {
+  using family = qwen2::family;
+  static constexpr config value{.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864, .num_hidden_layers = 24,
+                                .num_attention_heads = 14, .num_key_value_heads = 2, .head_dim = 64, .max_position_embeddings = 131072,
+                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
+};
+struct qwen2_5_0_5b {
+  using family = qwen2::family;
+  static constexpr config value{.vocab_size = 151936, .hidden_size = 896, .intermediate_size = 4864, .num_hidden_layers = 24,
+                                .num_attention_heads = 14, .num_key_value_heads = 2, .head_dim = 64, .max_position_embeddings = 32768,
+                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
+};
+struct qwen2_1_5b {
+  using family = qwen2::family;
+  static constexpr config value{.vocab_size = 151936, .hidden_size = 1536, .intermediate_size = 8960, .num_hidden_layers = 28,
+                                .num_attention_heads = 12, .num_key_value_heads = 2, .head_dim = 128, .max_position_embeddings = 131072,
+                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
+};
+struct qwen2_7b {
+  using family = qwen2::family;
+  static constexpr config value{.vocab_size = 152064, .hidden_size = 3584, .intermediate_size = 18944, .num_hidden_layers = 28,
+                                .num_attention_heads = 28, .num_key_value_heads = 4, .head_dim = 128, .max_position_embeddings = 131072,
+                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = false};
+};
+// The embedded default model: examples/models/kjv-qwen2-4m (a 4 M-parameter Qwen2 trained on the KJV).
+struct kjv_qwen2_4m {
+  using family = qwen2::family;
+  static constexpr config value{.vocab_size = 4096, .hidden_size = 256, .intermediate_size = 768, .num_hidden_layers = 4,
+                                .num_attention_heads = 8, .num_key_value_heads = 2, .head_dim = 32, .max_position_embeddings = 512,
+                                .rms_norm_eps = 1e-6, .rope_theta = 10000.0, .tie_word_embeddings = true};
+};
+
+}  // namespace fused::qwen2::presets
+// ---- end fused/models/qwen2_presets.hpp ----------------------------------------------------------------
+// ---- begin fused/llama.hpp -----------------------------------------------------------------------------
+// The Llama model, everything a user needs in one include: the family and its presets (configs of
+// released checkpoints, from their config.json), the compile-time plans, the static and the run-time
+// model, weights from Hugging Face checkpoints.
+//
+//   #include <fused/llama.hpp>
+//   using model = fused::llama::static_model<fused::llama::presets::llama_3_2_1b, 512, 4096>;
+
+namespace fused::llama {
+
+template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, decoder::graph_options Options = decoder::graph_options{}>
+using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
+
+}  // namespace fused::llama
+// ---- end fused/llama.hpp -------------------------------------------------------------------------------
+// ---- begin fused/mistral.hpp ---------------------------------------------------------------------------
+// The Mistral model, everything a user needs in one include: the family and its presets (configs of
+// released checkpoints, from their config.json), the compile-time plans, the static and the run-time
+// model, weights from Hugging Face checkpoints.
+//
+//   #include <fused/mistral.hpp>
+//   using model = fused::mistral::static_model<fused::mistral::presets::mistral_7b_v0_3, 512, 4096>;
+
+namespace fused::mistral {
+
+template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, decoder::graph_options Options = decoder::graph_options{}>
+using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
+
+}  // namespace fused::mistral
+// ---- end fused/mistral.hpp -----------------------------------------------------------------------------
+// ---- begin fused/qwen2.hpp -----------------------------------------------------------------------------
+// The Qwen2 model, everything a user needs in one include: the family and its presets, the
+// compile-time plans, the static and the run-time model, weights from Hugging Face checkpoints.
+//
+//   #include <fused/qwen2.hpp>
+//   using model = fused::qwen2::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
+//   static_assert(model::arena_bytes == 24510464);          // the activation arena, in bytes
+
+namespace fused::qwen2 {
+template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, decoder::graph_options Options = decoder::graph_options{}>
+using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
+// The run-time model of a Qwen2 config (decoder::model with the family given).
+class model : public decoder::model {
+ public:
+  model(const config& c, std::int64_t max_tokens, std::int64_t ctx, decoder::graph_options o = {}) : decoder::model(entry, c, max_tokens, ctx, o) {}
+};
+}  // namespace fused::qwen2
 // ---- end fused/qwen2.hpp -------------------------------------------------------------------------------
+// ---- begin fused/qwen3.hpp -----------------------------------------------------------------------------
+// The Qwen3 model, everything a user needs in one include: the family and its presets (configs of
+// released checkpoints, from their config.json), the compile-time plans, the static and the run-time
+// model, weights from Hugging Face checkpoints.
+//
+//   #include <fused/qwen3.hpp>
+//   using model = fused::qwen3::static_model<fused::qwen3::presets::qwen3_0_6b, 512, 4096>;
+
+namespace fused::qwen3 {
+
+template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, decoder::graph_options Options = decoder::graph_options{}>
+using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
+
+}  // namespace fused::qwen3
+// ---- end fused/qwen3.hpp -------------------------------------------------------------------------------
 
 // io: Hugging Face config.json, safetensors, tokenizer.json
 // ---- begin fused/io/tokenizer.hpp ----------------------------------------------------------------------

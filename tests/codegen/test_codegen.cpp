@@ -26,18 +26,19 @@
 namespace {
 
 namespace fs = std::filesystem;
-using fused::qwen2::config;
+using fused::decoder::config;
 
 using fused_test::tiny_a;
 using fused_test::tiny_mha;
 // The golden config: one layer, GQA 2:1, tied, small enough to read the whole output.
 struct micro {
+  using family = fused::qwen2::family;
   static constexpr config value{.vocab_size = 64, .hidden_size = 32, .intermediate_size = 48, .num_hidden_layers = 1,
                                 .num_attention_heads = 2, .num_key_value_heads = 1, .head_dim = 16, .max_position_embeddings = 64,
                                 .rms_norm_eps = 1e-6, .rope_theta = 10000.0, .tie_word_embeddings = true};
 };
 
-constexpr fused::qwen2::graph_options all_rows{.logits = fused::qwen2::logits_rows::all};
+constexpr fused::decoder::graph_options all_rows{.logits = fused::decoder::logits_rows::all};
 constexpr std::int64_t max_seq = 16, max_ctx = 128;  // as tests/codegen/CMakeLists.txt generates them
 
 std::string ref_dir(const std::string& name) { return std::string(FUSED_TEST_DATA) + "/reference/" + name; }
@@ -117,7 +118,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 template <class Preset>
 void check_scorer(const std::string& name, const std::string& scorer, const std::string& tag) {
-  CHECK(fused::io::config_differences(Preset::value, fused::io::load_hf_config(ref_dir(name)).arch).empty());
+  CHECK(fused::decoder::config_differences(Preset::value, fused::decoder::load_hf_config(ref_dir(name)).arch).empty());
   const reference r = load_reference(name);
   const scores c = run_scorer(scorer, name, r, tag);
   const scores cpp = static_scores<Preset>(name, r);
@@ -152,7 +153,7 @@ TEST_CASE("the debug layout (canaries after every buffer) computes the same bits
 
 TEST_CASE("golden: the emitted text of a micro config, from the static and the run-time plans alike") {
   const auto from_static = fused::codegen::from_static<micro, 4, 16, all_rows>("micro");
-  const auto from_runtime = fused::codegen::from_runtime("micro", micro::value, 4, 16, all_rows);
+  const auto from_runtime = fused::codegen::from_runtime("micro", fused::qwen2::entry, micro::value, 4, 16, all_rows);
   const auto a = fused::codegen::emit_all(from_static), b = fused::codegen::emit_all(from_runtime);
   REQUIRE(a.size() == 5);
   REQUIRE(a.size() == b.size());
@@ -175,16 +176,16 @@ TEST_CASE("golden: the emitted text of a micro config, from the static and the r
 }
 
 TEST_CASE("fingerprints: the layout's follows every offset, the weights' only the weights region") {
-  const auto a = fused::codegen::from_runtime("m", micro::value, 4, 16, all_rows);
-  const auto b = fused::codegen::from_runtime("m", micro::value, 4, 32, all_rows);
-  const auto c = fused::codegen::from_runtime("m", micro::value, 8, 16);
+  const auto a = fused::codegen::from_runtime("m", fused::qwen2::entry, micro::value, 4, 16, all_rows);
+  const auto b = fused::codegen::from_runtime("m", fused::qwen2::entry, micro::value, 4, 32, all_rows);
+  const auto c = fused::codegen::from_runtime("m", fused::qwen2::entry, micro::value, 8, 16);
   CHECK(fused::codegen::layout_fingerprint(a) != fused::codegen::layout_fingerprint(b));
   CHECK(fused::codegen::layout_fingerprint(a) != fused::codegen::layout_fingerprint(c));
   CHECK(fused::codegen::weights_fingerprint(a) == fused::codegen::weights_fingerprint(b));
   CHECK(fused::codegen::weights_fingerprint(a) == fused::codegen::weights_fingerprint(c));
   auto cfg = micro::value;
   cfg.intermediate_size = 64;
-  CHECK(fused::codegen::weights_fingerprint(a) != fused::codegen::weights_fingerprint(fused::codegen::from_runtime("m", cfg, 4, 16)));
+  CHECK(fused::codegen::weights_fingerprint(a) != fused::codegen::weights_fingerprint(fused::codegen::from_runtime("m", fused::qwen2::entry, cfg, 4, 16)));
 }
 
 TEST_CASE("the debug layout keeps live buffers and their canaries apart") {

@@ -17,8 +17,8 @@
 namespace {
 
 using fused_test::tiny_a;
-constexpr fused::qwen2::graph_options all_rows{.logits = fused::qwen2::logits_rows::all};
-using plans = fused::qwen2::static_plans<tiny_a, TINY_A_MAX_SEQ, TINY_A_MAX_CTX, all_rows>;
+constexpr fused::decoder::graph_options all_rows{.logits = fused::decoder::logits_rows::all};
+using plans = fused::decoder::static_plans<tiny_a, TINY_A_MAX_SEQ, TINY_A_MAX_CTX, all_rows>;
 static_assert(TINY_A_VOCAB_SIZE == 1000 && TINY_A_LOGITS_ALL_ROWS == 1);
 static_assert(TINY_A_WEIGHTS_BYTES == plans::prefill.weights_bytes(), "the generated weights region is the plan's");
 

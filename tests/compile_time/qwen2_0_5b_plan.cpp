@@ -1,7 +1,7 @@
 // flags: -fconstexpr-ops-limit=4294967296 -fconstexpr-loop-limit=16777216 (g++); -fconstexpr-steps=2147483647 (clang)
 // Plans and verifies all 24 layers of Qwen2-0.5B in both modes (prefill S=512, decode with KV
 // capacity 4096) in constant evaluation. scripts/compile_time.sh measures it for 1/8/24/48 layers.
-#include <fused/models/qwen2_static_plan.hpp>
+#include <fused/models/decoder_static_plan.hpp>
 #include <fused/models/qwen2_presets.hpp>
 
 #include <cstdio>
@@ -11,14 +11,15 @@
 #endif
 
 struct preset {
-  static constexpr fused::qwen2::config value = [] {
+  using family = fused::qwen2::family;
+  static constexpr fused::decoder::config value = [] {
     auto c = fused::qwen2::presets::qwen2_0_5b::value;
     c.num_hidden_layers = FUSED_LAYERS;
     return c;
   }();
 };
 
-using plans = fused::qwen2::static_plans<preset, 512, 4096>;
+using plans = fused::decoder::static_plans<preset, 512, 4096>;
 static_assert(plans::prefill.failure.empty() && plans::decode.failure.empty());
 static_assert(plans::prefill.arena_bytes() <= plans::prefill.lower_bound * 102 / 100);
 static_assert(plans::decode.arena_bytes() <= plans::decode.lower_bound * 102 / 100);

@@ -12,10 +12,11 @@
 
 namespace {
 
-namespace q = fused::qwen2;
+namespace q = fused::decoder;
+namespace presets = fused::qwen2::presets;
 
 // The compile-time plan of the 4 M-parameter KJV model: 4 layers, prefill of up to 64 tokens, 512 positions.
-using kjv_plans = q::static_plans<q::presets::kjv_qwen2_4m, 64, 512>;
+using kjv_plans = q::static_plans<presets::kjv_qwen2_4m, 64, 512>;
 static_assert(kjv_plans::prefill.failure.empty() && kjv_plans::decode.failure.empty());
 static_assert(kjv_plans::prefill.steps.size() == 17 * 4 + 4);
 static_assert(kjv_plans::prefill.arena_bytes() >= kjv_plans::prefill.lower_bound);
@@ -43,26 +44,26 @@ void check_same_plan(const Static& s, const q::planned& r) {
 }  // namespace
 
 TEST_CASE("single header: the run-time plan equals the compile-time plan") {
-  const q::config c = q::presets::kjv_qwen2_4m::value;
-  check_same_plan(kjv_plans::prefill, q::plan_for(c, q::mode::prefill(64, 512)));
-  check_same_plan(kjv_plans::decode, q::plan_for(c, q::mode::decode(512)));
+  const q::config c = presets::kjv_qwen2_4m::value;
+  check_same_plan(kjv_plans::prefill, q::plan_for(fused::qwen2::entry, c, q::mode::prefill(64, 512)));
+  check_same_plan(kjv_plans::decode, q::plan_for(fused::qwen2::entry, c, q::mode::decode(512)));
 }
 
 TEST_CASE("single header: Qwen2-0.5B from its config.json, planned and verified") {
   const std::filesystem::path file = std::filesystem::path(FUSED_TEST_DATA) / "configs" / "qwen2-0.5b.json";
-  const fused::io::hf_model_info info = fused::io::load_hf_config(file);
-  CHECK(fused::io::config_differences(q::presets::qwen2_0_5b::value, info.arch).empty());
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(file);
+  CHECK(fused::decoder::config_differences(presets::qwen2_0_5b::value, info.arch).empty());
 
   for (const q::mode m : {q::mode::prefill(512, 4096), q::mode::decode(4096)}) {
     CAPTURE(q::name_of(m.ph));
-    const q::planned p = q::plan_for(info.arch, m);
+    const q::planned p = q::plan_for(fused::qwen2::entry, info.arch, m);
     CHECK(p.prog.steps.size() == 17 * 24 + 4);
     CHECK(fused::verify(p.prog, p.mem).ok);
     CHECK(p.mem.arena_bytes() >= p.mem.lower_bound);
     CHECK(p.mem.arena_bytes() * 100 <= p.mem.lower_bound * 102);  // the planner's quality goal
   }
   // A KV capacity beyond max_position_embeddings is refused, with the numbers.
-  CHECK_THROWS_WITH_AS(q::plan_for(info.arch, q::mode::decode(1 << 20)),
+  CHECK_THROWS_WITH_AS(q::plan_for(fused::qwen2::entry, info.arch, q::mode::decode(1 << 20)),
                        doctest::Contains("exceeds max_position_embeddings 131072"), std::invalid_argument);
 }
 

@@ -1,6 +1,6 @@
-// config.json -> qwen2::config: real configs in both transformers formats, one test per validation
+// config.json -> decoder::config: real configs in both transformers formats, one test per validation
 // rule with its exact message, and the field-by-field comparison against a compiled-in config.
-#include "fused/io/hf_config.hpp"
+#include "fused/models/hf_config.hpp"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -12,9 +12,9 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-using fused::io::hf_model_info;
+using fused::decoder::hf_model_info;
 using fused::io::load_error;
-using fused::io::parse_hf_config;
+using fused::decoder::parse_hf_config;
 using nlohmann::json;
 
 namespace {
@@ -48,7 +48,7 @@ std::string error_of_text(std::string_view text) {
   return "no error";
 }
 
-constexpr fused::qwen2::config qwen2_0_5b{.vocab_size = 151936,
+constexpr fused::decoder::config qwen2_0_5b{.vocab_size = 151936,
                                           .hidden_size = 896,
                                           .intermediate_size = 4864,
                                           .num_hidden_layers = 24,
@@ -63,35 +63,35 @@ constexpr fused::qwen2::config qwen2_0_5b{.vocab_size = 151936,
 }  // namespace
 
 TEST_CASE("transformers 4 configs: the four Qwen2 checkpoints users bring") {
-  const hf_model_info small = fused::io::load_hf_config(data_dir / "configs" / "qwen2-0.5b.json");
+  const hf_model_info small = fused::decoder::load_hf_config(data_dir / "configs" / "qwen2-0.5b.json");
   CHECK(small.arch == qwen2_0_5b);
   CHECK(small.eos_token_ids == std::vector<int>{151643});
   CHECK(small.bos_token_id == 151643);
   CHECK(small.dtype == "bfloat16");
 
-  fused::qwen2::config v25 = qwen2_0_5b;
+  fused::decoder::config v25 = qwen2_0_5b;
   v25.max_position_embeddings = 32768;
-  CHECK(fused::io::load_hf_config(data_dir / "configs" / "qwen2.5-0.5b.json").arch == v25);
+  CHECK(fused::decoder::load_hf_config(data_dir / "configs" / "qwen2.5-0.5b.json").arch == v25);
 
-  const fused::qwen2::config big = fused::io::load_hf_config(data_dir / "configs" / "qwen2-7b.json").arch;
-  CHECK(big == fused::qwen2::config{152064, 3584, 18944, 28, 28, 4, 128, 131072, 1e-6, 1e6, false});
-  const fused::qwen2::config mid = fused::io::load_hf_config(data_dir / "configs" / "qwen2-1.5b.json").arch;
-  CHECK(mid == fused::qwen2::config{151936, 1536, 8960, 28, 12, 2, 128, 131072, 1e-6, 1e6, true});
+  const fused::decoder::config big = fused::decoder::load_hf_config(data_dir / "configs" / "qwen2-7b.json").arch;
+  CHECK(big == fused::decoder::config{152064, 3584, 18944, 28, 28, 4, 128, 131072, 1e-6, 1e6, false});
+  const fused::decoder::config mid = fused::decoder::load_hf_config(data_dir / "configs" / "qwen2-1.5b.json").arch;
+  CHECK(mid == fused::decoder::config{151936, 1536, 8960, 28, 12, 2, 128, 131072, 1e-6, 1e6, true});
 }
 
 TEST_CASE("transformers 5 configs: rope_parameters and dtype; a model directory works as the path") {
-  const hf_model_info kjv = fused::io::load_hf_config(source_dir / "examples" / "models" / "kjv-qwen2-4m");
-  CHECK(kjv.arch == fused::qwen2::config{4096, 256, 768, 4, 8, 2, 32, 512, 1e-6, 1e4, true});
+  const hf_model_info kjv = fused::decoder::load_hf_config(source_dir / "examples" / "models" / "kjv-qwen2-4m");
+  CHECK(kjv.arch == fused::decoder::config{4096, 256, 768, 4, 8, 2, 32, 512, 1e-6, 1e4, true});
   CHECK(kjv.eos_token_ids == std::vector<int>{4093});
   CHECK(kjv.bos_token_id == 4093);
   CHECK(kjv.dtype == "bfloat16");
 
-  const hf_model_info a = fused::io::load_hf_config(data_dir / "reference" / "tiny_a" / "config.json");
-  CHECK(a.arch == fused::qwen2::config{1000, 128, 352, 2, 4, 2, 32, 1024, 1e-6, 1e6, true});
+  const hf_model_info a = fused::decoder::load_hf_config(data_dir / "reference" / "tiny_a" / "config.json");
+  CHECK(a.arch == fused::decoder::config{1000, 128, 352, 2, 4, 2, 32, 1024, 1e-6, 1e6, true});
   CHECK(a.eos_token_ids.empty());  // null in the file
   CHECK(!a.bos_token_id);
-  const hf_model_info mha = fused::io::load_hf_config(data_dir / "reference" / "tiny_mha");
-  CHECK(mha.arch == fused::qwen2::config{512, 64, 160, 2, 2, 2, 32, 1024, 1e-6, 1e4, false});
+  const hf_model_info mha = fused::decoder::load_hf_config(data_dir / "reference" / "tiny_mha");
+  CHECK(mha.arch == fused::decoder::config{512, 64, 160, 2, 2, 2, 32, 1024, 1e-6, 1e4, false});
 }
 
 TEST_CASE("defaults transformers applies, and the fields that override them") {
@@ -171,18 +171,20 @@ TEST_CASE("shape rules between fields") {
 
 TEST_CASE("models this library would run wrongly are refused") {
   CHECK(error_after([](json& j) { j["model_type"] = "llama"; }) ==
-        "config.json: field \"model_type\": \"llama\" is not \"qwen2\"");
+        "config.json: field \"architectures\": [\"Qwen2ForCausalLM\"] does not include \"LlamaForCausalLM\"");
+  CHECK(error_after([](json& j) { j["model_type"] = "gpt2"; }) ==
+        "config.json: field \"model_type\": \"gpt2\" is not supported (supported: \"qwen2\", \"qwen3\", \"llama\", \"mistral\")");
+  CHECK(error_after([](json& j) { j["num_experts"] = 8; }) == "config.json: field \"num_experts\": mixture-of-experts models are not supported");
   CHECK(error_after([](json& j) { j["architectures"] = {"Qwen2ForSequenceClassification"}; }) ==
         "config.json: field \"architectures\": [\"Qwen2ForSequenceClassification\"] does not include "
         "\"Qwen2ForCausalLM\"");
   CHECK(error_after([](json& j) { j.erase("model_type"); }) == "no error");  // architectures suffices
   CHECK(error_after([](json& j) { j.erase("model_type"), j.erase("architectures"); }) ==
-        "config.json: field \"model_type\": is missing, and so is \"architectures\": cannot tell that this is a "
-        "Qwen2 model");
+        "config.json: field \"model_type\": is missing, and so is \"architectures\": cannot tell which model this is");
   CHECK(error_after([](json& j) { j["use_sliding_window"] = true; }) ==
         "config.json: field \"use_sliding_window\": true is not supported (only full attention)");
   CHECK(error_after([](json& j) { j["hidden_act"] = "gelu"; }) ==
-        "config.json: field \"hidden_act\": \"gelu\" is not supported (Qwen2 uses \"silu\")");
+        "config.json: field \"hidden_act\": \"gelu\" is not supported (only \"silu\")");
   CHECK(error_after([](json& j) { j["quantization_config"] = {{"bits", 4}}; }) ==
         "config.json: field \"quantization_config\": quantized checkpoints are not supported (bf16, f16 or f32 "
         "weights only)");
@@ -195,17 +197,17 @@ TEST_CASE("models this library would run wrongly are refused") {
         }) == "config.json: field \"layer_types\": \"sliding_attention\" is not supported (only \"full_attention\" layers)");
 }
 
-TEST_CASE("RoPE: both spellings, only the default kind") {
+TEST_CASE("RoPE: both spellings, the default and the llama3 kind") {
   CHECK(error_after([](json& j) { j.erase("rope_theta"); }) ==
         "config.json: field \"rope_theta\": is missing (expected at top level, or in \"rope_parameters\" since "
         "transformers 5)");
   CHECK(error_after([](json& j) { j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}}; }) ==
-        "config.json: field \"rope_scaling.type\": \"yarn\" is not supported (only \"default\" RoPE, without scaling)");
+        "config.json: field \"rope_scaling.type\": \"yarn\" is not supported (only \"default\" and \"llama3\" RoPE)");
   CHECK(error_after([](json& j) {
           j.erase("rope_theta");
           j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "linear"}, {"factor", 2.0}};
         }) == "config.json: field \"rope_parameters.rope_type\": \"linear\" is not supported (only \"default\" "
-              "RoPE, without scaling)");
+              "and \"llama3\" RoPE)");
   CHECK(error_after([](json& j) { j["rope_parameters"] = {{"rope_theta", 1e4}}; }) ==
         "config.json: field \"rope_theta\": 1000000 disagrees with rope_parameters.rope_theta 10000");
   CHECK(error_after([](json& j) { j["rope_parameters"] = "default"; }) ==
@@ -225,60 +227,60 @@ TEST_CASE("text that is not a config object") {
   CHECK(error_of_text(R"({"hidden_size": 896, "hidden_size": 512})") ==
         "config.json: field \"hidden_size\" appears twice");
   CHECK(error_of_text(std::string(40, '[') + std::string(40, ']')) == "config.json: JSON nests deeper than 32 levels");
-  CHECK_THROWS_WITH_AS(fused::io::load_hf_config(data_dir / "no_such_config.json"),
+  CHECK_THROWS_WITH_AS(fused::decoder::load_hf_config(data_dir / "no_such_config.json"),
                        ((data_dir / "no_such_config.json").string() + ": cannot open: No such file or directory").c_str(),
                        load_error);
-  CHECK_THROWS_WITH_AS(fused::io::load_hf_config("/dev/zero"), "/dev/zero: not a regular file", load_error);
+  CHECK_THROWS_WITH_AS(fused::decoder::load_hf_config("/dev/zero"), "/dev/zero: not a regular file", load_error);
 }
 
 TEST_CASE("generation_config.json overrides the token ids, as transformers' generate() does") {
-  const hf_model_info kjv = fused::io::load_hf_model_info(source_dir / "examples" / "models" / "kjv-qwen2-4m");
+  const hf_model_info kjv = fused::decoder::load_hf_model_info(source_dir / "examples" / "models" / "kjv-qwen2-4m");
   CHECK(kjv.eos_token_ids == std::vector<int>{4093});
   CHECK(kjv.bos_token_id == 4093);
   // tiny_a's generation_config.json sets neither: config.json's nulls stand.
-  const hf_model_info a = fused::io::load_hf_model_info(data_dir / "reference" / "tiny_a");
+  const hf_model_info a = fused::decoder::load_hf_model_info(data_dir / "reference" / "tiny_a");
   CHECK(a.eos_token_ids.empty());
   CHECK(!a.bos_token_id);
 
   // An instruct checkpoint: config.json says 151645, generation_config.json lists both ends.
-  hf_model_info info = fused::io::load_hf_config(data_dir / "configs" / "qwen2.5-0.5b.json");
-  fused::io::apply_generation_config(R"({"eos_token_id": [151645, 151643], "temperature": 0.7})",
+  hf_model_info info = fused::decoder::load_hf_config(data_dir / "configs" / "qwen2.5-0.5b.json");
+  fused::decoder::apply_generation_config(R"({"eos_token_id": [151645, 151643], "temperature": 0.7})",
                                      "generation_config.json", info);
   CHECK(info.eos_token_ids == std::vector<int>{151645, 151643});
   CHECK(info.bos_token_id == 151643);
-  CHECK_THROWS_WITH_AS(fused::io::apply_generation_config(R"({"eos_token_id": 200000})", "generation_config.json", info),
+  CHECK_THROWS_WITH_AS(fused::decoder::apply_generation_config(R"({"eos_token_id": 200000})", "generation_config.json", info),
                        "generation_config.json: field \"eos_token_id\": 200000 is not below vocab_size 151936",
                        load_error);
-  CHECK_THROWS_WITH_AS(fused::io::apply_generation_config(R"({"bos_token_id": []})", "generation_config.json", info),
+  CHECK_THROWS_WITH_AS(fused::decoder::apply_generation_config(R"({"bos_token_id": []})", "generation_config.json", info),
                        "generation_config.json: field \"bos_token_id\": must be one id, got 0", load_error);
 }
 
 TEST_CASE("config_differences lists every differing field, by its reflected name") {
-  const fused::qwen2::config small = fused::io::load_hf_config(data_dir / "configs" / "qwen2-0.5b.json").arch;
-  const fused::qwen2::config mid = fused::io::load_hf_config(data_dir / "configs" / "qwen2-1.5b.json").arch;
-  CHECK(fused::io::config_differences(small, small).empty());
-  CHECK(fused::io::config_differences(small, mid) ==
+  const fused::decoder::config small = fused::decoder::load_hf_config(data_dir / "configs" / "qwen2-0.5b.json").arch;
+  const fused::decoder::config mid = fused::decoder::load_hf_config(data_dir / "configs" / "qwen2-1.5b.json").arch;
+  CHECK(fused::decoder::config_differences(small, small).empty());
+  CHECK(fused::decoder::config_differences(small, mid) ==
         std::vector<std::string>{"hidden_size: expected 896, got 1536", "intermediate_size: expected 4864, got 8960",
                                  "num_hidden_layers: expected 24, got 28", "num_attention_heads: expected 14, got 12",
                                  "head_dim: expected 64, got 128"});
 
   // Every field is covered, doubles and bools included.
-  fused::qwen2::config other = small;
+  fused::decoder::config other = small;
   other.vocab_size += 1;
   other.num_key_value_heads = 7;
   other.max_position_embeddings = 1;
   other.rms_norm_eps = 1e-5;
   other.rope_theta = 10000.5;
   other.tie_word_embeddings = false;
-  CHECK(fused::io::config_differences(small, other) ==
+  CHECK(fused::decoder::config_differences(small, other) ==
         std::vector<std::string>{"vocab_size: expected 151936, got 151937", "num_key_value_heads: expected 2, got 7",
                                  "max_position_embeddings: expected 131072, got 1",
                                  "rms_norm_eps: expected 1e-06, got 1e-05",
                                  "rope_theta: expected 1000000, got 10000.5",
                                  "tie_word_embeddings: expected true, got false"});
 
-  CHECK_NOTHROW(fused::io::check_matches(qwen2_0_5b, small, "qwen2-0.5b.json"));
-  CHECK_THROWS_WITH_AS(fused::io::check_matches(qwen2_0_5b, mid, "qwen2-1.5b.json"),
+  CHECK_NOTHROW(fused::decoder::check_matches(qwen2_0_5b, small, "qwen2-0.5b.json"));
+  CHECK_THROWS_WITH_AS(fused::decoder::check_matches(qwen2_0_5b, mid, "qwen2-1.5b.json"),
                        "qwen2-1.5b.json: does not match the config this program was compiled for (5 fields differ): "
                        "hidden_size: expected 896, got 1536; intermediate_size: expected 4864, got 8960; "
                        "num_hidden_layers: expected 24, got 28; num_attention_heads: expected 14, got 12; "
@@ -310,5 +312,5 @@ TEST_CASE("hostile sizes: each refused naming the field, before any arithmetic c
             .find("config.json: field \"max_position_embeddings\": 2147483647 positions of 200 layers") == 0);
   // At the limits, still accepted: real models are far inside them.
   CHECK(error_after([](json& j) { j["num_hidden_layers"] = 1024; }) == "no error");
-  CHECK(fused::io::load_hf_config(data_dir / "configs" / "qwen2-7b.json").arch.num_hidden_layers == 28);
+  CHECK(fused::decoder::load_hf_config(data_dir / "configs" / "qwen2-7b.json").arch.num_hidden_layers == 28);
 }

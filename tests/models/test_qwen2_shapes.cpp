@@ -19,7 +19,7 @@
 
 namespace {
 
-using fused::qwen2::config;
+using fused::decoder::config;
 
 double bf(std::uint16_t h) { return static_cast<double>(fk_bf16_to_f32_1(h)); }
 double round_bf16(double x) { return bf(fk_f32_to_bf16_1(static_cast<float>(x))); }

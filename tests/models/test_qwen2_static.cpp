@@ -18,7 +18,7 @@ namespace {
 
 using fused_test::tiny_a;  // tiny_a's config.json as a constexpr preset (checked against the file below)
 
-constexpr fused::qwen2::graph_options all_rows{.logits = fused::qwen2::logits_rows::all};
+constexpr fused::decoder::graph_options all_rows{.logits = fused::decoder::logits_rows::all};
 using static_all = fused::qwen2::static_model<tiny_a, 64, 128, all_rows>;
 using static_gen = fused::qwen2::static_model<tiny_a, 16, 128>;
 
@@ -61,8 +61,8 @@ bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
 
 TEST_CASE("the presets are the checkpoints' configs") {
   const std::string refs = std::string(FUSED_TEST_DATA) + "/reference/";
-  CHECK(fused::io::config_differences(tiny_a::value, fused::io::load_hf_config(refs + "tiny_a/config.json").arch).empty());
-  CHECK(fused::io::config_differences(fused_test::tiny_mha::value, fused::io::load_hf_config(refs + "tiny_mha/config.json").arch).empty());
+  CHECK(fused::decoder::config_differences(tiny_a::value, fused::decoder::load_hf_config(refs + "tiny_a/config.json").arch).empty());
+  CHECK(fused::decoder::config_differences(fused_test::tiny_mha::value, fused::decoder::load_hf_config(refs + "tiny_mha/config.json").arch).empty());
 }
 
 TEST_CASE("static and run-time models give bitwise equal logits") {

@@ -19,7 +19,7 @@ struct run_result {
 // between), so that the two threads overlap for a while.
 run_result run(const std::string& name, int rounds) {
   const std::string dir = std::string(FUSED_TEST_DATA) + "/reference/" + name;
-  const auto info = fused::io::load_hf_config(dir + "/config.json");
+  const auto info = fused::decoder::load_hf_config(dir + "/config.json");
   fused::qwen2::model m(info.arch, 16, 32);
   const auto w = fused::runtime::weight_store::load(dir, m.tensors(), info.arch.tie_word_embeddings);
   m.bind(w);

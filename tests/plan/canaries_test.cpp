@@ -14,7 +14,7 @@
 using namespace fused;
 
 TEST_CASE("canaries: every Qwen2 plan, moved apart, passes the verifier with its canaries checked") {
-  fused_test::for_each_config_plan([](const qwen2::config&, const qwen2::mode&, const qwen2::planned& p) {
+  fused_test::for_each_config_plan([](const decoder::config&, const decoder::mode&, const decoder::planned& p) {
     const memory_plan d = with_canaries(p.mem);
     const verdict v = verify(p.prog, d);
     CHECK_MESSAGE(v.ok, to_string(v.what));
@@ -33,7 +33,7 @@ TEST_CASE("canaries: every Qwen2 plan, moved apart, passes the verifier with its
 }
 
 TEST_CASE("canaries: a buffer that starts inside a live neighbour's canary is rejected") {
-  const qwen2::planned p = qwen2::plan_for(fused_test::config_named("qwen2-0.5b"), qwen2::mode::decode(4096));
+  const decoder::planned p = decoder::plan_for(fused::qwen2::entry, fused_test::config_named("qwen2-0.5b"), decoder::mode::decode(4096));
   memory_plan d = with_canaries(p.mem);
   REQUIRE(verify(p.prog, d).ok);
   // Two activation buffers live at the same time, not an in-place pair: put the upper one right

@@ -18,8 +18,9 @@
 
 #include <fused/core/text_string.hpp>
 #include <fused/graph/builder.hpp>
-#include <fused/io/hf_config.hpp>
-#include <fused/models/qwen2_plan.hpp>
+#include <fused/models/hf_config.hpp>
+#include <fused/models/decoder_plan.hpp>
+#include <fused/models/qwen2.hpp>
 #include <fused/ops.hpp>
 #include <fused/plan/planner.hpp>
 #include <fused/plan/print.hpp>
@@ -266,10 +267,10 @@ TEST_CASE("text and SVG of a hand-computed plan: escaped, balanced, one box per 
 }
 
 TEST_CASE("Qwen2-0.5B from config.json: the JSON stands on its own, in both modes") {
-  const auto cfg = fused::io::load_hf_config(config_file).arch;
-  for (const auto& m : {fused::qwen2::mode::prefill(512, 4096), fused::qwen2::mode::decode(4096)}) {
-    CAPTURE(fused::qwen2::name_of(m.ph));
-    const auto r = fused::qwen2::plan_for(cfg, m);
+  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
+  for (const auto& m : {fused::decoder::mode::prefill(512, 4096), fused::decoder::mode::decode(4096)}) {
+    CAPTURE(fused::decoder::name_of(m.ph));
+    const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, m);
     const json doc = json::parse(fused::dump_plan_json(fused::plan_to_json(r.prog, r.mem)));
     CHECK(doc["steps"].size() == r.prog.steps.size());
     CHECK(doc["buffers"].size() == r.prog.tensors.size());
@@ -295,10 +296,10 @@ TEST_CASE("Qwen2-0.5B from config.json: the JSON stands on its own, in both mode
 }
 
 TEST_CASE("Qwen2-0.5B from config.json: SVG and text show every buffer and step") {
-  const auto cfg = fused::io::load_hf_config(config_file).arch;
-  for (const auto& m : {fused::qwen2::mode::prefill(512, 4096), fused::qwen2::mode::decode(4096)}) {
-    CAPTURE(fused::qwen2::name_of(m.ph));
-    const auto r = fused::qwen2::plan_for(cfg, m);
+  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
+  for (const auto& m : {fused::decoder::mode::prefill(512, 4096), fused::decoder::mode::decode(4096)}) {
+    CAPTURE(fused::decoder::name_of(m.ph));
+    const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, m);
     std::size_t activations = 0;
     for (const auto& b : r.mem.buffers) activations += b.where == fused::region::activations;
 
@@ -318,7 +319,7 @@ TEST_CASE("Qwen2-0.5B from config.json: SVG and text show every buffer and step"
       CHECK(txt.find(" " + name + " ") != std::string::npos);
     }
     // Seven projections a layer; the lm head sees one row in both modes (logits of the last position).
-    const bool decode = m.ph == fused::qwen2::phase::decode;
+    const bool decode = m.ph == fused::decoder::phase::decode;
     CHECK(count_of(txt, " fk_gemv_bf16 ") == (decode ? 7 * 24 + 1 : 1));
     CHECK(count_of(txt, " fk_gemm_bf16 ") == (decode ? 0 : 7 * 24));
   }

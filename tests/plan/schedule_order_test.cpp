@@ -60,7 +60,7 @@ std::vector<step> memory_aware_order(const program& p, const binding& b) {
 }  // namespace
 
 TEST_CASE("a memory-aware order does not lower the peak of any Qwen2 plan: the level order is already at the floor") {
-  fused_test::for_each_config_plan([](const qwen2::config& c, const qwen2::mode& m, const qwen2::planned& level) {
+  fused_test::for_each_config_plan([](const decoder::config& c, const decoder::mode& m, const decoder::planned& level) {
     program alt = level.prog;
     alt.steps = memory_aware_order(level.prog, m.bind());
     const memory_plan mem = plan_memory(alt, m.bind());

@@ -3,7 +3,8 @@
 // before building or planning anything; checked arithmetic saturates to -1 instead of wrapping.
 #include <doctest/doctest.h>
 
-#include <fused/models/qwen2_plan.hpp>
+#include <fused/models/decoder_plan.hpp>
+#include <fused/models/qwen2.hpp>
 #include <fused/plan/size_check.hpp>
 
 #include <cstdint>
@@ -14,14 +15,14 @@ using namespace fused;
 
 namespace {
 // A model whose weights are small but whose MLP activations grow as tokens x 2^31.
-constexpr qwen2::config wide_mlp{.vocab_size = 256, .hidden_size = 2, .intermediate_size = 2147483647, .num_hidden_layers = 1,
+constexpr decoder::config wide_mlp{.vocab_size = 256, .hidden_size = 2, .intermediate_size = 2147483647, .num_hidden_layers = 1,
                                  .num_attention_heads = 1, .num_key_value_heads = 1, .head_dim = 2,
                                  .max_position_embeddings = 2147483647, .rms_norm_eps = 1e-6, .rope_theta = 1e4,
                                  .tie_word_embeddings = true};
 
-std::string error_of(const qwen2::config& c, const qwen2::mode& m) {
+std::string error_of(const decoder::config& c, const decoder::mode& m) {
   try {
-    (void)qwen2::plan_for(c, m);
+    (void)decoder::plan_for(fused::qwen2::entry, c, m);
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
@@ -41,28 +42,28 @@ TEST_CASE("checked_mul and checked_add saturate at max_region_bytes, never wrap"
 }
 
 TEST_CASE("plan_for: sizes that overflow only with the mode's tokens are refused, naming tokens") {
-  CHECK(error_of(wide_mlp, qwen2::mode::decode(16)) == "planned");
-  CHECK(error_of(wide_mlp, qwen2::mode::prefill(4, 16)) == "planned");
-  const std::string e = error_of(wide_mlp, qwen2::mode::prefill(1 << 20, 1 << 20));
+  CHECK(error_of(wide_mlp, decoder::mode::decode(16)) == "planned");
+  CHECK(error_of(wide_mlp, decoder::mode::prefill(4, 16)) == "planned");
+  const std::string e = error_of(wide_mlp, decoder::mode::prefill(1 << 20, 1 << 20));
   CHECK(e.find("tokens: prefill of 1048576 tokens with KV capacity 1048576: tensor layers.0.") == 0);
   CHECK(e.find("needs more than 1125899906842624 bytes") != std::string::npos);
 }
 
 TEST_CASE("plan_for: a config too large to plan is refused before its graph is built") {
-  qwen2::config c = wide_mlp;
+  decoder::config c = wide_mlp;
   c.num_hidden_layers = 1000000000;  // 31 tensors a layer: building this graph alone would take ~100 GB
-  CHECK(error_of(c, qwen2::mode::decode(16)) ==
+  CHECK(error_of(c, decoder::mode::decode(16)) ==
         "config field \"num_hidden_layers\": 1000000000 is more than the 1024 layers this library plans");
   c = wide_mlp;
   c.hidden_size = 1 << 20;
-  CHECK(error_of(c, qwen2::mode::decode(16)).find("config field \"intermediate_size\": 2147483647 times hidden_size 1048576") == 0);
+  CHECK(error_of(c, decoder::mode::decode(16)).find("config field \"intermediate_size\": 2147483647 times hidden_size 1048576") == 0);
   c = wide_mlp;
   c.num_key_value_heads = 0;  // a config made in code skips the parser's checks
-  CHECK(error_of(c, qwen2::mode::decode(16)) == "config field \"num_key_value_heads\": 0 must be positive");
+  CHECK(error_of(c, decoder::mode::decode(16)) == "config field \"num_key_value_heads\": 0 must be positive");
 }
 
 TEST_CASE("find_oversize: none for a real model, the tensor for a huge binding") {
-  const qwen2::config small{.vocab_size = 151936,
+  const decoder::config small{.vocab_size = 151936,
                             .hidden_size = 896,
                             .intermediate_size = 4864,
                             .num_hidden_layers = 2,
@@ -73,10 +74,10 @@ TEST_CASE("find_oversize: none for a real model, the tensor for a huge binding")
                             .rms_norm_eps = 1e-6,
                             .rope_theta = 1e6,
                             .tie_word_embeddings = true};
-  const program p = qwen2::build_graph(small);
-  CHECK_FALSE(find_oversize(p, qwen2::mode::prefill(512, 4096).bind()).has_value());
-  binding huge = qwen2::mode::prefill(1, 1).bind();
-  huge.value[qwen2::sym_ctx] = INT64_MAX / 2;
+  const program p = decoder::build_graph<fused::qwen2::family>(small);
+  CHECK_FALSE(find_oversize(p, decoder::mode::prefill(512, 4096).bind()).has_value());
+  binding huge = decoder::mode::prefill(1, 1).bind();
+  huge.value[decoder::sym_ctx] = INT64_MAX / 2;
   const auto big = find_oversize(p, huge);
   REQUIRE(big.has_value());
   CHECK(big->where == region::state);

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include <fused/core/text_string.hpp>
-#include <fused/io/hf_config.hpp>
-#include <fused/models/qwen2_plan.hpp>
+#include <fused/models/hf_config.hpp>
+#include <fused/models/decoder_plan.hpp>
 #include <fused/models/qwen2_presets.hpp>
 
 namespace {
 
-using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
+using plans = fused::decoder::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
 
 // Compile-time facts the run-time plan must then match too.
 static_assert(plans::prefill.failure.empty() && plans::decode.failure.empty());
@@ -28,7 +28,7 @@ const std::string config_file = std::string(FUSED_TEST_DATA) + "/configs/qwen2-0
 
 // Every difference between a static plan and a run-time one, as sentences (empty: the same plan).
 template <class Static>
-std::vector<std::string> differences(const Static& s, const fused::qwen2::planned& r) {
+std::vector<std::string> differences(const Static& s, const fused::decoder::planned& r) {
   const fused::program& p = r.prog;
   const fused::memory_plan& m = r.mem;
   std::vector<std::string> out;
@@ -78,34 +78,34 @@ void check_no_differences(const std::vector<std::string>& diffs) {
 }  // namespace
 
 TEST_CASE("config.json of Qwen2-0.5B reads as the preset the static plan was compiled for") {
-  const fused::io::hf_model_info info = fused::io::load_hf_config(config_file);
-  const auto diffs = fused::io::config_differences(fused::qwen2::presets::qwen2_0_5b::value, info.arch);
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(config_file);
+  const auto diffs = fused::decoder::config_differences(fused::qwen2::presets::qwen2_0_5b::value, info.arch);
   INFO(diffs.size() << " fields differ" << (diffs.empty() ? "" : ": " + diffs[0]));
   CHECK(diffs.empty());
 }
 
 TEST_CASE("the compile-time plan of Qwen2-0.5B equals the run-time plan of its config.json: prefill S=512") {
-  const auto cfg = fused::io::load_hf_config(config_file).arch;
-  const auto r = fused::qwen2::plan_for(cfg, fused::qwen2::mode::prefill(512, 4096));
+  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
+  const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, fused::decoder::mode::prefill(512, 4096));
   check_no_differences(differences(plans::prefill, r));
   MESSAGE("prefill 512: arena " << r.mem.arena_bytes() << " B, lower bound " << r.mem.lower_bound << " B");
 }
 
 TEST_CASE("the compile-time plan of Qwen2-0.5B equals the run-time plan of its config.json: decode, KV capacity 4096") {
-  const auto cfg = fused::io::load_hf_config(config_file).arch;
-  const auto r = fused::qwen2::plan_for(cfg, fused::qwen2::mode::decode(4096));
+  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
+  const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, fused::decoder::mode::decode(4096));
   check_no_differences(differences(plans::decode, r));
   MESSAGE("decode 4096: arena " << r.mem.arena_bytes() << " B, lower bound " << r.mem.lower_bound << " B");
 }
 
 TEST_CASE("the comparison can fail: plans of other modes differ from the static ones") {
   // Guards the guard: a comparison that compared nothing would make the cases above prove nothing.
-  const auto cfg = fused::io::load_hf_config(config_file).arch;
-  const auto shorter = fused::qwen2::plan_for(cfg, fused::qwen2::mode::prefill(256, 4096));
+  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
+  const auto shorter = fused::decoder::plan_for(fused::qwen2::entry, cfg, fused::decoder::mode::prefill(256, 4096));
   CHECK(differences(plans::prefill, shorter).size() > 100);  // every token-sized buffer shrinks
-  const auto smaller_cache = fused::qwen2::plan_for(cfg, fused::qwen2::mode::decode(2048));
+  const auto smaller_cache = fused::decoder::plan_for(fused::qwen2::entry, cfg, fused::decoder::mode::decode(2048));
   const auto d = differences(plans::decode, smaller_cache);
   REQUIRE_FALSE(d.empty());
   CHECK(d.back() == "region state: static 50331648 B, run time 25165824 B");
-  CHECK_FALSE(differences(plans::prefill, fused::qwen2::plan_for(cfg, fused::qwen2::mode::decode(4096))).empty());
+  CHECK_FALSE(differences(plans::prefill, fused::decoder::plan_for(fused::qwen2::entry, cfg, fused::decoder::mode::decode(4096))).empty());
 }

@@ -21,11 +21,11 @@
 using namespace fused;
 
 TEST_CASE("every GEMM's planned workspace is exactly what fk_gemm_bf16 asks for, in the arena, live across the steps that share it") {
-  fused_test::for_each_config_plan([](const qwen2::config& c, const qwen2::mode& m, const qwen2::planned& p) {
+  fused_test::for_each_config_plan([](const decoder::config& c, const decoder::mode& m, const decoder::planned& p) {
     const binding b = m.bind();
     runtime::lowering_error err{};
     const std::vector<runtime::call> calls =
-        runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, b, qwen2::sym_tokens, &err);
+        runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, b, decoder::sym_tokens, &err);
     REQUIRE(err.what.empty());
     int gemms = 0;
     struct use {

@@ -5,7 +5,7 @@
 
 #include <fused/graph/builder.hpp>
 #include <fused/graph/cut_wire.hpp>
-#include <fused/models/qwen2_plan.hpp>
+#include <fused/models/decoder_plan.hpp>
 #include <fused/models/qwen2_presets.hpp>
 #include <fused/ops.hpp>
 
@@ -105,7 +105,7 @@ TEST_CASE("cut wire: a runner that describes the wrong number of tensors") {
 }
 
 TEST_CASE("cut wire: a missing weight deep inside Qwen2") {
-  const program p = qwen2::build_graph(qwen2::presets::kjv_qwen2_4m::value);
+  const program p = decoder::build_graph<fused::qwen2::family>(qwen2::presets::kjv_qwen2_4m::value);
   REQUIRE(p.ok());
   auto w = all_bound(p);
   tensor_id up = -1;
@@ -124,28 +124,28 @@ TEST_CASE("cut wire: a missing weight deep inside Qwen2") {
 
 TEST_CASE("plan_for: a mode the model cannot take is refused before planning") {
   const auto& c = qwen2::presets::kjv_qwen2_4m::value;  // max_position_embeddings 512
-  CHECK_THROWS_WITH_AS(qwen2::plan_for(c, qwen2::mode::prefill(32, 16)), "the KV capacity (16) must hold the prefill (32 tokens)",
+  CHECK_THROWS_WITH_AS(decoder::plan_for(fused::qwen2::entry, c, decoder::mode::prefill(32, 16)), "the KV capacity (16) must hold the prefill (32 tokens)",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(qwen2::plan_for(c, qwen2::mode::decode(1024)), "the KV capacity 1024 exceeds max_position_embeddings 512",
+  CHECK_THROWS_WITH_AS(decoder::plan_for(fused::qwen2::entry, c, decoder::mode::decode(1024)), "the KV capacity 1024 exceeds max_position_embeddings 512",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(qwen2::plan_for(c, qwen2::mode::prefill(0, 16)), "a prefill must take at least one token",
+  CHECK_THROWS_WITH_AS(decoder::plan_for(fused::qwen2::entry, c, decoder::mode::prefill(0, 16)), "a prefill must take at least one token",
                        std::invalid_argument);
-  CHECK_NOTHROW(qwen2::plan_for(c, qwen2::mode::prefill(512, 512)));
-  CHECK_NOTHROW(qwen2::plan_for(c, qwen2::mode::decode(512)));
+  CHECK_NOTHROW(decoder::plan_for(fused::qwen2::entry, c, decoder::mode::prefill(512, 512)));
+  CHECK_NOTHROW(decoder::plan_for(fused::qwen2::entry, c, decoder::mode::decode(512)));
 }
 
 TEST_CASE("plan_for: an invalid graph is a graph_error with the builder's sentence") {
   auto c = qwen2::presets::kjv_qwen2_4m::value;
   c.num_key_value_heads = 3;
-  CHECK_THROWS_WITH_AS(qwen2::plan_for(c, qwen2::mode::decode(64)),
+  CHECK_THROWS_WITH_AS(decoder::plan_for(fused::qwen2::entry, c, decoder::mode::decode(64)),
                        "fused: shape mismatch: step 9 'attention' (layers.0.attn) input 1 'cache.layers.0.key.next': 8 query heads "
                        "cannot share 3 KV heads evenly [inputs: layers.0.q_rope, cache.layers.0.key.next, cache.layers.0.value.next]",
                        graph_error);
 }
 
 TEST_CASE("plan_for: the run-time plan is verified and matches the static one") {
-  using plans = qwen2::static_plans<qwen2::presets::kjv_qwen2_4m, 64, 256>;
-  const auto r = qwen2::plan_for(qwen2::presets::kjv_qwen2_4m::value, qwen2::mode::prefill(64, 256));
+  using plans = decoder::static_plans<qwen2::presets::kjv_qwen2_4m, 64, 256>;
+  const auto r = decoder::plan_for(fused::qwen2::entry, qwen2::presets::kjv_qwen2_4m::value, decoder::mode::prefill(64, 256));
   CHECK(verify(r.prog, r.mem).ok);
   CHECK(r.mem.arena_bytes() == plans::prefill.arena_bytes());
   CHECK(r.mem.lower_bound == plans::prefill.lower_bound);

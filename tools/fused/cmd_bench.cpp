@@ -91,12 +91,13 @@ int run_bench(const options& o) {
   const int reps = static_cast<int>(o.reps);
 
   const std::string source = o.model_dir.empty() ? o.config : o.model_dir;
-  const fused::qwen2::config cfg = o.model_dir.empty() ? fused::io::load_hf_config(o.config).arch : fused::io::load_hf_model_info(o.model_dir).arch;
+  const fused::decoder::hf_model_info info = o.model_dir.empty() ? fused::decoder::load_hf_config(o.config) : fused::decoder::load_hf_model_info(o.model_dir);
+  const fused::decoder::config& cfg = info.arch;
   const long long ctx = P + G;
   if (ctx > cfg.max_position_embeddings)
     throw fused::cli::usage_error("--prompt + --gen = " + std::to_string(ctx) + " exceeds max_position_embeddings " +
                                   std::to_string(cfg.max_position_embeddings) + " of " + source);
-  fused::qwen2::model rt(cfg, std::min<long long>(P, 512), ctx);
+  fused::decoder::model rt(*info.family, cfg, std::min<long long>(P, 512), ctx);
   const auto& plan = rt.prefill_plan();
   fused::cli::progress load_bar("loading weights", "MB", 0);
   const auto weights = o.synthetic ? fused::runtime::weight_store::synthetic(plan.prog.tensors, plan.mem.buffers, rt.weights_bytes(), 1)
@@ -107,10 +108,11 @@ int run_bench(const options& o) {
 
 #ifndef FUSED_NO_STATIC_BENCH
   std::unique_ptr<static_0_5b> st;
-  const bool use_static = !o.no_static && fused::io::config_differences(static_0_5b::cfg, cfg).empty() && ctx <= static_0_5b::capacity;
+  const bool use_static = !o.no_static && info.family->model_type == static_0_5b::plans::family::model_type &&
+                          fused::decoder::config_differences(static_0_5b::cfg, cfg).empty() && ctx <= static_0_5b::capacity;
   if (use_static) st = std::make_unique<static_0_5b>(weights);
 #else
-  std::unique_ptr<fused::qwen2::model> st;  // never set: this build has no static model
+  std::unique_ptr<fused::decoder::model> st;  // never set: this build has no static model
 #endif
 
   std::vector<std::int32_t> prompt(static_cast<std::size_t>(P));

@@ -1,4 +1,4 @@
-// `fused gen-c`: a Hugging Face Qwen2 model's config, planned at run time (qwen2::plan_for, the
+// `fused gen-c`: a Hugging Face model's config, planned at run time (decoder::plan_for, the
 // run-time model's calls), printed as standalone C11 by the same emitter fused_generate_c() runs at
 // build time (codegen/, docs/GENERATOR.md).
 //
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <fused/io/hf_config.hpp>
+#include <fused/models/hf_config.hpp>
 
 #include "../../codegen/include/fused/codegen.hpp"
 #include "cli.hpp"
@@ -49,12 +49,13 @@ struct options {
 };
 
 int run_gen_c(const options& o) {
-  const fused::qwen2::config cfg = fused::io::load_hf_config(o.model).arch;
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
+  const fused::decoder::config& cfg = info.arch;
   const std::int64_t ctx = o.max_ctx.value_or(std::min<std::int64_t>(4096, cfg.max_position_embeddings));
   const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(512, ctx));
-  fused::qwen2::graph_options graph;
-  graph.logits = o.logits == "all" ? fused::qwen2::logits_rows::all : fused::qwen2::logits_rows::last;
-  const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, cfg, seq, ctx, graph);
+  fused::decoder::graph_options graph;
+  graph.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
+  const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *info.family, cfg, seq, ctx, graph);
   const auto written = fused::codegen::write_bundle(fused::codegen::emit_all(p), o.out, header_dirs(o.kernels));
   std::fprintf(stderr, "fused gen-c: %s (prefill up to %lld tokens, KV cache %lld, logits %s) -> %s: %zu files, fingerprint %s\n", o.name.c_str(),
                static_cast<long long>(seq), static_cast<long long>(ctx), o.logits.c_str(), o.out.c_str(), written.size(),

@@ -17,9 +17,9 @@
 
 #include <fmt/format.h>
 
-#include <fused/io/hf_config.hpp>
-#include <fused/models/qwen2_config_fields.hpp>
-#include <fused/models/qwen2_plan.hpp>
+#include <fused/models/hf_config.hpp>
+#include <fused/models/decoder_config_fields.hpp>
+#include <fused/models/decoder_plan.hpp>
 #include <fused/plan/print.hpp>
 
 #include "cli.hpp"
@@ -28,11 +28,13 @@ namespace {
 
 using fused::cli::usage_error;
 
-// Every field of the config, named by Hana reflection: the JSON records what was planned.
-nlohmann::ordered_json config_json(const fused::qwen2::config& c) {
+// The config's fields (named by Hana reflection; features only when set): the JSON records what was planned.
+nlohmann::ordered_json config_json(const fused::decoder::family_entry& f, const fused::decoder::config& c) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  boost::hana::for_each(boost::hana::accessors<fused::qwen2::config>(), [&](auto field) {
-    j[boost::hana::to<const char*>(boost::hana::first(field))] = boost::hana::second(field)(c);
+  j["model_type"] = f.model_type;
+  fused::decoder::for_each_printed_field(c, [&](const char* name, auto value) {
+    if constexpr (std::is_enum_v<decltype(value)>) j[name] = fused::decoder::name_of(value);
+    else j[name] = value;
   });
   return j;
 }
@@ -54,8 +56,8 @@ int run_plan(const options& o) {
 
   const std::int64_t seq = has_seq ? seq_flag : 512;
 
-  const fused::io::hf_model_info info = fused::io::load_hf_config(config_path);
-  const fused::qwen2::config& cfg = info.arch;
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(config_path);
+  const fused::decoder::config& cfg = info.arch;
   const std::int64_t max_pos = cfg.max_position_embeddings;
   const std::int64_t tokens = prefill ? seq : 1;
   std::int64_t ctx = std::max<std::int64_t>(std::min<std::int64_t>(4096, max_pos), tokens);
@@ -67,10 +69,10 @@ int run_plan(const options& o) {
     throw usage_error(fmt::format("{} {} exceeds max_position_embeddings {} of {}", has_ctx ? "--ctx" : "--seq", has_ctx ? ctx : tokens,
                                   max_pos, config_path));
 
-  const fused::qwen2::mode m = prefill ? fused::qwen2::mode::prefill(tokens, ctx) : fused::qwen2::mode::decode(ctx);
-  fused::qwen2::graph_options options{};
-  options.logits = logits == "all" ? fused::qwen2::logits_rows::all : fused::qwen2::logits_rows::last;
-  const fused::qwen2::planned plan = fused::qwen2::plan_for(cfg, m, options);
+  const fused::decoder::mode m = prefill ? fused::decoder::mode::prefill(tokens, ctx) : fused::decoder::mode::decode(ctx);
+  fused::decoder::graph_options options{};
+  options.logits = logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
+  const fused::decoder::planned plan = fused::decoder::plan_for(*info.family, cfg, m, options);
 
   const std::string title = prefill ? fmt::format("{}: prefill of {} tokens, KV capacity {}, logits {}", config_path, tokens, ctx, logits)
                                     : fmt::format("{}: decode, KV capacity {}, logits {}", config_path, ctx, logits);
@@ -79,7 +81,7 @@ int run_plan(const options& o) {
     nlohmann::ordered_json doc = fused::plan_to_json(plan.prog, plan.mem);
     nlohmann::ordered_json head = nlohmann::ordered_json::object();
     head["config"] = config_path;
-    head["model"] = config_json(cfg);
+    head["model"] = config_json(*info.family, cfg);
     head["mode"] = {{"phase", mode_name}, {"tokens", tokens}, {"ctx", ctx}, {"logits", logits}};
     head.update(doc);  // the plan's own keys follow the header
     out = fused::dump_plan_json(head);

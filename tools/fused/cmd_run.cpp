@@ -161,7 +161,7 @@ int run(options o) {
   if (!fs::is_directory(dir, ec)) throw std::invalid_argument(dir.string() + ": not a model directory");
   if (!fs::exists(dir / "config.json")) throw std::invalid_argument(dir.string() + ": no config.json (not a Hugging Face model directory)");
   if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json");
-  const fused::io::hf_model_info info = fused::io::load_hf_model_info(dir);
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
   const auto tok = fused::io::tokenizer::from_file(dir / "tokenizer.json");
   if (static_cast<std::int64_t>(tok.vocab_size()) > info.arch.vocab_size)
     throw std::invalid_argument((dir / "tokenizer.json").string() + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
@@ -183,7 +183,8 @@ int run(options o) {
     fused::cli::progress bar("loading weights", "MB", 0);
     return fused::runtime::weight_store::load(dir, tensors, info.arch.tie_word_embeddings, fused::cli::weights_progress(bar));
   };
-  if (!custom && fused::io::config_differences(default_model::cfg, info.arch).empty()) {
+  if (!custom && info.family->model_type == default_model::plans::family::model_type &&
+      fused::decoder::config_differences(default_model::cfg, info.arch).empty()) {
     // The static model's cache holds its whole context; -c may only ask for less.
     if (o.ctx > default_model::capacity)
       throw fused::cli::usage_error("--ctx " + std::to_string(o.ctx) + " exceeds the default model's context of " +
@@ -203,7 +204,7 @@ int run(options o) {
     if (P + 1 > ctx)
       throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the context holds " + std::to_string(ctx) +
                                   " (and one more to generate)" + (o.ctx ? "" : " = max_position_embeddings"));
-    fused::qwen2::model m(info.arch, std::min<std::int64_t>(P, 512), ctx);
+    fused::decoder::model m(*info.family, info.arch, std::min<std::int64_t>(P, 512), ctx);
     const auto w = load_weights(m.tensors());
     m.bind(w);
     how = "run-time model";

@@ -31,15 +31,15 @@ int run_score(const options& o) {
   if (input.empty()) throw fused::cli::usage_error("--input-ids: at least one token id is needed");
   if (threads > 0) fk_set_threads(static_cast<int>(threads));
 
-  const fused::io::hf_model_info info = fused::io::load_hf_model_info(dir);
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
   const auto T = static_cast<std::int64_t>(input.size()), N = static_cast<std::int64_t>(cont.size());
   const std::int64_t positions = T + std::max<std::int64_t>(N - 1, 0);
   if (positions > info.arch.max_position_embeddings)
     throw std::invalid_argument(std::to_string(T) + " input and " + std::to_string(N) + " continue ids need " + std::to_string(positions) +
                                 " positions; the model has max_position_embeddings " + std::to_string(info.arch.max_position_embeddings));
-  fused::qwen2::graph_options graph;
-  graph.logits = fused::qwen2::logits_rows::all;
-  fused::qwen2::model m(info.arch, T, std::max<std::int64_t>(positions, 1), graph);
+  fused::decoder::graph_options graph;
+  graph.logits = fused::decoder::logits_rows::all;
+  fused::decoder::model m(*info.family, info.arch, T, std::max<std::int64_t>(positions, 1), graph);
   const auto weights = fused::runtime::weight_store::load(dir, m.tensors(), info.arch.tie_word_embeddings);
   m.bind(weights);
 

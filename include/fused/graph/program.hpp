@@ -40,10 +40,12 @@ struct tensor_info {
   bool is_feed = false;
 };
 
-// Op attributes: a few integers and one real (eps, rope theta); their meaning belongs to the op.
+// Op attributes: a few integers and reals (eps, rope theta; `extra`: rope scaling's factors);
+// their meaning belongs to the op.
 struct attrs {
   std::int64_t i[4]{};
   double f = 0;
+  double extra[3]{};
   friend constexpr bool operator==(const attrs&, const attrs&) = default;
 };
 

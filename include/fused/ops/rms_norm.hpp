@@ -1,4 +1,6 @@
 // rms_norm: y = x / sqrt(mean(x^2) + eps) * w, row by row. x f32 [..., H], w bf16 [H]; attrs.f = eps.
+// head_rms_norm: the same over each head of x f32 [T, heads*head_dim] on its own, with one weight
+// bf16 [head_dim] shared by the heads (Qwen3's q_norm / k_norm); attrs.i = {heads}, attrs.f = eps.
 #pragma once
 #include "common.hpp"
 
@@ -16,5 +18,21 @@ inline constexpr op_def rms_norm{
     },
     -1, false,
     [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
+
+inline constexpr op_def head_rms_norm{
+    "head_rms_norm", "norm", 2, 2,
+    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      const auto &x = *in[0], &w = *in[1];
+      const auto heads = a.i[0];
+      if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
+      if (w.type != dtype::bf16 || w.shp.rank != 1 || w.shp[0].symbol != 0 || w.shp[0].n <= 0)
+        return mismatch(1, "weight must be bf16 [head_dim], got " + describe(w));
+      if (heads <= 0 || !(x.shp[1] == dim{heads * w.shp[0].n, 0}))
+        return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of the weight's " + to_text(w.shp[0].n));
+      if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
+      return result(dtype::f32, x.shp);
+    },
+    0, false,
+    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; }};
 
 }  // namespace fused::ops

@@ -1,23 +1,37 @@
-// rope: rotary position embedding in Qwen2's rotate-half convention, in place.
+// rope: rotary position embedding in the rotate-half convention (Qwen2, Llama, Mistral), in place.
 // x f32 [T, heads*head_dim]; attrs.i = {heads, head_dim}, attrs.f = theta. Row t is at position pos0+t.
+// rope_llama3: the same with Llama 3.1's frequencies (transformers' rope_type "llama3"):
+// attrs.i[2] = original_max_position_embeddings, attrs.extra = {factor, low_freq_factor, high_freq_factor}.
 #pragma once
 #include "common.hpp"
 
 namespace fused::ops {
 
-inline constexpr op_def rope{
-    "rope", "elementwise", 1, 1,
-    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
-      const auto& x = *in[0];
-      const auto heads = a.i[0], hd = a.i[1];
-      if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
-      if (heads <= 0 || hd <= 0 || hd % 2) return mismatch(-1, "heads and an even head_dim are required");
-      if (!(x.shp[1] == dim{heads * hd, 0}))
-        return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of " + to_text(hd));
-      if (!(a.f > 0)) return mismatch(-1, "theta must be positive");
-      return result(dtype::f32, x.shp);
+namespace detail {
+constexpr inferred rope_shape(const tensor_info* const* in, int, const attrs& a) {
+  const auto& x = *in[0];
+  const auto heads = a.i[0], hd = a.i[1];
+  if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
+  if (heads <= 0 || hd <= 0 || hd % 2) return mismatch(-1, "heads and an even head_dim are required");
+  if (!(x.shp[1] == dim{heads * hd, 0}))
+    return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of " + to_text(hd));
+  if (!(a.f > 0)) return mismatch(-1, "theta must be positive");
+  return result(dtype::f32, x.shp);
+}
+}  // namespace detail
+
+inline constexpr op_def rope{"rope", "elementwise", 1, 1, detail::rope_shape, 0, true,
+                             [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
+
+inline constexpr op_def rope_llama3{
+    "rope_llama3", "elementwise", 1, 1,
+    [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+      if (!(a.extra[0] >= 1)) return mismatch(-1, "the llama3 factor must be at least 1");
+      if (!(a.extra[1] > 0) || !(a.extra[2] > a.extra[1])) return mismatch(-1, "the llama3 frequency factors must satisfy 0 < low < high");
+      if (a.i[2] <= 0) return mismatch(-1, "the llama3 original_max_position_embeddings must be positive");
+      return detail::rope_shape(in, n, a);
     },
     0, true,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
+    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; }};
 
 }  // namespace fused::ops

@@ -20,9 +20,11 @@ namespace fused::runtime {
 enum class kernel : std::uint8_t {
   embed,               // fk_embed(table, H, ids, rows, out)
   rmsnorm,             // fk_rmsnorm(x, w, rows, H, eps, out)
+  rmsnorm_heads,       // fk_rmsnorm_heads(x, w, rows, heads, head_dim, eps, out)
   gemv,                // fk_gemv_bf16(x, K, W, N, bias, y)             rows == 1
   gemm,                // fk_gemm_bf16(x, rows, K, W, N, bias, y, work)
   rope,                // fk_rope(x, rows, heads, head_dim, pos0, theta)  in place
+  rope_llama3,         // fk_rope_llama3(x, rows, heads, head_dim, pos0, theta, factor, low, high, original_max)
   kv_store,            // fk_kv_store(kv, rows, n_kv, head_dim, cache, capacity, pos0)
   attention_prefill,   // fk_attention_prefill(q, rows, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
   attention_decode,    // fk_attention_decode(q, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
@@ -36,12 +38,14 @@ struct kernel_name {
   kernel k;
   std::string_view name;
 };
-inline constexpr std::array<kernel_name, 11> kernel_names{{
+inline constexpr std::array<kernel_name, 13> kernel_names{{
     {kernel::embed, "fk_embed"},
     {kernel::rmsnorm, "fk_rmsnorm"},
+    {kernel::rmsnorm_heads, "fk_rmsnorm_heads"},
     {kernel::gemv, "fk_gemv_bf16"},
     {kernel::gemm, "fk_gemm_bf16"},
     {kernel::rope, "fk_rope"},
+    {kernel::rope_llama3, "fk_rope_llama3"},
     {kernel::kv_store, "fk_kv_store"},
     {kernel::attention_prefill, "fk_attention_prefill"},
     {kernel::attention_decode, "fk_attention_decode"},
@@ -88,11 +92,12 @@ struct call {
   operand out{};
   operand work{};                           // gemm: the step's workspace (tensor -1: none)
   rows_t rows{};
-  // Sizes, by kernel: embed {H}; rmsnorm {H}; gemv/gemm {K, N}; rope {heads, head_dim};
-  // kv_store {n_kv, head_dim, capacity}; attention {heads, n_kv, head_dim, capacity};
-  // add/swiglu {cols}; copy_last_row {cols}.
+  // Sizes, by kernel: embed {H}; rmsnorm {H}; rmsnorm_heads {heads, head_dim}; gemv/gemm {K, N};
+  // rope {heads, head_dim}; rope_llama3 {heads, head_dim, original_max}; kv_store {n_kv, head_dim,
+  // capacity}; attention {heads, n_kv, head_dim, capacity}; add/swiglu {cols}; copy_last_row {cols}.
   std::array<std::int64_t, 4> size{};
-  float real = 0;                           // rmsnorm eps, rope theta
+  // Reals, by kernel: rmsnorm(_heads) {eps}; rope {theta}; rope_llama3 {theta, factor, low, high}.
+  std::array<float, 4> real{};
 
   friend constexpr bool operator==(const call&, const call&) = default;
 };
@@ -164,13 +169,22 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.rows = rows_of(x[0]);
         c.size = {shp(s.inputs[1])[1].n, 0, 0, 0};
         break;
-      case kernel::rmsnorm: c.size = {cols, 0, 0, 0}; c.real = static_cast<float>(s.at.f); break;
+      case kernel::rmsnorm: c.size = {cols, 0, 0, 0}; c.real[0] = static_cast<float>(s.at.f); break;
+      case kernel::rmsnorm_heads:
+        c.size = {s.at.i[0], cols / s.at.i[0], 0, 0};
+        c.real[0] = static_cast<float>(s.at.f);
+        break;
       case kernel::gemv: c.size = {cols, shp(s.inputs[1])[0].n, 0, 0}; break;
       case kernel::gemm:
         c.size = {cols, shp(s.inputs[1])[0].n, 0, 0};
         if (s.work >= 0) c.work = at(s.work);
         break;
-      case kernel::rope: c.size = {s.at.i[0], s.at.i[1], 0, 0}; c.real = static_cast<float>(s.at.f); break;
+      case kernel::rope: c.size = {s.at.i[0], s.at.i[1], 0, 0}; c.real[0] = static_cast<float>(s.at.f); break;
+      case kernel::rope_llama3:
+        c.size = {s.at.i[0], s.at.i[1], s.at.i[2], 0};
+        c.real = {static_cast<float>(s.at.f), static_cast<float>(s.at.extra[0]), static_cast<float>(s.at.extra[1]),
+                  static_cast<float>(s.at.extra[2])};
+        break;
       case kernel::kv_store: {
         const shape& cache = shp(s.inputs[1]);
         c.size = {cache[0].n, cache[2].n, b(cache[1]), 0};

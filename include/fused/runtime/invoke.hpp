@@ -62,7 +62,10 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
       fk_embed(detail::bf16_in(c.in[1], r), s0, data_ptr<const std::int32_t>(c.in[0], r), rows, out);
       return;
     case kernel::rmsnorm:
-      fk_rmsnorm(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, c.real, out);
+      fk_rmsnorm(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, c.real[0], out);
+      return;
+    case kernel::rmsnorm_heads:
+      fk_rmsnorm_heads(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, s1, c.real[0], out);
       return;
     case kernel::gemv:
     case kernel::gemm: {
@@ -74,10 +77,12 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
                      c.work.tensor >= 0 ? data_ptr<std::uint16_t>(c.work, r) : nullptr);
       return;
     }
-    case kernel::rope: {
+    case kernel::rope:
+    case kernel::rope_llama3: {
       const float* x = data_ptr<const float>(c.in[0], r);
       if (x != out) std::memcpy(out, x, rows * s0 * s1 * sizeof(float));
-      fk_rope(out, rows, s0, s1, pos0, c.real);
+      if (c.k == kernel::rope) fk_rope(out, rows, s0, s1, pos0, c.real[0]);
+      else fk_rope_llama3(out, rows, s0, s1, pos0, c.real[0], c.real[1], c.real[2], c.real[3], s2);
       return;
     }
     case kernel::kv_store: {

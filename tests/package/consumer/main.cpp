@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  const auto info = fused::io::load_hf_model_info(dir);
+  const auto info = fused::decoder::load_hf_model_info(dir);
   const auto tok = fused::io::tokenizer::from_file(dir + "/tokenizer.json");
   const auto ids = tok.encode("In the beginning", false);
   fused::qwen2::model m(info.arch, 16, 32);

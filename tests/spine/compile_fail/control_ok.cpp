@@ -1,6 +1,6 @@
 // Must compile: the harness's control. The same shapes as the failing cases, made consistent, through
 // both static entry points (a hand-built model and a Qwen2 preset).
-#include <fused/models/qwen2_plan.hpp>
+#include <fused/models/decoder_plan.hpp>
 #include <fused/models/qwen2_presets.hpp>
 #include <fused/ops.hpp>
 #include <fused/plan/static_program.hpp>
@@ -26,7 +26,7 @@ struct model {
 constexpr auto& plan = static_program<model, binding{{1, 4, 0, 0}}>::plan;
 static_assert(plan.arena_bytes() == 640 && plan.lower_bound == 640);
 
-using plans = qwen2::static_plans<qwen2::presets::kjv_qwen2_4m, 16, 64>;
+using plans = decoder::static_plans<qwen2::presets::kjv_qwen2_4m, 16, 64>;
 static_assert(plans::prefill.failure.empty() && plans::decode.failure.empty());
 
 int main() { return static_cast<int>(plan.arena_bytes() + plans::decode.arena_bytes()) & 1; }

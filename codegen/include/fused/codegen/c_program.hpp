@@ -1,8 +1,8 @@
-// What the C emitter prints: a Qwen2 program planned for its two modes (prefill of up to max_seq
+// What the C emitter prints: a decoder program (any family) planned for its two modes (prefill of up to max_seq
 // tokens, decode of one) over one KV cache of max_ctx positions, with the kernel calls each mode
 // lowers to (runtime/calls.hpp). Built from either source the C++ executors use:
 //   from_static<Preset, S, C, Options>()   the static model's compile-time plans and call arrays;
-//   from_runtime(config, S, C, options)     the run-time model's plans (qwen2::plan_for) and calls.
+//   from_runtime(family, config, S, C, o)   the run-time model's plans (decoder::plan_for) and calls.
 // Both give the same value for one config (the golden test checks it), so the CMake generator and
 // `fused gen-c` print the same text. Nothing here re-derives a shape or an offset: the emitter
 // reads the calls, and the tensors/buffers only name what the calls point at.
@@ -16,7 +16,8 @@
 #include <vector>
 
 #include <fused/core/text_string.hpp>
-#include <fused/models/qwen2_model.hpp>
+#include <fused/models/decoder_model.hpp>
+#include <fused/models/family.hpp>
 #include <fused/runtime/calls.hpp>
 #include <fused/runtime/session.hpp>
 
@@ -49,15 +50,16 @@ struct mode_plan {
 
 struct c_program {
   std::string name;  // C identifier prefix, e.g. "qwen2" -> qwen2.h, qwen2_prefill()
-  qwen2::config cfg{};
+  std::string_view model_type;  // the family ("qwen2", "llama", ...)
+  decoder::config cfg{};
   std::int64_t max_seq = 1;  // most tokens one prefill call runs
   std::int64_t max_ctx = 1;  // KV-cache positions
-  qwen2::graph_options options{};
+  decoder::graph_options options{};
   mode_plan prefill, decode;
   std::vector<named_output> outputs;  // tensors with role::output, in id order
   std::vector<state_pair> state;      // state feed -> the step result that carries it to the next call
 
-  bool all_rows() const { return options.logits == qwen2::logits_rows::all; }
+  bool all_rows() const { return options.logits == decoder::logits_rows::all; }
   std::int64_t weights_bytes() const { return prefill.bytes(region::weights); }
   std::int64_t state_bytes() const { return prefill.bytes(region::state); }
   std::int64_t arena_bytes() const { return std::max(prefill.bytes(region::activations), decode.bytes(region::activations)); }
@@ -142,10 +144,10 @@ inline void finish(c_program& p) {
   for (char ch : p.name)
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'))
       throw std::invalid_argument("codegen: the name '" + p.name + "' is not a C identifier");
-  qwen2::detail::check_kernel_limits(p.cfg);
+  decoder::detail::check_kernel_limits(p.cfg);
   for (mode_plan* m : {&p.prefill, &p.decode}) {
     check_calls(*m);
-    m->io = runtime::find_io(m->tensors, m->buffers, logits_of(*m), m->bind, qwen2::sym_tokens);
+    m->io = runtime::find_io(m->tensors, m->buffers, logits_of(*m), m->bind, decoder::sym_tokens);
   }
   bool same_schedule = p.prefill.steps.size() == p.decode.steps.size();
   for (std::size_t i = 0; same_schedule && i < p.prefill.steps.size(); ++i) same_schedule = p.prefill.steps[i].id == p.decode.steps[i].id;
@@ -158,13 +160,14 @@ inline void finish(c_program& p) {
 }  // namespace detail
 
 // From the static model's compile-time plans and call arrays (the CMake generator's path).
-template <class Preset, std::int64_t MaxSeq, std::int64_t MaxCtx, qwen2::graph_options Options = qwen2::graph_options{}>
+template <class Preset, std::int64_t MaxSeq, std::int64_t MaxCtx, decoder::graph_options Options = decoder::graph_options{}>
 c_program from_static(std::string name) {
-  using model = qwen2::static_model<Preset, MaxSeq, MaxCtx, Options>;
+  using model = decoder::static_model<Preset, MaxSeq, MaxCtx, Options>;
   constexpr auto& pp = model::plans::prefill;
   constexpr auto& dp = model::plans::decode;
   c_program p;
   p.name = std::move(name);
+  p.model_type = model::plans::family::model_type;
   p.cfg = model::cfg;
   p.max_seq = MaxSeq;
   p.max_ctx = MaxCtx;
@@ -178,16 +181,17 @@ c_program from_static(std::string name) {
 }
 
 // From a config known at run time (`fused gen-c`): the run-time model's plans and calls.
-inline c_program from_runtime(std::string name, const qwen2::config& cfg, std::int64_t max_seq, std::int64_t max_ctx,
-                              qwen2::graph_options options = {}) {
-  const qwen2::model m(cfg, max_seq, max_ctx, options);
+inline c_program from_runtime(std::string name, const decoder::family_entry& family, const decoder::config& cfg, std::int64_t max_seq,
+                              std::int64_t max_ctx, decoder::graph_options options = {}) {
+  const decoder::model m(family, cfg, max_seq, max_ctx, options);
   c_program p;
   p.name = std::move(name);
+  p.model_type = family.model_type;
   p.cfg = cfg;
   p.max_seq = max_seq;
   p.max_ctx = max_ctx;
   p.options = options;
-  auto copy = [](const char* mode, const qwen2::planned& pl, const std::vector<runtime::call>& calls) {
+  auto copy = [](const char* mode, const decoder::planned& pl, const std::vector<runtime::call>& calls) {
     return detail::copy_mode(mode, pl.mem.bind, pl.prog.tensors, pl.prog.steps, pl.mem.buffers, pl.mem.kernels, pl.mem.region_bytes,
                              pl.mem.lower_bound, pl.mem.chosen, calls);
   };

@@ -38,7 +38,7 @@ inline std::string float_literal(float v) {
 // `n * times` rows as C: the tokens of this call (`n`) when the rows follow them, else a constant.
 // In decode the symbol is bound to 1 (one token), as the C++ session binds it.
 inline std::string rows_times(const runtime::rows_t& r, bool decode, std::int64_t times) {
-  if (r.symbol != 0 && r.symbol != qwen2::sym_tokens) throw std::logic_error("codegen: rows follow a symbol other than the tokens");
+  if (r.symbol != 0 && r.symbol != decoder::sym_tokens) throw std::logic_error("codegen: rows follow a symbol other than the tokens");
   const std::int64_t k = r.n * times;
   if (r.symbol == 0 || decode) return std::to_string(k);
   return k == 1 ? "n" : "n * " + std::to_string(k);
@@ -75,13 +75,18 @@ inline std::string call_text(const c_program& p, const mode_plan& m, const runti
   const std::string out = operand(p, m, c.out, c.k == kernel::kv_store ? want::bf16 : want::f32);
   const std::string rows = rows_times(c.rows, dec, 1);
   const auto sz = [&](int k) { return std::to_string(c.size[static_cast<std::size_t>(k)]); };
+  const auto real = [&](int k) { return float_literal(c.real[static_cast<std::size_t>(k)]); };
   std::string code;
   switch (c.k) {
     case kernel::embed:
       code = "fk_embed(" + in(1, want::bf16) + ", " + sz(0) + ", " + in(0, want::i32) + ", " + rows + ", " + out + ");";
       break;
     case kernel::rmsnorm:
-      code = "fk_rmsnorm(" + in(0, want::f32) + ", " + in(1, want::bf16) + ", " + rows + ", " + sz(0) + ", " + float_literal(c.real) + ", " + out + ");";
+      code = "fk_rmsnorm(" + in(0, want::f32) + ", " + in(1, want::bf16) + ", " + rows + ", " + sz(0) + ", " + real(0) + ", " + out + ");";
+      break;
+    case kernel::rmsnorm_heads:
+      code = "fk_rmsnorm_heads(" + in(0, want::f32) + ", " + in(1, want::bf16) + ", " + rows + ", " + sz(0) + ", " + sz(1) + ", " + real(0) + ", " +
+             out + ");";
       break;
     case kernel::gemv:
     case kernel::gemm: {
@@ -94,9 +99,14 @@ inline std::string call_text(const c_program& p, const mode_plan& m, const runti
       break;
     }
     case kernel::rope:
+    case kernel::rope_llama3:
       if (c.in[0].where != c.out.where || c.in[0].offset != c.out.offset)  // invoke: x != out
         code = "memcpy(" + out + ", " + in(0, want::f32) + ", " + rows_times(c.rows, dec, c.size[0] * c.size[1] * 4) + ");\n  ";
-      code += "fk_rope(" + out + ", " + rows + ", " + sz(0) + ", " + sz(1) + ", pos0, " + float_literal(c.real) + ");";
+      if (c.k == kernel::rope)
+        code += "fk_rope(" + out + ", " + rows + ", " + sz(0) + ", " + sz(1) + ", pos0, " + real(0) + ");";
+      else
+        code += "fk_rope_llama3(" + out + ", " + rows + ", " + sz(0) + ", " + sz(1) + ", pos0, " + real(0) + ", " + real(1) + ", " + real(2) + ", " +
+                real(3) + ", " + sz(2) + ");";
       break;
     case kernel::kv_store:
       if (c.in[1].where != c.out.where || c.in[1].offset != c.out.offset)  // invoke: prev != cache

@@ -94,7 +94,7 @@ inline std::string emit_graph(const c_program& p) {
   for (const auto& [k, v] : config_fields(p.cfg)) cfg[k] = json::parse(v);
   cfg["tie_word_embeddings"] = p.cfg.tie_word_embeddings;
   doc["meta"] = json{{"name", p.name},
-                     {"architecture", "qwen2"},
+                     {"architecture", std::string(p.model_type)},
                      {"config", cfg},
                      {"symbols", {{"$1", "tokens in this call"}, {"$2", "KV-cache positions"}}},
                      {"modes", {{"prefill", {{"$1", p.max_seq}, {"$2", p.max_ctx}}}, {"decode", {{"$1", 1}, {"$2", p.max_ctx}}}}},

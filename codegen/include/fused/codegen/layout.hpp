@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include <fused/models/qwen2_config_fields.hpp>
+#include <fused/models/decoder_config_fields.hpp>
 #include <fused/plan/canaries.hpp>
 
 #include "c_program.hpp"
@@ -60,23 +60,22 @@ inline std::string bound_shape(const tensor_info& t, const binding& b) {
   return s + "]";
 }
 
-// The config's fields as (name, value text) pairs, through Hana reflection: no second list.
-inline std::vector<std::pair<std::string, std::string>> config_fields(const qwen2::config& c) {
+// The config's fields as (name, value text) pairs, through Hana reflection: no second list. A
+// feature a model does not use is left out (decoder::for_each_printed_field).
+namespace detail {
+inline std::string field_text(bool v) { return std::string(1, v ? '1' : '0'); }
+inline std::string field_text(int v) { return std::to_string(v); }
+inline std::string field_text(decoder::rope_kind v) { return std::to_string(static_cast<int>(v)); }
+inline std::string field_text(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+}  // namespace detail
+
+inline std::vector<std::pair<std::string, std::string>> config_fields(const decoder::config& c) {
   std::vector<std::pair<std::string, std::string>> out;
-  boost::hana::for_each(boost::hana::accessors<qwen2::config>(), [&](auto field) {
-    const auto value = boost::hana::second(field)(c);
-    std::string text;
-    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) {
-      text = value ? "1" : "0";
-    } else if constexpr (std::is_floating_point_v<std::decay_t<decltype(value)>>) {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(value));
-      text = buf;
-    } else {
-      text = std::to_string(value);
-    }
-    out.emplace_back(boost::hana::to<const char*>(boost::hana::first(field)), text);
-  });
+  decoder::for_each_printed_field(c, [&](const char* name, auto value) { out.emplace_back(name, detail::field_text(value)); });
   return out;
 }
 

@@ -1,9 +1,9 @@
-// Size limits of a Qwen2 config known only at run time (a config.json), checked with overflow-safe
+// Size limits of a decoder config known only at run time (a config.json), checked with overflow-safe
 // arithmetic before anything is built, planned or allocated. check_sizes() names the config field
 // at fault; hf_config.hpp turns that into a load_error, plan_for() into std::invalid_argument.
 //
 // The limits: at most max_layers layers (the planner's tables grow with the layer count; the
-// largest released Qwen2 has 80), and the weights, and the KV cache at max_position_embeddings,
+// largest released models have 80 to 126), and the weights, and the KV cache at max_position_embeddings,
 // each at most max_region_bytes (1 PiB, core/checked_size.hpp). Sizes for the tokens and KV
 // capacity of one mode are checked by plan_for() on the built graph (find_oversize).
 #pragma once
@@ -13,9 +13,9 @@
 #include <utility>
 
 #include "../core/checked_size.hpp"
-#include "qwen2_config.hpp"
+#include "decoder_config.hpp"
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 inline constexpr int max_layers = 1024;
 
@@ -43,12 +43,12 @@ inline std::optional<size_problem> check_sizes(const config& c) {
 
   const std::int64_t embed = mul(mul(V, H), bf16);
   if (embed < 0) return size_problem{"vocab_size", std::to_string(V) + " times hidden_size " + std::to_string(H) + over("embedding table")};
-  // One layer: q, k, v (with biases), o, gate, up, down and two norms.
-  const std::int64_t attention = mul(add(add(mul(add(q, mul(2, kv)), add(H, 1)), mul(q, H)), mul(2, H)), bf16);
+  // One layer: q, k, v and o (with biases), gate, up and down, and the norms (an upper bound for every family).
+  const std::int64_t attention = mul(add(add(mul(add(q, mul(2, kv)), add(H, 1)), mul(q, add(H, 1))), add(mul(3, H), mul(2, c.head_dim))), bf16);
   if (attention < 0)
     return size_problem{"num_attention_heads", std::to_string(c.num_attention_heads) + " heads of head_dim " + std::to_string(c.head_dim) +
                                                    " at hidden_size " + std::to_string(H) + over("attention weights of one layer")};
-  const std::int64_t mlp = mul(mul(mul(3, F), H), bf16);
+  const std::int64_t mlp = mul(add(mul(mul(3, F), H), add(mul(2, F), H)), bf16);
   if (mlp < 0)
     return size_problem{"intermediate_size", std::to_string(F) + " times hidden_size " + std::to_string(H) + over("MLP weights of one layer")};
   const std::int64_t layer = add(attention, mlp);
@@ -66,4 +66,4 @@ inline std::optional<size_problem> check_sizes(const config& c) {
   return std::nullopt;
 }
 
-}  // namespace fused::qwen2
+}  // namespace fused::decoder

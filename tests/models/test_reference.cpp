@@ -1,4 +1,6 @@
-// Qwen2 end to end against transformers (tests/data/reference: fp32 logits from bf16 weights).
+// Every family end to end against its fp32 reference (tests/data/reference: logits from bf16
+// weights; tiny_a and tiny_mha from transformers, tiny_llama and tiny_qwen3 from a plain-torch forward
+// that reproduces transformers, see their README.md).
 // Yardstick: reference.json's hf_bf16_prefill_logits_max_abs_dev, the gap between transformers' own
 // bf16 run and its fp32 run — we must be no further from fp32 than transformers' bf16 is.
 #include <doctest/doctest.h>
@@ -11,12 +13,14 @@
 #include <vector>
 
 #include <fused/core/text_string.hpp>
-#include <fused/qwen2.hpp>
+#include <fused/models/decoder_model.hpp>
+#include <fused/models/hf_config.hpp>
+#include <fused/runtime/weights.hpp>
 
 namespace {
 
 struct reference {
-  fused::io::hf_model_info info;
+  fused::decoder::hf_model_info info;
   nlohmann::json meta;
   std::vector<std::int32_t> input_ids, generated_ids;
   std::vector<float> prefill_logits, decode_logits;  // [T, V], [N, V]
@@ -34,7 +38,7 @@ std::vector<std::int32_t> ids_of(const fused::io::tensor_view& t) {
 reference load(const std::string& name) {
   reference r;
   r.dir = std::string(FUSED_TEST_DATA) + "/reference/" + name;
-  r.info = fused::io::load_hf_config(r.dir + "/config.json");
+  r.info = fused::decoder::load_hf_config(r.dir + "/config.json");
   std::ifstream in(r.dir + "/reference.json");
   r.meta = nlohmann::json::parse(in);
   r.yardstick = r.meta["hf_bf16_prefill_logits_max_abs_dev"].get<double>();
@@ -55,9 +59,9 @@ double max_abs_diff(std::span<const float> a, std::span<const float> b) {
   return m;
 }
 
-fused::qwen2::graph_options all_rows() {
-  fused::qwen2::graph_options o;
-  o.logits = fused::qwen2::logits_rows::all;
+fused::decoder::graph_options all_rows() {
+  fused::decoder::graph_options o;
+  o.logits = fused::decoder::logits_rows::all;
   return o;
 }
 
@@ -66,7 +70,7 @@ void check_model(const std::string& name) {
   const auto T = static_cast<std::int64_t>(ref.input_ids.size());
   const auto N = static_cast<std::int64_t>(ref.generated_ids.size());
   const auto V = ref.info.arch.vocab_size;
-  fused::qwen2::model m(ref.info.arch, T, T + N, all_rows());
+  fused::decoder::model m(*ref.info.family, ref.info.arch, T, T + N, all_rows());
   const auto w = fused::runtime::weight_store::load(ref.dir, m.tensors(), ref.info.arch.tie_word_embeddings);
   m.bind(w);
 
@@ -92,7 +96,7 @@ void check_model(const std::string& name) {
 void check_layers(const std::string& name) {
   const reference ref = load(name);
   const auto T = static_cast<std::int64_t>(ref.input_ids.size());
-  fused::qwen2::model m(ref.info.arch, T, T, all_rows());
+  fused::decoder::model m(*ref.info.family, ref.info.arch, T, T, all_rows());
   const auto w = fused::runtime::weight_store::load(ref.dir, m.tensors(), ref.info.arch.tie_word_embeddings);
   m.bind(w);
   std::map<std::string, double> dev;
@@ -114,10 +118,20 @@ void check_layers(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("layer outputs follow transformers' (tiny_a, tiny_mha)") {
+TEST_CASE("layer outputs follow the reference's (tiny_a, tiny_mha, tiny_llama, tiny_qwen3)") {
   check_layers("tiny_a");
   check_layers("tiny_mha");
+  check_layers("tiny_llama");
+  check_layers("tiny_qwen3");
 }
 
 TEST_CASE("tiny_a (GQA 4:2, tied) matches transformers within its bf16 yardstick") { check_model("tiny_a"); }
 TEST_CASE("tiny_mha (MHA) matches transformers within its bf16 yardstick") { check_model("tiny_mha"); }
+TEST_CASE("tiny_llama (Llama 3.1-style llama3 RoPE, untied) matches its reference within its bf16 yardstick") {
+  CHECK(load("tiny_llama").info.family->model_type == "llama");
+  check_model("tiny_llama");
+}
+TEST_CASE("tiny_qwen3 (q/k norm, heads x head_dim != hidden) matches its reference within its bf16 yardstick") {
+  CHECK(load("tiny_qwen3").info.family->model_type == "qwen3");
+  check_model("tiny_qwen3");
+}

@@ -1,9 +1,9 @@
-// Qwen2 models that run: the static one, whose plan, offsets and kernel calls are compile-time
+// Decoder models that run, of any family: the static one, whose plan, offsets and kernel calls are compile-time
 // constants, and the run-time one, which evaluates the same pipeline for a config known only then.
 // Both lower their plans with runtime::lower_calls and execute every call through runtime::invoke,
 // so for one config their logits are bitwise equal.
 //
-//   using model = fused::qwen2::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
+//   using model = fused::decoder::static_model<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
 //   static_assert(model::arena_bytes <= 24 << 20);
 //   auto weights = fused::runtime::weight_store::load("Qwen2-0.5B", model::plans::prefill.tensors, true);
 //   model m(weights);                       // or model m(weights, caller_state, caller_arena)
@@ -23,9 +23,9 @@
 #include "../runtime/invoke.hpp"
 #include "../runtime/session.hpp"
 #include "../runtime/weights.hpp"
-#include "qwen2_plan.hpp"
+#include "decoder_plan.hpp"
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 namespace detail {
 template <std::size_t N, class Plan>
@@ -49,7 +49,7 @@ inline void check_kernel_limits(const config& c) {
 }
 }  // namespace detail
 
-// A static Qwen2 model: prefill of up to MaxTokens tokens per call (longer prompts run in chunks),
+// A static model of Preset's family and config: prefill of up to MaxTokens tokens per call (longer prompts run in chunks),
 // decode of one token, over a KV cache of Ctx positions. Every shape, offset and kernel call is a
 // compile-time constant; prefill and decode allocate nothing.
 template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, graph_options Options = graph_options{}>
@@ -123,10 +123,11 @@ class static_model {
 // The run-time model: the same pipeline for a config read from a file.
 class model {
  public:
-  model(const config& c, std::int64_t max_tokens, std::int64_t ctx, graph_options o = {})
-      : cfg_(c),
-        prefill_(plan_for(c, mode::prefill(max_tokens, ctx), o)),
-        decode_(plan_for(c, mode::decode(ctx), o)) {
+  model(const family_entry& f, const config& c, std::int64_t max_tokens, std::int64_t ctx, graph_options o = {})
+      : family_(f),
+        cfg_(c),
+        prefill_(plan_for(f, c, mode::prefill(max_tokens, ctx), o)),
+        decode_(plan_for(f, c, mode::decode(ctx), o)) {
     detail::check_kernel_limits(c);
     prefill_calls_ = lower(prefill_);
     decode_calls_ = lower(decode_);
@@ -134,6 +135,7 @@ class model {
   model(const model&) = delete;
   model& operator=(const model&) = delete;
 
+  const family_entry& family() const { return family_; }
   const config& cfg() const { return cfg_; }
   const planned& prefill_plan() const { return prefill_; }
   const planned& decode_plan() const { return decode_; }
@@ -197,6 +199,7 @@ class model {
     }
   };
 
+  family_entry family_;
   config cfg_;
   planned prefill_, decode_;
   std::vector<runtime::call> prefill_calls_, decode_calls_;
@@ -204,4 +207,4 @@ class model {
   runtime::session s_;
 };
 
-}  // namespace fused::qwen2
+}  // namespace fused::decoder

@@ -1,31 +1,35 @@
-// Compile-time plans of a Qwen2 model: the program built once in constant evaluation, lowered and
+// Compile-time plans of a decoder model of any family: the program built once in constant evaluation, lowered and
 // memory-planned for prefill (up to MaxTokens tokens) and decode, both verified by static_assert.
 // Both modes share the weights and state layouts (same program, same KV capacity).
 //
-//   using plans = fused::qwen2::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
+//   using plans = fused::decoder::static_plans<fused::qwen2::presets::qwen2_0_5b, 512, 4096>;
 //   static_assert(plans::prefill.arena_bytes() == 24510464);
 //
 // Compile-time only, and light on purpose (no <string>, no exceptions, no reflection): its cost is
 // the compile-time budget of every static model (docs/COMPILE_TIME.md). The run-time pipeline for a
-// config.json is plan_for() in qwen2_plan.hpp.
+// config.json is plan_for() in decoder_plan.hpp. A preset names its family and its config:
+//   struct qwen2_0_5b { using family = fused::qwen2::family; static constexpr config value{...}; };
 #pragma once
 #include <cstdint>
 
 #include "../plan/planner.hpp"
 #include "../plan/static_plan.hpp"
-#include "qwen2_graph.hpp"
-#include "qwen2_mode.hpp"
+#include "decoder_graph.hpp"
+#include "decoder_mode.hpp"
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 template <class Preset, std::int64_t MaxTokens, std::int64_t Ctx, graph_options Options = graph_options{}>
 struct static_plans {
+  using family = typename Preset::family;
   static constexpr config cfg = Preset::value;
   static_assert(MaxTokens >= 1, "fused: a prefill must take at least one token");
   static_assert(Ctx >= MaxTokens, "fused: the KV capacity must hold at least one full prefill");
   static_assert(Ctx <= Preset::value.max_position_embeddings, "fused: the KV capacity exceeds the model's max_position_embeddings");
+  static_assert(Preset::value.sliding_window == 0 || Ctx <= Preset::value.sliding_window,
+                "fused: the KV capacity exceeds the model's sliding_window (only full attention is implemented)");
 
-  static constexpr counting_builder::counts size = build_graph_with<counting_builder>(cfg, Options);
+  static constexpr counting_builder::counts size = family::template graph<counting_builder>(cfg, Options);
   using plan_type = static_plan<size.tensors, size.steps>;
   struct both {
     error_kind error = error_kind::none;
@@ -36,7 +40,7 @@ struct static_plans {
   };
   static constexpr both plans = [] {
     both b{};
-    const program p = build_graph(cfg, Options);
+    const program p = family::template graph<graph_builder>(cfg, Options);
     b.error = p.error;
     if (!p.ok()) {
       b.message = diagnostic(p.message.view());
@@ -62,4 +66,4 @@ struct static_plans {
                 (plans.prefill.state_bytes() == plans.decode.state_bytes() && plans.prefill.weights_bytes() == plans.decode.weights_bytes()));
 };
 
-}  // namespace fused::qwen2
+}  // namespace fused::decoder

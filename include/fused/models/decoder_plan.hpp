@@ -1,4 +1,4 @@
-// Plans of a Qwen2 model: the compile-time ones (static_plans, qwen2_static_plan.hpp) and the same
+// Plans of a decoder model: the compile-time ones (static_plans, decoder_static_plan.hpp) and the same
 // pipeline at run time for a config known only then (plan_for), which throws graph_error.
 #pragma once
 #include <stdexcept>
@@ -7,27 +7,32 @@
 #include "../core/text_string.hpp"
 #include "../graph/graph_error.hpp"
 #include "../plan/size_check.hpp"
-#include "qwen2_limits.hpp"
-#include "qwen2_static_plan.hpp"
+#include "decoder_limits.hpp"
+#include "decoder_static_plan.hpp"
+#include "family.hpp"
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 // The same pipeline at run time, for a config known only then (a config.json): build, schedule,
 // lower, plan, verify. Throws graph_error on an invalid graph or a plan the verifier rejects, and
 // std::invalid_argument naming the config field or the mode's tokens/ctx when the model is too
-// large to plan (qwen2_limits.hpp): sizes are checked without overflow before anything is built.
+// large to plan (decoder_limits.hpp): sizes are checked without overflow before anything is built.
 struct planned {
   program prog;
   memory_plan mem;
 };
 
-inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
+inline planned plan_for(const family_entry& f, const config& c, const mode& m, graph_options o = {}) {
   if (m.tokens < 1) throw std::invalid_argument("a prefill must take at least one token");
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
   if (m.ctx > c.max_position_embeddings)
     throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (c.sliding_window != 0 && m.ctx > c.sliding_window)
+    throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds sliding_window " + std::to_string(c.sliding_window) +
+                                ": only full attention is implemented, which differs from the model's windowed attention past " +
+                                std::to_string(c.sliding_window) + " positions");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
-  planned r{build_graph(c, o), {}};
+  planned r{f.graph(c, o), {}};
   if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
   if (const auto big = find_oversize(r.prog, m.bind())) {
     const bool by_ctx = big->tensor >= 0 && [&] {
@@ -47,4 +52,4 @@ inline planned plan_for(const config& c, const mode& m, graph_options o = {}) {
   return r;
 }
 
-}  // namespace fused::qwen2
+}  // namespace fused::decoder

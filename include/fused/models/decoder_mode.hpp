@@ -1,12 +1,12 @@
-// Qwen2's modes: prefill of up to `tokens` tokens, or decode of one token, over a KV cache of
+// A decoder's modes: prefill of up to `tokens` tokens, or decode of one token, over a KV cache of
 // `ctx` positions. The KV capacity is part of every mode so that both see one state layout.
 #pragma once
 #include <cstdint>
 
 #include "../core/shape.hpp"
-#include "qwen2_graph.hpp"
+#include "decoder_graph.hpp"
 
-namespace fused::qwen2 {
+namespace fused::decoder {
 
 enum class phase : std::uint8_t { prefill, decode };
 
@@ -27,4 +27,4 @@ struct mode {
   static constexpr mode decode(std::int64_t ctx) { return {phase::decode, 1, ctx}; }
 };
 
-}  // namespace fused::qwen2
+}  // namespace fused::decoder

@@ -1,0 +1,140 @@
+// The pieces a decoder family's graph is written with. A family header (models/qwen2.hpp,
+// llama.hpp, ...) writes its forward pass with these, in the order Hugging Face computes it and
+// with Hugging Face's weight names; everything below (modes, plans, executors, codegen) is shared.
+//
+//   layers<Builder> g(c, o);
+//   tensor_id x = g.embed();
+//   for (int l = 0; l < g.layer_count; ++l) {
+//     const auto cache = g.kv_cache(l);
+//     const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
+//     ...
+//   }
+//   return g.logits(x);
+//
+// Symbols: $1 = tokens in this call, $2 = KV-cache capacity (see decoder_mode.hpp). Result names
+// ("layers.{}.q", ...) are the same for every family, so plans and pictures read alike.
+#pragma once
+#include <cstdint>
+#include <utility>
+
+#include "../graph/builder.hpp"
+#include "../ops.hpp"
+#include "decoder_config.hpp"
+
+namespace fused::decoder {
+
+inline constexpr std::uint8_t sym_tokens = 1;
+inline constexpr std::uint8_t sym_ctx = 2;
+
+enum class logits_rows : std::uint8_t {
+  last,  // generation: logits of the last position only
+  all,   // scoring: logits of every position
+};
+
+struct graph_options {
+  logits_rows logits = logits_rows::last;
+  int layers = -1;  // build only the first N layers (-1: all); for compile-cost measurements and tests
+};
+
+template <class Builder>
+class layers {
+ public:
+  // `steps_per_layer` / `tensors_per_layer`: the builder's reservation (a hint, not a limit).
+  constexpr layers(const config& c, graph_options o, std::size_t tensors_per_layer = 32, std::size_t steps_per_layer = 18)
+      : cfg(c), opt(o), layer_count(o.layers < 0 ? c.num_hidden_layers : o.layers) {
+    g_.reserve(tensors_per_layer * static_cast<std::size_t>(layer_count) + 8, steps_per_layer * static_cast<std::size_t>(layer_count) + 4);
+  }
+
+  const config cfg;
+  const graph_options opt;
+  const int layer_count;
+  const dim tokens = sym(sym_tokens), capacity = sym(sym_ctx);
+
+  constexpr std::int64_t hidden() const { return cfg.hidden_size; }
+  constexpr std::int64_t q_features() const { return std::int64_t{cfg.num_attention_heads} * cfg.head_dim; }
+  constexpr std::int64_t kv_features() const { return std::int64_t{cfg.num_key_value_heads} * cfg.head_dim; }
+
+  // input_ids [T] through model.embed_tokens.weight [V, H].
+  constexpr tensor_id embed() {
+    const tensor_id ids = g_.input({"input_ids"}, dtype::i32, shape(tokens));
+    embed_w_ = g_.weight({"model.embed_tokens.weight"}, dtype::bf16, shape(cfg.vocab_size, cfg.hidden_size));
+    return g_.apply(ops::embed, {ids, embed_w_}, {}, {"embed"});
+  }
+
+  struct cache {
+    tensor_id key = -1, value = -1;
+  };
+  // The layer's KV cache: state carried from call to call, [n_kv, capacity, head_dim] each.
+  constexpr cache kv_cache(int l) {
+    const shape s(cfg.num_key_value_heads, capacity, cfg.head_dim);
+    return {g_.state({"cache.layers.{}.key", l}, dtype::bf16, s), g_.state({"cache.layers.{}.value", l}, dtype::bf16, s)};
+  }
+
+  // RMSNorm over the hidden size.
+  constexpr tensor_id rms_norm(tensor_id x, name_ref weight, name_ref result) {
+    const tensor_id w = g_.weight(weight, dtype::bf16, shape(cfg.hidden_size));
+    return g_.apply(ops::rms_norm, {x, w}, {.f = cfg.rms_norm_eps}, result);
+  }
+  // RMSNorm of each head of x [T, heads*head_dim] on its own, with one weight [head_dim] (Qwen3's q/k norm).
+  constexpr tensor_id head_rms_norm(tensor_id x, std::int64_t heads, name_ref weight, name_ref result) {
+    const tensor_id w = g_.weight(weight, dtype::bf16, shape(cfg.head_dim));
+    return g_.apply(ops::head_rms_norm, {x, w}, {.i = {heads, 0, 0, 0}, .f = cfg.rms_norm_eps}, result);
+  }
+
+  // x W^T (+ b): `weight` [out, in] as Hugging Face stores it, and optionally a bias [out] (its
+  // name is a second pattern: a name_ref is a compile-time pattern, not a string to edit).
+  constexpr tensor_id linear(tensor_id x, name_ref weight, std::int64_t out, std::int64_t in, name_ref result) {
+    const tensor_id w = g_.weight(weight, dtype::bf16, shape(out, in));
+    return g_.apply(ops::linear, {x, w}, {}, result);
+  }
+  constexpr tensor_id linear(tensor_id x, name_ref weight, name_ref bias, std::int64_t out, std::int64_t in, name_ref result) {
+    const tensor_id w = g_.weight(weight, dtype::bf16, shape(out, in));
+    const tensor_id b = g_.weight(bias, dtype::bf16, shape(out));
+    return g_.apply(ops::linear, {x, w, b}, {}, result);
+  }
+  // Either of the two, as the config says (`with_bias`: attention_bias, mlp_bias).
+  constexpr tensor_id linear(tensor_id x, name_ref weight, name_ref bias, bool with_bias, std::int64_t out, std::int64_t in, name_ref result) {
+    return with_bias ? linear(x, weight, bias, out, in, result) : linear(x, weight, out, in, result);
+  }
+
+  // Rotary position embedding of `heads` heads, with the config's frequencies (plain or llama3).
+  constexpr tensor_id rope(tensor_id x, std::int64_t heads, name_ref result) {
+    attrs a{.i = {heads, cfg.head_dim, 0, 0}, .f = cfg.rope_theta};
+    if (cfg.rope_type == rope_kind::llama3) {
+      a.i[2] = cfg.rope_original_max_position_embeddings;
+      a.extra[0] = cfg.rope_factor;
+      a.extra[1] = cfg.rope_low_freq_factor;
+      a.extra[2] = cfg.rope_high_freq_factor;
+    }
+    return g_.apply(cfg.rope_type == rope_kind::llama3 ? ops::rope_llama3 : ops::rope, {x}, a, result);
+  }
+
+  // Writes this call's keys and values into the layer's cache and attends causally over it.
+  constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
+    const tensor_id k_next = g_.apply(ops::kv_write, {k, kv.key}, {}, {"cache.layers.{}.key.next", l});
+    const tensor_id v_next = g_.apply(ops::kv_write, {v, kv.value}, {}, {"cache.layers.{}.value.next", l});
+    g_.carry_state(kv.key, k_next);
+    g_.carry_state(kv.value, v_next);
+    return g_.apply(ops::attention, {q, k_next, v_next}, {.i = {cfg.num_attention_heads, 0, 0, 0}}, {"layers.{}.attn", l});
+  }
+
+  constexpr tensor_id add(tensor_id a, tensor_id b, name_ref result) { return g_.apply(ops::add, {a, b}, {}, result); }
+  constexpr tensor_id swiglu(tensor_id gate, tensor_id up, name_ref result) { return g_.apply(ops::swiglu, {gate, up}, {}, result); }
+
+  // The end of every decoder: (the last position only, for generation,) model.norm, the lm head
+  // (tied to the embedding or lm_head.weight), the output "logits".
+  constexpr auto logits(tensor_id x) && {
+    if (opt.logits == logits_rows::last) x = g_.apply(ops::take_last, {x}, {}, {"last_position"});
+    const tensor_id hf = rms_norm(x, {"model.norm.weight"}, {"final_norm"});
+    const tensor_id head = cfg.tie_word_embeddings ? embed_w_ : g_.weight({"lm_head.weight"}, dtype::bf16, shape(cfg.vocab_size, cfg.hidden_size));
+    const tensor_id out = g_.apply(ops::linear, {hf, head}, {}, {"logits"});
+    g_.output("logits", out);
+    return std::move(g_).finish();
+  }
+
+ private:
+  Builder g_;
+  tensor_id embed_w_ = -1;
+};
+
+}  // namespace fused::decoder
