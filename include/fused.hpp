@@ -86,6 +86,7 @@
 #include "fused/io/tokenizer.hpp"
 #include "fused/io/tokenizer/added_tokens.hpp"
 #include "fused/io/tokenizer/bpe.hpp"
+#include "fused/io/tokenizer/byte_fallback.hpp"
 #include "fused/io/tokenizer/byte_level.hpp"
 #include "fused/io/tokenizer/normalizer.hpp"
 #include "fused/io/tokenizer/split_regex.hpp"

@@ -8018,8 +8018,13 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 
 // io: Hugging Face config.json, safetensors, tokenizer.json
 // ---- begin fused/io/tokenizer.hpp ----------------------------------------------------------------------
-// fused::io::tokenizer: the byte-level BPE tokenizer of a Hugging Face `tokenizer.json` (Qwen2,
-// Qwen2.5, Qwen3, GPT-2 style), giving the same ids as the `tokenizers` library.
+// fused::io::tokenizer: the BPE tokenizer of a Hugging Face `tokenizer.json`, giving the same ids
+// as the `tokenizers` library. Two kinds are read:
+//   - byte-level BPE (GPT-2, Qwen2, Qwen2.5, Qwen3, Llama 3): a ByteLevel pre-tokenizer (after Split
+//     regexes) and decoder;
+//   - SentencePiece converted to BPE (Llama 2, Mistral, TinyLlama): `byte_fallback: true`, spaces
+//     shown as "▁" by the normalizer (Prepend + Replace) or a Metaspace pre-tokenizer, and the
+//     decoder Sequence [Replace, ByteFallback, Fuse, Strip].
 //
 //   auto tok = fused::io::tokenizer::from_file("tokenizer.json");
 //   std::vector<std::int32_t> ids = tok.encode("Hello, world!");   // {9707, 11, 1879, 0} for Qwen2
@@ -8031,10 +8036,14 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 //   2. added tokens with "normalized": false are cut out of the raw text (leftmost, then longest);
 //   3. each stretch between them is normalized (NFC for Qwen2), then added tokens with
 //      "normalized": true are cut out of that;
-//   4. the pre-tokenizer splits each remaining stretch (the Split regex, then ByteLevel);
+//   4. the pre-tokenizer splits each remaining stretch (the Split regex, then ByteLevel), or
+//      Metaspace shows its spaces as "▁";
 //   5. BPE merges each piece.
+// Like encode(text, add_special_tokens=False), it never adds a post_processor's template tokens
+// (Llama 2's <s>): callers add those themselves.
 // decode() maps each id back to its bytes (ByteLevel decoder) and replaces ill-formed UTF-8 in the
-// result with U+FFFD, as tokenizers' decode does; stream_decoder does the same one id at a time.
+// result with U+FFFD, as tokenizers' decode does, or runs the ByteFallback decoder Sequence;
+// stream_decoder does the same one id at a time.
 //
 // Any field of tokenizer.json that would change the result and is not implemented here is an
 // error naming the file and the field, never silently ignored.
@@ -8131,15 +8140,19 @@ class added_token_matcher {
 }  // namespace fused::io::tokenization
 // ---- end fused/io/tokenizer/added_tokens.hpp -----------------------------------------------------------
 // ---- begin fused/io/tokenizer/bpe.hpp ------------------------------------------------------------------
-// Byte-level BPE merging: one pre-tokenized word (raw bytes) -> token ids.
+// BPE merging: one pre-tokenized word -> token ids.
 //
-// The word starts as one symbol per byte; the adjacent pair with the lowest merge rank is merged
+// In byte-level BPE (GPT-2, Qwen2, Llama 3) the word starts as one symbol per byte. In the BPE of a
+// converted SentencePiece model (Llama 2, Mistral: `byte_fallback: true`) it starts as one symbol
+// per character, a character the vocabulary lacks becoming its UTF-8 bytes as "<0x..>" tokens.
+// Then the adjacent pair with the lowest merge rank is merged
 // until no adjacent pair has a rank, ties going to the leftmost pair. This is exactly the order of
 // Hugging Face's `BPE::merge_word` (a min-heap on (rank, position)), so ids match it bit for bit.
 // Cost: O(n log n) per word with the heap and a linked list of symbols, instead of the O(n^2)
 // rescans of the textbook loop; repeated words (most of them, in real text) hit a cache.
 #include <algorithm>
 #include <array>
+#include <unordered_map>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -8148,243 +8161,6 @@ class added_token_matcher {
 #include <string>
 #include <string_view>
 #include <vector>
-
-namespace fused::io::tokenization {
-
-// Merge rules keyed by the pair of ids: open addressing with linear probing on one flat array,
-// because this lookup is the inner loop of encoding (std::unordered_map chases a pointer per probe).
-class merge_table {
- public:
-  struct rule {
-    std::int32_t rank;    // position in the merges list: lower merges first
-    std::int32_t merged;  // id of the token the pair becomes
-  };
-
-  // Reserve for `n` rules; keeps the load factor at or below 1/2.
-  explicit merge_table(std::size_t n = 0) {
-    std::size_t cap = 16;
-    while (cap < 2 * n + 2) cap *= 2;
-    slots_.assign(cap, slot{empty_key, {0, 0}});
-  }
-
-  // A pair given twice keeps the later rule, as Hugging Face's HashMap collect does.
-  void insert(std::int32_t a, std::int32_t b, rule r) {
-    if (2 * (size_ + 1) > slots_.size()) grow();
-    const std::uint64_t k = key(a, b);
-    for (std::size_t i = home(k);; i = (i + 1) & (slots_.size() - 1)) {
-      if (slots_[i].k == k) { slots_[i].r = r; return; }
-      if (slots_[i].k == empty_key) { slots_[i] = {k, r}; ++size_; return; }
-    }
-  }
-
-  const rule* find(std::int32_t a, std::int32_t b) const noexcept {
-    const std::uint64_t k = key(a, b);
-    for (std::size_t i = home(k);; i = (i + 1) & (slots_.size() - 1)) {
-      if (slots_[i].k == k) return &slots_[i].r;
-      if (slots_[i].k == empty_key) return nullptr;
-    }
-  }
-
-  std::size_t size() const noexcept { return size_; }
-
- private:
-  struct slot {
-    std::uint64_t k;
-    rule r;
-  };
-  // Ids are non-negative, so no real pair has all 64 bits set.
-  static constexpr std::uint64_t empty_key = ~std::uint64_t{0};
-  static std::uint64_t key(std::int32_t a, std::int32_t b) noexcept {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
-  }
-  std::size_t home(std::uint64_t k) const noexcept {
-    // Fibonacci hashing: the high bits of the product are well mixed even for sequential ids.
-    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> 32) & (slots_.size() - 1);
-  }
-  void grow() {
-    std::vector<slot> old = std::move(slots_);
-    slots_.assign(old.size() * 2, slot{empty_key, {0, 0}});
-    size_ = 0;
-    for (const slot& s : old)
-      if (s.k != empty_key) insert(static_cast<std::int32_t>(s.k >> 32), static_cast<std::int32_t>(s.k & 0xFFFFFFFFu), s.r);
-  }
-
-  std::vector<slot> slots_;
-  std::size_t size_ = 0;
-};
-
-class bpe_model {
- public:
-  // byte_ids[b]: id of the single-byte token for byte b (every byte must have one).
-  bpe_model(std::array<std::int32_t, 256> byte_ids, merge_table merges)
-      : byte_ids_(byte_ids), merges_(std::move(merges)) {}
-
-  // Appends the ids of one word (the raw bytes of one pre-tokenizer piece) to `out`.
-  void encode_word(std::string_view word, std::vector<std::int32_t>& out) const {
-    if (word.size() == 1) { out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]); return; }
-    if (word.empty()) return;
-    if (word.size() > max_cached_word) { merge(word, out); return; }
-    word_cache& cache = word_cache::for_model(serial_);
-    if (cache.find(word, out)) return;
-    const std::size_t first = out.size();
-    merge(word, out);
-    cache.insert(word, std::span<const std::int32_t>(out.data() + first, out.size() - first));
-  }
-
-  const merge_table& merges() const noexcept { return merges_; }
-
- private:
-  // Long words are rare and would crowd the cache out; memory stays bounded either way.
-  static constexpr std::size_t max_cached_word = 64;
-
-  // Repeated words skip the merge loop. The cache is per thread, so a lookup takes no lock (a
-  // mutex here cost a third of the encode time); it belongs to the model that used it last on
-  // that thread, identified by a serial number that is never reused (an address could be).
-  // Open addressing over flat arenas rather than std::unordered_map: no allocation per word and
-  // one probe that compares a stored hash before any bytes (the map version took a fifth of the
-  // encode time in its bucket walk).
-  class word_cache {
-   public:
-    static word_cache& for_model(std::uint64_t serial) {
-      thread_local word_cache cache;
-      if (cache.owner_ != serial) {
-        cache.clear();
-        cache.owner_ = serial;
-      }
-      return cache;
-    }
-    bool find(std::string_view word, std::vector<std::int32_t>& out) const {
-      if (slots_.empty()) return false;
-      const std::uint64_t h = hash(word);
-      for (std::size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
-        const slot& s = slots_[i];
-        if (s.hash == 0) return false;
-        if (s.hash == h && word == std::string_view(keys_).substr(s.key_at, s.key_len)) {
-          out.insert(out.end(), ids_.begin() + s.ids_at, ids_.begin() + s.ids_at + s.n_ids);
-          return true;
-        }
-      }
-    }
-    // `word` is at most max_cached_word bytes, so it and its ids fit the 16-bit lengths.
-    void insert(std::string_view word, std::span<const std::int32_t> ids) {
-      // Dropping everything when full is crude but keeps the bound without per-entry bookkeeping;
-      // the hot words of a text are back within a few lines.
-      if (slots_.empty() || size_ >= max_entries) clear(), slots_.assign(2 * max_entries, slot{});
-      const std::uint64_t h = hash(word);
-      std::size_t i = h & (slots_.size() - 1);
-      while (slots_[i].hash != 0) i = (i + 1) & (slots_.size() - 1);
-      slots_[i] = {h, static_cast<std::uint32_t>(keys_.size()), static_cast<std::uint32_t>(ids_.size()),
-                   static_cast<std::uint16_t>(word.size()), static_cast<std::uint16_t>(ids.size())};
-      keys_.append(word);
-      ids_.insert(ids_.end(), ids.begin(), ids.end());
-      ++size_;
-    }
-
-   private:
-    static constexpr std::size_t max_entries = 1u << 15;
-    struct slot {
-      std::uint64_t hash = 0;  // 0 marks an empty slot; hash() never returns it
-      std::uint32_t key_at = 0, ids_at = 0;
-      std::uint16_t key_len = 0, n_ids = 0;
-    };
-    // Eight bytes at a time with a multiply-xorshift mix: words are short, so speed matters more
-    // than the last bit of quality.
-    static std::uint64_t hash(std::string_view s) noexcept {
-      std::uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
-      std::size_t i = 0;
-      for (; i + 8 <= s.size(); i += 8) {
-        std::uint64_t w;
-        std::memcpy(&w, s.data() + i, 8);
-        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 32;
-      }
-      std::uint64_t w = 0;
-      std::memcpy(&w, s.data() + i, s.size() - i);
-      h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-      h ^= h >> 29;
-      return h | 1;
-    }
-    void clear() {
-      if (size_ != 0) std::fill(slots_.begin(), slots_.end(), slot{});
-      keys_.clear();
-      ids_.clear();
-      size_ = 0;
-    }
-
-    std::uint64_t owner_ = 0;
-    std::vector<slot> slots_;  // allocated on first insert: threads that never encode pay nothing
-    std::string keys_;
-    std::vector<std::int32_t> ids_;
-    std::size_t size_ = 0;
-  };
-
-  static std::uint64_t next_serial() noexcept {
-    static std::atomic<std::uint64_t> counter{0};
-    return ++counter;
-  }
-
-  struct symbol {
-    std::int32_t id;
-    std::int32_t prev;  // index of the previous live symbol, -1 at the start
-    std::int32_t next;  // index of the next live symbol, -1 at the end
-    bool alive;
-  };
-
-  void merge(std::string_view word, std::vector<std::int32_t>& out) const {
-    // Scratch reused across calls on this thread: encoding allocates nothing per word.
-    thread_local std::vector<symbol> sym;
-    thread_local std::vector<std::uint64_t> heap;  // (rank << 32) | position, a min-heap
-    const auto n = static_cast<std::int32_t>(word.size());
-    sym.resize(word.size());
-    heap.clear();
-    for (std::int32_t i = 0; i < n; ++i)
-      sym[i] = {byte_ids_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
-    const auto push_pair = [&](std::int32_t left) {
-      if (left < 0 || sym[left].next < 0) return;
-      if (const merge_table::rule* r = merges_.find(sym[left].id, sym[sym[left].next].id)) {
-        heap.push_back((static_cast<std::uint64_t>(r->rank) << 32) | static_cast<std::uint32_t>(left));
-        std::push_heap(heap.begin(), heap.end(), std::greater<>{});
-      }
-    };
-    for (std::int32_t i = 0; i + 1 < n; ++i) push_pair(i);
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
-      const std::uint64_t top = heap.back();
-      heap.pop_back();
-      const auto rank = static_cast<std::int32_t>(top >> 32);
-      const auto left = static_cast<std::int32_t>(top & 0xFFFFFFFFu);
-      // Entries go stale when a neighbour merged since they were pushed: the pair at `left` now
-      // is checked, and the entry counts only if it is still the same rule (ranks are unique).
-      if (!sym[left].alive || sym[left].next < 0) continue;
-      const std::int32_t right = sym[left].next;
-      const merge_table::rule* r = merges_.find(sym[left].id, sym[right].id);
-      if (r == nullptr || r->rank != rank) continue;
-      sym[left].id = r->merged;
-      sym[right].alive = false;
-      sym[left].next = sym[right].next;
-      if (sym[right].next >= 0) sym[sym[right].next].prev = left;
-      push_pair(sym[left].prev);
-      push_pair(left);
-    }
-    for (std::int32_t i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
-  }
-
-  std::array<std::int32_t, 256> byte_ids_;
-  merge_table merges_;
-  std::uint64_t serial_ = next_serial();
-};
-
-}  // namespace fused::io::tokenization
-// ---- end fused/io/tokenizer/bpe.hpp --------------------------------------------------------------------
-// ---- begin fused/io/tokenizer/byte_level.hpp -----------------------------------------------------------
-// GPT-2's byte-level alphabet (Hugging Face `ByteLevel` pre-tokenizer and decoder): every byte is
-// shown as one printable code point so that a BPE vocabulary can be stored as text. Printable
-// Latin-1 bytes stand for themselves; the other 68 bytes (controls, space, 0x7F-0xA0, 0xAD) are
-// numbered from U+0100 upwards in byte order. So ' ' is U+0120 'Ġ' and '\n' is U+010A 'Ċ'.
-#include <array>
-#include <cstdint>
-#include <string>
-#include <string_view>
 
 // ---- begin fused/io/tokenizer/utf8.hpp -----------------------------------------------------------------
 // UTF-8 scanning with the Unicode "maximal subpart" rule (Unicode 15, section 3.9, table 3-7):
@@ -8519,6 +8295,341 @@ class utf8_stream {
 
 namespace fused::io::tokenization {
 
+// Merge rules keyed by the pair of ids: open addressing with linear probing on one flat array,
+// because this lookup is the inner loop of encoding (std::unordered_map chases a pointer per probe).
+class merge_table {
+ public:
+  struct rule {
+    std::int32_t rank;    // position in the merges list: lower merges first
+    std::int32_t merged;  // id of the token the pair becomes
+  };
+
+  // Reserve for `n` rules; keeps the load factor at or below 1/2.
+  explicit merge_table(std::size_t n = 0) {
+    std::size_t cap = 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    slots_.assign(cap, slot{empty_key, {0, 0}});
+  }
+
+  // A pair given twice keeps the later rule, as Hugging Face's HashMap collect does.
+  void insert(std::int32_t a, std::int32_t b, rule r) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    const std::uint64_t k = key(a, b);
+    for (std::size_t i = home(k);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].k == k) { slots_[i].r = r; return; }
+      if (slots_[i].k == empty_key) { slots_[i] = {k, r}; ++size_; return; }
+    }
+  }
+
+  const rule* find(std::int32_t a, std::int32_t b) const noexcept {
+    const std::uint64_t k = key(a, b);
+    for (std::size_t i = home(k);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].k == k) return &slots_[i].r;
+      if (slots_[i].k == empty_key) return nullptr;
+    }
+  }
+
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  struct slot {
+    std::uint64_t k;
+    rule r;
+  };
+  // Ids are non-negative, so no real pair has all 64 bits set.
+  static constexpr std::uint64_t empty_key = ~std::uint64_t{0};
+  static std::uint64_t key(std::int32_t a, std::int32_t b) noexcept {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+  }
+  std::size_t home(std::uint64_t k) const noexcept {
+    // Fibonacci hashing: the high bits of the product are well mixed even for sequential ids.
+    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> 32) & (slots_.size() - 1);
+  }
+  void grow() {
+    std::vector<slot> old = std::move(slots_);
+    slots_.assign(old.size() * 2, slot{empty_key, {0, 0}});
+    size_ = 0;
+    for (const slot& s : old)
+      if (s.k != empty_key) insert(static_cast<std::int32_t>(s.k >> 32), static_cast<std::int32_t>(s.k & 0xFFFFFFFFu), s.r);
+  }
+
+  std::vector<slot> slots_;
+  std::size_t size_ = 0;
+};
+
+// Single-character tokens keyed by their UTF-8 bytes packed into 32 bits (a character has at most
+// four bytes and its lead byte fixes the length, so the key is unique).
+using char_id_map = std::unordered_map<std::uint32_t, std::int32_t>;
+inline std::uint32_t char_key(std::string_view utf8_char) noexcept {
+  std::uint32_t k = 0;
+  for (const char c : utf8_char) k = (k << 8) | static_cast<unsigned char>(c);
+  return k;
+}
+
+class bpe_model {
+ public:
+  // byte_ids[b]: id of the token for byte b (every byte must have one): the byte-level token, or
+  // with `by_char`, the "<0x..>" fallback token. char_ids (with `by_char` only): the id of each
+  // single-character token.
+  bpe_model(std::array<std::int32_t, 256> byte_ids, merge_table merges, bool by_char = false, char_id_map char_ids = {})
+      : byte_ids_(byte_ids), merges_(std::move(merges)), by_char_(by_char), char_ids_(std::move(char_ids)) {}
+
+  // Appends the ids of one word (one pre-tokenizer piece, well-formed UTF-8 when `by_char`) to `out`.
+  void encode_word(std::string_view word, std::vector<std::int32_t>& out) const {
+    if (word.size() == 1 && !by_char_) { out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]); return; }
+    if (word.empty()) return;
+    if (word.size() > max_cached_word) { merge(word, out); return; }
+    word_cache& cache = word_cache::for_model(serial_);
+    if (cache.find(word, out)) return;
+    const std::size_t first = out.size();
+    merge(word, out);
+    cache.insert(word, std::span<const std::int32_t>(out.data() + first, out.size() - first));
+  }
+
+  const merge_table& merges() const noexcept { return merges_; }
+
+ private:
+  // Long words are rare and would crowd the cache out; memory stays bounded either way.
+  static constexpr std::size_t max_cached_word = 64;
+
+  // Repeated words skip the merge loop. The cache is per thread, so a lookup takes no lock (a
+  // mutex here cost a third of the encode time); it belongs to the model that used it last on
+  // that thread, identified by a serial number that is never reused (an address could be).
+  // Open addressing over flat arenas rather than std::unordered_map: no allocation per word and
+  // one probe that compares a stored hash before any bytes (the map version took a fifth of the
+  // encode time in its bucket walk).
+  class word_cache {
+   public:
+    static word_cache& for_model(std::uint64_t serial) {
+      thread_local word_cache cache;
+      if (cache.owner_ != serial) {
+        cache.clear();
+        cache.owner_ = serial;
+      }
+      return cache;
+    }
+    bool find(std::string_view word, std::vector<std::int32_t>& out) const {
+      if (slots_.empty()) return false;
+      const std::uint64_t h = hash(word);
+      for (std::size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+        const slot& s = slots_[i];
+        if (s.hash == 0) return false;
+        if (s.hash == h && word == std::string_view(keys_).substr(s.key_at, s.key_len)) {
+          out.insert(out.end(), ids_.begin() + s.ids_at, ids_.begin() + s.ids_at + s.n_ids);
+          return true;
+        }
+      }
+    }
+    // `word` is at most max_cached_word bytes, so it and its ids fit the 16-bit lengths.
+    void insert(std::string_view word, std::span<const std::int32_t> ids) {
+      // Dropping everything when full is crude but keeps the bound without per-entry bookkeeping;
+      // the hot words of a text are back within a few lines.
+      if (slots_.empty() || size_ >= max_entries) clear(), slots_.assign(2 * max_entries, slot{});
+      const std::uint64_t h = hash(word);
+      std::size_t i = h & (slots_.size() - 1);
+      while (slots_[i].hash != 0) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = {h, static_cast<std::uint32_t>(keys_.size()), static_cast<std::uint32_t>(ids_.size()),
+                   static_cast<std::uint16_t>(word.size()), static_cast<std::uint16_t>(ids.size())};
+      keys_.append(word);
+      ids_.insert(ids_.end(), ids.begin(), ids.end());
+      ++size_;
+    }
+
+   private:
+    static constexpr std::size_t max_entries = 1u << 15;
+    struct slot {
+      std::uint64_t hash = 0;  // 0 marks an empty slot; hash() never returns it
+      std::uint32_t key_at = 0, ids_at = 0;
+      std::uint16_t key_len = 0, n_ids = 0;
+    };
+    // Eight bytes at a time with a multiply-xorshift mix: words are short, so speed matters more
+    // than the last bit of quality.
+    static std::uint64_t hash(std::string_view s) noexcept {
+      std::uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+      std::size_t i = 0;
+      for (; i + 8 <= s.size(); i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, s.data() + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+      }
+      std::uint64_t w = 0;
+      std::memcpy(&w, s.data() + i, s.size() - i);
+      h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+      h ^= h >> 29;
+      return h | 1;
+    }
+    void clear() {
+      if (size_ != 0) std::fill(slots_.begin(), slots_.end(), slot{});
+      keys_.clear();
+      ids_.clear();
+      size_ = 0;
+    }
+
+    std::uint64_t owner_ = 0;
+    std::vector<slot> slots_;  // allocated on first insert: threads that never encode pay nothing
+    std::string keys_;
+    std::vector<std::int32_t> ids_;
+    std::size_t size_ = 0;
+  };
+
+  static std::uint64_t next_serial() noexcept {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
+
+  struct symbol {
+    std::int32_t id;
+    std::int32_t prev;  // index of the previous live symbol, -1 at the start
+    std::int32_t next;  // index of the next live symbol, -1 at the end
+    bool alive;
+  };
+
+  // The word's symbols before any merge: its bytes, or its characters (byte_fallback).
+  void initial_ids(std::string_view word, std::vector<std::int32_t>& ids) const {
+    ids.clear();
+    if (!by_char_) {
+      for (const char c : word) ids.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+      return;
+    }
+    for (std::size_t i = 0; i < word.size();) {
+      const std::size_t len = next_utf8_unit(word, i).size;
+      if (const auto it = char_ids_.find(char_key(word.substr(i, len))); it != char_ids_.end()) {
+        ids.push_back(it->second);
+      } else {
+        for (std::size_t k = i; k < i + len; ++k) ids.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
+      }
+      i += len;
+    }
+  }
+
+  void merge(std::string_view word, std::vector<std::int32_t>& out) const {
+    // Scratch reused across calls on this thread: encoding allocates nothing per word.
+    thread_local std::vector<symbol> sym;
+    thread_local std::vector<std::int32_t> ids;
+    thread_local std::vector<std::uint64_t> heap;  // (rank << 32) | position, a min-heap
+    initial_ids(word, ids);
+    const auto n = static_cast<std::int32_t>(ids.size());
+    if (n == 0) return;
+    sym.resize(ids.size());
+    heap.clear();
+    for (std::int32_t i = 0; i < n; ++i) sym[i] = {ids[i], i - 1, i + 1 < n ? i + 1 : -1, true};
+    const auto push_pair = [&](std::int32_t left) {
+      if (left < 0 || sym[left].next < 0) return;
+      if (const merge_table::rule* r = merges_.find(sym[left].id, sym[sym[left].next].id)) {
+        heap.push_back((static_cast<std::uint64_t>(r->rank) << 32) | static_cast<std::uint32_t>(left));
+        std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+      }
+    };
+    for (std::int32_t i = 0; i + 1 < n; ++i) push_pair(i);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+      const std::uint64_t top = heap.back();
+      heap.pop_back();
+      const auto rank = static_cast<std::int32_t>(top >> 32);
+      const auto left = static_cast<std::int32_t>(top & 0xFFFFFFFFu);
+      // Entries go stale when a neighbour merged since they were pushed: the pair at `left` now
+      // is checked, and the entry counts only if it is still the same rule (ranks are unique).
+      if (!sym[left].alive || sym[left].next < 0) continue;
+      const std::int32_t right = sym[left].next;
+      const merge_table::rule* r = merges_.find(sym[left].id, sym[right].id);
+      if (r == nullptr || r->rank != rank) continue;
+      sym[left].id = r->merged;
+      sym[right].alive = false;
+      sym[left].next = sym[right].next;
+      if (sym[right].next >= 0) sym[sym[right].next].prev = left;
+      push_pair(sym[left].prev);
+      push_pair(left);
+    }
+    for (std::int32_t i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
+  }
+
+  std::array<std::int32_t, 256> byte_ids_;
+  merge_table merges_;
+  bool by_char_;
+  char_id_map char_ids_;
+  std::uint64_t serial_ = next_serial();
+};
+
+}  // namespace fused::io::tokenization
+// ---- end fused/io/tokenizer/bpe.hpp --------------------------------------------------------------------
+// ---- begin fused/io/tokenizer/byte_fallback.hpp --------------------------------------------------------
+// The pieces of a converted SentencePiece BPE tokenizer.json (Llama 2, Mistral, TinyLlama) that
+// byte-level BPE does without: the Metaspace pre-tokenizer (spaces shown as "▁") and the decoder
+// Sequence [Replace "▁" -> " ", ByteFallback, Fuse, Strip], whose ByteFallback turns "<0x0A>"
+// tokens back into bytes.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+
+namespace fused::io::tokenization {
+
+// The byte of a "<0xAB>" token, read as tokenizers' ByteFallback decoder does (hex digits of
+// either case); -1 for any other token.
+inline int byte_fallback_value(std::string_view token) noexcept {
+  if (token.size() != 6 || token.substr(0, 3) != "<0x" || token[5] != '>') return -1;
+  int v = 0;
+  for (const char c : token.substr(3, 2)) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+// The token the encoder falls back to for byte `b`: "<0x0A>" (upper-case hex, as tokenizers writes it).
+inline std::string byte_fallback_token(unsigned char b) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  return std::string("<0x") + hex[b >> 4] + hex[b & 15] + '>';
+}
+
+// ByteFallback on one run of consecutive byte tokens: their bytes when these are well-formed
+// UTF-8, else one U+FFFD per byte (tokenizers' rule, stricter than a lossy UTF-8 decode).
+inline void append_byte_run(std::string_view bytes, std::string& out) {
+  if (is_valid_utf8(bytes)) {
+    out.append(bytes);
+  } else {
+    for (std::size_t i = 0; i < bytes.size(); ++i) out.append(replacement_character);
+  }
+}
+
+// The Metaspace pre-tokenizer with split: false: every ' ' becomes the replacement, which is also
+// put in front of text that does not start with it: always, never, or only for the stretch that
+// starts the input ("first", where text after a leading added token gets none).
+struct metaspace {
+  enum scheme_t : std::uint8_t { always, first, never };
+  std::string replacement;  // one character, "▁"
+  scheme_t scheme = always;
+
+  std::string apply(std::string_view text, bool at_start) const {
+    std::string out;
+    out.reserve(text.size() + 8);
+    for (const char c : text) {
+      if (c == ' ') out += replacement;
+      else out += c;
+    }
+    if ((scheme == always || (scheme == first && at_start)) && out.compare(0, replacement.size(), replacement) != 0)
+      out.insert(0, replacement);
+    return out;
+  }
+};
+
+}  // namespace fused::io::tokenization
+// ---- end fused/io/tokenizer/byte_fallback.hpp ----------------------------------------------------------
+// ---- begin fused/io/tokenizer/byte_level.hpp -----------------------------------------------------------
+// GPT-2's byte-level alphabet (Hugging Face `ByteLevel` pre-tokenizer and decoder): every byte is
+// shown as one printable code point so that a BPE vocabulary can be stored as text. Printable
+// Latin-1 bytes stand for themselves; the other 68 bytes (controls, space, 0x7F-0xA0, 0xAD) are
+// numbered from U+0100 upwards in byte order. So ' ' is U+0120 'Ġ' and '\n' is U+010A 'Ċ'.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+
+namespace fused::io::tokenization {
+
 namespace byte_level_detail {
 constexpr bool stands_for_itself(unsigned b) noexcept {
   return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
@@ -8587,7 +8698,9 @@ inline std::string from_byte_level(std::string_view token) {
 }  // namespace fused::io::tokenization
 // ---- end fused/io/tokenizer/byte_level.hpp -------------------------------------------------------------
 // ---- begin fused/io/tokenizer/normalizer.hpp -----------------------------------------------------------
-// Unicode normalization forms (Hugging Face normalizers NFC, NFD, NFKC, NFKD), done by utf8proc.
+// Hugging Face normalizers: the Unicode normal forms NFC, NFD, NFKC, NFKD (done by utf8proc), and
+// the Prepend and Replace (of a literal string) that SentencePiece-style tokenizers (Llama 2,
+// Mistral) use to turn "Hello world" into "▁Hello▁world".
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -8602,29 +8715,67 @@ namespace fused::io::tokenization {
 
 enum class normal_form : std::uint8_t { nfc, nfd, nfkc, nfkd };
 
-// A chain of normal forms applied in order (a Hugging Face "Sequence" normalizer; empty = none).
+// One normalizer: a normal form, Prepend (`text` before any non-empty input) or Replace (every
+// non-overlapping occurrence of `pattern`, left to right, by `text`).
+struct normalizer_step {
+  enum kind_t : std::uint8_t { form, prepend, replace } kind;
+  normal_form nf = normal_form::nfc;
+  std::string pattern, text;
+};
+
+// A chain of normalizers applied in order (a Hugging Face "Sequence" normalizer; empty = none).
 class normalizer {
  public:
   normalizer() = default;
-  explicit normalizer(std::vector<normal_form> steps) : steps_(std::move(steps)) {}
+  explicit normalizer(const std::vector<normal_form>& forms) {
+    for (const normal_form f : forms) steps_.push_back({normalizer_step::form, f, {}, {}});
+  }
+  explicit normalizer(std::vector<normalizer_step> steps) : steps_(std::move(steps)) {}
 
   bool empty() const noexcept { return steps_.empty(); }
 
   // The normalized text: `text` itself when nothing changes it, else a view of `storage`.
   // `text` must be well-formed UTF-8.
   std::string_view apply(std::string_view text, std::string& storage) const {
-    // Every normal form leaves ASCII as it is, and most text is ASCII: skip utf8proc then.
-    bool ascii = true;
-    for (const char c : text) ascii &= static_cast<unsigned char>(c) < 0x80;
-    if (steps_.empty() || ascii) return text;
-    std::string cur(text);
-    for (const normal_form f : steps_) cur = apply_one(cur, f);
+    if (steps_.empty()) return text;
+    std::string cur;
+    bool copied = false;  // cur holds the text (else it is still `text`, untouched)
+    for (const normalizer_step& s : steps_) {
+      const std::string_view in = copied ? std::string_view(cur) : text;
+      if (s.kind == normalizer_step::form) {
+        // Every normal form leaves ASCII as it is, and most text is ASCII: skip utf8proc then.
+        bool ascii = true;
+        for (const char c : in) ascii &= static_cast<unsigned char>(c) < 0x80;
+        if (ascii) continue;
+        cur = apply_form(in, s.nf);
+      } else if (s.kind == normalizer_step::prepend) {
+        if (in.empty()) continue;  // as tokenizers' Prepend: nothing is added to empty text
+        cur = s.text + std::string(in);
+      } else {
+        if (s.pattern.empty() || in.find(s.pattern) == std::string_view::npos) continue;
+        cur = replace_all(in, s.pattern, s.text);
+      }
+      copied = true;
+    }
+    if (!copied) return text;
     storage = std::move(cur);
     return storage;
   }
 
  private:
-  static std::string apply_one(std::string_view text, normal_form f) {
+  static std::string replace_all(std::string_view in, std::string_view pattern, std::string_view with) {
+    std::string out;
+    out.reserve(in.size() + in.size() / 4);
+    std::size_t at = 0;
+    for (std::size_t hit; (hit = in.find(pattern, at)) != std::string_view::npos; at = hit + pattern.size()) {
+      out.append(in.substr(at, hit - at));
+      out.append(with);
+    }
+    out.append(in.substr(at));
+    return out;
+  }
+
+  static std::string apply_form(std::string_view text, normal_form f) {
     int options = UTF8PROC_STABLE;
     switch (f) {
       case normal_form::nfc: options |= UTF8PROC_COMPOSE; break;
@@ -8642,7 +8793,7 @@ class normalizer {
     return std::string(reinterpret_cast<const char*>(out), static_cast<std::size_t>(n));
   }
 
-  std::vector<normal_form> steps_;
+  std::vector<normalizer_step> steps_;
 };
 
 }  // namespace fused::io::tokenization
@@ -8822,7 +8973,11 @@ class tokenizer {
     raw_added_.split(text, allow_special, [&](std::string_view raw) {
       std::string normalized_storage;
       const std::string_view normalized = normalizer_.apply(raw, normalized_storage);
-      normalized_added_.split(normalized, allow_special, [&](std::string_view s) { encode_ordinary(s, 0, ids); }, on_token);
+      // Whether a stretch starts the input matters to Metaspace's prepend_scheme "first".
+      const bool raw_at_start = raw.data() == text.data();
+      normalized_added_.split(normalized, allow_special, [&](std::string_view s) {
+        encode_ordinary(s, 0, raw_at_start && s.data() == normalized.data(), ids);
+      }, on_token);
     }, on_token);
     return ids;
   }
@@ -8830,6 +8985,19 @@ class tokenizer {
   // The text of `ids`; ids this tokenizer does not know are skipped (as tokenizers' decode does:
   // a model's embedding table is often padded past the vocabulary, so a sampler can emit them).
   std::string decode(std::span<const std::int32_t> ids) const {
+    if (byte_fallback_) {
+      std::string text, run;  // run: the bytes of consecutive "<0x..>" tokens
+      for (const std::int32_t id : ids) {
+        if (!known(id)) continue;
+        if (is_byte_token_[static_cast<std::size_t>(id)]) { run += decode_one(id); continue; }
+        tokenization::append_byte_run(run, text);
+        run.clear();
+        text += decode_one(id);
+      }
+      tokenization::append_byte_run(run, text);
+      text.erase(0, leading_strip(text, strip_start_));
+      return text;
+    }
     std::string bytes;
     for (const std::int32_t id : ids) bytes.append(decode_one(id));
     std::string text;
@@ -8838,7 +9006,8 @@ class tokenizer {
   }
 
   // The raw bytes of one token: possibly part of a UTF-8 character (use stream_decoder to print
-  // std::string as it is generated). Empty for an unknown id.
+  // text as it is generated); "▁" already shown as " " in a SentencePiece-style vocabulary, whose
+  // decoder also drops the text's first space (decode() does, this does not). Empty for an unknown id.
   std::string_view decode_one(std::int32_t id) const noexcept {
     return known(id) ? std::string_view(bytes_of_id_[static_cast<std::size_t>(id)]) : std::string_view{};
   }
@@ -8862,15 +9031,45 @@ class tokenizer {
 
   // Decodes a sequence one id at a time, returning only complete UTF-8 characters: the
   // concatenation of every push() and the final finish() equals decode() of the whole sequence.
+  // With ByteFallback, a run of "<0x..>" tokens is held back until the token after it, since
+  // whether it decodes to its bytes or to U+FFFDs depends on the whole run.
   class stream_decoder {
    public:
-    explicit stream_decoder(const tokenizer& tok) : tok_(&tok) {}
-    std::string push(std::int32_t id) { return utf8_.push(tok_->decode_one(id)); }
-    std::string finish() { return utf8_.finish(); }
+    explicit stream_decoder(const tokenizer& tok) : tok_(&tok), strip_left_(tok.strip_start_) {}
+    std::string push(std::int32_t id) {
+      if (!tok_->byte_fallback_) return utf8_.push(tok_->decode_one(id));
+      if (!tok_->known(id)) return {};
+      if (tok_->is_byte_token_[static_cast<std::size_t>(id)]) { run_ += tok_->decode_one(id); return {}; }
+      std::string out;
+      tokenization::append_byte_run(run_, out);
+      run_.clear();
+      out += tok_->decode_one(id);
+      return strip(std::move(out));
+    }
+    std::string finish() {
+      if (!tok_->byte_fallback_) return utf8_.finish();
+      std::string out;
+      tokenization::append_byte_run(run_, out);
+      run_.clear();
+      return strip(std::move(out));
+    }
 
    private:
+    // The decoder's Strip of leading characters, spread over the pieces of the stream.
+    std::string strip(std::string out) {
+      while (strip_left_ > 0 && !out.empty()) {
+        const std::size_t n = tok_->leading_strip(out, 1);
+        if (n == 0) { strip_left_ = 0; break; }
+        out.erase(0, n);
+        --strip_left_;
+      }
+      return out;
+    }
+
     const tokenizer* tok_;
     tokenization::utf8_stream utf8_;
+    std::string run_;  // ByteFallback: the bytes of the "<0x..>" tokens not yet decoded
+    std::size_t strip_left_;
   };
 
  private:
@@ -8954,13 +9153,19 @@ class tokenizer {
   tokenization::bpe_model load(const json& j, const reader& r) {
     if (!j.is_object()) r.fail("(top level)", "must be a JSON object");
     if (r.optional_member(j, "truncation") != nullptr) r.fail("truncation", "truncation is not supported (set it to null)");
+    // The decoder tells the two kinds apart: ByteLevel, or a Sequence (SentencePiece-style BPE).
+    if (const json* d = r.optional_member(j, "decoder"); d != nullptr && d->is_object()) {
+      const auto t = d->find("type");
+      byte_fallback_ = t != d->end() && *t == "Sequence";
+    }
     load_normalizer(r.optional_member(j, "normalizer"), r);
-    load_pre_tokenizer(r.member(j, "(top level)", "pre_tokenizer"), r);
-    if (const json* pp = r.optional_member(j, "post_processor"); pp != nullptr && r.type(*pp, "post_processor") != "ByteLevel")
-      r.fail("post_processor.type", "'" + pp->at("type").get<std::string>() + "' is not supported (only ByteLevel, which changes only offsets)");
+    if (byte_fallback_) load_metaspace(r.member(j, "(top level)", "pre_tokenizer"), r);
+    else load_pre_tokenizer(r.member(j, "(top level)", "pre_tokenizer"), r);
+    check_post_processor(r.optional_member(j, "post_processor"), r);
     const json& dec = r.member(j, "(top level)", "decoder");
-    if (dec.is_null() || r.type(dec, "decoder") != "ByteLevel")
-      r.fail("decoder.type", "only the ByteLevel decoder is supported");
+    if (byte_fallback_) load_byte_fallback_decoder(dec, r);
+    else if (const std::string t = dec.is_null() ? "null" : r.type(dec, "decoder"); t != "ByteLevel")
+      r.fail("decoder.type", "'" + t + "' is not supported (only ByteLevel, or the Sequence [Replace, ByteFallback, Fuse, Strip] of SentencePiece-style BPE)");
 
     const json& model = r.member(j, "(top level)", "model");
     if (r.type(model, "model") != "BPE") r.fail("model.type", "'" + model.at("type").get<std::string>() + "' is not supported (only BPE)");
@@ -8968,8 +9173,12 @@ class tokenizer {
       r.fail("model.dropout", "BPE dropout is not supported (set it to null)");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (const json* v = r.optional_member(model, key); v != nullptr && !r.str(*v, std::string("model.") + key).empty())
-        r.fail(std::string("model.") + key, "a non-empty value is not supported by byte-level BPE");
+        r.fail(std::string("model.") + key, "a non-empty value is not supported");
     ignore_merges_ = r.boolean(model, "model", "ignore_merges", false);
+    // Without byte fallback a character outside the vocabulary would need the unknown token, which
+    // is not implemented; byte-level vocabularies have every byte, so the flag changes nothing there.
+    if (byte_fallback_ && !r.boolean(model, "model", "byte_fallback", false))
+      r.fail("model.byte_fallback", "must be true with the ByteFallback decoder (the unknown token is not supported)");
 
     const json& vocab = r.member(model, "model", "vocab");
     if (!vocab.is_object()) r.fail("model.vocab", "must be an object of token -> id");
@@ -9038,6 +9247,7 @@ class tokenizer {
     for (const auto& [text, id] : vocab_) set_token(text, id);
     for (const auto& [text, id] : added_ids_) set_token(text, id);
     bytes_of_id_.resize(token_of_id_.size());
+    if (byte_fallback_) return load_byte_fallback_model(model, r);
     for (std::size_t id = 0; id < token_of_id_.size(); ++id) bytes_of_id_[id] = tokenization::from_byte_level(token_of_id_[id]);
 
     std::array<std::int32_t, 256> byte_ids{};
@@ -9052,6 +9262,133 @@ class tokenizer {
       byte_ids[b] = it->second;
     }
     return tokenization::bpe_model(byte_ids, load_merges(r.member(model, "model", "merges"), r));
+  }
+
+  // SentencePiece-style BPE: each token decodes to its text with the decoder's Replaces done, or
+  // to one byte if it is then a "<0x..>" token; a word starts as its characters (bpe.hpp).
+  tokenization::bpe_model load_byte_fallback_model(const json& model, const reader& r) {
+    is_byte_token_.assign(token_of_id_.size(), false);
+    for (std::size_t id = 0; id < token_of_id_.size(); ++id) {
+      std::string text = token_of_id_[id];
+      for (const auto& [pattern, with] : decoder_replace_) text = replace_all(text, pattern, with);
+      if (const int b = tokenization::byte_fallback_value(text); b >= 0) {
+        text.assign(1, static_cast<char>(b));
+        is_byte_token_[id] = true;
+      }
+      bytes_of_id_[id] = std::move(text);
+    }
+    std::array<std::int32_t, 256> byte_ids{};
+    for (unsigned b = 0; b < 256; ++b) {
+      const std::string name = tokenization::byte_fallback_token(static_cast<unsigned char>(b));
+      const auto it = vocab_.find(name);
+      if (it == vocab_.end()) r.fail("model.vocab", "has no token \"" + name + "\": byte fallback needs one for every byte");
+      byte_ids[b] = it->second;
+    }
+    tokenization::char_id_map chars;
+    for (const auto& [text, id] : vocab_)
+      if (!text.empty() && tokenization::next_utf8_unit(text, 0).size == text.size()) chars.emplace(tokenization::char_key(text), id);
+    return tokenization::bpe_model(byte_ids, load_merges(r.member(model, "model", "merges"), r), true, std::move(chars));
+  }
+
+  static std::string replace_all(std::string_view in, std::string_view pattern, std::string_view with) {
+    std::string out;
+    std::size_t at = 0;
+    for (std::size_t hit; (hit = in.find(pattern, at)) != std::string_view::npos; at = hit + pattern.size()) {
+      out.append(in.substr(at, hit - at));
+      out.append(with);
+    }
+    out.append(in.substr(at));
+    return out;
+  }
+
+  // A Replace's pattern: only a literal {"String": ...} (a Regex would need the regex engine here).
+  static std::string literal_pattern(const json& step, const std::string& field, const reader& r) {
+    const json& pat = r.member(step, field, "pattern");
+    const json* lit = pat.is_object() ? r.optional_member(pat, "String") : nullptr;
+    if (lit == nullptr) r.fail(field + ".pattern", "only {\"String\": ...} is supported");
+    const std::string& p = r.str(*lit, field + ".pattern.String");
+    if (p.empty()) r.fail(field + ".pattern.String", "must not be empty");
+    return p;
+  }
+
+  // Exactly one character, as tokenizers' char fields (Metaspace's replacement, Strip's content).
+  static const std::string& one_char(const json& v, const std::string& field, const reader& r) {
+    const std::string& s = r.str(v, field);
+    if (s.empty() || tokenization::next_utf8_unit(s, 0).size != s.size()) r.fail(field, "must be one character");
+    return s;
+  }
+
+  // The pre-tokenizer of SentencePiece-style BPE: none (Llama 2: the normalizer puts the "▁" in)
+  // or Metaspace without split (Mistral). tokenizers reads a Metaspace without prepend_scheme as
+  // "always", and add_prefix_space: false as "never"; split defaults to true.
+  void load_metaspace(const json& p, const reader& r) {
+    if (p.is_null()) return;
+    const std::string& t = r.type(p, "pre_tokenizer");
+    if (t != "Metaspace") r.fail("pre_tokenizer.type", "'" + t + "' is not supported with the ByteFallback decoder (only Metaspace, or null)");
+    tokenization::metaspace m;
+    m.replacement = one_char(r.member(p, "pre_tokenizer", "replacement"), "pre_tokenizer.replacement", r);
+    if (const json* ps = r.optional_member(p, "prepend_scheme")) {
+      const std::string& v = r.str(*ps, "pre_tokenizer.prepend_scheme");
+      if (v == "always") m.scheme = tokenization::metaspace::always;
+      else if (v == "first") m.scheme = tokenization::metaspace::first;
+      else if (v == "never") m.scheme = tokenization::metaspace::never;
+      else r.fail("pre_tokenizer.prepend_scheme", "'" + v + "' is not one of always, first, never");
+    }
+    if (!r.boolean(p, "pre_tokenizer", "add_prefix_space", true)) m.scheme = tokenization::metaspace::never;
+    if (r.boolean(p, "pre_tokenizer", "split", true)) r.fail("pre_tokenizer.split", "true is not supported (only false, as Llama 2 and Mistral have it)");
+    metaspace_ = std::move(m);
+  }
+
+  // The decoder of SentencePiece-style BPE: Sequence [Replace (of a literal)..., ByteFallback,
+  // Fuse, Strip (of leading characters only)], Strip optional. Other orders are refused rather
+  // than reasoned about: this is the shape every converted SentencePiece model has.
+  void load_byte_fallback_decoder(const json& d, const reader& r) {
+    const json& list = r.member(d, "decoder", "decoders");
+    if (!list.is_array()) r.fail("decoder.decoders", "must be an array");
+    std::size_t i = 0;
+    const auto field = [&] { return "decoder.decoders[" + std::to_string(i) + "]"; };
+    const auto type_at = [&]() -> std::string { return i < list.size() ? r.type(list[i], field()) : std::string("(end)"); };
+    const auto expect = [&](const char* want) {
+      if (const std::string t = type_at(); t != want)
+        r.fail(field(), "is '" + t + "' where '" + want + "' was expected (only the Sequence [Replace..., ByteFallback, Fuse, Strip] is supported)");
+      ++i;
+    };
+    for (; type_at() == "Replace"; ++i)
+      decoder_replace_.emplace_back(literal_pattern(list[i], field(), r), r.str(r.member(list[i], field(), "content"), field() + ".content"));
+    expect("ByteFallback");
+    expect("Fuse");
+    if (i < list.size()) {
+      const json& st = list[i];
+      expect("Strip");
+      const std::string f = "decoder.decoders[" + std::to_string(i - 1) + "]";
+      strip_char_ = one_char(r.member(st, f, "content"), f + ".content", r);
+      for (const char* key : {"start", "stop"})
+        if (!r.member(st, f, key).is_number_unsigned()) r.fail(f + "." + key, "must be a non-negative integer");
+      if (st.at("stop").get<std::uint64_t>() != 0) r.fail(f + ".stop", "only 0 is supported (text is decoded as a stream)");
+      strip_start_ = static_cast<std::size_t>(std::min<std::uint64_t>(st.at("start").get<std::uint64_t>(), 1u << 20));
+    }
+    if (i != list.size()) r.fail(field(), "nothing may follow Strip (only the Sequence [Replace..., ByteFallback, Fuse, Strip] is supported)");
+  }
+
+  // The post-processor matters only to encode(text, add_special_tokens=True): ByteLevel changes
+  // offsets and TemplateProcessing adds Llama 2's <s>, neither of which encode() does.
+  void check_post_processor(const json* pp, const reader& r) const {
+    if (pp == nullptr) return;
+    const auto one = [&](const json& s, const std::string& field) {
+      if (const std::string& t = r.type(s, field); t != "ByteLevel" && t != "TemplateProcessing")
+        r.fail(field + ".type", "'" + t + "' is not supported (only ByteLevel and TemplateProcessing, or a Sequence of them)");
+    };
+    if (r.type(*pp, "post_processor") != "Sequence") return one(*pp, "post_processor");
+    const json& list = r.member(*pp, "post_processor", "processors");
+    if (!list.is_array()) r.fail("post_processor.processors", "must be an array");
+    for (std::size_t i = 0; i < list.size(); ++i) one(list[i], "post_processor.processors[" + std::to_string(i) + "]");
+  }
+
+  // Bytes of up to `max` copies of the decoder's Strip character at the start of `text`.
+  std::size_t leading_strip(std::string_view text, std::size_t max) const noexcept {
+    std::size_t n = 0;
+    for (std::size_t k = 0; k < max && !strip_char_.empty() && text.substr(n).starts_with(strip_char_); ++k) n += strip_char_.size();
+    return n;
   }
 
   tokenization::merge_table load_merges(const json& merges, const reader& r) const {
@@ -9083,14 +9420,19 @@ class tokenizer {
 
   void load_normalizer(const json* n, const reader& r) {
     if (n == nullptr) return;
-    std::vector<tokenization::normal_form> steps;
+    using step = tokenization::normalizer_step;
+    std::vector<step> steps;
+    const auto form = [&](tokenization::normal_form f) { steps.push_back({step::form, f, {}, {}}); };
     const auto one = [&](const json& s, const std::string& field) {
       const std::string& t = r.type(s, field);
-      if (t == "NFC") steps.push_back(tokenization::normal_form::nfc);
-      else if (t == "NFD") steps.push_back(tokenization::normal_form::nfd);
-      else if (t == "NFKC") steps.push_back(tokenization::normal_form::nfkc);
-      else if (t == "NFKD") steps.push_back(tokenization::normal_form::nfkd);
-      else r.fail(field + ".type", "'" + t + "' is not supported (only NFC, NFD, NFKC, NFKD and Sequence of them)");
+      if (t == "NFC") form(tokenization::normal_form::nfc);
+      else if (t == "NFD") form(tokenization::normal_form::nfd);
+      else if (t == "NFKC") form(tokenization::normal_form::nfkc);
+      else if (t == "NFKD") form(tokenization::normal_form::nfkd);
+      else if (t == "Prepend") steps.push_back({step::prepend, {}, {}, r.str(r.member(s, field, "prepend"), field + ".prepend")});
+      else if (t == "Replace")
+        steps.push_back({step::replace, {}, literal_pattern(s, field, r), r.str(r.member(s, field, "content"), field + ".content")});
+      else r.fail(field + ".type", "'" + t + "' is not supported (only NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence of them)");
     };
     if (r.type(*n, "normalizer") == "Sequence") {
       const json& list = r.member(*n, "normalizer", "normalizers");
@@ -9150,16 +9492,20 @@ class tokenizer {
     r.fail("pre_tokenizer", "needs a ByteLevel step last: only byte-level BPE is supported");
   }
 
-  // Pre-tokenizes with split stage `stage` onwards, then merges each piece.
-  void encode_ordinary(std::string_view text, std::size_t stage, std::vector<std::int32_t>& ids) const {
+  // Pre-tokenizes with split stage `stage` onwards, then merges each piece. `at_start`: the text
+  // starts the input (no added token before it).
+  void encode_ordinary(std::string_view text, std::size_t stage, bool at_start, std::vector<std::int32_t>& ids) const {
     if (stage == splits_.size()) {
+      std::string spaced;
+      if (metaspace_) text = spaced = metaspace_->apply(text, at_start);
       if (ignore_merges_) {  // a word that is a whole token skips the merges
-        if (const auto it = vocab_.find(tokenization::to_byte_level(text)); it != vocab_.end()) { ids.push_back(it->second); return; }
+        const auto it = byte_fallback_ ? vocab_.find(text) : vocab_.find(tokenization::to_byte_level(text));
+        if (it != vocab_.end()) { ids.push_back(it->second); return; }
       }
       bpe_.encode_word(text, ids);
       return;
     }
-    splits_[stage].split(text, [&](std::string_view piece) { encode_ordinary(piece, stage + 1, ids); });
+    splits_[stage].split(text, [&](std::string_view piece) { encode_ordinary(piece, stage + 1, at_start && piece.data() == text.data(), ids); });
   }
 
   bool known(std::int32_t id) const noexcept { return id >= 0 && static_cast<std::size_t>(id) < known_.size() && known_[static_cast<std::size_t>(id)]; }
@@ -9173,6 +9519,13 @@ class tokenizer {
   tokenization::added_token_matcher raw_added_, normalized_added_;
   std::vector<tokenization::split_regex> splits_;
   bool ignore_merges_ = false;
+  // SentencePiece-style BPE (the ByteFallback decoder) rather than byte-level.
+  bool byte_fallback_ = false;
+  std::optional<tokenization::metaspace> metaspace_;
+  std::vector<std::pair<std::string, std::string>> decoder_replace_;  // the decoder's Replaces, in order
+  std::vector<bool> is_byte_token_;  // byte_fallback_: the token is "<0x..>", decoding to one byte
+  std::string strip_char_;           // the decoder's Strip: up to strip_start_ of these leave the text's start
+  std::size_t strip_start_ = 0;
   // Declared last: its initializer, load(), fills in every member above, which must exist by then.
   tokenization::bpe_model bpe_;
 };

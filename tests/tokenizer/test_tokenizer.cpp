@@ -218,8 +218,11 @@ TEST_CASE("loader errors name the file and the field") {
         }) == "t.json: pre_tokenizer.pretokenizers[0].behavior: only \"Isolated\" is supported");
   CHECK(with([](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array()}}; })
             .find("t.json: pre_tokenizer: needs a ByteLevel step last") == 0);
-  CHECK(with([](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }) == "t.json: decoder.type: only the ByteLevel decoder is supported");
-  CHECK(with([](json& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; }).find("t.json: post_processor.type: 'TemplateProcessing'") == 0);
+  CHECK(with([](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }).find("t.json: decoder.type: 'WordPiece' is not supported") == 0);
+  CHECK(with([](json& j) { j["post_processor"] = {{"type", "BertProcessing"}}; }).find("t.json: post_processor.type: 'BertProcessing'") == 0);
+  CHECK(with([](json& j) {
+          j["post_processor"] = {{"type", "Sequence"}, {"processors", {{{"type", "ByteLevel"}}, {{"type", "RobertaProcessing"}}}}};
+        }).find("t.json: post_processor.processors[1].type: 'RobertaProcessing'") == 0);
   CHECK(with([](json& j) { j["truncation"] = {{"max_length", 8}}; }).find("t.json: truncation:") == 0);
   CHECK(with([](json& j) { j["added_tokens"][0]["lstrip"] = true; }) == "t.json: added_tokens[0].lstrip: true is not supported");
   CHECK(with([](json& j) { j["added_tokens"][0]["content"] = ""; }) == "t.json: added_tokens[0].content: must not be empty");

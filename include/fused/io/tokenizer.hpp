@@ -1,5 +1,10 @@
-// fused::io::tokenizer: the byte-level BPE tokenizer of a Hugging Face `tokenizer.json` (Qwen2,
-// Qwen2.5, Qwen3, GPT-2 style), giving the same ids as the `tokenizers` library.
+// fused::io::tokenizer: the BPE tokenizer of a Hugging Face `tokenizer.json`, giving the same ids
+// as the `tokenizers` library. Two kinds are read:
+//   - byte-level BPE (GPT-2, Qwen2, Qwen2.5, Qwen3, Llama 3): a ByteLevel pre-tokenizer (after Split
+//     regexes) and decoder;
+//   - SentencePiece converted to BPE (Llama 2, Mistral, TinyLlama): `byte_fallback: true`, spaces
+//     shown as "▁" by the normalizer (Prepend + Replace) or a Metaspace pre-tokenizer, and the
+//     decoder Sequence [Replace, ByteFallback, Fuse, Strip].
 //
 //   auto tok = fused::io::tokenizer::from_file("tokenizer.json");
 //   std::vector<std::int32_t> ids = tok.encode("Hello, world!");   // {9707, 11, 1879, 0} for Qwen2
@@ -11,10 +16,14 @@
 //   2. added tokens with "normalized": false are cut out of the raw text (leftmost, then longest);
 //   3. each stretch between them is normalized (NFC for Qwen2), then added tokens with
 //      "normalized": true are cut out of that;
-//   4. the pre-tokenizer splits each remaining stretch (the Split regex, then ByteLevel);
+//   4. the pre-tokenizer splits each remaining stretch (the Split regex, then ByteLevel), or
+//      Metaspace shows its spaces as "▁";
 //   5. BPE merges each piece.
+// Like encode(text, add_special_tokens=False), it never adds a post_processor's template tokens
+// (Llama 2's <s>): callers add those themselves.
 // decode() maps each id back to its bytes (ByteLevel decoder) and replaces ill-formed UTF-8 in the
-// result with U+FFFD, as tokenizers' decode does; stream_decoder does the same one id at a time.
+// result with U+FFFD, as tokenizers' decode does, or runs the ByteFallback decoder Sequence;
+// stream_decoder does the same one id at a time.
 //
 // Any field of tokenizer.json that would change the result and is not implemented here is an
 // error naming the file and the field, never silently ignored.
@@ -47,6 +56,7 @@
 #include "load_error.hpp"
 #include "tokenizer/added_tokens.hpp"
 #include "tokenizer/bpe.hpp"
+#include "tokenizer/byte_fallback.hpp"
 #include "tokenizer/byte_level.hpp"
 #include "tokenizer/normalizer.hpp"
 #include "tokenizer/split_regex.hpp"
@@ -103,7 +113,11 @@ class tokenizer {
     raw_added_.split(text, allow_special, [&](std::string_view raw) {
       std::string normalized_storage;
       const std::string_view normalized = normalizer_.apply(raw, normalized_storage);
-      normalized_added_.split(normalized, allow_special, [&](std::string_view s) { encode_ordinary(s, 0, ids); }, on_token);
+      // Whether a stretch starts the input matters to Metaspace's prepend_scheme "first".
+      const bool raw_at_start = raw.data() == text.data();
+      normalized_added_.split(normalized, allow_special, [&](std::string_view s) {
+        encode_ordinary(s, 0, raw_at_start && s.data() == normalized.data(), ids);
+      }, on_token);
     }, on_token);
     return ids;
   }
@@ -111,6 +125,19 @@ class tokenizer {
   // The text of `ids`; ids this tokenizer does not know are skipped (as tokenizers' decode does:
   // a model's embedding table is often padded past the vocabulary, so a sampler can emit them).
   std::string decode(std::span<const std::int32_t> ids) const {
+    if (byte_fallback_) {
+      std::string text, run;  // run: the bytes of consecutive "<0x..>" tokens
+      for (const std::int32_t id : ids) {
+        if (!known(id)) continue;
+        if (is_byte_token_[static_cast<std::size_t>(id)]) { run += decode_one(id); continue; }
+        tokenization::append_byte_run(run, text);
+        run.clear();
+        text += decode_one(id);
+      }
+      tokenization::append_byte_run(run, text);
+      text.erase(0, leading_strip(text, strip_start_));
+      return text;
+    }
     std::string bytes;
     for (const std::int32_t id : ids) bytes.append(decode_one(id));
     std::string text;
@@ -119,7 +146,8 @@ class tokenizer {
   }
 
   // The raw bytes of one token: possibly part of a UTF-8 character (use stream_decoder to print
-  // std::string as it is generated). Empty for an unknown id.
+  // text as it is generated); "▁" already shown as " " in a SentencePiece-style vocabulary, whose
+  // decoder also drops the text's first space (decode() does, this does not). Empty for an unknown id.
   std::string_view decode_one(std::int32_t id) const noexcept {
     return known(id) ? std::string_view(bytes_of_id_[static_cast<std::size_t>(id)]) : std::string_view{};
   }
@@ -143,15 +171,45 @@ class tokenizer {
 
   // Decodes a sequence one id at a time, returning only complete UTF-8 characters: the
   // concatenation of every push() and the final finish() equals decode() of the whole sequence.
+  // With ByteFallback, a run of "<0x..>" tokens is held back until the token after it, since
+  // whether it decodes to its bytes or to U+FFFDs depends on the whole run.
   class stream_decoder {
    public:
-    explicit stream_decoder(const tokenizer& tok) : tok_(&tok) {}
-    std::string push(std::int32_t id) { return utf8_.push(tok_->decode_one(id)); }
-    std::string finish() { return utf8_.finish(); }
+    explicit stream_decoder(const tokenizer& tok) : tok_(&tok), strip_left_(tok.strip_start_) {}
+    std::string push(std::int32_t id) {
+      if (!tok_->byte_fallback_) return utf8_.push(tok_->decode_one(id));
+      if (!tok_->known(id)) return {};
+      if (tok_->is_byte_token_[static_cast<std::size_t>(id)]) { run_ += tok_->decode_one(id); return {}; }
+      std::string out;
+      tokenization::append_byte_run(run_, out);
+      run_.clear();
+      out += tok_->decode_one(id);
+      return strip(std::move(out));
+    }
+    std::string finish() {
+      if (!tok_->byte_fallback_) return utf8_.finish();
+      std::string out;
+      tokenization::append_byte_run(run_, out);
+      run_.clear();
+      return strip(std::move(out));
+    }
 
    private:
+    // The decoder's Strip of leading characters, spread over the pieces of the stream.
+    std::string strip(std::string out) {
+      while (strip_left_ > 0 && !out.empty()) {
+        const std::size_t n = tok_->leading_strip(out, 1);
+        if (n == 0) { strip_left_ = 0; break; }
+        out.erase(0, n);
+        --strip_left_;
+      }
+      return out;
+    }
+
     const tokenizer* tok_;
     tokenization::utf8_stream utf8_;
+    std::string run_;  // ByteFallback: the bytes of the "<0x..>" tokens not yet decoded
+    std::size_t strip_left_;
   };
 
  private:
@@ -235,13 +293,19 @@ class tokenizer {
   tokenization::bpe_model load(const json& j, const reader& r) {
     if (!j.is_object()) r.fail("(top level)", "must be a JSON object");
     if (r.optional_member(j, "truncation") != nullptr) r.fail("truncation", "truncation is not supported (set it to null)");
+    // The decoder tells the two kinds apart: ByteLevel, or a Sequence (SentencePiece-style BPE).
+    if (const json* d = r.optional_member(j, "decoder"); d != nullptr && d->is_object()) {
+      const auto t = d->find("type");
+      byte_fallback_ = t != d->end() && *t == "Sequence";
+    }
     load_normalizer(r.optional_member(j, "normalizer"), r);
-    load_pre_tokenizer(r.member(j, "(top level)", "pre_tokenizer"), r);
-    if (const json* pp = r.optional_member(j, "post_processor"); pp != nullptr && r.type(*pp, "post_processor") != "ByteLevel")
-      r.fail("post_processor.type", "'" + pp->at("type").get<std::string>() + "' is not supported (only ByteLevel, which changes only offsets)");
+    if (byte_fallback_) load_metaspace(r.member(j, "(top level)", "pre_tokenizer"), r);
+    else load_pre_tokenizer(r.member(j, "(top level)", "pre_tokenizer"), r);
+    check_post_processor(r.optional_member(j, "post_processor"), r);
     const json& dec = r.member(j, "(top level)", "decoder");
-    if (dec.is_null() || r.type(dec, "decoder") != "ByteLevel")
-      r.fail("decoder.type", "only the ByteLevel decoder is supported");
+    if (byte_fallback_) load_byte_fallback_decoder(dec, r);
+    else if (const std::string t = dec.is_null() ? "null" : r.type(dec, "decoder"); t != "ByteLevel")
+      r.fail("decoder.type", "'" + t + "' is not supported (only ByteLevel, or the Sequence [Replace, ByteFallback, Fuse, Strip] of SentencePiece-style BPE)");
 
     const json& model = r.member(j, "(top level)", "model");
     if (r.type(model, "model") != "BPE") r.fail("model.type", "'" + model.at("type").get<std::string>() + "' is not supported (only BPE)");
@@ -249,8 +313,12 @@ class tokenizer {
       r.fail("model.dropout", "BPE dropout is not supported (set it to null)");
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
       if (const json* v = r.optional_member(model, key); v != nullptr && !r.str(*v, std::string("model.") + key).empty())
-        r.fail(std::string("model.") + key, "a non-empty value is not supported by byte-level BPE");
+        r.fail(std::string("model.") + key, "a non-empty value is not supported");
     ignore_merges_ = r.boolean(model, "model", "ignore_merges", false);
+    // Without byte fallback a character outside the vocabulary would need the unknown token, which
+    // is not implemented; byte-level vocabularies have every byte, so the flag changes nothing there.
+    if (byte_fallback_ && !r.boolean(model, "model", "byte_fallback", false))
+      r.fail("model.byte_fallback", "must be true with the ByteFallback decoder (the unknown token is not supported)");
 
     const json& vocab = r.member(model, "model", "vocab");
     if (!vocab.is_object()) r.fail("model.vocab", "must be an object of token -> id");
@@ -319,6 +387,7 @@ class tokenizer {
     for (const auto& [text, id] : vocab_) set_token(text, id);
     for (const auto& [text, id] : added_ids_) set_token(text, id);
     bytes_of_id_.resize(token_of_id_.size());
+    if (byte_fallback_) return load_byte_fallback_model(model, r);
     for (std::size_t id = 0; id < token_of_id_.size(); ++id) bytes_of_id_[id] = tokenization::from_byte_level(token_of_id_[id]);
 
     std::array<std::int32_t, 256> byte_ids{};
@@ -333,6 +402,133 @@ class tokenizer {
       byte_ids[b] = it->second;
     }
     return tokenization::bpe_model(byte_ids, load_merges(r.member(model, "model", "merges"), r));
+  }
+
+  // SentencePiece-style BPE: each token decodes to its text with the decoder's Replaces done, or
+  // to one byte if it is then a "<0x..>" token; a word starts as its characters (bpe.hpp).
+  tokenization::bpe_model load_byte_fallback_model(const json& model, const reader& r) {
+    is_byte_token_.assign(token_of_id_.size(), false);
+    for (std::size_t id = 0; id < token_of_id_.size(); ++id) {
+      std::string text = token_of_id_[id];
+      for (const auto& [pattern, with] : decoder_replace_) text = replace_all(text, pattern, with);
+      if (const int b = tokenization::byte_fallback_value(text); b >= 0) {
+        text.assign(1, static_cast<char>(b));
+        is_byte_token_[id] = true;
+      }
+      bytes_of_id_[id] = std::move(text);
+    }
+    std::array<std::int32_t, 256> byte_ids{};
+    for (unsigned b = 0; b < 256; ++b) {
+      const std::string name = tokenization::byte_fallback_token(static_cast<unsigned char>(b));
+      const auto it = vocab_.find(name);
+      if (it == vocab_.end()) r.fail("model.vocab", "has no token \"" + name + "\": byte fallback needs one for every byte");
+      byte_ids[b] = it->second;
+    }
+    tokenization::char_id_map chars;
+    for (const auto& [text, id] : vocab_)
+      if (!text.empty() && tokenization::next_utf8_unit(text, 0).size == text.size()) chars.emplace(tokenization::char_key(text), id);
+    return tokenization::bpe_model(byte_ids, load_merges(r.member(model, "model", "merges"), r), true, std::move(chars));
+  }
+
+  static std::string replace_all(std::string_view in, std::string_view pattern, std::string_view with) {
+    std::string out;
+    std::size_t at = 0;
+    for (std::size_t hit; (hit = in.find(pattern, at)) != std::string_view::npos; at = hit + pattern.size()) {
+      out.append(in.substr(at, hit - at));
+      out.append(with);
+    }
+    out.append(in.substr(at));
+    return out;
+  }
+
+  // A Replace's pattern: only a literal {"String": ...} (a Regex would need the regex engine here).
+  static std::string literal_pattern(const json& step, const std::string& field, const reader& r) {
+    const json& pat = r.member(step, field, "pattern");
+    const json* lit = pat.is_object() ? r.optional_member(pat, "String") : nullptr;
+    if (lit == nullptr) r.fail(field + ".pattern", "only {\"String\": ...} is supported");
+    const std::string& p = r.str(*lit, field + ".pattern.String");
+    if (p.empty()) r.fail(field + ".pattern.String", "must not be empty");
+    return p;
+  }
+
+  // Exactly one character, as tokenizers' char fields (Metaspace's replacement, Strip's content).
+  static const std::string& one_char(const json& v, const std::string& field, const reader& r) {
+    const std::string& s = r.str(v, field);
+    if (s.empty() || tokenization::next_utf8_unit(s, 0).size != s.size()) r.fail(field, "must be one character");
+    return s;
+  }
+
+  // The pre-tokenizer of SentencePiece-style BPE: none (Llama 2: the normalizer puts the "▁" in)
+  // or Metaspace without split (Mistral). tokenizers reads a Metaspace without prepend_scheme as
+  // "always", and add_prefix_space: false as "never"; split defaults to true.
+  void load_metaspace(const json& p, const reader& r) {
+    if (p.is_null()) return;
+    const std::string& t = r.type(p, "pre_tokenizer");
+    if (t != "Metaspace") r.fail("pre_tokenizer.type", "'" + t + "' is not supported with the ByteFallback decoder (only Metaspace, or null)");
+    tokenization::metaspace m;
+    m.replacement = one_char(r.member(p, "pre_tokenizer", "replacement"), "pre_tokenizer.replacement", r);
+    if (const json* ps = r.optional_member(p, "prepend_scheme")) {
+      const std::string& v = r.str(*ps, "pre_tokenizer.prepend_scheme");
+      if (v == "always") m.scheme = tokenization::metaspace::always;
+      else if (v == "first") m.scheme = tokenization::metaspace::first;
+      else if (v == "never") m.scheme = tokenization::metaspace::never;
+      else r.fail("pre_tokenizer.prepend_scheme", "'" + v + "' is not one of always, first, never");
+    }
+    if (!r.boolean(p, "pre_tokenizer", "add_prefix_space", true)) m.scheme = tokenization::metaspace::never;
+    if (r.boolean(p, "pre_tokenizer", "split", true)) r.fail("pre_tokenizer.split", "true is not supported (only false, as Llama 2 and Mistral have it)");
+    metaspace_ = std::move(m);
+  }
+
+  // The decoder of SentencePiece-style BPE: Sequence [Replace (of a literal)..., ByteFallback,
+  // Fuse, Strip (of leading characters only)], Strip optional. Other orders are refused rather
+  // than reasoned about: this is the shape every converted SentencePiece model has.
+  void load_byte_fallback_decoder(const json& d, const reader& r) {
+    const json& list = r.member(d, "decoder", "decoders");
+    if (!list.is_array()) r.fail("decoder.decoders", "must be an array");
+    std::size_t i = 0;
+    const auto field = [&] { return "decoder.decoders[" + std::to_string(i) + "]"; };
+    const auto type_at = [&]() -> std::string { return i < list.size() ? r.type(list[i], field()) : std::string("(end)"); };
+    const auto expect = [&](const char* want) {
+      if (const std::string t = type_at(); t != want)
+        r.fail(field(), "is '" + t + "' where '" + want + "' was expected (only the Sequence [Replace..., ByteFallback, Fuse, Strip] is supported)");
+      ++i;
+    };
+    for (; type_at() == "Replace"; ++i)
+      decoder_replace_.emplace_back(literal_pattern(list[i], field(), r), r.str(r.member(list[i], field(), "content"), field() + ".content"));
+    expect("ByteFallback");
+    expect("Fuse");
+    if (i < list.size()) {
+      const json& st = list[i];
+      expect("Strip");
+      const std::string f = "decoder.decoders[" + std::to_string(i - 1) + "]";
+      strip_char_ = one_char(r.member(st, f, "content"), f + ".content", r);
+      for (const char* key : {"start", "stop"})
+        if (!r.member(st, f, key).is_number_unsigned()) r.fail(f + "." + key, "must be a non-negative integer");
+      if (st.at("stop").get<std::uint64_t>() != 0) r.fail(f + ".stop", "only 0 is supported (text is decoded as a stream)");
+      strip_start_ = static_cast<std::size_t>(std::min<std::uint64_t>(st.at("start").get<std::uint64_t>(), 1u << 20));
+    }
+    if (i != list.size()) r.fail(field(), "nothing may follow Strip (only the Sequence [Replace..., ByteFallback, Fuse, Strip] is supported)");
+  }
+
+  // The post-processor matters only to encode(text, add_special_tokens=True): ByteLevel changes
+  // offsets and TemplateProcessing adds Llama 2's <s>, neither of which encode() does.
+  void check_post_processor(const json* pp, const reader& r) const {
+    if (pp == nullptr) return;
+    const auto one = [&](const json& s, const std::string& field) {
+      if (const std::string& t = r.type(s, field); t != "ByteLevel" && t != "TemplateProcessing")
+        r.fail(field + ".type", "'" + t + "' is not supported (only ByteLevel and TemplateProcessing, or a Sequence of them)");
+    };
+    if (r.type(*pp, "post_processor") != "Sequence") return one(*pp, "post_processor");
+    const json& list = r.member(*pp, "post_processor", "processors");
+    if (!list.is_array()) r.fail("post_processor.processors", "must be an array");
+    for (std::size_t i = 0; i < list.size(); ++i) one(list[i], "post_processor.processors[" + std::to_string(i) + "]");
+  }
+
+  // Bytes of up to `max` copies of the decoder's Strip character at the start of `text`.
+  std::size_t leading_strip(std::string_view text, std::size_t max) const noexcept {
+    std::size_t n = 0;
+    for (std::size_t k = 0; k < max && !strip_char_.empty() && text.substr(n).starts_with(strip_char_); ++k) n += strip_char_.size();
+    return n;
   }
 
   tokenization::merge_table load_merges(const json& merges, const reader& r) const {
@@ -364,14 +560,19 @@ class tokenizer {
 
   void load_normalizer(const json* n, const reader& r) {
     if (n == nullptr) return;
-    std::vector<tokenization::normal_form> steps;
+    using step = tokenization::normalizer_step;
+    std::vector<step> steps;
+    const auto form = [&](tokenization::normal_form f) { steps.push_back({step::form, f, {}, {}}); };
     const auto one = [&](const json& s, const std::string& field) {
       const std::string& t = r.type(s, field);
-      if (t == "NFC") steps.push_back(tokenization::normal_form::nfc);
-      else if (t == "NFD") steps.push_back(tokenization::normal_form::nfd);
-      else if (t == "NFKC") steps.push_back(tokenization::normal_form::nfkc);
-      else if (t == "NFKD") steps.push_back(tokenization::normal_form::nfkd);
-      else r.fail(field + ".type", "'" + t + "' is not supported (only NFC, NFD, NFKC, NFKD and Sequence of them)");
+      if (t == "NFC") form(tokenization::normal_form::nfc);
+      else if (t == "NFD") form(tokenization::normal_form::nfd);
+      else if (t == "NFKC") form(tokenization::normal_form::nfkc);
+      else if (t == "NFKD") form(tokenization::normal_form::nfkd);
+      else if (t == "Prepend") steps.push_back({step::prepend, {}, {}, r.str(r.member(s, field, "prepend"), field + ".prepend")});
+      else if (t == "Replace")
+        steps.push_back({step::replace, {}, literal_pattern(s, field, r), r.str(r.member(s, field, "content"), field + ".content")});
+      else r.fail(field + ".type", "'" + t + "' is not supported (only NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence of them)");
     };
     if (r.type(*n, "normalizer") == "Sequence") {
       const json& list = r.member(*n, "normalizer", "normalizers");
@@ -431,16 +632,20 @@ class tokenizer {
     r.fail("pre_tokenizer", "needs a ByteLevel step last: only byte-level BPE is supported");
   }
 
-  // Pre-tokenizes with split stage `stage` onwards, then merges each piece.
-  void encode_ordinary(std::string_view text, std::size_t stage, std::vector<std::int32_t>& ids) const {
+  // Pre-tokenizes with split stage `stage` onwards, then merges each piece. `at_start`: the text
+  // starts the input (no added token before it).
+  void encode_ordinary(std::string_view text, std::size_t stage, bool at_start, std::vector<std::int32_t>& ids) const {
     if (stage == splits_.size()) {
+      std::string spaced;
+      if (metaspace_) text = spaced = metaspace_->apply(text, at_start);
       if (ignore_merges_) {  // a word that is a whole token skips the merges
-        if (const auto it = vocab_.find(tokenization::to_byte_level(text)); it != vocab_.end()) { ids.push_back(it->second); return; }
+        const auto it = byte_fallback_ ? vocab_.find(text) : vocab_.find(tokenization::to_byte_level(text));
+        if (it != vocab_.end()) { ids.push_back(it->second); return; }
       }
       bpe_.encode_word(text, ids);
       return;
     }
-    splits_[stage].split(text, [&](std::string_view piece) { encode_ordinary(piece, stage + 1, ids); });
+    splits_[stage].split(text, [&](std::string_view piece) { encode_ordinary(piece, stage + 1, at_start && piece.data() == text.data(), ids); });
   }
 
   bool known(std::int32_t id) const noexcept { return id >= 0 && static_cast<std::size_t>(id) < known_.size() && known_[static_cast<std::size_t>(id)]; }
@@ -454,6 +659,13 @@ class tokenizer {
   tokenization::added_token_matcher raw_added_, normalized_added_;
   std::vector<tokenization::split_regex> splits_;
   bool ignore_merges_ = false;
+  // SentencePiece-style BPE (the ByteFallback decoder) rather than byte-level.
+  bool byte_fallback_ = false;
+  std::optional<tokenization::metaspace> metaspace_;
+  std::vector<std::pair<std::string, std::string>> decoder_replace_;  // the decoder's Replaces, in order
+  std::vector<bool> is_byte_token_;  // byte_fallback_: the token is "<0x..>", decoding to one byte
+  std::string strip_char_;           // the decoder's Strip: up to strip_start_ of these leave the text's start
+  std::size_t strip_start_ = 0;
   // Declared last: its initializer, load(), fills in every member above, which must exist by then.
   tokenization::bpe_model bpe_;
 };

@@ -1,6 +1,9 @@
-// Byte-level BPE merging: one pre-tokenized word (raw bytes) -> token ids.
+// BPE merging: one pre-tokenized word -> token ids.
 //
-// The word starts as one symbol per byte; the adjacent pair with the lowest merge rank is merged
+// In byte-level BPE (GPT-2, Qwen2, Llama 3) the word starts as one symbol per byte. In the BPE of a
+// converted SentencePiece model (Llama 2, Mistral: `byte_fallback: true`) it starts as one symbol
+// per character, a character the vocabulary lacks becoming its UTF-8 bytes as "<0x..>" tokens.
+// Then the adjacent pair with the lowest merge rank is merged
 // until no adjacent pair has a rank, ties going to the leftmost pair. This is exactly the order of
 // Hugging Face's `BPE::merge_word` (a min-heap on (rank, position)), so ids match it bit for bit.
 // Cost: O(n log n) per word with the heap and a linked list of symbols, instead of the O(n^2)
@@ -8,6 +11,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <unordered_map>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +20,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "utf8.hpp"
 
 namespace fused::io::tokenization {
 
@@ -81,15 +87,26 @@ class merge_table {
   std::size_t size_ = 0;
 };
 
+// Single-character tokens keyed by their UTF-8 bytes packed into 32 bits (a character has at most
+// four bytes and its lead byte fixes the length, so the key is unique).
+using char_id_map = std::unordered_map<std::uint32_t, std::int32_t>;
+inline std::uint32_t char_key(std::string_view utf8_char) noexcept {
+  std::uint32_t k = 0;
+  for (const char c : utf8_char) k = (k << 8) | static_cast<unsigned char>(c);
+  return k;
+}
+
 class bpe_model {
  public:
-  // byte_ids[b]: id of the single-byte token for byte b (every byte must have one).
-  bpe_model(std::array<std::int32_t, 256> byte_ids, merge_table merges)
-      : byte_ids_(byte_ids), merges_(std::move(merges)) {}
+  // byte_ids[b]: id of the token for byte b (every byte must have one): the byte-level token, or
+  // with `by_char`, the "<0x..>" fallback token. char_ids (with `by_char` only): the id of each
+  // single-character token.
+  bpe_model(std::array<std::int32_t, 256> byte_ids, merge_table merges, bool by_char = false, char_id_map char_ids = {})
+      : byte_ids_(byte_ids), merges_(std::move(merges)), by_char_(by_char), char_ids_(std::move(char_ids)) {}
 
-  // Appends the ids of one word (the raw bytes of one pre-tokenizer piece) to `out`.
+  // Appends the ids of one word (one pre-tokenizer piece, well-formed UTF-8 when `by_char`) to `out`.
   void encode_word(std::string_view word, std::vector<std::int32_t>& out) const {
-    if (word.size() == 1) { out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]); return; }
+    if (word.size() == 1 && !by_char_) { out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]); return; }
     if (word.empty()) return;
     if (word.size() > max_cached_word) { merge(word, out); return; }
     word_cache& cache = word_cache::for_model(serial_);
@@ -198,15 +215,35 @@ class bpe_model {
     bool alive;
   };
 
+  // The word's symbols before any merge: its bytes, or its characters (byte_fallback).
+  void initial_ids(std::string_view word, std::vector<std::int32_t>& ids) const {
+    ids.clear();
+    if (!by_char_) {
+      for (const char c : word) ids.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+      return;
+    }
+    for (std::size_t i = 0; i < word.size();) {
+      const std::size_t len = next_utf8_unit(word, i).size;
+      if (const auto it = char_ids_.find(char_key(word.substr(i, len))); it != char_ids_.end()) {
+        ids.push_back(it->second);
+      } else {
+        for (std::size_t k = i; k < i + len; ++k) ids.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
+      }
+      i += len;
+    }
+  }
+
   void merge(std::string_view word, std::vector<std::int32_t>& out) const {
     // Scratch reused across calls on this thread: encoding allocates nothing per word.
     thread_local std::vector<symbol> sym;
+    thread_local std::vector<std::int32_t> ids;
     thread_local std::vector<std::uint64_t> heap;  // (rank << 32) | position, a min-heap
-    const auto n = static_cast<std::int32_t>(word.size());
-    sym.resize(word.size());
+    initial_ids(word, ids);
+    const auto n = static_cast<std::int32_t>(ids.size());
+    if (n == 0) return;
+    sym.resize(ids.size());
     heap.clear();
-    for (std::int32_t i = 0; i < n; ++i)
-      sym[i] = {byte_ids_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+    for (std::int32_t i = 0; i < n; ++i) sym[i] = {ids[i], i - 1, i + 1 < n ? i + 1 : -1, true};
     const auto push_pair = [&](std::int32_t left) {
       if (left < 0 || sym[left].next < 0) return;
       if (const merge_table::rule* r = merges_.find(sym[left].id, sym[sym[left].next].id)) {
@@ -239,6 +276,8 @@ class bpe_model {
 
   std::array<std::int32_t, 256> byte_ids_;
   merge_table merges_;
+  bool by_char_;
+  char_id_map char_ids_;
   std::uint64_t serial_ = next_serial();
 };
 
