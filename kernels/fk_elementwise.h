@@ -81,6 +81,11 @@ FK_API void fk_rmsnorm_heads(const float* x, const uint16_t* w, size_t rows, siz
   fk_rmsnorm(x, w, rows * heads, head_dim, eps, out);
 }
 
+/* The last row of x[rows, cols] -> out[cols] (generation needs the last position only). */
+FK_API void fk_copy_last_row(const float* x, size_t rows, size_t cols, float* out) {
+  memmove(out, x + (rows - 1) * cols, cols * sizeof(float));
+}
+
 /* ---- residual add: out = a + b (out may alias a or b) ------------------------------------------ */
 FK_API void fk_add_scalar(const float* a, const float* b, size_t n, float* out) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];

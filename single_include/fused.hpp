@@ -164,106 +164,8 @@ struct shape {
 
 }  // namespace fused
 // ---- end fused/core/shape.hpp --------------------------------------------------------------------------
-// ---- begin fused/core/sort.hpp -------------------------------------------------------------------------
-// Sorting in constant evaluation. std::sort is the wrong tool there: g++ 12 and clang 16 evaluate it
-// at about 0.2 s per 1000 ints (each of its iterator and comparator wrappers is a call the evaluator
-// interprets), 6x a counting sort and 3x an insertion-merge sort over raw pointers. The spine's keys
-// are small integers (schedule positions, levels) or values with few distinct members (byte sizes),
-// so counting sorts fit; short ranges use insertion sort. All of these are stable.
-#include <cstddef>
-
-// ---- begin fused/core/vector.hpp -----------------------------------------------------------------------
-// Arrays made in constant evaluation.
-//
-// scratch<T>: a heap array whose length is fixed when it is made, the working storage of the
-// constexpr pipeline (scheduler, planner, verifier, sorts). Not std::vector: g++ 12 evaluates one
-// push_back in about 18 us (a dozen library calls, each interpreted), a store through new T[n]'s
-// pointer in about 2 us, so the pipeline fills arrays by index (docs/COMPILE_TIME.md). The same code
-// runs at run time, where it is an ordinary new[]/delete[] array.
-// (Nor `std::vector<T>(n, v)` or `resize(n)`: for trivial T, libstdc++ fills the new storage with
-// std::fill before any element's lifetime begins, which g++ accepts and clang rejects in a constant
-// expression. For a T with default member initializers, `std::vector<T>(n)` then a store per element
-// is fine, and cheaper than n push_backs: the planner makes its buffers so.)
-#include <cstddef>
-
-namespace fused {
-
-template <class T>
-class scratch {
- public:
-  constexpr scratch() = default;
-  // n elements, default-initialized: for a scalar T, write each before reading it (constant
-  // evaluation rejects a read of one never written).
-  constexpr explicit scratch(std::size_t n) : p_(n ? new T[n] : nullptr), n_(n) {}
-  constexpr scratch(std::size_t n, const T& value) : scratch(n) {
-    for (std::size_t i = 0; i < n; ++i) p_[i] = value;
-  }
-  constexpr scratch(scratch&& o) noexcept : p_(o.p_), n_(o.n_) {
-    o.p_ = nullptr;
-    o.n_ = 0;
-  }
-  constexpr scratch& operator=(scratch&& o) noexcept {
-    if (this != &o) {
-      delete[] p_;
-      p_ = o.p_;
-      n_ = o.n_;
-      o.p_ = nullptr;
-      o.n_ = 0;
-    }
-    return *this;
-  }
-  scratch(const scratch&) = delete;
-  scratch& operator=(const scratch&) = delete;
-  constexpr ~scratch() { delete[] p_; }
-
-  constexpr T* data() { return p_; }
-  constexpr const T* data() const { return p_; }
-  constexpr std::size_t size() const { return n_; }
-  constexpr T& operator[](std::size_t i) { return p_[i]; }
-  constexpr const T& operator[](std::size_t i) const { return p_[i]; }
-  constexpr T* begin() { return p_; }
-  constexpr T* end() { return p_ + n_; }
-  constexpr const T* begin() const { return p_; }
-  constexpr const T* end() const { return p_ + n_; }
-
- private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
-};
-
-}  // namespace fused
-// ---- end fused/core/vector.hpp -------------------------------------------------------------------------
-
-namespace fused {
-
-// 0..n-1 ordered by key[i] ascending, equal keys in index order. Keys must lie in [0, range).
-constexpr scratch<int> counting_order(const int* key, std::size_t n, std::size_t range) {
-  scratch<int> start(range + 1, 0);
-  int* const st = start.data();
-  for (std::size_t i = 0; i < n; ++i) ++st[key[i] + 1];
-  for (std::size_t k = 1; k <= range; ++k) st[k] += st[k - 1];
-  scratch<int> order(n);
-  int* const out = order.data();
-  for (std::size_t i = 0; i < n; ++i) out[st[key[i]]++] = static_cast<int>(i);
-  return order;
-}
-
-// Stable insertion sort of [first, last) by `less`: for short or nearly sorted ranges.
-template <class T, class Less>
-constexpr void insertion_sort(T* first, T* last, Less less) {
-  for (T* i = first; i != last; ++i) {
-    T x = *i;
-    T* j = i;
-    while (j != first && less(x, *(j - 1))) {
-      *j = *(j - 1);
-      --j;
-    }
-    *j = x;
-  }
-}
-
-}  // namespace fused
-// ---- end fused/core/sort.hpp ---------------------------------------------------------------------------
+// ---- begin fused/core/shape_text.hpp -------------------------------------------------------------------
+// Dims and shapes as text for messages, e.g. "[2*$1, 896]", in constant evaluation too.
 // ---- begin fused/core/text.hpp -------------------------------------------------------------------------
 // Small constexpr text helpers: names with a layer index, integer formatting, fixed strings.
 // The same code formats diagnostics at compile time and at run time; run-time callers take a
@@ -365,6 +267,123 @@ struct fixed_string {
 
 }  // namespace fused
 // ---- end fused/core/text.hpp ---------------------------------------------------------------------------
+
+namespace fused {
+
+constexpr text dim_text(const dim& d) {
+  if (d.symbol == 0) return to_text(d.n);
+  text s = d.n == 1 ? "" : to_text(d.n) + "*";
+  return s + "$" + to_text(d.symbol);
+}
+
+constexpr text shape_text(const shape& s) {
+  text out = "[";
+  for (int i = 0; i < s.rank; ++i) out += (i ? ", " : "") + dim_text(s[i]);
+  return out + "]";
+}
+
+}  // namespace fused
+// ---- end fused/core/shape_text.hpp ---------------------------------------------------------------------
+// ---- begin fused/core/sort.hpp -------------------------------------------------------------------------
+// Sorting in constant evaluation. std::sort is the wrong tool there: g++ 12 and clang 16 evaluate it
+// at about 0.2 s per 1000 ints (each of its iterator and comparator wrappers is a call the evaluator
+// interprets), 6x a counting sort and 3x an insertion-merge sort over raw pointers. The spine's keys
+// are small integers (schedule positions, levels) or values with few distinct members (byte sizes),
+// so counting sorts fit; short ranges use insertion sort. All of these are stable.
+#include <cstddef>
+
+// ---- begin fused/core/vector.hpp -----------------------------------------------------------------------
+// Arrays made in constant evaluation.
+//
+// scratch<T>: a heap array whose length is fixed when it is made, the working storage of the
+// constexpr pipeline (scheduler, planner, verifier, sorts). Not std::vector: g++ 12 evaluates one
+// push_back in about 18 us (a dozen library calls, each interpreted), a store through new T[n]'s
+// pointer in about 2 us, so the pipeline fills arrays by index (docs/COMPILE_TIME.md). The same code
+// runs at run time, where it is an ordinary new[]/delete[] array.
+// (Nor `std::vector<T>(n, v)` or `resize(n)`: for trivial T, libstdc++ fills the new storage with
+// std::fill before any element's lifetime begins, which g++ accepts and clang rejects in a constant
+// expression. For a T with default member initializers, `std::vector<T>(n)` then a store per element
+// is fine, and cheaper than n push_backs: the planner makes its buffers so.)
+#include <cstddef>
+
+namespace fused {
+
+template <class T>
+class scratch {
+ public:
+  constexpr scratch() = default;
+  // n elements, default-initialized: for a scalar T, write each before reading it (constant
+  // evaluation rejects a read of one never written).
+  constexpr explicit scratch(std::size_t n) : p_(n ? new T[n] : nullptr), n_(n) {}
+  constexpr scratch(std::size_t n, const T& value) : scratch(n) {
+    for (std::size_t i = 0; i < n; ++i) p_[i] = value;
+  }
+  constexpr scratch(scratch&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  constexpr scratch& operator=(scratch&& o) noexcept {
+    if (this != &o) {
+      delete[] p_;
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+  constexpr ~scratch() { delete[] p_; }
+
+  constexpr T* data() { return p_; }
+  constexpr const T* data() const { return p_; }
+  constexpr std::size_t size() const { return n_; }
+  constexpr T& operator[](std::size_t i) { return p_[i]; }
+  constexpr const T& operator[](std::size_t i) const { return p_[i]; }
+  constexpr T* begin() { return p_; }
+  constexpr T* end() { return p_ + n_; }
+  constexpr const T* begin() const { return p_; }
+  constexpr const T* end() const { return p_ + n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+}  // namespace fused
+// ---- end fused/core/vector.hpp -------------------------------------------------------------------------
+
+namespace fused {
+
+// 0..n-1 ordered by key[i] ascending, equal keys in index order. Keys must lie in [0, range).
+constexpr scratch<int> counting_order(const int* key, std::size_t n, std::size_t range) {
+  scratch<int> start(range + 1, 0);
+  int* const st = start.data();
+  for (std::size_t i = 0; i < n; ++i) ++st[key[i] + 1];
+  for (std::size_t k = 1; k <= range; ++k) st[k] += st[k - 1];
+  scratch<int> order(n);
+  int* const out = order.data();
+  for (std::size_t i = 0; i < n; ++i) out[st[key[i]]++] = static_cast<int>(i);
+  return order;
+}
+
+// Stable insertion sort of [first, last) by `less`: for short or nearly sorted ranges.
+template <class T, class Less>
+constexpr void insertion_sort(T* first, T* last, Less less) {
+  for (T* i = first; i != last; ++i) {
+    T x = *i;
+    T* j = i;
+    while (j != first && less(x, *(j - 1))) {
+      *j = *(j - 1);
+      --j;
+    }
+    *j = x;
+  }
+}
+
+}  // namespace fused
+// ---- end fused/core/sort.hpp ---------------------------------------------------------------------------
 // ---- begin fused/core/text_string.hpp ------------------------------------------------------------------
 // std::string from the constexpr text types, for run-time code (errors, JSON, reports). Apart from
 // core/text.hpp so that what only plans at compile time does not parse <string>.
@@ -865,49 +884,6 @@ class counting_builder {
 #include <string>
 #include <vector>
 
-// ---- begin fused/ops/common.hpp ------------------------------------------------------------------------
-// Helpers shared by the op headers: shape-rule sentences and the rows of a [rows, cols] tensor.
-
-
-namespace fused::ops {
-
-constexpr text dim_text(const dim& d) {
-  if (d.symbol == 0) return to_text(d.n);
-  text s = d.n == 1 ? "" : to_text(d.n) + "*";
-  return s + "$" + to_text(d.symbol);
-}
-
-constexpr text shape_text(const shape& s) {
-  text out = "[";
-  for (int i = 0; i < s.rank; ++i) out += (i ? ", " : "") + dim_text(s[i]);
-  return out + "]";
-}
-
-constexpr inferred mismatch(int culprit, text what) {
-  inferred r{};
-  r.error = std::move(what);
-  r.culprit = culprit;
-  return r;
-}
-
-constexpr inferred result(dtype t, shape s) {
-  inferred r{};
-  r.type = t;
-  r.shp = s;
-  return r;
-}
-
-constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
-
-// Rows of an activation laid out as [rows..., cols] once the mode binds its symbols.
-constexpr std::int64_t rows_of(const shape& s, const binding& b) {
-  std::int64_t r = 1;
-  for (int i = 0; i + 1 < s.rank; ++i) r *= b(s[i]);
-  return r;
-}
-
-}  // namespace fused::ops
-// ---- end fused/ops/common.hpp --------------------------------------------------------------------------
 // ---- begin fused/graph/graph_error.hpp -----------------------------------------------------------------
 // The exception for a program that cannot run or cannot be planned as given (run time only; at
 // compile time the same mistakes are static_assert sentences, fused/graph/diagnose.hpp). Its own
@@ -951,8 +927,8 @@ inline std::string cut_wire_report(const program& p, std::size_t pos, std::span<
     if (!shape_ok) r += "SHAPE MISMATCH";
     else if (t.is_feed) r += w.bound ? "bound" : "MISSING";
     else r += "computed";
-    r += ", expected " + std::string(name_of(t.type)) + " " + to_string(ops::shape_text(t.shp));
-    if (w.actual) r += ", actual " + to_string(ops::shape_text(*w.actual));
+    r += ", expected " + std::string(name_of(t.type)) + " " + to_string(shape_text(t.shp));
+    if (w.actual) r += ", actual " + to_string(shape_text(*w.actual));
     if (t.producer >= 0) {
       for (const auto& ps : p.steps)
         if (ps.id == t.producer) r += "; produced by " + detail::step_label(p, ps);
@@ -1100,12 +1076,46 @@ struct invalid_memory_plan {
 // q f32 [T, heads*head_dim], k and v caches bf16 [n_kv, capacity, head_dim]; attrs.i = {heads}.
 // Query t sits at position pos0+t and sees cache positions 0..pos0+t. heads % n_kv == 0.
 // Kernel: tiled online softmax for many queries (prefill), a single-query scan for one (decode).
+// ---- begin fused/ops/common.hpp ------------------------------------------------------------------------
+// Helpers shared by the op headers: shape-rule sentences (shapes as text: core/shape_text.hpp) and the rows of a [rows, cols] tensor.
+
+
+namespace fused::ops {
+
+constexpr inferred mismatch(int culprit, text what) {
+  inferred r{};
+  r.error = std::move(what);
+  r.culprit = culprit;
+  return r;
+}
+
+constexpr inferred result(dtype t, shape s) {
+  inferred r{};
+  r.type = t;
+  r.shp = s;
+  return r;
+}
+
+constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
+
+// Rows of an activation laid out as [rows..., cols] once the mode binds its symbols.
+constexpr std::int64_t rows_of(const shape& s, const binding& b) {
+  std::int64_t r = 1;
+  for (int i = 0; i + 1 < s.rank; ++i) r *= b(s[i]);
+  return r;
+}
+
+}  // namespace fused::ops
+// ---- end fused/ops/common.hpp --------------------------------------------------------------------------
 
 namespace fused::ops {
 
 inline constexpr op_def attention{
-    "attention", "attention", 3, 3,
-    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+    .name = "attention",
+    .category = "attention",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
       const auto &q = *in[0], &k = *in[1], &v = *in[2];
       const auto heads = a.i[0];
       if (k.type != dtype::bf16 || k.shp.rank != 3) return mismatch(1, "key cache must be bf16 [n_kv, capacity, head_dim], got " + describe(k));
@@ -1116,8 +1126,9 @@ inline constexpr op_def attention{
         return mismatch(0, "queries must be f32 [T, " + to_text(heads * hd) + "] (" + to_text(heads) + " heads of " + to_text(hd) + "), got " + describe(q));
       return result(dtype::f32, q.shp);
     },
-    -1, true,
-    [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
+    .in_place_input = -1,
+    .mode_sensitive = true,
+    .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
     }};
 
@@ -1139,11 +1150,23 @@ constexpr inferred same_shape_f32(const tensor_info* const* in, int, const attrs
 }
 }  // namespace detail
 
-inline constexpr op_def add{"add", "elementwise", 2, 2, detail::same_shape_f32, 0, false,
-                            [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_add"; }};
+inline constexpr op_def add{.name = "add",
+                             .category = "elementwise",
+                             .min_inputs = 2,
+                             .max_inputs = 2,
+                             .infer = detail::same_shape_f32,
+                             .in_place_input = 0,
+                             .mode_sensitive = false,
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_add"; }};
 
-inline constexpr op_def swiglu{"swiglu", "elementwise", 2, 2, detail::same_shape_f32, 0, false,
-                               [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_swiglu"; }};
+inline constexpr op_def swiglu{.name = "swiglu",
+                             .category = "elementwise",
+                             .min_inputs = 2,
+                             .max_inputs = 2,
+                             .infer = detail::same_shape_f32,
+                             .in_place_input = 0,
+                             .mode_sensitive = false,
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_swiglu"; }};
 
 }  // namespace fused::ops
 // ---- end fused/ops/elementwise.hpp ---------------------------------------------------------------------
@@ -1153,15 +1176,19 @@ inline constexpr op_def swiglu{"swiglu", "elementwise", 2, 2, detail::same_shape
 namespace fused::ops {
 
 inline constexpr op_def embed{
-    "embed", "memory", 2, 2,
-    [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .name = "embed",
+    .category = "memory",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       const auto &ids = *in[0], &table = *in[1];
       if (ids.type != dtype::i32 || ids.shp.rank != 1) return mismatch(0, "token ids must be i32 [T], got " + describe(ids));
       if (table.type != dtype::bf16 || table.shp.rank != 2) return mismatch(1, "the table must be bf16 [V, H], got " + describe(table));
       return result(dtype::f32, shape(ids.shp[0], table.shp[1]));
     },
-    -1, false,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_embed"; }};
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_embed"; }};
 
 }  // namespace fused::ops
 // ---- end fused/ops/embed.hpp ---------------------------------------------------------------------------
@@ -1173,8 +1200,11 @@ inline constexpr op_def embed{
 namespace fused::ops {
 
 inline constexpr op_def kv_write{
-    "kv_write", "memory", 2, 2,
-    [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .name = "kv_write",
+    .category = "memory",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       const auto &x = *in[0], &cache = *in[1];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "rows must be f32 [T, n_kv*head_dim], got " + describe(x));
       if (cache.type != dtype::bf16 || cache.shp.rank != 3) return mismatch(1, "cache must be bf16 [n_kv, capacity, head_dim], got " + describe(cache));
@@ -1182,8 +1212,9 @@ inline constexpr op_def kv_write{
         return mismatch(0, "rows " + describe(x) + " do not match the cache " + describe(cache));
       return result(dtype::bf16, cache.shp);
     },
-    1, true,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; }};
+    .in_place_input = 1,
+    .mode_sensitive = true,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; }};
 
 }  // namespace fused::ops
 // ---- end fused/ops/kv_write.hpp ------------------------------------------------------------------------
@@ -1197,8 +1228,11 @@ inline constexpr op_def kv_write{
 namespace fused::ops {
 
 inline constexpr op_def linear{
-    "linear", "matmul", 2, 3,
-    [](const tensor_info* const* in, int n, const attrs&) -> inferred {
+    .name = "linear",
+    .category = "matmul",
+    .min_inputs = 2,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) -> inferred {
       const auto &x = *in[0], &w = *in[1];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, K], got " + describe(x));
       if (w.type != dtype::bf16 || w.shp.rank != 2) return mismatch(1, "weight must be bf16 [N, K], got " + describe(w));
@@ -1212,16 +1246,17 @@ inline constexpr op_def linear{
       }
       return result(dtype::f32, shape(x.shp[0], w.shp[0]));
     },
-    -1, true,
-    [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
+    .in_place_input = -1,
+    .mode_sensitive = true,
+    .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_gemv_bf16" : "fk_gemm_bf16";
     },
-    [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .work = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       shape s = in[0]->shp;
       s.d[static_cast<std::size_t>(s.rank - 1)] = dim{(s.back().n + 31) / 32 * 32, 0};
       return result(dtype::bf16, s);
     },
-    true};
+    .has_work = true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/linear.hpp --------------------------------------------------------------------------
@@ -1233,8 +1268,11 @@ inline constexpr op_def linear{
 namespace fused::ops {
 
 inline constexpr op_def rms_norm{
-    "rms_norm", "norm", 2, 2,
-    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+    .name = "rms_norm",
+    .category = "norm",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
       const auto &x = *in[0], &w = *in[1];
       if (x.type != dtype::f32 || x.shp.rank < 1) return mismatch(0, "input must be f32 [..., H], got " + describe(x));
       if (w.type != dtype::bf16 || w.shp.rank != 1 || !(w.shp[0] == x.shp.back()))
@@ -1242,12 +1280,16 @@ inline constexpr op_def rms_norm{
       if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
       return result(dtype::f32, x.shp);
     },
-    -1, false,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
 
 inline constexpr op_def head_rms_norm{
-    "head_rms_norm", "norm", 2, 2,
-    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+    .name = "head_rms_norm",
+    .category = "norm",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
       const auto &x = *in[0], &w = *in[1];
       const auto heads = a.i[0];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
@@ -1258,8 +1300,9 @@ inline constexpr op_def head_rms_norm{
       if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
       return result(dtype::f32, x.shp);
     },
-    0, false,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; }};
+    .in_place_input = 0,
+    .mode_sensitive = false,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; }};
 
 }  // namespace fused::ops
 // ---- end fused/ops/rms_norm.hpp ------------------------------------------------------------------------
@@ -1284,19 +1327,29 @@ constexpr inferred rope_shape(const tensor_info* const* in, int, const attrs& a)
 }
 }  // namespace detail
 
-inline constexpr op_def rope{"rope", "elementwise", 1, 1, detail::rope_shape, 0, true,
-                             [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
+inline constexpr op_def rope{.name = "rope",
+                             .category = "elementwise",
+                             .min_inputs = 1,
+                             .max_inputs = 1,
+                             .infer = detail::rope_shape,
+                             .in_place_input = 0,
+                             .mode_sensitive = true,
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
 
 inline constexpr op_def rope_llama3{
-    "rope_llama3", "elementwise", 1, 1,
-    [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+    .name = "rope_llama3",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
       if (!(a.extra[0] >= 1)) return mismatch(-1, "the llama3 factor must be at least 1");
       if (!(a.extra[1] > 0) || !(a.extra[2] > a.extra[1])) return mismatch(-1, "the llama3 frequency factors must satisfy 0 < low < high");
       if (a.i[2] <= 0) return mismatch(-1, "the llama3 original_max_position_embeddings must be positive");
       return detail::rope_shape(in, n, a);
     },
-    0, true,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; }};
+    .in_place_input = 0,
+    .mode_sensitive = true,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; }};
 
 }  // namespace fused::ops
 // ---- end fused/ops/rope.hpp ----------------------------------------------------------------------------
@@ -1307,14 +1360,18 @@ inline constexpr op_def rope_llama3{
 namespace fused::ops {
 
 inline constexpr op_def take_last{
-    "take_last", "memory", 1, 1,
-    [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .name = "take_last",
+    .category = "memory",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       const auto& x = *in[0];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, H], got " + describe(x));
       return result(dtype::f32, shape(1, x.shp[1]));
     },
-    -1, true,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_copy_last_row"; }};
+    .in_place_input = -1,
+    .mode_sensitive = true,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_copy_last_row"; }};
 
 }  // namespace fused::ops
 // ---- end fused/ops/take_last.hpp -----------------------------------------------------------------------
@@ -2634,52 +2691,88 @@ struct static_program {
 namespace fused::runtime {
 
 enum class kernel : std::uint8_t {
-  embed,               // fk_embed(table, H, ids, rows, out)
-  rmsnorm,             // fk_rmsnorm(x, w, rows, H, eps, out)
-  rmsnorm_heads,       // fk_rmsnorm_heads(x, w, rows, heads, head_dim, eps, out)
-  gemv,                // fk_gemv_bf16(x, K, W, N, bias, y)             rows == 1
-  gemm,                // fk_gemm_bf16(x, rows, K, W, N, bias, y, work)
-  rope,                // fk_rope(x, rows, heads, head_dim, pos0, theta)  in place
-  rope_llama3,         // fk_rope_llama3(x, rows, heads, head_dim, pos0, theta, factor, low, high, original_max)
-  kv_store,            // fk_kv_store(kv, rows, n_kv, head_dim, cache, capacity, pos0)
-  attention_prefill,   // fk_attention_prefill(q, rows, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
-  attention_decode,    // fk_attention_decode(q, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
-  add,                 // fk_add(a, b, rows*cols, out)
-  swiglu,              // fk_swiglu(gate, up, rows*cols, out)
-  copy_last_row,       // out[0..cols) = x[(rows-1)*cols ..)
+  embed,
+  rmsnorm,
+  rmsnorm_heads,
+  gemv,  // a linear of one row (decode)
+  gemm,
+  rope,
+  rope_llama3,
+  kv_store,
+  attention_prefill,
+  attention_decode,
+  add,
+  swiglu,
+  copy_last_row,
   unknown,
 };
 
-struct kernel_name {
-  kernel k;
-  std::string_view name;
+// One argument of a kernel's C function, in the call's terms. Each names exactly one field of
+// `call` (operands, rows, sizes, reals) or the one dynamic value, pos0.
+enum class arg : std::uint8_t {
+  input0, input1, input2,  // the step's inputs, in its order
+  bias,                    // input 2 when the step has three inputs, else NULL
+  output,                  // the step's result
+  work,                    // the step's workspace, or NULL
+  rows,                    // rows of input 0 (this call's tokens, when they follow them)
+  elements,                // rows * cols
+  pos0,                    // the position of row 0
+  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
+  eps, theta, factor, low_freq_factor, high_freq_factor,              // call::reals
 };
-inline constexpr std::array<kernel_name, 13> kernel_names{{
-    {kernel::embed, "fk_embed"},
-    {kernel::rmsnorm, "fk_rmsnorm"},
-    {kernel::rmsnorm_heads, "fk_rmsnorm_heads"},
-    {kernel::gemv, "fk_gemv_bf16"},
-    {kernel::gemm, "fk_gemm_bf16"},
-    {kernel::rope, "fk_rope"},
-    {kernel::rope_llama3, "fk_rope_llama3"},
-    {kernel::kv_store, "fk_kv_store"},
-    {kernel::attention_prefill, "fk_attention_prefill"},
-    {kernel::attention_decode, "fk_attention_decode"},
-    {kernel::add, "fk_add"},
-    {kernel::swiglu, "fk_swiglu"},
-    {kernel::copy_last_row, "fk_copy_last_row"},
+
+// Every kernel's contract, once: its C name and its arguments in the C function's order. The
+// run-time invoker (invoke.hpp) calls the function with exactly these, and the C emitter prints
+// exactly these; `copy_into_output` names an input an in-place kernel first copies into its
+// output when the plan did not give them the same bytes.
+struct kernel_spec {
+  kernel k = kernel::unknown;
+  std::string_view name;
+  std::array<arg, 10> args{};
+  std::uint8_t arity = 0;
+  int copy_into_output = -1;
+};
+
+namespace detail {
+template <class... A>
+constexpr kernel_spec spec(kernel k, std::string_view name, int copy_into_output, A... a) {
+  return {k, name, {a...}, static_cast<std::uint8_t>(sizeof...(A)), copy_into_output};
+}
+}  // namespace detail
+
+inline constexpr std::array<kernel_spec, 13> kernel_specs{{
+    detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
+    detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
+    detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
+                 arg::output),
+    detail::spec(kernel::gemv, "fk_gemv_bf16", -1, arg::input0, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
+    detail::spec(kernel::gemm, "fk_gemm_bf16", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output,
+                 arg::work),
+    detail::spec(kernel::rope, "fk_rope", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta),
+    detail::spec(kernel::rope_llama3, "fk_rope_llama3", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta,
+                 arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
+    detail::spec(kernel::kv_store, "fk_kv_store", 1, arg::input0, arg::rows, arg::kv_heads, arg::head_dim, arg::output, arg::capacity,
+                 arg::pos0),
+    detail::spec(kernel::attention_prefill, "fk_attention_prefill", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
+                 arg::kv_heads, arg::head_dim, arg::capacity, arg::pos0, arg::output),
+    detail::spec(kernel::attention_decode, "fk_attention_decode", -1, arg::input0, arg::heads, arg::input1, arg::input2, arg::kv_heads,
+                 arg::head_dim, arg::capacity, arg::pos0, arg::output),
+    detail::spec(kernel::add, "fk_add", -1, arg::input0, arg::input1, arg::elements, arg::output),
+    detail::spec(kernel::swiglu, "fk_swiglu", -1, arg::input0, arg::input1, arg::elements, arg::output),
+    detail::spec(kernel::copy_last_row, "fk_copy_last_row", -1, arg::input0, arg::rows, arg::cols, arg::output),
 }};
 
+constexpr const kernel_spec& spec_of(kernel k) {
+  for (const auto& s : kernel_specs)
+    if (s.k == k) return s;
+  return kernel_specs[0];  // not reached for a lowered call (kernel::unknown is never lowered)
+}
 constexpr kernel kernel_of(std::string_view name) {
-  for (const auto& kn : kernel_names)
-    if (kn.name == name) return kn.k;
+  for (const auto& s : kernel_specs)
+    if (s.name == name) return s.k;
   return kernel::unknown;
 }
-constexpr std::string_view name_of(kernel k) {
-  for (const auto& kn : kernel_names)
-    if (kn.k == k) return kn.name;
-  return "unknown";
-}
+constexpr std::string_view name_of(kernel k) { return k == kernel::unknown ? "unknown" : spec_of(k).name; }
 
 // Where one operand lives: a weight slot (index into the caller's weight table, in feed order), or
 // a constant byte offset in the state region or the activation arena.
@@ -2708,12 +2801,21 @@ struct call {
   operand out{};
   operand work{};                           // gemm: the step's workspace (tensor -1: none)
   rows_t rows{};
-  // Sizes, by kernel: embed {H}; rmsnorm {H}; rmsnorm_heads {heads, head_dim}; gemv/gemm {K, N};
-  // rope {heads, head_dim}; rope_llama3 {heads, head_dim, original_max}; kv_store {n_kv, head_dim,
-  // capacity}; attention {heads, n_kv, head_dim, capacity}; add/swiglu {cols}; copy_last_row {cols}.
-  std::array<std::int64_t, 4> size{};
-  // Reals, by kernel: rmsnorm(_heads) {eps}; rope {theta}; rope_llama3 {theta, factor, low, high}.
-  std::array<float, 4> real{};
+  // The sizes and reals a kernel's spec names (the others stay 0).
+  struct size_fields {
+    std::int64_t cols = 0;          // the last dim of input 0 (K of a linear)
+    std::int64_t out_cols = 0;      // the last dim of the result (N of a linear, H of embed)
+    std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+    std::int64_t capacity = 0;      // KV-cache positions
+    std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
+    friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
+  } sizes{};
+  struct real_fields {
+    float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
+    friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
+  } reals{};
+  std::int64_t copy_row_bytes = 0;          // in-place kernels: bytes a row of the copied input holds
+  bool copy_follows_rows = false;           // ... times the rows (else the bytes are the whole tensor)
 
   friend constexpr bool operator==(const call&, const call&) = default;
 };
@@ -2780,41 +2882,49 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       if (r.symbol) c.rows.symbol = r.symbol;
     }
     const std::int64_t cols = x.rank ? x.back().n : 1;
+    const shape& result = shp(s.result);
+    c.sizes.cols = cols;
+    c.sizes.out_cols = result.rank ? result.back().n : 1;
     switch (c.k) {
-      case kernel::embed:
-        c.rows = rows_of(x[0]);
-        c.size = {shp(s.inputs[1])[1].n, 0, 0, 0};
-        break;
-      case kernel::rmsnorm: c.size = {cols, 0, 0, 0}; c.real[0] = static_cast<float>(s.at.f); break;
+      case kernel::embed: c.rows = rows_of(x[0]); break;
+      case kernel::rmsnorm: c.reals.eps = static_cast<float>(s.at.f); break;
       case kernel::rmsnorm_heads:
-        c.size = {s.at.i[0], cols / s.at.i[0], 0, 0};
-        c.real[0] = static_cast<float>(s.at.f);
+        c.sizes.heads = s.at.i[0];
+        c.sizes.head_dim = cols / s.at.i[0];
+        c.reals.eps = static_cast<float>(s.at.f);
         break;
-      case kernel::gemv: c.size = {cols, shp(s.inputs[1])[0].n, 0, 0}; break;
+      case kernel::gemv: break;
       case kernel::gemm:
-        c.size = {cols, shp(s.inputs[1])[0].n, 0, 0};
         if (s.work >= 0) c.work = at(s.work);
         break;
-      case kernel::rope: c.size = {s.at.i[0], s.at.i[1], 0, 0}; c.real[0] = static_cast<float>(s.at.f); break;
+      case kernel::rope:
       case kernel::rope_llama3:
-        c.size = {s.at.i[0], s.at.i[1], s.at.i[2], 0};
-        c.real = {static_cast<float>(s.at.f), static_cast<float>(s.at.extra[0]), static_cast<float>(s.at.extra[1]),
-                  static_cast<float>(s.at.extra[2])};
+        c.sizes.heads = s.at.i[0];
+        c.sizes.head_dim = s.at.i[1];
+        c.reals.theta = static_cast<float>(s.at.f);
+        if (c.k == kernel::rope_llama3) {
+          c.sizes.original_max = s.at.i[2];
+          c.reals.factor = static_cast<float>(s.at.extra[0]);
+          c.reals.low_freq_factor = static_cast<float>(s.at.extra[1]);
+          c.reals.high_freq_factor = static_cast<float>(s.at.extra[2]);
+        }
+        c.copy_row_bytes = cols * 4;
+        c.copy_follows_rows = true;
         break;
-      case kernel::kv_store: {
-        const shape& cache = shp(s.inputs[1]);
-        c.size = {cache[0].n, cache[2].n, b(cache[1]), 0};
-        break;
-      }
+      case kernel::kv_store:
       case kernel::attention_prefill:
       case kernel::attention_decode: {
         const shape& cache = shp(s.inputs[1]);
-        c.size = {s.at.i[0], cache[0].n, cache[2].n, b(cache[1])};
+        c.sizes.kv_heads = cache[0].n;
+        c.sizes.head_dim = cache[2].n;
+        c.sizes.capacity = b(cache[1]);
+        if (c.k == kernel::kv_store) c.copy_row_bytes = c.sizes.kv_heads * c.sizes.capacity * c.sizes.head_dim * 2;
+        else c.sizes.heads = s.at.i[0];
         break;
       }
       case kernel::add:
       case kernel::swiglu:
-      case kernel::copy_last_row: c.size = {cols, 0, 0, 0}; break;
+      case kernel::copy_last_row: break;
       case kernel::unknown:
         if (err) *err = {s.id, "a step whose kernel no executor implements"};
         return {};
@@ -2834,6 +2944,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 // ---- begin fk_kernels.h --------------------------------------------------------------------------------
 /* fk_kernels.h: every fused kernel (C11 / C++20). Each header documents its contract and its paths.
@@ -3467,6 +3579,11 @@ FK_API void fk_rmsnorm(const float* x, const uint16_t* w, size_t rows, size_t di
  * q_norm / k_norm): the heads are contiguous rows of head_dim, so this is fk_rmsnorm over them. */
 FK_API void fk_rmsnorm_heads(const float* x, const uint16_t* w, size_t rows, size_t heads, size_t head_dim, float eps, float* out) {
   fk_rmsnorm(x, w, rows * heads, head_dim, eps, out);
+}
+
+/* The last row of x[rows, cols] -> out[cols] (generation needs the last position only). */
+FK_API void fk_copy_last_row(const float* x, size_t rows, size_t cols, float* out) {
+  memmove(out, x + (rows - 1) * cols, cols * sizeof(float));
 }
 
 /* ---- residual add: out = a + b (out may alias a or b) ------------------------------------------ */
@@ -5358,79 +5475,98 @@ struct call_dims {
 };
 
 namespace detail {
-FUSED_ALWAYS_INLINE const std::uint16_t* weight_ptr(const operand& o, const regions& r) {
-  return r.weights[static_cast<std::size_t>(o.slot)];
-}
 template <class T>
 FUSED_ALWAYS_INLINE T* data_ptr(const operand& o, const regions& r) {
   std::byte* base = o.where == region::state ? r.state : r.arena;
   return reinterpret_cast<T*>(base + o.offset);
 }
-FUSED_ALWAYS_INLINE const std::uint16_t* bf16_in(const operand& o, const regions& r) {
-  return o.where == region::weights ? weight_ptr(o, r) : data_ptr<std::uint16_t>(o, r);
+
+// The operand an argument names, or nullptr (no bias, no workspace).
+FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
+  switch (a) {
+    case arg::input0: return &c.in[0];
+    case arg::input1: return &c.in[1];
+    case arg::input2: return &c.in[2];
+    case arg::bias: return c.n_in == 3 ? &c.in[2] : nullptr;
+    case arg::output: return &c.out;
+    case arg::work: return c.work.tensor >= 0 ? &c.work : nullptr;
+    default: return nullptr;
+  }
+}
+
+// Argument A of call c as the C function's parameter type P: a pointer into a region (weights
+// through their table), a size, or a real.
+template <class P, arg A>
+FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims& d, std::size_t rows) {
+  if constexpr (std::is_pointer_v<P>) {
+    using element = std::remove_pointer_t<P>;
+    const operand* o = operand_of(A, c);
+    if (o == nullptr) return nullptr;
+    // Only a read-only bf16 parameter can take a weight (the shape rules see to it).
+    if constexpr (std::is_same_v<element, const std::uint16_t>)
+      if (o->where == region::weights) return r.weights[static_cast<std::size_t>(o->slot)];
+    return data_ptr<element>(*o, r);
+  } else if constexpr (std::is_floating_point_v<P>) {
+    static_assert(A == arg::eps || A == arg::theta || A == arg::factor || A == arg::low_freq_factor || A == arg::high_freq_factor,
+                  "fused: a real parameter takes a real argument");
+    if constexpr (A == arg::eps) return c.reals.eps;
+    else if constexpr (A == arg::theta) return c.reals.theta;
+    else if constexpr (A == arg::factor) return c.reals.factor;
+    else if constexpr (A == arg::low_freq_factor) return c.reals.low_freq_factor;
+    else return c.reals.high_freq_factor;
+  } else {
+    if constexpr (A == arg::rows) return rows;
+    else if constexpr (A == arg::elements) return rows * static_cast<std::size_t>(c.sizes.cols);
+    else if constexpr (A == arg::pos0) return static_cast<std::size_t>(d.pos0);
+    else if constexpr (A == arg::cols) return static_cast<std::size_t>(c.sizes.cols);
+    else if constexpr (A == arg::out_cols) return static_cast<std::size_t>(c.sizes.out_cols);
+    else if constexpr (A == arg::heads) return static_cast<std::size_t>(c.sizes.heads);
+    else if constexpr (A == arg::kv_heads) return static_cast<std::size_t>(c.sizes.kv_heads);
+    else if constexpr (A == arg::head_dim) return static_cast<std::size_t>(c.sizes.head_dim);
+    else if constexpr (A == arg::capacity) return static_cast<std::size_t>(c.sizes.capacity);
+    else {
+      static_assert(A == arg::original_max, "fused: a size parameter takes a size argument");
+      return static_cast<std::size_t>(c.sizes.original_max);
+    }
+  }
+}
+
+template <kernel K, class R, class... P, std::size_t... I>
+FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d, std::index_sequence<I...>) {
+  constexpr const kernel_spec& s = spec_of(K);
+  static_assert(s.arity == sizeof...(P), "fused: a kernel_spec lists as many arguments as its C function has parameters");
+  const auto rows = static_cast<std::size_t>(c.rows.n * d.b.value[c.rows.symbol]);
+  if constexpr (s.copy_into_output >= 0) {
+    const std::byte* from = data_ptr<const std::byte>(c.in[s.copy_into_output], r);
+    std::byte* to = data_ptr<std::byte>(c.out, r);
+    if (from != to) std::memcpy(to, from, static_cast<std::size_t>(c.copy_row_bytes) * (c.copy_follows_rows ? rows : 1));
+  }
+  fn(argument<P, s.args[I]>(c, r, d, rows)...);
+}
+
+template <kernel K, class R, class... P>
+FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d) {
+  call_kernel<K>(fn, c, r, d, std::index_sequence_for<P...>{});
 }
 }  // namespace detail
 
+// The C function of each kernel; its arguments come from kernel_specs (calls.hpp).
 FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims& d) {
-  using detail::data_ptr;
-  using std::size_t;
-  const auto rows = static_cast<size_t>(c.rows.n * d.b.value[c.rows.symbol]);
-  const auto pos0 = static_cast<size_t>(d.pos0);
-  const auto s0 = static_cast<size_t>(c.size[0]), s1 = static_cast<size_t>(c.size[1]);
-  const auto s2 = static_cast<size_t>(c.size[2]), s3 = static_cast<size_t>(c.size[3]);
-  float* out = data_ptr<float>(c.out, r);
+  using detail::call_kernel;
   switch (c.k) {
-    case kernel::embed:
-      fk_embed(detail::bf16_in(c.in[1], r), s0, data_ptr<const std::int32_t>(c.in[0], r), rows, out);
-      return;
-    case kernel::rmsnorm:
-      fk_rmsnorm(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, c.real[0], out);
-      return;
-    case kernel::rmsnorm_heads:
-      fk_rmsnorm_heads(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, s1, c.real[0], out);
-      return;
-    case kernel::gemv:
-    case kernel::gemm: {
-      const std::uint16_t* bias = c.n_in == 3 ? detail::bf16_in(c.in[2], r) : nullptr;
-      if (c.k == kernel::gemv)
-        fk_gemv_bf16(data_ptr<const float>(c.in[0], r), s0, detail::bf16_in(c.in[1], r), s1, bias, out);
-      else
-        fk_gemm_bf16(data_ptr<const float>(c.in[0], r), rows, s0, detail::bf16_in(c.in[1], r), s1, bias, out,
-                     c.work.tensor >= 0 ? data_ptr<std::uint16_t>(c.work, r) : nullptr);
-      return;
-    }
-    case kernel::rope:
-    case kernel::rope_llama3: {
-      const float* x = data_ptr<const float>(c.in[0], r);
-      if (x != out) std::memcpy(out, x, rows * s0 * s1 * sizeof(float));
-      if (c.k == kernel::rope) fk_rope(out, rows, s0, s1, pos0, c.real[0]);
-      else fk_rope_llama3(out, rows, s0, s1, pos0, c.real[0], c.real[1], c.real[2], c.real[3], s2);
-      return;
-    }
-    case kernel::kv_store: {
-      auto* cache = data_ptr<std::uint16_t>(c.out, r);
-      const std::uint16_t* prev = data_ptr<const std::uint16_t>(c.in[1], r);
-      if (prev != cache) std::memcpy(cache, prev, s0 * s1 * s2 * sizeof(std::uint16_t));
-      fk_kv_store(data_ptr<const float>(c.in[0], r), rows, s0, s1, cache, s2, pos0);
-      return;
-    }
-    case kernel::attention_prefill:
-      fk_attention_prefill(data_ptr<const float>(c.in[0], r), rows, s0, data_ptr<const std::uint16_t>(c.in[1], r),
-                           data_ptr<const std::uint16_t>(c.in[2], r), s1, s2, s3, pos0, out);
-      return;
-    case kernel::attention_decode:
-      fk_attention_decode(data_ptr<const float>(c.in[0], r), s0, data_ptr<const std::uint16_t>(c.in[1], r),
-                          data_ptr<const std::uint16_t>(c.in[2], r), s1, s2, s3, pos0, out);
-      return;
-    case kernel::add:
-      fk_add(data_ptr<const float>(c.in[0], r), data_ptr<const float>(c.in[1], r), rows * s0, out);
-      return;
-    case kernel::swiglu:
-      fk_swiglu(data_ptr<const float>(c.in[0], r), data_ptr<const float>(c.in[1], r), rows * s0, out);
-      return;
-    case kernel::copy_last_row:
-      std::memmove(out, data_ptr<const float>(c.in[0], r) + (rows - 1) * s0, s0 * sizeof(float));
-      return;
+    case kernel::embed: return call_kernel<kernel::embed>(&fk_embed, c, r, d);
+    case kernel::rmsnorm: return call_kernel<kernel::rmsnorm>(&fk_rmsnorm, c, r, d);
+    case kernel::rmsnorm_heads: return call_kernel<kernel::rmsnorm_heads>(&fk_rmsnorm_heads, c, r, d);
+    case kernel::gemv: return call_kernel<kernel::gemv>(&fk_gemv_bf16, c, r, d);
+    case kernel::gemm: return call_kernel<kernel::gemm>(&fk_gemm_bf16, c, r, d);
+    case kernel::rope: return call_kernel<kernel::rope>(&fk_rope, c, r, d);
+    case kernel::rope_llama3: return call_kernel<kernel::rope_llama3>(&fk_rope_llama3, c, r, d);
+    case kernel::kv_store: return call_kernel<kernel::kv_store>(&fk_kv_store, c, r, d);
+    case kernel::attention_prefill: return call_kernel<kernel::attention_prefill>(&fk_attention_prefill, c, r, d);
+    case kernel::attention_decode: return call_kernel<kernel::attention_decode>(&fk_attention_decode, c, r, d);
+    case kernel::add: return call_kernel<kernel::add>(&fk_add, c, r, d);
+    case kernel::swiglu: return call_kernel<kernel::swiglu>(&fk_swiglu, c, r, d);
+    case kernel::copy_last_row: return call_kernel<kernel::copy_last_row>(&fk_copy_last_row, c, r, d);
     case kernel::unknown: return;
   }
 }

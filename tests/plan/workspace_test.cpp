@@ -42,7 +42,7 @@ TEST_CASE("every GEMM's planned workspace is exactly what fk_gemm_bf16 asks for,
       const buffer& w = p.mem.of(k.work.tensor);
       const auto rows = static_cast<std::size_t>(k.rows.n * b.value[k.rows.symbol]);  // the planned most
       CHECK(w.where == region::activations);
-      CHECK(static_cast<std::size_t>(w.bytes) == fk_gemm_bf16_work_bytes(rows, static_cast<std::size_t>(k.size[0])));
+      CHECK(static_cast<std::size_t>(w.bytes) == fk_gemm_bf16_work_bytes(rows, static_cast<std::size_t>(k.sizes.cols)));
       use& u = uses[static_cast<std::size_t>(k.work.tensor)];
       const tensor_id x = p.prog.steps[pos].inputs[0];
       if (u.steps++ == 0) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "../core/text_string.hpp"
-#include "../ops/common.hpp"
+#include "../core/shape_text.hpp"
 #include "graph_error.hpp"
 #include "program.hpp"
 
@@ -41,8 +41,8 @@ inline std::string cut_wire_report(const program& p, std::size_t pos, std::span<
     if (!shape_ok) r += "SHAPE MISMATCH";
     else if (t.is_feed) r += w.bound ? "bound" : "MISSING";
     else r += "computed";
-    r += ", expected " + std::string(name_of(t.type)) + " " + to_string(ops::shape_text(t.shp));
-    if (w.actual) r += ", actual " + to_string(ops::shape_text(*w.actual));
+    r += ", expected " + std::string(name_of(t.type)) + " " + to_string(shape_text(t.shp));
+    if (w.actual) r += ", actual " + to_string(shape_text(*w.actual));
     if (t.producer >= 0) {
       for (const auto& ps : p.steps)
         if (ps.id == t.producer) r += "; produced by " + detail::step_label(p, ps);

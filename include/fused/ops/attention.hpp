@@ -8,8 +8,11 @@
 namespace fused::ops {
 
 inline constexpr op_def attention{
-    "attention", "attention", 3, 3,
-    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+    .name = "attention",
+    .category = "attention",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
       const auto &q = *in[0], &k = *in[1], &v = *in[2];
       const auto heads = a.i[0];
       if (k.type != dtype::bf16 || k.shp.rank != 3) return mismatch(1, "key cache must be bf16 [n_kv, capacity, head_dim], got " + describe(k));
@@ -20,8 +23,9 @@ inline constexpr op_def attention{
         return mismatch(0, "queries must be f32 [T, " + to_text(heads * hd) + "] (" + to_text(heads) + " heads of " + to_text(hd) + "), got " + describe(q));
       return result(dtype::f32, q.shp);
     },
-    -1, true,
-    [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
+    .in_place_input = -1,
+    .mode_sensitive = true,
+    .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
     }};
 

@@ -1,21 +1,10 @@
-// Helpers shared by the op headers: shape-rule sentences and the rows of a [rows, cols] tensor.
+// Helpers shared by the op headers: shape-rule sentences (shapes as text: core/shape_text.hpp) and the rows of a [rows, cols] tensor.
 #pragma once
 
+#include "../core/shape_text.hpp"
 #include "../graph/program.hpp"
 
 namespace fused::ops {
-
-constexpr text dim_text(const dim& d) {
-  if (d.symbol == 0) return to_text(d.n);
-  text s = d.n == 1 ? "" : to_text(d.n) + "*";
-  return s + "$" + to_text(d.symbol);
-}
-
-constexpr text shape_text(const shape& s) {
-  text out = "[";
-  for (int i = 0; i < s.rank; ++i) out += (i ? ", " : "") + dim_text(s[i]);
-  return out + "]";
-}
 
 constexpr inferred mismatch(int culprit, text what) {
   inferred r{};

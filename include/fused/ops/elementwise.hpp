@@ -15,10 +15,22 @@ constexpr inferred same_shape_f32(const tensor_info* const* in, int, const attrs
 }
 }  // namespace detail
 
-inline constexpr op_def add{"add", "elementwise", 2, 2, detail::same_shape_f32, 0, false,
-                            [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_add"; }};
+inline constexpr op_def add{.name = "add",
+                             .category = "elementwise",
+                             .min_inputs = 2,
+                             .max_inputs = 2,
+                             .infer = detail::same_shape_f32,
+                             .in_place_input = 0,
+                             .mode_sensitive = false,
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_add"; }};
 
-inline constexpr op_def swiglu{"swiglu", "elementwise", 2, 2, detail::same_shape_f32, 0, false,
-                               [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_swiglu"; }};
+inline constexpr op_def swiglu{.name = "swiglu",
+                             .category = "elementwise",
+                             .min_inputs = 2,
+                             .max_inputs = 2,
+                             .infer = detail::same_shape_f32,
+                             .in_place_input = 0,
+                             .mode_sensitive = false,
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_swiglu"; }};
 
 }  // namespace fused::ops

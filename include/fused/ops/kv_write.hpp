@@ -7,8 +7,11 @@
 namespace fused::ops {
 
 inline constexpr op_def kv_write{
-    "kv_write", "memory", 2, 2,
-    [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .name = "kv_write",
+    .category = "memory",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       const auto &x = *in[0], &cache = *in[1];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "rows must be f32 [T, n_kv*head_dim], got " + describe(x));
       if (cache.type != dtype::bf16 || cache.shp.rank != 3) return mismatch(1, "cache must be bf16 [n_kv, capacity, head_dim], got " + describe(cache));
@@ -16,7 +19,8 @@ inline constexpr op_def kv_write{
         return mismatch(0, "rows " + describe(x) + " do not match the cache " + describe(cache));
       return result(dtype::bf16, cache.shp);
     },
-    1, true,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; }};
+    .in_place_input = 1,
+    .mode_sensitive = true,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; }};
 
 }  // namespace fused::ops

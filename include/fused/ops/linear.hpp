@@ -9,8 +9,11 @@
 namespace fused::ops {
 
 inline constexpr op_def linear{
-    "linear", "matmul", 2, 3,
-    [](const tensor_info* const* in, int n, const attrs&) -> inferred {
+    .name = "linear",
+    .category = "matmul",
+    .min_inputs = 2,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) -> inferred {
       const auto &x = *in[0], &w = *in[1];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, K], got " + describe(x));
       if (w.type != dtype::bf16 || w.shp.rank != 2) return mismatch(1, "weight must be bf16 [N, K], got " + describe(w));
@@ -24,15 +27,16 @@ inline constexpr op_def linear{
       }
       return result(dtype::f32, shape(x.shp[0], w.shp[0]));
     },
-    -1, true,
-    [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
+    .in_place_input = -1,
+    .mode_sensitive = true,
+    .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_gemv_bf16" : "fk_gemm_bf16";
     },
-    [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .work = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       shape s = in[0]->shp;
       s.d[static_cast<std::size_t>(s.rank - 1)] = dim{(s.back().n + 31) / 32 * 32, 0};
       return result(dtype::bf16, s);
     },
-    true};
+    .has_work = true};
 
 }  // namespace fused::ops

@@ -7,8 +7,11 @@
 namespace fused::ops {
 
 inline constexpr op_def rms_norm{
-    "rms_norm", "norm", 2, 2,
-    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+    .name = "rms_norm",
+    .category = "norm",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
       const auto &x = *in[0], &w = *in[1];
       if (x.type != dtype::f32 || x.shp.rank < 1) return mismatch(0, "input must be f32 [..., H], got " + describe(x));
       if (w.type != dtype::bf16 || w.shp.rank != 1 || !(w.shp[0] == x.shp.back()))
@@ -16,12 +19,16 @@ inline constexpr op_def rms_norm{
       if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
       return result(dtype::f32, x.shp);
     },
-    -1, false,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
 
 inline constexpr op_def head_rms_norm{
-    "head_rms_norm", "norm", 2, 2,
-    [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+    .name = "head_rms_norm",
+    .category = "norm",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
       const auto &x = *in[0], &w = *in[1];
       const auto heads = a.i[0];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
@@ -32,7 +39,8 @@ inline constexpr op_def head_rms_norm{
       if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
       return result(dtype::f32, x.shp);
     },
-    0, false,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; }};
+    .in_place_input = 0,
+    .mode_sensitive = false,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; }};
 
 }  // namespace fused::ops

@@ -20,18 +20,28 @@ constexpr inferred rope_shape(const tensor_info* const* in, int, const attrs& a)
 }
 }  // namespace detail
 
-inline constexpr op_def rope{"rope", "elementwise", 1, 1, detail::rope_shape, 0, true,
-                             [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
+inline constexpr op_def rope{.name = "rope",
+                             .category = "elementwise",
+                             .min_inputs = 1,
+                             .max_inputs = 1,
+                             .infer = detail::rope_shape,
+                             .in_place_input = 0,
+                             .mode_sensitive = true,
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
 
 inline constexpr op_def rope_llama3{
-    "rope_llama3", "elementwise", 1, 1,
-    [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+    .name = "rope_llama3",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
       if (!(a.extra[0] >= 1)) return mismatch(-1, "the llama3 factor must be at least 1");
       if (!(a.extra[1] > 0) || !(a.extra[2] > a.extra[1])) return mismatch(-1, "the llama3 frequency factors must satisfy 0 < low < high");
       if (a.i[2] <= 0) return mismatch(-1, "the llama3 original_max_position_embeddings must be positive");
       return detail::rope_shape(in, n, a);
     },
-    0, true,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; }};
+    .in_place_input = 0,
+    .mode_sensitive = true,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; }};
 
 }  // namespace fused::ops

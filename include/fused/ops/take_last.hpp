@@ -6,13 +6,17 @@
 namespace fused::ops {
 
 inline constexpr op_def take_last{
-    "take_last", "memory", 1, 1,
-    [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .name = "take_last",
+    .category = "memory",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       const auto& x = *in[0];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, H], got " + describe(x));
       return result(dtype::f32, shape(1, x.shp[1]));
     },
-    -1, true,
-    [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_copy_last_row"; }};
+    .in_place_input = -1,
+    .mode_sensitive = true,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_copy_last_row"; }};
 
 }  // namespace fused::ops

@@ -18,52 +18,88 @@
 namespace fused::runtime {
 
 enum class kernel : std::uint8_t {
-  embed,               // fk_embed(table, H, ids, rows, out)
-  rmsnorm,             // fk_rmsnorm(x, w, rows, H, eps, out)
-  rmsnorm_heads,       // fk_rmsnorm_heads(x, w, rows, heads, head_dim, eps, out)
-  gemv,                // fk_gemv_bf16(x, K, W, N, bias, y)             rows == 1
-  gemm,                // fk_gemm_bf16(x, rows, K, W, N, bias, y, work)
-  rope,                // fk_rope(x, rows, heads, head_dim, pos0, theta)  in place
-  rope_llama3,         // fk_rope_llama3(x, rows, heads, head_dim, pos0, theta, factor, low, high, original_max)
-  kv_store,            // fk_kv_store(kv, rows, n_kv, head_dim, cache, capacity, pos0)
-  attention_prefill,   // fk_attention_prefill(q, rows, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
-  attention_decode,    // fk_attention_decode(q, heads, kc, vc, n_kv, head_dim, capacity, pos0, out)
-  add,                 // fk_add(a, b, rows*cols, out)
-  swiglu,              // fk_swiglu(gate, up, rows*cols, out)
-  copy_last_row,       // out[0..cols) = x[(rows-1)*cols ..)
+  embed,
+  rmsnorm,
+  rmsnorm_heads,
+  gemv,  // a linear of one row (decode)
+  gemm,
+  rope,
+  rope_llama3,
+  kv_store,
+  attention_prefill,
+  attention_decode,
+  add,
+  swiglu,
+  copy_last_row,
   unknown,
 };
 
-struct kernel_name {
-  kernel k;
-  std::string_view name;
+// One argument of a kernel's C function, in the call's terms. Each names exactly one field of
+// `call` (operands, rows, sizes, reals) or the one dynamic value, pos0.
+enum class arg : std::uint8_t {
+  input0, input1, input2,  // the step's inputs, in its order
+  bias,                    // input 2 when the step has three inputs, else NULL
+  output,                  // the step's result
+  work,                    // the step's workspace, or NULL
+  rows,                    // rows of input 0 (this call's tokens, when they follow them)
+  elements,                // rows * cols
+  pos0,                    // the position of row 0
+  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
+  eps, theta, factor, low_freq_factor, high_freq_factor,              // call::reals
 };
-inline constexpr std::array<kernel_name, 13> kernel_names{{
-    {kernel::embed, "fk_embed"},
-    {kernel::rmsnorm, "fk_rmsnorm"},
-    {kernel::rmsnorm_heads, "fk_rmsnorm_heads"},
-    {kernel::gemv, "fk_gemv_bf16"},
-    {kernel::gemm, "fk_gemm_bf16"},
-    {kernel::rope, "fk_rope"},
-    {kernel::rope_llama3, "fk_rope_llama3"},
-    {kernel::kv_store, "fk_kv_store"},
-    {kernel::attention_prefill, "fk_attention_prefill"},
-    {kernel::attention_decode, "fk_attention_decode"},
-    {kernel::add, "fk_add"},
-    {kernel::swiglu, "fk_swiglu"},
-    {kernel::copy_last_row, "fk_copy_last_row"},
+
+// Every kernel's contract, once: its C name and its arguments in the C function's order. The
+// run-time invoker (invoke.hpp) calls the function with exactly these, and the C emitter prints
+// exactly these; `copy_into_output` names an input an in-place kernel first copies into its
+// output when the plan did not give them the same bytes.
+struct kernel_spec {
+  kernel k = kernel::unknown;
+  std::string_view name;
+  std::array<arg, 10> args{};
+  std::uint8_t arity = 0;
+  int copy_into_output = -1;
+};
+
+namespace detail {
+template <class... A>
+constexpr kernel_spec spec(kernel k, std::string_view name, int copy_into_output, A... a) {
+  return {k, name, {a...}, static_cast<std::uint8_t>(sizeof...(A)), copy_into_output};
+}
+}  // namespace detail
+
+inline constexpr std::array<kernel_spec, 13> kernel_specs{{
+    detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
+    detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
+    detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
+                 arg::output),
+    detail::spec(kernel::gemv, "fk_gemv_bf16", -1, arg::input0, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
+    detail::spec(kernel::gemm, "fk_gemm_bf16", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output,
+                 arg::work),
+    detail::spec(kernel::rope, "fk_rope", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta),
+    detail::spec(kernel::rope_llama3, "fk_rope_llama3", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta,
+                 arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
+    detail::spec(kernel::kv_store, "fk_kv_store", 1, arg::input0, arg::rows, arg::kv_heads, arg::head_dim, arg::output, arg::capacity,
+                 arg::pos0),
+    detail::spec(kernel::attention_prefill, "fk_attention_prefill", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
+                 arg::kv_heads, arg::head_dim, arg::capacity, arg::pos0, arg::output),
+    detail::spec(kernel::attention_decode, "fk_attention_decode", -1, arg::input0, arg::heads, arg::input1, arg::input2, arg::kv_heads,
+                 arg::head_dim, arg::capacity, arg::pos0, arg::output),
+    detail::spec(kernel::add, "fk_add", -1, arg::input0, arg::input1, arg::elements, arg::output),
+    detail::spec(kernel::swiglu, "fk_swiglu", -1, arg::input0, arg::input1, arg::elements, arg::output),
+    detail::spec(kernel::copy_last_row, "fk_copy_last_row", -1, arg::input0, arg::rows, arg::cols, arg::output),
 }};
 
+constexpr const kernel_spec& spec_of(kernel k) {
+  for (const auto& s : kernel_specs)
+    if (s.k == k) return s;
+  return kernel_specs[0];  // not reached for a lowered call (kernel::unknown is never lowered)
+}
 constexpr kernel kernel_of(std::string_view name) {
-  for (const auto& kn : kernel_names)
-    if (kn.name == name) return kn.k;
+  for (const auto& s : kernel_specs)
+    if (s.name == name) return s.k;
   return kernel::unknown;
 }
-constexpr std::string_view name_of(kernel k) {
-  for (const auto& kn : kernel_names)
-    if (kn.k == k) return kn.name;
-  return "unknown";
-}
+constexpr std::string_view name_of(kernel k) { return k == kernel::unknown ? "unknown" : spec_of(k).name; }
 
 // Where one operand lives: a weight slot (index into the caller's weight table, in feed order), or
 // a constant byte offset in the state region or the activation arena.
@@ -92,12 +128,21 @@ struct call {
   operand out{};
   operand work{};                           // gemm: the step's workspace (tensor -1: none)
   rows_t rows{};
-  // Sizes, by kernel: embed {H}; rmsnorm {H}; rmsnorm_heads {heads, head_dim}; gemv/gemm {K, N};
-  // rope {heads, head_dim}; rope_llama3 {heads, head_dim, original_max}; kv_store {n_kv, head_dim,
-  // capacity}; attention {heads, n_kv, head_dim, capacity}; add/swiglu {cols}; copy_last_row {cols}.
-  std::array<std::int64_t, 4> size{};
-  // Reals, by kernel: rmsnorm(_heads) {eps}; rope {theta}; rope_llama3 {theta, factor, low, high}.
-  std::array<float, 4> real{};
+  // The sizes and reals a kernel's spec names (the others stay 0).
+  struct size_fields {
+    std::int64_t cols = 0;          // the last dim of input 0 (K of a linear)
+    std::int64_t out_cols = 0;      // the last dim of the result (N of a linear, H of embed)
+    std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+    std::int64_t capacity = 0;      // KV-cache positions
+    std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
+    friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
+  } sizes{};
+  struct real_fields {
+    float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
+    friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
+  } reals{};
+  std::int64_t copy_row_bytes = 0;          // in-place kernels: bytes a row of the copied input holds
+  bool copy_follows_rows = false;           // ... times the rows (else the bytes are the whole tensor)
 
   friend constexpr bool operator==(const call&, const call&) = default;
 };
@@ -164,41 +209,49 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       if (r.symbol) c.rows.symbol = r.symbol;
     }
     const std::int64_t cols = x.rank ? x.back().n : 1;
+    const shape& result = shp(s.result);
+    c.sizes.cols = cols;
+    c.sizes.out_cols = result.rank ? result.back().n : 1;
     switch (c.k) {
-      case kernel::embed:
-        c.rows = rows_of(x[0]);
-        c.size = {shp(s.inputs[1])[1].n, 0, 0, 0};
-        break;
-      case kernel::rmsnorm: c.size = {cols, 0, 0, 0}; c.real[0] = static_cast<float>(s.at.f); break;
+      case kernel::embed: c.rows = rows_of(x[0]); break;
+      case kernel::rmsnorm: c.reals.eps = static_cast<float>(s.at.f); break;
       case kernel::rmsnorm_heads:
-        c.size = {s.at.i[0], cols / s.at.i[0], 0, 0};
-        c.real[0] = static_cast<float>(s.at.f);
+        c.sizes.heads = s.at.i[0];
+        c.sizes.head_dim = cols / s.at.i[0];
+        c.reals.eps = static_cast<float>(s.at.f);
         break;
-      case kernel::gemv: c.size = {cols, shp(s.inputs[1])[0].n, 0, 0}; break;
+      case kernel::gemv: break;
       case kernel::gemm:
-        c.size = {cols, shp(s.inputs[1])[0].n, 0, 0};
         if (s.work >= 0) c.work = at(s.work);
         break;
-      case kernel::rope: c.size = {s.at.i[0], s.at.i[1], 0, 0}; c.real[0] = static_cast<float>(s.at.f); break;
+      case kernel::rope:
       case kernel::rope_llama3:
-        c.size = {s.at.i[0], s.at.i[1], s.at.i[2], 0};
-        c.real = {static_cast<float>(s.at.f), static_cast<float>(s.at.extra[0]), static_cast<float>(s.at.extra[1]),
-                  static_cast<float>(s.at.extra[2])};
+        c.sizes.heads = s.at.i[0];
+        c.sizes.head_dim = s.at.i[1];
+        c.reals.theta = static_cast<float>(s.at.f);
+        if (c.k == kernel::rope_llama3) {
+          c.sizes.original_max = s.at.i[2];
+          c.reals.factor = static_cast<float>(s.at.extra[0]);
+          c.reals.low_freq_factor = static_cast<float>(s.at.extra[1]);
+          c.reals.high_freq_factor = static_cast<float>(s.at.extra[2]);
+        }
+        c.copy_row_bytes = cols * 4;
+        c.copy_follows_rows = true;
         break;
-      case kernel::kv_store: {
-        const shape& cache = shp(s.inputs[1]);
-        c.size = {cache[0].n, cache[2].n, b(cache[1]), 0};
-        break;
-      }
+      case kernel::kv_store:
       case kernel::attention_prefill:
       case kernel::attention_decode: {
         const shape& cache = shp(s.inputs[1]);
-        c.size = {s.at.i[0], cache[0].n, cache[2].n, b(cache[1])};
+        c.sizes.kv_heads = cache[0].n;
+        c.sizes.head_dim = cache[2].n;
+        c.sizes.capacity = b(cache[1]);
+        if (c.k == kernel::kv_store) c.copy_row_bytes = c.sizes.kv_heads * c.sizes.capacity * c.sizes.head_dim * 2;
+        else c.sizes.heads = s.at.i[0];
         break;
       }
       case kernel::add:
       case kernel::swiglu:
-      case kernel::copy_last_row: c.size = {cols, 0, 0, 0}; break;
+      case kernel::copy_last_row: break;
       case kernel::unknown:
         if (err) *err = {s.id, "a step whose kernel no executor implements"};
         return {};

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include <fk_kernels.h>
 
@@ -36,79 +38,98 @@ struct call_dims {
 };
 
 namespace detail {
-FUSED_ALWAYS_INLINE const std::uint16_t* weight_ptr(const operand& o, const regions& r) {
-  return r.weights[static_cast<std::size_t>(o.slot)];
-}
 template <class T>
 FUSED_ALWAYS_INLINE T* data_ptr(const operand& o, const regions& r) {
   std::byte* base = o.where == region::state ? r.state : r.arena;
   return reinterpret_cast<T*>(base + o.offset);
 }
-FUSED_ALWAYS_INLINE const std::uint16_t* bf16_in(const operand& o, const regions& r) {
-  return o.where == region::weights ? weight_ptr(o, r) : data_ptr<std::uint16_t>(o, r);
+
+// The operand an argument names, or nullptr (no bias, no workspace).
+FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
+  switch (a) {
+    case arg::input0: return &c.in[0];
+    case arg::input1: return &c.in[1];
+    case arg::input2: return &c.in[2];
+    case arg::bias: return c.n_in == 3 ? &c.in[2] : nullptr;
+    case arg::output: return &c.out;
+    case arg::work: return c.work.tensor >= 0 ? &c.work : nullptr;
+    default: return nullptr;
+  }
+}
+
+// Argument A of call c as the C function's parameter type P: a pointer into a region (weights
+// through their table), a size, or a real.
+template <class P, arg A>
+FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims& d, std::size_t rows) {
+  if constexpr (std::is_pointer_v<P>) {
+    using element = std::remove_pointer_t<P>;
+    const operand* o = operand_of(A, c);
+    if (o == nullptr) return nullptr;
+    // Only a read-only bf16 parameter can take a weight (the shape rules see to it).
+    if constexpr (std::is_same_v<element, const std::uint16_t>)
+      if (o->where == region::weights) return r.weights[static_cast<std::size_t>(o->slot)];
+    return data_ptr<element>(*o, r);
+  } else if constexpr (std::is_floating_point_v<P>) {
+    static_assert(A == arg::eps || A == arg::theta || A == arg::factor || A == arg::low_freq_factor || A == arg::high_freq_factor,
+                  "fused: a real parameter takes a real argument");
+    if constexpr (A == arg::eps) return c.reals.eps;
+    else if constexpr (A == arg::theta) return c.reals.theta;
+    else if constexpr (A == arg::factor) return c.reals.factor;
+    else if constexpr (A == arg::low_freq_factor) return c.reals.low_freq_factor;
+    else return c.reals.high_freq_factor;
+  } else {
+    if constexpr (A == arg::rows) return rows;
+    else if constexpr (A == arg::elements) return rows * static_cast<std::size_t>(c.sizes.cols);
+    else if constexpr (A == arg::pos0) return static_cast<std::size_t>(d.pos0);
+    else if constexpr (A == arg::cols) return static_cast<std::size_t>(c.sizes.cols);
+    else if constexpr (A == arg::out_cols) return static_cast<std::size_t>(c.sizes.out_cols);
+    else if constexpr (A == arg::heads) return static_cast<std::size_t>(c.sizes.heads);
+    else if constexpr (A == arg::kv_heads) return static_cast<std::size_t>(c.sizes.kv_heads);
+    else if constexpr (A == arg::head_dim) return static_cast<std::size_t>(c.sizes.head_dim);
+    else if constexpr (A == arg::capacity) return static_cast<std::size_t>(c.sizes.capacity);
+    else {
+      static_assert(A == arg::original_max, "fused: a size parameter takes a size argument");
+      return static_cast<std::size_t>(c.sizes.original_max);
+    }
+  }
+}
+
+template <kernel K, class R, class... P, std::size_t... I>
+FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d, std::index_sequence<I...>) {
+  constexpr const kernel_spec& s = spec_of(K);
+  static_assert(s.arity == sizeof...(P), "fused: a kernel_spec lists as many arguments as its C function has parameters");
+  const auto rows = static_cast<std::size_t>(c.rows.n * d.b.value[c.rows.symbol]);
+  if constexpr (s.copy_into_output >= 0) {
+    const std::byte* from = data_ptr<const std::byte>(c.in[s.copy_into_output], r);
+    std::byte* to = data_ptr<std::byte>(c.out, r);
+    if (from != to) std::memcpy(to, from, static_cast<std::size_t>(c.copy_row_bytes) * (c.copy_follows_rows ? rows : 1));
+  }
+  fn(argument<P, s.args[I]>(c, r, d, rows)...);
+}
+
+template <kernel K, class R, class... P>
+FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d) {
+  call_kernel<K>(fn, c, r, d, std::index_sequence_for<P...>{});
 }
 }  // namespace detail
 
+// The C function of each kernel; its arguments come from kernel_specs (calls.hpp).
 FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims& d) {
-  using detail::data_ptr;
-  using std::size_t;
-  const auto rows = static_cast<size_t>(c.rows.n * d.b.value[c.rows.symbol]);
-  const auto pos0 = static_cast<size_t>(d.pos0);
-  const auto s0 = static_cast<size_t>(c.size[0]), s1 = static_cast<size_t>(c.size[1]);
-  const auto s2 = static_cast<size_t>(c.size[2]), s3 = static_cast<size_t>(c.size[3]);
-  float* out = data_ptr<float>(c.out, r);
+  using detail::call_kernel;
   switch (c.k) {
-    case kernel::embed:
-      fk_embed(detail::bf16_in(c.in[1], r), s0, data_ptr<const std::int32_t>(c.in[0], r), rows, out);
-      return;
-    case kernel::rmsnorm:
-      fk_rmsnorm(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, c.real[0], out);
-      return;
-    case kernel::rmsnorm_heads:
-      fk_rmsnorm_heads(data_ptr<const float>(c.in[0], r), detail::bf16_in(c.in[1], r), rows, s0, s1, c.real[0], out);
-      return;
-    case kernel::gemv:
-    case kernel::gemm: {
-      const std::uint16_t* bias = c.n_in == 3 ? detail::bf16_in(c.in[2], r) : nullptr;
-      if (c.k == kernel::gemv)
-        fk_gemv_bf16(data_ptr<const float>(c.in[0], r), s0, detail::bf16_in(c.in[1], r), s1, bias, out);
-      else
-        fk_gemm_bf16(data_ptr<const float>(c.in[0], r), rows, s0, detail::bf16_in(c.in[1], r), s1, bias, out,
-                     c.work.tensor >= 0 ? data_ptr<std::uint16_t>(c.work, r) : nullptr);
-      return;
-    }
-    case kernel::rope:
-    case kernel::rope_llama3: {
-      const float* x = data_ptr<const float>(c.in[0], r);
-      if (x != out) std::memcpy(out, x, rows * s0 * s1 * sizeof(float));
-      if (c.k == kernel::rope) fk_rope(out, rows, s0, s1, pos0, c.real[0]);
-      else fk_rope_llama3(out, rows, s0, s1, pos0, c.real[0], c.real[1], c.real[2], c.real[3], s2);
-      return;
-    }
-    case kernel::kv_store: {
-      auto* cache = data_ptr<std::uint16_t>(c.out, r);
-      const std::uint16_t* prev = data_ptr<const std::uint16_t>(c.in[1], r);
-      if (prev != cache) std::memcpy(cache, prev, s0 * s1 * s2 * sizeof(std::uint16_t));
-      fk_kv_store(data_ptr<const float>(c.in[0], r), rows, s0, s1, cache, s2, pos0);
-      return;
-    }
-    case kernel::attention_prefill:
-      fk_attention_prefill(data_ptr<const float>(c.in[0], r), rows, s0, data_ptr<const std::uint16_t>(c.in[1], r),
-                           data_ptr<const std::uint16_t>(c.in[2], r), s1, s2, s3, pos0, out);
-      return;
-    case kernel::attention_decode:
-      fk_attention_decode(data_ptr<const float>(c.in[0], r), s0, data_ptr<const std::uint16_t>(c.in[1], r),
-                          data_ptr<const std::uint16_t>(c.in[2], r), s1, s2, s3, pos0, out);
-      return;
-    case kernel::add:
-      fk_add(data_ptr<const float>(c.in[0], r), data_ptr<const float>(c.in[1], r), rows * s0, out);
-      return;
-    case kernel::swiglu:
-      fk_swiglu(data_ptr<const float>(c.in[0], r), data_ptr<const float>(c.in[1], r), rows * s0, out);
-      return;
-    case kernel::copy_last_row:
-      std::memmove(out, data_ptr<const float>(c.in[0], r) + (rows - 1) * s0, s0 * sizeof(float));
-      return;
+    case kernel::embed: return call_kernel<kernel::embed>(&fk_embed, c, r, d);
+    case kernel::rmsnorm: return call_kernel<kernel::rmsnorm>(&fk_rmsnorm, c, r, d);
+    case kernel::rmsnorm_heads: return call_kernel<kernel::rmsnorm_heads>(&fk_rmsnorm_heads, c, r, d);
+    case kernel::gemv: return call_kernel<kernel::gemv>(&fk_gemv_bf16, c, r, d);
+    case kernel::gemm: return call_kernel<kernel::gemm>(&fk_gemm_bf16, c, r, d);
+    case kernel::rope: return call_kernel<kernel::rope>(&fk_rope, c, r, d);
+    case kernel::rope_llama3: return call_kernel<kernel::rope_llama3>(&fk_rope_llama3, c, r, d);
+    case kernel::kv_store: return call_kernel<kernel::kv_store>(&fk_kv_store, c, r, d);
+    case kernel::attention_prefill: return call_kernel<kernel::attention_prefill>(&fk_attention_prefill, c, r, d);
+    case kernel::attention_decode: return call_kernel<kernel::attention_decode>(&fk_attention_decode, c, r, d);
+    case kernel::add: return call_kernel<kernel::add>(&fk_add, c, r, d);
+    case kernel::swiglu: return call_kernel<kernel::swiglu>(&fk_swiglu, c, r, d);
+    case kernel::copy_last_row: return call_kernel<kernel::copy_last_row>(&fk_copy_last_row, c, r, d);
     case kernel::unknown: return;
   }
 }

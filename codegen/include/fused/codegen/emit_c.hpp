@@ -44,95 +44,70 @@ inline std::string rows_times(const runtime::rows_t& r, bool decode, std::int64_
   return k == 1 ? "n" : "n * " + std::to_string(k);
 }
 
-enum class want { f32, bf16, i32, work };  // work: a bf16 workspace in the arena
-
-inline std::string operand(const c_program& p, const mode_plan& m, const runtime::operand& o, want w) {
+// An operand as C: W(..) a weight, S16(..) the bf16 state, and in the arena F(..) f32, I32(..) i32,
+// A16(..) a bf16 workspace. The C compiler checks each against the kernel's parameter type.
+inline std::string operand(const c_program& p, const mode_plan& m, const runtime::operand& o) {
   const tensor_info& t = m.tensor(o.tensor);
   const std::string mac = offset_macro(p, m, o.tensor);
-  const bool ok = (w == want::f32 && t.type == dtype::f32 && o.where == region::activations) ||
-                  (w == want::i32 && t.type == dtype::i32 && o.where == region::activations) ||
-                  (w == want::bf16 && t.type == dtype::bf16 && o.where != region::activations) ||
-                  (w == want::work && t.type == dtype::bf16 && o.where == region::activations);
-  if (!ok)
-    throw std::logic_error("codegen: " + std::string(m.mode) + ": tensor '" + tensor_name(t) + "' (" + name_of(t.type) + ", " +
-                           name_of(o.where) + ") is not where its kernel reads it");
   if (o.where == region::weights) return "W(" + mac + ")";
   if (o.where == region::state) return "S16(" + mac + ")";
-  if (w == want::work) return "A16(" + mac + ")";
-  return (w == want::i32 ? "I32(" : "F(") + mac + ")";
+  if (t.type == dtype::f32) return "F(" + mac + ")";
+  if (t.type == dtype::i32) return "I32(" + mac + ")";
+  if (t.type == dtype::bf16) return "A16(" + mac + ")";
+  throw std::logic_error("codegen: tensor '" + tensor_name(t) + "' has a type no kernel reads");
 }
 
-// One step as C: the comment naming the op and its tensors, then the kernel call(s).
+// One argument of a call as C, as runtime::invoke computes it (kernel_specs names both).
+inline std::string argument(const c_program& p, const mode_plan& m, const runtime::call& c, runtime::arg a, bool dec) {
+  using runtime::arg;
+  const auto number = [](std::int64_t v) { return std::to_string(v); };
+  switch (a) {
+    case arg::input0: return operand(p, m, c.in[0]);
+    case arg::input1: return operand(p, m, c.in[1]);
+    case arg::input2: return operand(p, m, c.in[2]);
+    case arg::bias: return c.n_in == 3 ? operand(p, m, c.in[2]) : "NULL";
+    case arg::output: return operand(p, m, c.out);
+    case arg::work: return c.work.tensor >= 0 ? operand(p, m, c.work) : "NULL";
+    case arg::rows: return rows_times(c.rows, dec, 1);
+    case arg::elements: return rows_times(c.rows, dec, c.sizes.cols);
+    case arg::pos0: return "pos0";
+    case arg::cols: return number(c.sizes.cols);
+    case arg::out_cols: return number(c.sizes.out_cols);
+    case arg::heads: return number(c.sizes.heads);
+    case arg::kv_heads: return number(c.sizes.kv_heads);
+    case arg::head_dim: return number(c.sizes.head_dim);
+    case arg::capacity: return number(c.sizes.capacity);
+    case arg::original_max: return number(c.sizes.original_max);
+    case arg::eps: return float_literal(c.reals.eps);
+    case arg::theta: return float_literal(c.reals.theta);
+    case arg::factor: return float_literal(c.reals.factor);
+    case arg::low_freq_factor: return float_literal(c.reals.low_freq_factor);
+    case arg::high_freq_factor: return float_literal(c.reals.high_freq_factor);
+  }
+  throw std::logic_error("codegen: an argument of no kind");
+}
+
+// One step as C: the comment naming the op and its tensors, then the kernel call (after the copy
+// an in-place kernel makes when its input and output do not share bytes, as invoke does).
 inline std::string call_text(const c_program& p, const mode_plan& m, const runtime::call& c, std::size_t pos) {
-  using runtime::kernel;
   const bool dec = m.mode == std::string_view("decode");
   const step& s = m.step_by_id(c.step);
   const tensor_info& out_t = m.tensor(s.result);
   std::string comment = "  /* " + tensor_name(out_t) + " = " + s.op->name + "(";
   for (int k = 0; k < s.n_inputs; ++k) comment += (k ? ", " : "") + tensor_name(m.tensor(s.inputs[static_cast<std::size_t>(k)]));
   comment += ")  " + std::string(name_of(out_t.type)) + " " + bound_shape(out_t, m.bind) + " */\n";
-  auto in = [&](int k, want w) { return operand(p, m, c.in[static_cast<std::size_t>(k)], w); };
-  const std::string out = operand(p, m, c.out, c.k == kernel::kv_store ? want::bf16 : want::f32);
-  const std::string rows = rows_times(c.rows, dec, 1);
-  const auto sz = [&](int k) { return std::to_string(c.size[static_cast<std::size_t>(k)]); };
-  const auto real = [&](int k) { return float_literal(c.real[static_cast<std::size_t>(k)]); };
+  if (c.k == runtime::kernel::unknown) throw std::logic_error("codegen: a call with no kernel");
+  const runtime::kernel_spec& spec = runtime::spec_of(c.k);
   std::string code;
-  switch (c.k) {
-    case kernel::embed:
-      code = "fk_embed(" + in(1, want::bf16) + ", " + sz(0) + ", " + in(0, want::i32) + ", " + rows + ", " + out + ");";
-      break;
-    case kernel::rmsnorm:
-      code = "fk_rmsnorm(" + in(0, want::f32) + ", " + in(1, want::bf16) + ", " + rows + ", " + sz(0) + ", " + real(0) + ", " + out + ");";
-      break;
-    case kernel::rmsnorm_heads:
-      code = "fk_rmsnorm_heads(" + in(0, want::f32) + ", " + in(1, want::bf16) + ", " + rows + ", " + sz(0) + ", " + sz(1) + ", " + real(0) + ", " +
-             out + ");";
-      break;
-    case kernel::gemv:
-    case kernel::gemm: {
-      const std::string bias = c.n_in == 3 ? in(2, want::bf16) : "NULL";
-      if (c.k == kernel::gemv)
-        code = "fk_gemv_bf16(" + in(0, want::f32) + ", " + sz(0) + ", " + in(1, want::bf16) + ", " + sz(1) + ", " + bias + ", " + out + ");";
-      else
-        code = "fk_gemm_bf16(" + in(0, want::f32) + ", " + rows + ", " + sz(0) + ", " + in(1, want::bf16) + ", " + sz(1) + ", " + bias + ", " +
-               out + ", " + (c.work.tensor >= 0 ? operand(p, m, c.work, want::work) : std::string("NULL")) + ");";
-      break;
-    }
-    case kernel::rope:
-    case kernel::rope_llama3:
-      if (c.in[0].where != c.out.where || c.in[0].offset != c.out.offset)  // invoke: x != out
-        code = "memcpy(" + out + ", " + in(0, want::f32) + ", " + rows_times(c.rows, dec, c.size[0] * c.size[1] * 4) + ");\n  ";
-      if (c.k == kernel::rope)
-        code += "fk_rope(" + out + ", " + rows + ", " + sz(0) + ", " + sz(1) + ", pos0, " + real(0) + ");";
-      else
-        code += "fk_rope_llama3(" + out + ", " + rows + ", " + sz(0) + ", " + sz(1) + ", pos0, " + real(0) + ", " + real(1) + ", " + real(2) + ", " +
-                real(3) + ", " + sz(2) + ");";
-      break;
-    case kernel::kv_store:
-      if (c.in[1].where != c.out.where || c.in[1].offset != c.out.offset)  // invoke: prev != cache
-        code = "memcpy(" + out + ", " + in(1, want::bf16) + ", " + std::to_string(c.size[0] * c.size[1] * c.size[2] * 2) + ");\n  ";
-      code += "fk_kv_store(" + in(0, want::f32) + ", " + rows + ", " + sz(0) + ", " + sz(1) + ", " + out + ", " + sz(2) + ", pos0);";
-      break;
-    case kernel::attention_prefill:
-      code = "fk_attention_prefill(" + in(0, want::f32) + ", " + rows + ", " + sz(0) + ", " + in(1, want::bf16) + ", " + in(2, want::bf16) + ", " +
-             sz(1) + ", " + sz(2) + ", " + sz(3) + ", pos0, " + out + ");";
-      break;
-    case kernel::attention_decode:
-      code = "fk_attention_decode(" + in(0, want::f32) + ", " + sz(0) + ", " + in(1, want::bf16) + ", " + in(2, want::bf16) + ", " + sz(1) + ", " +
-             sz(2) + ", " + sz(3) + ", pos0, " + out + ");";
-      break;
-    case kernel::add:
-    case kernel::swiglu:
-      code = std::string(c.k == kernel::add ? "fk_add(" : "fk_swiglu(") + in(0, want::f32) + ", " + in(1, want::f32) + ", " +
-             rows_times(c.rows, dec, c.size[0]) + ", " + out + ");";
-      break;
-    case kernel::copy_last_row: {
-      const std::string last = c.rows.symbol && !dec ? "(" + rows + " - 1) * " + sz(0) : std::to_string((c.rows.n - 1) * c.size[0]);
-      code = "memmove(" + out + ", " + in(0, want::f32) + " + " + last + ", " + std::to_string(c.size[0] * 4) + ");";
-      break;
-    }
-    case kernel::unknown: throw std::logic_error("codegen: a call with no kernel");
+  if (spec.copy_into_output >= 0) {
+    const runtime::operand& from = c.in[static_cast<std::size_t>(spec.copy_into_output)];
+    if (from.where != c.out.where || from.offset != c.out.offset)
+      code = "memcpy(" + operand(p, m, c.out) + ", " + operand(p, m, from) + ", " +
+             (c.copy_follows_rows ? rows_times(c.rows, dec, c.copy_row_bytes) : std::to_string(c.copy_row_bytes)) + ");\n  ";
   }
+  code += std::string(spec.name) + "(";
+  for (std::size_t i = 0; i < spec.arity; ++i) code += (i ? ", " : "") + argument(p, m, c, spec.args[i], dec);
+  code += ");";
   return comment + "  " + code + "\n  CANARY_CHECK(" + (dec ? "1" : "0") + ", " + std::to_string(pos) + ");\n";
 }
 
