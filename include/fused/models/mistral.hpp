@@ -17,10 +17,13 @@ struct family {
   static constexpr std::string_view model_type = "mistral";
   static constexpr std::string_view architecture = "MistralForCausalLM";
 
-  // Llama's forward pass: read() leaves attention_bias and mlp_bias off.
+  // Llama's forward pass without biases (MistralAttention and MistralMLP have none, whatever a
+  // config says).
   template <class Builder>
   static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
-    return llama::family::graph<Builder>(c, o);
+    config no_bias = c;
+    no_bias.attention_bias = no_bias.mlp_bias = false;
+    return llama::family::graph<Builder>(no_bias, o);
   }
 
   static void read(const decoder::config_source& in, config& c) {
