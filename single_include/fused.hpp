@@ -7959,6 +7959,8 @@ struct kjv_qwen2_4m {
 //
 //   #include <fused/llama.hpp>
 //   using model = fused::llama::static_model<fused::llama::presets::llama_3_2_1b, 512, 4096>;
+//   static_assert(model::arena_bytes == 44040192);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 16 * 2 * 8 * 4096 * 64 * 2);   // bf16 KV cache: 16 layers, 8 KV heads of 64
 
 namespace fused::llama {
 
@@ -7974,6 +7976,8 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 //
 //   #include <fused/mistral.hpp>
 //   using model = fused::mistral::static_model<fused::mistral::presets::mistral_7b_v0_3, 512, 4096>;
+//   static_assert(model::arena_bytes == 79691776);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 32 * 2 * 8 * 4096 * 128 * 2);  // bf16 KV cache: 32 layers, 8 KV heads of 128
 
 namespace fused::mistral {
 
@@ -8007,6 +8011,8 @@ class model : public decoder::model {
 //
 //   #include <fused/qwen3.hpp>
 //   using model = fused::qwen3::static_model<fused::qwen3::presets::qwen3_0_6b, 512, 4096>;
+//   static_assert(model::arena_bytes == 17825792);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 28 * 2 * 8 * 4096 * 128 * 2);  // bf16 KV cache: 28 layers, 8 KV heads of 128
 
 namespace fused::qwen3 {
 
