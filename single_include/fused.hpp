@@ -7601,10 +7601,13 @@ struct family {
   static constexpr std::string_view model_type = "mistral";
   static constexpr std::string_view architecture = "MistralForCausalLM";
 
-  // Llama's forward pass: read() leaves attention_bias and mlp_bias off.
+  // Llama's forward pass without biases (MistralAttention and MistralMLP have none, whatever a
+  // config says).
   template <class Builder>
   static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
-    return llama::family::graph<Builder>(c, o);
+    config no_bias = c;
+    no_bias.attention_bias = no_bias.mlp_bias = false;
+    return llama::family::graph<Builder>(no_bias, o);
   }
 
   static void read(const decoder::config_source& in, config& c) {
@@ -8095,6 +8098,8 @@ struct kjv_qwen2_4m {
 //
 //   #include <fused/llama.hpp>
 //   using model = fused::llama::static_model<fused::llama::presets::llama_3_2_1b, 512, 4096>;
+//   static_assert(model::arena_bytes == 44040192);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 16 * 2 * 8 * 4096 * 64 * 2);   // bf16 KV cache: 16 layers, 8 KV heads of 64
 
 namespace fused::llama {
 
@@ -8110,6 +8115,8 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 //
 //   #include <fused/mistral.hpp>
 //   using model = fused::mistral::static_model<fused::mistral::presets::mistral_7b_v0_3, 512, 4096>;
+//   static_assert(model::arena_bytes == 79691776);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 32 * 2 * 8 * 4096 * 128 * 2);  // bf16 KV cache: 32 layers, 8 KV heads of 128
 
 namespace fused::mistral {
 
@@ -8143,6 +8150,8 @@ class model : public decoder::model {
 //
 //   #include <fused/qwen3.hpp>
 //   using model = fused::qwen3::static_model<fused::qwen3::presets::qwen3_0_6b, 512, 4096>;
+//   static_assert(model::arena_bytes == 17825792);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 28 * 2 * 8 * 4096 * 128 * 2);  // bf16 KV cache: 28 layers, 8 KV heads of 128
 
 namespace fused::qwen3 {
 

@@ -4,6 +4,8 @@
 //
 //   #include <fused/llama.hpp>
 //   using model = fused::llama::static_model<fused::llama::presets::llama_3_2_1b, 512, 4096>;
+//   static_assert(model::arena_bytes == 44040192);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 16 * 2 * 8 * 4096 * 64 * 2);   // bf16 KV cache: 16 layers, 8 KV heads of 64
 #pragma once
 #include "models/decoder_model.hpp"
 #include "models/hf_config.hpp"

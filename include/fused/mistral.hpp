@@ -4,6 +4,8 @@
 //
 //   #include <fused/mistral.hpp>
 //   using model = fused::mistral::static_model<fused::mistral::presets::mistral_7b_v0_3, 512, 4096>;
+//   static_assert(model::arena_bytes == 79691776);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 32 * 2 * 8 * 4096 * 128 * 2);  // bf16 KV cache: 32 layers, 8 KV heads of 128
 #pragma once
 #include "models/decoder_model.hpp"
 #include "models/hf_config.hpp"

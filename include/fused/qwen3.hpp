@@ -4,6 +4,8 @@
 //
 //   #include <fused/qwen3.hpp>
 //   using model = fused::qwen3::static_model<fused::qwen3::presets::qwen3_0_6b, 512, 4096>;
+//   static_assert(model::arena_bytes == 17825792);          // the activation arena, in bytes
+//   static_assert(model::state_bytes == 28 * 2 * 8 * 4096 * 128 * 2);  // bf16 KV cache: 28 layers, 8 KV heads of 128
 #pragma once
 #include "models/decoder_model.hpp"
 #include "models/hf_config.hpp"

@@ -1,7 +1,7 @@
-// The proof that there is one plan: Qwen2-0.5B planned in constant evaluation (static_plans, all
-// 24 layers, prefill S=512 and decode with KV capacity 4096) equals, tensor by tensor, buffer by
-// buffer and step by step, the plan `fused plan` computes at run time from the model's config.json
-// (load_hf_config + plan_for).
+// The proof that there is one plan: Qwen2-0.5B, Llama-3.2-1B and Qwen3-0.6B planned in constant
+// evaluation (static_plans, all layers, prefill S=512 and decode with KV capacity 4096) equal,
+// tensor by tensor, buffer by buffer and step by step, the plans `fused plan` computes at run time
+// from the models' config.json (load_hf_config + plan_for) in tests/data/configs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,7 +13,9 @@
 #include <fused/core/text_string.hpp>
 #include <fused/models/hf_config.hpp>
 #include <fused/models/decoder_plan.hpp>
+#include <fused/models/llama.hpp>
 #include <fused/models/qwen2_presets.hpp>
+#include <fused/models/qwen3.hpp>
 
 namespace {
 
@@ -24,7 +26,39 @@ static_assert(plans::prefill.failure.empty() && plans::decode.failure.empty());
 static_assert(plans::prefill.step_count == 17 * 24 + 4);
 static_assert(plans::prefill.arena_bytes() > plans::decode.arena_bytes());
 
+using llama_plans = fused::decoder::static_plans<fused::llama::presets::llama_3_2_1b, 512, 4096>;
+static_assert(llama_plans::prefill.step_count == 17 * 16 + 4);
+static_assert(llama_plans::prefill.arena_bytes() == llama_plans::prefill.lower_bound);
+using qwen3_plans = fused::decoder::static_plans<fused::qwen3::presets::qwen3_0_6b, 512, 4096>;
+static_assert(qwen3_plans::prefill.step_count == 19 * 28 + 4);
+static_assert(qwen3_plans::prefill.arena_bytes() == qwen3_plans::prefill.lower_bound);
+
 const std::string config_file = std::string(FUSED_TEST_DATA) + "/configs/qwen2-0.5b.json";
+
+// One checkpoint: its preset's static plans, its config.json, its family.
+struct qwen2_0_5b {
+  using preset = fused::qwen2::presets::qwen2_0_5b;
+  using static_plans = plans;
+  static constexpr const char* config = "qwen2-0.5b.json";
+  static constexpr const fused::decoder::family_entry& entry = fused::qwen2::entry;
+};
+struct llama_3_2_1b {
+  using preset = fused::llama::presets::llama_3_2_1b;
+  using static_plans = llama_plans;
+  static constexpr const char* config = "llama-3.2-1b.json";
+  static constexpr const fused::decoder::family_entry& entry = fused::llama::entry;
+};
+struct qwen3_0_6b {
+  using preset = fused::qwen3::presets::qwen3_0_6b;
+  using static_plans = qwen3_plans;
+  static constexpr const char* config = "qwen3-0.6b.json";
+  static constexpr const fused::decoder::family_entry& entry = fused::qwen3::entry;
+};
+#define FUSED_CHECKPOINTS qwen2_0_5b, llama_3_2_1b, qwen3_0_6b
+
+fused::decoder::hf_model_info info_of(const char* config) {
+  return fused::decoder::load_hf_config(std::string(FUSED_TEST_DATA) + "/configs/" + config);
+}
 
 // Every difference between a static plan and a run-time one, as sentences (empty: the same plan).
 template <class Static>
@@ -77,25 +111,30 @@ void check_no_differences(const std::vector<std::string>& diffs) {
 
 }  // namespace
 
-TEST_CASE("config.json of Qwen2-0.5B reads as the preset the static plan was compiled for") {
-  const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(config_file);
-  const auto diffs = fused::decoder::config_differences(fused::qwen2::presets::qwen2_0_5b::value, info.arch);
-  INFO(diffs.size() << " fields differ" << (diffs.empty() ? "" : ": " + diffs[0]));
+TEST_CASE_TEMPLATE("config.json reads as the preset the static plan was compiled for, of its family", C, FUSED_CHECKPOINTS) {
+  const fused::decoder::hf_model_info info = info_of(C::config);
+  const auto diffs = fused::decoder::config_differences(C::preset::value, info.arch);
+  INFO(std::string(C::config) << ": " << diffs.size() << " fields differ" << (diffs.empty() ? "" : ": " + diffs[0]));
   CHECK(diffs.empty());
+  REQUIRE(info.family != nullptr);
+  CHECK(info.family->model_type == C::preset::family::model_type);
+  CHECK(info.family->model_type == C::entry.model_type);
 }
 
-TEST_CASE("the compile-time plan of Qwen2-0.5B equals the run-time plan of its config.json: prefill S=512") {
-  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
-  const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, fused::decoder::mode::prefill(512, 4096));
-  check_no_differences(differences(plans::prefill, r));
-  MESSAGE("prefill 512: arena " << r.mem.arena_bytes() << " B, lower bound " << r.mem.lower_bound << " B");
+TEST_CASE_TEMPLATE("the compile-time plan equals the run-time plan of its config.json: prefill S=512", C, FUSED_CHECKPOINTS) {
+  const auto info = info_of(C::config);
+  const auto r = fused::decoder::plan_for(*info.family, info.arch, fused::decoder::mode::prefill(512, 4096));
+  INFO(std::string(C::config));
+  check_no_differences(differences(C::static_plans::prefill, r));
+  MESSAGE(std::string(C::config) << ": prefill 512: arena " << r.mem.arena_bytes() << " B, lower bound " << r.mem.lower_bound << " B");
 }
 
-TEST_CASE("the compile-time plan of Qwen2-0.5B equals the run-time plan of its config.json: decode, KV capacity 4096") {
-  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
-  const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, fused::decoder::mode::decode(4096));
-  check_no_differences(differences(plans::decode, r));
-  MESSAGE("decode 4096: arena " << r.mem.arena_bytes() << " B, lower bound " << r.mem.lower_bound << " B");
+TEST_CASE_TEMPLATE("the compile-time plan equals the run-time plan of its config.json: decode, KV capacity 4096", C, FUSED_CHECKPOINTS) {
+  const auto info = info_of(C::config);
+  const auto r = fused::decoder::plan_for(*info.family, info.arch, fused::decoder::mode::decode(4096));
+  INFO(std::string(C::config));
+  check_no_differences(differences(C::static_plans::decode, r));
+  MESSAGE(std::string(C::config) << ": decode 4096: arena " << r.mem.arena_bytes() << " B, lower bound " << r.mem.lower_bound << " B");
 }
 
 TEST_CASE("the comparison can fail: plans of other modes differ from the static ones") {
