@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <sstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -117,4 +118,23 @@ TEST_CASE("SentencePiece-style BPE: what is not supported is refused, naming the
             .find("sp.json: decoder.decoders[4]: nothing may follow Strip") == 0);
   CHECK(load_error([](json& j) { j["decoder"]["decoders"][0]["type"] = "Metaspace"; })
             .find("sp.json: decoder.decoders[0]: is 'Metaspace' where 'ByteFallback' was expected") == 0);
+}
+
+TEST_CASE("prompt_prefix: the post-processor's special tokens before the text, for generation") {
+  const auto tok = tokenizer::from_file(sp_dir + "/tokenizer.json");
+  REQUIRE(tok.token_id("<s>") >= 0);
+  CHECK(tok.prompt_prefix() == std::vector<std::int32_t>{tok.token_id("<s>")});
+  // encode() itself adds none (add_special_tokens=False).
+  CHECK(tok.encode("hello", false).front() != tok.token_id("<s>"));
+  const auto text = [] {
+    std::ifstream in(sp_dir + "/tokenizer.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }();
+  // A template naming a token the vocabulary lacks is refused, naming the field.
+  std::string broken = text;
+  broken.replace(broken.find("\"id\": \"<s>\""), 11, "\"id\": \"<S>\"");
+  CHECK_THROWS_WITH(tokenizer::from_json(broken, "t.json"),
+                    doctest::Contains("post_processor.single: the special token '<S>' is not in the vocabulary or the added tokens"));
 }

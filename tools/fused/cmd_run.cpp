@@ -173,7 +173,10 @@ int run(options o) {
     if (im_end < 0) throw std::invalid_argument((dir / "tokenizer.json").string() + ": --chat needs the <|im_end|> token, which this tokenizer lacks");
     stop.push_back(im_end);
   }
-  const std::vector<std::int32_t> prompt = o.chat ? tok.encode(chat_prompt(o), true) : tok.encode(o.prompt, false);
+  // As transformers' tokenizer(text) before generate(): the post-processor's leading special tokens
+  // (Llama 3's <|begin_of_text|>), then the text; a chat prompt writes its own.
+  std::vector<std::int32_t> prompt = o.chat ? tok.encode(chat_prompt(o), true) : tok.encode(o.prompt, false);
+  if (!o.chat && !prompt.empty()) prompt.insert(prompt.begin(), tok.prompt_prefix().begin(), tok.prompt_prefix().end());
   if (prompt.empty()) throw fused::cli::usage_error(std::string(o.prompt_file.empty() ? "--prompt" : "--file " + o.prompt_file) + ": the prompt encodes to no tokens");
 
   const auto P = static_cast<std::int64_t>(prompt.size());
