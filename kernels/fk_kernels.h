@@ -5,10 +5,12 @@
  *                   fk_set_threads, fk_get_threads          (env FUSED_ISA, FUSED_THREADS; FK_PIN_ISA)
  *   fk_convert.h    fk_bf16_to_f32, fk_f32_to_bf16 (RNE, NaN stays NaN), fk_embed,
  *                   fk_bf16_to_f32_1, fk_f32_to_bf16_1       (one value; the scalar reference)
- *   fk_elementwise.h fk_rmsnorm (out may == x), fk_add (out may == a), fk_swiglu (out may == gate)
+ *   fk_elementwise.h fk_rmsnorm (out may == x), fk_rmsnorm_heads (per head, one weight), fk_add (out may == a),
+ *                   fk_swiglu (out may == gate), fk_copy_last_row
  *   fk_linear.h     fk_gemv_bf16 (M == 1), fk_gemm_bf16       y = x W^T (+ bias), W [N,K] as HF stores it;
  *                   fk_gemm_bf16_work_bytes                  its optional workspace (x rounded to bf16 once)
- *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency)
+ *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency),
+ *                   fk_rope_llama3, fk_rope_llama3_inv_freq  (transformers' rope_type "llama3")
  *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one

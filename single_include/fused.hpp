@@ -2955,10 +2955,12 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
  *                   fk_set_threads, fk_get_threads          (env FUSED_ISA, FUSED_THREADS; FK_PIN_ISA)
  *   fk_convert.h    fk_bf16_to_f32, fk_f32_to_bf16 (RNE, NaN stays NaN), fk_embed,
  *                   fk_bf16_to_f32_1, fk_f32_to_bf16_1       (one value; the scalar reference)
- *   fk_elementwise.h fk_rmsnorm (out may == x), fk_add (out may == a), fk_swiglu (out may == gate)
+ *   fk_elementwise.h fk_rmsnorm (out may == x), fk_rmsnorm_heads (per head, one weight), fk_add (out may == a),
+ *                   fk_swiglu (out may == gate), fk_copy_last_row
  *   fk_linear.h     fk_gemv_bf16 (M == 1), fk_gemm_bf16       y = x W^T (+ bias), W [N,K] as HF stores it;
  *                   fk_gemm_bf16_work_bytes                  its optional workspace (x rounded to bf16 once)
- *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency)
+ *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency),
+ *                   fk_rope_llama3, fk_rope_llama3_inv_freq  (transformers' rope_type "llama3")
  *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
@@ -9170,6 +9172,10 @@ class tokenizer {
     return known(id) ? std::string_view(token_of_id_[static_cast<std::size_t>(id)]) : std::string_view{};
   }
 
+  // The special tokens a generation's prompt starts with (the post-processor's template before the
+  // text: Llama 3's <|begin_of_text|>); empty when the tokenizer adds none, as Qwen2's.
+  const std::vector<std::int32_t>& prompt_prefix() const noexcept { return prefix_ids_; }
+
   // One past the largest id in the vocabulary and the added tokens (151669 for Qwen2.5/Qwen3);
   // a model's vocab_size must be at least this.
   std::size_t vocab_size() const noexcept { return token_of_id_.size(); }
@@ -9306,7 +9312,7 @@ class tokenizer {
     load_normalizer(r.optional_member(j, "normalizer"), r);
     if (byte_fallback_) load_metaspace(r.member(j, "(top level)", "pre_tokenizer"), r);
     else load_pre_tokenizer(r.member(j, "(top level)", "pre_tokenizer"), r);
-    check_post_processor(r.optional_member(j, "post_processor"), r);
+    load_post_processor(r.optional_member(j, "post_processor"), r);
     const json& dec = r.member(j, "(top level)", "decoder");
     if (byte_fallback_) load_byte_fallback_decoder(dec, r);
     else if (const std::string t = dec.is_null() ? "null" : r.type(dec, "decoder"); t != "ByteLevel")
@@ -9391,6 +9397,11 @@ class tokenizer {
     };
     for (const auto& [text, id] : vocab_) set_token(text, id);
     for (const auto& [text, id] : added_ids_) set_token(text, id);
+    for (const std::string& name : prefix_names_) {
+      const std::int32_t id = token_id(name);
+      if (id < 0) r.fail("post_processor.single", "the special token '" + name + "' is not in the vocabulary or the added tokens");
+      prefix_ids_.push_back(id);
+    }
     bytes_of_id_.resize(token_of_id_.size());
     if (byte_fallback_) return load_byte_fallback_model(model, r);
     for (std::size_t id = 0; id < token_of_id_.size(); ++id) bytes_of_id_[id] = tokenization::from_byte_level(token_of_id_[id]);
@@ -9516,12 +9527,26 @@ class tokenizer {
   }
 
   // The post-processor matters only to encode(text, add_special_tokens=True): ByteLevel changes
-  // offsets and TemplateProcessing adds Llama 2's <s>, neither of which encode() does.
-  void check_post_processor(const json* pp, const reader& r) const {
+  // offsets, and TemplateProcessing's single-sequence template puts special tokens around the text
+  // (Llama's <|begin_of_text|>, Llama 2's <s>). encode() adds none; the tokens before the text are
+  // kept as prompt_prefix() for whoever starts a generation, as transformers' generate() gets them.
+  void load_post_processor(const json* pp, const reader& r) {
     if (pp == nullptr) return;
     const auto one = [&](const json& s, const std::string& field) {
-      if (const std::string& t = r.type(s, field); t != "ByteLevel" && t != "TemplateProcessing")
+      const std::string& t = r.type(s, field);
+      if (t != "ByteLevel" && t != "TemplateProcessing")
         r.fail(field + ".type", "'" + t + "' is not supported (only ByteLevel and TemplateProcessing, or a Sequence of them)");
+      if (t != "TemplateProcessing") return;
+      const json& single = r.member(s, field, "single");
+      if (!single.is_array()) r.fail(field + ".single", "must be an array");
+      for (std::size_t i = 0; i < single.size(); ++i) {
+        const std::string piece = field + ".single[" + std::to_string(i) + "]";
+        if (!single[i].is_object()) r.fail(piece, "must be an object");
+        if (single[i].contains("Sequence")) break;  // the text: what follows it is not a prefix
+        const json& special = r.member(single[i], piece, "SpecialToken");
+        if (!special.is_object()) r.fail(piece + ".SpecialToken", "must be an object");
+        prefix_names_.push_back(r.str(r.member(special, piece + ".SpecialToken", "id"), piece + ".SpecialToken.id"));
+      }
     };
     if (r.type(*pp, "post_processor") != "Sequence") return one(*pp, "post_processor");
     const json& list = r.member(*pp, "post_processor", "processors");
@@ -9664,6 +9689,8 @@ class tokenizer {
   tokenization::added_token_matcher raw_added_, normalized_added_;
   std::vector<tokenization::split_regex> splits_;
   bool ignore_merges_ = false;
+  std::vector<std::string> prefix_names_;  // the post-processor's special tokens before the text
+  std::vector<std::int32_t> prefix_ids_;   // ... as ids
   // SentencePiece-style BPE (the ByteFallback decoder) rather than byte-level.
   bool byte_fallback_ = false;
   std::optional<tokenization::metaspace> metaspace_;
