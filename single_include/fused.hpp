@@ -6827,6 +6827,19 @@ class layers {
   constexpr tensor_id add(tensor_id a, tensor_id b, name_ref result) { return g_.apply(ops::add, {a, b}, {}, result); }
   constexpr tensor_id swiglu(tensor_id gate, tensor_id up, name_ref result) { return g_.apply(ops::swiglu, {gate, up}, {}, result); }
 
+  // The gated MLP every family here has, Hugging Face's LlamaMLP / Qwen2MLP:
+  // down(silu(gate(h)) * up(h)), with biases when `with_bias` (mlp_bias); returns down's result.
+  constexpr tensor_id swiglu_mlp(tensor_id h, int l, bool with_bias = false) {
+    const std::int64_t H = cfg.hidden_size, F = cfg.intermediate_size;
+    const tensor_id gate = linear(h, {"model.layers.{}.mlp.gate_proj.weight", l}, {"model.layers.{}.mlp.gate_proj.bias", l}, with_bias, F, H,
+                                  {"layers.{}.gate", l});
+    const tensor_id up = linear(h, {"model.layers.{}.mlp.up_proj.weight", l}, {"model.layers.{}.mlp.up_proj.bias", l}, with_bias, F, H,
+                                {"layers.{}.up", l});
+    const tensor_id act = swiglu(gate, up, {"layers.{}.swiglu", l});
+    return linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, {"model.layers.{}.mlp.down_proj.bias", l}, with_bias, H, F,
+                  {"layers.{}.down", l});
+  }
+
   // The end of every decoder: (the last position only, for generation,) model.norm, the lm head
   // (tied to the embedding or lm_head.weight), the output "logits".
   constexpr auto logits(tensor_id x) && {
@@ -7518,7 +7531,7 @@ struct family {
   template <class Builder>
   static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
     decoder::layers<Builder> g(c, o, 31, 17);
-    const std::int64_t H = c.hidden_size, F = c.intermediate_size, q_out = g.q_features(), kv_out = g.kv_features();
+    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
     const bool attn_bias = c.attention_bias, mlp_bias = c.mlp_bias;
     tensor_id x = g.embed();
     for (int l = 0; l < g.layer_count; ++l) {
@@ -7537,13 +7550,7 @@ struct family {
                                     q_out, {"layers.{}.attn_out", l});
       x = g.add(x, o_, {"layers.{}.resid_attn", l});
       const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
-      const tensor_id gate = g.linear(h2, {"model.layers.{}.mlp.gate_proj.weight", l}, {"model.layers.{}.mlp.gate_proj.bias", l}, mlp_bias, F, H,
-                                      {"layers.{}.gate", l});
-      const tensor_id up = g.linear(h2, {"model.layers.{}.mlp.up_proj.weight", l}, {"model.layers.{}.mlp.up_proj.bias", l}, mlp_bias, F, H,
-                                    {"layers.{}.up", l});
-      const tensor_id act = g.swiglu(gate, up, {"layers.{}.swiglu", l});
-      const tensor_id down = g.linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, {"model.layers.{}.mlp.down_proj.bias", l}, mlp_bias, H, F,
-                                      {"layers.{}.down", l});
+      const tensor_id down = g.swiglu_mlp(h2, l, mlp_bias);
       x = g.add(x, down, {"layers.{}.resid_mlp", l});
     }
     return std::move(g).logits(x);
@@ -7652,7 +7659,7 @@ struct family {
   template <class Builder>
   static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
     decoder::layers<Builder> g(c, o, 31, 17);
-    const std::int64_t H = c.hidden_size, F = c.intermediate_size, q_out = g.q_features(), kv_out = g.kv_features();
+    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
     tensor_id x = g.embed();
     for (int l = 0; l < g.layer_count; ++l) {
       const auto cache = g.kv_cache(l);
@@ -7669,10 +7676,7 @@ struct family {
       const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, H, q_out, {"layers.{}.attn_out", l});
       x = g.add(x, o_, {"layers.{}.resid_attn", l});
       const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
-      const tensor_id gate = g.linear(h2, {"model.layers.{}.mlp.gate_proj.weight", l}, F, H, {"layers.{}.gate", l});
-      const tensor_id up = g.linear(h2, {"model.layers.{}.mlp.up_proj.weight", l}, F, H, {"layers.{}.up", l});
-      const tensor_id act = g.swiglu(gate, up, {"layers.{}.swiglu", l});
-      const tensor_id down = g.linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, H, F, {"layers.{}.down", l});
+      const tensor_id down = g.swiglu_mlp(h2, l);
       x = g.add(x, down, {"layers.{}.resid_mlp", l});
     }
     return std::move(g).logits(x);
@@ -7705,7 +7709,7 @@ struct family {
   template <class Builder>
   static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
     decoder::layers<Builder> g(c, o, 35, 19);
-    const std::int64_t H = c.hidden_size, F = c.intermediate_size, q_out = g.q_features(), kv_out = g.kv_features();
+    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
     const bool bias = c.attention_bias;
     tensor_id x = g.embed();
     for (int l = 0; l < g.layer_count; ++l) {
@@ -7726,10 +7730,7 @@ struct family {
                                     q_out, {"layers.{}.attn_out", l});
       x = g.add(x, o_, {"layers.{}.resid_attn", l});
       const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
-      const tensor_id gate = g.linear(h2, {"model.layers.{}.mlp.gate_proj.weight", l}, F, H, {"layers.{}.gate", l});
-      const tensor_id up = g.linear(h2, {"model.layers.{}.mlp.up_proj.weight", l}, F, H, {"layers.{}.up", l});
-      const tensor_id act = g.swiglu(gate, up, {"layers.{}.swiglu", l});
-      const tensor_id down = g.linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, H, F, {"layers.{}.down", l});
+      const tensor_id down = g.swiglu_mlp(h2, l);
       x = g.add(x, down, {"layers.{}.resid_mlp", l});
     }
     return std::move(g).logits(x);

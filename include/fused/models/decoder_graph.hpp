@@ -121,6 +121,19 @@ class layers {
   constexpr tensor_id add(tensor_id a, tensor_id b, name_ref result) { return g_.apply(ops::add, {a, b}, {}, result); }
   constexpr tensor_id swiglu(tensor_id gate, tensor_id up, name_ref result) { return g_.apply(ops::swiglu, {gate, up}, {}, result); }
 
+  // The gated MLP every family here has, Hugging Face's LlamaMLP / Qwen2MLP:
+  // down(silu(gate(h)) * up(h)), with biases when `with_bias` (mlp_bias); returns down's result.
+  constexpr tensor_id swiglu_mlp(tensor_id h, int l, bool with_bias = false) {
+    const std::int64_t H = cfg.hidden_size, F = cfg.intermediate_size;
+    const tensor_id gate = linear(h, {"model.layers.{}.mlp.gate_proj.weight", l}, {"model.layers.{}.mlp.gate_proj.bias", l}, with_bias, F, H,
+                                  {"layers.{}.gate", l});
+    const tensor_id up = linear(h, {"model.layers.{}.mlp.up_proj.weight", l}, {"model.layers.{}.mlp.up_proj.bias", l}, with_bias, F, H,
+                                {"layers.{}.up", l});
+    const tensor_id act = swiglu(gate, up, {"layers.{}.swiglu", l});
+    return linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, {"model.layers.{}.mlp.down_proj.bias", l}, with_bias, H, F,
+                  {"layers.{}.down", l});
+  }
+
   // The end of every decoder: (the last position only, for generation,) model.norm, the lm head
   // (tied to the embedding or lm_head.weight), the output "logits".
   constexpr auto logits(tensor_id x) && {

@@ -21,7 +21,7 @@ struct family {
   template <class Builder>
   static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
     decoder::layers<Builder> g(c, o, 31, 17);
-    const std::int64_t H = c.hidden_size, F = c.intermediate_size, q_out = g.q_features(), kv_out = g.kv_features();
+    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
     tensor_id x = g.embed();
     for (int l = 0; l < g.layer_count; ++l) {
       const auto cache = g.kv_cache(l);
@@ -38,10 +38,7 @@ struct family {
       const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, H, q_out, {"layers.{}.attn_out", l});
       x = g.add(x, o_, {"layers.{}.resid_attn", l});
       const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
-      const tensor_id gate = g.linear(h2, {"model.layers.{}.mlp.gate_proj.weight", l}, F, H, {"layers.{}.gate", l});
-      const tensor_id up = g.linear(h2, {"model.layers.{}.mlp.up_proj.weight", l}, F, H, {"layers.{}.up", l});
-      const tensor_id act = g.swiglu(gate, up, {"layers.{}.swiglu", l});
-      const tensor_id down = g.linear(act, {"model.layers.{}.mlp.down_proj.weight", l}, H, F, {"layers.{}.down", l});
+      const tensor_id down = g.swiglu_mlp(h2, l);
       x = g.add(x, down, {"layers.{}.resid_mlp", l});
     }
     return std::move(g).logits(x);
