@@ -2820,6 +2820,34 @@ struct call {
   friend constexpr bool operator==(const call&, const call&) = default;
 };
 
+// The value a size or real argument names in a call: the one mapping from `arg` to call's fields,
+// read by the invoker (the number) and the C emitter (its text). 0 for an argument that is not one
+// (is_size / is_real tell; operands, rows and pos0 each executor has at hand).
+constexpr std::int64_t size_value(arg a, const call& c) {
+  switch (a) {
+    case arg::cols: return c.sizes.cols;
+    case arg::out_cols: return c.sizes.out_cols;
+    case arg::heads: return c.sizes.heads;
+    case arg::kv_heads: return c.sizes.kv_heads;
+    case arg::head_dim: return c.sizes.head_dim;
+    case arg::capacity: return c.sizes.capacity;
+    case arg::original_max: return c.sizes.original_max;
+    default: return 0;
+  }
+}
+constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::original_max; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::high_freq_factor; }
+constexpr float real_value(arg a, const call& c) {
+  switch (a) {
+    case arg::eps: return c.reals.eps;
+    case arg::theta: return c.reals.theta;
+    case arg::factor: return c.reals.factor;
+    case arg::low_freq_factor: return c.reals.low_freq_factor;
+    case arg::high_freq_factor: return c.reals.high_freq_factor;
+    default: return 0;
+  }
+}
+
 // Weight slots: weights numbered in tensor-id order (the planner's weights-region order).
 template <class Tensors>
 constexpr std::vector<std::int32_t> weight_slots(const Tensors& tensors) {
@@ -5509,26 +5537,15 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
       if (o->where == region::weights) return r.weights[static_cast<std::size_t>(o->slot)];
     return data_ptr<element>(*o, r);
   } else if constexpr (std::is_floating_point_v<P>) {
-    static_assert(A == arg::eps || A == arg::theta || A == arg::factor || A == arg::low_freq_factor || A == arg::high_freq_factor,
-                  "fused: a real parameter takes a real argument");
-    if constexpr (A == arg::eps) return c.reals.eps;
-    else if constexpr (A == arg::theta) return c.reals.theta;
-    else if constexpr (A == arg::factor) return c.reals.factor;
-    else if constexpr (A == arg::low_freq_factor) return c.reals.low_freq_factor;
-    else return c.reals.high_freq_factor;
+    static_assert(is_real(A), "fused: a real parameter takes a real argument");
+    return real_value(A, c);
   } else {
     if constexpr (A == arg::rows) return rows;
     else if constexpr (A == arg::elements) return rows * static_cast<std::size_t>(c.sizes.cols);
     else if constexpr (A == arg::pos0) return static_cast<std::size_t>(d.pos0);
-    else if constexpr (A == arg::cols) return static_cast<std::size_t>(c.sizes.cols);
-    else if constexpr (A == arg::out_cols) return static_cast<std::size_t>(c.sizes.out_cols);
-    else if constexpr (A == arg::heads) return static_cast<std::size_t>(c.sizes.heads);
-    else if constexpr (A == arg::kv_heads) return static_cast<std::size_t>(c.sizes.kv_heads);
-    else if constexpr (A == arg::head_dim) return static_cast<std::size_t>(c.sizes.head_dim);
-    else if constexpr (A == arg::capacity) return static_cast<std::size_t>(c.sizes.capacity);
     else {
-      static_assert(A == arg::original_max, "fused: a size parameter takes a size argument");
-      return static_cast<std::size_t>(c.sizes.original_max);
+      static_assert(is_size(A), "fused: a size parameter takes a size argument");
+      return static_cast<std::size_t>(size_value(A, c));
     }
   }
 }
@@ -8040,6 +8057,13 @@ inline std::vector<std::string> config_differences(const config& expected, const
                                 detail::printable(value(expected)), detail::printable(value(actual))));
   });
   return out;
+}
+
+// Whether a config.json describes exactly the model a preset compiles: its family and every field.
+template <class Preset>
+bool is_model_of(const hf_model_info& info) {
+  return info.family != nullptr && info.family->model_type == Preset::family::model_type &&
+         config_differences(Preset::value, info.arch).empty();
 }
 
 // Throws a load_error naming `file` and listing every differing field, if any differ.

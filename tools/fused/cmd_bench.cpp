@@ -108,8 +108,7 @@ int run_bench(const options& o) {
 
 #ifndef FUSED_NO_STATIC_BENCH
   std::unique_ptr<static_0_5b> st;
-  const bool use_static = !o.no_static && info.family->model_type == static_0_5b::plans::family::model_type &&
-                          fused::decoder::config_differences(static_0_5b::cfg, cfg).empty() && ctx <= static_0_5b::capacity;
+  const bool use_static = !o.no_static && fused::decoder::is_model_of<fused::qwen2::presets::qwen2_0_5b>(info) && ctx <= static_0_5b::capacity;
   if (use_static) st = std::make_unique<static_0_5b>(weights);
 #else
   std::unique_ptr<fused::decoder::model> st;  // never set: this build has no static model

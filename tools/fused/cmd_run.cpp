@@ -186,8 +186,7 @@ int run(options o) {
     fused::cli::progress bar("loading weights", "MB", 0);
     return fused::runtime::weight_store::load(dir, tensors, info.arch.tie_word_embeddings, fused::cli::weights_progress(bar));
   };
-  if (!custom && info.family->model_type == default_model::plans::family::model_type &&
-      fused::decoder::config_differences(default_model::cfg, info.arch).empty()) {
+  if (!custom && fused::decoder::is_model_of<fused::qwen2::presets::kjv_qwen2_4m>(info)) {
     // The static model's cache holds its whole context; -c may only ask for less.
     if (o.ctx > default_model::capacity)
       throw fused::cli::usage_error("--ctx " + std::to_string(o.ctx) + " exceeds the default model's context of " +

@@ -291,6 +291,13 @@ inline std::vector<std::string> config_differences(const config& expected, const
   return out;
 }
 
+// Whether a config.json describes exactly the model a preset compiles: its family and every field.
+template <class Preset>
+bool is_model_of(const hf_model_info& info) {
+  return info.family != nullptr && info.family->model_type == Preset::family::model_type &&
+         config_differences(Preset::value, info.arch).empty();
+}
+
 // Throws a load_error naming `file` and listing every differing field, if any differ.
 inline void check_matches(const config& expected, const config& actual, std::string_view file) {
   const std::vector<std::string> diffs = config_differences(expected, actual);

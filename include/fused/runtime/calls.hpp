@@ -147,6 +147,34 @@ struct call {
   friend constexpr bool operator==(const call&, const call&) = default;
 };
 
+// The value a size or real argument names in a call: the one mapping from `arg` to call's fields,
+// read by the invoker (the number) and the C emitter (its text). 0 for an argument that is not one
+// (is_size / is_real tell; operands, rows and pos0 each executor has at hand).
+constexpr std::int64_t size_value(arg a, const call& c) {
+  switch (a) {
+    case arg::cols: return c.sizes.cols;
+    case arg::out_cols: return c.sizes.out_cols;
+    case arg::heads: return c.sizes.heads;
+    case arg::kv_heads: return c.sizes.kv_heads;
+    case arg::head_dim: return c.sizes.head_dim;
+    case arg::capacity: return c.sizes.capacity;
+    case arg::original_max: return c.sizes.original_max;
+    default: return 0;
+  }
+}
+constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::original_max; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::high_freq_factor; }
+constexpr float real_value(arg a, const call& c) {
+  switch (a) {
+    case arg::eps: return c.reals.eps;
+    case arg::theta: return c.reals.theta;
+    case arg::factor: return c.reals.factor;
+    case arg::low_freq_factor: return c.reals.low_freq_factor;
+    case arg::high_freq_factor: return c.reals.high_freq_factor;
+    default: return 0;
+  }
+}
+
 // Weight slots: weights numbered in tensor-id order (the planner's weights-region order).
 template <class Tensors>
 constexpr std::vector<std::int32_t> weight_slots(const Tensors& tensors) {

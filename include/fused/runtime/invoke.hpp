@@ -70,26 +70,15 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
       if (o->where == region::weights) return r.weights[static_cast<std::size_t>(o->slot)];
     return data_ptr<element>(*o, r);
   } else if constexpr (std::is_floating_point_v<P>) {
-    static_assert(A == arg::eps || A == arg::theta || A == arg::factor || A == arg::low_freq_factor || A == arg::high_freq_factor,
-                  "fused: a real parameter takes a real argument");
-    if constexpr (A == arg::eps) return c.reals.eps;
-    else if constexpr (A == arg::theta) return c.reals.theta;
-    else if constexpr (A == arg::factor) return c.reals.factor;
-    else if constexpr (A == arg::low_freq_factor) return c.reals.low_freq_factor;
-    else return c.reals.high_freq_factor;
+    static_assert(is_real(A), "fused: a real parameter takes a real argument");
+    return real_value(A, c);
   } else {
     if constexpr (A == arg::rows) return rows;
     else if constexpr (A == arg::elements) return rows * static_cast<std::size_t>(c.sizes.cols);
     else if constexpr (A == arg::pos0) return static_cast<std::size_t>(d.pos0);
-    else if constexpr (A == arg::cols) return static_cast<std::size_t>(c.sizes.cols);
-    else if constexpr (A == arg::out_cols) return static_cast<std::size_t>(c.sizes.out_cols);
-    else if constexpr (A == arg::heads) return static_cast<std::size_t>(c.sizes.heads);
-    else if constexpr (A == arg::kv_heads) return static_cast<std::size_t>(c.sizes.kv_heads);
-    else if constexpr (A == arg::head_dim) return static_cast<std::size_t>(c.sizes.head_dim);
-    else if constexpr (A == arg::capacity) return static_cast<std::size_t>(c.sizes.capacity);
     else {
-      static_assert(A == arg::original_max, "fused: a size parameter takes a size argument");
-      return static_cast<std::size_t>(c.sizes.original_max);
+      static_assert(is_size(A), "fused: a size parameter takes a size argument");
+      return static_cast<std::size_t>(size_value(A, c));
     }
   }
 }

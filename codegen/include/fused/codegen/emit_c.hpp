@@ -71,18 +71,18 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::rows: return rows_times(c.rows, dec, 1);
     case arg::elements: return rows_times(c.rows, dec, c.sizes.cols);
     case arg::pos0: return "pos0";
-    case arg::cols: return number(c.sizes.cols);
-    case arg::out_cols: return number(c.sizes.out_cols);
-    case arg::heads: return number(c.sizes.heads);
-    case arg::kv_heads: return number(c.sizes.kv_heads);
-    case arg::head_dim: return number(c.sizes.head_dim);
-    case arg::capacity: return number(c.sizes.capacity);
-    case arg::original_max: return number(c.sizes.original_max);
-    case arg::eps: return float_literal(c.reals.eps);
-    case arg::theta: return float_literal(c.reals.theta);
-    case arg::factor: return float_literal(c.reals.factor);
-    case arg::low_freq_factor: return float_literal(c.reals.low_freq_factor);
-    case arg::high_freq_factor: return float_literal(c.reals.high_freq_factor);
+    case arg::cols:
+    case arg::out_cols:
+    case arg::heads:
+    case arg::kv_heads:
+    case arg::head_dim:
+    case arg::capacity:
+    case arg::original_max: return number(runtime::size_value(a, c));
+    case arg::eps:
+    case arg::theta:
+    case arg::factor:
+    case arg::low_freq_factor:
+    case arg::high_freq_factor: return float_literal(runtime::real_value(a, c));
   }
   throw std::logic_error("codegen: an argument of no kind");
 }
