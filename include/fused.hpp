@@ -35,6 +35,7 @@
 #include "fused/ops/embed.hpp"
 #include "fused/ops/kv_write.hpp"
 #include "fused/ops/linear.hpp"
+#include "fused/ops/registry.hpp"
 #include "fused/ops/rms_norm.hpp"
 #include "fused/ops/rope.hpp"
 #include "fused/ops/take_last.hpp"
@@ -52,8 +53,16 @@
 #include "fused/plan/text.hpp"
 #include "fused/plan/verifier.hpp"
 
+// ir: graph files (JSON / MessagePack), validated, lowered to programs, exported from them
+#include "fused/ir/document.hpp"
+#include "fused/ir/export.hpp"
+#include "fused/ir/format.hpp"
+#include "fused/ir/lower.hpp"
+#include "fused/ir/plan.hpp"
+#include "fused/ir/validate.hpp"
 // runtime: plans lowered to kernel calls, sessions, weights bound by name
 #include "fused/runtime/calls.hpp"
+#include "fused/runtime/execute.hpp"
 #include "fused/runtime/invoke.hpp"
 #include "fused/runtime/session.hpp"
 #include "fused/runtime/weights.hpp"
@@ -62,6 +71,7 @@
 #include "fused/models/decoder_config.hpp"
 #include "fused/models/decoder_config_fields.hpp"
 #include "fused/models/decoder_graph.hpp"
+#include "fused/models/decoder_graph_file.hpp"
 #include "fused/models/decoder_limits.hpp"
 #include "fused/models/decoder_mode.hpp"
 #include "fused/models/decoder_model.hpp"

@@ -235,7 +235,8 @@ struct name_ref {
   constexpr text str() const {
     std::string_view p(pattern);
     auto at = p.find("{}");
-    if (at == std::string_view::npos) return text(p) + suffix;
+    // Without an index the pattern is the name itself (a graph file's names may hold "{}").
+    if (index < 0 || at == std::string_view::npos) return text(p) + suffix;
     text out(p.substr(0, at));
     out += to_text(index);
     out += p.substr(at + 2);
@@ -415,6 +416,7 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 // to the next call. The same type is built in constant evaluation (static model) or at run time
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -457,6 +459,17 @@ struct attrs {
 };
 
 struct op_def;
+
+// Where a named attribute of an op lives in `attrs`: graph files (fused/ir/) write attributes by
+// name, and this is the one place an op says which name is which field.
+enum class attr_slot : std::uint8_t { i0, i1, i2, i3, f, extra0, extra1, extra2 };
+
+constexpr bool is_integer(attr_slot s) { return s <= attr_slot::i3; }
+
+struct attr_field {
+  const char* name;
+  attr_slot slot;
+};
 
 struct step {
   int id = -1;                       // stable: the order in which the model added it
@@ -512,6 +525,8 @@ struct op_def {
   // rejects comparing a lambda's function pointer with null, so the pointer is never tested.
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
   bool has_work = false;
+  // The op's attributes by name (all required); fields of `attrs` not named here stay zero.
+  std::span<const attr_field> attributes{};
 };
 
 constexpr tensor_id step::in_place_source() const {
@@ -1110,6 +1125,8 @@ constexpr std::int64_t rows_of(const shape& s, const binding& b) {
 
 namespace fused::ops {
 
+inline constexpr attr_field attention_attributes[] = {{"heads", attr_slot::i0}};
+
 inline constexpr op_def attention{
     .name = "attention",
     .category = "attention",
@@ -1130,7 +1147,8 @@ inline constexpr op_def attention{
     .mode_sensitive = true,
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
-    }};
+    },
+    .attributes = attention_attributes};
 
 }  // namespace fused::ops
 // ---- end fused/ops/attention.hpp -----------------------------------------------------------------------
@@ -1267,6 +1285,8 @@ inline constexpr op_def linear{
 
 namespace fused::ops {
 
+inline constexpr attr_field rms_norm_attributes[] = {{"eps", attr_slot::f}};
+
 inline constexpr op_def rms_norm{
     .name = "rms_norm",
     .category = "norm",
@@ -1282,7 +1302,10 @@ inline constexpr op_def rms_norm{
     },
     .in_place_input = -1,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; },
+    .attributes = rms_norm_attributes};
+
+inline constexpr attr_field head_rms_norm_attributes[] = {{"heads", attr_slot::i0}, {"eps", attr_slot::f}};
 
 inline constexpr op_def head_rms_norm{
     .name = "head_rms_norm",
@@ -1302,7 +1325,8 @@ inline constexpr op_def head_rms_norm{
     },
     .in_place_input = 0,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; }};
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; },
+    .attributes = head_rms_norm_attributes};
 
 }  // namespace fused::ops
 // ---- end fused/ops/rms_norm.hpp ------------------------------------------------------------------------
@@ -1327,6 +1351,8 @@ constexpr inferred rope_shape(const tensor_info* const* in, int, const attrs& a)
 }
 }  // namespace detail
 
+inline constexpr attr_field rope_attributes[] = {{"heads", attr_slot::i0}, {"head_dim", attr_slot::i1}, {"theta", attr_slot::f}};
+
 inline constexpr op_def rope{.name = "rope",
                              .category = "elementwise",
                              .min_inputs = 1,
@@ -1334,7 +1360,13 @@ inline constexpr op_def rope{.name = "rope",
                              .infer = detail::rope_shape,
                              .in_place_input = 0,
                              .mode_sensitive = true,
-                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; },
+    .attributes = rope_attributes};
+
+inline constexpr attr_field rope_llama3_attributes[] = {
+    {"heads", attr_slot::i0},         {"head_dim", attr_slot::i1},         {"theta", attr_slot::f},
+    {"original_max_position_embeddings", attr_slot::i2},                    {"factor", attr_slot::extra0},
+    {"low_freq_factor", attr_slot::extra1}, {"high_freq_factor", attr_slot::extra2}};
 
 inline constexpr op_def rope_llama3{
     .name = "rope_llama3",
@@ -1349,7 +1381,8 @@ inline constexpr op_def rope_llama3{
     },
     .in_place_input = 0,
     .mode_sensitive = true,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; }};
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; },
+    .attributes = rope_llama3_attributes};
 
 }  // namespace fused::ops
 // ---- end fused/ops/rope.hpp ----------------------------------------------------------------------------
@@ -1376,6 +1409,98 @@ inline constexpr op_def take_last{
 }  // namespace fused::ops
 // ---- end fused/ops/take_last.hpp -----------------------------------------------------------------------
 // ---- end fused/ops.hpp ---------------------------------------------------------------------------------
+// ---- begin fused/ops/registry.hpp ----------------------------------------------------------------------
+// Ops by name, for programs built at run time from a graph file (fused/ir/): the built-in ops are
+// registered here, and a program may register its own (an op_def: shape rule, attributes, kernel
+// name) before it reads a graph that uses them. Static models never look ops up by name.
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace fused::ops {
+
+class registry {
+ public:
+  // The process-wide registry, holding the built-in ops.
+  static registry& global() {
+    static registry r(with_builtins);
+    return r;
+  }
+
+  // The op registered under `name`, or nullptr.
+  const op_def* find(std::string_view name) const {
+    std::lock_guard lock(mutex_);
+    for (const op_def* op : ops_)
+      if (name == op->name) return op;
+    return nullptr;
+  }
+
+  // Registers a copy of `op` (its name copied too); a name already taken is refused.
+  const op_def& add(const op_def& op) {
+    std::lock_guard lock(mutex_);
+    for (const op_def* o : ops_)
+      if (std::string_view(o->name) == op.name) throw std::invalid_argument(std::string("an op named '") + op.name + "' is registered already");
+    names_.emplace_back(op.name);
+    op_def& copy = owned_.emplace_back(op);
+    copy.name = names_.back().c_str();
+    ops_.push_back(&copy);
+    return copy;
+  }
+
+  std::vector<std::string> names() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> n;
+    for (const op_def* op : ops_) n.emplace_back(op->name);
+    std::sort(n.begin(), n.end());
+    return n;
+  }
+
+  // Up to `count` registered names closest to `name` (edit distance), for "did you mean".
+  std::vector<std::string> closest(std::string_view name, std::size_t count = 3) const {
+    std::vector<std::pair<std::size_t, std::string>> scored;
+    for (const std::string& n : names()) scored.emplace_back(distance(name, n), n);
+    std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < scored.size() && i < count; ++i) out.push_back(scored[i].second);
+    return out;
+  }
+
+ private:
+  enum builtins { with_builtins };
+  explicit registry(builtins) {
+    for (const op_def* op : {&ops::embed, &ops::rms_norm, &ops::head_rms_norm, &ops::linear, &ops::rope, &ops::rope_llama3, &ops::kv_write,
+                             &ops::attention, &ops::add, &ops::swiglu, &ops::take_last})
+      ops_.push_back(op);
+  }
+  static std::size_t distance(std::string_view a, std::string_view b) {
+    if (a.size() > 256) a = a.substr(0, 256);  // a hostile name costs no more than this
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<const op_def*> ops_;
+  std::deque<op_def> owned_;
+  std::deque<std::string> names_;
+};
+
+}  // namespace fused::ops
+// ---- end fused/ops/registry.hpp ------------------------------------------------------------------------
 
 // plan: memory planning, verification, and the plan printers (JSON, text, SVG)
 // ---- begin fused/plan/canaries.hpp ---------------------------------------------------------------------
@@ -2672,6 +2797,1313 @@ struct static_program {
 }  // namespace fused
 // ---- end fused/plan/static_program.hpp -----------------------------------------------------------------
 
+// ir: graph files (JSON / MessagePack), validated, lowered to programs, exported from them
+// ---- begin fused/ir/document.hpp -----------------------------------------------------------------------
+// A graph file as a value: the FX layout (ToRSh FX IR) of nodes, edges, inputs, outputs and metadata,
+// extended with what a real pipeline needs (docs/GRAPH_FORMAT.md): per value a type whose dims are
+// numbers or named symbols, symbol constraints, Call attributes as an object, node metadata. The
+// same document is JSON or MessagePack; reading either gives the same value, and writing a value
+// read from one gives back the same document.
+//
+// Nothing here knows ops or programs: reading checks the document's form (every field's presence
+// and type) and records every defect it finds as an `issue`; validate.hpp checks the graph.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+
+namespace fused::ir {
+
+using json = nlohmann::ordered_json;
+
+// The version this library writes; it reads any 1.x (minor versions only add optional fields).
+inline constexpr int format_major = 1;
+inline constexpr int format_minor = 0;
+
+enum class node_type : std::uint8_t { input, call, output, get_attr, conditional, loop, merge };
+
+inline constexpr const char* node_type_names[] = {"Input", "Call", "Output", "GetAttr", "Conditional", "Loop", "Merge"};
+
+constexpr const char* name_of(node_type t) { return node_type_names[static_cast<int>(t)]; }
+
+// A dim: the constant `n`, or `n` times the value of a named symbol ("tokens", "2*tokens").
+struct dim_expr {
+  std::int64_t n = 0;
+  std::string symbol;  // empty: a constant
+  friend bool operator==(const dim_expr&, const dim_expr&) = default;
+};
+
+struct value_type {
+  dtype type = dtype::f32;
+  std::vector<dim_expr> dims;
+  friend bool operator==(const value_type&, const value_type&) = default;
+};
+
+struct node {
+  std::int64_t id = -1;
+  node_type type = node_type::call;
+  // Input / Output: the value's name (an Output that carries state names the state it writes);
+  // GetAttr: the parameter's name (a Hugging Face weight name); Call: its result's name.
+  std::string name;
+  std::string op;                         // Call: the op's registered name
+  json attributes = json::object();       // Call: the op's attributes by name
+  std::optional<value_type> value;        // the node's result type (Input, GetAttr: required)
+  bool state = false;                     // Input: state carried from call to call (a KV cache)
+  std::optional<std::int64_t> carries;    // Output: the state Input whose next value this is
+  json metadata = json::object();         // source location, original name, free-form attributes
+};
+
+struct edge {
+  std::int64_t source = -1;
+  std::int64_t target = -1;
+  std::string name;  // the value's name, as the FX layout writes it
+  int slot = 0;      // which argument of the target (a Call's operand order; 0 for an Output)
+};
+
+enum class constraint_kind : std::uint8_t { equal, divisible, range };
+
+inline constexpr const char* constraint_kind_names[] = {"Equal", "Divisible", "Range"};
+
+// Equal: symbols[0] == symbols[1]; Divisible: symbols[0] % by == 0; Range: min <= symbols[0] <= max.
+struct constraint {
+  constraint_kind kind = constraint_kind::range;
+  std::vector<std::string> symbols;
+  std::int64_t by = 0, min = 0, max = 0;
+};
+
+struct symbol_decl {
+  std::string name;
+  std::string doc;
+};
+
+struct document {
+  json metadata = json::object();  // always holds "version"
+  std::vector<symbol_decl> symbols;
+  std::vector<constraint> constraints;
+  std::vector<node> nodes;
+  std::vector<edge> edges;
+  std::vector<std::int64_t> inputs, outputs;
+
+  const node* find(std::int64_t id) const {
+    for (const auto& n : nodes)
+      if (n.id == id) return &n;
+    return nullptr;
+  }
+};
+
+// One defect: where ("node 12", "edge 3 (1 -> 12)", "graph"), the rule broken, and what was expected.
+struct issue {
+  std::string where;
+  std::string rule;
+  std::string message;
+};
+
+inline std::string to_line(const issue& i) { return "error: " + i.where + ": " + i.rule + ": " + i.message; }
+
+inline std::string node_where(std::int64_t id) { return "node " + std::to_string(id); }
+inline std::string edge_where(std::size_t index, const edge& e) {
+  return "edge " + std::to_string(index) + " (" + std::to_string(e.source) + " -> " + std::to_string(e.target) + ")";
+}
+
+}  // namespace fused::ir
+// ---- end fused/ir/document.hpp -------------------------------------------------------------------------
+// ---- begin fused/ir/export.hpp -------------------------------------------------------------------------
+// A FusedProgram as a graph file: each feed an Input (state: "state": true) or a GetAttr (a weight,
+// by its name), each step a Call with its op's attributes by name, each output an Output, each
+// state pair an Output that "carries" the state Input. Nodes follow the program's tensor ids, so
+// lowering the file (lower.hpp) builds the same program: same ids, same names, same plan.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+
+namespace fused::ir {
+
+namespace detail {
+inline value_type value_of(const tensor_info& t, const std::vector<std::string>& symbols) {
+  value_type v{};
+  v.type = t.type;
+  for (int i = 0; i < t.shp.rank; ++i) {
+    const dim& d = t.shp.d[i];
+    v.dims.push_back({d.n, d.symbol ? symbols.at(d.symbol - 1u) : std::string()});
+  }
+  return v;
+}
+
+inline json attributes_of(const step& s) {
+  json a = json::object();
+  for (const attr_field& f : s.op->attributes) {
+    const int k = static_cast<int>(f.slot);
+    if (is_integer(f.slot)) a[f.name] = s.at.i[k];
+    else a[f.name] = f.slot == attr_slot::f ? s.at.f : s.at.extra[k - static_cast<int>(attr_slot::extra0)];
+  }
+  return a;
+}
+}  // namespace detail
+
+// `symbols` names symbol ids 1, 2, ... of the program's shapes (with a line of documentation each).
+inline document from_program(const program& p, const std::vector<symbol_decl>& symbols, json metadata = json::object()) {
+  document doc;
+  doc.metadata = json::object();
+  doc.metadata["version"] = std::to_string(format_major) + "." + std::to_string(format_minor);
+  for (const auto& [k, v] : metadata.items()) doc.metadata[k] = v;
+  doc.symbols = symbols;
+  std::vector<std::string> names;
+  for (const auto& s : symbols) names.push_back(s.name);
+
+  std::vector<const step*> writer(p.tensors.size(), nullptr);
+  for (const step& s : p.steps) writer[static_cast<std::size_t>(s.result)] = &s;
+  std::vector<std::int64_t> node_of(p.tensors.size(), -1);
+  std::int64_t next = 0;
+  for (const tensor_info& t : p.tensors) {
+    const std::size_t id = static_cast<std::size_t>(t.id);
+    node nd{};
+    nd.name = to_string(t.name.str());
+    nd.value = detail::value_of(t, names);
+    if (t.is_feed) {
+      nd.type = t.kind == role::weight ? node_type::get_attr : node_type::input;
+      nd.state = t.kind == role::state;
+    } else if (const step* s = writer[id]) {
+      nd.type = node_type::call;
+      nd.op = s->op->name;
+      nd.attributes = detail::attributes_of(*s);
+    } else {
+      continue;  // a step's workspace: the builder makes it again
+    }
+    nd.id = next++;
+    node_of[id] = nd.id;
+    if (nd.type == node_type::input) doc.inputs.push_back(nd.id);
+    if (nd.type == node_type::call) {
+      const step& s = *writer[id];
+      for (int k = 0; k < s.n_inputs; ++k) {
+        const tensor_id in = s.inputs[static_cast<std::size_t>(k)];
+        doc.edges.push_back({node_of[static_cast<std::size_t>(in)], nd.id, to_string(p.tensor(in).name.str()), k});
+      }
+    }
+    doc.nodes.push_back(std::move(nd));
+  }
+  auto output = [&](const std::string& name, tensor_id value, std::optional<std::int64_t> carries) {
+    node nd{};
+    nd.id = next++;
+    nd.type = node_type::output;
+    nd.name = name;
+    nd.carries = carries;
+    doc.edges.push_back({node_of[static_cast<std::size_t>(value)], nd.id, to_string(p.tensor(value).name.str()), 0});
+    doc.outputs.push_back(nd.id);
+    doc.nodes.push_back(std::move(nd));
+  };
+  for (const named_output& o : p.outputs) output(o.name, o.id, std::nullopt);
+  for (const state_pair& s : p.state) output(to_string(p.tensor(s.in).name.str()), s.out, node_of[static_cast<std::size_t>(s.in)]);
+  return doc;
+}
+
+}  // namespace fused::ir
+// ---- end fused/ir/export.hpp ---------------------------------------------------------------------------
+// ---- begin fused/ir/format.hpp -------------------------------------------------------------------------
+// Reading and writing graph files (document.hpp) as JSON or MessagePack, the same document in two
+// encodings. Reading reports every defect of form it finds (a missing field, a wrong type, an
+// unknown dtype), each naming the node or edge, and keeps going; a file that is not a document at
+// all (bad JSON, too deep, a repeated key, a major version it does not know) is one defect.
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+
+namespace fused::ir {
+
+enum class encoding : std::uint8_t { json_text, msgpack };
+
+// A parsed file: the document and every defect of form (empty when the document is well formed).
+struct read_result {
+  document doc;
+  std::vector<issue> errors;
+  bool ok() const { return errors.empty(); }
+};
+
+namespace detail {
+
+// A DOM builder for nlohmann's SAX parser that bounds nesting and refuses a key repeated in one
+// object (a parser would keep the last silently), for JSON and MessagePack alike.
+class strict_builder : public nlohmann::json_sax<json> {
+ public:
+  static constexpr std::size_t max_depth = 64;
+  json root;
+  std::string error;
+
+  bool null() override { return put(nullptr); }
+  bool boolean(bool v) override { return put(v); }
+  bool number_integer(number_integer_t v) override { return put(v); }
+  bool number_unsigned(number_unsigned_t v) override { return put(v); }
+  bool number_float(number_float_t v, const string_t&) override { return put(v); }
+  bool string(string_t& v) override { return put(std::move(v)); }
+  bool binary(binary_t&) override { return fail("binary values have no meaning in a graph file"); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (!keys_.back().insert(k).second) return fail("key \"" + k + "\" appears twice in one object");
+    key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    return fail("not a valid document at byte " + std::to_string(position) + ": " + e.what());
+  }
+
+ private:
+  bool fail(std::string what) {
+    if (error.empty()) error = std::move(what);
+    return false;
+  }
+  json* put(json v) {
+    if (stack_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    json& top = *stack_.back();
+    if (top.is_array()) {
+      top.push_back(std::move(v));
+      return &top.back();
+    }
+    json& slot = top[key_];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool open(json v) {
+    if (stack_.size() >= max_depth) return fail("nests deeper than " + std::to_string(max_depth) + " levels");
+    json* at = put(std::move(v));
+    stack_.push_back(at);
+    keys_.emplace_back();
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    keys_.pop_back();
+    return true;
+  }
+  std::vector<json*> stack_;
+  std::vector<std::unordered_set<std::string>> keys_;
+  std::string key_;
+};
+
+// Reads the fields of the document, recording each defect and going on.
+class reader {
+ public:
+  explicit reader(std::vector<issue>& errors) : errors_(errors) {}
+
+  void fail(const std::string& where, const std::string& rule, std::string message) { errors_.push_back({where, rule, std::move(message)}); }
+
+  static std::string excerpt(const json& j) {
+    std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return s.size() > 60 ? s.substr(0, 60) + "..." : s;
+  }
+
+  // An integer id (or count) >= 0.
+  std::optional<std::int64_t> index(const json& v, const std::string& where, const std::string& field) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) return v.get<std::int64_t>();
+    if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return v.get<std::int64_t>();
+    fail(where, "format", "\"" + field + "\" must be a non-negative integer, got " + excerpt(v));
+    return std::nullopt;
+  }
+  std::optional<std::int64_t> integer(const json& v, const std::string& where, const std::string& field) {
+    if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
+      return v.get<std::int64_t>();
+    fail(where, "format", "\"" + field + "\" must be an integer, got " + excerpt(v));
+    return std::nullopt;
+  }
+  const std::string* text(const json& obj, const char* field, const std::string& where, bool required = true) {
+    const auto it = obj.find(field);
+    if (it == obj.end()) {
+      if (required) fail(where, "format", std::string("\"") + field + "\" is missing");
+      return nullptr;
+    }
+    if (!it->is_string()) {
+      fail(where, "format", std::string("\"") + field + "\" must be a string, got " + excerpt(*it));
+      return nullptr;
+    }
+    return &it->get_ref<const std::string&>();
+  }
+
+  std::optional<value_type> type_of(const json& data, const std::string& where, bool required) {
+    const bool has_dtype = data.contains("dtype"), has_shape = data.contains("shape");
+    if (!has_dtype && !has_shape) {
+      if (required) fail(where, "format", "the value's \"dtype\" and \"shape\" are missing");
+      return std::nullopt;
+    }
+    value_type v{};
+    bool ok = true;
+    if (const std::string* d = text(data, "dtype", where)) {
+      bool known = false;
+      for (auto t : {dtype::bf16, dtype::f16, dtype::f32, dtype::i32, dtype::i64})
+        if (*d == name_of(t)) v.type = t, known = true;
+      if (!known) fail(where, "dtype", "unknown dtype \"" + *d + "\" (known: bf16, f16, f32, i32, i64)"), ok = false;
+    } else {
+      ok = false;
+    }
+    const auto s = data.find("shape");
+    if (s == data.end() || !s->is_array()) {
+      fail(where, "format", "\"shape\" must be an array of dims (numbers or symbol names)");
+      return std::nullopt;
+    }
+    for (const json& d : *s) {
+      if (const auto e = dim_of(d, where)) v.dims.push_back(*e);
+      else ok = false;
+    }
+    return ok ? std::optional<value_type>(v) : std::nullopt;
+  }
+
+  // 896, "tokens" or "2*tokens".
+  std::optional<dim_expr> dim_of(const json& d, const std::string& where) {
+    if (d.is_number_integer()) {
+      const auto n = integer(d, where, "shape");
+      if (n && *n >= 0) return dim_expr{*n, {}};
+      if (n) fail(where, "shape", "dim " + std::to_string(*n) + " is negative");
+      return std::nullopt;
+    }
+    if (d.is_string()) {
+      const std::string& s = d.get_ref<const std::string&>();
+      dim_expr e{1, s};
+      if (const auto star = s.find('*'); star != std::string::npos) {
+        const std::string k = s.substr(0, star);
+        e.symbol = s.substr(star + 1);
+        e.n = 0;
+        bool digits = !k.empty() && k.size() <= 12;
+        for (char c : k) digits = digits && c >= '0' && c <= '9';
+        if (digits) e.n = std::stoll(k);
+        if (!digits || e.n < 1) {
+          fail(where, "shape", "dim \"" + s + "\" must be a symbol or K*symbol with a positive integer K");
+          return std::nullopt;
+        }
+      }
+      if (!is_identifier(e.symbol)) {
+        fail(where, "shape", "dim \"" + s + "\": a symbol name is letters, digits and '_', not starting with a digit");
+        return std::nullopt;
+      }
+      return e;
+    }
+    fail(where, "shape", "a dim must be a number or a symbol name, got " + excerpt(d));
+    return std::nullopt;
+  }
+
+  static bool known_data_field(node_type t, std::string_view k) {
+    if (k == "dtype" || k == "shape") return t != node_type::output;
+    switch (t) {
+      case node_type::input: return k == "name" || k == "state";
+      case node_type::get_attr: return k == "target";
+      case node_type::call: return k == "op" || k == "name" || k == "attributes";
+      case node_type::output: return k == "name" || k == "carries";
+      default: return k == "name";
+    }
+  }
+
+  static bool is_identifier(std::string_view s) {
+    if (s.empty() || s.size() > 64 || (s[0] >= '0' && s[0] <= '9')) return false;
+    for (char c : s)
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    return true;
+  }
+
+  std::optional<node> node_of(const json& j, std::size_t index) {
+    std::string where = "nodes[" + std::to_string(index) + "]";
+    if (!j.is_object()) {
+      fail(where, "format", "a node must be an object {\"id\", \"type\", \"data\"}, got " + excerpt(j));
+      return std::nullopt;
+    }
+    node n{};
+    const auto id = j.find("id");
+    if (id == j.end()) {
+      fail(where, "format", "\"id\" is missing");
+      return std::nullopt;
+    }
+    const auto id_value = this->index(*id, where, "id");
+    if (!id_value) return std::nullopt;
+    n.id = *id_value;
+    where = node_where(n.id);
+    const std::string* type = text(j, "type", where);
+    if (!type) return std::nullopt;
+    bool known = false;
+    for (int t = 0; t < 7; ++t)
+      if (*type == node_type_names[t]) n.type = static_cast<node_type>(t), known = true;
+    if (!known) {
+      fail(where, "node-type", "unknown node type \"" + *type + "\" (known: Input, Call, Output, GetAttr, Conditional, Loop, Merge)");
+      return std::nullopt;
+    }
+    static const json empty = json::object();
+    const auto d = j.find("data");
+    if (d != j.end() && !d->is_object()) {
+      fail(where, "format", "\"data\" must be an object, got " + excerpt(*d));
+      return std::nullopt;
+    }
+    const json& data = d == j.end() ? empty : *d;
+    if (const auto m = j.find("metadata"); m != j.end()) {
+      if (m->is_object()) n.metadata = *m;
+      else fail(where, "format", "\"metadata\" must be an object, got " + excerpt(*m));
+    }
+    for (const auto& [k, v] : j.items())
+      if (k != "id" && k != "type" && k != "data" && k != "metadata") fail(where, "format", "unknown node field \"" + k + "\"");
+    for (const auto& [k, v] : data.items())
+      if (!known_data_field(n.type, k)) fail(where, "format", std::string("unknown field \"") + k + "\" in the data of a " + name_of(n.type) + " node");
+    bool ok = true;
+    switch (n.type) {
+      case node_type::input:
+      case node_type::get_attr: {
+        const std::string* name = text(data, n.type == node_type::input ? "name" : "target", where);
+        if (name) n.name = *name;
+        n.value = type_of(data, where, true);
+        ok = name && n.value;
+        if (n.type == node_type::input && data.contains("state")) {
+          if (data["state"].is_boolean()) n.state = data["state"].get<bool>();
+          else fail(where, "format", "\"state\" must be true or false"), ok = false;
+        }
+        break;
+      }
+      case node_type::call: {
+        const std::string* op = text(data, "op", where);
+        if (op) n.op = *op;
+        if (const std::string* name = text(data, "name", where, false)) n.name = *name;
+        if (const auto a = data.find("attributes"); a != data.end()) {
+          if (a->is_object()) n.attributes = *a;
+          else fail(where, "format", "\"attributes\" must be an object, got " + excerpt(*a)), ok = false;
+        }
+        n.value = type_of(data, where, false);
+        ok = ok && op;
+        break;
+      }
+      case node_type::output: {
+        const std::string* name = text(data, "name", where);
+        if (name) n.name = *name;
+        ok = name != nullptr;
+        if (const auto c = data.find("carries"); c != data.end()) {
+          n.carries = this->index(*c, where, "carries");
+          ok = ok && n.carries;
+        }
+        break;
+      }
+      case node_type::conditional:
+      case node_type::loop:
+      case node_type::merge:
+        if (const std::string* name = text(data, "name", where, false)) n.name = *name;
+        n.value = type_of(data, where, false);
+        break;
+    }
+    if (!ok) return std::nullopt;
+    return n;
+  }
+
+ private:
+  std::vector<issue>& errors_;
+};
+
+inline std::optional<std::vector<std::int64_t>> id_list(reader& r, const json& doc, const char* field) {
+  const auto it = doc.find(field);
+  if (it == doc.end() || !it->is_array()) {
+    r.fail("graph", "format", std::string("\"") + field + "\" must be an array of node ids");
+    return std::nullopt;
+  }
+  std::vector<std::int64_t> ids;
+  for (const json& v : *it)
+    if (const auto id = r.index(v, "graph", field)) ids.push_back(*id);
+  return ids;
+}
+
+}  // namespace detail
+
+// The document a parsed JSON value describes.
+inline read_result from_json(const json& doc) {
+  read_result out;
+  detail::reader r(out.errors);
+  if (!doc.is_object()) {
+    r.fail("graph", "format", "a graph file is an object with \"nodes\", \"edges\", \"inputs\", \"outputs\" and \"metadata\"");
+    return out;
+  }
+  // The version first: a file of another major version is not read any further.
+  const auto meta = doc.find("metadata");
+  if (meta == doc.end() || !meta->is_object()) {
+    r.fail("graph", "version", "\"metadata\" with a \"version\" (\"" + std::to_string(format_major) + "." + std::to_string(format_minor) + "\") is missing");
+    return out;
+  }
+  const std::string* version = r.text(*meta, "version", "graph");
+  if (!version) return out;
+  const auto dot = version->find('.');
+  const std::string major = version->substr(0, dot);
+  if (major != std::to_string(format_major) || dot == std::string::npos || dot + 1 == version->size()) {
+    r.fail("graph", "version", "version \"" + *version + "\" is not one this reader knows (it reads " + std::to_string(format_major) + ".x)");
+    return out;
+  }
+  out.doc.metadata = *meta;
+
+  if (const auto s = doc.find("symbols"); s != doc.end()) {
+    if (!s->is_array()) r.fail("graph", "format", "\"symbols\" must be an array of {\"name\"}");
+    else
+      for (const json& j : *s) {
+        const std::string* name = j.is_object() ? r.text(j, "name", "graph") : nullptr;
+        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + r.excerpt(j));
+        if (!name) continue;
+        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name \"" + r.excerpt(j["name"]) + "\" is not an identifier");
+        const std::string* d = r.text(j, "doc", "graph", false);
+        out.doc.symbols.push_back({*name, d ? *d : std::string()});
+      }
+  }
+  if (const auto c = doc.find("constraints"); c != doc.end()) {
+    if (!c->is_array()) r.fail("graph", "format", "\"constraints\" must be an array");
+    else
+      for (std::size_t i = 0; i < c->size(); ++i) {
+        const json& j = (*c)[i];
+        const std::string where = "constraints[" + std::to_string(i) + "]";
+        const std::string* kind = j.is_object() ? r.text(j, "type", where) : nullptr;
+        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + r.excerpt(j));
+        if (!kind) continue;
+        constraint k{};
+        int known = -1;
+        for (int t = 0; t < 3; ++t)
+          if (*kind == constraint_kind_names[t]) known = t;
+        if (known < 0) {
+          r.fail(where, "constraint", "unknown constraint \"" + *kind + "\" (known: Equal, Divisible, Range)");
+          continue;
+        }
+        k.kind = static_cast<constraint_kind>(known);
+        const auto syms = j.find("symbols");
+        bool ok = syms != j.end() && syms->is_array() && syms->size() == (k.kind == constraint_kind::equal ? 2u : 1u);
+        if (ok)
+          for (const json& s : *syms) ok = ok && s.is_string(), k.symbols.push_back(s.is_string() ? s.get<std::string>() : "");
+        if (!ok) {
+          r.fail(where, "constraint", std::string(*kind) + " takes \"symbols\": " + (k.kind == constraint_kind::equal ? "two symbol names" : "one symbol name"));
+          continue;
+        }
+        auto number = [&](const char* f) -> std::optional<std::int64_t> {
+          const auto v = j.find(f);
+          if (v == j.end()) {
+            r.fail(where, "constraint", std::string(*kind) + " needs \"" + f + "\"");
+            return std::nullopt;
+          }
+          return r.integer(*v, where, f);
+        };
+        if (k.kind == constraint_kind::divisible) {
+          const auto by = number("by");
+          if (!by) continue;
+          k.by = *by;
+        } else if (k.kind == constraint_kind::range) {
+          const auto lo = number("min"), hi = number("max");
+          if (!lo || !hi) continue;
+          k.min = *lo, k.max = *hi;
+        }
+        out.doc.constraints.push_back(std::move(k));
+      }
+  }
+
+  const auto nodes = doc.find("nodes");
+  if (nodes == doc.end() || !nodes->is_array()) r.fail("graph", "format", "\"nodes\" must be an array of {\"id\", \"type\", \"data\"}");
+  else
+    for (std::size_t i = 0; i < nodes->size(); ++i)
+      if (auto n = r.node_of((*nodes)[i], i)) out.doc.nodes.push_back(std::move(*n));
+
+  const auto edges = doc.find("edges");
+  if (edges == doc.end() || !edges->is_array()) r.fail("graph", "format", "\"edges\" must be an array of {\"source\", \"target\", \"name\"}");
+  else
+    for (std::size_t i = 0; i < edges->size(); ++i) {
+      const json& j = (*edges)[i];
+      const std::string where = "edges[" + std::to_string(i) + "]";
+      if (!j.is_object() || !j.contains("source") || !j.contains("target")) {
+        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + r.excerpt(j));
+        continue;
+      }
+      edge e{};
+      const auto s = r.index(j["source"], where, "source"), t = r.index(j["target"], where, "target");
+      if (const std::string* name = r.text(j, "name", where, false)) e.name = *name;
+      std::optional<std::int64_t> slot = std::int64_t{0};
+      if (j.contains("slot")) slot = r.index(j["slot"], where, "slot");
+      if (slot && *slot > 64) r.fail(where, "format", "\"slot\" " + std::to_string(*slot) + " is larger than any op's arity"), slot.reset();
+      if (!s || !t || !slot) continue;
+      e.source = *s, e.target = *t, e.slot = static_cast<int>(*slot);
+      out.doc.edges.push_back(std::move(e));
+    }
+  if (auto in = detail::id_list(r, doc, "inputs")) out.doc.inputs = std::move(*in);
+  if (auto outs = detail::id_list(r, doc, "outputs")) out.doc.outputs = std::move(*outs);
+  for (const auto& [k, v] : doc.items())
+    if (k != "metadata" && k != "symbols" && k != "constraints" && k != "nodes" && k != "edges" && k != "inputs" && k != "outputs")
+      r.fail("graph", "format", "unknown top-level field \"" + k + "\"");
+  return out;
+}
+
+// Parses bytes of either encoding (JSON starts with '{' after any whitespace; anything else is
+// read as MessagePack).
+inline read_result parse(std::string_view bytes) {
+  std::size_t first = 0;
+  while (first < bytes.size() && (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\r' || bytes[first] == '\t')) ++first;
+  const encoding enc = first < bytes.size() && bytes[first] == '{' ? encoding::json_text : encoding::msgpack;
+  detail::strict_builder b;
+  bool parsed = false;
+  try {
+    parsed = enc == encoding::json_text ? json::sax_parse(bytes.begin(), bytes.end(), &b, json::input_format_t::json, true)
+                                   : json::sax_parse(bytes.begin(), bytes.end(), &b, json::input_format_t::msgpack, true);
+  } catch (const json::exception& e) {
+    if (b.error.empty()) b.error = e.what();
+  }
+  if (!parsed || !b.error.empty()) {
+    read_result r;
+    r.errors.push_back({"graph", "format",
+                        std::string(enc == encoding::json_text ? "not valid JSON" : "not a JSON or MessagePack document") + ": " +
+                            (b.error.empty() ? "incomplete" : b.error)});
+    return r;
+  }
+  return from_json(b.root);
+}
+
+// A graph file's bytes; a FIFO or device, or a file over 256 MiB, is refused.
+inline std::string read_bytes(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    throw std::runtime_error(file.string() + ": not a regular file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error(file.string() + ": cannot open: " + std::strerror(errno));
+  constexpr std::uintmax_t max_bytes = std::uintmax_t{256} << 20;
+  if (const auto size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
+    throw std::runtime_error(file.string() + ": is " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) + " a graph file may have");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error(file.string() + ": cannot read: " + std::strerror(errno));
+  return bytes;
+}
+
+inline read_result read_file(const std::filesystem::path& file) { return parse(read_bytes(file)); }
+
+// --- writing ---
+
+inline json dim_json(const dim_expr& d) {
+  if (d.symbol.empty()) return d.n;
+  return d.n == 1 ? d.symbol : std::to_string(d.n) + "*" + d.symbol;
+}
+
+inline void put_type(json& data, const std::optional<value_type>& v) {
+  if (!v) return;
+  data["dtype"] = name_of(v->type);
+  json s = json::array();
+  for (const auto& d : v->dims) s.push_back(dim_json(d));
+  data["shape"] = std::move(s);
+}
+
+inline json to_json(const document& doc) {
+  json out = json::object();
+  json meta = doc.metadata;
+  if (!meta.contains("version")) meta["version"] = std::to_string(format_major) + "." + std::to_string(format_minor);
+  out["metadata"] = std::move(meta);
+  json symbols = json::array();
+  for (const auto& s : doc.symbols) {
+    json j = {{"name", s.name}};
+    if (!s.doc.empty()) j["doc"] = s.doc;
+    symbols.push_back(std::move(j));
+  }
+  out["symbols"] = std::move(symbols);
+  json constraints = json::array();
+  for (const auto& c : doc.constraints) {
+    json j = {{"type", constraint_kind_names[static_cast<int>(c.kind)]}, {"symbols", c.symbols}};
+    if (c.kind == constraint_kind::divisible) j["by"] = c.by;
+    if (c.kind == constraint_kind::range) j["min"] = c.min, j["max"] = c.max;
+    constraints.push_back(std::move(j));
+  }
+  out["constraints"] = std::move(constraints);
+  json nodes = json::array();
+  for (const auto& n : doc.nodes) {
+    json data = json::object();
+    switch (n.type) {
+      case node_type::input:
+        data["name"] = n.name;
+        if (n.state) data["state"] = true;
+        break;
+      case node_type::get_attr: data["target"] = n.name; break;
+      case node_type::call:
+        data["op"] = n.op;
+        data["name"] = n.name;
+        data["attributes"] = n.attributes;
+        break;
+      case node_type::output:
+        data["name"] = n.name;
+        if (n.carries) data["carries"] = *n.carries;
+        break;
+      default:
+        if (!n.name.empty()) data["name"] = n.name;
+        break;
+    }
+    put_type(data, n.value);
+    json j = {{"id", n.id}, {"type", name_of(n.type)}, {"data", std::move(data)}};
+    if (!n.metadata.empty()) j["metadata"] = n.metadata;
+    nodes.push_back(std::move(j));
+  }
+  out["nodes"] = std::move(nodes);
+  json edges = json::array();
+  for (const auto& e : doc.edges) edges.push_back({{"source", e.source}, {"target", e.target}, {"name", e.name}, {"slot", e.slot}});
+  out["edges"] = std::move(edges);
+  out["inputs"] = doc.inputs;
+  out["outputs"] = doc.outputs;
+  return out;
+}
+
+// The document's bytes: JSON (one node or edge a line, for diffs) or MessagePack.
+inline std::string encode(const document& doc, encoding enc) {
+  const json j = to_json(doc);
+  if (enc == encoding::msgpack) {
+    const std::vector<std::uint8_t> b = json::to_msgpack(j);
+    return std::string(b.begin(), b.end());
+  }
+  std::string out = "{\n";
+  std::size_t i = 0;
+  for (auto it = j.begin(); it != j.end(); ++it, ++i) {
+    out.append(" ").append(json(it.key()).dump()).append(": ");
+    const json& v = it.value();
+    if (v.is_array() && !v.empty() && v.front().is_object()) {
+      out.append("[\n");
+      for (std::size_t k = 0; k < v.size(); ++k) out.append("  ").append(v[k].dump()).append(k + 1 < v.size() ? ",\n" : "\n");
+      out.append(" ]");
+    } else {
+      out.append(v.dump());
+    }
+    out.append(i + 1 < j.size() ? ",\n" : "\n");
+  }
+  return out.append("}\n");
+}
+
+inline encoding encoding_for(const std::filesystem::path& file) {
+  const std::string ext = file.extension().string();
+  return ext == ".msgpack" || ext == ".mpk" ? encoding::msgpack : encoding::json_text;
+}
+
+}  // namespace fused::ir
+// ---- end fused/ir/format.hpp ---------------------------------------------------------------------------
+// ---- begin fused/ir/lower.hpp --------------------------------------------------------------------------
+// Checked lowering of a graph file to a FusedProgram (graph/program.hpp), the value every planner,
+// executor and emitter reads. The validator (validate.hpp) runs first and its report is the error
+// when it finds anything; then each node, in the validator's topological order, becomes a feed or
+// a step through graph_builder, whose shape rules run again: nothing unchecked reaches a kernel.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+// ---- begin fused/ir/validate.hpp -----------------------------------------------------------------------
+// The validator of graph files: named rules, every violation reported (not the first), each naming
+// the rule, the node (and edge) and what was expected. The same analysis gives the lowering
+// (lower.hpp) its order, operands, ops, attributes and types, so what validates is what lowers.
+//
+// Rules: unique-ids, edge-endpoints, one-producer, input-predecessors, output-edges, inputs-list,
+// outputs-list, duplicate-name, cycle, unreachable, unused, unknown-op, call-arity, attributes,
+// symbols, unknown-symbol, dim-range, rank, constraint, shape (the op's shape rule), type (a declared
+// type that differs from the inferred one), state-carry, unsupported (control flow; see
+// docs/GRAPH_FORMAT.md). Types meet along edges exactly: an op's shape rule states which operand
+// shapes it takes, and no implicit broadcasting is done (an op that broadcasts says so in its rule).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+
+namespace fused::ir {
+
+// Bounds that keep every shape rule's arithmetic far from overflow (dims and integer attributes
+// multiply in pairs at most before a size check).
+inline constexpr std::int64_t max_dim = std::int64_t{1} << 31;
+inline constexpr std::int64_t max_integer_attribute = std::int64_t{1} << 31;
+
+// What the validator learns of a document, for the lowering.
+struct analysis {
+  std::vector<issue> errors;
+  std::vector<std::size_t> order;                    // node positions in a topological order, stable by file position
+  std::vector<std::vector<std::size_t>> operands;    // per node position: the producer's position of each slot
+  std::vector<const op_def*> ops;                    // per node position (Calls)
+  std::vector<attrs> call_attrs;                     // per node position (Calls)
+  std::vector<std::optional<tensor_info>> types;     // per node position: the value's type, once known
+  std::vector<std::string> symbols;                  // symbol id - 1 -> name
+  std::map<std::int64_t, std::size_t> position;      // node id -> position
+
+  bool ok() const { return errors.empty(); }
+};
+
+namespace detail {
+
+inline std::optional<shape> shape_of(const value_type& v, const std::vector<std::string>& symbols, const std::string& where,
+                                     std::vector<issue>& errors) {
+  if (v.dims.size() > static_cast<std::size_t>(max_rank)) {
+    errors.push_back({where, "rank", "rank " + std::to_string(v.dims.size()) + " exceeds the " + std::to_string(max_rank) + " this library plans"});
+    return std::nullopt;
+  }
+  shape s{};
+  s.rank = static_cast<int>(v.dims.size());
+  bool ok = true;
+  for (std::size_t i = 0; i < v.dims.size(); ++i) {
+    const dim_expr& d = v.dims[i];
+    if (d.n > max_dim) {
+      errors.push_back({where, "dim-range", "dim " + std::to_string(i) + " (" + std::to_string(d.n) + ") exceeds " + std::to_string(max_dim)});
+      ok = false;
+      continue;
+    }
+    std::uint8_t id = 0;
+    if (!d.symbol.empty()) {
+      const auto it = std::find(symbols.begin(), symbols.end(), d.symbol);
+      if (it == symbols.end()) {
+        errors.push_back({where, "unknown-symbol", "dim " + std::to_string(i) + " names symbol \"" + d.symbol + "\", which \"symbols\" does not declare"});
+        ok = false;
+        continue;
+      }
+      id = static_cast<std::uint8_t>(it - symbols.begin() + 1);
+    }
+    s.d[i] = dim{d.n, id};
+  }
+  return ok ? std::optional<shape>(s) : std::nullopt;
+}
+
+inline std::string type_text(const tensor_info& t) { return std::string(name_of(t.type)) + " " + to_string(shape_text(t.shp)); }
+
+// A shape with its symbols named, for messages ("[tokens, 896]").
+inline std::string named_shape(const shape& s, const std::vector<std::string>& symbols) {
+  std::string out = "[";
+  for (int i = 0; i < s.rank; ++i) {
+    const dim& d = s.d[i];
+    out += i ? ", " : "";
+    if (d.symbol == 0) out += std::to_string(d.n);
+    else out += (d.n == 1 ? "" : std::to_string(d.n) + "*") + symbols[d.symbol - 1u];
+  }
+  return out + "]";
+}
+
+// The attributes of a Call by the op's names; every defect recorded.
+inline attrs read_attributes(const op_def& op, const json& given, const std::string& where, std::vector<issue>& errors) {
+  attrs a{};
+  for (const auto& [key, value] : given.items()) {
+    const bool known = std::any_of(op.attributes.begin(), op.attributes.end(), [&](const attr_field& f) { return key == f.name; });
+    if (!known) {
+      std::string list;
+      for (const auto& f : op.attributes) list += (list.empty() ? "" : ", ") + std::string(f.name);
+      errors.push_back({where, "attributes", "'" + std::string(op.name) + "' has no attribute \"" + key + "\" (it takes: " + (list.empty() ? "none" : list) + ")"});
+    }
+  }
+  for (const attr_field& f : op.attributes) {
+    const auto it = given.find(f.name);
+    if (it == given.end()) {
+      errors.push_back({where, "attributes", "'" + std::string(op.name) + "' needs the attribute \"" + f.name + "\""});
+      continue;
+    }
+    const int k = static_cast<int>(f.slot);
+    if (is_integer(f.slot)) {
+      const bool fits = it->is_number_integer() && (it->is_number_unsigned() ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(max_integer_attribute)
+                                                                             : it->get<std::int64_t>() >= -max_integer_attribute &&
+                                                                                   it->get<std::int64_t>() <= max_integer_attribute);
+      if (!fits) {
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be an integer of magnitude at most 2^31, got " + it->dump()});
+        continue;
+      }
+      a.i[k] = it->get<std::int64_t>();
+    } else {
+      if (!it->is_number() || !std::isfinite(it->get<double>())) {
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a finite number, got " + it->dump().substr(0, 60)});
+        continue;
+      }
+      const double v = it->get<double>();
+      if (f.slot == attr_slot::f) a.f = v;
+      else a.extra[k - static_cast<int>(attr_slot::extra0)] = v;
+    }
+  }
+  return a;
+}
+
+}  // namespace detail
+
+inline analysis analyze(const document& doc, const ops::registry& reg = ops::registry::global()) {
+  analysis an;
+  auto& errors = an.errors;
+  auto fail = [&](std::string where, std::string rule, std::string message) { errors.push_back({std::move(where), std::move(rule), std::move(message)}); };
+  const std::size_t n = doc.nodes.size();
+  an.operands.assign(n, {});
+  an.ops.assign(n, nullptr);
+  an.call_attrs.assign(n, attrs{});
+  an.types.assign(n, std::nullopt);
+
+  // Symbols and their constraints.
+  for (const auto& s : doc.symbols) {
+    if (std::find(an.symbols.begin(), an.symbols.end(), s.name) != an.symbols.end()) fail("graph", "symbols", "symbol \"" + s.name + "\" is declared twice");
+    an.symbols.push_back(s.name);
+  }
+  if (an.symbols.size() > static_cast<std::size_t>(max_symbols - 1))
+    fail("graph", "symbols", std::to_string(an.symbols.size()) + " symbols are declared; a program has at most " + std::to_string(max_symbols - 1));
+  {
+    std::map<std::string, std::pair<std::int64_t, std::int64_t>> range;
+    for (const auto& s : an.symbols) range[s] = {1, max_dim};
+    for (std::size_t i = 0; i < doc.constraints.size(); ++i) {
+      const constraint& c = doc.constraints[i];
+      const std::string where = "constraints[" + std::to_string(i) + "]";
+      bool known = true;
+      for (const auto& s : c.symbols)
+        if (!range.count(s)) fail(where, "constraint", "names symbol \"" + s + "\", which \"symbols\" does not declare"), known = false;
+      if (!known) continue;
+      if (c.kind == constraint_kind::range) {
+        if (c.min < 1 || c.max < c.min) fail(where, "constraint", "Range of \"" + c.symbols[0] + "\" must satisfy 1 <= min <= max, got [" + std::to_string(c.min) + ", " + std::to_string(c.max) + "]");
+        auto& r = range[c.symbols[0]];
+        r = {std::max(r.first, c.min), std::min(r.second, c.max)};
+      } else if (c.kind == constraint_kind::divisible && c.by < 1) {
+        fail(where, "constraint", "Divisible \"by\" must be positive, got " + std::to_string(c.by));
+      }
+    }
+    for (const auto& c : doc.constraints)
+      if (c.kind == constraint_kind::equal && range.count(c.symbols[0]) && range.count(c.symbols[1])) {
+        auto &a = range[c.symbols[0]], &b = range[c.symbols[1]];
+        a = b = {std::max(a.first, b.first), std::min(a.second, b.second)};
+      }
+    for (const auto& [s, r] : range) {
+      bool possible = r.first <= r.second;
+      for (const auto& c : doc.constraints)
+        if (possible && c.kind == constraint_kind::divisible && c.by >= 1 && c.symbols[0] == s) possible = (r.first + c.by - 1) / c.by * c.by <= r.second;
+      if (!possible) fail("graph", "constraint", "no value of symbol \"" + s + "\" satisfies all its constraints");
+    }
+  }
+
+  // Ids, edges, inputs and outputs.
+  for (std::size_t i = 0; i < n; ++i)
+    if (!an.position.emplace(doc.nodes[i].id, i).second) fail(node_where(doc.nodes[i].id), "unique-ids", "another node has the id " + std::to_string(doc.nodes[i].id));
+  std::vector<std::vector<std::size_t>> readers(n);
+  std::vector<std::map<int, std::size_t>> slots(n);  // per target: slot -> source position
+  for (std::size_t k = 0; k < doc.edges.size(); ++k) {
+    const edge& e = doc.edges[k];
+    const auto s = an.position.find(e.source), t = an.position.find(e.target);
+    if (s == an.position.end() || t == an.position.end()) {
+      fail(edge_where(k, e), "edge-endpoints", std::string("node ") + std::to_string(s == an.position.end() ? e.source : e.target) + " does not exist");
+      continue;
+    }
+    const node& target = doc.nodes[t->second];
+    const node& source = doc.nodes[s->second];
+    if (target.type == node_type::input || target.type == node_type::get_attr) {
+      fail(node_where(target.id), "input-predecessors", std::string("an ") + name_of(target.type) + " node takes no inputs, but " + edge_where(k, e) + " ends at it");
+      continue;
+    }
+    if (source.type == node_type::output) {
+      fail(node_where(source.id), "output-edges", "an Output node has no successors, but " + edge_where(k, e) + " starts at it");
+      continue;
+    }
+    if (!slots[t->second].emplace(e.slot, s->second).second) {
+      fail(node_where(target.id), "one-producer", "slot " + std::to_string(e.slot) + " has two producers (" + edge_where(k, e) + " is the second)");
+      continue;
+    }
+    readers[s->second].push_back(t->second);
+  }
+  std::set<std::int64_t> listed_in(doc.inputs.begin(), doc.inputs.end()), listed_out(doc.outputs.begin(), doc.outputs.end());
+  for (auto id : doc.inputs)
+    if (!an.position.count(id) || doc.nodes[an.position[id]].type != node_type::input) fail("graph", "inputs-list", "\"inputs\" lists " + std::to_string(id) + ", which is not an Input node");
+  for (auto id : doc.outputs)
+    if (!an.position.count(id) || doc.nodes[an.position[id]].type != node_type::output) fail("graph", "outputs-list", "\"outputs\" lists " + std::to_string(id) + ", which is not an Output node");
+  if (listed_in.size() != doc.inputs.size()) fail("graph", "inputs-list", "\"inputs\" lists a node twice");
+  if (listed_out.size() != doc.outputs.size()) fail("graph", "outputs-list", "\"outputs\" lists a node twice");
+  if (doc.outputs.empty()) fail("graph", "outputs-list", "the graph has no outputs");
+  std::set<std::string> input_names, output_names, targets;
+  for (std::size_t i = 0; i < n; ++i) {
+    const node& nd = doc.nodes[i];
+    const std::string where = node_where(nd.id);
+    if (nd.type == node_type::input) {
+      if (!listed_in.count(nd.id)) fail(where, "inputs-list", "Input node '" + nd.name + "' is not listed in \"inputs\"");
+      if (!input_names.insert(nd.name).second) fail(where, "duplicate-name", "another Input is named '" + nd.name + "'");
+    } else if (nd.type == node_type::get_attr) {
+      if (!targets.insert(nd.name).second) fail(where, "duplicate-name", "another GetAttr names parameter '" + nd.name + "' (read it once and use it twice)");
+    } else if (nd.type == node_type::output) {
+      if (!listed_out.count(nd.id)) fail(where, "outputs-list", "Output node '" + nd.name + "' is not listed in \"outputs\"");
+      if (!nd.carries && !output_names.insert(nd.name).second) fail(where, "duplicate-name", "another Output is named '" + nd.name + "'");
+      if (slots[i].size() != 1 || !slots[i].count(0)) fail(where, "output-edges", "an Output node takes exactly one input, in slot 0; it has " + std::to_string(slots[i].size()));
+    } else if (nd.type != node_type::call) {
+      fail(where, "unsupported", std::string(name_of(nd.type)) + " nodes are read and checked for form, but this version lowers no control flow");
+    }
+  }
+
+  // Calls: op, arity, attributes.
+  for (std::size_t i = 0; i < n; ++i) {
+    const node& nd = doc.nodes[i];
+    if (nd.type != node_type::call) continue;
+    const std::string where = node_where(nd.id);
+    const op_def* op = reg.find(nd.op);
+    if (!op) {
+      std::string near;
+      for (const auto& c : reg.closest(nd.op)) near += (near.empty() ? "" : ", ") + c;
+      fail(where, "unknown-op", "no op is registered as '" + nd.op.substr(0, 64) + "' (closest: " + near + ")");
+      continue;
+    }
+    an.ops[i] = op;
+    const int count = static_cast<int>(slots[i].size());
+    bool dense = true;
+    for (int k = 0; k < count; ++k) dense = dense && slots[i].count(k);
+    if (count < op->min_inputs || count > op->max_inputs || !dense)
+      fail(where, "call-arity", "'" + std::string(op->name) + "' takes " + std::to_string(op->min_inputs) +
+                                    (op->max_inputs != op->min_inputs ? ".." + std::to_string(op->max_inputs) : std::string()) +
+                                    " inputs in slots 0.., got " + std::to_string(count) + (dense ? "" : " with a gap"));
+    an.call_attrs[i] = detail::read_attributes(*op, nd.attributes, where, errors);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& ops = an.operands[i];
+    for (const auto& [slot, src] : slots[i]) {
+      if (ops.size() <= static_cast<std::size_t>(slot)) ops.resize(static_cast<std::size_t>(slot) + 1, SIZE_MAX);
+      ops[static_cast<std::size_t>(slot)] = src;
+    }
+  }
+
+  // A topological order, stable by file position; nodes left over are on (or behind) a cycle.
+  {
+    std::vector<std::size_t> pending(n, 0);
+    for (std::size_t i = 0; i < n; ++i) pending[i] = slots[i].size();
+    std::set<std::size_t> ready;
+    for (std::size_t i = 0; i < n; ++i)
+      if (pending[i] == 0) ready.insert(i);
+    while (!ready.empty()) {
+      const std::size_t i = *ready.begin();
+      ready.erase(ready.begin());
+      an.order.push_back(i);
+      for (std::size_t r : readers[i])
+        if (--pending[r] == 0) ready.insert(r);
+    }
+    if (an.order.size() < n) {
+      std::string on;
+      std::size_t first = SIZE_MAX, shown = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (pending[i] > 0) {
+          if (first == SIZE_MAX) first = i;
+          if (shown++ < 8) on += (on.empty() ? "" : ", ") + std::to_string(doc.nodes[i].id);
+        }
+      fail(node_where(doc.nodes[first].id), "cycle", "nodes " + on + (shown > 8 ? ", ..." : "") + " depend on each other (a cycle outside a Loop body)");
+    }
+  }
+
+  // Reachability: every node is reached from a source (an Input, a GetAttr or a Call of no inputs)
+  // through its operands, and reaches an Output.
+  {
+    std::vector<bool> reaches_output(n, false);
+    std::vector<std::size_t> work;
+    for (std::size_t i = 0; i < n; ++i)
+      if (doc.nodes[i].type == node_type::output) reaches_output[i] = true, work.push_back(i);
+    while (!work.empty()) {
+      const std::size_t i = work.back();
+      work.pop_back();
+      for (const auto& [slot, src] : slots[i])
+        if (!reaches_output[src]) reaches_output[src] = true, work.push_back(src);
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (!reaches_output[i]) fail(node_where(doc.nodes[i].id), "unused", "the value of " + std::string(name_of(doc.nodes[i].type)) + " '" + doc.nodes[i].name + "' reaches no output");
+  }
+
+  // Types, in order.
+  for (const std::size_t i : an.order) {
+    const node& nd = doc.nodes[i];
+    const std::string where = node_where(nd.id);
+    std::optional<shape> declared;
+    if (nd.value) declared = detail::shape_of(*nd.value, an.symbols, where, errors);
+    if (nd.type == node_type::input || nd.type == node_type::get_attr) {
+      if (!declared) continue;
+      tensor_info t{};
+      t.type = nd.value->type;
+      t.shp = *declared;
+      an.types[i] = t;
+    } else if (nd.type == node_type::output) {
+      const auto it = slots[i].find(0);
+      if (it != slots[i].end()) an.types[i] = an.types[it->second];
+    } else if (nd.type == node_type::call && an.ops[i]) {
+      const op_def& op = *an.ops[i];
+      const auto& src = an.operands[i];
+      if (static_cast<int>(src.size()) < op.min_inputs || static_cast<int>(src.size()) > op.max_inputs) continue;
+      const tensor_info* in[max_inputs]{};
+      bool known = true;
+      for (std::size_t k = 0; k < src.size(); ++k) {
+        known = known && src[k] != SIZE_MAX && an.types[src[k]];
+        if (known) in[k] = &*an.types[src[k]];
+      }
+      if (!known) continue;
+      const inferred r = op.infer(in, static_cast<int>(src.size()), an.call_attrs[i]);
+      if (!r.error.empty()) {
+        std::string who = r.culprit >= 0 ? " (input " + std::to_string(r.culprit) + " from node " + std::to_string(doc.nodes[src[static_cast<std::size_t>(r.culprit)]].id) + ")" : "";
+        fail(where, "shape", "'" + std::string(op.name) + "'" + who + ": " + to_string(r.error));
+        continue;
+      }
+      tensor_info t{};
+      t.type = r.type;
+      t.shp = r.shp;
+      if (nd.value && declared && (nd.value->type != r.type || !(*declared == r.shp)))
+        fail(where, "type", "declared " + std::string(name_of(nd.value->type)) + " " + detail::named_shape(*declared, an.symbols) + ", but '" + op.name +
+                                "' gives " + name_of(r.type) + " " + detail::named_shape(r.shp, an.symbols));
+      an.types[i] = t;
+    }
+  }
+
+  // State: an Output that carries names a state Input, and its value has the Input's type.
+  std::set<std::int64_t> carried;
+  for (std::size_t i = 0; i < n; ++i) {
+    const node& nd = doc.nodes[i];
+    if (nd.type != node_type::output || !nd.carries) continue;
+    const std::string where = node_where(nd.id);
+    const auto it = an.position.find(*nd.carries);
+    if (it == an.position.end() || doc.nodes[it->second].type != node_type::input || !doc.nodes[it->second].state) {
+      fail(where, "state-carry", "\"carries\" names node " + std::to_string(*nd.carries) + ", which is not a state Input");
+      continue;
+    }
+    if (!carried.insert(*nd.carries).second) fail(where, "state-carry", "another Output carries state node " + std::to_string(*nd.carries) + " too");
+    const auto &from = an.types[it->second], &to = an.types[i];
+    if (from && to && (from->type != to->type || !(from->shp == to->shp)))
+      fail(where, "state-carry", "carries " + detail::type_text(*to) + " into state '" + doc.nodes[it->second].name + "' of " + detail::type_text(*from));
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (doc.nodes[i].type == node_type::input && doc.nodes[i].state && !carried.count(doc.nodes[i].id))
+      fail(node_where(doc.nodes[i].id), "state-carry", "state Input '" + doc.nodes[i].name + "' has no Output that carries its next value");
+  return an;
+}
+
+inline std::vector<issue> validate(const document& doc, const ops::registry& reg = ops::registry::global()) { return analyze(doc, reg).errors; }
+
+}  // namespace fused::ir
+// ---- end fused/ir/validate.hpp -------------------------------------------------------------------------
+
+namespace fused::ir {
+
+// A program built from a graph file, with the storage its names point into.
+struct lowered {
+  std::deque<std::string> names;     // the program's tensor and output names (stable addresses)
+  program prog;
+  std::vector<std::string> symbols;  // symbol id - 1 -> name
+  std::vector<std::int64_t> node_of_tensor;  // tensor id -> graph node id (-1: a workspace)
+
+  lowered() = default;
+  lowered(lowered&&) = default;  // a deque's elements keep their addresses when it moves
+  lowered& operator=(lowered&&) = default;
+  lowered(const lowered&) = delete;
+  lowered& operator=(const lowered&) = delete;
+};
+
+// Every issue as lines, for an exception's message.
+inline std::string report(const std::vector<issue>& issues, std::size_t max_lines = 50) {
+  std::string r;
+  // append(), not operator+ on temporaries: g++ 12 warns falsely (-Wrestrict) on the latter.
+  for (std::size_t i = 0; i < issues.size() && i < max_lines; ++i) r.append(i ? "\n" : "").append(to_line(issues[i]));
+  if (issues.size() > max_lines) r += "\n... and " + std::to_string(issues.size() - max_lines) + " more";
+  return r;
+}
+
+// Throws graph_error listing every violation when the document does not validate.
+inline lowered lower(const document& doc, const ops::registry& reg = ops::registry::global()) {
+  const analysis an = analyze(doc, reg);
+  if (!an.ok()) throw graph_error(std::to_string(an.errors.size()) + " error(s) in the graph:\n" + report(an.errors));
+  lowered out;
+  out.symbols = an.symbols;
+  graph_builder b;
+  b.reserve(doc.nodes.size() * 2, doc.nodes.size());
+  std::vector<tensor_id> tensor_of(doc.nodes.size(), -1);
+  auto keep = [&](const std::string& s) -> name_ref { return {out.names.emplace_back(s).c_str()}; };
+  std::vector<std::int64_t> node_of_step;
+  for (const std::size_t i : an.order) {
+    const node& nd = doc.nodes[i];
+    const tensor_info* t = an.types[i] ? &*an.types[i] : nullptr;
+    switch (nd.type) {
+      case node_type::input: tensor_of[i] = nd.state ? b.state(keep(nd.name), t->type, t->shp) : b.input(keep(nd.name), t->type, t->shp); break;
+      case node_type::get_attr: tensor_of[i] = b.weight(keep(nd.name), t->type, t->shp); break;
+      case node_type::call: {
+        tensor_id in[max_inputs]{};
+        const auto& src = an.operands[i];
+        for (std::size_t k = 0; k < src.size(); ++k) in[k] = tensor_of[src[k]];
+        const op_def& op = *an.ops[i];
+        const attrs& a = an.call_attrs[i];
+        const name_ref result = keep(nd.name.empty() ? "node." + std::to_string(nd.id) : nd.name);
+        switch (src.size()) {
+          case 0: tensor_of[i] = b.apply(op, {}, a, result); break;
+          case 1: tensor_of[i] = b.apply(op, {in[0]}, a, result); break;
+          case 2: tensor_of[i] = b.apply(op, {in[0], in[1]}, a, result); break;
+          case 3: tensor_of[i] = b.apply(op, {in[0], in[1], in[2]}, a, result); break;
+          default: tensor_of[i] = b.apply(op, {in[0], in[1], in[2], in[3]}, a, result); break;
+        }
+        node_of_step.push_back(nd.id);
+        if (!b.peek().ok()) throw graph_error(node_where(nd.id) + ": " + to_string(b.peek().message));
+        break;
+      }
+      default: break;
+    }
+  }
+  // Outputs and state carries in file order.
+  for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
+    const node& nd = doc.nodes[i];
+    if (nd.type != node_type::output) continue;
+    const tensor_id value = tensor_of[an.operands[i][0]];
+    if (nd.carries) b.carry_state(tensor_of[an.position.at(*nd.carries)], value);
+    else b.output(out.names.emplace_back(nd.name).c_str(), value);
+  }
+  out.prog = std::move(b).finish();
+  if (!out.prog.ok()) throw graph_error("the graph lowers to a program that cannot run: " + std::string(name_of(out.prog.error)) + ": " + to_string(out.prog.message));
+  out.node_of_tensor.assign(out.prog.tensors.size(), -1);
+  for (std::size_t i = 0; i < doc.nodes.size(); ++i)
+    if (tensor_of[i] >= 0) out.node_of_tensor[static_cast<std::size_t>(tensor_of[i])] = doc.nodes[i].id;
+  return out;
+}
+
+}  // namespace fused::ir
+// ---- end fused/ir/lower.hpp ----------------------------------------------------------------------------
+// ---- begin fused/ir/plan.hpp ---------------------------------------------------------------------------
+// Planning a program lowered from a graph file: its symbols bound by name (each value checked
+// against the file's constraints), then the run-time pipeline every program goes through: sizes
+// checked without overflow, memory planned, the plan verified.
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+
+namespace fused::ir {
+
+// The binding of `values` (symbol name -> value) for the document's symbols; throws
+// std::invalid_argument naming the symbol when one is unbound, unknown or breaks a constraint.
+inline binding bind(const document& doc, const std::map<std::string, std::int64_t>& values) {
+  binding b{};
+  for (const auto& [name, value] : values) {
+    bool known = false;
+    for (const auto& s : doc.symbols) known = known || s.name == name;
+    if (!known) throw std::invalid_argument("the graph has no symbol \"" + name + "\"");
+  }
+  for (std::size_t i = 0; i < doc.symbols.size() && i + 1 < static_cast<std::size_t>(max_symbols); ++i) {
+    const std::string& name = doc.symbols[i].name;
+    const auto it = values.find(name);
+    if (it == values.end()) throw std::invalid_argument("symbol \"" + name + "\" is not bound (--bind " + name + "=VALUE)");
+    const std::int64_t v = it->second;
+    if (v < 1) throw std::invalid_argument("symbol \"" + name + "\" = " + std::to_string(v) + " must be positive");
+    for (const auto& c : doc.constraints) {
+      if (c.symbols.empty() || c.symbols[0] != name) continue;
+      if (c.kind == constraint_kind::range && (v < c.min || v > c.max))
+        throw std::invalid_argument("symbol \"" + name + "\" = " + std::to_string(v) + " is outside its Range [" + std::to_string(c.min) + ", " + std::to_string(c.max) + "]");
+      if (c.kind == constraint_kind::divisible && v % c.by != 0)
+        throw std::invalid_argument("symbol \"" + name + "\" = " + std::to_string(v) + " is not Divisible by " + std::to_string(c.by));
+      if (c.kind == constraint_kind::equal) {
+        const auto other = values.find(c.symbols[1]);
+        if (other != values.end() && other->second != v)
+          throw std::invalid_argument("symbol \"" + name + "\" = " + std::to_string(v) + " must Equal \"" + c.symbols[1] + "\" = " + std::to_string(other->second));
+      }
+    }
+    b.value[i + 1] = v;
+  }
+  return b;
+}
+
+// The verified memory plan of `p` under `b`; throws std::invalid_argument when a tensor or region
+// would exceed max_region_bytes, graph_error when the verifier rejects the plan.
+inline memory_plan plan(const program& p, const binding& b) {
+  if (const auto big = find_oversize(p, b)) {
+    const std::string what = big->tensor >= 0 ? "tensor '" + to_string(p.tensor(big->tensor).name) + "'" : std::string("the total");
+    throw std::invalid_argument(what + " of region " + name_of(big->where) + " needs more than " + std::to_string(max_region_bytes) + " bytes under this binding");
+  }
+  memory_plan m = plan_memory(p, b);
+  const verdict v = verify(p, m);
+  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
+  return m;
+}
+
+}  // namespace fused::ir
+// ---- end fused/ir/plan.hpp -----------------------------------------------------------------------------
 // runtime: plans lowered to kernel calls, sessions, weights bound by name
 // ---- begin fused/runtime/calls.hpp ---------------------------------------------------------------------
 // Kernel calls: the last lowering step. A planned program (tensors, steps, buffers, kernel names)
@@ -2808,6 +4240,7 @@ struct call {
     std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
     std::int64_t capacity = 0;      // KV-cache positions
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
+    std::int64_t vocab = 0;         // embed: rows of the table (no kernel argument: for executors' id checks)
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
   } sizes{};
   struct real_fields {
@@ -2914,7 +4347,10 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     c.sizes.cols = cols;
     c.sizes.out_cols = result.rank ? result.back().n : 1;
     switch (c.k) {
-      case kernel::embed: c.rows = rows_of(x[0]); break;
+      case kernel::embed:
+        c.rows = rows_of(x[0]);
+        c.sizes.vocab = shp(s.inputs[1])[0].n;
+        break;
       case kernel::rmsnorm: c.reals.eps = static_cast<float>(s.at.f); break;
       case kernel::rmsnorm_heads:
         c.sizes.heads = s.at.i[0];
@@ -2964,6 +4400,15 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
 
 }  // namespace fused::runtime
 // ---- end fused/runtime/calls.hpp -----------------------------------------------------------------------
+// ---- begin fused/runtime/execute.hpp -------------------------------------------------------------------
+// Runs any planned program once, on caller-owned regions: every step lowered by lower_calls (the
+// one lowering every executor reads) and invoked in schedule order. For programs known only at
+// run time (a graph file); the decoder models keep their own sessions (session.hpp).
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 // ---- begin fused/runtime/invoke.hpp --------------------------------------------------------------------
 // Executes one kernel call (runtime/calls.hpp) on caller-owned regions. This is the only place that
 // turns a call into an fk_ kernel invocation, so the static and the run-time model cannot differ:
@@ -5592,6 +7037,55 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
 
 }  // namespace fused::runtime
 // ---- end fused/runtime/invoke.hpp ----------------------------------------------------------------------
+
+namespace fused::runtime {
+
+// The calls of `p` under plan `m` and binding `b`, every symbol resolved. Throws graph_error with
+// the cut-wire report of the first step no kernel implements (wires: what the runner has bound).
+inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::span<const wire_state> wires) {
+  lowering_error err{};
+  std::vector<call> calls = lower_calls(p.tensors, p.steps, m.buffers, m.kernels, m.bind, 0, &err);
+  if (calls.size() != p.steps.size()) {
+    std::size_t pos = 0;
+    while (pos < p.steps.size() && p.steps[pos].id != err.step) ++pos;
+    if (pos == p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));
+    throw graph_error(std::string(err.what) + " (op '" + p.steps[pos].op->name + "' has no kernel here)\n" + cut_wire_report(p, pos, wires));
+  }
+  for (const call& c : calls)
+    if ((c.k == kernel::attention_prefill || c.k == kernel::attention_decode) && c.sizes.head_dim > FK_MAX_HEAD_DIM)
+      throw graph_error("step " + std::to_string(c.step) + " 'attention': head_dim " + std::to_string(c.sizes.head_dim) +
+                        " exceeds the kernels' limit of " + std::to_string(FK_MAX_HEAD_DIM));
+  return calls;
+}
+
+// Runs the calls in order, with row 0 of the program at position `pos0`. What a kernel would read
+// or write out of bounds is checked first, as the decoder's session checks it for its own calls:
+// rows past a KV cache's capacity (its symbols bound apart from the tokens'), token ids outside
+// the embedding table (read from the arena when the step runs, since a step may compute them).
+// Throws std::out_of_range naming the step; nothing past that step runs.
+inline void execute(std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+  call_dims d{};
+  d.b = b;
+  d.pos0 = pos0;
+  for (const call& c : calls) {
+    const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
+    const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
+    if (uses_cache && (pos0 < 0 || pos0 + rows > c.sizes.capacity))
+      throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + rows - 1) +
+                              " do not fit a KV cache of " + std::to_string(c.sizes.capacity) + " positions");
+    if (c.k == kernel::embed) {
+      const auto* ids = reinterpret_cast<const std::int32_t*>((c.in[0].where == region::state ? r.state : r.arena) + c.in[0].offset);
+      for (std::int64_t t = 0; t < rows; ++t)
+        if (ids[t] < 0 || ids[t] >= c.sizes.vocab)
+          throw std::out_of_range("step " + std::to_string(c.step) + ": token id " + std::to_string(ids[t]) + " (row " + std::to_string(t) +
+                                  ") is outside the embedding table [0, " + std::to_string(c.sizes.vocab) + ")");
+    }
+    invoke(c, r, d);
+  }
+}
+
+}  // namespace fused::runtime
+// ---- end fused/runtime/execute.hpp ---------------------------------------------------------------------
 // ---- begin fused/runtime/session.hpp -------------------------------------------------------------------
 // What every executor of a planned decoder shares: the caller-visible contract of prefill and
 // decode over one KV cache — the position, the capacity checks, token-id validation, where the
@@ -5769,6 +7263,7 @@ class session {
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -6476,6 +7971,26 @@ class weight_store {
     return w;
   }
 
+  // The shape the checkpoint at `path` stores for each of the plan's weights (by tensor id; empty
+  // for a weight it lacks and for tensors that are not weights), binding nothing: what a runner
+  // reports before load() would stop at the first missing or misshapen weight.
+  template <class Tensors>
+  static std::vector<std::optional<std::vector<std::int64_t>>> shapes_in(const std::filesystem::path& path, const Tensors& tensors) {
+    weight_store w;
+    w.open_files(path);
+    std::vector<std::optional<std::vector<std::int64_t>>> out;
+    for (const auto& t : tensors) {
+      out.emplace_back();
+      if (t.kind != role::weight) continue;
+      for (const auto& f : w.files_)
+        if (const io::tensor_view* v = f.find(to_string(t.name))) {
+          out.back() = v->shape;
+          break;
+        }
+    }
+    return out;
+  }
+
   // A blob laid out as the plan's weights region: slot k points at base + the offset of weight k.
   template <class Tensors, class Buffers>
   static weight_store from_blob(const std::byte* base, const Tensors& tensors, const Buffers& buffers) {
@@ -6875,6 +8390,134 @@ class layers {
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_graph.hpp ----------------------------------------------------------------
+// ---- begin fused/models/decoder_graph_file.hpp ---------------------------------------------------------
+// A decoder model as a graph file (fused/ir/): the family's program exported node for node, with
+// its symbols named ("tokens", "ctx"), their ranges, and the config it was made from in the
+// metadata, so that `fused plan --graph` prints what `fused plan --config` prints.
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+// ---- begin fused/models/decoder_mode.hpp ---------------------------------------------------------------
+// A decoder's modes: prefill of up to `tokens` tokens, or decode of one token, over a KV cache of
+// `ctx` positions. The KV capacity is part of every mode so that both see one state layout.
+#include <cstdint>
+
+
+namespace fused::decoder {
+
+enum class phase : std::uint8_t { prefill, decode };
+
+constexpr const char* name_of(phase p) { return p == phase::prefill ? "prefill" : "decode"; }
+
+struct mode {
+  phase ph = phase::prefill;
+  std::int64_t tokens = 1;  // prefill: the most tokens one call takes; decode: 1
+  std::int64_t ctx = 1;     // KV-cache capacity in positions
+
+  constexpr binding bind() const {
+    binding b{};
+    b.value[sym_tokens] = ph == phase::decode ? 1 : tokens;
+    b.value[sym_ctx] = ctx;
+    return b;
+  }
+  static constexpr mode prefill(std::int64_t tokens, std::int64_t ctx) { return {phase::prefill, tokens, ctx}; }
+  static constexpr mode decode(std::int64_t ctx) { return {phase::decode, 1, ctx}; }
+};
+
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_mode.hpp -----------------------------------------------------------------
+// ---- begin fused/models/family.hpp ---------------------------------------------------------------------
+// A model family as the generic decoder sees it. A family is one header (models/qwen2.hpp,
+// qwen3.hpp, llama.hpp, mistral.hpp) defining a type with:
+//
+//   static constexpr std::string_view model_type = "llama";              config.json "model_type"
+//   static constexpr std::string_view architecture = "LlamaForCausalLM"; its "architectures" entry
+//   template <class Builder>
+//   static constexpr auto graph(const config&, graph_options);           the forward pass
+//   static void read(const config_source&, config&);                     its own config.json fields
+//
+// Everything else (modes, plans, the static and run-time models, codegen, the CLI) takes the family
+// as a type (static models) or as a family_entry (run time, picked by model_type in registry.hpp).
+#include <string_view>
+
+
+namespace fused::decoder {
+
+// The fields of one config.json, as a family reads those that are its own: the common ones
+// (sizes, heads, norms, RoPE, tie_word_embeddings) are read before `read` is called. An interface,
+// so that family headers, which every static model compiles, need no JSON library. Keys may be
+// dotted ("rope_scaling.factor"); every error names the file and the field.
+class config_source {
+ public:
+  virtual bool has(std::string_view key) const = 0;                      // present and not null
+  virtual bool boolean(std::string_view key, bool fallback) const = 0;   // fallback when absent
+  virtual int integer(std::string_view key, int min_value) const = 0;    // required
+  [[noreturn]] virtual void fail(std::string_view key, std::string_view message) const = 0;
+
+ protected:
+  ~config_source() = default;
+};
+
+struct family_entry {
+  std::string_view model_type;
+  std::string_view architecture;
+  program (*graph)(const config&, graph_options);
+  void (*read)(const config_source&, config&);
+};
+
+template <class Family>
+constexpr family_entry entry_of() {
+  return {Family::model_type, Family::architecture, &Family::template graph<graph_builder>, &Family::read};
+}
+
+// A family's program, built at run time or in constant evaluation.
+template <class Family>
+constexpr program build_graph(const config& c, graph_options o = {}) {
+  return Family::template graph<graph_builder>(c, o);
+}
+
+}  // namespace fused::decoder
+// ---- end fused/models/family.hpp -----------------------------------------------------------------------
+
+namespace fused::decoder {
+
+// The config's fields as JSON (features only when set), model_type first: what a plan records.
+inline ir::json config_json(const family_entry& f, const config& c) {
+  ir::json j = ir::json::object();
+  j["model_type"] = f.model_type;
+  for_each_printed_field(c, [&](const char* name, auto value) {
+    if constexpr (std::is_enum_v<decltype(value)>) j[name] = name_of(value);
+    else j[name] = value;
+  });
+  return j;
+}
+
+inline constexpr const char* name_of(logits_rows l) { return l == logits_rows::all ? "all" : "last"; }
+
+// `source`: the config file the model was read from, recorded as the plan's "config".
+inline ir::document to_graph_file(const family_entry& f, const config& c, graph_options o, const std::string& source) {
+  ir::json meta = ir::json::object();
+  meta["producer"] = "fused " FUSED_VERSION_STRING;
+  meta["name"] = std::string(f.model_type);
+  meta["source"] = source;
+  meta["model"] = config_json(f, c);
+  meta["options"] = {{"logits", name_of(o.logits)}};
+  // Symbol ids follow decoder_graph.hpp: $1 tokens, $2 ctx.
+  static_assert(sym_tokens == 1 && sym_ctx == 2);
+  ir::document doc = ir::from_program(f.graph(c, o),
+                                      {{"tokens", "tokens in one call (a prefill's tokens; 1 to decode)"},
+                                       {"ctx", "KV-cache capacity in positions"}},
+                                      meta);
+  const std::int64_t max_pos = c.max_position_embeddings;
+  const std::int64_t max_ctx = c.sliding_window ? std::min<std::int64_t>(max_pos, c.sliding_window) : max_pos;
+  doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"tokens"}, .min = 1, .max = max_pos});
+  doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"ctx"}, .min = 1, .max = max_ctx});
+  return doc;
+}
+
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_graph_file.hpp -----------------------------------------------------------
 // ---- begin fused/models/decoder_limits.hpp -------------------------------------------------------------
 // Size limits of a decoder config known only at run time (a config.json), checked with overflow-safe
 // arithmetic before anything is built, planned or allocated. check_sizes() names the config field
@@ -6943,35 +8586,6 @@ inline std::optional<size_problem> check_sizes(const config& c) {
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_limits.hpp ---------------------------------------------------------------
-// ---- begin fused/models/decoder_mode.hpp ---------------------------------------------------------------
-// A decoder's modes: prefill of up to `tokens` tokens, or decode of one token, over a KV cache of
-// `ctx` positions. The KV capacity is part of every mode so that both see one state layout.
-#include <cstdint>
-
-
-namespace fused::decoder {
-
-enum class phase : std::uint8_t { prefill, decode };
-
-constexpr const char* name_of(phase p) { return p == phase::prefill ? "prefill" : "decode"; }
-
-struct mode {
-  phase ph = phase::prefill;
-  std::int64_t tokens = 1;  // prefill: the most tokens one call takes; decode: 1
-  std::int64_t ctx = 1;     // KV-cache capacity in positions
-
-  constexpr binding bind() const {
-    binding b{};
-    b.value[sym_tokens] = ph == phase::decode ? 1 : tokens;
-    b.value[sym_ctx] = ctx;
-    return b;
-  }
-  static constexpr mode prefill(std::int64_t tokens, std::int64_t ctx) { return {phase::prefill, tokens, ctx}; }
-  static constexpr mode decode(std::int64_t ctx) { return {phase::decode, 1, ctx}; }
-};
-
-}  // namespace fused::decoder
-// ---- end fused/models/decoder_mode.hpp -----------------------------------------------------------------
 // ---- begin fused/models/decoder_model.hpp --------------------------------------------------------------
 // Decoder models that run, of any family: the static one, whose plan, offsets and kernel calls are compile-time
 // constants, and the run-time one, which evaluates the same pipeline for a config known only then.
@@ -7065,58 +8679,6 @@ struct static_plans {
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_static_plan.hpp ----------------------------------------------------------
-// ---- begin fused/models/family.hpp ---------------------------------------------------------------------
-// A model family as the generic decoder sees it. A family is one header (models/qwen2.hpp,
-// qwen3.hpp, llama.hpp, mistral.hpp) defining a type with:
-//
-//   static constexpr std::string_view model_type = "llama";              config.json "model_type"
-//   static constexpr std::string_view architecture = "LlamaForCausalLM"; its "architectures" entry
-//   template <class Builder>
-//   static constexpr auto graph(const config&, graph_options);           the forward pass
-//   static void read(const config_source&, config&);                     its own config.json fields
-//
-// Everything else (modes, plans, the static and run-time models, codegen, the CLI) takes the family
-// as a type (static models) or as a family_entry (run time, picked by model_type in registry.hpp).
-#include <string_view>
-
-
-namespace fused::decoder {
-
-// The fields of one config.json, as a family reads those that are its own: the common ones
-// (sizes, heads, norms, RoPE, tie_word_embeddings) are read before `read` is called. An interface,
-// so that family headers, which every static model compiles, need no JSON library. Keys may be
-// dotted ("rope_scaling.factor"); every error names the file and the field.
-class config_source {
- public:
-  virtual bool has(std::string_view key) const = 0;                      // present and not null
-  virtual bool boolean(std::string_view key, bool fallback) const = 0;   // fallback when absent
-  virtual int integer(std::string_view key, int min_value) const = 0;    // required
-  [[noreturn]] virtual void fail(std::string_view key, std::string_view message) const = 0;
-
- protected:
-  ~config_source() = default;
-};
-
-struct family_entry {
-  std::string_view model_type;
-  std::string_view architecture;
-  program (*graph)(const config&, graph_options);
-  void (*read)(const config_source&, config&);
-};
-
-template <class Family>
-constexpr family_entry entry_of() {
-  return {Family::model_type, Family::architecture, &Family::template graph<graph_builder>, &Family::read};
-}
-
-// A family's program, built at run time or in constant evaluation.
-template <class Family>
-constexpr program build_graph(const config& c, graph_options o = {}) {
-  return Family::template graph<graph_builder>(c, o);
-}
-
-}  // namespace fused::decoder
-// ---- end fused/models/family.hpp -----------------------------------------------------------------------
 
 namespace fused::decoder {
 

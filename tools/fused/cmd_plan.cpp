@@ -1,10 +1,12 @@
-// `fused plan`: the schedule and memory map of a Qwen2 model for one mode, computed at run time
-// from a Hugging Face config.json by the same pipeline a static model runs in constant evaluation
-// (build, schedule, lower, plan, verify).
+// `fused plan`: the schedule and memory map of a model for one mode, computed at run time from a
+// Hugging Face config.json or a graph file by the same pipeline a static model runs in constant
+// evaluation (build, schedule, lower, plan, verify).
 //
 //   fused plan --config config.json --mode prefill --seq 512            -> text table
 //   fused plan --config model_dir/ --mode decode --ctx 4096 --format json
 //   fused plan --config config.json --mode decode --format svg > plan.svg
+//   fused plan --graph model.msgpack --mode prefill --seq 512 --format json
+//   fused plan --graph mlp.json --mode prefill --bind batch=8
 //
 // The JSON format is documented in docs/PLAN_FORMAT.md.
 #include <algorithm>
@@ -15,10 +17,15 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include <fused/models/hf_config.hpp>
-#include <fused/models/decoder_config_fields.hpp>
+#include <fused/ir/format.hpp>
+#include <fused/ir/lower.hpp>
+#include <fused/ir/plan.hpp>
+#include <fused/models/decoder_graph_file.hpp>
 #include <fused/models/decoder_plan.hpp>
 #include <fused/plan/print.hpp>
 
@@ -28,23 +35,109 @@ namespace {
 
 using fused::cli::usage_error;
 
-// The config's fields (named by Hana reflection; features only when set): the JSON records what was planned.
-nlohmann::ordered_json config_json(const fused::decoder::family_entry& f, const fused::decoder::config& c) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  j["model_type"] = f.model_type;
-  fused::decoder::for_each_printed_field(c, [&](const char* name, auto value) {
-    if constexpr (std::is_enum_v<decltype(value)>) j[name] = fused::decoder::name_of(value);
-    else j[name] = value;
-  });
-  return j;
-}
-
 struct options {
-  std::string config, mode, format = "text", logits = "last";
+  std::string config, graph, mode, format = "text", logits = "last";
   std::optional<std::int64_t> seq, ctx;
+  std::vector<std::string> bind;
 };
 
+void write_out(const std::string& out) {
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
+    throw std::runtime_error("cannot write the plan to standard output");
+}
+
+// --bind NAME=VALUE
+std::pair<std::string, std::int64_t> parse_bind(const std::string& word) {
+  const auto eq = word.find('=');
+  std::int64_t v = 0;
+  std::size_t used = 0;
+  try {
+    if (eq == std::string::npos) throw std::invalid_argument(word);
+    v = std::stoll(word.substr(eq + 1), &used);
+  } catch (const std::exception&) {
+    throw usage_error("--bind " + word + ": expected NAME=INTEGER");
+  }
+  if (used != word.size() - eq - 1) throw usage_error("--bind " + word + ": expected NAME=INTEGER");
+  return {word.substr(0, eq), v};
+}
+
+// A plan of a graph file (fused/ir/): --mode/--seq/--ctx bind its symbols "tokens" and "ctx" when
+// it has them (a decoder's), --bind any symbol. A file exported from a config plans, and prints,
+// exactly as that config does.
+int run_plan_graph(const options& o) {
+  const fused::ir::read_result file = fused::ir::read_file(o.graph);
+  if (!file.ok()) throw std::runtime_error(o.graph + ": " + fused::ir::to_line(file.errors.front()) + " (fused graph check lists every error)");
+  const fused::ir::document& doc = file.doc;
+  const fused::ir::lowered g = [&] {
+    try {
+      return fused::ir::lower(doc);
+    } catch (const fused::graph_error& e) {
+      throw fused::graph_error(o.graph + ": " + e.what());
+    }
+  }();
+  auto has = [&](const char* name) { return std::find(g.symbols.begin(), g.symbols.end(), name) != g.symbols.end(); };
+  const bool prefill = o.mode == "prefill";
+  std::map<std::string, std::int64_t> values;
+  const fused::ir::json mode_head = [&] {
+    fused::ir::json m = fused::ir::json::object();
+    m["phase"] = o.mode;
+    if (has("tokens")) {
+      const std::int64_t tokens = prefill ? o.seq.value_or(512) : 1;
+      values["tokens"] = tokens;
+      m["tokens"] = tokens;
+    }
+    if (has("ctx")) {
+      std::int64_t max_ctx = 4096;
+      for (const auto& c : doc.constraints)
+        if (c.kind == fused::ir::constraint_kind::range && c.symbols[0] == "ctx") max_ctx = std::min(max_ctx, c.max);
+      const std::int64_t tokens = values.count("tokens") ? values["tokens"] : 1;
+      const std::int64_t ctx = o.ctx.value_or(std::max(max_ctx, tokens));
+      if (o.ctx && ctx < tokens) throw usage_error(fmt::format("--ctx {} cannot hold the prefill of --seq {} tokens", ctx, tokens));
+      values["ctx"] = ctx;
+      m["ctx"] = ctx;
+    }
+    for (const std::string& word : o.bind) {
+      const auto [name, v] = parse_bind(word);
+      values[name] = v;
+      m[name] = v;
+    }
+    if (doc.metadata.contains("options") && doc.metadata["options"].is_object() && doc.metadata["options"].contains("logits"))
+      m["logits"] = doc.metadata["options"]["logits"];
+    return m;
+  }();
+  fused::binding b{};
+  try {
+    b = fused::ir::bind(doc, values);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+  const fused::memory_plan mem = fused::ir::plan(g.prog, b);
+  const std::string title = fmt::format("{}: {}", o.graph, mode_head.dump());
+  if (o.format == "json") {
+    nlohmann::ordered_json head = nlohmann::ordered_json::object();
+    // The config it was exported from, and that config's fields, as `plan --config` records them.
+    if (doc.metadata.contains("source")) head["config"] = doc.metadata["source"];
+    else head["graph"] = o.graph;
+    if (doc.metadata.contains("model")) head["model"] = doc.metadata["model"];
+    head["mode"] = mode_head;
+    head.update(fused::plan_to_json(g.prog, mem));
+    write_out(fused::dump_plan_json(head));
+  } else if (o.format == "svg") {
+    write_out(fused::plan_to_svg(g.prog, mem, title));
+  } else {
+    write_out(fused::plan_to_text(g.prog, mem, title));
+  }
+  return 0;
+}
+
 int run_plan(const options& o) {
+  if (!o.graph.empty()) {
+    if (!o.config.empty()) throw usage_error("--config and --graph exclude each other");
+    if (o.mode != "prefill" && o.seq) throw usage_error("--seq applies to --mode prefill only (decode takes one token)");
+    return run_plan_graph(o);
+  }
+  if (o.config.empty()) throw usage_error("one of --config or --graph is required");
+  if (!o.bind.empty()) throw usage_error("--bind applies to --graph only");
   const std::string& config_path = o.config;
   const std::string& mode_name = o.mode;
   const std::string& format = o.format;
@@ -81,7 +174,7 @@ int run_plan(const options& o) {
     nlohmann::ordered_json doc = fused::plan_to_json(plan.prog, plan.mem);
     nlohmann::ordered_json head = nlohmann::ordered_json::object();
     head["config"] = config_path;
-    head["model"] = config_json(*info.family, cfg);
+    head["model"] = fused::decoder::config_json(*info.family, cfg);
     head["mode"] = {{"phase", mode_name}, {"tokens", tokens}, {"ctx", ctx}, {"logits", logits}};
     head.update(doc);  // the plan's own keys follow the header
     out = fused::dump_plan_json(head);
@@ -90,8 +183,7 @@ int run_plan(const options& o) {
   } else {
     out = fused::plan_to_text(plan.prog, plan.mem, title);
   }
-  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
-    throw std::runtime_error("cannot write the plan to standard output");
+  write_out(out);
   return 0;
 }
 
@@ -99,7 +191,9 @@ const fused::cli::command plan_cmd{
     "plan", "the schedule and memory map of a model in one mode", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       using fused::cli::one_of;
-      app.add_option("--config", o->config, "a config.json, or a model directory holding one")->required();
+      app.add_option("--config", o->config, "a config.json, or a model directory holding one");
+      app.add_option("--graph", o->graph, "a graph file (docs/GRAPH_FORMAT.md), JSON or MessagePack, instead of --config");
+      app.add_option("--bind", o->bind, "--graph: a symbol's value, NAME=VALUE (repeatable)");
       app.add_option("--mode", o->mode, "prefill or decode")->required()->check(one_of({"prefill", "decode"}));
       app.add_option("--seq", o->seq, "prefill: tokens per call")->default_str("512")->check(fused::cli::integer_in(1, std::int64_t{1} << 24));
       app.add_option("--ctx", o->ctx, "KV cache positions")->default_str("min(4096, max_position_embeddings)")

@@ -67,7 +67,8 @@ struct name_ref {
   constexpr text str() const {
     std::string_view p(pattern);
     auto at = p.find("{}");
-    if (at == std::string_view::npos) return text(p) + suffix;
+    // Without an index the pattern is the name itself (a graph file's names may hold "{}").
+    if (index < 0 || at == std::string_view::npos) return text(p) + suffix;
     text out(p.substr(0, at));
     out += to_text(index);
     out += p.substr(at + 2);

@@ -4,6 +4,7 @@
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -50,6 +51,17 @@ struct attrs {
 };
 
 struct op_def;
+
+// Where a named attribute of an op lives in `attrs`: graph files (fused/ir/) write attributes by
+// name, and this is the one place an op says which name is which field.
+enum class attr_slot : std::uint8_t { i0, i1, i2, i3, f, extra0, extra1, extra2 };
+
+constexpr bool is_integer(attr_slot s) { return s <= attr_slot::i3; }
+
+struct attr_field {
+  const char* name;
+  attr_slot slot;
+};
 
 struct step {
   int id = -1;                       // stable: the order in which the model added it
@@ -105,6 +117,8 @@ struct op_def {
   // rejects comparing a lambda's function pointer with null, so the pointer is never tested.
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
   bool has_work = false;
+  // The op's attributes by name (all required); fields of `attrs` not named here stay zero.
+  std::span<const attr_field> attributes{};
 };
 
 constexpr tensor_id step::in_place_source() const {

@@ -7,6 +7,8 @@
 
 namespace fused::ops {
 
+inline constexpr attr_field attention_attributes[] = {{"heads", attr_slot::i0}};
+
 inline constexpr op_def attention{
     .name = "attention",
     .category = "attention",
@@ -27,6 +29,7 @@ inline constexpr op_def attention{
     .mode_sensitive = true,
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
-    }};
+    },
+    .attributes = attention_attributes};
 
 }  // namespace fused::ops

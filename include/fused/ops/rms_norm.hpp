@@ -6,6 +6,8 @@
 
 namespace fused::ops {
 
+inline constexpr attr_field rms_norm_attributes[] = {{"eps", attr_slot::f}};
+
 inline constexpr op_def rms_norm{
     .name = "rms_norm",
     .category = "norm",
@@ -21,7 +23,10 @@ inline constexpr op_def rms_norm{
     },
     .in_place_input = -1,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; }};
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; },
+    .attributes = rms_norm_attributes};
+
+inline constexpr attr_field head_rms_norm_attributes[] = {{"heads", attr_slot::i0}, {"eps", attr_slot::f}};
 
 inline constexpr op_def head_rms_norm{
     .name = "head_rms_norm",
@@ -41,6 +46,7 @@ inline constexpr op_def head_rms_norm{
     },
     .in_place_input = 0,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; }};
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; },
+    .attributes = head_rms_norm_attributes};
 
 }  // namespace fused::ops

@@ -20,6 +20,8 @@ constexpr inferred rope_shape(const tensor_info* const* in, int, const attrs& a)
 }
 }  // namespace detail
 
+inline constexpr attr_field rope_attributes[] = {{"heads", attr_slot::i0}, {"head_dim", attr_slot::i1}, {"theta", attr_slot::f}};
+
 inline constexpr op_def rope{.name = "rope",
                              .category = "elementwise",
                              .min_inputs = 1,
@@ -27,7 +29,13 @@ inline constexpr op_def rope{.name = "rope",
                              .infer = detail::rope_shape,
                              .in_place_input = 0,
                              .mode_sensitive = true,
-                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; }};
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; },
+    .attributes = rope_attributes};
+
+inline constexpr attr_field rope_llama3_attributes[] = {
+    {"heads", attr_slot::i0},         {"head_dim", attr_slot::i1},         {"theta", attr_slot::f},
+    {"original_max_position_embeddings", attr_slot::i2},                    {"factor", attr_slot::extra0},
+    {"low_freq_factor", attr_slot::extra1}, {"high_freq_factor", attr_slot::extra2}};
 
 inline constexpr op_def rope_llama3{
     .name = "rope_llama3",
@@ -42,6 +50,7 @@ inline constexpr op_def rope_llama3{
     },
     .in_place_input = 0,
     .mode_sensitive = true,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; }};
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; },
+    .attributes = rope_llama3_attributes};
 
 }  // namespace fused::ops

@@ -135,6 +135,7 @@ struct call {
     std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
     std::int64_t capacity = 0;      // KV-cache positions
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
+    std::int64_t vocab = 0;         // embed: rows of the table (no kernel argument: for executors' id checks)
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
   } sizes{};
   struct real_fields {
@@ -241,7 +242,10 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     c.sizes.cols = cols;
     c.sizes.out_cols = result.rank ? result.back().n : 1;
     switch (c.k) {
-      case kernel::embed: c.rows = rows_of(x[0]); break;
+      case kernel::embed:
+        c.rows = rows_of(x[0]);
+        c.sizes.vocab = shp(s.inputs[1])[0].n;
+        break;
       case kernel::rmsnorm: c.reals.eps = static_cast<float>(s.at.f); break;
       case kernel::rmsnorm_heads:
         c.sizes.heads = s.at.i[0];

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -84,6 +85,26 @@ class weight_store {
       f.require_all_bound();
     }
     return w;
+  }
+
+  // The shape the checkpoint at `path` stores for each of the plan's weights (by tensor id; empty
+  // for a weight it lacks and for tensors that are not weights), binding nothing: what a runner
+  // reports before load() would stop at the first missing or misshapen weight.
+  template <class Tensors>
+  static std::vector<std::optional<std::vector<std::int64_t>>> shapes_in(const std::filesystem::path& path, const Tensors& tensors) {
+    weight_store w;
+    w.open_files(path);
+    std::vector<std::optional<std::vector<std::int64_t>>> out;
+    for (const auto& t : tensors) {
+      out.emplace_back();
+      if (t.kind != role::weight) continue;
+      for (const auto& f : w.files_)
+        if (const io::tensor_view* v = f.find(to_string(t.name))) {
+          out.back() = v->shape;
+          break;
+        }
+    }
+    return out;
   }
 
   // A blob laid out as the plan's weights region: slot k points at base + the offset of weight k.

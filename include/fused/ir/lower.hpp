@@ -1,0 +1,94 @@
+// Checked lowering of a graph file to a FusedProgram (graph/program.hpp), the value every planner,
+// executor and emitter reads. The validator (validate.hpp) runs first and its report is the error
+// when it finds anything; then each node, in the validator's topological order, becomes a feed or
+// a step through graph_builder, whose shape rules run again: nothing unchecked reaches a kernel.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "../graph/builder.hpp"
+#include "../graph/graph_error.hpp"
+#include "validate.hpp"
+
+namespace fused::ir {
+
+// A program built from a graph file, with the storage its names point into.
+struct lowered {
+  std::deque<std::string> names;     // the program's tensor and output names (stable addresses)
+  program prog;
+  std::vector<std::string> symbols;  // symbol id - 1 -> name
+  std::vector<std::int64_t> node_of_tensor;  // tensor id -> graph node id (-1: a workspace)
+
+  lowered() = default;
+  lowered(lowered&&) = default;  // a deque's elements keep their addresses when it moves
+  lowered& operator=(lowered&&) = default;
+  lowered(const lowered&) = delete;
+  lowered& operator=(const lowered&) = delete;
+};
+
+// Every issue as lines, for an exception's message.
+inline std::string report(const std::vector<issue>& issues, std::size_t max_lines = 50) {
+  std::string r;
+  // append(), not operator+ on temporaries: g++ 12 warns falsely (-Wrestrict) on the latter.
+  for (std::size_t i = 0; i < issues.size() && i < max_lines; ++i) r.append(i ? "\n" : "").append(to_line(issues[i]));
+  if (issues.size() > max_lines) r += "\n... and " + std::to_string(issues.size() - max_lines) + " more";
+  return r;
+}
+
+// Throws graph_error listing every violation when the document does not validate.
+inline lowered lower(const document& doc, const ops::registry& reg = ops::registry::global()) {
+  const analysis an = analyze(doc, reg);
+  if (!an.ok()) throw graph_error(std::to_string(an.errors.size()) + " error(s) in the graph:\n" + report(an.errors));
+  lowered out;
+  out.symbols = an.symbols;
+  graph_builder b;
+  b.reserve(doc.nodes.size() * 2, doc.nodes.size());
+  std::vector<tensor_id> tensor_of(doc.nodes.size(), -1);
+  auto keep = [&](const std::string& s) -> name_ref { return {out.names.emplace_back(s).c_str()}; };
+  std::vector<std::int64_t> node_of_step;
+  for (const std::size_t i : an.order) {
+    const node& nd = doc.nodes[i];
+    const tensor_info* t = an.types[i] ? &*an.types[i] : nullptr;
+    switch (nd.type) {
+      case node_type::input: tensor_of[i] = nd.state ? b.state(keep(nd.name), t->type, t->shp) : b.input(keep(nd.name), t->type, t->shp); break;
+      case node_type::get_attr: tensor_of[i] = b.weight(keep(nd.name), t->type, t->shp); break;
+      case node_type::call: {
+        tensor_id in[max_inputs]{};
+        const auto& src = an.operands[i];
+        for (std::size_t k = 0; k < src.size(); ++k) in[k] = tensor_of[src[k]];
+        const op_def& op = *an.ops[i];
+        const attrs& a = an.call_attrs[i];
+        const name_ref result = keep(nd.name.empty() ? "node." + std::to_string(nd.id) : nd.name);
+        switch (src.size()) {
+          case 0: tensor_of[i] = b.apply(op, {}, a, result); break;
+          case 1: tensor_of[i] = b.apply(op, {in[0]}, a, result); break;
+          case 2: tensor_of[i] = b.apply(op, {in[0], in[1]}, a, result); break;
+          case 3: tensor_of[i] = b.apply(op, {in[0], in[1], in[2]}, a, result); break;
+          default: tensor_of[i] = b.apply(op, {in[0], in[1], in[2], in[3]}, a, result); break;
+        }
+        node_of_step.push_back(nd.id);
+        if (!b.peek().ok()) throw graph_error(node_where(nd.id) + ": " + to_string(b.peek().message));
+        break;
+      }
+      default: break;
+    }
+  }
+  // Outputs and state carries in file order.
+  for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
+    const node& nd = doc.nodes[i];
+    if (nd.type != node_type::output) continue;
+    const tensor_id value = tensor_of[an.operands[i][0]];
+    if (nd.carries) b.carry_state(tensor_of[an.position.at(*nd.carries)], value);
+    else b.output(out.names.emplace_back(nd.name).c_str(), value);
+  }
+  out.prog = std::move(b).finish();
+  if (!out.prog.ok()) throw graph_error("the graph lowers to a program that cannot run: " + std::string(name_of(out.prog.error)) + ": " + to_string(out.prog.message));
+  out.node_of_tensor.assign(out.prog.tensors.size(), -1);
+  for (std::size_t i = 0; i < doc.nodes.size(); ++i)
+    if (tensor_of[i] >= 0) out.node_of_tensor[static_cast<std::size_t>(tensor_of[i])] = doc.nodes[i].id;
+  return out;
+}
+
+}  // namespace fused::ir

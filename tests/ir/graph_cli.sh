@@ -1,0 +1,41 @@
+#!/bin/sh
+# usage: graph_cli.sh FUSED CONFIG_DIR WORK_DIR
+# `fused graph export` of every family as JSON and MessagePack, `fused graph check` of each, and
+# `fused plan --graph` byte for byte `fused plan --config`; a damaged file: exit 1, each violation a line.
+set -eu
+fused=$1 configs=$2 work=$3
+rm -rf "$work"
+mkdir -p "$work"
+for c in qwen2-0.5b qwen3-0.6b llama-3.2-1b mistral-7b-v0.3; do
+  for ext in json msgpack; do
+    g="$work/$c.$ext"
+    "$fused" graph export --config "$configs/$c.json" --out "$g" 2>/dev/null
+    "$fused" graph check "$g" | grep -q ": ok: " || { echo "graph check $g failed"; exit 1; }
+    for mode in "prefill --seq 100" "decode --ctx 300"; do
+      "$fused" plan --config "$configs/$c.json" --mode $mode --format json >"$work/a"
+      "$fused" plan --graph "$g" --mode $mode --format json >"$work/b"
+      cmp -s "$work/a" "$work/b" || { echo "plan --graph $g --mode $mode differs from plan --config"; exit 1; }
+    done
+  done
+done
+# A damaged file: every violation on stdout, a summary on stderr, exit 1.
+sed 's/"op":"embed"/"op":"embedd"/; s/"target":"model.norm.weight"/"target":"model.norm.weight","bogus":1/' "$work/qwen2-0.5b.json" >"$work/bad.json"
+set +e
+"$fused" graph check "$work/bad.json" >"$work/out" 2>"$work/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || { echo "graph check of a damaged file exited $rc"; exit 1; }
+grep -q 'unknown field "bogus" in the data of a GetAttr node' "$work/out" || { echo "no format error"; cat "$work/out"; exit 1; }
+sed 's/"op":"embed"/"op":"embedd"/' "$work/qwen2-0.5b.json" >"$work/bad2.json"
+set +e
+"$fused" graph check "$work/bad2.json" >"$work/out" 2>"$work/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || { echo "graph check of a damaged file exited $rc"; exit 1; }
+grep -qx "error: node 2: unknown-op: no op is registered as 'embedd' (closest: embed, add, linear)" "$work/out" || { echo "no unknown-op line"; cat "$work/out"; exit 1; }
+set +e
+"$fused" plan --graph "$work/bad2.json" --mode prefill >"$work/out" 2>"$work/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && [ ! -s "$work/out" ] && grep -q "unknown-op" "$work/err" || { echo "plan --graph of a damaged file: rc $rc"; cat "$work/err"; exit 1; }
+echo "graph files: export, check and plan agree for every family"

@@ -1,0 +1,245 @@
+// `fused graph`: graph files (docs/GRAPH_FORMAT.md), the run-time way into the same pipeline.
+//
+//   fused graph export --config DIR|config.json --out FILE.json|FILE.msgpack [--logits last|all]
+//   fused graph check FILE     every violation, one a line ("error: node 12: rule: ..."); exit 1 if any
+//   fused graph run FILE [--weights DIR|FILE.safetensors] --inputs IN.safetensors --out OUT.safetensors [--bind NAME=VALUE ...]
+//       inputs and outputs by their Input/Output names; a symbol's value is read from the shapes of the
+//       inputs or given by --bind; state Inputs start at zero unless IN holds them.
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <fused/io/safetensors.hpp>
+#include <fused/ir/format.hpp>
+#include <fused/ir/lower.hpp>
+#include <fused/ir/plan.hpp>
+#include <fused/ir/validate.hpp>
+#include <fused/runtime/execute.hpp>
+#include <fused/runtime/weights.hpp>
+#include <fused/models/decoder_graph_file.hpp>
+#include <fused/models/hf_config.hpp>
+
+#include "cli.hpp"
+
+namespace {
+
+using fused::cli::usage_error;
+
+struct export_options {
+  std::string model, config, out, logits = "last";
+};
+
+int run_export(const export_options& o) {
+  if (o.model.empty() == o.config.empty()) throw usage_error("give one of --model or --config");
+  const std::string& source = o.model.empty() ? o.config : o.model;
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(source);
+  fused::decoder::graph_options options{};
+  options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
+  const fused::ir::document doc = fused::decoder::to_graph_file(*info.family, info.arch, options, source);
+  const std::string bytes = fused::ir::encode(doc, fused::ir::encoding_for(o.out));
+  std::FILE* f = std::fopen(o.out.c_str(), "wb");
+  if (!f) throw std::runtime_error(o.out + ": cannot open for writing");
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if (std::fclose(f) != 0 || !written) throw std::runtime_error(o.out + ": cannot write");
+  std::fprintf(stderr, "fused graph export: %s -> %s: %zu nodes, %zu edges, %zu bytes\n", source.c_str(), o.out.c_str(), doc.nodes.size(),
+               doc.edges.size(), bytes.size());
+  return 0;
+}
+
+int run_check(const std::string& path) {
+  const fused::ir::read_result file = fused::ir::read_file(path);
+  // Form first: a node that could not be read would make its edges look wrong too.
+  const std::vector<fused::ir::issue> errors = file.ok() ? fused::ir::validate(file.doc) : file.errors;
+  for (const auto& e : errors) std::printf("%s\n", fused::ir::to_line(e).c_str());
+  if (!errors.empty()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "fused graph check: %s: %zu error(s)%s\n", path.c_str(), errors.size(),
+                 file.ok() ? "" : " of form (the graph is validated once its form is right)");
+    return 1;
+  }
+  std::size_t count[7]{};
+  for (const auto& n : file.doc.nodes) ++count[static_cast<int>(n.type)];
+  std::printf("%s: ok: %zu nodes (%zu inputs, %zu parameters, %zu calls, %zu outputs), %zu edges, %zu symbols\n", path.c_str(),
+              file.doc.nodes.size(), count[0], count[3], count[1], count[2], file.doc.edges.size(), file.doc.symbols.size());
+  return 0;
+}
+
+struct run_options {
+  std::string graph, weights, inputs, out;
+  std::vector<std::string> bind;
+  long long threads = 0;
+};
+
+fused::io::dtype file_dtype(fused::dtype t) {
+  switch (t) {
+    case fused::dtype::bf16: return fused::io::dtype::BF16;
+    case fused::dtype::f16: return fused::io::dtype::F16;
+    case fused::dtype::f32: return fused::io::dtype::F32;
+    case fused::dtype::i32: return fused::io::dtype::I32;
+    case fused::dtype::i64: return fused::io::dtype::I64;
+  }
+  return fused::io::dtype::F32;
+}
+
+// A constant shape, for the cut-wire report's "actual" (nullopt past the planner's rank).
+std::optional<fused::shape> constant_shape(const std::vector<std::int64_t>& dims) {
+  if (dims.size() > static_cast<std::size_t>(fused::max_rank)) return std::nullopt;
+  fused::shape s{};
+  s.rank = static_cast<int>(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) s.d[i] = fused::dim{dims[i], 0};
+  return s;
+}
+
+std::vector<std::int64_t> bound_dims(const fused::tensor_info& t, const fused::binding& b) {
+  std::vector<std::int64_t> d;
+  for (int i = 0; i < t.shp.rank; ++i) d.push_back(b(t.shp[i]));
+  return d;
+}
+
+std::pair<std::string, std::int64_t> parse_bind(const std::string& word) {
+  const auto eq = word.find('=');
+  std::int64_t v = 0;
+  std::size_t used = 0;
+  try {
+    if (eq == std::string::npos) throw std::invalid_argument(word);
+    v = std::stoll(word.substr(eq + 1), &used);
+  } catch (const std::exception&) {
+    throw usage_error("--bind " + word + ": expected NAME=INTEGER");
+  }
+  if (used != word.size() - eq - 1) throw usage_error("--bind " + word + ": expected NAME=INTEGER");
+  return {word.substr(0, eq), v};
+}
+
+int run_graph(const run_options& o) {
+  if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
+  const fused::ir::read_result file = fused::ir::read_file(o.graph);
+  if (!file.ok()) throw std::runtime_error(o.graph + ": " + fused::ir::to_line(file.errors.front()) + " (fused graph check lists every error)");
+  const fused::ir::lowered g = [&] {
+    try {
+      return fused::ir::lower(file.doc);
+    } catch (const fused::graph_error& e) {
+      throw fused::graph_error(o.graph + ": " + e.what());
+    }
+  }();
+  const fused::program& p = g.prog;
+  const fused::io::safetensors_file in = fused::io::safetensors_file::open(o.inputs);
+
+  // Symbols: from --bind, then from the shapes of the inputs given (a disagreement is an error).
+  std::map<std::string, std::int64_t> values;
+  for (const std::string& word : o.bind) {
+    const auto [name, v] = parse_bind(word);
+    values[name] = v;
+  }
+  for (const fused::tensor_info& t : p.tensors) {
+    if (t.kind != fused::role::input && t.kind != fused::role::state) continue;
+    const fused::io::tensor_view* v = in.find(fused::to_string(t.name));
+    if (!v || v->shape.size() != static_cast<std::size_t>(t.shp.rank)) continue;  // the cut-wire check reports it
+    for (int i = 0; i < t.shp.rank; ++i) {
+      const fused::dim& d = t.shp[i];
+      if (d.symbol == 0 || v->shape[i] % d.n != 0) continue;
+      const std::string& name = g.symbols[d.symbol - 1u];
+      const std::int64_t value = v->shape[i] / d.n;
+      if (const auto it = values.find(name); it != values.end() && it->second != value)
+        throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" dim " + std::to_string(i) + " makes symbol \"" + name + "\" " +
+                                    std::to_string(value) + ", but it is " + std::to_string(it->second));
+      values[name] = value;
+    }
+  }
+  fused::binding b{};
+  try {
+    b = fused::ir::bind(file.doc, values);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+  const fused::memory_plan mem = fused::ir::plan(p, b);
+
+  // What is bound to each feed, for the cut-wire report of the first step that misses one.
+  std::vector<fused::wire_state> wires(p.tensors.size());
+  const auto stored = o.weights.empty() ? std::vector<std::optional<std::vector<std::int64_t>>>(p.tensors.size())
+                                        : fused::runtime::weight_store::shapes_in(o.weights, p.tensors);
+  for (const fused::tensor_info& t : p.tensors) {
+    fused::wire_state& w = wires[static_cast<std::size_t>(t.id)];
+    std::optional<std::vector<std::int64_t>> actual;
+    if (t.kind == fused::role::weight) {
+      actual = stored[static_cast<std::size_t>(t.id)];
+    } else if (t.kind == fused::role::input || t.kind == fused::role::state) {
+      if (const fused::io::tensor_view* v = in.find(fused::to_string(t.name))) {
+        if (v->dtype != file_dtype(t.type))
+          throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" is " + std::string(fused::io::dtype_name(v->dtype)) + "; the graph's Input is " +
+                                      fused::name_of(t.type));
+        actual = v->shape;
+      }
+    }
+    w.bound = actual.has_value() || t.kind == fused::role::state;  // state starts at zero
+    if (actual && *actual != bound_dims(t, b)) w.actual = constant_shape(*actual);
+  }
+  fused::check_wires(p, wires);
+  const std::vector<fused::runtime::call> calls = fused::runtime::lower_all(p, mem, wires);
+
+  const fused::runtime::weight_store weights =
+      o.weights.empty() ? fused::runtime::weight_store{} : fused::runtime::weight_store::load(o.weights, p.tensors, false);
+  fused::runtime::aligned_bytes state(static_cast<std::size_t>(mem.region_bytes[static_cast<int>(fused::region::state)]));
+  fused::runtime::aligned_bytes arena(static_cast<std::size_t>(mem.arena_bytes()));
+  const fused::runtime::regions r{weights.table(), state.data(), arena.data()};
+  auto bytes_at = [&](const fused::tensor_info& t) {
+    const fused::buffer& buf = mem.buffers[static_cast<std::size_t>(t.id)];
+    return (buf.where == fused::region::state ? r.state : r.arena) + buf.offset;
+  };
+  for (const fused::tensor_info& t : p.tensors)
+    if (t.kind == fused::role::input || t.kind == fused::role::state)
+      if (const fused::io::tensor_view* v = in.find(fused::to_string(t.name))) std::memcpy(bytes_at(t), v->data, v->bytes);
+  fused::runtime::execute(calls, r, b);
+
+  std::vector<fused::io::tensor_data> outs;
+  for (const fused::named_output& out : p.outputs) {
+    const fused::tensor_info& t = p.tensor(out.id);
+    const std::vector<std::int64_t> dims = bound_dims(t, b);
+    const auto n = static_cast<std::size_t>(fused::bytes_of(t, b));
+    outs.push_back({out.name, file_dtype(t.type), dims, std::span<const std::byte>(bytes_at(t), n)});
+  }
+  fused::io::write_safetensors(o.out, outs);
+  std::fprintf(stderr, "fused graph run: %s: %zu steps, arena %lld bytes -> %s (%zu outputs)\n", o.graph.c_str(), calls.size(),
+               static_cast<long long>(mem.arena_bytes()), o.out.c_str(), outs.size());
+  return 0;
+}
+
+const fused::cli::command graph_cmd{"graph", "graph files: export, check, run (docs/GRAPH_FORMAT.md)", [](CLI::App& app) -> fused::cli::runner {
+                                      app.require_subcommand(1);
+                                      return [] { return 0; };
+                                    }};
+
+const fused::cli::command export_cmd{
+    "graph export", "a built-in model as a graph file (JSON or MessagePack, by the extension of --out)", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<export_options>();
+      app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)");
+      app.add_option("--config", o->config, "a config.json, or a model directory holding one");
+      app.add_option("--out", o->out, "the file to write: .json, or .msgpack for MessagePack")->required();
+      app.add_option("--logits", o->logits, "logits of the last position or of all")->check(fused::cli::one_of({"last", "all"}));
+      return [o] { return run_export(*o); };
+    }};
+
+const fused::cli::command check_cmd{"graph check", "validates a graph file: every violation, one a line", [](CLI::App& app) -> fused::cli::runner {
+                                      auto path = std::make_shared<std::string>();
+                                      app.add_option("file", *path, "a graph file, JSON or MessagePack")->required();
+                                      return [path] { return run_check(*path); };
+                                    }};
+
+const fused::cli::command run_cmd{
+    "graph run", "runs a graph file once: inputs and outputs as safetensors, by name", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<run_options>();
+      app.add_option("file", o->graph, "a graph file, JSON or MessagePack")->required();
+      app.add_option("--weights", o->weights, "the parameters its GetAttr nodes name: a model directory or a .safetensors file");
+      app.add_option("--inputs", o->inputs, "a .safetensors file holding each Input by name")->required();
+      app.add_option("--out", o->out, "the .safetensors file to write, each Output by name")->required();
+      app.add_option("--bind", o->bind, "a symbol's value, NAME=VALUE (repeatable; others come from the inputs' shapes)");
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      return [o] { return run_graph(*o); };
+    }};
+
+}  // namespace
