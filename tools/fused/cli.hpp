@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fused::cli {
@@ -108,6 +109,21 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
     }
   }
   return ids;
+}
+
+// --bind NAME=VALUE: a symbol of a graph file and its value.
+inline std::pair<std::string, std::int64_t> parse_bind(const std::string& word) {
+  const auto eq = word.find('=');
+  std::int64_t v = 0;
+  std::size_t used = 0;
+  try {
+    if (eq == std::string::npos) throw std::invalid_argument(word);
+    v = std::stoll(word.substr(eq + 1), &used);
+  } catch (const std::exception&) {
+    throw usage_error("--bind " + word + ": expected NAME=INTEGER");
+  }
+  if (used != word.size() - eq - 1) throw usage_error("--bind " + word + ": expected NAME=INTEGER");
+  return {word.substr(0, eq), v};
 }
 
 }  // namespace fused::cli

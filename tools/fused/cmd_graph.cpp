@@ -102,19 +102,6 @@ std::vector<std::int64_t> bound_dims(const fused::tensor_info& t, const fused::b
   return d;
 }
 
-std::pair<std::string, std::int64_t> parse_bind(const std::string& word) {
-  const auto eq = word.find('=');
-  std::int64_t v = 0;
-  std::size_t used = 0;
-  try {
-    if (eq == std::string::npos) throw std::invalid_argument(word);
-    v = std::stoll(word.substr(eq + 1), &used);
-  } catch (const std::exception&) {
-    throw usage_error("--bind " + word + ": expected NAME=INTEGER");
-  }
-  if (used != word.size() - eq - 1) throw usage_error("--bind " + word + ": expected NAME=INTEGER");
-  return {word.substr(0, eq), v};
-}
 
 int run_graph(const run_options& o) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
@@ -133,7 +120,7 @@ int run_graph(const run_options& o) {
   // Symbols: from --bind, then from the shapes of the inputs given (a disagreement is an error).
   std::map<std::string, std::int64_t> values;
   for (const std::string& word : o.bind) {
-    const auto [name, v] = parse_bind(word);
+    const auto [name, v] = fused::cli::parse_bind(word);
     values[name] = v;
   }
   for (const fused::tensor_info& t : p.tensors) {

@@ -46,20 +46,6 @@ void write_out(const std::string& out) {
     throw std::runtime_error("cannot write the plan to standard output");
 }
 
-// --bind NAME=VALUE
-std::pair<std::string, std::int64_t> parse_bind(const std::string& word) {
-  const auto eq = word.find('=');
-  std::int64_t v = 0;
-  std::size_t used = 0;
-  try {
-    if (eq == std::string::npos) throw std::invalid_argument(word);
-    v = std::stoll(word.substr(eq + 1), &used);
-  } catch (const std::exception&) {
-    throw usage_error("--bind " + word + ": expected NAME=INTEGER");
-  }
-  if (used != word.size() - eq - 1) throw usage_error("--bind " + word + ": expected NAME=INTEGER");
-  return {word.substr(0, eq), v};
-}
 
 // A plan of a graph file (fused/ir/): --mode/--seq/--ctx bind its symbols "tokens" and "ctx" when
 // it has them (a decoder's), --bind any symbol. A file exported from a config plans, and prints,
@@ -97,7 +83,7 @@ int run_plan_graph(const options& o) {
       m["ctx"] = ctx;
     }
     for (const std::string& word : o.bind) {
-      const auto [name, v] = parse_bind(word);
+      const auto [name, v] = fused::cli::parse_bind(word);
       values[name] = v;
       m[name] = v;
     }

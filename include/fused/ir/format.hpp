@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "../plan/json.hpp"
 #include "document.hpp"
 
 namespace fused::ir {
@@ -552,21 +553,7 @@ inline std::string encode(const document& doc, encoding enc) {
     const std::vector<std::uint8_t> b = json::to_msgpack(j);
     return std::string(b.begin(), b.end());
   }
-  std::string out = "{\n";
-  std::size_t i = 0;
-  for (auto it = j.begin(); it != j.end(); ++it, ++i) {
-    out.append(" ").append(json(it.key()).dump()).append(": ");
-    const json& v = it.value();
-    if (v.is_array() && !v.empty() && v.front().is_object()) {
-      out.append("[\n");
-      for (std::size_t k = 0; k < v.size(); ++k) out.append("  ").append(v[k].dump()).append(k + 1 < v.size() ? ",\n" : "\n");
-      out.append(" ]");
-    } else {
-      out.append(v.dump());
-    }
-    out.append(i + 1 < j.size() ? ",\n" : "\n");
-  }
-  return out.append("}\n");
+  return dump_plan_json(j);  // the plan printer's layout: one element of each array of objects a line
 }
 
 inline encoding encoding_for(const std::filesystem::path& file) {
