@@ -3667,7 +3667,8 @@ inline std::string named_shape(const shape& s, const std::vector<std::string>& s
 // The attributes of a Call by the op's names; every defect recorded.
 inline attrs read_attributes(const op_def& op, const json& given, const std::string& where, std::vector<issue>& errors) {
   attrs a{};
-  for (const auto& [key, value] : given.items()) {
+  for (auto it = given.begin(); it != given.end(); ++it) {
+    const std::string& key = it.key();  // (not a structured binding: clang cannot capture one under OpenMP)
     const bool known = std::any_of(op.attributes.begin(), op.attributes.end(), [&](const attr_field& f) { return key == f.name; });
     if (!known) {
       std::string list;
