@@ -3167,8 +3167,8 @@ class reader {
   std::optional<dim_expr> dim_of(const json& d, const std::string& where) {
     if (d.is_number_integer()) {
       const auto n = integer(d, where, "shape");
-      if (n && *n >= 0) return dim_expr{*n, {}};
-      if (n) fail(where, "shape", "dim " + std::to_string(*n) + " is negative");
+      if (n && *n >= 1) return dim_expr{*n, {}};  // an empty tensor has no buffer to plan
+      if (n) fail(where, "shape", "dim " + std::to_string(*n) + " must be positive");
       return std::nullopt;
     }
     if (d.is_string()) {

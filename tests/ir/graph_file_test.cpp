@@ -178,6 +178,7 @@ TEST_CASE("each damaged document is refused with its rule and node") {
       {"a shape the op refuses", [](json& j) { j["nodes"][1]["data"]["shape"] = {3, 5}; }, "node 12", "shape"},
       {"a declared type that differs", [](json& j) { j["nodes"][2]["data"]["shape"] = {"n", 4}; }, "node 12", "type"},
       {"an undeclared symbol", [](json& j) { j["nodes"][0]["data"]["shape"] = {"m", 4}; }, "node 10", "unknown-symbol"},
+      {"an empty dim", [](json& j) { j["nodes"][1]["data"]["shape"] = {0, 4}; }, "node 11", "shape"},
       {"rank 5", [](json& j) { j["nodes"][0]["data"]["shape"] = {1, 1, 1, "n", 4}; }, "node 10", "rank"},
       {"an impossible constraint", [](json& j) { j["constraints"].push_back({{"type", "Divisible"}, {"symbols", {"n"}}, {"by", 100}}); }, "graph",
        "constraint"},
