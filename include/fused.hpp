@@ -33,6 +33,7 @@
 #include "fused/ops/common.hpp"
 #include "fused/ops/elementwise.hpp"
 #include "fused/ops/embed.hpp"
+#include "fused/ops/graph_ops.hpp"
 #include "fused/ops/kv_write.hpp"
 #include "fused/ops/linear.hpp"
 #include "fused/ops/registry.hpp"

@@ -68,13 +68,14 @@ inline std::int64_t checked_add(std::int64_t a, std::int64_t b) {
 
 namespace fused {
 
-enum class dtype : std::uint8_t { bf16, f16, f32, i32, i64 };
+enum class dtype : std::uint8_t { bf16, f16, f32, i32, i64, boolean };
 
 constexpr std::int64_t size_of(dtype t) {
   switch (t) {
     case dtype::bf16: case dtype::f16: return 2;
     case dtype::f32: case dtype::i32: return 4;
     case dtype::i64: return 8;
+    case dtype::boolean: return 1;
   }
   return 0;
 }
@@ -86,6 +87,7 @@ constexpr const char* name_of(dtype t) {
     case dtype::f32: return "f32";
     case dtype::i32: return "i32";
     case dtype::i64: return "i64";
+    case dtype::boolean: return "bool";
   }
   return "?";
 }
@@ -415,6 +417,7 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 // steps apply ops to tensors; outputs are named; state pairs say which tensor carries each state feed
 // to the next call. The same type is built in constant evaluation (static model) or at run time
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -462,9 +465,12 @@ struct op_def;
 
 // Where a named attribute of an op lives in `attrs`: graph files (fused/ir/) write attributes by
 // name, and this is the one place an op says which name is which field.
-enum class attr_slot : std::uint8_t { i0, i1, i2, i3, f, extra0, extra1, extra2 };
+// `ints`: a list of up to four integers in i[0..3], the rest no_value (reshape's shape, a perm).
+enum class attr_slot : std::uint8_t { i0, i1, i2, i3, f, extra0, extra1, extra2, ints };
 
 constexpr bool is_integer(attr_slot s) { return s <= attr_slot::i3; }
+
+inline constexpr std::int64_t no_value = INT64_MIN;
 
 struct attr_field {
   const char* name;
@@ -504,6 +510,29 @@ struct inferred {
   int culprit = -1;     // the input slot the error is about
 };
 
+// A host kernel's view of one operand or result: where its bytes are and its bound shape.
+struct host_tensor {
+  std::byte* data = nullptr;  // an input's bytes are read only
+  dtype type = dtype::f32;
+  int rank = 0;
+  std::int64_t dims[max_rank]{};
+  constexpr std::int64_t elements() const {
+    std::int64_t e = 1;
+    for (int i = 0; i < rank; ++i) e *= dims[i];
+    return e;
+  }
+};
+
+struct host_args {
+  const host_tensor* in = nullptr;
+  int n_in = 0;
+  host_tensor out{};
+  const attrs* at = nullptr;
+};
+
+// The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
+inline constexpr const char* host_kernel_name = "host";
+
 // An op as the generic machinery sees it. NN ops (fused/ops/) are constexpr instances of this.
 struct op_def {
   const char* name;       // "linear"
@@ -525,6 +554,10 @@ struct op_def {
   // rejects comparing a lambda's function pointer with null, so the pointer is never tested.
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
   bool has_work = false;
+  // A host kernel: C++ that run-time executors call when `kernel` names host_kernel_name (ops only
+  // graph files use, and a program's own ops). Static models and the C generator take none.
+  void (*host)(const host_args&) = nullptr;
+  bool has_host = false;
   // The op's attributes by name (all required); fields of `attrs` not named here stay zero.
   std::span<const attr_field> attributes{};
 };
@@ -1409,6 +1442,574 @@ inline constexpr op_def take_last{
 }  // namespace fused::ops
 // ---- end fused/ops/take_last.hpp -----------------------------------------------------------------------
 // ---- end fused/ops.hpp ---------------------------------------------------------------------------------
+// ---- begin fused/ops/graph_ops.hpp ---------------------------------------------------------------------
+// Ops that graph files use beyond the decoders' (docs/GRAPH_FORMAT.md): elementwise math with
+// broadcasting, comparisons giving bool, where, matmul, softmax, layer_norm, reductions, reshape,
+// transpose, concat, slice, and the creation steps full, zeros, arange. Each is an op_def like the others (shape rule, attributes by name)
+// whose work is a host kernel: a C++ function the run-time executor calls (runtime/execute.hpp),
+// f32 in and out (bool for comparisons). Static models and the C generator never use them.
+//
+// Broadcasting follows NumPy: shapes align at the last dim; two dims agree when equal (a symbol
+// only with the same symbol) or when one is the constant 1, which stretches. No other op
+// broadcasts implicitly.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+
+namespace fused::ops {
+
+namespace host_detail {
+
+constexpr inferred broadcast_shape(const shape& a, const shape& b, int culprit, dtype type) {
+  const int rank = a.rank > b.rank ? a.rank : b.rank;
+  shape r{};
+  r.rank = rank;
+  for (int i = 0; i < rank; ++i) {
+    const int ia = a.rank - rank + i, ib = b.rank - rank + i;
+    const dim da = ia >= 0 ? a.d[ia] : dim{1, 0}, db = ib >= 0 ? b.d[ib] : dim{1, 0};
+    if (da == db || (db.symbol == 0 && db.n == 1)) r.d[i] = da;
+    else if (da.symbol == 0 && da.n == 1) r.d[i] = db;
+    else return mismatch(culprit, "shape " + shape_text(b) + " does not broadcast with " + shape_text(a) + " (dim " + dim_text(db) + " vs " + dim_text(da) + ")");
+  }
+  return result(type, r);
+}
+
+inline float bf16_value(std::uint16_t bits) {
+  const std::uint32_t u = std::uint32_t{bits} << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+inline float* out_f32(const host_args& a) { return reinterpret_cast<float*>(a.out.data); }
+inline const float* in_f32(const host_args& a, int k) { return reinterpret_cast<const float*>(a.in[k].data); }
+
+// The offset into input t of output element `index` under broadcasting.
+inline std::int64_t broadcast_offset(const host_tensor& t, const host_tensor& out, std::int64_t index) {
+  std::int64_t offset = 0, stride = 1;
+  for (int i = out.rank - 1, j = t.rank - 1; i >= 0; --i, --j) {
+    const std::int64_t coord = index % out.dims[i];
+    index /= out.dims[i];
+    if (j >= 0) {
+      if (t.dims[j] != 1) offset += coord * stride;
+      stride *= t.dims[j];
+    }
+  }
+  return offset;
+}
+
+template <class F>
+void binary(const host_args& a, F f) {
+  const std::int64_t n = a.out.elements();
+  const float *x = in_f32(a, 0), *y = in_f32(a, 1);
+  if (a.in[0].elements() == n && a.in[1].elements() == n) {
+    for (std::int64_t i = 0; i < n; ++i) f(i, x[i], y[i]);
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) f(i, x[broadcast_offset(a.in[0], a.out, i)], y[broadcast_offset(a.in[1], a.out, i)]);
+}
+
+constexpr inferred f32_unary(const tensor_info* const* in, int, const attrs&) {
+  if (in[0]->type != dtype::f32) return mismatch(0, "must be f32, got " + describe(*in[0]));
+  return result(dtype::f32, in[0]->shp);
+}
+constexpr inferred f32_binary(const tensor_info* const* in, int, const attrs&) {
+  if (in[0]->type != dtype::f32) return mismatch(0, "must be f32, got " + describe(*in[0]));
+  if (in[1]->type != dtype::f32) return mismatch(1, "must be f32, got " + describe(*in[1]));
+  return broadcast_shape(in[0]->shp, in[1]->shp, 1, dtype::f32);
+}
+constexpr inferred comparison(const tensor_info* const* in, int n, const attrs& at) {
+  inferred r = f32_binary(in, n, at);
+  if (r.error.empty()) r.type = dtype::boolean;
+  return r;
+}
+
+// A non-negative axis of rank `rank` from an attribute that may count from the end (-1: last).
+constexpr std::int64_t axis_of(std::int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+inline constexpr attr_field axis_attributes[] = {{"axis", attr_slot::i0}};
+inline constexpr attr_field reduce_attributes[] = {{"axis", attr_slot::i0}, {"keepdim", attr_slot::i1}};
+inline constexpr attr_field eps_attributes[] = {{"eps", attr_slot::f}};
+inline constexpr attr_field shape_attributes[] = {{"shape", attr_slot::ints}};
+inline constexpr attr_field perm_attributes[] = {{"perm", attr_slot::ints}};
+inline constexpr attr_field slice_attributes[] = {{"axis", attr_slot::i0}, {"start", attr_slot::i1}, {"end", attr_slot::i2}};
+
+constexpr const char* host_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return host_kernel_name; }
+
+}  // namespace host_detail
+
+#define FUSED_HOST_UNARY(NAME, EXPR)                                                                      \
+  inline constexpr op_def NAME{.name = #NAME,                                                             \
+                               .category = "elementwise",                                                 \
+                               .min_inputs = 1,                                                           \
+                               .max_inputs = 1,                                                           \
+                               .infer = host_detail::f32_unary,                                           \
+                               .in_place_input = -1,                                                      \
+                               .mode_sensitive = false,                                                   \
+                               .kernel = host_detail::host_kernel,                                        \
+                               .host = [](const host_args& a) {                                           \
+                                 const float* in = host_detail::in_f32(a, 0);                             \
+                                 float* out = host_detail::out_f32(a);                                    \
+                                 for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) {             \
+                                   const float x = in[i];                                                 \
+                                   out[i] = (EXPR);                                                       \
+                                 }                                                                        \
+                               },                                                                         \
+                               .has_host = true};
+
+FUSED_HOST_UNARY(neg, -x)
+FUSED_HOST_UNARY(exp, std::exp(x))
+FUSED_HOST_UNARY(relu, x > 0.0f ? x : 0.0f)
+FUSED_HOST_UNARY(sigmoid, 1.0f / (1.0f + std::exp(-x)))
+FUSED_HOST_UNARY(silu, x / (1.0f + std::exp(-x)))
+FUSED_HOST_UNARY(gelu, 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)))  // exact (erf), as torch's default
+#undef FUSED_HOST_UNARY
+
+#define FUSED_HOST_BINARY(NAME, RULE, TYPE, EXPR)                                                          \
+  inline constexpr op_def NAME{.name = #NAME,                                                             \
+                               .category = "elementwise",                                                 \
+                               .min_inputs = 2,                                                           \
+                               .max_inputs = 2,                                                           \
+                               .infer = host_detail::RULE,                                                \
+                               .in_place_input = -1,                                                      \
+                               .mode_sensitive = false,                                                   \
+                               .kernel = host_detail::host_kernel,                                        \
+                               .host = [](const host_args& a) {                                           \
+                                 TYPE* out = reinterpret_cast<TYPE*>(a.out.data);                         \
+                                 host_detail::binary(a, [&](std::int64_t i, float x, float y) { out[i] = (EXPR); }); \
+                               },                                                                         \
+                               .has_host = true};
+
+FUSED_HOST_BINARY(sub, f32_binary, float, x - y)
+FUSED_HOST_BINARY(mul, f32_binary, float, x * y)
+FUSED_HOST_BINARY(div, f32_binary, float, x / y)
+FUSED_HOST_BINARY(gt, comparison, std::uint8_t, x > y)
+FUSED_HOST_BINARY(lt, comparison, std::uint8_t, x < y)
+FUSED_HOST_BINARY(ge, comparison, std::uint8_t, x >= y)
+FUSED_HOST_BINARY(le, comparison, std::uint8_t, x <= y)
+FUSED_HOST_BINARY(eq, comparison, std::uint8_t, x == y)
+FUSED_HOST_BINARY(ne, comparison, std::uint8_t, x != y)
+#undef FUSED_HOST_BINARY
+
+// where(cond, a, b): a where cond else b; cond bool, a and b f32; all three broadcast.
+inline constexpr op_def where{
+    .name = "where",
+    .category = "elementwise",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      if (in[0]->type != dtype::boolean) return mismatch(0, "the condition must be bool, got " + describe(*in[0]));
+      if (in[1]->type != dtype::f32) return mismatch(1, "must be f32, got " + describe(*in[1]));
+      if (in[2]->type != dtype::f32) return mismatch(2, "must be f32, got " + describe(*in[2]));
+      const inferred ab = host_detail::broadcast_shape(in[1]->shp, in[2]->shp, 2, dtype::f32);
+      if (!ab.error.empty()) return ab;
+      return host_detail::broadcast_shape(ab.shp, in[0]->shp, 0, dtype::f32);
+    },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) {
+      const auto* cond = reinterpret_cast<const std::uint8_t*>(a.in[0].data);
+      const float *x = host_detail::in_f32(a, 1), *y = host_detail::in_f32(a, 2);
+      float* out = host_detail::out_f32(a);
+      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i)
+        out[i] = cond[host_detail::broadcast_offset(a.in[0], a.out, i)] ? x[host_detail::broadcast_offset(a.in[1], a.out, i)]
+                                                                        : y[host_detail::broadcast_offset(a.in[2], a.out, i)];
+    },
+    .has_host = true};
+
+// matmul: a f32 [M, K] times b f32 [K, N] -> [M, N] (b bf16 is `linear`'s business, as W^T).
+inline constexpr op_def matmul{
+    .name = "matmul",
+    .category = "matmul",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      const auto &a = *in[0], &b = *in[1];
+      if (a.type != dtype::f32 || a.shp.rank != 2) return mismatch(0, "must be f32 [M, K], got " + describe(a));
+      if (b.type != dtype::f32 || b.shp.rank != 2) return mismatch(1, "must be f32 [K, N], got " + describe(b));
+      if (!(a.shp[1] == b.shp[0])) return mismatch(1, describe(b) + " has " + dim_text(b.shp[0]) + " rows, but " + describe(a) + " has " + dim_text(a.shp[1]) + " columns");
+      return result(dtype::f32, shape(a.shp[0], b.shp[1]));
+    },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) {
+      const std::int64_t M = a.in[0].dims[0], K = a.in[0].dims[1], N = a.in[1].dims[1];
+      const float *x = host_detail::in_f32(a, 0), *w = host_detail::in_f32(a, 1);
+      float* out = host_detail::out_f32(a);
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t n = 0; n < N; ++n) {
+          float acc = 0;
+          for (std::int64_t k = 0; k < K; ++k) acc += x[m * K + k] * w[k * N + n];
+          out[m * N + n] = acc;
+        }
+    },
+    .has_host = true};
+
+namespace host_detail {
+// Rows and columns of x seen as [rows, last dim].
+inline std::int64_t last_dim(const host_tensor& t) { return t.rank ? t.dims[t.rank - 1] : 1; }
+}  // namespace host_detail
+
+// softmax over the last dim of f32 x (max subtracted first).
+inline constexpr op_def softmax{
+    .name = "softmax",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = host_detail::f32_unary,
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) {
+      const std::int64_t cols = host_detail::last_dim(a.in[0]), rows = a.out.elements() / cols;
+      const float* in = host_detail::in_f32(a, 0);
+      float* out = host_detail::out_f32(a);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* x = in + r * cols;
+        float* y = out + r * cols;
+        const float top = *std::max_element(x, x + cols);
+        float sum = 0;
+        for (std::int64_t c = 0; c < cols; ++c) sum += y[c] = std::exp(x[c] - top);
+        for (std::int64_t c = 0; c < cols; ++c) y[c] /= sum;
+      }
+    },
+    .has_host = true};
+
+// layer_norm(x, weight, bias): over the last dim H of f32 x, weight and bias bf16 [H] (parameters
+// are bf16, as the weight loader binds them); attrs eps.
+inline constexpr op_def layer_norm{
+    .name = "layer_norm",
+    .category = "norm",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int, const attrs& at) -> inferred {
+      const auto& x = *in[0];
+      if (x.type != dtype::f32 || x.shp.rank < 1) return mismatch(0, "must be f32 [..., H], got " + describe(x));
+      for (int k = 1; k < 3; ++k)
+        if (in[k]->type != dtype::bf16 || in[k]->shp.rank != 1 || !(in[k]->shp[0] == x.shp.back()))
+          return mismatch(k, text(k == 1 ? "weight" : "bias") + " must be bf16 [" + dim_text(x.shp.back()) + "], got " + describe(*in[k]));
+      if (!(at.f > 0)) return mismatch(-1, "eps must be positive");
+      return result(dtype::f32, x.shp);
+    },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) {
+      const std::int64_t cols = host_detail::last_dim(a.in[0]), rows = a.out.elements() / cols;
+      const float* in = host_detail::in_f32(a, 0);
+      const auto* w = reinterpret_cast<const std::uint16_t*>(a.in[1].data);
+      const auto* b = reinterpret_cast<const std::uint16_t*>(a.in[2].data);
+      float* out = host_detail::out_f32(a);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* x = in + r * cols;
+        double mean = 0, var = 0;
+        for (std::int64_t c = 0; c < cols; ++c) mean += x[c];
+        mean /= static_cast<double>(cols);
+        for (std::int64_t c = 0; c < cols; ++c) var += (x[c] - mean) * (x[c] - mean);
+        var /= static_cast<double>(cols);
+        const double inv = 1.0 / std::sqrt(var + a.at->f);
+        for (std::int64_t c = 0; c < cols; ++c)
+          out[r * cols + c] = static_cast<float>((x[c] - mean) * inv) * host_detail::bf16_value(w[c]) + host_detail::bf16_value(b[c]);
+      }
+    },
+    .has_host = true,
+    .attributes = host_detail::eps_attributes};
+
+namespace host_detail {
+constexpr inferred reduce_shape(const tensor_info* const* in, int, const attrs& at) {
+  const auto& x = *in[0];
+  if (x.type != dtype::f32 || x.shp.rank < 1) return mismatch(0, "must be f32 of rank 1 or more, got " + describe(x));
+  const std::int64_t axis = axis_of(at.i[0], x.shp.rank);
+  if (axis < 0 || axis >= x.shp.rank) return mismatch(-1, "axis " + to_text(at.i[0]) + " is outside a rank " + to_text(x.shp.rank) + " input");
+  if (at.i[1] != 0 && at.i[1] != 1) return mismatch(-1, "keepdim must be 0 or 1");
+  shape r{};
+  for (int i = 0; i < x.shp.rank; ++i) {
+    if (i == axis && !at.i[1]) continue;
+    r.d[r.rank++] = i == axis ? dim{1, 0} : x.shp.d[i];
+  }
+  return result(dtype::f32, r);
+}
+
+// out[o, i] = fold of x[o, k, i] over k, for x seen as [outer, size of axis, inner].
+template <class Fold>
+void reduce(const host_args& a, float init, Fold fold, bool mean) {
+  const host_tensor& x = a.in[0];
+  const int axis = static_cast<int>(axis_of(a.at->i[0], x.rank));
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= x.dims[i];
+  for (int i = axis + 1; i < x.rank; ++i) inner *= x.dims[i];
+  const std::int64_t size = x.dims[axis];
+  const float* in = in_f32(a, 0);
+  float* out = out_f32(a);
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      float acc = init;
+      for (std::int64_t k = 0; k < size; ++k) acc = fold(acc, in[(o * size + k) * inner + i]);
+      out[o * inner + i] = mean ? acc / static_cast<float>(size) : acc;
+    }
+}
+}  // namespace host_detail
+
+// sum / mean / max over one axis (attrs axis, counted from the end when negative; keepdim 0 or 1).
+#define FUSED_HOST_REDUCE(NAME, INIT, FOLD, MEAN)                                                          \
+  inline constexpr op_def NAME{.name = #NAME,                                                             \
+                               .category = "elementwise",                                                 \
+                               .min_inputs = 1,                                                           \
+                               .max_inputs = 1,                                                           \
+                               .infer = host_detail::reduce_shape,                                        \
+                               .in_place_input = -1,                                                      \
+                               .mode_sensitive = false,                                                   \
+                               .kernel = host_detail::host_kernel,                                        \
+                               .host = [](const host_args& a) { host_detail::reduce(a, INIT, FOLD, MEAN); }, \
+                               .has_host = true,                                                          \
+                               .attributes = host_detail::reduce_attributes};
+FUSED_HOST_REDUCE(sum, 0.0f, [](float acc, float x) { return acc + x; }, false)
+FUSED_HOST_REDUCE(mean, 0.0f, [](float acc, float x) { return acc + x; }, true)
+FUSED_HOST_REDUCE(max, -std::numeric_limits<float>::infinity(), [](float acc, float x) { return x > acc ? x : acc; }, false)
+#undef FUSED_HOST_REDUCE
+
+namespace host_detail {
+inline void copy_bytes(const host_args& a) { std::memcpy(a.out.data, a.in[0].data, static_cast<std::size_t>(a.out.elements() * size_of(a.out.type))); }
+}  // namespace host_detail
+
+// reshape to attrs shape (a list: 0 keeps the input's dim at that position, one -1 is inferred),
+// as ONNX's Reshape; the elements keep their order.
+inline constexpr op_def reshape{
+    .name = "reshape",
+    .category = "memory",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs& at) -> inferred {
+      const auto& x = *in[0];
+      shape r{};
+      int infer_at = -1;
+      std::int64_t known = 1;
+      std::uint8_t symbol = 0;
+      for (int i = 0; i < max_rank && at.i[i] != no_value; ++i) {
+        const std::int64_t v = at.i[i];
+        dim d{v, 0};
+        if (v == 0) {
+          if (i >= x.shp.rank) return mismatch(-1, "shape entry " + to_text(i) + " is 0 (keep), but the input has rank " + to_text(x.shp.rank));
+          d = x.shp.d[i];
+        } else if (v == -1) {
+          if (infer_at >= 0) return mismatch(-1, "at most one shape entry may be -1");
+          infer_at = i;
+        } else if (v < 0) {
+          return mismatch(-1, "shape entry " + to_text(v) + " must be positive, 0 (keep) or -1 (infer)");
+        }
+        r.d[r.rank++] = d;
+        if (v != -1) {
+          if (d.symbol) {
+            if (symbol && symbol != d.symbol) return mismatch(-1, "the result may hold one symbol");
+            symbol = d.symbol;
+          }
+          known *= d.n;
+        }
+      }
+      // Elements of the input: n * symbol^k; a reshape keeps the symbol's power at 1 (or 0).
+      std::int64_t total = 1;
+      std::uint8_t in_symbol = 0;
+      for (int i = 0; i < x.shp.rank; ++i) {
+        if (x.shp.d[i].symbol) {
+          if (in_symbol) return mismatch(0, "the input " + describe(x) + " has more than one symbolic dim");
+          in_symbol = x.shp.d[i].symbol;
+        }
+        total *= x.shp.d[i].n;
+      }
+      if (infer_at >= 0) {
+        if (known == 0 || total % known) return mismatch(-1, "the input's " + to_text(total) + " elements do not divide into the shape");
+        r.d[infer_at] = dim{total / known, in_symbol != symbol ? in_symbol : std::uint8_t{0}};
+      } else if (known != total || in_symbol != symbol) {
+        return mismatch(-1, "the shape " + shape_text(r) + " does not hold the input " + describe(x));
+      }
+      return result(x.type, r);
+    },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = host_detail::copy_bytes,
+    .has_host = true,
+    .attributes = host_detail::shape_attributes};
+
+// transpose by attrs perm (a permutation of 0..rank-1): out dim i is input dim perm[i].
+inline constexpr op_def transpose{
+    .name = "transpose",
+    .category = "memory",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs& at) -> inferred {
+      const auto& x = *in[0];
+      shape r{};
+      bool seen[max_rank]{};
+      for (int i = 0; i < max_rank && at.i[i] != no_value; ++i) {
+        const std::int64_t p = at.i[i];
+        if (p < 0 || p >= x.shp.rank || seen[p]) return mismatch(-1, "perm is not a permutation of the input's " + to_text(x.shp.rank) + " dims");
+        seen[p] = true;
+        r.d[r.rank++] = x.shp.d[p];
+      }
+      if (r.rank != x.shp.rank) return mismatch(-1, "perm names " + to_text(r.rank) + " dims; the input has " + to_text(x.shp.rank));
+      return result(x.type, r);
+    },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) {
+      const host_tensor& x = a.in[0];
+      const std::int64_t size = size_of(x.type);
+      std::int64_t in_stride[max_rank]{};
+      for (int i = x.rank - 1, s = 1; i >= 0; --i) in_stride[i] = s, s *= static_cast<int>(x.dims[i]);
+      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) {
+        std::int64_t rest = i, from = 0;
+        for (int d = a.out.rank - 1; d >= 0; --d) {
+          from += (rest % a.out.dims[d]) * in_stride[a.at->i[d]];
+          rest /= a.out.dims[d];
+        }
+        std::memcpy(a.out.data + i * size, x.data + from * size, static_cast<std::size_t>(size));
+      }
+    },
+    .has_host = true,
+    .attributes = host_detail::perm_attributes};
+
+// concat of 2..4 inputs of one dtype along attrs axis; the other dims agree.
+inline constexpr op_def concat{
+    .name = "concat",
+    .category = "memory",
+    .min_inputs = 2,
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int n, const attrs& at) -> inferred {
+      const auto& x = *in[0];
+      const std::int64_t axis = host_detail::axis_of(at.i[0], x.shp.rank);
+      if (axis < 0 || axis >= x.shp.rank) return mismatch(-1, "axis " + to_text(at.i[0]) + " is outside a rank " + to_text(x.shp.rank) + " input");
+      shape r = x.shp;
+      for (int k = 1; k < n; ++k) {
+        const auto& y = *in[k];
+        bool same = y.type == x.type && y.shp.rank == x.shp.rank;
+        for (int i = 0; same && i < x.shp.rank; ++i) same = i == axis || y.shp.d[i] == x.shp.d[i];
+        if (!same || !(y.shp.d[axis].symbol == r.d[axis].symbol)) return mismatch(k, describe(y) + " does not concatenate with " + describe(x) + " along axis " + to_text(axis));
+        r.d[axis].n += y.shp.d[axis].n;
+      }
+      return result(x.type, r);
+    },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) {
+      const int axis = static_cast<int>(host_detail::axis_of(a.at->i[0], a.out.rank));
+      std::int64_t outer = 1, inner = size_of(a.out.type);
+      for (int i = 0; i < axis; ++i) outer *= a.out.dims[i];
+      for (int i = axis + 1; i < a.out.rank; ++i) inner *= a.out.dims[i];
+      std::byte* out = a.out.data;
+      for (std::int64_t o = 0; o < outer; ++o)
+        for (int k = 0; k < a.n_in; ++k) {
+          const std::int64_t bytes = a.in[k].dims[axis] * inner;
+          std::memcpy(out, a.in[k].data + o * bytes, static_cast<std::size_t>(bytes));
+          out += bytes;
+        }
+    },
+    .has_host = true,
+    .attributes = host_detail::axis_attributes};
+
+// slice of attrs axis, positions [start, end) (constants; the axis must have a constant size).
+inline constexpr op_def slice{
+    .name = "slice",
+    .category = "memory",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs& at) -> inferred {
+      const auto& x = *in[0];
+      const std::int64_t axis = host_detail::axis_of(at.i[0], x.shp.rank);
+      if (axis < 0 || axis >= x.shp.rank) return mismatch(-1, "axis " + to_text(at.i[0]) + " is outside a rank " + to_text(x.shp.rank) + " input");
+      const dim d = x.shp.d[axis];
+      if (d.symbol) return mismatch(0, "axis " + to_text(axis) + " of " + describe(x) + " is symbolic; slice a constant one");
+      if (at.i[1] < 0 || at.i[2] <= at.i[1] || at.i[2] > d.n)
+        return mismatch(-1, "[start, end) = [" + to_text(at.i[1]) + ", " + to_text(at.i[2]) + ") must be a non-empty range within " + to_text(d.n));
+      shape r = x.shp;
+      r.d[axis] = dim{at.i[2] - at.i[1], 0};
+      return result(x.type, r);
+    },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) {
+      const host_tensor& x = a.in[0];
+      const int axis = static_cast<int>(host_detail::axis_of(a.at->i[0], x.rank));
+      std::int64_t outer = 1, inner = size_of(x.type);
+      for (int i = 0; i < axis; ++i) outer *= x.dims[i];
+      for (int i = axis + 1; i < x.rank; ++i) inner *= x.dims[i];
+      const std::int64_t take = (a.at->i[2] - a.at->i[1]) * inner;
+      for (std::int64_t o = 0; o < outer; ++o)
+        std::memcpy(a.out.data + o * take, x.data + (o * x.dims[axis] + a.at->i[1]) * inner, static_cast<std::size_t>(take));
+    },
+    .has_host = true,
+    .attributes = host_detail::slice_attributes};
+
+// Creation steps (graph files' constants): full(value, shape), zeros(shape), arange(end) -> f32
+// [end] = 0, 1, ..., end-1. Shapes are constant lists of positive dims.
+namespace host_detail {
+constexpr inferred constant_shape(const attrs& at) {
+  shape r{};
+  for (int i = 0; i < max_rank && at.i[i] != no_value; ++i) {
+    if (at.i[i] < 1) return mismatch(-1, "shape entry " + to_text(at.i[i]) + " must be positive");
+    r.d[r.rank++] = dim{at.i[i], 0};
+  }
+  return result(dtype::f32, r);
+}
+inline constexpr attr_field full_attributes[] = {{"value", attr_slot::f}, {"shape", attr_slot::ints}};
+inline constexpr attr_field arange_attributes[] = {{"end", attr_slot::i0}};
+}  // namespace host_detail
+
+inline constexpr op_def full{
+    .name = "full",
+    .category = "memory",
+    .min_inputs = 0,
+    .max_inputs = 0,
+    .infer = [](const tensor_info* const*, int, const attrs& at) { return host_detail::constant_shape(at); },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), static_cast<float>(a.at->f)); },
+    .has_host = true,
+    .attributes = host_detail::full_attributes};
+
+inline constexpr op_def zeros{
+    .name = "zeros",
+    .category = "memory",
+    .min_inputs = 0,
+    .max_inputs = 0,
+    .infer = [](const tensor_info* const*, int, const attrs& at) { return host_detail::constant_shape(at); },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), 0.0f); },
+    .has_host = true,
+    .attributes = host_detail::shape_attributes};
+
+inline constexpr op_def arange{
+    .name = "arange",
+    .category = "memory",
+    .min_inputs = 0,
+    .max_inputs = 0,
+    .infer = [](const tensor_info* const*, int, const attrs& at) -> inferred {
+      if (at.i[0] < 1) return mismatch(-1, "end must be positive");
+      return result(dtype::f32, shape(at.i[0]));
+    },
+    .in_place_input = -1,
+    .mode_sensitive = false,
+    .kernel = host_detail::host_kernel,
+    .host = [](const host_args& a) {
+      float* out = host_detail::out_f32(a);
+      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) out[i] = static_cast<float>(i);
+    },
+    .has_host = true,
+    .attributes = host_detail::arange_attributes};
+
+}  // namespace fused::ops
+// ---- end fused/ops/graph_ops.hpp -----------------------------------------------------------------------
 // ---- begin fused/ops/registry.hpp ----------------------------------------------------------------------
 // Ops by name, for programs built at run time from a graph file (fused/ir/): the built-in ops are
 // registered here, and a program may register its own (an op_def: shape rule, attributes, kernel
@@ -1460,10 +2061,13 @@ class registry {
     return n;
   }
 
-  // Up to `count` registered names closest to `name` (edit distance), for "did you mean".
+  // Up to `count` registered names closest to `name` by edit distance, for "did you mean": only
+  // those within half the name's length (at least 2 edits), so a short op is no false suggestion.
   std::vector<std::string> closest(std::string_view name, std::size_t count = 3) const {
     std::vector<std::pair<std::size_t, std::string>> scored;
-    for (const std::string& n : names()) scored.emplace_back(distance(name, n), n);
+    const std::size_t within = std::max<std::size_t>(2, name.size() / 2);
+    for (const std::string& n : names())
+      if (const std::size_t d = distance(name, n); d <= within) scored.emplace_back(d, n);
     std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<std::string> out;
     for (std::size_t i = 0; i < scored.size() && i < count; ++i) out.push_back(scored[i].second);
@@ -1474,7 +2078,10 @@ class registry {
   enum builtins { with_builtins };
   explicit registry(builtins) {
     for (const op_def* op : {&ops::embed, &ops::rms_norm, &ops::head_rms_norm, &ops::linear, &ops::rope, &ops::rope_llama3, &ops::kv_write,
-                             &ops::attention, &ops::add, &ops::swiglu, &ops::take_last})
+                             &ops::attention, &ops::add, &ops::swiglu, &ops::take_last, &ops::neg, &ops::exp, &ops::relu,
+                             &ops::sigmoid, &ops::silu, &ops::gelu, &ops::sub, &ops::mul, &ops::div, &ops::gt, &ops::lt, &ops::ge,
+                             &ops::le, &ops::eq, &ops::ne, &ops::where, &ops::matmul, &ops::softmax, &ops::layer_norm, &ops::sum,
+                             &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange})
       ops_.push_back(op);
   }
   static std::size_t distance(std::string_view a, std::string_view b) {
@@ -2937,7 +3544,11 @@ inline json attributes_of(const step& s) {
   json a = json::object();
   for (const attr_field& f : s.op->attributes) {
     const int k = static_cast<int>(f.slot);
-    if (is_integer(f.slot)) a[f.name] = s.at.i[k];
+    if (f.slot == attr_slot::ints) {
+      json list = json::array();
+      for (int j = 0; j < max_rank && s.at.i[j] != no_value; ++j) list.push_back(s.at.i[j]);
+      a[f.name] = std::move(list);
+    } else if (is_integer(f.slot)) a[f.name] = s.at.i[k];
     else a[f.name] = f.slot == attr_slot::f ? s.at.f : s.at.extra[k - static_cast<int>(attr_slot::extra0)];
   }
   return a;
@@ -3145,9 +3756,9 @@ class reader {
     bool ok = true;
     if (const std::string* d = text(data, "dtype", where)) {
       bool known = false;
-      for (auto t : {dtype::bf16, dtype::f16, dtype::f32, dtype::i32, dtype::i64})
+      for (auto t : {dtype::bf16, dtype::f16, dtype::f32, dtype::i32, dtype::i64, dtype::boolean})
         if (*d == name_of(t)) v.type = t, known = true;
-      if (!known) fail(where, "dtype", "unknown dtype \"" + *d + "\" (known: bf16, f16, f32, i32, i64)"), ok = false;
+      if (!known) fail(where, "dtype", "unknown dtype \"" + *d + "\" (known: bf16, f16, f32, i32, i64, bool)"), ok = false;
     } else {
       ok = false;
     }
@@ -3588,6 +4199,7 @@ inline encoding encoding_for(const std::filesystem::path& file) {
 // shapes it takes, and no implicit broadcasting is done (an op that broadcasts says so in its rule).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -3683,7 +4295,18 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
       continue;
     }
     const int k = static_cast<int>(f.slot);
-    if (is_integer(f.slot)) {
+    if (f.slot == attr_slot::ints) {
+      const bool list = it->is_array() && it->size() <= static_cast<std::size_t>(max_rank) &&
+                        std::all_of(it->begin(), it->end(), [](const json& v) {
+                          return v.is_number_integer() && !v.is_number_unsigned() ? std::llabs(v.get<std::int64_t>()) <= max_integer_attribute
+                                                                                  : v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_integer_attribute);
+                        });
+      if (!list) {
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + it->dump().substr(0, 60)});
+        continue;
+      }
+      for (int j = 0; j < max_rank; ++j) a.i[j] = j < static_cast<int>(it->size()) ? (*it)[static_cast<std::size_t>(j)].get<std::int64_t>() : no_value;
+    } else if (is_integer(f.slot)) {
       const bool fits = it->is_number_integer() && (it->is_number_unsigned() ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(max_integer_attribute)
                                                                              : it->get<std::int64_t>() >= -max_integer_attribute &&
                                                                                    it->get<std::int64_t>() <= max_integer_attribute);
@@ -3818,7 +4441,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     if (!op) {
       std::string near;
       for (const auto& c : reg.closest(nd.op)) near += (near.empty() ? "" : ", ") + c;
-      fail(where, "unknown-op", "no op is registered as '" + nd.op.substr(0, 64) + "' (closest: " + near + ")");
+      fail(where, "unknown-op", "no op is registered as '" + nd.op.substr(0, 64) + "' (" + (near.empty() ? "none is close" : "closest: " + near) + ")");
       continue;
     }
     an.ops[i] = op;
@@ -3890,6 +4513,10 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     if (nd.value) declared = detail::shape_of(*nd.value, an.symbols, where, errors);
     if (nd.type == node_type::input || nd.type == node_type::get_attr) {
       if (!declared) continue;
+      if (nd.type == node_type::get_attr && nd.value->type != dtype::bf16) {
+        fail(where, "type", "parameter '" + nd.name + "' is " + name_of(nd.value->type) + "; parameters are bf16 (the weight loader binds them so)");
+        continue;
+      }
       tensor_info t{};
       t.type = nd.value->type;
       t.shp = *declared;
@@ -4123,6 +4750,7 @@ enum class kernel : std::uint8_t {
   add,
   swiglu,
   copy_last_row,
+  host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
 
@@ -4187,11 +4815,14 @@ constexpr const kernel_spec& spec_of(kernel k) {
   return kernel_specs[0];  // not reached for a lowered call (kernel::unknown is never lowered)
 }
 constexpr kernel kernel_of(std::string_view name) {
+  if (name == host_kernel_name) return kernel::host;
   for (const auto& s : kernel_specs)
     if (s.name == name) return s.k;
   return kernel::unknown;
 }
-constexpr std::string_view name_of(kernel k) { return k == kernel::unknown ? "unknown" : spec_of(k).name; }
+constexpr std::string_view name_of(kernel k) {
+  return k == kernel::unknown ? "unknown" : k == kernel::host ? host_kernel_name : spec_of(k).name;
+}
 
 // Where one operand lives: a weight slot (index into the caller's weight table, in feed order), or
 // a constant byte offset in the state region or the activation arena.
@@ -4320,7 +4951,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     c.n_in = s.n_inputs;
     for (int i = 0; i < s.n_inputs; ++i) c.in[static_cast<std::size_t>(i)] = at(s.inputs[static_cast<std::size_t>(i)]);
     c.out = at(s.result);
-    const shape& x = shp(s.inputs[0]);
+    const shape& x = s.n_inputs ? shp(s.inputs[0]) : shp(s.result);  // a creation step has no input
     // Rows of the first input: all dims but the last (symbols kept symbolic).
     auto rows_of = [&](const dim& d) -> rows_t { return d.symbol == dynamic && d.symbol ? rows_t{d.n, d.symbol} : rows_t{b(d), 0}; };
     c.rows = {1, 0};
@@ -4375,7 +5006,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       }
       case kernel::add:
       case kernel::swiglu:
-      case kernel::copy_last_row: break;
+      case kernel::copy_last_row:
+      case kernel::host: break;
       case kernel::unknown:
         if (err) *err = {s.id, "a step whose kernel no executor implements"};
         return {};
@@ -7018,6 +7650,7 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
     case kernel::add: return call_kernel<kernel::add>(&fk_add, c, r, d);
     case kernel::swiglu: return call_kernel<kernel::swiglu>(&fk_swiglu, c, r, d);
     case kernel::copy_last_row: return call_kernel<kernel::copy_last_row>(&fk_copy_last_row, c, r, d);
+    case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return;
   }
 }
@@ -7038,22 +7671,45 @@ inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::
     if (pos == p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));
     throw graph_error(std::string(err.what) + " (op '" + p.steps[pos].op->name + "' has no kernel here)\n" + cut_wire_report(p, pos, wires));
   }
-  for (const call& c : calls)
+  for (const call& c : calls) {
+    if (c.k == kernel::host) {
+      std::size_t pos = 0;
+      while (p.steps[pos].id != c.step) ++pos;
+      if (!p.steps[pos].op->has_host)
+        throw graph_error("step " + std::to_string(c.step) + " '" + p.steps[pos].op->name + "' names the host kernel but its op has no host function\n" +
+                          cut_wire_report(p, pos, wires));
+    }
     if ((c.k == kernel::attention_prefill || c.k == kernel::attention_decode) && c.sizes.head_dim > FK_MAX_HEAD_DIM)
       throw graph_error("step " + std::to_string(c.step) + " 'attention': head_dim " + std::to_string(c.sizes.head_dim) +
                         " exceeds the kernels' limit of " + std::to_string(FK_MAX_HEAD_DIM));
+  }
   return calls;
 }
 
-// Runs the calls in order, with row 0 of the program at position `pos0`. What a kernel would read
-// or write out of bounds is checked first, as the decoder's session checks it for its own calls:
-// rows past a KV cache's capacity (its symbols bound apart from the tokens'), token ids outside
-// the embedding table (read from the arena when the step runs, since a step may compute them).
-// Throws std::out_of_range naming the step; nothing past that step runs.
-inline void execute(std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+// Runs the calls of `p` in order, with row 0 of the program at position `pos0`. What a kernel would
+// read or write out of bounds is checked first, as the decoder's session checks it for its own
+// calls: rows past a KV cache's capacity (its symbols bound apart from the tokens'), token ids
+// outside the embedding table (read from the arena when the step runs, since a step may compute
+// them). Throws std::out_of_range naming the step; nothing past that step runs. A host call runs
+// its op's host function on the operands' bytes and bound shapes.
+inline void execute(const program& p, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
   call_dims d{};
   d.b = b;
   d.pos0 = pos0;
+  const scratch<int> position = p.position_of_step();
+  auto bytes_of_operand = [&](const operand& o) -> std::byte* {
+    if (o.where == region::weights) return reinterpret_cast<std::byte*>(const_cast<std::uint16_t*>(r.weights[static_cast<std::size_t>(o.slot)]));
+    return (o.where == region::state ? r.state : r.arena) + o.offset;
+  };
+  auto view = [&](const operand& o) {
+    const tensor_info& t = p.tensor(o.tensor);
+    host_tensor h{};
+    h.data = bytes_of_operand(o);
+    h.type = t.type;
+    h.rank = t.shp.rank;
+    for (int i = 0; i < t.shp.rank; ++i) h.dims[i] = b(t.shp[i]);
+    return h;
+  };
   for (const call& c : calls) {
     const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
     const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
@@ -7061,11 +7717,18 @@ inline void execute(std::span<const call> calls, const regions& r, const binding
       throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + rows - 1) +
                               " do not fit a KV cache of " + std::to_string(c.sizes.capacity) + " positions");
     if (c.k == kernel::embed) {
-      const auto* ids = reinterpret_cast<const std::int32_t*>((c.in[0].where == region::state ? r.state : r.arena) + c.in[0].offset);
+      const auto* ids = reinterpret_cast<const std::int32_t*>(bytes_of_operand(c.in[0]));
       for (std::int64_t t = 0; t < rows; ++t)
         if (ids[t] < 0 || ids[t] >= c.sizes.vocab)
           throw std::out_of_range("step " + std::to_string(c.step) + ": token id " + std::to_string(ids[t]) + " (row " + std::to_string(t) +
                                   ") is outside the embedding table [0, " + std::to_string(c.sizes.vocab) + ")");
+    }
+    if (c.k == kernel::host) {
+      const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
+      host_tensor in[max_inputs]{};
+      for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
+      s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
+      continue;
     }
     invoke(c, r, d);
   }
@@ -8726,7 +9389,7 @@ constexpr std::array<runtime::call, N> freeze_calls(const Plan& p) {
 template <std::size_t N>
 constexpr bool lowers_fully(const std::array<runtime::call, N>& calls) {
   for (const auto& c : calls)
-    if (c.k == runtime::kernel::unknown) return false;
+    if (c.k == runtime::kernel::unknown || c.k == runtime::kernel::host) return false;
   return true;
 }
 inline void check_kernel_limits(const config& c) {
@@ -8873,6 +9536,8 @@ class model {
     std::vector<runtime::call> c = runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, p.mem.bind, sym_tokens, &e);
     if (c.size() != p.prog.steps.size())
       throw graph_error("step " + std::to_string(e.step) + ": " + std::string(e.what));
+    for (const runtime::call& k : c)
+      if (k.k == runtime::kernel::host) throw graph_error("step " + std::to_string(k.step) + ": a decoder runs C kernels only, not an op's host function");
     return c;
   }
   static runtime::io_layout io(const planned& p) {

@@ -83,6 +83,7 @@ fused::io::dtype file_dtype(fused::dtype t) {
     case fused::dtype::f32: return fused::io::dtype::F32;
     case fused::dtype::i32: return fused::io::dtype::I32;
     case fused::dtype::i64: return fused::io::dtype::I64;
+    case fused::dtype::boolean: return fused::io::dtype::BOOL;
   }
   return fused::io::dtype::F32;
 }
@@ -181,7 +182,7 @@ int run_graph(const run_options& o) {
   for (const fused::tensor_info& t : p.tensors)
     if (t.kind == fused::role::input || t.kind == fused::role::state)
       if (const fused::io::tensor_view* v = in.find(fused::to_string(t.name))) std::memcpy(bytes_at(t), v->data, v->bytes);
-  fused::runtime::execute(calls, r, b);
+  fused::runtime::execute(p, calls, r, b);
 
   std::vector<fused::io::tensor_data> outs;
   for (const fused::named_output& out : p.outputs) {

@@ -3,6 +3,7 @@
 // to the next call. The same type is built in constant evaluation (static model) or at run time
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -54,9 +55,12 @@ struct op_def;
 
 // Where a named attribute of an op lives in `attrs`: graph files (fused/ir/) write attributes by
 // name, and this is the one place an op says which name is which field.
-enum class attr_slot : std::uint8_t { i0, i1, i2, i3, f, extra0, extra1, extra2 };
+// `ints`: a list of up to four integers in i[0..3], the rest no_value (reshape's shape, a perm).
+enum class attr_slot : std::uint8_t { i0, i1, i2, i3, f, extra0, extra1, extra2, ints };
 
 constexpr bool is_integer(attr_slot s) { return s <= attr_slot::i3; }
+
+inline constexpr std::int64_t no_value = INT64_MIN;
 
 struct attr_field {
   const char* name;
@@ -96,6 +100,29 @@ struct inferred {
   int culprit = -1;     // the input slot the error is about
 };
 
+// A host kernel's view of one operand or result: where its bytes are and its bound shape.
+struct host_tensor {
+  std::byte* data = nullptr;  // an input's bytes are read only
+  dtype type = dtype::f32;
+  int rank = 0;
+  std::int64_t dims[max_rank]{};
+  constexpr std::int64_t elements() const {
+    std::int64_t e = 1;
+    for (int i = 0; i < rank; ++i) e *= dims[i];
+    return e;
+  }
+};
+
+struct host_args {
+  const host_tensor* in = nullptr;
+  int n_in = 0;
+  host_tensor out{};
+  const attrs* at = nullptr;
+};
+
+// The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
+inline constexpr const char* host_kernel_name = "host";
+
 // An op as the generic machinery sees it. NN ops (fused/ops/) are constexpr instances of this.
 struct op_def {
   const char* name;       // "linear"
@@ -117,6 +144,10 @@ struct op_def {
   // rejects comparing a lambda's function pointer with null, so the pointer is never tested.
   inferred (*work)(const tensor_info* const* in, int n, const attrs& a) = nullptr;
   bool has_work = false;
+  // A host kernel: C++ that run-time executors call when `kernel` names host_kernel_name (ops only
+  // graph files use, and a program's own ops). Static models and the C generator take none.
+  void (*host)(const host_args&) = nullptr;
+  bool has_host = false;
   // The op's attributes by name (all required); fields of `attrs` not named here stay zero.
   std::span<const attr_field> attributes{};
 };

@@ -28,7 +28,11 @@ inline json attributes_of(const step& s) {
   json a = json::object();
   for (const attr_field& f : s.op->attributes) {
     const int k = static_cast<int>(f.slot);
-    if (is_integer(f.slot)) a[f.name] = s.at.i[k];
+    if (f.slot == attr_slot::ints) {
+      json list = json::array();
+      for (int j = 0; j < max_rank && s.at.i[j] != no_value; ++j) list.push_back(s.at.i[j]);
+      a[f.name] = std::move(list);
+    } else if (is_integer(f.slot)) a[f.name] = s.at.i[k];
     else a[f.name] = f.slot == attr_slot::f ? s.at.f : s.at.extra[k - static_cast<int>(attr_slot::extra0)];
   }
   return a;

@@ -143,9 +143,9 @@ class reader {
     bool ok = true;
     if (const std::string* d = text(data, "dtype", where)) {
       bool known = false;
-      for (auto t : {dtype::bf16, dtype::f16, dtype::f32, dtype::i32, dtype::i64})
+      for (auto t : {dtype::bf16, dtype::f16, dtype::f32, dtype::i32, dtype::i64, dtype::boolean})
         if (*d == name_of(t)) v.type = t, known = true;
-      if (!known) fail(where, "dtype", "unknown dtype \"" + *d + "\" (known: bf16, f16, f32, i32, i64)"), ok = false;
+      if (!known) fail(where, "dtype", "unknown dtype \"" + *d + "\" (known: bf16, f16, f32, i32, i64, bool)"), ok = false;
     } else {
       ok = false;
     }

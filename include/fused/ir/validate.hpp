@@ -11,6 +11,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -111,7 +112,18 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
       continue;
     }
     const int k = static_cast<int>(f.slot);
-    if (is_integer(f.slot)) {
+    if (f.slot == attr_slot::ints) {
+      const bool list = it->is_array() && it->size() <= static_cast<std::size_t>(max_rank) &&
+                        std::all_of(it->begin(), it->end(), [](const json& v) {
+                          return v.is_number_integer() && !v.is_number_unsigned() ? std::llabs(v.get<std::int64_t>()) <= max_integer_attribute
+                                                                                  : v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_integer_attribute);
+                        });
+      if (!list) {
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + it->dump().substr(0, 60)});
+        continue;
+      }
+      for (int j = 0; j < max_rank; ++j) a.i[j] = j < static_cast<int>(it->size()) ? (*it)[static_cast<std::size_t>(j)].get<std::int64_t>() : no_value;
+    } else if (is_integer(f.slot)) {
       const bool fits = it->is_number_integer() && (it->is_number_unsigned() ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(max_integer_attribute)
                                                                              : it->get<std::int64_t>() >= -max_integer_attribute &&
                                                                                    it->get<std::int64_t>() <= max_integer_attribute);
@@ -246,7 +258,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     if (!op) {
       std::string near;
       for (const auto& c : reg.closest(nd.op)) near += (near.empty() ? "" : ", ") + c;
-      fail(where, "unknown-op", "no op is registered as '" + nd.op.substr(0, 64) + "' (closest: " + near + ")");
+      fail(where, "unknown-op", "no op is registered as '" + nd.op.substr(0, 64) + "' (" + (near.empty() ? "none is close" : "closest: " + near) + ")");
       continue;
     }
     an.ops[i] = op;
@@ -318,6 +330,10 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     if (nd.value) declared = detail::shape_of(*nd.value, an.symbols, where, errors);
     if (nd.type == node_type::input || nd.type == node_type::get_attr) {
       if (!declared) continue;
+      if (nd.type == node_type::get_attr && nd.value->type != dtype::bf16) {
+        fail(where, "type", "parameter '" + nd.name + "' is " + name_of(nd.value->type) + "; parameters are bf16 (the weight loader binds them so)");
+        continue;
+      }
       tensor_info t{};
       t.type = nd.value->type;
       t.shp = *declared;

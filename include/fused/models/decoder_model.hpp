@@ -40,7 +40,7 @@ constexpr std::array<runtime::call, N> freeze_calls(const Plan& p) {
 template <std::size_t N>
 constexpr bool lowers_fully(const std::array<runtime::call, N>& calls) {
   for (const auto& c : calls)
-    if (c.k == runtime::kernel::unknown) return false;
+    if (c.k == runtime::kernel::unknown || c.k == runtime::kernel::host) return false;
   return true;
 }
 inline void check_kernel_limits(const config& c) {
@@ -187,6 +187,8 @@ class model {
     std::vector<runtime::call> c = runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, p.mem.bind, sym_tokens, &e);
     if (c.size() != p.prog.steps.size())
       throw graph_error("step " + std::to_string(e.step) + ": " + std::string(e.what));
+    for (const runtime::call& k : c)
+      if (k.k == runtime::kernel::host) throw graph_error("step " + std::to_string(k.step) + ": a decoder runs C kernels only, not an op's host function");
     return c;
   }
   static runtime::io_layout io(const planned& p) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../ops.hpp"
+#include "graph_ops.hpp"
 
 namespace fused::ops {
 
@@ -50,10 +51,13 @@ class registry {
     return n;
   }
 
-  // Up to `count` registered names closest to `name` (edit distance), for "did you mean".
+  // Up to `count` registered names closest to `name` by edit distance, for "did you mean": only
+  // those within half the name's length (at least 2 edits), so a short op is no false suggestion.
   std::vector<std::string> closest(std::string_view name, std::size_t count = 3) const {
     std::vector<std::pair<std::size_t, std::string>> scored;
-    for (const std::string& n : names()) scored.emplace_back(distance(name, n), n);
+    const std::size_t within = std::max<std::size_t>(2, name.size() / 2);
+    for (const std::string& n : names())
+      if (const std::size_t d = distance(name, n); d <= within) scored.emplace_back(d, n);
     std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<std::string> out;
     for (std::size_t i = 0; i < scored.size() && i < count; ++i) out.push_back(scored[i].second);
@@ -64,7 +68,10 @@ class registry {
   enum builtins { with_builtins };
   explicit registry(builtins) {
     for (const op_def* op : {&ops::embed, &ops::rms_norm, &ops::head_rms_norm, &ops::linear, &ops::rope, &ops::rope_llama3, &ops::kv_write,
-                             &ops::attention, &ops::add, &ops::swiglu, &ops::take_last})
+                             &ops::attention, &ops::add, &ops::swiglu, &ops::take_last, &ops::neg, &ops::exp, &ops::relu,
+                             &ops::sigmoid, &ops::silu, &ops::gelu, &ops::sub, &ops::mul, &ops::div, &ops::gt, &ops::lt, &ops::ge,
+                             &ops::le, &ops::eq, &ops::ne, &ops::where, &ops::matmul, &ops::softmax, &ops::layer_norm, &ops::sum,
+                             &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange})
       ops_.push_back(op);
   }
   static std::size_t distance(std::string_view a, std::string_view b) {

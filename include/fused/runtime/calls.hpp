@@ -31,6 +31,7 @@ enum class kernel : std::uint8_t {
   add,
   swiglu,
   copy_last_row,
+  host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
 
@@ -95,11 +96,14 @@ constexpr const kernel_spec& spec_of(kernel k) {
   return kernel_specs[0];  // not reached for a lowered call (kernel::unknown is never lowered)
 }
 constexpr kernel kernel_of(std::string_view name) {
+  if (name == host_kernel_name) return kernel::host;
   for (const auto& s : kernel_specs)
     if (s.name == name) return s.k;
   return kernel::unknown;
 }
-constexpr std::string_view name_of(kernel k) { return k == kernel::unknown ? "unknown" : spec_of(k).name; }
+constexpr std::string_view name_of(kernel k) {
+  return k == kernel::unknown ? "unknown" : k == kernel::host ? host_kernel_name : spec_of(k).name;
+}
 
 // Where one operand lives: a weight slot (index into the caller's weight table, in feed order), or
 // a constant byte offset in the state region or the activation arena.
@@ -228,7 +232,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     c.n_in = s.n_inputs;
     for (int i = 0; i < s.n_inputs; ++i) c.in[static_cast<std::size_t>(i)] = at(s.inputs[static_cast<std::size_t>(i)]);
     c.out = at(s.result);
-    const shape& x = shp(s.inputs[0]);
+    const shape& x = s.n_inputs ? shp(s.inputs[0]) : shp(s.result);  // a creation step has no input
     // Rows of the first input: all dims but the last (symbols kept symbolic).
     auto rows_of = [&](const dim& d) -> rows_t { return d.symbol == dynamic && d.symbol ? rows_t{d.n, d.symbol} : rows_t{b(d), 0}; };
     c.rows = {1, 0};
@@ -283,7 +287,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       }
       case kernel::add:
       case kernel::swiglu:
-      case kernel::copy_last_row: break;
+      case kernel::copy_last_row:
+      case kernel::host: break;
       case kernel::unknown:
         if (err) *err = {s.id, "a step whose kernel no executor implements"};
         return {};

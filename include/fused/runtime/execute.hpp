@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/vector.hpp"
 #include "../graph/cut_wire.hpp"
 #include "calls.hpp"
 #include "invoke.hpp"
@@ -24,22 +25,45 @@ inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::
     if (pos == p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));
     throw graph_error(std::string(err.what) + " (op '" + p.steps[pos].op->name + "' has no kernel here)\n" + cut_wire_report(p, pos, wires));
   }
-  for (const call& c : calls)
+  for (const call& c : calls) {
+    if (c.k == kernel::host) {
+      std::size_t pos = 0;
+      while (p.steps[pos].id != c.step) ++pos;
+      if (!p.steps[pos].op->has_host)
+        throw graph_error("step " + std::to_string(c.step) + " '" + p.steps[pos].op->name + "' names the host kernel but its op has no host function\n" +
+                          cut_wire_report(p, pos, wires));
+    }
     if ((c.k == kernel::attention_prefill || c.k == kernel::attention_decode) && c.sizes.head_dim > FK_MAX_HEAD_DIM)
       throw graph_error("step " + std::to_string(c.step) + " 'attention': head_dim " + std::to_string(c.sizes.head_dim) +
                         " exceeds the kernels' limit of " + std::to_string(FK_MAX_HEAD_DIM));
+  }
   return calls;
 }
 
-// Runs the calls in order, with row 0 of the program at position `pos0`. What a kernel would read
-// or write out of bounds is checked first, as the decoder's session checks it for its own calls:
-// rows past a KV cache's capacity (its symbols bound apart from the tokens'), token ids outside
-// the embedding table (read from the arena when the step runs, since a step may compute them).
-// Throws std::out_of_range naming the step; nothing past that step runs.
-inline void execute(std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+// Runs the calls of `p` in order, with row 0 of the program at position `pos0`. What a kernel would
+// read or write out of bounds is checked first, as the decoder's session checks it for its own
+// calls: rows past a KV cache's capacity (its symbols bound apart from the tokens'), token ids
+// outside the embedding table (read from the arena when the step runs, since a step may compute
+// them). Throws std::out_of_range naming the step; nothing past that step runs. A host call runs
+// its op's host function on the operands' bytes and bound shapes.
+inline void execute(const program& p, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
   call_dims d{};
   d.b = b;
   d.pos0 = pos0;
+  const scratch<int> position = p.position_of_step();
+  auto bytes_of_operand = [&](const operand& o) -> std::byte* {
+    if (o.where == region::weights) return reinterpret_cast<std::byte*>(const_cast<std::uint16_t*>(r.weights[static_cast<std::size_t>(o.slot)]));
+    return (o.where == region::state ? r.state : r.arena) + o.offset;
+  };
+  auto view = [&](const operand& o) {
+    const tensor_info& t = p.tensor(o.tensor);
+    host_tensor h{};
+    h.data = bytes_of_operand(o);
+    h.type = t.type;
+    h.rank = t.shp.rank;
+    for (int i = 0; i < t.shp.rank; ++i) h.dims[i] = b(t.shp[i]);
+    return h;
+  };
   for (const call& c : calls) {
     const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
     const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
@@ -47,11 +71,18 @@ inline void execute(std::span<const call> calls, const regions& r, const binding
       throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + rows - 1) +
                               " do not fit a KV cache of " + std::to_string(c.sizes.capacity) + " positions");
     if (c.k == kernel::embed) {
-      const auto* ids = reinterpret_cast<const std::int32_t*>((c.in[0].where == region::state ? r.state : r.arena) + c.in[0].offset);
+      const auto* ids = reinterpret_cast<const std::int32_t*>(bytes_of_operand(c.in[0]));
       for (std::int64_t t = 0; t < rows; ++t)
         if (ids[t] < 0 || ids[t] >= c.sizes.vocab)
           throw std::out_of_range("step " + std::to_string(c.step) + ": token id " + std::to_string(ids[t]) + " (row " + std::to_string(t) +
                                   ") is outside the embedding table [0, " + std::to_string(c.sizes.vocab) + ")");
+    }
+    if (c.k == kernel::host) {
+      const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
+      host_tensor in[max_inputs]{};
+      for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
+      s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
+      continue;
     }
     invoke(c, r, d);
   }

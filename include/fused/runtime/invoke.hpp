@@ -119,6 +119,7 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
     case kernel::add: return call_kernel<kernel::add>(&fk_add, c, r, d);
     case kernel::swiglu: return call_kernel<kernel::swiglu>(&fk_swiglu, c, r, d);
     case kernel::copy_last_row: return call_kernel<kernel::copy_last_row>(&fk_copy_last_row, c, r, d);
+    case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return;
   }
 }
