@@ -540,10 +540,10 @@ struct op_def {
   int min_inputs;
   int max_inputs;
   inferred (*infer)(const tensor_info* const* in, int n, const attrs& a);
-  int in_place_input;     // input slot whose bytes the result may take over, or -1
-  bool mode_sensitive;    // kernel or behaviour depends on the mode (sequence length, position)
+  int in_place_input = -1;  // input slot whose bytes the result may take over, or -1
+  bool mode_sensitive = false;  // kernel or behaviour depends on the mode (sequence length, position)
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
-  const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out);
+  const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out) = nullptr;
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
   // "scratch buffer" idea); a kernel writes what it reads there within the same call. The builder
   // makes it a tensor named after the result + ".work", written by the step and read by none, so the
@@ -1539,26 +1539,31 @@ inline constexpr attr_field slice_attributes[] = {{"axis", attr_slot::i0}, {"sta
 
 constexpr const char* host_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return host_kernel_name; }
 
+// What every op here shares: its host function is its kernel, and it works out of place in any mode.
+constexpr op_def host_op(op_def d) {
+  d.in_place_input = -1;
+  d.mode_sensitive = false;
+  d.kernel = host_kernel;
+  d.has_host = true;
+  return d;
+}
+
 }  // namespace host_detail
 
-#define FUSED_HOST_UNARY(NAME, EXPR)                                                                      \
-  inline constexpr op_def NAME{.name = #NAME,                                                             \
-                               .category = "elementwise",                                                 \
-                               .min_inputs = 1,                                                           \
-                               .max_inputs = 1,                                                           \
-                               .infer = host_detail::f32_unary,                                           \
-                               .in_place_input = -1,                                                      \
-                               .mode_sensitive = false,                                                   \
-                               .kernel = host_detail::host_kernel,                                        \
-                               .host = [](const host_args& a) {                                           \
-                                 const float* in = host_detail::in_f32(a, 0);                             \
-                                 float* out = host_detail::out_f32(a);                                    \
-                                 for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) {             \
-                                   const float x = in[i];                                                 \
-                                   out[i] = (EXPR);                                                       \
-                                 }                                                                        \
-                               },                                                                         \
-                               .has_host = true};
+#define FUSED_HOST_UNARY(NAME, EXPR)                                                      \
+  inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
+                                                       .category = "elementwise",             \
+                                                       .min_inputs = 1,                       \
+                                                       .max_inputs = 1,                       \
+                                                       .infer = host_detail::f32_unary,       \
+                                                       .host = [](const host_args& a) {       \
+                                                         const float* in = host_detail::in_f32(a, 0); \
+                                                         float* out = host_detail::out_f32(a);        \
+                                                         for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) { \
+                                                           const float x = in[i];             \
+                                                           out[i] = (EXPR);                   \
+                                                         }                                    \
+                                                       }});
 
 FUSED_HOST_UNARY(neg, -x)
 FUSED_HOST_UNARY(exp, std::exp(x))
@@ -1568,20 +1573,16 @@ FUSED_HOST_UNARY(silu, x / (1.0f + std::exp(-x)))
 FUSED_HOST_UNARY(gelu, 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)))  // exact (erf), as torch's default
 #undef FUSED_HOST_UNARY
 
-#define FUSED_HOST_BINARY(NAME, RULE, TYPE, EXPR)                                                          \
-  inline constexpr op_def NAME{.name = #NAME,                                                             \
-                               .category = "elementwise",                                                 \
-                               .min_inputs = 2,                                                           \
-                               .max_inputs = 2,                                                           \
-                               .infer = host_detail::RULE,                                                \
-                               .in_place_input = -1,                                                      \
-                               .mode_sensitive = false,                                                   \
-                               .kernel = host_detail::host_kernel,                                        \
-                               .host = [](const host_args& a) {                                           \
-                                 TYPE* out = reinterpret_cast<TYPE*>(a.out.data);                         \
-                                 host_detail::binary(a, [&](std::int64_t i, float x, float y) { out[i] = (EXPR); }); \
-                               },                                                                         \
-                               .has_host = true};
+#define FUSED_HOST_BINARY(NAME, RULE, TYPE, EXPR)                                         \
+  inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
+                                                       .category = "elementwise",             \
+                                                       .min_inputs = 2,                       \
+                                                       .max_inputs = 2,                       \
+                                                       .infer = host_detail::RULE,            \
+                                                       .host = [](const host_args& a) {       \
+                                                         TYPE* out = reinterpret_cast<TYPE*>(a.out.data); \
+                                                         host_detail::binary(a, [&](std::int64_t i, float x, float y) { out[i] = (EXPR); }); \
+                                                       }});
 
 FUSED_HOST_BINARY(sub, f32_binary, float, x - y)
 FUSED_HOST_BINARY(mul, f32_binary, float, x * y)
@@ -1595,7 +1596,7 @@ FUSED_HOST_BINARY(ne, comparison, std::uint8_t, x != y)
 #undef FUSED_HOST_BINARY
 
 // where(cond, a, b): a where cond else b; cond bool, a and b f32; all three broadcast.
-inline constexpr op_def where{
+inline constexpr op_def where = host_detail::host_op({
     .name = "where",
     .category = "elementwise",
     .min_inputs = 3,
@@ -1608,9 +1609,6 @@ inline constexpr op_def where{
       if (!ab.error.empty()) return ab;
       return host_detail::broadcast_shape(ab.shp, in[0]->shp, 0, dtype::f32);
     },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) {
       const auto* cond = reinterpret_cast<const std::uint8_t*>(a.in[0].data);
       const float *x = host_detail::in_f32(a, 1), *y = host_detail::in_f32(a, 2);
@@ -1618,11 +1616,10 @@ inline constexpr op_def where{
       for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i)
         out[i] = cond[host_detail::broadcast_offset(a.in[0], a.out, i)] ? x[host_detail::broadcast_offset(a.in[1], a.out, i)]
                                                                         : y[host_detail::broadcast_offset(a.in[2], a.out, i)];
-    },
-    .has_host = true};
+    }});
 
 // matmul: a f32 [M, K] times b f32 [K, N] -> [M, N] (b bf16 is `linear`'s business, as W^T).
-inline constexpr op_def matmul{
+inline constexpr op_def matmul = host_detail::host_op({
     .name = "matmul",
     .category = "matmul",
     .min_inputs = 2,
@@ -1634,9 +1631,6 @@ inline constexpr op_def matmul{
       if (!(a.shp[1] == b.shp[0])) return mismatch(1, describe(b) + " has " + dim_text(b.shp[0]) + " rows, but " + describe(a) + " has " + dim_text(a.shp[1]) + " columns");
       return result(dtype::f32, shape(a.shp[0], b.shp[1]));
     },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) {
       const std::int64_t M = a.in[0].dims[0], K = a.in[0].dims[1], N = a.in[1].dims[1];
       const float *x = host_detail::in_f32(a, 0), *w = host_detail::in_f32(a, 1);
@@ -1647,8 +1641,7 @@ inline constexpr op_def matmul{
           for (std::int64_t k = 0; k < K; ++k) acc += x[m * K + k] * w[k * N + n];
           out[m * N + n] = acc;
         }
-    },
-    .has_host = true};
+    }});
 
 namespace host_detail {
 // Rows and columns of x seen as [rows, last dim].
@@ -1656,15 +1649,12 @@ inline std::int64_t last_dim(const host_tensor& t) { return t.rank ? t.dims[t.ra
 }  // namespace host_detail
 
 // softmax over the last dim of f32 x (max subtracted first).
-inline constexpr op_def softmax{
+inline constexpr op_def softmax = host_detail::host_op({
     .name = "softmax",
     .category = "elementwise",
     .min_inputs = 1,
     .max_inputs = 1,
     .infer = host_detail::f32_unary,
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) {
       const std::int64_t cols = host_detail::last_dim(a.in[0]), rows = a.out.elements() / cols;
       const float* in = host_detail::in_f32(a, 0);
@@ -1677,12 +1667,11 @@ inline constexpr op_def softmax{
         for (std::int64_t c = 0; c < cols; ++c) sum += y[c] = std::exp(x[c] - top);
         for (std::int64_t c = 0; c < cols; ++c) y[c] /= sum;
       }
-    },
-    .has_host = true};
+    }});
 
 // layer_norm(x, weight, bias): over the last dim H of f32 x, weight and bias bf16 [H] (parameters
 // are bf16, as the weight loader binds them); attrs eps.
-inline constexpr op_def layer_norm{
+inline constexpr op_def layer_norm = host_detail::host_op({
     .name = "layer_norm",
     .category = "norm",
     .min_inputs = 3,
@@ -1696,9 +1685,6 @@ inline constexpr op_def layer_norm{
       if (!(at.f > 0)) return mismatch(-1, "eps must be positive");
       return result(dtype::f32, x.shp);
     },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) {
       const std::int64_t cols = host_detail::last_dim(a.in[0]), rows = a.out.elements() / cols;
       const float* in = host_detail::in_f32(a, 0);
@@ -1717,8 +1703,7 @@ inline constexpr op_def layer_norm{
           out[r * cols + c] = static_cast<float>((x[c] - mean) * inv) * host_detail::bf16_value(w[c]) + host_detail::bf16_value(b[c]);
       }
     },
-    .has_host = true,
-    .attributes = host_detail::eps_attributes};
+    .attributes = host_detail::eps_attributes});
 
 namespace host_detail {
 constexpr inferred reduce_shape(const tensor_info* const* in, int, const attrs& at) {
@@ -1756,18 +1741,14 @@ void reduce(const host_args& a, float init, Fold fold, bool mean) {
 }  // namespace host_detail
 
 // sum / mean / max over one axis (attrs axis, counted from the end when negative; keepdim 0 or 1).
-#define FUSED_HOST_REDUCE(NAME, INIT, FOLD, MEAN)                                                          \
-  inline constexpr op_def NAME{.name = #NAME,                                                             \
-                               .category = "elementwise",                                                 \
-                               .min_inputs = 1,                                                           \
-                               .max_inputs = 1,                                                           \
-                               .infer = host_detail::reduce_shape,                                        \
-                               .in_place_input = -1,                                                      \
-                               .mode_sensitive = false,                                                   \
-                               .kernel = host_detail::host_kernel,                                        \
-                               .host = [](const host_args& a) { host_detail::reduce(a, INIT, FOLD, MEAN); }, \
-                               .has_host = true,                                                          \
-                               .attributes = host_detail::reduce_attributes};
+#define FUSED_HOST_REDUCE(NAME, INIT, FOLD, MEAN)                                          \
+  inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
+                                                       .category = "elementwise",             \
+                                                       .min_inputs = 1,                       \
+                                                       .max_inputs = 1,                       \
+                                                       .infer = host_detail::reduce_shape,    \
+                                                       .host = [](const host_args& a) { host_detail::reduce(a, INIT, FOLD, MEAN); }, \
+                                                       .attributes = host_detail::reduce_attributes});
 FUSED_HOST_REDUCE(sum, 0.0f, [](float acc, float x) { return acc + x; }, false)
 FUSED_HOST_REDUCE(mean, 0.0f, [](float acc, float x) { return acc + x; }, true)
 FUSED_HOST_REDUCE(max, -std::numeric_limits<float>::infinity(), [](float acc, float x) { return x > acc ? x : acc; }, false)
@@ -1779,7 +1760,7 @@ inline void copy_bytes(const host_args& a) { std::memcpy(a.out.data, a.in[0].dat
 
 // reshape to attrs shape (a list: 0 keeps the input's dim at that position, one -1 is inferred),
 // as ONNX's Reshape; the elements keep their order.
-inline constexpr op_def reshape{
+inline constexpr op_def reshape = host_detail::host_op({
     .name = "reshape",
     .category = "memory",
     .min_inputs = 1,
@@ -1829,15 +1810,11 @@ inline constexpr op_def reshape{
       }
       return result(x.type, r);
     },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = host_detail::copy_bytes,
-    .has_host = true,
-    .attributes = host_detail::shape_attributes};
+    .attributes = host_detail::shape_attributes});
 
 // transpose by attrs perm (a permutation of 0..rank-1): out dim i is input dim perm[i].
-inline constexpr op_def transpose{
+inline constexpr op_def transpose = host_detail::host_op({
     .name = "transpose",
     .category = "memory",
     .min_inputs = 1,
@@ -1855,9 +1832,6 @@ inline constexpr op_def transpose{
       if (r.rank != x.shp.rank) return mismatch(-1, "perm names " + to_text(r.rank) + " dims; the input has " + to_text(x.shp.rank));
       return result(x.type, r);
     },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) {
       const host_tensor& x = a.in[0];
       const std::int64_t size = size_of(x.type);
@@ -1872,11 +1846,10 @@ inline constexpr op_def transpose{
         std::memcpy(a.out.data + i * size, x.data + from * size, static_cast<std::size_t>(size));
       }
     },
-    .has_host = true,
-    .attributes = host_detail::perm_attributes};
+    .attributes = host_detail::perm_attributes});
 
 // concat of 2..4 inputs of one dtype along attrs axis; the other dims agree.
-inline constexpr op_def concat{
+inline constexpr op_def concat = host_detail::host_op({
     .name = "concat",
     .category = "memory",
     .min_inputs = 2,
@@ -1895,9 +1868,6 @@ inline constexpr op_def concat{
       }
       return result(x.type, r);
     },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) {
       const int axis = static_cast<int>(host_detail::axis_of(a.at->i[0], a.out.rank));
       std::int64_t outer = 1, inner = size_of(a.out.type);
@@ -1911,11 +1881,10 @@ inline constexpr op_def concat{
           out += bytes;
         }
     },
-    .has_host = true,
-    .attributes = host_detail::axis_attributes};
+    .attributes = host_detail::axis_attributes});
 
 // slice of attrs axis, positions [start, end) (constants; the axis must have a constant size).
-inline constexpr op_def slice{
+inline constexpr op_def slice = host_detail::host_op({
     .name = "slice",
     .category = "memory",
     .min_inputs = 1,
@@ -1932,9 +1901,6 @@ inline constexpr op_def slice{
       r.d[axis] = dim{at.i[2] - at.i[1], 0};
       return result(x.type, r);
     },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) {
       const host_tensor& x = a.in[0];
       const int axis = static_cast<int>(host_detail::axis_of(a.at->i[0], x.rank));
@@ -1945,8 +1911,7 @@ inline constexpr op_def slice{
       for (std::int64_t o = 0; o < outer; ++o)
         std::memcpy(a.out.data + o * take, x.data + (o * x.dims[axis] + a.at->i[1]) * inner, static_cast<std::size_t>(take));
     },
-    .has_host = true,
-    .attributes = host_detail::slice_attributes};
+    .attributes = host_detail::slice_attributes});
 
 // Creation steps (graph files' constants): full(value, shape), zeros(shape), arange(end) -> f32
 // [end] = 0, 1, ..., end-1. Shapes are constant lists of positive dims.
@@ -1963,33 +1928,25 @@ inline constexpr attr_field full_attributes[] = {{"value", attr_slot::f}, {"shap
 inline constexpr attr_field arange_attributes[] = {{"end", attr_slot::i0}};
 }  // namespace host_detail
 
-inline constexpr op_def full{
+inline constexpr op_def full = host_detail::host_op({
     .name = "full",
     .category = "memory",
     .min_inputs = 0,
     .max_inputs = 0,
     .infer = [](const tensor_info* const*, int, const attrs& at) { return host_detail::constant_shape(at); },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), static_cast<float>(a.at->f)); },
-    .has_host = true,
-    .attributes = host_detail::full_attributes};
+    .attributes = host_detail::full_attributes});
 
-inline constexpr op_def zeros{
+inline constexpr op_def zeros = host_detail::host_op({
     .name = "zeros",
     .category = "memory",
     .min_inputs = 0,
     .max_inputs = 0,
     .infer = [](const tensor_info* const*, int, const attrs& at) { return host_detail::constant_shape(at); },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), 0.0f); },
-    .has_host = true,
-    .attributes = host_detail::shape_attributes};
+    .attributes = host_detail::shape_attributes});
 
-inline constexpr op_def arange{
+inline constexpr op_def arange = host_detail::host_op({
     .name = "arange",
     .category = "memory",
     .min_inputs = 0,
@@ -1998,15 +1955,11 @@ inline constexpr op_def arange{
       if (at.i[0] < 1) return mismatch(-1, "end must be positive");
       return result(dtype::f32, shape(at.i[0]));
     },
-    .in_place_input = -1,
-    .mode_sensitive = false,
-    .kernel = host_detail::host_kernel,
     .host = [](const host_args& a) {
       float* out = host_detail::out_f32(a);
       for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) out[i] = static_cast<float>(i);
     },
-    .has_host = true,
-    .attributes = host_detail::arange_attributes};
+    .attributes = host_detail::arange_attributes});
 
 }  // namespace fused::ops
 // ---- end fused/ops/graph_ops.hpp -----------------------------------------------------------------------

@@ -6,6 +6,14 @@ set -eu
 fused=$1 configs=$2 work=$3 data=$4
 rm -rf "$work"
 mkdir -p "$work"
+# fails ARGS...: runs fused, which must exit 1; its stdout and stderr are left in $work/out and $work/err.
+fails() {
+  set +e
+  "$fused" "$@" >"$work/out" 2>"$work/err"
+  rc=$?
+  set -e
+  [ $rc -eq 1 ] || { echo "fused $* exited $rc, expected 1"; cat "$work/err"; exit 1; }
+}
 for c in qwen2-0.5b qwen3-0.6b llama-3.2-1b mistral-7b-v0.3; do
   for ext in json msgpack; do
     g="$work/$c.$ext"
@@ -20,33 +28,19 @@ for c in qwen2-0.5b qwen3-0.6b llama-3.2-1b mistral-7b-v0.3; do
 done
 # A damaged file: every violation on stdout, a summary on stderr, exit 1.
 sed 's/"op":"embed"/"op":"embedd"/; s/"target":"model.norm.weight"/"target":"model.norm.weight","bogus":1/' "$work/qwen2-0.5b.json" >"$work/bad.json"
-set +e
-"$fused" graph check "$work/bad.json" >"$work/out" 2>"$work/err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || { echo "graph check of a damaged file exited $rc"; exit 1; }
+fails graph check "$work/bad.json"
 grep -q 'unknown field "bogus" in the data of a GetAttr node' "$work/out" || { echo "no format error"; cat "$work/out"; exit 1; }
 sed 's/"op":"embed"/"op":"embedd"/' "$work/qwen2-0.5b.json" >"$work/bad2.json"
-set +e
-"$fused" graph check "$work/bad2.json" >"$work/out" 2>"$work/err"
-rc=$?
-set -e
-[ $rc -eq 1 ] || { echo "graph check of a damaged file exited $rc"; exit 1; }
+fails graph check "$work/bad2.json"
 grep -qx "error: node 2: unknown-op: no op is registered as 'embedd' (closest: embed)" "$work/out" || { echo "no unknown-op line"; cat "$work/out"; exit 1; }
-set +e
-"$fused" plan --graph "$work/bad2.json" --mode prefill >"$work/out" 2>"$work/err"
-rc=$?
-set -e
-[ $rc -eq 1 ] && [ ! -s "$work/out" ] && grep -q "unknown-op" "$work/err" || { echo "plan --graph of a damaged file: rc $rc"; cat "$work/err"; exit 1; }
+fails plan --graph "$work/bad2.json" --mode prefill
+[ ! -s "$work/out" ] && grep -q "unknown-op" "$work/err" || { echo "plan --graph of a damaged file"; cat "$work/err"; exit 1; }
 # A hand-written graph (the FX relu MLP) runs to the values worked out by hand: y = [1.5, 9.5].
 "$fused" graph run "$data/relu_mlp.json" --weights "$data/relu_mlp_weights.safetensors" --inputs "$data/relu_mlp_inputs.safetensors" \
   --out "$work/mlp.safetensors" 2>/dev/null
 cmp "$work/mlp.safetensors" "$data/relu_mlp_expected.safetensors" || { echo "graph run of relu_mlp.json: unexpected output"; exit 1; }
 # Without its weights: the cut-wire report names the step and the missing parameter.
-set +e
-"$fused" graph run "$data/relu_mlp.json" --inputs "$data/relu_mlp_inputs.safetensors" --out "$work/x.safetensors" >"$work/out" 2>"$work/err"
-rc=$?
-set -e
-[ $rc -eq 1 ] && [ ! -s "$work/out" ] && grep -q "cut wire at step 0 'linear' -> 'hidden'.*'mlp.0.weight' (weight): MISSING" "$work/err" ||
-  { echo "graph run without weights: rc $rc"; cat "$work/err"; exit 1; }
+fails graph run "$data/relu_mlp.json" --inputs "$data/relu_mlp_inputs.safetensors" --out "$work/x.safetensors"
+[ ! -s "$work/out" ] && grep -q "cut wire at step 0 'linear' -> 'hidden'.*'mlp.0.weight' (weight): MISSING" "$work/err" ||
+  { echo "graph run without weights"; cat "$work/err"; exit 1; }
 echo "graph files: export, check and plan agree for every family; relu_mlp.json runs"

@@ -130,10 +130,10 @@ struct op_def {
   int min_inputs;
   int max_inputs;
   inferred (*infer)(const tensor_info* const* in, int n, const attrs& a);
-  int in_place_input;     // input slot whose bytes the result may take over, or -1
-  bool mode_sensitive;    // kernel or behaviour depends on the mode (sequence length, position)
+  int in_place_input = -1;  // input slot whose bytes the result may take over, or -1
+  bool mode_sensitive = false;  // kernel or behaviour depends on the mode (sequence length, position)
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
-  const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out);
+  const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out) = nullptr;
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
   // "scratch buffer" idea); a kernel writes what it reads there within the same call. The builder
   // makes it a tensor named after the result + ".work", written by the step and read by none, so the
