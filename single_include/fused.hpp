@@ -1527,6 +1527,9 @@ constexpr inferred comparison(const tensor_info* const* in, int n, const attrs& 
   return r;
 }
 
+// Bounds products of constant dims in shape rules (graph files' dims go up to 2^31 each).
+inline constexpr std::int64_t element_limit = std::int64_t{1} << 50;
+
 // A non-negative axis of rank `rank` from an attribute that may count from the end (-1: last).
 constexpr std::int64_t axis_of(std::int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
 
@@ -1789,6 +1792,7 @@ inline constexpr op_def reshape = host_detail::host_op({
             if (symbol && symbol != d.symbol) return mismatch(-1, "the result may hold one symbol");
             symbol = d.symbol;
           }
+          if (d.n > host_detail::element_limit / known) return mismatch(-1, "the shape holds more than 2^50 elements");
           known *= d.n;
         }
       }
@@ -1800,6 +1804,7 @@ inline constexpr op_def reshape = host_detail::host_op({
           if (in_symbol) return mismatch(0, "the input " + describe(x) + " has more than one symbolic dim");
           in_symbol = x.shp.d[i].symbol;
         }
+        if (x.shp.d[i].n > host_detail::element_limit / total) return mismatch(0, "the input " + describe(x) + " holds more than 2^50 elements");
         total *= x.shp.d[i].n;
       }
       if (infer_at >= 0) {
@@ -1933,7 +1938,11 @@ inline constexpr op_def full = host_detail::host_op({
     .category = "memory",
     .min_inputs = 0,
     .max_inputs = 0,
-    .infer = [](const tensor_info* const*, int, const attrs& at) { return host_detail::constant_shape(at); },
+    .infer = [](const tensor_info* const*, int, const attrs& at) -> inferred {
+      if (!(at.f >= -std::numeric_limits<float>::max() && at.f <= std::numeric_limits<float>::max()))
+        return mismatch(-1, "value is outside f32's range");
+      return host_detail::constant_shape(at);
+    },
     .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), static_cast<float>(a.at->f)); },
     .attributes = host_detail::full_attributes});
 

@@ -222,6 +222,12 @@ TEST_CASE("the new ops' shape rules refuse what they cannot compute, naming the 
   graph where_bool;
   where_bool.input("a", "f32", {2}).call("w", "where", {"a", "a", "a"}).output("w");
   CHECK(issues(where_bool).at(0).message.find("the condition must be bool") != std::string::npos);
+  graph huge;
+  huge.input("a", "f32", {2147483648LL, 2147483648LL, 2}).call("r", "reshape", {"a"}, {{"shape", {-1}}}).output("r");
+  CHECK(issues(huge).at(0).message.find("holds more than 2^50 elements") != std::string::npos);
+  graph far;
+  far.call("c", "full", {}, {{"value", 1e300}, {"shape", {2}}}).output("c");
+  CHECK(issues(far).at(0).message.find("outside f32's range") != std::string::npos);
   graph f32_param;
   f32_param.input("a", "f32", {2});
   json j = f32_param.doc();
