@@ -4161,7 +4161,6 @@ inline encoding encoding_for(const std::filesystem::path& file) {
 // shapes it takes, and no implicit broadcasting is done (an op that broadcasts says so in its rule).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -4260,8 +4259,8 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
     if (f.slot == attr_slot::ints) {
       const bool list = it->is_array() && it->size() <= static_cast<std::size_t>(max_rank) &&
                         std::all_of(it->begin(), it->end(), [](const json& v) {
-                          return v.is_number_integer() && !v.is_number_unsigned() ? std::llabs(v.get<std::int64_t>()) <= max_integer_attribute
-                                                                                  : v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_integer_attribute);
+                          if (v.is_number_unsigned()) return v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max_integer_attribute);
+                          return v.is_number_integer() && v.get<std::int64_t>() >= -max_integer_attribute && v.get<std::int64_t>() <= max_integer_attribute;
                         });
       if (!list) {
         errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + it->dump().substr(0, 60)});
