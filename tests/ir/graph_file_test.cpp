@@ -224,6 +224,10 @@ TEST_CASE("bytes that are not a document are one defect, never a crash") {
     CHECK(!r.ok());
   }
   CHECK(fused::ir::parse("{\"a\":1,\"a\":2}").errors[0].message.find("key \"a\" appears twice") != std::string::npos);
+  // MessagePack {"metadata": "\xff"}: a string that is not UTF-8 (JSON's lexer refuses it itself).
+  const fused::ir::read_result bad_text = fused::ir::parse(std::string("\x81\xa8metadata\xa1\xff", 12));
+  REQUIRE(!bad_text.ok());
+  CHECK(bad_text.errors[0].message.find("not valid UTF-8") != std::string::npos);
 }
 
 TEST_CASE("a custom op registered by name is read, validated and lowered like a built-in one") {

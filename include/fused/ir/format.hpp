@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "../io/tokenizer/utf8.hpp"
 #include "../plan/json.hpp"
 #include "document.hpp"
 
@@ -44,13 +45,19 @@ class strict_builder : public nlohmann::json_sax<json> {
   bool number_integer(number_integer_t v) override { return put(v); }
   bool number_unsigned(number_unsigned_t v) override { return put(v); }
   bool number_float(number_float_t v, const string_t&) override { return put(v); }
-  bool string(string_t& v) override { return put(std::move(v)); }
+  // MessagePack strings arrive unchecked (JSON's lexer checks its own): text that is not UTF-8
+  // could be neither printed in a message nor written back as JSON.
+  bool string(string_t& v) override {
+    if (!io::tokenization::is_valid_utf8(v)) return fail("a string is not valid UTF-8");
+    return put(std::move(v));
+  }
   bool binary(binary_t&) override { return fail("binary values have no meaning in a graph file"); }
   bool start_object(std::size_t) override { return open(json::object()); }
   bool end_object() override { return close(); }
   bool start_array(std::size_t) override { return open(json::array()); }
   bool end_array() override { return close(); }
   bool key(string_t& k) override {
+    if (!io::tokenization::is_valid_utf8(k)) return fail("a key is not valid UTF-8");
     if (!keys_.back().insert(k).second) return fail("key \"" + k + "\" appears twice in one object");
     key_ = std::move(k);
     return true;
