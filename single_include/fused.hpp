@@ -4272,6 +4272,16 @@ inline encoding encoding_for(const std::filesystem::path& file) {
   return ext == ".msgpack" || ext == ".mpk" ? encoding::msgpack : encoding::json_text;
 }
 
+// Writes the document to `file`, MessagePack or JSON by its extension (encoding_for); returns the bytes written.
+inline std::size_t write_file(const document& doc, const std::filesystem::path& file) {
+  const std::string bytes = encode(doc, encoding_for(file));
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw std::runtime_error(file.string() + ": cannot write");
+  return bytes.size();
+}
+
 }  // namespace fused::ir
 // ---- end fused/ir/format.hpp ---------------------------------------------------------------------------
 // ---- begin fused/ir/lower.hpp --------------------------------------------------------------------------
@@ -4752,6 +4762,24 @@ inline lowered lower(const document& doc, const ops::registry& reg = ops::regist
   for (std::size_t i = 0; i < doc.nodes.size(); ++i)
     if (tensor_of[i] >= 0) out.node_of_tensor[static_cast<std::size_t>(tensor_of[i])] = doc.nodes[i].id;
   return out;
+}
+
+// A graph file read and lowered: throws graph_error naming the file, with its first defect of form
+// (`fused graph check` lists every one) or every validation error.
+struct loaded_graph {
+  document doc;
+  lowered graph;
+};
+
+inline loaded_graph load_graph(const std::filesystem::path& file, const ops::registry& reg = ops::registry::global()) {
+  read_result r = read_file(file);
+  if (!r.ok()) throw graph_error(file.string() + ": " + to_line(r.errors.front()) + " (fused graph check lists every error)");
+  try {
+    lowered g = lower(r.doc, reg);
+    return {std::move(r.doc), std::move(g)};
+  } catch (const graph_error& e) {
+    throw graph_error(file.string() + ": " + e.what());
+  }
 }
 
 }  // namespace fused::ir
@@ -7762,16 +7790,15 @@ namespace fused::runtime {
 inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::span<const wire_state> wires) {
   lowering_error err{};
   std::vector<call> calls = lower_calls(p.tensors, p.steps, m.buffers, m.kernels, m.bind, 0, &err);
+  const scratch<int> position = p.position_of_step();
   if (calls.size() != p.steps.size()) {
-    std::size_t pos = 0;
-    while (pos < p.steps.size() && p.steps[pos].id != err.step) ++pos;
-    if (pos == p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));
+    if (err.step < 0 || static_cast<std::size_t>(err.step) >= p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));
+    const auto pos = static_cast<std::size_t>(position[static_cast<std::size_t>(err.step)]);
     throw graph_error(std::string(err.what) + " (op '" + p.steps[pos].op->name + "' has no kernel here)\n" + cut_wire_report(p, pos, wires));
   }
   for (const call& c : calls) {
     if (c.k == kernel::host) {
-      std::size_t pos = 0;
-      while (p.steps[pos].id != c.step) ++pos;
+      const auto pos = static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)]);
       if (!p.steps[pos].op->has_host)
         throw graph_error("step " + std::to_string(c.step) + " '" + p.steps[pos].op->name + "' names the host kernel but its op has no host function\n" +
                           cut_wire_report(p, pos, wires));
@@ -7796,7 +7823,7 @@ inline void execute(const program& p, std::span<const call> calls, const regions
   const scratch<int> position = p.position_of_step();
   auto bytes_of_operand = [&](const operand& o) -> std::byte* {
     if (o.where == region::weights) return reinterpret_cast<std::byte*>(const_cast<std::uint16_t*>(r.weights[static_cast<std::size_t>(o.slot)]));
-    return (o.where == region::state ? r.state : r.arena) + o.offset;
+    return detail::data_ptr<std::byte>(o, r);
   };
   auto view = [&](const operand& o) {
     const tensor_info& t = p.tensor(o.tensor);

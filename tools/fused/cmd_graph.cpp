@@ -42,13 +42,9 @@ int run_export(const export_options& o) {
   fused::decoder::graph_options options{};
   options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
   const fused::ir::document doc = fused::decoder::to_graph_file(*info.family, info.arch, options, source);
-  const std::string bytes = fused::ir::encode(doc, fused::ir::encoding_for(o.out));
-  std::FILE* f = std::fopen(o.out.c_str(), "wb");
-  if (!f) throw std::runtime_error(o.out + ": cannot open for writing");
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  if (std::fclose(f) != 0 || !written) throw std::runtime_error(o.out + ": cannot write");
+  const std::size_t bytes = fused::ir::write_file(doc, o.out);
   std::fprintf(stderr, "fused graph export: %s -> %s: %zu nodes, %zu edges, %zu bytes\n", source.c_str(), o.out.c_str(), doc.nodes.size(),
-               doc.edges.size(), bytes.size());
+               doc.edges.size(), bytes);
   return 0;
 }
 
@@ -106,15 +102,8 @@ std::vector<std::int64_t> bound_dims(const fused::tensor_info& t, const fused::b
 
 int run_graph(const run_options& o) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
-  const fused::ir::read_result file = fused::ir::read_file(o.graph);
-  if (!file.ok()) throw std::runtime_error(o.graph + ": " + fused::ir::to_line(file.errors.front()) + " (fused graph check lists every error)");
-  const fused::ir::lowered g = [&] {
-    try {
-      return fused::ir::lower(file.doc);
-    } catch (const fused::graph_error& e) {
-      throw fused::graph_error(o.graph + ": " + e.what());
-    }
-  }();
+  const fused::ir::loaded_graph loaded = fused::ir::load_graph(o.graph);
+  const fused::ir::lowered& g = loaded.graph;
   const fused::program& p = g.prog;
   const fused::io::safetensors_file in = fused::io::safetensors_file::open(o.inputs);
 
@@ -141,7 +130,7 @@ int run_graph(const run_options& o) {
   }
   fused::binding b{};
   try {
-    b = fused::ir::bind(file.doc, values);
+    b = fused::ir::bind(loaded.doc, values);
   } catch (const std::invalid_argument& e) {
     throw usage_error(e.what());
   }

@@ -22,7 +22,6 @@
 #include <fmt/format.h>
 
 #include <fused/models/hf_config.hpp>
-#include <fused/ir/format.hpp>
 #include <fused/ir/lower.hpp>
 #include <fused/ir/plan.hpp>
 #include <fused/models/decoder_graph_file.hpp>
@@ -51,16 +50,9 @@ void write_out(const std::string& out) {
 // it has them (a decoder's), --bind any symbol. A file exported from a config plans, and prints,
 // exactly as that config does.
 int run_plan_graph(const options& o) {
-  const fused::ir::read_result file = fused::ir::read_file(o.graph);
-  if (!file.ok()) throw std::runtime_error(o.graph + ": " + fused::ir::to_line(file.errors.front()) + " (fused graph check lists every error)");
-  const fused::ir::document& doc = file.doc;
-  const fused::ir::lowered g = [&] {
-    try {
-      return fused::ir::lower(doc);
-    } catch (const fused::graph_error& e) {
-      throw fused::graph_error(o.graph + ": " + e.what());
-    }
-  }();
+  const fused::ir::loaded_graph loaded = fused::ir::load_graph(o.graph);
+  const fused::ir::document& doc = loaded.doc;
+  const fused::ir::lowered& g = loaded.graph;
   auto has = [&](const char* name) { return std::find(g.symbols.begin(), g.symbols.end(), name) != g.symbols.end(); };
   const bool prefill = o.mode == "prefill";
   std::map<std::string, std::int64_t> values;

@@ -568,4 +568,14 @@ inline encoding encoding_for(const std::filesystem::path& file) {
   return ext == ".msgpack" || ext == ".mpk" ? encoding::msgpack : encoding::json_text;
 }
 
+// Writes the document to `file`, MessagePack or JSON by its extension (encoding_for); returns the bytes written.
+inline std::size_t write_file(const document& doc, const std::filesystem::path& file) {
+  const std::string bytes = encode(doc, encoding_for(file));
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw std::runtime_error(file.string() + ": cannot write");
+  return bytes.size();
+}
+
 }  // namespace fused::ir

@@ -10,6 +10,7 @@
 
 #include "../graph/builder.hpp"
 #include "../graph/graph_error.hpp"
+#include "format.hpp"
 #include "validate.hpp"
 
 namespace fused::ir {
@@ -89,6 +90,24 @@ inline lowered lower(const document& doc, const ops::registry& reg = ops::regist
   for (std::size_t i = 0; i < doc.nodes.size(); ++i)
     if (tensor_of[i] >= 0) out.node_of_tensor[static_cast<std::size_t>(tensor_of[i])] = doc.nodes[i].id;
   return out;
+}
+
+// A graph file read and lowered: throws graph_error naming the file, with its first defect of form
+// (`fused graph check` lists every one) or every validation error.
+struct loaded_graph {
+  document doc;
+  lowered graph;
+};
+
+inline loaded_graph load_graph(const std::filesystem::path& file, const ops::registry& reg = ops::registry::global()) {
+  read_result r = read_file(file);
+  if (!r.ok()) throw graph_error(file.string() + ": " + to_line(r.errors.front()) + " (fused graph check lists every error)");
+  try {
+    lowered g = lower(r.doc, reg);
+    return {std::move(r.doc), std::move(g)};
+  } catch (const graph_error& e) {
+    throw graph_error(file.string() + ": " + e.what());
+  }
 }
 
 }  // namespace fused::ir

@@ -19,16 +19,15 @@ namespace fused::runtime {
 inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::span<const wire_state> wires) {
   lowering_error err{};
   std::vector<call> calls = lower_calls(p.tensors, p.steps, m.buffers, m.kernels, m.bind, 0, &err);
+  const scratch<int> position = p.position_of_step();
   if (calls.size() != p.steps.size()) {
-    std::size_t pos = 0;
-    while (pos < p.steps.size() && p.steps[pos].id != err.step) ++pos;
-    if (pos == p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));
+    if (err.step < 0 || static_cast<std::size_t>(err.step) >= p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));
+    const auto pos = static_cast<std::size_t>(position[static_cast<std::size_t>(err.step)]);
     throw graph_error(std::string(err.what) + " (op '" + p.steps[pos].op->name + "' has no kernel here)\n" + cut_wire_report(p, pos, wires));
   }
   for (const call& c : calls) {
     if (c.k == kernel::host) {
-      std::size_t pos = 0;
-      while (p.steps[pos].id != c.step) ++pos;
+      const auto pos = static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)]);
       if (!p.steps[pos].op->has_host)
         throw graph_error("step " + std::to_string(c.step) + " '" + p.steps[pos].op->name + "' names the host kernel but its op has no host function\n" +
                           cut_wire_report(p, pos, wires));
@@ -53,7 +52,7 @@ inline void execute(const program& p, std::span<const call> calls, const regions
   const scratch<int> position = p.position_of_step();
   auto bytes_of_operand = [&](const operand& o) -> std::byte* {
     if (o.where == region::weights) return reinterpret_cast<std::byte*>(const_cast<std::uint16_t*>(r.weights[static_cast<std::size_t>(o.slot)]));
-    return (o.where == region::state ? r.state : r.arena) + o.offset;
+    return detail::data_ptr<std::byte>(o, r);
   };
   auto view = [&](const operand& o) {
     const tensor_info& t = p.tensor(o.tensor);
