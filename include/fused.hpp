@@ -21,6 +21,7 @@
 
 // graph: the constexpr builder, the program, the scheduler, diagnostics
 #include "fused/graph/builder.hpp"
+#include "fused/graph/control.hpp"
 #include "fused/graph/cut_wire.hpp"
 #include "fused/graph/diagnose.hpp"
 #include "fused/graph/graph_error.hpp"

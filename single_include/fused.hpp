@@ -406,16 +406,30 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 // The graph builder: a constexpr API in which a model appends feeds and ops. Each op's shape rule
 // runs as the op is added; the first mistake is recorded (kind + a sentence naming the op and the
 // tensors) and everything after it is ignored, so a model template never needs error handling.
-// `finish()` schedules the program. At compile time a recorded mistake becomes a static_assert
+// `finish()` schedules the program. Control flow: `conditional`, `loop` and `set_region` put the
+// steps that follow into a branch or a loop body, `merge` and `carry` join values across them
+// (program.hpp, "Structured control flow"). At compile time a recorded mistake becomes a static_assert
 // (fused/graph/diagnose.hpp); at run time it becomes a `graph_error`.
 #include <initializer_list>
 #include <string_view>
 #include <utility>
 
+// ---- begin fused/graph/control.hpp ---------------------------------------------------------------------
+// The two ops control flow adds to a program (program.hpp, "Structured control flow"), used by
+// graph_builder's conditional / loop calls (graph files reach them through Merge and Loop nodes):
+//   copy(x)               x's bytes in a new tensor: a loop carry's first value (graph_builder::carry);
+//                         in place over x when x dies there, so usually no byte moves;
+//   merge(c, a, b)        a Conditional's result: a when its condition c held, else b. The planner
+//                         puts a and b (each written in its own branch, at most one ever) and the
+//                         result on the same bytes wherever it can, and then nothing moves.
+// Their host functions copy bytes unless the source already sits where the result goes.
+#include <cstring>
+
 // ---- begin fused/graph/program.hpp ---------------------------------------------------------------------
 // FusedProgram: a model as a value. Feeds (inputs, weights, state) are the tensors no step produces;
 // steps apply ops to tensors; outputs are named; state pairs say which tensor carries each state feed
-// to the next call. The same type is built in constant evaluation (static model) or at run time
+// to the next call. Control flow is structured: a step may belong to a region (a Conditional's
+// branch or a Loop's body), and regions nest (docs/GRAPH_FORMAT.md, "Control flow"). The same type is built in constant evaluation (static model) or at run time
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #include <cstddef>
 #include <cstdint>
@@ -487,6 +501,7 @@ struct step {
   tensor_id work = -1;               // the step's workspace tensor (op_def::work), or -1
   bool mode_sensitive = false;
   int level = 0;                     // longest path from the feeds (set by the scheduler)
+  int region = -1;                   // the region it runs in (program::regions), -1: the top level
 
   // The input whose bytes the result takes over (the op's in-place input slot), or -1.
   constexpr tensor_id in_place_source() const;
@@ -560,6 +575,10 @@ struct op_def {
   bool has_host = false;
   // The op's attributes by name (all required); fields of `attrs` not named here stay zero.
   std::span<const attr_field> attributes{};
+  // Control flow's merge (ops/control.hpp): input 0 is a Conditional's condition, inputs 1 and 2
+  // the values its branches yield; the result is the taken branch's, so it may sit on the bytes
+  // of either (the planner and the verifier know; at most one of them was written).
+  bool selects = false;
 };
 
 constexpr tensor_id step::in_place_source() const {
@@ -580,12 +599,49 @@ constexpr const char* name_of(error_kind k) {
   return "?";
 }
 
+// Structured control flow. A Conditional is two regions made together, its then branch at index i
+// and its else branch at i + 1; a Loop is one region. A region's steps (its nested regions' too)
+// sit at consecutive schedule positions [first, first + count), set by the scheduler.
+enum class region_kind : std::uint8_t { then_branch, else_branch, loop_body };
+
+constexpr const char* name_of(region_kind k) {
+  switch (k) {
+    case region_kind::then_branch: return "then";
+    case region_kind::else_branch: return "else";
+    case region_kind::loop_body: return "loop";
+  }
+  return "?";
+}
+
+struct region_info {
+  region_kind kind = region_kind::loop_body;
+  int parent = -1;              // the enclosing region, -1: the top level
+  // A branch runs when (then) or unless (else) this bool holds; a loop runs a trip while it holds,
+  // checked after the first `header` steps of each trip (those it depends on).
+  tensor_id condition = -1;
+  std::int64_t max_trips = 0;   // a loop's bound: it ends after this many trips at the latest
+  int first = 0, count = 0, header = 0;  // set by the scheduler
+  constexpr int end() const { return first + count; }
+  constexpr bool holds(int position) const { return position >= first && position < first + count; }
+};
+
+// A value a loop carries from trip to trip: `value` is made before the first trip by a copy step
+// (ops/control.hpp) of its initial value, placed just before the loop's body and run once; body
+// steps and the steps after the loop read it; after each trip `next` is copied into its bytes.
+struct loop_carry {
+  int loop = -1;
+  tensor_id value = -1;
+  tensor_id next = -1;
+};
+
 struct program {
   int version = 1;
   std::vector<tensor_info> tensors;   // index == id
   std::vector<step> steps;            // schedule order once scheduled: (level, id)
   std::vector<named_output> outputs;
   std::vector<state_pair> state;
+  std::vector<region_info> regions;   // control flow; empty for a straight-line program
+  std::vector<loop_carry> carries;
   // The first mistake found while building or scheduling; the program is unusable while set.
   error_kind error = error_kind::none;
   text message{};
@@ -606,6 +662,40 @@ struct program {
     for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(s[i].id)] = static_cast<int>(i);
     return pos;
   }
+  // Per schedule position: the innermost loop whose body holds it, or -1 (positions set by the scheduler).
+  constexpr scratch<int> innermost_loops() const {
+    scratch<int> at(steps.size(), -1);
+    const std::size_t nr = regions.size();
+    scratch<int> depth(nr, 0);
+    int deepest = 0;
+    for (std::size_t r = 0; r < nr; ++r) {
+      for (int a = regions[r].parent; a >= 0; a = regions[static_cast<std::size_t>(a)].parent) depth[r] += regions[static_cast<std::size_t>(a)].kind == region_kind::loop_body;
+      deepest = depth[r] > deepest ? depth[r] : deepest;
+    }
+    for (int d = 0; d <= deepest; ++d)  // outer loops first, so the innermost is written last
+      for (std::size_t r = 0; r < nr; ++r)
+        if (regions[r].kind == region_kind::loop_body && depth[r] == d)
+          for (int s = regions[r].first; s < regions[r].end(); ++s) at[static_cast<std::size_t>(s)] = static_cast<int>(r);
+    return at;
+  }
+  // The loop enclosing region r (r itself excluded), or -1.
+  constexpr int enclosing_loop(int r) const {
+    for (int a = regions[static_cast<std::size_t>(r)].parent; a >= 0; a = regions[static_cast<std::size_t>(a)].parent)
+      if (regions[static_cast<std::size_t>(a)].kind == region_kind::loop_body) return a;
+    return -1;
+  }
+  // The loop whose carry `t` is, or -1.
+  constexpr int carried_by(tensor_id t) const {
+    for (const auto& c : carries)
+      if (c.value == t) return c.loop;
+    return -1;
+  }
+  // Whether region `inner` is `outer` or nested in it (-1: the top level holds everything).
+  constexpr bool within(int inner, int outer) const {
+    for (int r = inner; r >= 0; r = regions[static_cast<std::size_t>(r)].parent)
+      if (r == outer) return true;
+    return outer < 0;
+  }
   constexpr tensor_id output(std::string_view name) const {
     for (const auto& o : outputs)
       if (std::string_view(o.name) == name) return o.id;
@@ -615,6 +705,70 @@ struct program {
 
 }  // namespace fused
 // ---- end fused/graph/program.hpp -----------------------------------------------------------------------
+
+namespace fused::control {
+
+namespace detail {
+
+constexpr inferred refuse(int culprit, text what) {
+  inferred r{};
+  r.error = std::move(what);
+  r.culprit = culprit;
+  return r;
+}
+constexpr inferred same_as(const tensor_info& t) {
+  inferred r{};
+  r.type = t.type;
+  r.shp = t.shp;
+  return r;
+}
+constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
+
+constexpr const char* host_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return host_kernel_name; }
+
+inline void copy_bytes(const host_tensor& from, const host_tensor& to) {
+  if (from.data == to.data) return;
+  std::memcpy(to.data, from.data, static_cast<std::size_t>(to.elements()) * size_of(to.type));
+}
+
+// A condition: bool, one element (shape [] or [1]).
+constexpr bool is_condition(const tensor_info& t) {
+  if (t.type != dtype::boolean || t.shp.rank > 1) return false;
+  return t.shp.rank == 0 || (t.shp.d[0].symbol == 0 && t.shp.d[0].n == 1);
+}
+
+}  // namespace detail
+
+inline constexpr op_def copy{.name = "copy",
+                             .category = "memory",
+                             .min_inputs = 1,
+                             .max_inputs = 1,
+                             .infer = [](const tensor_info* const* in, int, const attrs&) { return detail::same_as(*in[0]); },
+                             .in_place_input = 0,
+                             .mode_sensitive = false,
+                             .kernel = detail::host_kernel,
+                             .host = [](const host_args& a) { detail::copy_bytes(a.in[0], a.out); },
+                             .has_host = true};
+
+inline constexpr op_def merge{
+    .name = "merge",
+    .category = "memory",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      if (!detail::is_condition(*in[0])) return detail::refuse(0, "the condition must be one bool ([] or [1]), got " + detail::describe(*in[0]));
+      if (in[1]->type != in[2]->type || !(in[1]->shp == in[2]->shp))
+        return detail::refuse(2, "the branches yield " + detail::describe(*in[1]) + " and " + detail::describe(*in[2]) + "; a merge needs one type");
+      return detail::same_as(*in[1]);
+    },
+    .mode_sensitive = false,
+    .kernel = detail::host_kernel,
+    .host = [](const host_args& a) { detail::copy_bytes(a.in[*a.in[0].data != std::byte{0} ? 1 : 2], a.out); },
+    .has_host = true,
+    .selects = true};
+
+}  // namespace fused::control
+// ---- end fused/graph/control.hpp -----------------------------------------------------------------------
 // ---- begin fused/graph/schedule.hpp --------------------------------------------------------------------
 // The scheduler: level = longest path from the feeds; steps ordered by (level, id). Deterministic:
 // the order depends only on the graph, never on addresses or hash order.
@@ -622,17 +776,207 @@ struct program {
 // @pre  every step input is a feed or the result of some step (the builder guarantees it).
 // @post p.steps sorted by (level, id); on a cycle, p.error == cycle and the message names the steps.
 // Example: feeds a, b; s0 = f(a); s1 = g(s0, b); s2 = h(a)  ->  levels 1, 2, 1; order s0, s2, s1.
+// Control flow (program::regions): each region is ordered on its own by the same rule, a nested
+// conditional or loop being one item of its parent; a region's steps end up at consecutive
+// positions, a conditional's then branch before its else branch, a loop's carry copies just before
+// its body and, within the body, the steps its condition depends on first (the trip's header).
+#include <climits>
 #include <utility>
 #include <vector>
 
 
 namespace fused {
 
+namespace detail {
+
+// The scheduler for programs with regions (straight-line programs take the faster path below).
+class region_scheduler {
+ public:
+  explicit constexpr region_scheduler(program& p) : p_(p), home_(p.steps.size(), -1), init_(p.steps.size(), false) {
+    for (std::size_t s = 0; s < p.steps.size(); ++s) home_[s] = p.steps[s].region;
+    for (const loop_carry& c : p.carries) {
+      const auto s = static_cast<std::size_t>(p.tensor(c.value).producer);
+      home_[s] = c.loop;
+      init_[s] = true;
+    }
+  }
+
+  constexpr void run() {
+    emit(-1);
+    if (!p_.ok()) return;
+    std::vector<step> sorted;
+    sorted.reserve(order_.size());
+    for (int s : order_) sorted.push_back(p_.steps[static_cast<std::size_t>(s)]);
+    p_.steps = std::move(sorted);
+  }
+
+ private:
+  static constexpr int none = INT_MIN;
+  // A region's item in its parent: a conditional's two branches are one (its then branch).
+  constexpr int block_of(int r) const { return p_.regions[static_cast<std::size_t>(r)].kind == region_kind::else_branch ? r - 1 : r; }
+  static constexpr int as_item(int block) { return -(block + 2); }
+  static constexpr int block_of_item(int item) { return -item - 2; }
+  // The item of region r that step s belongs to: the step itself, or the nested block holding it;
+  // `none` when s is not inside r (a loop's carry copies are not inside the loop).
+  constexpr int item_in(int s, int r) const {
+    int h = home_[static_cast<std::size_t>(s)];
+    if (h == r) return init_[static_cast<std::size_t>(s)] ? none : s;
+    while (h >= 0 && p_.regions[static_cast<std::size_t>(h)].parent != r) h = p_.regions[static_cast<std::size_t>(h)].parent;
+    return h < 0 ? none : as_item(block_of(h));
+  }
+  constexpr int region_item_in(int region, int r) const {  // the item of r holding region `region`
+    int h = region;
+    while (h >= 0 && p_.regions[static_cast<std::size_t>(h)].parent != r) h = p_.regions[static_cast<std::size_t>(h)].parent;
+    return h < 0 ? none : as_item(block_of(h));
+  }
+  constexpr int producer_item(tensor_id t, int r) const {
+    const int q = p_.tensor(t).producer;
+    return q < 0 ? none : item_in(q, r);
+  }
+
+  // Appends the steps of region r (-1: the whole program) in execution order.
+  constexpr void emit(int r) {
+    const std::size_t n = p_.steps.size();
+    std::vector<int> items;             // each item once, in order of its smallest step id
+    scratch<int> item_of(n, none);  // per step
+    for (std::size_t s = 0; s < n; ++s) {
+      const int it = item_in(static_cast<int>(s), r);
+      item_of[s] = it;
+      if (it == none) continue;
+      bool seen = false;
+      for (int x : items) seen = seen || x == it;
+      if (!seen) items.push_back(it);
+    }
+    const std::size_t ni = items.size();
+    auto index = [&](int it) {
+      for (std::size_t i = 0; i < ni; ++i)
+        if (items[i] == it) return static_cast<int>(i);
+      return -1;
+    };
+    // Dependencies between items: a step reading another item's tensor, a region reading its
+    // condition or its carries' next values from another item.
+    scratch<std::vector<int>> after(ni);  // after[i]: items that wait for item i
+    scratch<int> pending(ni, 0);
+    auto depend = [&](int from, int to) {
+      if (from == none || to == none || from == to) return;
+      const int a = index(from), b = index(to);
+      for (int x : after[static_cast<std::size_t>(a)])
+        if (x == b) return;
+      after[static_cast<std::size_t>(a)].push_back(b);
+      ++pending[static_cast<std::size_t>(b)];
+    };
+    for (std::size_t s = 0; s < n; ++s) {
+      if (item_of[s] == none) continue;
+      const step& st = p_.steps[s];
+      for (int k = 0; k < st.n_inputs; ++k) depend(producer_item(st.inputs[k], r), item_of[s]);
+    }
+    for (std::size_t g = 0; g < p_.regions.size(); ++g) {
+      const int holder = region_item_in(static_cast<int>(g), r);
+      if (holder == none) continue;
+      if (const tensor_id c = p_.regions[g].condition; c >= 0) depend(producer_item(c, r), holder);
+    }
+    for (const loop_carry& c : p_.carries)
+      if (c.next >= 0) depend(producer_item(c.next, r), region_item_in(c.loop, r));
+    // A loop's header: the items its condition depends on, within the body.
+    scratch<bool> header(ni, false);
+    if (r >= 0 && p_.regions[static_cast<std::size_t>(r)].kind == region_kind::loop_body) {
+      const tensor_id c = p_.regions[static_cast<std::size_t>(r)].condition;
+      std::vector<int> work;
+      if (c >= 0 && producer_item(c, r) != none) work.push_back(index(producer_item(c, r)));
+      while (!work.empty()) {
+        const int i = work.back();
+        work.pop_back();
+        if (header[static_cast<std::size_t>(i)]) continue;
+        header[static_cast<std::size_t>(i)] = true;
+        for (std::size_t j = 0; j < ni; ++j)
+          for (int x : after[j])
+            if (x == i && !header[j]) work.push_back(static_cast<int>(j));
+      }
+    }
+    // Levels (longest path), then the order: header first, then (level, smallest step id).
+    scratch<int> level(ni, 0);
+    std::vector<int> ready;
+    for (std::size_t i = 0; i < ni; ++i)
+      if (pending[i] == 0) ready.push_back(static_cast<int>(i));
+    std::size_t placed = 0;
+    while (!ready.empty()) {
+      const int i = ready.back();
+      ready.pop_back();
+      ++placed;
+      for (int x : after[static_cast<std::size_t>(i)]) {
+        const auto xi = static_cast<std::size_t>(x);
+        if (level[static_cast<std::size_t>(i)] + 1 > level[xi]) level[xi] = level[static_cast<std::size_t>(i)] + 1;
+        if (--pending[xi] == 0) ready.push_back(x);
+      }
+    }
+    if (placed != ni) {
+      text names;
+      int listed = 0;
+      for (std::size_t s = 0; s < n && listed < 6; ++s)
+        if (item_of[s] != none && pending[static_cast<std::size_t>(index(item_of[s]))] > 0)
+          names += (listed++ ? ", " : "") + text("step ") + to_text(p_.steps[s].id) + " '" + p_.steps[s].op->name + "'";
+      p_.error = error_kind::cycle;
+      p_.message = "the steps form a cycle (each waits for another's result): " + names;
+      return;
+    }
+    scratch<int> by(ni);
+    for (std::size_t i = 0; i < ni; ++i) by[i] = static_cast<int>(i);
+    insertion_sort(by.data(), by.data() + ni, [&](int a, int b) {
+      const auto ua = static_cast<std::size_t>(a), ub = static_cast<std::size_t>(b);
+      if (header[ua] != header[ub]) return static_cast<bool>(header[ua]);
+      return level[ua] != level[ub] ? level[ua] < level[ub] : a < b;  // items are numbered by smallest step id
+    });
+    const std::size_t start = order_.size();
+    for (std::size_t k = 0; k < ni && p_.ok(); ++k) {
+      const auto i = static_cast<std::size_t>(by[k]);
+      if (r >= 0 && k > 0 && header[static_cast<std::size_t>(by[k - 1])] && !header[i])
+        p_.regions[static_cast<std::size_t>(r)].header = static_cast<int>(order_.size() - start);
+      const int it = items[i];
+      if (it >= 0) {
+        p_.steps[static_cast<std::size_t>(it)].level = level[i] + 1;
+        order_.push_back(it);
+        continue;
+      }
+      const int b = block_of_item(it);
+      if (p_.regions[static_cast<std::size_t>(b)].kind == region_kind::loop_body) {
+        for (std::size_t s = 0; s < n; ++s)  // the carry copies, run once before the first trip
+          if (init_[s] && home_[s] == b) {
+            p_.steps[s].level = level[i] + 1;
+            order_.push_back(static_cast<int>(s));
+          }
+        place(b);
+      } else {
+        place(b);
+        place(b + 1);
+      }
+    }
+    if (r >= 0 && ni > 0 && header[static_cast<std::size_t>(by[ni - 1])])
+      p_.regions[static_cast<std::size_t>(r)].header = static_cast<int>(order_.size() - start);
+  }
+  constexpr void place(int r) {
+    region_info& g = p_.regions[static_cast<std::size_t>(r)];
+    g.first = static_cast<int>(order_.size());
+    emit(r);
+    g.count = static_cast<int>(order_.size()) - g.first;
+  }
+
+  program& p_;
+  scratch<int> home_;   // per step: its region; a carry copy: its loop
+  scratch<bool> init_;  // per step: a loop carry's copy
+  std::vector<int> order_;
+};
+
+}  // namespace detail
+
 // Compile-cost note: this runs in constant evaluation for every static model, so it walks raw
 // pointers (each vector::operator[] is a call the evaluator interprets), works in scratch arrays
 // filled by index (core/vector.hpp) and keeps the readers of each tensor in one array (one vector
 // per tensor costs an allocation each).
 constexpr void schedule(program& p) {
+  if (!p.regions.empty()) {
+    detail::region_scheduler(p).run();
+    return;
+  }
   const std::size_t n = p.steps.size();
   const std::size_t nt = p.tensors.size();
   const tensor_info* const tensors = p.tensors.data();
@@ -767,6 +1111,7 @@ class graph_builder {
     s.n_inputs = n;
     s.at = a;
     s.mode_sensitive = op.mode_sensitive;
+    s.region = region_;
     const tensor_info* ins[max_inputs]{};
     int k = 0;
     for (tensor_id t : in) {
@@ -787,7 +1132,8 @@ class graph_builder {
       const step& prev = p_.steps.data()[sid - 1];
       // (Ops compared by name: g++'s UBSan instrumentation rejects comparing their addresses in
       // constant evaluation.)
-      if (prev.work >= 0 && prev.inputs[0] == s.inputs[0] && std::string_view(prev.op->name) == op.name) shared_work = prev.work;
+      if (prev.work >= 0 && prev.inputs[0] == s.inputs[0] && prev.region == region_ && std::string_view(prev.op->name) == op.name)
+        shared_work = prev.work;
     }
     const inferred w = op.has_work && shared_work < 0 && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
@@ -847,7 +1193,80 @@ class graph_builder {
     p_.state.push_back({in, out});
   }
 
-  // Validates what the builder cannot see step by step (declared tensors never written) and schedules.
+  // Control flow. Steps added go to the current region (-1: the top level).
+  constexpr int region() const { return region_; }
+  constexpr void set_region(int r) {
+    if (!p_.ok()) return;
+    if (r < -1 || r >= static_cast<int>(p_.regions.size())) return fail(error_kind::bad_program, "region " + to_text(r) + " does not exist");
+    region_ = r;
+  }
+  // A Conditional on `condition` (one bool) in the current region: returns its then branch; its
+  // else branch is the index after. Neither is entered.
+  constexpr int conditional(tensor_id condition) {
+    if (!condition_ok(condition, "a conditional")) return -1;
+    const int then_branch = static_cast<int>(p_.regions.size());
+    p_.regions.push_back({.kind = region_kind::then_branch, .parent = region_, .condition = condition});
+    p_.regions.push_back({.kind = region_kind::else_branch, .parent = region_, .condition = condition});
+    return then_branch;
+  }
+  // The Conditional's result (in its parent region, where the current region must be): the then
+  // branch's value when the condition held, else the else branch's.
+  constexpr tensor_id merge(int then_branch, tensor_id then_value, tensor_id else_value, name_ref result = {}) {
+    if (!p_.ok()) return -1;
+    if (then_branch < 0 || then_branch >= static_cast<int>(p_.regions.size()) || p_.regions[static_cast<std::size_t>(then_branch)].kind != region_kind::then_branch) {
+      fail(error_kind::bad_program, "merge names region " + to_text(then_branch) + ", which is not a conditional's then branch");
+      return -1;
+    }
+    const region_info& c = p_.regions[static_cast<std::size_t>(then_branch)];
+    if (c.parent != region_) {
+      fail(error_kind::bad_program, "the merge of conditional " + to_text(then_branch) + " must be added in the conditional's own region");
+      return -1;
+    }
+    attrs a{};
+    a.i[0] = then_branch;
+    return apply(control::merge, {c.condition, then_value, else_value}, a, result);
+  }
+  // A Loop of at most `max_trips` trips in the current region; not entered.
+  constexpr int loop(std::int64_t max_trips) {
+    if (!p_.ok()) return -1;
+    if (max_trips < 0) {
+      fail(error_kind::bad_program, "a loop's bound must be 0 or more trips, got " + to_text(max_trips));
+      return -1;
+    }
+    p_.regions.push_back({.kind = region_kind::loop_body, .parent = region_, .max_trips = max_trips});
+    return static_cast<int>(p_.regions.size()) - 1;
+  }
+  // A value the loop carries, starting as `initial` (added in the loop's parent region, the current
+  // one). Body steps read the returned tensor; `carry_next` says what it holds after each trip.
+  constexpr tensor_id carry(int loop_region, tensor_id initial, name_ref name = {}) {
+    if (!loop_ok(loop_region, "carry")) return -1;
+    if (p_.regions[static_cast<std::size_t>(loop_region)].parent != region_) {
+      fail(error_kind::bad_program, "the carries of loop " + to_text(loop_region) + " must be added in the loop's own region");
+      return -1;
+    }
+    const tensor_id value = apply(control::copy, {initial}, {}, name);
+    if (value >= 0) p_.carries.push_back({.loop = loop_region, .value = value, .next = -1});
+    return value;
+  }
+  constexpr void carry_next(tensor_id value, tensor_id next) {
+    if (!p_.ok()) return;
+    for (auto& c : p_.carries)
+      if (c.value == value) {
+        if (next < 0 || next >= static_cast<tensor_id>(p_.tensors.size()) || p_.tensor(next).type != p_.tensor(value).type || !(p_.tensor(next).shp == p_.tensor(value).shp))
+          return fail(error_kind::shape_mismatch, "the next value of carry '" + p_.tensor(value).name.str() + "' must be a tensor of its type and shape");
+        c.next = next;
+        return;
+      }
+    fail(error_kind::bad_program, "tensor " + to_text(value) + " is not a loop carry");
+  }
+  // The loop runs a trip while `condition` (one bool, usually computed in its body from its carries) holds.
+  constexpr void loop_while(int loop_region, tensor_id condition) {
+    if (!loop_ok(loop_region, "loop_while") || !condition_ok(condition, "a loop")) return;
+    p_.regions[static_cast<std::size_t>(loop_region)].condition = condition;
+  }
+
+  // Validates what the builder cannot see step by step (declared tensors never written, control
+  // flow's scopes) and schedules.
   constexpr program finish() && {
     if (p_.ok())
       for (const auto& t : p_.tensors)
@@ -856,6 +1275,7 @@ class graph_builder {
                                              ") was declared but no step produces it and it is not a feed");
           break;
         }
+    if (p_.ok() && !p_.regions.empty()) check_scopes();
     if (p_.ok()) schedule(p_);
     return std::move(p_);
   }
@@ -863,6 +1283,71 @@ class graph_builder {
   constexpr const program& peek() const { return p_; }
 
  private:
+  constexpr bool condition_ok(tensor_id c, const char* what) {
+    if (!p_.ok()) return false;
+    if (c < 0 || c >= static_cast<tensor_id>(p_.tensors.size()) || !control::detail::is_condition(p_.tensor(c))) {
+      fail(error_kind::shape_mismatch, text("the condition of ") + what + " must be a tensor of one bool ([] or [1])");
+      return false;
+    }
+    return true;
+  }
+  constexpr bool loop_ok(int r, const char* what) {
+    if (!p_.ok()) return false;
+    if (r < 0 || r >= static_cast<int>(p_.regions.size()) || p_.regions[static_cast<std::size_t>(r)].kind != region_kind::loop_body) {
+      fail(error_kind::bad_program, text(what) + " names region " + to_text(r) + ", which is not a loop");
+      return false;
+    }
+    return true;
+  }
+  // The region a tensor is made in (feeds: the top level); a carry's value counts as made by its
+  // loop, where the steps after the loop read its last value.
+  constexpr int home_of(tensor_id t) const {
+    const tensor_info& ti = p_.tensor(t);
+    if (ti.producer < 0) return -1;
+    if (const int l = p_.carried_by(t); l >= 0) return l;
+    return p_.steps[static_cast<std::size_t>(ti.producer)].region;
+  }
+  // Whether a step in region `reader` may read tensor t: t is made in that region or one enclosing
+  // it, or t is a carry of a loop whose own region encloses the reader (its last value, after the
+  // loop, or its current one, inside).
+  constexpr bool visible(tensor_id t, int reader) const {
+    const int home = home_of(t);
+    if (p_.carried_by(t) >= 0) return p_.within(reader, p_.regions[static_cast<std::size_t>(home)].parent);
+    return p_.within(reader, home);
+  }
+  constexpr void check_scopes() {
+    auto where = [&](const step& s) { return "step " + to_text(s.id) + " '" + s.op->name + "'"; };
+    for (const step& s : p_.steps) {
+      for (int k = 0; k < s.n_inputs; ++k) {
+        const tensor_id t = s.inputs[k];
+        int reader = s.region;
+        if (s.op->selects && k > 0) reader = static_cast<int>(s.at.i[0]) + (k - 1);  // a merge reads each branch's value in its branch
+        if (!visible(t, reader))
+          return fail(error_kind::bad_program, where(s) + " reads '" + p_.tensor(t).name.str() +
+                                                   "', which is made inside a branch or loop the step is not in (only a merge or a loop carry takes a value out)");
+      }
+    }
+    for (std::size_t r = 0; r < p_.regions.size(); ++r) {
+      const region_info& reg = p_.regions[r];
+      if (reg.kind != region_kind::loop_body) continue;
+      if (reg.condition >= 0 && !visible(reg.condition, static_cast<int>(r)))
+        return fail(error_kind::bad_program, "the condition of loop " + to_text(static_cast<std::int64_t>(r)) + " is made where the loop cannot read it");
+      bool has_step = false;
+      for (const step& s : p_.steps) has_step = has_step || p_.within(s.region, static_cast<int>(r));
+      if (!has_step) return fail(error_kind::bad_program, "loop " + to_text(static_cast<std::int64_t>(r)) + " has no step in its body");
+    }
+    for (const loop_carry& c : p_.carries) {
+      if (c.next < 0) return fail(error_kind::bad_program, "carry '" + p_.tensor(c.value).name.str() + "' has no next value (carry_next)");
+      if (!visible(c.next, c.loop))
+        return fail(error_kind::bad_program, "the next value of carry '" + p_.tensor(c.value).name.str() + "' is made where its loop cannot read it");
+    }
+    for (std::size_t r = 0; r < p_.regions.size(); ++r) {
+      const region_info& reg = p_.regions[r];
+      if (reg.kind == region_kind::loop_body || reg.condition < 0) continue;
+      if (!visible(reg.condition, reg.parent)) return fail(error_kind::bad_program, "the condition of conditional " + to_text(static_cast<std::int64_t>(r)) + " is made where the conditional cannot read it");
+    }
+  }
+
   constexpr tensor_id feed(name_ref name, dtype type, shape shp, role r) { return add_tensor(name, type, shp, r, true); }
   constexpr tensor_id add_tensor(name_ref name, dtype type, shape shp, role r, bool is_feed) {
     tensor_info t{};
@@ -882,6 +1367,7 @@ class graph_builder {
   }
 
   program p_{};
+  int region_ = -1;
 };
 
 // Runs a model's build function for its sizes only: no shape rules, no storage. A static plan needs
@@ -910,11 +1396,25 @@ class counting_builder {
   constexpr void reserve(std::size_t, std::size_t) {}
   constexpr void output(const char*, tensor_id) {}
   constexpr void carry_state(tensor_id, tensor_id) {}
+  constexpr int region() const { return region_; }
+  constexpr void set_region(int r) { region_ = r; }
+  constexpr int conditional(tensor_id) { return (regions_ += 2) - 2; }
+  constexpr tensor_id merge(int, tensor_id, tensor_id, name_ref = {}) { return step_of_one_tensor(); }
+  constexpr int loop(std::int64_t) { return regions_++; }
+  constexpr tensor_id carry(int, tensor_id, name_ref = {}) { return step_of_one_tensor(); }
+  constexpr void carry_next(tensor_id, tensor_id) {}
+  constexpr void loop_while(int, tensor_id) {}
   constexpr counts finish() && { return c_; }
 
  private:
   constexpr tensor_id next() { return static_cast<tensor_id>(c_.tensors++); }
+  constexpr tensor_id step_of_one_tensor() {  // merge and copy: no workspace
+    ++c_.steps;
+    last_work_op_ = "";
+    return next();
+  }
   counts c_{};
+  int region_ = -1, regions_ = 0;
   std::string_view last_work_op_;  // the previous step's op if it has a workspace (by name), else ""
   tensor_id last_first_ = -1;      // and its first input
 };
@@ -2043,7 +2543,7 @@ class registry {
                              &ops::attention, &ops::add, &ops::swiglu, &ops::take_last, &ops::neg, &ops::exp, &ops::relu,
                              &ops::sigmoid, &ops::silu, &ops::gelu, &ops::sub, &ops::mul, &ops::div, &ops::gt, &ops::lt, &ops::ge,
                              &ops::le, &ops::eq, &ops::ne, &ops::where, &ops::matmul, &ops::softmax, &ops::layer_norm, &ops::sum,
-                             &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange})
+                             &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange, &control::copy})
       ops_.push_back(op);
   }
   static std::size_t distance(std::string_view a, std::string_view b) {
@@ -2357,6 +2857,9 @@ inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
 //    - greedy by first use: in order of birth, best fit (the smallest gap that holds it), tried
 //      only when greedy by size is above the lower bound (the most bytes live at one position).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
+// Control flow (program::regions) adds rules to 2 and 3 (detail::control_lifetimes, same_trip,
+// merge_groups): values read inside a loop but made before it live to its end, as do its carries;
+// in place only within one trip; a merge sits on its branches' values.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
 // does the rest for each mode (in constant evaluation that half is the cost a second mode adds).
@@ -2484,6 +2987,89 @@ constexpr std::int64_t place(const std::int64_t* need, std::size_t n, const over
   return arena;
 }
 
+// Control flow (program::regions). Where a value is made: its producer's position; a feed's is -1.
+constexpr int birth(const program& p, const int* pos, tensor_id t) {
+  const int q = p.tensors[static_cast<std::size_t>(t)].producer;
+  return q < 0 ? -1 : pos[q];
+}
+
+// Whether position `at` and the birth position `born` lie in the same trip: every loop holding `at`
+// holds `born` too.
+constexpr bool same_trip(const program& p, const int* loop_at, int born, int at) {
+  const int l = loop_at[at];
+  return l < 0 || p.regions[static_cast<std::size_t>(l)].holds(born);
+}
+
+// Lifetimes across control flow: a read at position q keeps a value live to q, and to the end of
+// every loop holding q but not the value's birth (each trip reads it again). A loop's condition is
+// read after its header (at its first position when the header is empty), a conditional's before
+// its then branch; a carry's value and next value are live to the end of its loop, where the next
+// is copied into the value's bytes.
+constexpr void control_lifetimes(const program& p, const int* pos, const int* loop_at, int* first, int* last) {
+  auto read_at = [&](tensor_id t, int q) {
+    if (first[t] < 0 || q < first[t]) first[t] = q;
+    if (q > last[t]) last[t] = q;
+    const int born = birth(p, pos, t);
+    for (int l = loop_at[q]; l >= 0; l = p.enclosing_loop(l)) {
+      const region_info& g = p.regions[static_cast<std::size_t>(l)];
+      if (!g.holds(born) && g.end() - 1 > last[t]) last[t] = g.end() - 1;
+    }
+  };
+  const int ns = static_cast<int>(p.steps.size());
+  for (int s = 0; s < ns; ++s)
+    if (loop_at[s] >= 0) {
+      const step& st = p.steps[static_cast<std::size_t>(s)];
+      for (int k = 0; k < st.n_inputs; ++k) read_at(st.inputs[k], s);
+    }
+  for (std::size_t r = 0; r < p.regions.size(); ++r) {
+    const region_info& g = p.regions[r];
+    if (g.condition < 0) continue;
+    if (g.kind == region_kind::loop_body && g.count > 0) read_at(g.condition, g.first + (g.header > 0 ? g.header - 1 : 0));
+    if (g.kind == region_kind::then_branch) {
+      const region_info& other = p.regions[r + 1];
+      if (g.count + other.count > 0) read_at(g.condition, g.first);
+    }
+  }
+  for (const loop_carry& c : p.carries) {
+    const region_info& g = p.regions[static_cast<std::size_t>(c.loop)];
+    if (g.count == 0) continue;
+    read_at(c.value, g.end() - 1);
+    read_at(c.next, g.end() - 1);
+  }
+}
+
+// A merge's result takes the bytes of each branch's value made in that branch (each branch's whole
+// in-place chain, if it began there) when the merge is its last reader: only one branch runs, so
+// the two never hold data at once, and then the merge moves nothing.
+constexpr void merge_groups(const program& p, const int* pos, const int* last, int* group) {
+  const std::size_t nt = p.tensors.size();
+  const int ns = static_cast<int>(p.steps.size());
+  for (int s = 0; s < ns; ++s) {
+    const step& st = p.steps[static_cast<std::size_t>(s)];
+    if (!st.op->selects) continue;
+    const tensor_info& res = p.tensors[static_cast<std::size_t>(st.result)];
+    if (region_of(res) != region::activations) continue;
+    bool joined = false;
+    for (int k = 1; k <= 2; ++k) {
+      const region_info& branch = p.regions[static_cast<std::size_t>(st.at.i[0] + k - 1)];
+      const tensor_id src = st.inputs[k];
+      const tensor_info& in = p.tensors[static_cast<std::size_t>(src)];
+      const int head = group[src];
+      if (in.kind != role::activation || last[src] != s || !branch.holds(birth(p, pos, src)) || !branch.holds(birth(p, pos, head)) ||
+          in.type != res.type || !(in.shp == res.shp) || (k == 2 && st.inputs[1] == src))
+        continue;
+      if (!joined) {
+        group[st.result] = head;
+        joined = true;
+        continue;
+      }
+      const int into = group[st.result];
+      for (std::size_t t = 0; t < nt; ++t)
+        if (group[t] == head) group[t] = into;
+    }
+  }
+}
+
 }  // namespace detail
 
 // The half of a plan that does not depend on the mode (steps 2 and 3, and the birth order and
@@ -2532,6 +3118,10 @@ constexpr lifetimes lifetimes_of(const program& p) {
       if (s > last[w]) last[w] = s;
     }
   }
+  const bool control = !p.regions.empty();
+  scratch<int> loop_at;  // (not `control ? ... : ...`: g++ 12 frees the taken branch's storage early in constant evaluation)
+  if (control) loop_at = p.innermost_loops();
+  if (control) detail::control_lifetimes(p, pos, loop_at.data(), first, last);
   for (std::size_t t = 0; t < nt; ++t) {
     if (first[t] < 0) first[t] = 0;  // a feed nobody reads
     if (tensors[t].kind == role::output) last[t] = ns - 1;
@@ -2539,7 +3129,8 @@ constexpr lifetimes lifetimes_of(const program& p) {
 
   // 3. In-place chains (schedule order, so a chain's head is always already grouped). Over an
   // activation: when this step is its last reader and the result has its dtype and shape (so the same
-  // bytes in every mode).
+  // bytes in every mode); inside a loop, only over a value of the same trip (the next trip reads
+  // what was made before the loop again).
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
     const tensor_id src = st.in_place_source();
@@ -2548,9 +3139,10 @@ constexpr lifetimes lifetimes_of(const program& p) {
     const tensor_info& res = tensors[st.result];
     const bool state_update = in.kind == role::state;
     const bool reusable = in.kind == role::activation && last[src] == s && region_of(res) == region::activations && in.type == res.type &&
-                          in.shp == res.shp;
+                          in.shp == res.shp && (!control || detail::same_trip(p, loop_at.data(), detail::birth(p, pos, src), s));
     if (state_update || reusable) group[st.result] = group[src];
   }
+  if (control) detail::merge_groups(p, pos, last, group);
 
   // 4 (the part that needs no sizes). Activation groups, numbered in order of their first member.
   lt.group_index = scratch<int>(nt, -1);
@@ -3094,6 +3686,9 @@ inline std::optional<oversize> find_oversize(const program& p, const binding& b)
 //   - with canaries (memory_plan::canary > 0, plan/canaries.hpp), each state and activation buffer
 //     is followed by that many bytes that no buffer live at the same time touches, inside its region.
 // The planner's groups are not trusted: which buffers may share bytes follows from the program's steps.
+// Control flow (program::regions): the regions' structure is checked; values read in loops and
+// conditions live where planner.hpp's rules say; two values made in the two branches of one
+// conditional may share bytes (one of them is never written); in place inside a loop only within a trip.
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #include <utility>
 
@@ -3107,14 +3702,63 @@ struct verdict {
 
 namespace detail {
 // `newer` is written in place over `older`: same bytes, and the step at older's last position writes
-// newer through its op's in-place input, reading older there. (steps: in schedule order.)
-constexpr bool written_over(const buffer& older, const buffer& newer, const step* steps, int ns) {
+// newer through its op's in-place input (or, a merge, from either branch's value), reading older
+// there; inside a loop, older was made in the same trip. (steps: in schedule order.)
+constexpr bool written_over(const program& p, const buffer& older, const buffer& newer, const int* pos, const int* loop_at) {
+  const int ns = static_cast<int>(p.steps.size());
   if (older.offset != newer.offset || older.bytes != newer.bytes || older.last != newer.first || newer.first >= ns) return false;
-  const step& st = steps[newer.first];
-  return st.result == newer.tensor && st.in_place_source() == older.tensor;
+  const step& st = p.steps[static_cast<std::size_t>(newer.first)];
+  if (st.result != newer.tensor) return false;
+  const bool from_branch = st.op->selects && (st.inputs[1] == older.tensor || st.inputs[2] == older.tensor);
+  if (st.in_place_source() != older.tensor && !from_branch) return false;
+  return !loop_at || same_trip(p, loop_at, birth(p, pos, older.tensor), newer.first);
 }
-constexpr bool in_place_pair(const buffer& a, const buffer& b, const step* steps, int ns) {
-  return written_over(a, b, steps, ns) || written_over(b, a, steps, ns);
+// a and b are made in the two branches of one conditional: at most one of them is ever written.
+constexpr bool exclusive(const program& p, const buffer& a, const buffer& b, const int* pos) {
+  const int ba = birth(p, pos, a.tensor), bb = birth(p, pos, b.tensor);
+  if (ba < 0 || bb < 0) return false;
+  for (std::size_t r = 0; r + 1 < p.regions.size(); ++r) {
+    const region_info &then_branch = p.regions[r], &else_branch = p.regions[r + 1];
+    if (then_branch.kind != region_kind::then_branch) continue;
+    if ((then_branch.holds(ba) && else_branch.holds(bb)) || (then_branch.holds(bb) && else_branch.holds(ba))) return true;
+  }
+  return false;
+}
+constexpr bool may_share(const program& p, const buffer& a, const buffer& b, const int* pos, const int* loop_at) {
+  return written_over(p, a, b, pos, loop_at) || written_over(p, b, a, pos, loop_at) || (loop_at && exclusive(p, a, b, pos));
+}
+
+// Control flow's structure as the scheduler must leave it: each region's positions inside its
+// parent's, a conditional's else branch right after its then branch, every step inside its
+// region, a loop's header inside it, conditions and carries well formed. Empty: fine.
+constexpr text check_regions(const program& p, const int* pos) {
+  const int ns = static_cast<int>(p.steps.size());
+  for (std::size_t r = 0; r < p.regions.size(); ++r) {
+    const region_info& g = p.regions[r];
+    const text name = text(name_of(g.kind)) + " region " + to_text(static_cast<std::int64_t>(r));
+    if (g.first < 0 || g.count < 0 || g.end() > ns) return name + " lies outside the schedule";
+    if (g.parent >= 0) {
+      const region_info& up = p.regions[static_cast<std::size_t>(g.parent)];
+      if (g.first < up.first || g.end() > up.end()) return name + " is not inside its parent region";
+    }
+    if (g.kind == region_kind::then_branch && (r + 1 >= p.regions.size() || p.regions[r + 1].kind != region_kind::else_branch || p.regions[r + 1].first != g.end()))
+      return name + " is not followed by its else branch";
+    if (g.kind == region_kind::loop_body && (g.header < 0 || g.header > g.count)) return name + " has a header outside its body";
+    if (g.condition >= 0 && (g.condition >= static_cast<tensor_id>(p.tensors.size()) || p.tensor(g.condition).type != dtype::boolean))
+      return name + " has a condition that is not a bool tensor";
+  }
+  for (int s = 0; s < ns; ++s) {
+    const step& st = p.steps[static_cast<std::size_t>(s)];
+    for (int r = st.region; r >= 0; r = p.regions[static_cast<std::size_t>(r)].parent)
+      if (!p.regions[static_cast<std::size_t>(r)].holds(s))
+        return "step " + to_text(st.id) + " '" + st.op->name + "' at position " + to_text(s) + " lies outside its region " + to_text(r);
+  }
+  for (const loop_carry& c : p.carries) {
+    const int copy = p.tensor(c.value).producer;
+    if (c.loop < 0 || c.loop >= static_cast<int>(p.regions.size()) || copy < 0 || c.next < 0 || pos[copy] >= p.regions[static_cast<std::size_t>(c.loop)].first)
+      return "carry '" + p.tensor(c.value).name.str() + "' is not made before its loop or has no next value";
+  }
+  return {};
 }
 }  // namespace detail
 
@@ -3137,6 +3781,24 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     return "tensor '" + tensors[id].name.str() + "' is " + how + " step " + to_text(st.id) + " '" + st.op->name + "' at position " +
            to_text(s) + ", but its buffer is live only at positions " + to_text(b.first) + ".." + to_text(b.last);
   };
+  // Control flow: the structure, and the lifetimes its reads need (planner.hpp's rules).
+  const bool control = !p.regions.empty();
+  scratch<int> loop_at_v;  // (not `control ? ... : ...`: g++ 12 frees the taken branch's storage early in constant evaluation)
+  if (control) loop_at_v = p.innermost_loops();
+  const int* const loop_at = control ? loop_at_v.data() : nullptr;
+  if (control) {
+    if (text why = detail::check_regions(p, pos); !why.empty()) return fail(why);
+    scratch<int> need_first(nt), need_last(nt);
+    for (std::size_t t = 0; t < nt; ++t) need_first[t] = need_last[t] = tensors[t].producer >= 0 ? pos[tensors[t].producer] : -1;
+    detail::control_lifetimes(p, pos, loop_at, need_first.data(), need_last.data());
+    for (std::size_t t = 0; t < nt; ++t) {
+      const buffer& b = buf[t];
+      if (b.where != region::activations || need_last[t] < 0) continue;
+      if (b.first > need_first[t] || b.last < need_last[t])
+        return fail("tensor '" + tensors[t].name.str() + "' must be live at positions " + to_text(need_first[t]) + ".." + to_text(need_last[t]) +
+                    " (control flow reads it there), but its buffer is live only at " + to_text(b.first) + ".." + to_text(b.last));
+    }
+  }
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
     const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
@@ -3231,7 +3893,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
       const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
       const bool share = a.offset < b.offset + b.bytes + gap && b.offset < a.offset + a.bytes + gap;
-      if (share && !detail::in_place_pair(a, b, steps, ns))
+      if (share && !detail::may_share(p, a, b, pos, loop_at))
         return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");
     }
@@ -3422,6 +4084,11 @@ struct node {
   std::optional<value_type> value;        // the node's result type (Input, GetAttr: required)
   bool state = false;                     // Input: state carried from call to call (a KV cache)
   std::optional<std::int64_t> carries;    // Output: the state Input whose next value this is
+  // Control flow (docs/GRAPH_FORMAT.md, "Control flow"): a Conditional's branches and a Loop's body
+  // as lists of node ids, a Loop's bound, the Conditional or Loop a Merge belongs to.
+  std::vector<std::int64_t> then_body, else_body, body;
+  std::optional<std::int64_t> max_trips;
+  std::optional<std::int64_t> of;
   json metadata = json::object();         // source location, original name, free-form attributes
 };
 
@@ -3906,12 +4573,15 @@ class reader {
   }
 
   static bool known_data_field(node_type t, std::string_view k) {
-    if (k == "dtype" || k == "shape") return t != node_type::output;
+    if (k == "dtype" || k == "shape") return t != node_type::output && t != node_type::conditional && t != node_type::loop;
     switch (t) {
       case node_type::input: return k == "name" || k == "state";
       case node_type::get_attr: return k == "target";
       case node_type::call: return k == "op" || k == "name" || k == "attributes";
       case node_type::output: return k == "name" || k == "carries";
+      case node_type::conditional: return k == "name" || k == "then" || k == "else";
+      case node_type::loop: return k == "name" || k == "body" || k == "max_trips";
+      case node_type::merge: return k == "name" || k == "of";
       default: return k == "name";
     }
   }
@@ -4001,10 +4671,36 @@ class reader {
       }
       case node_type::conditional:
       case node_type::loop:
-      case node_type::merge:
+      case node_type::merge: {
         if (const std::string* name = text(data, "name", where, false)) n.name = *name;
-        n.value = type_of(data, where, false);
+        if (n.type == node_type::merge) {
+          n.value = type_of(data, where, false);
+          const auto o = data.find("of");
+          if (o == data.end()) fail(where, "format", "a Merge names the Conditional or Loop it belongs to in \"of\""), ok = false;
+          else ok = (n.of = this->index(*o, where, "of")).has_value();
+        }
+        auto ids = [&](const char* field, std::vector<std::int64_t>& into) {
+          const auto f = data.find(field);
+          if (f == data.end()) return fail(where, "format", std::string("a ") + name_of(n.type) + " lists its \"" + field + "\" node ids"), false;
+          if (!f->is_array()) return fail(where, "format", std::string("\"") + field + "\" must be an array of node ids, got " + excerpt(*f)), false;
+          for (const json& v : *f) {
+            const auto member = this->index(v, where, field);
+            if (!member) return false;
+            into.push_back(*member);
+          }
+          return true;
+        };
+        if (n.type == node_type::conditional) ok = ids("then", n.then_body) && ids("else", n.else_body);
+        if (n.type == node_type::loop) {
+          ok = ids("body", n.body);
+          const auto m = data.find("max_trips");
+          if (m == data.end()) fail(where, "format", "a Loop states its bound, \"max_trips\" (0 .. 2^31)"), ok = false;
+          else if (!m->is_number_integer() || (m->is_number_unsigned() ? m->get<std::uint64_t>() > (std::uint64_t{1} << 31) : m->get<std::int64_t>() < 0 || m->get<std::int64_t>() > (std::int64_t{1} << 31)))
+            fail(where, "format", "\"max_trips\" must be an integer in 0 .. 2^31, got " + excerpt(*m)), ok = false;
+          else n.max_trips = m->get<std::int64_t>();
+        }
         break;
+      }
     }
     if (!ok) return std::nullopt;
     return n;
@@ -4239,8 +4935,16 @@ inline json to_json(const document& doc) {
         data["name"] = n.name;
         if (n.carries) data["carries"] = *n.carries;
         break;
-      default:
+      case node_type::conditional:
+      case node_type::loop:
+      case node_type::merge:
         if (!n.name.empty()) data["name"] = n.name;
+        if (n.type == node_type::conditional) data["then"] = n.then_body, data["else"] = n.else_body;
+        if (n.type == node_type::loop) {
+          data["body"] = n.body;
+          if (n.max_trips) data["max_trips"] = *n.max_trips;
+        }
+        if (n.of) data["of"] = *n.of;
         break;
     }
     put_type(data, n.value);
@@ -4302,8 +5006,8 @@ inline std::size_t write_file(const document& doc, const std::filesystem::path& 
 // Rules: unique-ids, edge-endpoints, one-producer, input-predecessors, output-edges, inputs-list,
 // outputs-list, duplicate-name, cycle, unreachable, unused, unknown-op, call-arity, attributes,
 // symbols, unknown-symbol, dim-range, rank, constraint, shape (the op's shape rule), type (a declared
-// type that differs from the inferred one), state-carry, unsupported (control flow; see
-// docs/GRAPH_FORMAT.md). Types meet along edges exactly: an op's shape rule states which operand
+// type that differs from the inferred one), state-carry; control flow: region, control-edges,
+// condition, merge, scope, loop-body (docs/GRAPH_FORMAT.md, "Control flow"). Types meet along edges exactly: an op's shape rule states which operand
 // shapes it takes, and no implicit broadcasting is done (an op that broadcasts says so in its rule).
 #include <algorithm>
 #include <cmath>
@@ -4332,8 +5036,23 @@ struct analysis {
   std::vector<std::optional<tensor_info>> types;     // per node position: the value's type, once known
   std::vector<std::string> symbols;                  // symbol id - 1 -> name
   std::map<std::int64_t, std::size_t> position;      // node id -> position
+  // Control flow: a Conditional makes two regions (then, else: consecutive), a Loop one, in file order.
+  struct control_region {
+    std::size_t control = 0;  // the Conditional's or Loop's position
+    bool else_branch = false;
+    int parent = -1;          // the enclosing region, -1: the top level
+  };
+  std::vector<control_region> regions;
+  std::vector<int> region_of;         // per node position: the region whose body lists it, -1: the top level
+  std::vector<int> first_region;      // per node position: a Conditional's then region, a Loop's region, else -1
 
   bool ok() const { return errors.empty(); }
+  // Whether region `inner` is `outer` or nested in it (-1: the top level holds everything).
+  bool within(int inner, int outer) const {
+    for (int r = inner; r >= 0; r = regions[static_cast<std::size_t>(r)].parent)
+      if (r == outer) return true;
+    return outer < 0;
+  }
 };
 
 namespace detail {
@@ -4435,6 +5154,147 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
   return a;
 }
 
+using slot_map = std::vector<std::map<int, std::size_t>>;  // per node position: slot -> source position
+
+// The Conditional or Loop a Merge names, or SIZE_MAX.
+inline std::size_t merged_control(const document& doc, const analysis& an, std::size_t merge) {
+  const node& m = doc.nodes[merge];
+  if (!m.of) return SIZE_MAX;
+  const auto c = an.position.find(*m.of);
+  if (c == an.position.end()) return SIZE_MAX;
+  const node_type t = doc.nodes[c->second].type;
+  return t == node_type::conditional || t == node_type::loop ? c->second : SIZE_MAX;
+}
+
+// Control flow's form: regions from the body lists, what may be in them, Conditionals', Loops' and
+// Merges' inputs, and which values each node may read (its scope). Fills an.regions, region_of
+// and first_region; records every violation.
+inline void check_control(const document& doc, analysis& an, const slot_map& slots) {
+  const std::size_t n = doc.nodes.size();
+  auto fail = [&](std::int64_t id, std::string rule, std::string message) { an.errors.push_back({node_where(id), std::move(rule), std::move(message)}); };
+  an.region_of.assign(n, -1);
+  an.first_region.assign(n, -1);
+  std::vector<std::int64_t> listed_by(n, -1);  // the control node whose body lists each node
+  for (std::size_t i = 0; i < n; ++i) {
+    const node& c = doc.nodes[i];
+    if (c.type != node_type::conditional && c.type != node_type::loop) continue;
+    an.first_region[i] = static_cast<int>(an.regions.size());
+    const bool conditional = c.type == node_type::conditional;
+    an.regions.push_back({.control = i, .else_branch = false});
+    if (conditional) an.regions.push_back({.control = i, .else_branch = true});
+    const std::vector<std::int64_t>* bodies[2] = {conditional ? &c.then_body : &c.body, conditional ? &c.else_body : nullptr};
+    for (int branch = 0; branch < 2; ++branch) {
+      if (!bodies[branch]) continue;
+      for (const std::int64_t id : *bodies[branch]) {
+        const auto it = an.position.find(id);
+        const char* field = conditional ? (branch ? "else" : "then") : "body";
+        if (it == an.position.end()) {
+          fail(c.id, "region", std::string("\"") + field + "\" lists node " + std::to_string(id) + ", which does not exist");
+          continue;
+        }
+        const node& member = doc.nodes[it->second];
+        if (member.type == node_type::input || member.type == node_type::output || member.type == node_type::get_attr) {
+          fail(c.id, "region", std::string("\"") + field + "\" lists " + name_of(member.type) + " node " + std::to_string(id) + "; Inputs, Outputs and GetAttrs belong to the top level");
+          continue;
+        }
+        if (listed_by[it->second] >= 0) {
+          fail(id, "region", "is listed in the bodies of nodes " + std::to_string(listed_by[it->second]) + " and " + std::to_string(c.id) + "; a node is in one body at most");
+          continue;
+        }
+        listed_by[it->second] = c.id;
+        an.region_of[it->second] = an.first_region[i] + branch;
+      }
+    }
+  }
+  // Parents, and no region inside itself.
+  for (auto& r : an.regions) r.parent = an.region_of[r.control];
+  for (std::size_t r = 0; r < an.regions.size(); ++r) {
+    std::size_t steps = 0;
+    for (int a = an.regions[r].parent; a >= 0 && steps <= an.regions.size(); a = an.regions[static_cast<std::size_t>(a)].parent) ++steps;
+    if (steps > an.regions.size()) {
+      fail(doc.nodes[an.regions[r].control].id, "region", std::string(name_of(doc.nodes[an.regions[r].control].type)) + " is inside its own body (directly or through others)");
+      for (auto& q : an.regions) q.parent = -1;  // so nothing below walks the loop
+      std::fill(an.region_of.begin(), an.region_of.end(), -1);
+      return;
+    }
+  }
+  // Which values a node may read: its own region's and its enclosing regions', and a Loop's Merges
+  // (its carries) wherever the Loop itself may be read from.
+  auto visible = [&](std::size_t source, int reader) {
+    if (doc.nodes[source].type == node_type::merge) {
+      const std::size_t c = merged_control(doc, an, source);
+      if (c != SIZE_MAX && doc.nodes[c].type == node_type::loop) return an.within(reader, an.region_of[c]);
+    }
+    return an.within(reader, an.region_of[source]);
+  };
+  auto scope = [&](std::size_t target, int slot, std::size_t source, int reader, const std::string& as) {
+    if (visible(source, reader)) return;
+    fail(doc.nodes[target].id, "scope",
+         "slot " + std::to_string(slot) + " reads node " + std::to_string(doc.nodes[source].id) + ", which is inside a branch or loop body that " + as +
+             " is not in (values leave a branch through a Merge, a loop through its Merges)");
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const node& nd = doc.nodes[i];
+    const std::int64_t id = nd.id;
+    if (nd.type == node_type::conditional) {
+      if (slots[i].size() != 1 || !slots[i].count(0)) fail(id, "condition", "a Conditional takes its condition (one bool) in slot 0, and nothing else");
+      for (const auto& [slot, src] : slots[i]) scope(i, slot, src, an.region_of[i], "the Conditional");
+    } else if (nd.type == node_type::loop) {
+      if (slots[i].size() > 1 || (slots[i].size() == 1 && !slots[i].count(0)))
+        fail(id, "condition", "a Loop takes its condition (one bool, computed in its body or before it) in slot 0, or none (it runs max_trips trips)");
+      for (const auto& [slot, src] : slots[i]) scope(i, slot, src, an.first_region[i], "the Loop's body");
+      bool has_call = false;
+      for (std::size_t j = 0; j < n; ++j) has_call = has_call || (doc.nodes[j].type == node_type::call && an.region_of[j] >= 0 && an.within(an.region_of[j], an.first_region[i]));
+      if (!has_call) fail(id, "loop-body", "the body has no Call: a Loop needs at least one step to repeat");
+    } else if (nd.type == node_type::merge) {
+      const std::size_t c = merged_control(doc, an, i);
+      if (c == SIZE_MAX) {
+        fail(id, "merge", "\"of\" names node " + std::to_string(nd.of.value_or(-1)) + ", which is not a Conditional or a Loop");
+        continue;
+      }
+      if (slots[i].size() != 2 || !slots[i].count(0) || !slots[i].count(1)) {
+        fail(id, "merge", doc.nodes[c].type == node_type::conditional ? "a Conditional's Merge takes the then branch's value in slot 0 and the else branch's in slot 1"
+                                                                      : "a Loop's Merge takes the initial value in slot 0 and the next trip's in slot 1");
+        continue;
+      }
+      const int first = an.first_region[c];
+      if (doc.nodes[c].type == node_type::conditional) {
+        if (an.region_of[i] != an.region_of[c]) fail(id, "merge", "a Conditional's Merge sits where the Conditional does (not in its branches)");
+        scope(i, 0, slots[i].at(0), first, "the then branch");
+        scope(i, 1, slots[i].at(1), first + 1, "the else branch");
+      } else {
+        if (an.region_of[i] != first) fail(id, "merge", "a Loop's Merge (a value it carries) is listed in the Loop's \"body\"");
+        scope(i, 0, slots[i].at(0), an.region_of[c], "the Loop");
+        scope(i, 1, slots[i].at(1), first, "the Loop's body");
+      }
+    } else {
+      for (const auto& [slot, src] : slots[i]) scope(i, slot, src, an.region_of[i], "the node");
+    }
+  }
+}
+
+inline bool is_condition(const tensor_info& t) {
+  return t.type == dtype::boolean && (t.shp.rank == 0 || (t.shp.rank == 1 && t.shp.d[0].symbol == 0 && t.shp.d[0].n == 1));
+}
+
+// Conditions are one bool; a Merge's two inputs have one type.
+inline void check_control_types(const document& doc, analysis& an, const slot_map& slots) {
+  for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
+    const node& nd = doc.nodes[i];
+    const std::string where = node_where(nd.id);
+    if ((nd.type == node_type::conditional || nd.type == node_type::loop) && slots[i].count(0)) {
+      const auto& t = an.types[slots[i].at(0)];
+      if (t && !is_condition(*t)) an.errors.push_back({where, "condition", "the condition must be one bool ([] or [1]), got " + type_text(*t)});
+    }
+    if (nd.type == node_type::merge && slots[i].count(0) && slots[i].count(1)) {
+      const auto &a = an.types[slots[i].at(0)], &b = an.types[slots[i].at(1)];
+      if (a && b && (a->type != b->type || !(a->shp == b->shp)))
+        an.errors.push_back({where, "merge", "slot 0 is " + std::string(name_of(a->type)) + " " + named_shape(a->shp, an.symbols) + " but slot 1 is " +
+                                                 name_of(b->type) + " " + named_shape(b->shp, an.symbols) + "; a Merge joins values of one type"});
+    }
+  }
+}
+
 }  // namespace detail
 
 inline analysis analyze(const document& doc, const ops::registry& reg = ops::registry::global()) {
@@ -4489,7 +5349,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   for (std::size_t i = 0; i < n; ++i)
     if (!an.position.emplace(doc.nodes[i].id, i).second) fail(node_where(doc.nodes[i].id), "unique-ids", "another node has the id " + std::to_string(doc.nodes[i].id));
   std::vector<std::vector<std::size_t>> readers(n);
-  std::vector<std::map<int, std::size_t>> slots(n);  // per target: slot -> source position
+  detail::slot_map slots(n);  // per target: slot -> source position
   for (std::size_t k = 0; k < doc.edges.size(); ++k) {
     const edge& e = doc.edges[k];
     const auto s = an.position.find(e.source), t = an.position.find(e.target);
@@ -4505,6 +5365,10 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     }
     if (source.type == node_type::output) {
       fail(node_where(source.id), "output-edges", "an Output node has no successors, but " + edge_where(k, e) + " starts at it");
+      continue;
+    }
+    if (source.type == node_type::conditional || source.type == node_type::loop) {
+      fail(node_where(source.id), "control-edges", std::string("a ") + name_of(source.type) + " node has no value (its Merge nodes do), but " + edge_where(k, e) + " starts at it");
       continue;
     }
     if (!slots[t->second].emplace(e.slot, s->second).second) {
@@ -4534,10 +5398,9 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       if (!listed_out.count(nd.id)) fail(where, "outputs-list", "Output node '" + nd.name + "' is not listed in \"outputs\"");
       if (!nd.carries && !output_names.insert(nd.name).second) fail(where, "duplicate-name", "another Output is named '" + nd.name + "'");
       if (slots[i].size() != 1 || !slots[i].count(0)) fail(where, "output-edges", "an Output node takes exactly one input, in slot 0; it has " + std::to_string(slots[i].size()));
-    } else if (nd.type != node_type::call) {
-      fail(where, "unsupported", std::string(name_of(nd.type)) + " nodes are read and checked for form, but this version lowers no control flow");
     }
   }
+  detail::check_control(doc, an, slots);
 
   // Calls: op, arity, attributes.
   for (std::size_t i = 0; i < n; ++i) {
@@ -4570,9 +5433,23 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   }
 
   // A topological order, stable by file position; nodes left over are on (or behind) a cycle.
+  // A Loop's condition and its Merges' next values (slot 1) come from its body: those edges are
+  // not waited for (the loop's back edges). A body's nodes wait for their Conditional or Loop.
   {
+    auto back_edge = [&](std::size_t target, int slot) {
+      const node& t = doc.nodes[target];
+      if (t.type == node_type::loop) return true;
+      if (t.type != node_type::merge || slot != 1 || !t.of) return false;
+      const auto c = an.position.find(*t.of);
+      return c != an.position.end() && doc.nodes[c->second].type == node_type::loop;
+    };
     std::vector<std::size_t> pending(n, 0);
-    for (std::size_t i = 0; i < n; ++i) pending[i] = slots[i].size();
+    std::vector<std::vector<std::size_t>> waiting(n);  // per node: the nodes that wait for it
+    for (std::size_t i = 0; i < n; ++i)
+      for (const auto& [slot, src] : slots[i])
+        if (!back_edge(i, slot)) waiting[src].push_back(i), ++pending[i];
+    for (std::size_t i = 0; i < n; ++i)
+      if (an.region_of[i] >= 0) waiting[an.regions[static_cast<std::size_t>(an.region_of[i])].control].push_back(i), ++pending[i];
     std::set<std::size_t> ready;
     for (std::size_t i = 0; i < n; ++i)
       if (pending[i] == 0) ready.insert(i);
@@ -4580,7 +5457,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       const std::size_t i = *ready.begin();
       ready.erase(ready.begin());
       an.order.push_back(i);
-      for (std::size_t r : readers[i])
+      for (std::size_t r : waiting[i])
         if (--pending[r] == 0) ready.insert(r);
     }
     if (an.order.size() < n) {
@@ -4607,9 +5484,15 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       work.pop_back();
       for (const auto& [slot, src] : slots[i])
         if (!reaches_output[src]) reaches_output[src] = true, work.push_back(src);
+      if (const node& nd = doc.nodes[i]; nd.type == node_type::merge && nd.of)
+        if (const auto c = an.position.find(*nd.of); c != an.position.end() && !reaches_output[c->second]) reaches_output[c->second] = true, work.push_back(c->second);
     }
     for (std::size_t i = 0; i < n; ++i)
-      if (!reaches_output[i]) fail(node_where(doc.nodes[i].id), "unused", "the value of " + std::string(name_of(doc.nodes[i].type)) + " '" + doc.nodes[i].name + "' reaches no output");
+      if (!reaches_output[i])
+        fail(node_where(doc.nodes[i].id), "unused",
+             doc.nodes[i].type == node_type::conditional || doc.nodes[i].type == node_type::loop
+                 ? std::string(name_of(doc.nodes[i].type)) + " '" + doc.nodes[i].name + "' has no Merge that reaches an output"
+                 : "the value of " + std::string(name_of(doc.nodes[i].type)) + " '" + doc.nodes[i].name + "' reaches no output");
   }
 
   // Types, in order.
@@ -4628,9 +5511,12 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       t.type = nd.value->type;
       t.shp = *declared;
       an.types[i] = t;
-    } else if (nd.type == node_type::output) {
+    } else if (nd.type == node_type::output || nd.type == node_type::merge) {
       const auto it = slots[i].find(0);
       if (it != slots[i].end()) an.types[i] = an.types[it->second];
+      if (nd.type == node_type::merge && an.types[i] && nd.value && declared && (nd.value->type != an.types[i]->type || !(*declared == an.types[i]->shp)))
+        fail(where, "type", "declared " + std::string(name_of(nd.value->type)) + " " + detail::named_shape(*declared, an.symbols) + ", but the Merge's slot 0 is " +
+                                name_of(an.types[i]->type) + " " + detail::named_shape(an.types[i]->shp, an.symbols));
     } else if (nd.type == node_type::call && an.ops[i]) {
       const op_def& op = *an.ops[i];
       const auto& src = an.operands[i];
@@ -4657,6 +5543,8 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       an.types[i] = t;
     }
   }
+
+  detail::check_control_types(doc, an, slots);
 
   // State: an Output that carries names a state Input, and its value has the Input's type.
   std::set<std::int64_t> carried;
@@ -4721,9 +5609,42 @@ inline lowered lower(const document& doc, const ops::registry& reg = ops::regist
   std::vector<tensor_id> tensor_of(doc.nodes.size(), -1);
   auto keep = [&](const std::string& s) -> name_ref { return {out.names.emplace_back(s).c_str()}; };
   std::vector<std::int64_t> node_of_step;
+  // Control flow: the builder's region of each of the analysis's, made when its Conditional or Loop
+  // comes in the order (after what encloses it, before what it holds); back edges set at the end.
+  std::vector<int> region_in_builder(an.regions.size(), -1);
+  auto enter = [&](int analysis_region) { b.set_region(analysis_region < 0 ? -1 : region_in_builder[static_cast<std::size_t>(analysis_region)]); };
+  std::vector<std::pair<tensor_id, std::size_t>> carries;  // a loop carry's value, and the node of its next value
   for (const std::size_t i : an.order) {
     const node& nd = doc.nodes[i];
     const tensor_info* t = an.types[i] ? &*an.types[i] : nullptr;
+    const int first = an.first_region[i];
+    switch (nd.type) {
+      case node_type::conditional:
+        enter(an.region_of[i]);
+        region_in_builder[static_cast<std::size_t>(first)] = b.conditional(tensor_of[an.operands[i][0]]);
+        region_in_builder[static_cast<std::size_t>(first) + 1] = region_in_builder[static_cast<std::size_t>(first)] + 1;
+        break;
+      case node_type::loop:
+        enter(an.region_of[i]);
+        region_in_builder[static_cast<std::size_t>(first)] = b.loop(*nd.max_trips);
+        break;
+      case node_type::merge: {
+        const std::size_t c = detail::merged_control(doc, an, i);
+        const int control_region = an.first_region[c];
+        const name_ref result = keep(nd.name.empty() ? "node." + std::to_string(nd.id) : nd.name);
+        enter(an.region_of[c]);
+        if (doc.nodes[c].type == node_type::conditional) {
+          tensor_of[i] = b.merge(region_in_builder[static_cast<std::size_t>(control_region)], tensor_of[an.operands[i][0]], tensor_of[an.operands[i][1]], result);
+        } else {
+          tensor_of[i] = b.carry(region_in_builder[static_cast<std::size_t>(control_region)], tensor_of[an.operands[i][0]], result);
+          carries.emplace_back(tensor_of[i], an.operands[i][1]);
+        }
+        node_of_step.push_back(nd.id);
+        if (!b.peek().ok()) throw graph_error(node_where(nd.id) + ": " + to_string(b.peek().message));
+        break;
+      }
+      default: enter(an.region_of[i]); break;
+    }
     switch (nd.type) {
       case node_type::input: tensor_of[i] = nd.state ? b.state(keep(nd.name), t->type, t->shp) : b.input(keep(nd.name), t->type, t->shp); break;
       case node_type::get_attr: tensor_of[i] = b.weight(keep(nd.name), t->type, t->shp); break;
@@ -4748,6 +5669,11 @@ inline lowered lower(const document& doc, const ops::registry& reg = ops::regist
       default: break;
     }
   }
+  for (const auto& [value, next] : carries) b.carry_next(value, tensor_of[next]);
+  for (std::size_t i = 0; i < doc.nodes.size(); ++i)
+    if (doc.nodes[i].type == node_type::loop && !an.operands[i].empty())
+      b.loop_while(region_in_builder[static_cast<std::size_t>(an.first_region[i])], tensor_of[an.operands[i][0]]);
+  b.set_region(-1);
   // Outputs and state carries in file order.
   for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
     const node& nd = doc.nodes[i];
@@ -5148,6 +6074,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
 // Runs any planned program once, on caller-owned regions: every step lowered by lower_calls (the
 // one lowering every executor reads) and invoked in schedule order. For programs known only at
 // run time (a graph file); the decoder models keep their own sessions (session.hpp).
+#include <cstring>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -7810,13 +8737,15 @@ inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::
   return calls;
 }
 
-// Runs the calls of `p` in order, with row 0 of the program at position `pos0`. What a kernel would
-// read or write out of bounds is checked first, as the decoder's session checks it for its own
-// calls: rows past a KV cache's capacity (its symbols bound apart from the tokens'), token ids
-// outside the embedding table (read from the arena when the step runs, since a step may compute
-// them). Throws std::out_of_range naming the step; nothing past that step runs. A host call runs
-// its op's host function on the operands' bytes and bound shapes.
-inline void execute(const program& p, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+// Runs the calls of `p` (planned by `m`) in order, with row 0 of the program at position `pos0`.
+// What a kernel would read or write out of bounds is checked first, as the decoder's session checks
+// it for its own calls: rows past a KV cache's capacity (its symbols bound apart from the tokens'),
+// token ids outside the embedding table (read from the arena when the step runs, since a step may
+// compute them). Throws std::out_of_range naming the step; nothing past that step runs. A host call
+// runs its op's host function on the operands' bytes and bound shapes. Control flow runs as the
+// regions say: a conditional's taken branch, a loop's trips (header, condition, the rest, then each
+// carry's next value copied into its bytes) up to its bound.
+inline void execute(const program& p, const memory_plan& m, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
   call_dims d{};
   d.b = b;
   d.pos0 = pos0;
@@ -7834,7 +8763,7 @@ inline void execute(const program& p, std::span<const call> calls, const regions
     for (int i = 0; i < t.shp.rank; ++i) h.dims[i] = b(t.shp[i]);
     return h;
   };
-  for (const call& c : calls) {
+  auto run_call = [&](const call& c) {
     const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
     const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
     if (uses_cache && (pos0 < 0 || pos0 + rows > c.sizes.capacity))
@@ -7852,10 +8781,71 @@ inline void execute(const program& p, std::span<const call> calls, const regions
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
       s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
-      continue;
+      return;
     }
     invoke(c, r, d);
+  };
+  if (p.regions.empty()) {
+    for (const call& c : calls) run_call(c);
+    return;
   }
+
+  // Control flow. The bytes of a tensor (conditions and carries live in the arena or in state).
+  auto bytes_at = [&](tensor_id t) {
+    const buffer& f = m.of(t);
+    if (f.where == region::weights) throw graph_error("control flow reads weight '" + to_string(p.tensor(t).name.str()) + "' as a condition or carry");
+    return (f.where == region::state ? r.state : r.arena) + f.offset;
+  };
+  auto holds = [&](tensor_id condition) { return *bytes_at(condition) != std::byte{0}; };
+  auto carry_over = [&](int loop) {  // after a trip: each next value into its carry's bytes, all at once
+    std::vector<std::vector<std::byte>> staged;
+    bool swap = false;
+    for (const loop_carry& c : p.carries) swap = swap || (c.loop == loop && p.carried_by(c.next) == loop && c.next != c.value);
+    for (const loop_carry& c : p.carries) {
+      if (c.loop != loop) continue;
+      const auto n = static_cast<std::size_t>(bytes_of(p.tensor(c.value), b));
+      const std::byte* from = bytes_at(c.next);
+      if (swap) staged.emplace_back(from, from + n);
+      else if (from != bytes_at(c.value)) std::memmove(bytes_at(c.value), from, n);
+    }
+    std::size_t k = 0;
+    if (swap)
+      for (const loop_carry& c : p.carries)
+        if (c.loop == loop) {
+          std::memcpy(bytes_at(c.value), staged[k].data(), staged[k].size());
+          ++k;
+        }
+  };
+  auto run = [&](auto& self, int begin, int end, int parent) -> void {
+    for (int s = begin; s < end;) {
+      int block = -1;
+      for (std::size_t g = 0; g < p.regions.size() && block < 0; ++g) {
+        const region_info& reg = p.regions[g];
+        if (reg.parent != parent || reg.first != s || reg.kind == region_kind::else_branch) continue;
+        if (reg.kind == region_kind::loop_body || reg.count + p.regions[g + 1].count > 0) block = static_cast<int>(g);
+      }
+      if (block < 0) {
+        run_call(calls[static_cast<std::size_t>(s++)]);
+        continue;
+      }
+      const region_info& reg = p.regions[static_cast<std::size_t>(block)];
+      if (reg.kind == region_kind::then_branch) {
+        const region_info& other = p.regions[static_cast<std::size_t>(block) + 1];
+        if (holds(reg.condition)) self(self, reg.first, reg.end(), block);
+        else self(self, other.first, other.end(), block + 1);
+        s = other.end();
+        continue;
+      }
+      for (std::int64_t trip = 0; trip < reg.max_trips; ++trip) {
+        self(self, reg.first, reg.first + reg.header, block);
+        if (reg.condition >= 0 && !holds(reg.condition)) break;
+        self(self, reg.first + reg.header, reg.end(), block);
+        carry_over(block);
+      }
+      s = reg.end();
+    }
+  };
+  run(run, 0, static_cast<int>(calls.size()), -1);
 }
 
 }  // namespace fused::runtime

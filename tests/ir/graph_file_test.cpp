@@ -187,11 +187,13 @@ TEST_CASE("each damaged document is refused with its rule and node") {
       {"a string id", [](json& j) { j["nodes"][2]["id"] = "12"; }, "nodes[2]", "format"},
       {"a misspelt field", [](json& j) { j["nodes"][2]["data"]["atributes"] = json::object(); }, "node 12", "format"},
       {"a state Input nothing carries", [](json& j) { j["nodes"][0]["data"]["state"] = true; }, "node 10", "state-carry"},
-      {"a Loop", [](json& j) {
-         j["nodes"].push_back({{"id", 14}, {"type", "Loop"}, {"data", json::object()}});
-         j["edges"].push_back({{"source", 12}, {"target", 14}, {"name", "y"}, {"slot", 0}});
+      {"a Loop without its bound", [](json& j) {
+         j["nodes"].push_back({{"id", 14}, {"type", "Loop"}, {"data", {{"body", {12}}}}});
+       }, "node 14", "format"},
+      {"an edge out of a Loop", [](json& j) {
+         j["nodes"].push_back({{"id", 14}, {"type", "Loop"}, {"data", {{"body", json::array()}, {"max_trips", 2}}}});
          j["edges"][2]["source"] = 14;
-       }, "node 14", "unsupported"},
+       }, "node 14", "control-edges"},
   };
   for (const damage& d : cases) {
     CAPTURE(d.what);
@@ -289,7 +291,7 @@ TEST_CASE("an exported graph runs to the logits the run-time model computes, bit
     const auto& input = mem.buffers[0];
     REQUIRE(fused::to_string(g.prog.tensors[0].name) == "input_ids");
     std::memcpy(arena.data() + input.offset, ids.data(), ids.size() * 4);
-    fused::runtime::execute(g.prog, calls, r, b);
+    fused::runtime::execute(g.prog, mem, calls, r, b);
     const auto& logits = mem.buffers[static_cast<std::size_t>(g.prog.output("logits"))];
     REQUIRE(expected.size() == static_cast<std::size_t>(T * info.arch.vocab_size));
     CHECK(std::memcmp(arena.data() + logits.offset, expected.data(), expected.size_bytes()) == 0);
@@ -300,12 +302,12 @@ TEST_CASE("an exported graph runs to the logits the run-time model computes, bit
     fused::runtime::aligned_bytes small_state(static_cast<std::size_t>(small_mem.region_bytes[1])),
         small_arena(static_cast<std::size_t>(small_mem.arena_bytes()));
     std::memcpy(small_arena.data() + small_mem.buffers[0].offset, ids.data(), ids.size() * 4);
-    CHECK_THROWS_AS(fused::runtime::execute(g.prog, fused::runtime::lower_all(g.prog, small_mem, wires), {graph_weights.table(), small_state.data(), small_arena.data()}, small),
+    CHECK_THROWS_AS(fused::runtime::execute(g.prog, small_mem, fused::runtime::lower_all(g.prog, small_mem, wires), {graph_weights.table(), small_state.data(), small_arena.data()}, small),
                     std::out_of_range);
     const std::int32_t bad = info.arch.vocab_size;
     std::memcpy(arena.data() + input.offset, ids.data(), ids.size() * 4);  // (the run reused the input's bytes)
     std::memcpy(arena.data() + input.offset + 4, &bad, 4);
-    CHECK_THROWS_WITH_AS(fused::runtime::execute(g.prog, calls, r, b),
+    CHECK_THROWS_WITH_AS(fused::runtime::execute(g.prog, mem, calls, r, b),
                          doctest::Contains(("token id " + std::to_string(bad) + " (row 1) is outside the embedding table").c_str()), std::out_of_range);
   }
 }

@@ -171,7 +171,7 @@ int run_graph(const run_options& o) {
   for (const fused::tensor_info& t : p.tensors)
     if (t.kind == fused::role::input || t.kind == fused::role::state)
       if (const fused::io::tensor_view* v = in.find(fused::to_string(t.name))) std::memcpy(bytes_at(t), v->data, v->bytes);
-  fused::runtime::execute(p, calls, r, b);
+  fused::runtime::execute(p, mem, calls, r, b);
 
   std::vector<fused::io::tensor_data> outs;
   for (const fused::named_output& out : p.outputs) {

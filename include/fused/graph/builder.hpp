@@ -1,13 +1,16 @@
 // The graph builder: a constexpr API in which a model appends feeds and ops. Each op's shape rule
 // runs as the op is added; the first mistake is recorded (kind + a sentence naming the op and the
 // tensors) and everything after it is ignored, so a model template never needs error handling.
-// `finish()` schedules the program. At compile time a recorded mistake becomes a static_assert
+// `finish()` schedules the program. Control flow: `conditional`, `loop` and `set_region` put the
+// steps that follow into a branch or a loop body, `merge` and `carry` join values across them
+// (program.hpp, "Structured control flow"). At compile time a recorded mistake becomes a static_assert
 // (fused/graph/diagnose.hpp); at run time it becomes a `graph_error`.
 #pragma once
 #include <initializer_list>
 #include <string_view>
 #include <utility>
 
+#include "control.hpp"
 #include "program.hpp"
 #include "schedule.hpp"
 
@@ -47,6 +50,7 @@ class graph_builder {
     s.n_inputs = n;
     s.at = a;
     s.mode_sensitive = op.mode_sensitive;
+    s.region = region_;
     const tensor_info* ins[max_inputs]{};
     int k = 0;
     for (tensor_id t : in) {
@@ -67,7 +71,8 @@ class graph_builder {
       const step& prev = p_.steps.data()[sid - 1];
       // (Ops compared by name: g++'s UBSan instrumentation rejects comparing their addresses in
       // constant evaluation.)
-      if (prev.work >= 0 && prev.inputs[0] == s.inputs[0] && std::string_view(prev.op->name) == op.name) shared_work = prev.work;
+      if (prev.work >= 0 && prev.inputs[0] == s.inputs[0] && prev.region == region_ && std::string_view(prev.op->name) == op.name)
+        shared_work = prev.work;
     }
     const inferred w = op.has_work && shared_work < 0 && r.error.empty() ? op.work(ins, n, a) : inferred{};  // before tensors grow
     if (!r.error.empty()) {
@@ -127,7 +132,80 @@ class graph_builder {
     p_.state.push_back({in, out});
   }
 
-  // Validates what the builder cannot see step by step (declared tensors never written) and schedules.
+  // Control flow. Steps added go to the current region (-1: the top level).
+  constexpr int region() const { return region_; }
+  constexpr void set_region(int r) {
+    if (!p_.ok()) return;
+    if (r < -1 || r >= static_cast<int>(p_.regions.size())) return fail(error_kind::bad_program, "region " + to_text(r) + " does not exist");
+    region_ = r;
+  }
+  // A Conditional on `condition` (one bool) in the current region: returns its then branch; its
+  // else branch is the index after. Neither is entered.
+  constexpr int conditional(tensor_id condition) {
+    if (!condition_ok(condition, "a conditional")) return -1;
+    const int then_branch = static_cast<int>(p_.regions.size());
+    p_.regions.push_back({.kind = region_kind::then_branch, .parent = region_, .condition = condition});
+    p_.regions.push_back({.kind = region_kind::else_branch, .parent = region_, .condition = condition});
+    return then_branch;
+  }
+  // The Conditional's result (in its parent region, where the current region must be): the then
+  // branch's value when the condition held, else the else branch's.
+  constexpr tensor_id merge(int then_branch, tensor_id then_value, tensor_id else_value, name_ref result = {}) {
+    if (!p_.ok()) return -1;
+    if (then_branch < 0 || then_branch >= static_cast<int>(p_.regions.size()) || p_.regions[static_cast<std::size_t>(then_branch)].kind != region_kind::then_branch) {
+      fail(error_kind::bad_program, "merge names region " + to_text(then_branch) + ", which is not a conditional's then branch");
+      return -1;
+    }
+    const region_info& c = p_.regions[static_cast<std::size_t>(then_branch)];
+    if (c.parent != region_) {
+      fail(error_kind::bad_program, "the merge of conditional " + to_text(then_branch) + " must be added in the conditional's own region");
+      return -1;
+    }
+    attrs a{};
+    a.i[0] = then_branch;
+    return apply(control::merge, {c.condition, then_value, else_value}, a, result);
+  }
+  // A Loop of at most `max_trips` trips in the current region; not entered.
+  constexpr int loop(std::int64_t max_trips) {
+    if (!p_.ok()) return -1;
+    if (max_trips < 0) {
+      fail(error_kind::bad_program, "a loop's bound must be 0 or more trips, got " + to_text(max_trips));
+      return -1;
+    }
+    p_.regions.push_back({.kind = region_kind::loop_body, .parent = region_, .max_trips = max_trips});
+    return static_cast<int>(p_.regions.size()) - 1;
+  }
+  // A value the loop carries, starting as `initial` (added in the loop's parent region, the current
+  // one). Body steps read the returned tensor; `carry_next` says what it holds after each trip.
+  constexpr tensor_id carry(int loop_region, tensor_id initial, name_ref name = {}) {
+    if (!loop_ok(loop_region, "carry")) return -1;
+    if (p_.regions[static_cast<std::size_t>(loop_region)].parent != region_) {
+      fail(error_kind::bad_program, "the carries of loop " + to_text(loop_region) + " must be added in the loop's own region");
+      return -1;
+    }
+    const tensor_id value = apply(control::copy, {initial}, {}, name);
+    if (value >= 0) p_.carries.push_back({.loop = loop_region, .value = value, .next = -1});
+    return value;
+  }
+  constexpr void carry_next(tensor_id value, tensor_id next) {
+    if (!p_.ok()) return;
+    for (auto& c : p_.carries)
+      if (c.value == value) {
+        if (next < 0 || next >= static_cast<tensor_id>(p_.tensors.size()) || p_.tensor(next).type != p_.tensor(value).type || !(p_.tensor(next).shp == p_.tensor(value).shp))
+          return fail(error_kind::shape_mismatch, "the next value of carry '" + p_.tensor(value).name.str() + "' must be a tensor of its type and shape");
+        c.next = next;
+        return;
+      }
+    fail(error_kind::bad_program, "tensor " + to_text(value) + " is not a loop carry");
+  }
+  // The loop runs a trip while `condition` (one bool, usually computed in its body from its carries) holds.
+  constexpr void loop_while(int loop_region, tensor_id condition) {
+    if (!loop_ok(loop_region, "loop_while") || !condition_ok(condition, "a loop")) return;
+    p_.regions[static_cast<std::size_t>(loop_region)].condition = condition;
+  }
+
+  // Validates what the builder cannot see step by step (declared tensors never written, control
+  // flow's scopes) and schedules.
   constexpr program finish() && {
     if (p_.ok())
       for (const auto& t : p_.tensors)
@@ -136,6 +214,7 @@ class graph_builder {
                                              ") was declared but no step produces it and it is not a feed");
           break;
         }
+    if (p_.ok() && !p_.regions.empty()) check_scopes();
     if (p_.ok()) schedule(p_);
     return std::move(p_);
   }
@@ -143,6 +222,71 @@ class graph_builder {
   constexpr const program& peek() const { return p_; }
 
  private:
+  constexpr bool condition_ok(tensor_id c, const char* what) {
+    if (!p_.ok()) return false;
+    if (c < 0 || c >= static_cast<tensor_id>(p_.tensors.size()) || !control::detail::is_condition(p_.tensor(c))) {
+      fail(error_kind::shape_mismatch, text("the condition of ") + what + " must be a tensor of one bool ([] or [1])");
+      return false;
+    }
+    return true;
+  }
+  constexpr bool loop_ok(int r, const char* what) {
+    if (!p_.ok()) return false;
+    if (r < 0 || r >= static_cast<int>(p_.regions.size()) || p_.regions[static_cast<std::size_t>(r)].kind != region_kind::loop_body) {
+      fail(error_kind::bad_program, text(what) + " names region " + to_text(r) + ", which is not a loop");
+      return false;
+    }
+    return true;
+  }
+  // The region a tensor is made in (feeds: the top level); a carry's value counts as made by its
+  // loop, where the steps after the loop read its last value.
+  constexpr int home_of(tensor_id t) const {
+    const tensor_info& ti = p_.tensor(t);
+    if (ti.producer < 0) return -1;
+    if (const int l = p_.carried_by(t); l >= 0) return l;
+    return p_.steps[static_cast<std::size_t>(ti.producer)].region;
+  }
+  // Whether a step in region `reader` may read tensor t: t is made in that region or one enclosing
+  // it, or t is a carry of a loop whose own region encloses the reader (its last value, after the
+  // loop, or its current one, inside).
+  constexpr bool visible(tensor_id t, int reader) const {
+    const int home = home_of(t);
+    if (p_.carried_by(t) >= 0) return p_.within(reader, p_.regions[static_cast<std::size_t>(home)].parent);
+    return p_.within(reader, home);
+  }
+  constexpr void check_scopes() {
+    auto where = [&](const step& s) { return "step " + to_text(s.id) + " '" + s.op->name + "'"; };
+    for (const step& s : p_.steps) {
+      for (int k = 0; k < s.n_inputs; ++k) {
+        const tensor_id t = s.inputs[k];
+        int reader = s.region;
+        if (s.op->selects && k > 0) reader = static_cast<int>(s.at.i[0]) + (k - 1);  // a merge reads each branch's value in its branch
+        if (!visible(t, reader))
+          return fail(error_kind::bad_program, where(s) + " reads '" + p_.tensor(t).name.str() +
+                                                   "', which is made inside a branch or loop the step is not in (only a merge or a loop carry takes a value out)");
+      }
+    }
+    for (std::size_t r = 0; r < p_.regions.size(); ++r) {
+      const region_info& reg = p_.regions[r];
+      if (reg.kind != region_kind::loop_body) continue;
+      if (reg.condition >= 0 && !visible(reg.condition, static_cast<int>(r)))
+        return fail(error_kind::bad_program, "the condition of loop " + to_text(static_cast<std::int64_t>(r)) + " is made where the loop cannot read it");
+      bool has_step = false;
+      for (const step& s : p_.steps) has_step = has_step || p_.within(s.region, static_cast<int>(r));
+      if (!has_step) return fail(error_kind::bad_program, "loop " + to_text(static_cast<std::int64_t>(r)) + " has no step in its body");
+    }
+    for (const loop_carry& c : p_.carries) {
+      if (c.next < 0) return fail(error_kind::bad_program, "carry '" + p_.tensor(c.value).name.str() + "' has no next value (carry_next)");
+      if (!visible(c.next, c.loop))
+        return fail(error_kind::bad_program, "the next value of carry '" + p_.tensor(c.value).name.str() + "' is made where its loop cannot read it");
+    }
+    for (std::size_t r = 0; r < p_.regions.size(); ++r) {
+      const region_info& reg = p_.regions[r];
+      if (reg.kind == region_kind::loop_body || reg.condition < 0) continue;
+      if (!visible(reg.condition, reg.parent)) return fail(error_kind::bad_program, "the condition of conditional " + to_text(static_cast<std::int64_t>(r)) + " is made where the conditional cannot read it");
+    }
+  }
+
   constexpr tensor_id feed(name_ref name, dtype type, shape shp, role r) { return add_tensor(name, type, shp, r, true); }
   constexpr tensor_id add_tensor(name_ref name, dtype type, shape shp, role r, bool is_feed) {
     tensor_info t{};
@@ -162,6 +306,7 @@ class graph_builder {
   }
 
   program p_{};
+  int region_ = -1;
 };
 
 // Runs a model's build function for its sizes only: no shape rules, no storage. A static plan needs
@@ -190,11 +335,25 @@ class counting_builder {
   constexpr void reserve(std::size_t, std::size_t) {}
   constexpr void output(const char*, tensor_id) {}
   constexpr void carry_state(tensor_id, tensor_id) {}
+  constexpr int region() const { return region_; }
+  constexpr void set_region(int r) { region_ = r; }
+  constexpr int conditional(tensor_id) { return (regions_ += 2) - 2; }
+  constexpr tensor_id merge(int, tensor_id, tensor_id, name_ref = {}) { return step_of_one_tensor(); }
+  constexpr int loop(std::int64_t) { return regions_++; }
+  constexpr tensor_id carry(int, tensor_id, name_ref = {}) { return step_of_one_tensor(); }
+  constexpr void carry_next(tensor_id, tensor_id) {}
+  constexpr void loop_while(int, tensor_id) {}
   constexpr counts finish() && { return c_; }
 
  private:
   constexpr tensor_id next() { return static_cast<tensor_id>(c_.tensors++); }
+  constexpr tensor_id step_of_one_tensor() {  // merge and copy: no workspace
+    ++c_.steps;
+    last_work_op_ = "";
+    return next();
+  }
   counts c_{};
+  int region_ = -1, regions_ = 0;
   std::string_view last_work_op_;  // the previous step's op if it has a workspace (by name), else ""
   tensor_id last_first_ = -1;      // and its first input
 };

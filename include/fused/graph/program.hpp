@@ -1,6 +1,7 @@
 // FusedProgram: a model as a value. Feeds (inputs, weights, state) are the tensors no step produces;
 // steps apply ops to tensors; outputs are named; state pairs say which tensor carries each state feed
-// to the next call. The same type is built in constant evaluation (static model) or at run time
+// to the next call. Control flow is structured: a step may belong to a region (a Conditional's
+// branch or a Loop's body), and regions nest (docs/GRAPH_FORMAT.md, "Control flow"). The same type is built in constant evaluation (static model) or at run time
 // (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #pragma once
 #include <cstddef>
@@ -77,6 +78,7 @@ struct step {
   tensor_id work = -1;               // the step's workspace tensor (op_def::work), or -1
   bool mode_sensitive = false;
   int level = 0;                     // longest path from the feeds (set by the scheduler)
+  int region = -1;                   // the region it runs in (program::regions), -1: the top level
 
   // The input whose bytes the result takes over (the op's in-place input slot), or -1.
   constexpr tensor_id in_place_source() const;
@@ -150,6 +152,10 @@ struct op_def {
   bool has_host = false;
   // The op's attributes by name (all required); fields of `attrs` not named here stay zero.
   std::span<const attr_field> attributes{};
+  // Control flow's merge (ops/control.hpp): input 0 is a Conditional's condition, inputs 1 and 2
+  // the values its branches yield; the result is the taken branch's, so it may sit on the bytes
+  // of either (the planner and the verifier know; at most one of them was written).
+  bool selects = false;
 };
 
 constexpr tensor_id step::in_place_source() const {
@@ -170,12 +176,49 @@ constexpr const char* name_of(error_kind k) {
   return "?";
 }
 
+// Structured control flow. A Conditional is two regions made together, its then branch at index i
+// and its else branch at i + 1; a Loop is one region. A region's steps (its nested regions' too)
+// sit at consecutive schedule positions [first, first + count), set by the scheduler.
+enum class region_kind : std::uint8_t { then_branch, else_branch, loop_body };
+
+constexpr const char* name_of(region_kind k) {
+  switch (k) {
+    case region_kind::then_branch: return "then";
+    case region_kind::else_branch: return "else";
+    case region_kind::loop_body: return "loop";
+  }
+  return "?";
+}
+
+struct region_info {
+  region_kind kind = region_kind::loop_body;
+  int parent = -1;              // the enclosing region, -1: the top level
+  // A branch runs when (then) or unless (else) this bool holds; a loop runs a trip while it holds,
+  // checked after the first `header` steps of each trip (those it depends on).
+  tensor_id condition = -1;
+  std::int64_t max_trips = 0;   // a loop's bound: it ends after this many trips at the latest
+  int first = 0, count = 0, header = 0;  // set by the scheduler
+  constexpr int end() const { return first + count; }
+  constexpr bool holds(int position) const { return position >= first && position < first + count; }
+};
+
+// A value a loop carries from trip to trip: `value` is made before the first trip by a copy step
+// (ops/control.hpp) of its initial value, placed just before the loop's body and run once; body
+// steps and the steps after the loop read it; after each trip `next` is copied into its bytes.
+struct loop_carry {
+  int loop = -1;
+  tensor_id value = -1;
+  tensor_id next = -1;
+};
+
 struct program {
   int version = 1;
   std::vector<tensor_info> tensors;   // index == id
   std::vector<step> steps;            // schedule order once scheduled: (level, id)
   std::vector<named_output> outputs;
   std::vector<state_pair> state;
+  std::vector<region_info> regions;   // control flow; empty for a straight-line program
+  std::vector<loop_carry> carries;
   // The first mistake found while building or scheduling; the program is unusable while set.
   error_kind error = error_kind::none;
   text message{};
@@ -195,6 +238,40 @@ struct program {
     const step* const s = steps.data();
     for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(s[i].id)] = static_cast<int>(i);
     return pos;
+  }
+  // Per schedule position: the innermost loop whose body holds it, or -1 (positions set by the scheduler).
+  constexpr scratch<int> innermost_loops() const {
+    scratch<int> at(steps.size(), -1);
+    const std::size_t nr = regions.size();
+    scratch<int> depth(nr, 0);
+    int deepest = 0;
+    for (std::size_t r = 0; r < nr; ++r) {
+      for (int a = regions[r].parent; a >= 0; a = regions[static_cast<std::size_t>(a)].parent) depth[r] += regions[static_cast<std::size_t>(a)].kind == region_kind::loop_body;
+      deepest = depth[r] > deepest ? depth[r] : deepest;
+    }
+    for (int d = 0; d <= deepest; ++d)  // outer loops first, so the innermost is written last
+      for (std::size_t r = 0; r < nr; ++r)
+        if (regions[r].kind == region_kind::loop_body && depth[r] == d)
+          for (int s = regions[r].first; s < regions[r].end(); ++s) at[static_cast<std::size_t>(s)] = static_cast<int>(r);
+    return at;
+  }
+  // The loop enclosing region r (r itself excluded), or -1.
+  constexpr int enclosing_loop(int r) const {
+    for (int a = regions[static_cast<std::size_t>(r)].parent; a >= 0; a = regions[static_cast<std::size_t>(a)].parent)
+      if (regions[static_cast<std::size_t>(a)].kind == region_kind::loop_body) return a;
+    return -1;
+  }
+  // The loop whose carry `t` is, or -1.
+  constexpr int carried_by(tensor_id t) const {
+    for (const auto& c : carries)
+      if (c.value == t) return c.loop;
+    return -1;
+  }
+  // Whether region `inner` is `outer` or nested in it (-1: the top level holds everything).
+  constexpr bool within(int inner, int outer) const {
+    for (int r = inner; r >= 0; r = regions[static_cast<std::size_t>(r)].parent)
+      if (r == outer) return true;
+    return outer < 0;
   }
   constexpr tensor_id output(std::string_view name) const {
     for (const auto& o : outputs)

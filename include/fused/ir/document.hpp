@@ -54,6 +54,11 @@ struct node {
   std::optional<value_type> value;        // the node's result type (Input, GetAttr: required)
   bool state = false;                     // Input: state carried from call to call (a KV cache)
   std::optional<std::int64_t> carries;    // Output: the state Input whose next value this is
+  // Control flow (docs/GRAPH_FORMAT.md, "Control flow"): a Conditional's branches and a Loop's body
+  // as lists of node ids, a Loop's bound, the Conditional or Loop a Merge belongs to.
+  std::vector<std::int64_t> then_body, else_body, body;
+  std::optional<std::int64_t> max_trips;
+  std::optional<std::int64_t> of;
   json metadata = json::object();         // source location, original name, free-form attributes
 };
 

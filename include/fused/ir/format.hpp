@@ -202,12 +202,15 @@ class reader {
   }
 
   static bool known_data_field(node_type t, std::string_view k) {
-    if (k == "dtype" || k == "shape") return t != node_type::output;
+    if (k == "dtype" || k == "shape") return t != node_type::output && t != node_type::conditional && t != node_type::loop;
     switch (t) {
       case node_type::input: return k == "name" || k == "state";
       case node_type::get_attr: return k == "target";
       case node_type::call: return k == "op" || k == "name" || k == "attributes";
       case node_type::output: return k == "name" || k == "carries";
+      case node_type::conditional: return k == "name" || k == "then" || k == "else";
+      case node_type::loop: return k == "name" || k == "body" || k == "max_trips";
+      case node_type::merge: return k == "name" || k == "of";
       default: return k == "name";
     }
   }
@@ -297,10 +300,36 @@ class reader {
       }
       case node_type::conditional:
       case node_type::loop:
-      case node_type::merge:
+      case node_type::merge: {
         if (const std::string* name = text(data, "name", where, false)) n.name = *name;
-        n.value = type_of(data, where, false);
+        if (n.type == node_type::merge) {
+          n.value = type_of(data, where, false);
+          const auto o = data.find("of");
+          if (o == data.end()) fail(where, "format", "a Merge names the Conditional or Loop it belongs to in \"of\""), ok = false;
+          else ok = (n.of = this->index(*o, where, "of")).has_value();
+        }
+        auto ids = [&](const char* field, std::vector<std::int64_t>& into) {
+          const auto f = data.find(field);
+          if (f == data.end()) return fail(where, "format", std::string("a ") + name_of(n.type) + " lists its \"" + field + "\" node ids"), false;
+          if (!f->is_array()) return fail(where, "format", std::string("\"") + field + "\" must be an array of node ids, got " + excerpt(*f)), false;
+          for (const json& v : *f) {
+            const auto member = this->index(v, where, field);
+            if (!member) return false;
+            into.push_back(*member);
+          }
+          return true;
+        };
+        if (n.type == node_type::conditional) ok = ids("then", n.then_body) && ids("else", n.else_body);
+        if (n.type == node_type::loop) {
+          ok = ids("body", n.body);
+          const auto m = data.find("max_trips");
+          if (m == data.end()) fail(where, "format", "a Loop states its bound, \"max_trips\" (0 .. 2^31)"), ok = false;
+          else if (!m->is_number_integer() || (m->is_number_unsigned() ? m->get<std::uint64_t>() > (std::uint64_t{1} << 31) : m->get<std::int64_t>() < 0 || m->get<std::int64_t>() > (std::int64_t{1} << 31)))
+            fail(where, "format", "\"max_trips\" must be an integer in 0 .. 2^31, got " + excerpt(*m)), ok = false;
+          else n.max_trips = m->get<std::int64_t>();
+        }
         break;
+      }
     }
     if (!ok) return std::nullopt;
     return n;
@@ -535,8 +564,16 @@ inline json to_json(const document& doc) {
         data["name"] = n.name;
         if (n.carries) data["carries"] = *n.carries;
         break;
-      default:
+      case node_type::conditional:
+      case node_type::loop:
+      case node_type::merge:
         if (!n.name.empty()) data["name"] = n.name;
+        if (n.type == node_type::conditional) data["then"] = n.then_body, data["else"] = n.else_body;
+        if (n.type == node_type::loop) {
+          data["body"] = n.body;
+          if (n.max_trips) data["max_trips"] = *n.max_trips;
+        }
+        if (n.of) data["of"] = *n.of;
         break;
     }
     put_type(data, n.value);

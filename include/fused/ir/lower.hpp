@@ -49,9 +49,42 @@ inline lowered lower(const document& doc, const ops::registry& reg = ops::regist
   std::vector<tensor_id> tensor_of(doc.nodes.size(), -1);
   auto keep = [&](const std::string& s) -> name_ref { return {out.names.emplace_back(s).c_str()}; };
   std::vector<std::int64_t> node_of_step;
+  // Control flow: the builder's region of each of the analysis's, made when its Conditional or Loop
+  // comes in the order (after what encloses it, before what it holds); back edges set at the end.
+  std::vector<int> region_in_builder(an.regions.size(), -1);
+  auto enter = [&](int analysis_region) { b.set_region(analysis_region < 0 ? -1 : region_in_builder[static_cast<std::size_t>(analysis_region)]); };
+  std::vector<std::pair<tensor_id, std::size_t>> carries;  // a loop carry's value, and the node of its next value
   for (const std::size_t i : an.order) {
     const node& nd = doc.nodes[i];
     const tensor_info* t = an.types[i] ? &*an.types[i] : nullptr;
+    const int first = an.first_region[i];
+    switch (nd.type) {
+      case node_type::conditional:
+        enter(an.region_of[i]);
+        region_in_builder[static_cast<std::size_t>(first)] = b.conditional(tensor_of[an.operands[i][0]]);
+        region_in_builder[static_cast<std::size_t>(first) + 1] = region_in_builder[static_cast<std::size_t>(first)] + 1;
+        break;
+      case node_type::loop:
+        enter(an.region_of[i]);
+        region_in_builder[static_cast<std::size_t>(first)] = b.loop(*nd.max_trips);
+        break;
+      case node_type::merge: {
+        const std::size_t c = detail::merged_control(doc, an, i);
+        const int control_region = an.first_region[c];
+        const name_ref result = keep(nd.name.empty() ? "node." + std::to_string(nd.id) : nd.name);
+        enter(an.region_of[c]);
+        if (doc.nodes[c].type == node_type::conditional) {
+          tensor_of[i] = b.merge(region_in_builder[static_cast<std::size_t>(control_region)], tensor_of[an.operands[i][0]], tensor_of[an.operands[i][1]], result);
+        } else {
+          tensor_of[i] = b.carry(region_in_builder[static_cast<std::size_t>(control_region)], tensor_of[an.operands[i][0]], result);
+          carries.emplace_back(tensor_of[i], an.operands[i][1]);
+        }
+        node_of_step.push_back(nd.id);
+        if (!b.peek().ok()) throw graph_error(node_where(nd.id) + ": " + to_string(b.peek().message));
+        break;
+      }
+      default: enter(an.region_of[i]); break;
+    }
     switch (nd.type) {
       case node_type::input: tensor_of[i] = nd.state ? b.state(keep(nd.name), t->type, t->shp) : b.input(keep(nd.name), t->type, t->shp); break;
       case node_type::get_attr: tensor_of[i] = b.weight(keep(nd.name), t->type, t->shp); break;
@@ -76,6 +109,11 @@ inline lowered lower(const document& doc, const ops::registry& reg = ops::regist
       default: break;
     }
   }
+  for (const auto& [value, next] : carries) b.carry_next(value, tensor_of[next]);
+  for (std::size_t i = 0; i < doc.nodes.size(); ++i)
+    if (doc.nodes[i].type == node_type::loop && !an.operands[i].empty())
+      b.loop_while(region_in_builder[static_cast<std::size_t>(an.first_region[i])], tensor_of[an.operands[i][0]]);
+  b.set_region(-1);
   // Outputs and state carries in file order.
   for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
     const node& nd = doc.nodes[i];

@@ -5,8 +5,8 @@
 // Rules: unique-ids, edge-endpoints, one-producer, input-predecessors, output-edges, inputs-list,
 // outputs-list, duplicate-name, cycle, unreachable, unused, unknown-op, call-arity, attributes,
 // symbols, unknown-symbol, dim-range, rank, constraint, shape (the op's shape rule), type (a declared
-// type that differs from the inferred one), state-carry, unsupported (control flow; see
-// docs/GRAPH_FORMAT.md). Types meet along edges exactly: an op's shape rule states which operand
+// type that differs from the inferred one), state-carry; control flow: region, control-edges,
+// condition, merge, scope, loop-body (docs/GRAPH_FORMAT.md, "Control flow"). Types meet along edges exactly: an op's shape rule states which operand
 // shapes it takes, and no implicit broadcasting is done (an op that broadcasts says so in its rule).
 #pragma once
 #include <algorithm>
@@ -41,8 +41,23 @@ struct analysis {
   std::vector<std::optional<tensor_info>> types;     // per node position: the value's type, once known
   std::vector<std::string> symbols;                  // symbol id - 1 -> name
   std::map<std::int64_t, std::size_t> position;      // node id -> position
+  // Control flow: a Conditional makes two regions (then, else: consecutive), a Loop one, in file order.
+  struct control_region {
+    std::size_t control = 0;  // the Conditional's or Loop's position
+    bool else_branch = false;
+    int parent = -1;          // the enclosing region, -1: the top level
+  };
+  std::vector<control_region> regions;
+  std::vector<int> region_of;         // per node position: the region whose body lists it, -1: the top level
+  std::vector<int> first_region;      // per node position: a Conditional's then region, a Loop's region, else -1
 
   bool ok() const { return errors.empty(); }
+  // Whether region `inner` is `outer` or nested in it (-1: the top level holds everything).
+  bool within(int inner, int outer) const {
+    for (int r = inner; r >= 0; r = regions[static_cast<std::size_t>(r)].parent)
+      if (r == outer) return true;
+    return outer < 0;
+  }
 };
 
 namespace detail {
@@ -144,6 +159,147 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
   return a;
 }
 
+using slot_map = std::vector<std::map<int, std::size_t>>;  // per node position: slot -> source position
+
+// The Conditional or Loop a Merge names, or SIZE_MAX.
+inline std::size_t merged_control(const document& doc, const analysis& an, std::size_t merge) {
+  const node& m = doc.nodes[merge];
+  if (!m.of) return SIZE_MAX;
+  const auto c = an.position.find(*m.of);
+  if (c == an.position.end()) return SIZE_MAX;
+  const node_type t = doc.nodes[c->second].type;
+  return t == node_type::conditional || t == node_type::loop ? c->second : SIZE_MAX;
+}
+
+// Control flow's form: regions from the body lists, what may be in them, Conditionals', Loops' and
+// Merges' inputs, and which values each node may read (its scope). Fills an.regions, region_of
+// and first_region; records every violation.
+inline void check_control(const document& doc, analysis& an, const slot_map& slots) {
+  const std::size_t n = doc.nodes.size();
+  auto fail = [&](std::int64_t id, std::string rule, std::string message) { an.errors.push_back({node_where(id), std::move(rule), std::move(message)}); };
+  an.region_of.assign(n, -1);
+  an.first_region.assign(n, -1);
+  std::vector<std::int64_t> listed_by(n, -1);  // the control node whose body lists each node
+  for (std::size_t i = 0; i < n; ++i) {
+    const node& c = doc.nodes[i];
+    if (c.type != node_type::conditional && c.type != node_type::loop) continue;
+    an.first_region[i] = static_cast<int>(an.regions.size());
+    const bool conditional = c.type == node_type::conditional;
+    an.regions.push_back({.control = i, .else_branch = false});
+    if (conditional) an.regions.push_back({.control = i, .else_branch = true});
+    const std::vector<std::int64_t>* bodies[2] = {conditional ? &c.then_body : &c.body, conditional ? &c.else_body : nullptr};
+    for (int branch = 0; branch < 2; ++branch) {
+      if (!bodies[branch]) continue;
+      for (const std::int64_t id : *bodies[branch]) {
+        const auto it = an.position.find(id);
+        const char* field = conditional ? (branch ? "else" : "then") : "body";
+        if (it == an.position.end()) {
+          fail(c.id, "region", std::string("\"") + field + "\" lists node " + std::to_string(id) + ", which does not exist");
+          continue;
+        }
+        const node& member = doc.nodes[it->second];
+        if (member.type == node_type::input || member.type == node_type::output || member.type == node_type::get_attr) {
+          fail(c.id, "region", std::string("\"") + field + "\" lists " + name_of(member.type) + " node " + std::to_string(id) + "; Inputs, Outputs and GetAttrs belong to the top level");
+          continue;
+        }
+        if (listed_by[it->second] >= 0) {
+          fail(id, "region", "is listed in the bodies of nodes " + std::to_string(listed_by[it->second]) + " and " + std::to_string(c.id) + "; a node is in one body at most");
+          continue;
+        }
+        listed_by[it->second] = c.id;
+        an.region_of[it->second] = an.first_region[i] + branch;
+      }
+    }
+  }
+  // Parents, and no region inside itself.
+  for (auto& r : an.regions) r.parent = an.region_of[r.control];
+  for (std::size_t r = 0; r < an.regions.size(); ++r) {
+    std::size_t steps = 0;
+    for (int a = an.regions[r].parent; a >= 0 && steps <= an.regions.size(); a = an.regions[static_cast<std::size_t>(a)].parent) ++steps;
+    if (steps > an.regions.size()) {
+      fail(doc.nodes[an.regions[r].control].id, "region", std::string(name_of(doc.nodes[an.regions[r].control].type)) + " is inside its own body (directly or through others)");
+      for (auto& q : an.regions) q.parent = -1;  // so nothing below walks the loop
+      std::fill(an.region_of.begin(), an.region_of.end(), -1);
+      return;
+    }
+  }
+  // Which values a node may read: its own region's and its enclosing regions', and a Loop's Merges
+  // (its carries) wherever the Loop itself may be read from.
+  auto visible = [&](std::size_t source, int reader) {
+    if (doc.nodes[source].type == node_type::merge) {
+      const std::size_t c = merged_control(doc, an, source);
+      if (c != SIZE_MAX && doc.nodes[c].type == node_type::loop) return an.within(reader, an.region_of[c]);
+    }
+    return an.within(reader, an.region_of[source]);
+  };
+  auto scope = [&](std::size_t target, int slot, std::size_t source, int reader, const std::string& as) {
+    if (visible(source, reader)) return;
+    fail(doc.nodes[target].id, "scope",
+         "slot " + std::to_string(slot) + " reads node " + std::to_string(doc.nodes[source].id) + ", which is inside a branch or loop body that " + as +
+             " is not in (values leave a branch through a Merge, a loop through its Merges)");
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const node& nd = doc.nodes[i];
+    const std::int64_t id = nd.id;
+    if (nd.type == node_type::conditional) {
+      if (slots[i].size() != 1 || !slots[i].count(0)) fail(id, "condition", "a Conditional takes its condition (one bool) in slot 0, and nothing else");
+      for (const auto& [slot, src] : slots[i]) scope(i, slot, src, an.region_of[i], "the Conditional");
+    } else if (nd.type == node_type::loop) {
+      if (slots[i].size() > 1 || (slots[i].size() == 1 && !slots[i].count(0)))
+        fail(id, "condition", "a Loop takes its condition (one bool, computed in its body or before it) in slot 0, or none (it runs max_trips trips)");
+      for (const auto& [slot, src] : slots[i]) scope(i, slot, src, an.first_region[i], "the Loop's body");
+      bool has_call = false;
+      for (std::size_t j = 0; j < n; ++j) has_call = has_call || (doc.nodes[j].type == node_type::call && an.region_of[j] >= 0 && an.within(an.region_of[j], an.first_region[i]));
+      if (!has_call) fail(id, "loop-body", "the body has no Call: a Loop needs at least one step to repeat");
+    } else if (nd.type == node_type::merge) {
+      const std::size_t c = merged_control(doc, an, i);
+      if (c == SIZE_MAX) {
+        fail(id, "merge", "\"of\" names node " + std::to_string(nd.of.value_or(-1)) + ", which is not a Conditional or a Loop");
+        continue;
+      }
+      if (slots[i].size() != 2 || !slots[i].count(0) || !slots[i].count(1)) {
+        fail(id, "merge", doc.nodes[c].type == node_type::conditional ? "a Conditional's Merge takes the then branch's value in slot 0 and the else branch's in slot 1"
+                                                                      : "a Loop's Merge takes the initial value in slot 0 and the next trip's in slot 1");
+        continue;
+      }
+      const int first = an.first_region[c];
+      if (doc.nodes[c].type == node_type::conditional) {
+        if (an.region_of[i] != an.region_of[c]) fail(id, "merge", "a Conditional's Merge sits where the Conditional does (not in its branches)");
+        scope(i, 0, slots[i].at(0), first, "the then branch");
+        scope(i, 1, slots[i].at(1), first + 1, "the else branch");
+      } else {
+        if (an.region_of[i] != first) fail(id, "merge", "a Loop's Merge (a value it carries) is listed in the Loop's \"body\"");
+        scope(i, 0, slots[i].at(0), an.region_of[c], "the Loop");
+        scope(i, 1, slots[i].at(1), first, "the Loop's body");
+      }
+    } else {
+      for (const auto& [slot, src] : slots[i]) scope(i, slot, src, an.region_of[i], "the node");
+    }
+  }
+}
+
+inline bool is_condition(const tensor_info& t) {
+  return t.type == dtype::boolean && (t.shp.rank == 0 || (t.shp.rank == 1 && t.shp.d[0].symbol == 0 && t.shp.d[0].n == 1));
+}
+
+// Conditions are one bool; a Merge's two inputs have one type.
+inline void check_control_types(const document& doc, analysis& an, const slot_map& slots) {
+  for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
+    const node& nd = doc.nodes[i];
+    const std::string where = node_where(nd.id);
+    if ((nd.type == node_type::conditional || nd.type == node_type::loop) && slots[i].count(0)) {
+      const auto& t = an.types[slots[i].at(0)];
+      if (t && !is_condition(*t)) an.errors.push_back({where, "condition", "the condition must be one bool ([] or [1]), got " + type_text(*t)});
+    }
+    if (nd.type == node_type::merge && slots[i].count(0) && slots[i].count(1)) {
+      const auto &a = an.types[slots[i].at(0)], &b = an.types[slots[i].at(1)];
+      if (a && b && (a->type != b->type || !(a->shp == b->shp)))
+        an.errors.push_back({where, "merge", "slot 0 is " + std::string(name_of(a->type)) + " " + named_shape(a->shp, an.symbols) + " but slot 1 is " +
+                                                 name_of(b->type) + " " + named_shape(b->shp, an.symbols) + "; a Merge joins values of one type"});
+    }
+  }
+}
+
 }  // namespace detail
 
 inline analysis analyze(const document& doc, const ops::registry& reg = ops::registry::global()) {
@@ -198,7 +354,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   for (std::size_t i = 0; i < n; ++i)
     if (!an.position.emplace(doc.nodes[i].id, i).second) fail(node_where(doc.nodes[i].id), "unique-ids", "another node has the id " + std::to_string(doc.nodes[i].id));
   std::vector<std::vector<std::size_t>> readers(n);
-  std::vector<std::map<int, std::size_t>> slots(n);  // per target: slot -> source position
+  detail::slot_map slots(n);  // per target: slot -> source position
   for (std::size_t k = 0; k < doc.edges.size(); ++k) {
     const edge& e = doc.edges[k];
     const auto s = an.position.find(e.source), t = an.position.find(e.target);
@@ -214,6 +370,10 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     }
     if (source.type == node_type::output) {
       fail(node_where(source.id), "output-edges", "an Output node has no successors, but " + edge_where(k, e) + " starts at it");
+      continue;
+    }
+    if (source.type == node_type::conditional || source.type == node_type::loop) {
+      fail(node_where(source.id), "control-edges", std::string("a ") + name_of(source.type) + " node has no value (its Merge nodes do), but " + edge_where(k, e) + " starts at it");
       continue;
     }
     if (!slots[t->second].emplace(e.slot, s->second).second) {
@@ -243,10 +403,9 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       if (!listed_out.count(nd.id)) fail(where, "outputs-list", "Output node '" + nd.name + "' is not listed in \"outputs\"");
       if (!nd.carries && !output_names.insert(nd.name).second) fail(where, "duplicate-name", "another Output is named '" + nd.name + "'");
       if (slots[i].size() != 1 || !slots[i].count(0)) fail(where, "output-edges", "an Output node takes exactly one input, in slot 0; it has " + std::to_string(slots[i].size()));
-    } else if (nd.type != node_type::call) {
-      fail(where, "unsupported", std::string(name_of(nd.type)) + " nodes are read and checked for form, but this version lowers no control flow");
     }
   }
+  detail::check_control(doc, an, slots);
 
   // Calls: op, arity, attributes.
   for (std::size_t i = 0; i < n; ++i) {
@@ -279,9 +438,23 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   }
 
   // A topological order, stable by file position; nodes left over are on (or behind) a cycle.
+  // A Loop's condition and its Merges' next values (slot 1) come from its body: those edges are
+  // not waited for (the loop's back edges). A body's nodes wait for their Conditional or Loop.
   {
+    auto back_edge = [&](std::size_t target, int slot) {
+      const node& t = doc.nodes[target];
+      if (t.type == node_type::loop) return true;
+      if (t.type != node_type::merge || slot != 1 || !t.of) return false;
+      const auto c = an.position.find(*t.of);
+      return c != an.position.end() && doc.nodes[c->second].type == node_type::loop;
+    };
     std::vector<std::size_t> pending(n, 0);
-    for (std::size_t i = 0; i < n; ++i) pending[i] = slots[i].size();
+    std::vector<std::vector<std::size_t>> waiting(n);  // per node: the nodes that wait for it
+    for (std::size_t i = 0; i < n; ++i)
+      for (const auto& [slot, src] : slots[i])
+        if (!back_edge(i, slot)) waiting[src].push_back(i), ++pending[i];
+    for (std::size_t i = 0; i < n; ++i)
+      if (an.region_of[i] >= 0) waiting[an.regions[static_cast<std::size_t>(an.region_of[i])].control].push_back(i), ++pending[i];
     std::set<std::size_t> ready;
     for (std::size_t i = 0; i < n; ++i)
       if (pending[i] == 0) ready.insert(i);
@@ -289,7 +462,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       const std::size_t i = *ready.begin();
       ready.erase(ready.begin());
       an.order.push_back(i);
-      for (std::size_t r : readers[i])
+      for (std::size_t r : waiting[i])
         if (--pending[r] == 0) ready.insert(r);
     }
     if (an.order.size() < n) {
@@ -316,9 +489,15 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       work.pop_back();
       for (const auto& [slot, src] : slots[i])
         if (!reaches_output[src]) reaches_output[src] = true, work.push_back(src);
+      if (const node& nd = doc.nodes[i]; nd.type == node_type::merge && nd.of)
+        if (const auto c = an.position.find(*nd.of); c != an.position.end() && !reaches_output[c->second]) reaches_output[c->second] = true, work.push_back(c->second);
     }
     for (std::size_t i = 0; i < n; ++i)
-      if (!reaches_output[i]) fail(node_where(doc.nodes[i].id), "unused", "the value of " + std::string(name_of(doc.nodes[i].type)) + " '" + doc.nodes[i].name + "' reaches no output");
+      if (!reaches_output[i])
+        fail(node_where(doc.nodes[i].id), "unused",
+             doc.nodes[i].type == node_type::conditional || doc.nodes[i].type == node_type::loop
+                 ? std::string(name_of(doc.nodes[i].type)) + " '" + doc.nodes[i].name + "' has no Merge that reaches an output"
+                 : "the value of " + std::string(name_of(doc.nodes[i].type)) + " '" + doc.nodes[i].name + "' reaches no output");
   }
 
   // Types, in order.
@@ -337,9 +516,12 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       t.type = nd.value->type;
       t.shp = *declared;
       an.types[i] = t;
-    } else if (nd.type == node_type::output) {
+    } else if (nd.type == node_type::output || nd.type == node_type::merge) {
       const auto it = slots[i].find(0);
       if (it != slots[i].end()) an.types[i] = an.types[it->second];
+      if (nd.type == node_type::merge && an.types[i] && nd.value && declared && (nd.value->type != an.types[i]->type || !(*declared == an.types[i]->shp)))
+        fail(where, "type", "declared " + std::string(name_of(nd.value->type)) + " " + detail::named_shape(*declared, an.symbols) + ", but the Merge's slot 0 is " +
+                                name_of(an.types[i]->type) + " " + detail::named_shape(an.types[i]->shp, an.symbols));
     } else if (nd.type == node_type::call && an.ops[i]) {
       const op_def& op = *an.ops[i];
       const auto& src = an.operands[i];
@@ -366,6 +548,8 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       an.types[i] = t;
     }
   }
+
+  detail::check_control_types(doc, an, slots);
 
   // State: an Output that carries names a state Input, and its value has the Input's type.
   std::set<std::int64_t> carried;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../ops.hpp"
+#include "../graph/control.hpp"
 #include "graph_ops.hpp"
 
 namespace fused::ops {
@@ -71,7 +72,7 @@ class registry {
                              &ops::attention, &ops::add, &ops::swiglu, &ops::take_last, &ops::neg, &ops::exp, &ops::relu,
                              &ops::sigmoid, &ops::silu, &ops::gelu, &ops::sub, &ops::mul, &ops::div, &ops::gt, &ops::lt, &ops::ge,
                              &ops::le, &ops::eq, &ops::ne, &ops::where, &ops::matmul, &ops::softmax, &ops::layer_norm, &ops::sum,
-                             &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange})
+                             &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange, &control::copy})
       ops_.push_back(op);
   }
   static std::size_t distance(std::string_view a, std::string_view b) {

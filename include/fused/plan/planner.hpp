@@ -14,6 +14,9 @@
 //    - greedy by first use: in order of birth, best fit (the smallest gap that holds it), tried
 //      only when greedy by size is above the lower bound (the most bytes live at one position).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
+// Control flow (program::regions) adds rules to 2 and 3 (detail::control_lifetimes, same_trip,
+// merge_groups): values read inside a loop but made before it live to its end, as do its carries;
+// in place only within one trip; a merge sits on its branches' values.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
 // does the rest for each mode (in constant evaluation that half is the cost a second mode adds).
@@ -144,6 +147,89 @@ constexpr std::int64_t place(const std::int64_t* need, std::size_t n, const over
   return arena;
 }
 
+// Control flow (program::regions). Where a value is made: its producer's position; a feed's is -1.
+constexpr int birth(const program& p, const int* pos, tensor_id t) {
+  const int q = p.tensors[static_cast<std::size_t>(t)].producer;
+  return q < 0 ? -1 : pos[q];
+}
+
+// Whether position `at` and the birth position `born` lie in the same trip: every loop holding `at`
+// holds `born` too.
+constexpr bool same_trip(const program& p, const int* loop_at, int born, int at) {
+  const int l = loop_at[at];
+  return l < 0 || p.regions[static_cast<std::size_t>(l)].holds(born);
+}
+
+// Lifetimes across control flow: a read at position q keeps a value live to q, and to the end of
+// every loop holding q but not the value's birth (each trip reads it again). A loop's condition is
+// read after its header (at its first position when the header is empty), a conditional's before
+// its then branch; a carry's value and next value are live to the end of its loop, where the next
+// is copied into the value's bytes.
+constexpr void control_lifetimes(const program& p, const int* pos, const int* loop_at, int* first, int* last) {
+  auto read_at = [&](tensor_id t, int q) {
+    if (first[t] < 0 || q < first[t]) first[t] = q;
+    if (q > last[t]) last[t] = q;
+    const int born = birth(p, pos, t);
+    for (int l = loop_at[q]; l >= 0; l = p.enclosing_loop(l)) {
+      const region_info& g = p.regions[static_cast<std::size_t>(l)];
+      if (!g.holds(born) && g.end() - 1 > last[t]) last[t] = g.end() - 1;
+    }
+  };
+  const int ns = static_cast<int>(p.steps.size());
+  for (int s = 0; s < ns; ++s)
+    if (loop_at[s] >= 0) {
+      const step& st = p.steps[static_cast<std::size_t>(s)];
+      for (int k = 0; k < st.n_inputs; ++k) read_at(st.inputs[k], s);
+    }
+  for (std::size_t r = 0; r < p.regions.size(); ++r) {
+    const region_info& g = p.regions[r];
+    if (g.condition < 0) continue;
+    if (g.kind == region_kind::loop_body && g.count > 0) read_at(g.condition, g.first + (g.header > 0 ? g.header - 1 : 0));
+    if (g.kind == region_kind::then_branch) {
+      const region_info& other = p.regions[r + 1];
+      if (g.count + other.count > 0) read_at(g.condition, g.first);
+    }
+  }
+  for (const loop_carry& c : p.carries) {
+    const region_info& g = p.regions[static_cast<std::size_t>(c.loop)];
+    if (g.count == 0) continue;
+    read_at(c.value, g.end() - 1);
+    read_at(c.next, g.end() - 1);
+  }
+}
+
+// A merge's result takes the bytes of each branch's value made in that branch (each branch's whole
+// in-place chain, if it began there) when the merge is its last reader: only one branch runs, so
+// the two never hold data at once, and then the merge moves nothing.
+constexpr void merge_groups(const program& p, const int* pos, const int* last, int* group) {
+  const std::size_t nt = p.tensors.size();
+  const int ns = static_cast<int>(p.steps.size());
+  for (int s = 0; s < ns; ++s) {
+    const step& st = p.steps[static_cast<std::size_t>(s)];
+    if (!st.op->selects) continue;
+    const tensor_info& res = p.tensors[static_cast<std::size_t>(st.result)];
+    if (region_of(res) != region::activations) continue;
+    bool joined = false;
+    for (int k = 1; k <= 2; ++k) {
+      const region_info& branch = p.regions[static_cast<std::size_t>(st.at.i[0] + k - 1)];
+      const tensor_id src = st.inputs[k];
+      const tensor_info& in = p.tensors[static_cast<std::size_t>(src)];
+      const int head = group[src];
+      if (in.kind != role::activation || last[src] != s || !branch.holds(birth(p, pos, src)) || !branch.holds(birth(p, pos, head)) ||
+          in.type != res.type || !(in.shp == res.shp) || (k == 2 && st.inputs[1] == src))
+        continue;
+      if (!joined) {
+        group[st.result] = head;
+        joined = true;
+        continue;
+      }
+      const int into = group[st.result];
+      for (std::size_t t = 0; t < nt; ++t)
+        if (group[t] == head) group[t] = into;
+    }
+  }
+}
+
 }  // namespace detail
 
 // The half of a plan that does not depend on the mode (steps 2 and 3, and the birth order and
@@ -192,6 +278,10 @@ constexpr lifetimes lifetimes_of(const program& p) {
       if (s > last[w]) last[w] = s;
     }
   }
+  const bool control = !p.regions.empty();
+  scratch<int> loop_at;  // (not `control ? ... : ...`: g++ 12 frees the taken branch's storage early in constant evaluation)
+  if (control) loop_at = p.innermost_loops();
+  if (control) detail::control_lifetimes(p, pos, loop_at.data(), first, last);
   for (std::size_t t = 0; t < nt; ++t) {
     if (first[t] < 0) first[t] = 0;  // a feed nobody reads
     if (tensors[t].kind == role::output) last[t] = ns - 1;
@@ -199,7 +289,8 @@ constexpr lifetimes lifetimes_of(const program& p) {
 
   // 3. In-place chains (schedule order, so a chain's head is always already grouped). Over an
   // activation: when this step is its last reader and the result has its dtype and shape (so the same
-  // bytes in every mode).
+  // bytes in every mode); inside a loop, only over a value of the same trip (the next trip reads
+  // what was made before the loop again).
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
     const tensor_id src = st.in_place_source();
@@ -208,9 +299,10 @@ constexpr lifetimes lifetimes_of(const program& p) {
     const tensor_info& res = tensors[st.result];
     const bool state_update = in.kind == role::state;
     const bool reusable = in.kind == role::activation && last[src] == s && region_of(res) == region::activations && in.type == res.type &&
-                          in.shp == res.shp;
+                          in.shp == res.shp && (!control || detail::same_trip(p, loop_at.data(), detail::birth(p, pos, src), s));
     if (state_update || reusable) group[st.result] = group[src];
   }
+  if (control) detail::merge_groups(p, pos, last, group);
 
   // 4 (the part that needs no sizes). Activation groups, numbered in order of their first member.
   lt.group_index = scratch<int>(nt, -1);

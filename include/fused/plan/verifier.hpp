@@ -14,12 +14,16 @@
 //   - with canaries (memory_plan::canary > 0, plan/canaries.hpp), each state and activation buffer
 //     is followed by that many bytes that no buffer live at the same time touches, inside its region.
 // The planner's groups are not trusted: which buffers may share bytes follows from the program's steps.
+// Control flow (program::regions): the regions' structure is checked; values read in loops and
+// conditions live where planner.hpp's rules say; two values made in the two branches of one
+// conditional may share bytes (one of them is never written); in place inside a loop only within a trip.
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #pragma once
 #include <utility>
 
 #include "../core/sort.hpp"
 #include "memory_plan.hpp"
+#include "planner.hpp"
 
 namespace fused {
 
@@ -30,14 +34,63 @@ struct verdict {
 
 namespace detail {
 // `newer` is written in place over `older`: same bytes, and the step at older's last position writes
-// newer through its op's in-place input, reading older there. (steps: in schedule order.)
-constexpr bool written_over(const buffer& older, const buffer& newer, const step* steps, int ns) {
+// newer through its op's in-place input (or, a merge, from either branch's value), reading older
+// there; inside a loop, older was made in the same trip. (steps: in schedule order.)
+constexpr bool written_over(const program& p, const buffer& older, const buffer& newer, const int* pos, const int* loop_at) {
+  const int ns = static_cast<int>(p.steps.size());
   if (older.offset != newer.offset || older.bytes != newer.bytes || older.last != newer.first || newer.first >= ns) return false;
-  const step& st = steps[newer.first];
-  return st.result == newer.tensor && st.in_place_source() == older.tensor;
+  const step& st = p.steps[static_cast<std::size_t>(newer.first)];
+  if (st.result != newer.tensor) return false;
+  const bool from_branch = st.op->selects && (st.inputs[1] == older.tensor || st.inputs[2] == older.tensor);
+  if (st.in_place_source() != older.tensor && !from_branch) return false;
+  return !loop_at || same_trip(p, loop_at, birth(p, pos, older.tensor), newer.first);
 }
-constexpr bool in_place_pair(const buffer& a, const buffer& b, const step* steps, int ns) {
-  return written_over(a, b, steps, ns) || written_over(b, a, steps, ns);
+// a and b are made in the two branches of one conditional: at most one of them is ever written.
+constexpr bool exclusive(const program& p, const buffer& a, const buffer& b, const int* pos) {
+  const int ba = birth(p, pos, a.tensor), bb = birth(p, pos, b.tensor);
+  if (ba < 0 || bb < 0) return false;
+  for (std::size_t r = 0; r + 1 < p.regions.size(); ++r) {
+    const region_info &then_branch = p.regions[r], &else_branch = p.regions[r + 1];
+    if (then_branch.kind != region_kind::then_branch) continue;
+    if ((then_branch.holds(ba) && else_branch.holds(bb)) || (then_branch.holds(bb) && else_branch.holds(ba))) return true;
+  }
+  return false;
+}
+constexpr bool may_share(const program& p, const buffer& a, const buffer& b, const int* pos, const int* loop_at) {
+  return written_over(p, a, b, pos, loop_at) || written_over(p, b, a, pos, loop_at) || (loop_at && exclusive(p, a, b, pos));
+}
+
+// Control flow's structure as the scheduler must leave it: each region's positions inside its
+// parent's, a conditional's else branch right after its then branch, every step inside its
+// region, a loop's header inside it, conditions and carries well formed. Empty: fine.
+constexpr text check_regions(const program& p, const int* pos) {
+  const int ns = static_cast<int>(p.steps.size());
+  for (std::size_t r = 0; r < p.regions.size(); ++r) {
+    const region_info& g = p.regions[r];
+    const text name = text(name_of(g.kind)) + " region " + to_text(static_cast<std::int64_t>(r));
+    if (g.first < 0 || g.count < 0 || g.end() > ns) return name + " lies outside the schedule";
+    if (g.parent >= 0) {
+      const region_info& up = p.regions[static_cast<std::size_t>(g.parent)];
+      if (g.first < up.first || g.end() > up.end()) return name + " is not inside its parent region";
+    }
+    if (g.kind == region_kind::then_branch && (r + 1 >= p.regions.size() || p.regions[r + 1].kind != region_kind::else_branch || p.regions[r + 1].first != g.end()))
+      return name + " is not followed by its else branch";
+    if (g.kind == region_kind::loop_body && (g.header < 0 || g.header > g.count)) return name + " has a header outside its body";
+    if (g.condition >= 0 && (g.condition >= static_cast<tensor_id>(p.tensors.size()) || p.tensor(g.condition).type != dtype::boolean))
+      return name + " has a condition that is not a bool tensor";
+  }
+  for (int s = 0; s < ns; ++s) {
+    const step& st = p.steps[static_cast<std::size_t>(s)];
+    for (int r = st.region; r >= 0; r = p.regions[static_cast<std::size_t>(r)].parent)
+      if (!p.regions[static_cast<std::size_t>(r)].holds(s))
+        return "step " + to_text(st.id) + " '" + st.op->name + "' at position " + to_text(s) + " lies outside its region " + to_text(r);
+  }
+  for (const loop_carry& c : p.carries) {
+    const int copy = p.tensor(c.value).producer;
+    if (c.loop < 0 || c.loop >= static_cast<int>(p.regions.size()) || copy < 0 || c.next < 0 || pos[copy] >= p.regions[static_cast<std::size_t>(c.loop)].first)
+      return "carry '" + p.tensor(c.value).name.str() + "' is not made before its loop or has no next value";
+  }
+  return {};
 }
 }  // namespace detail
 
@@ -60,6 +113,24 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
     return "tensor '" + tensors[id].name.str() + "' is " + how + " step " + to_text(st.id) + " '" + st.op->name + "' at position " +
            to_text(s) + ", but its buffer is live only at positions " + to_text(b.first) + ".." + to_text(b.last);
   };
+  // Control flow: the structure, and the lifetimes its reads need (planner.hpp's rules).
+  const bool control = !p.regions.empty();
+  scratch<int> loop_at_v;  // (not `control ? ... : ...`: g++ 12 frees the taken branch's storage early in constant evaluation)
+  if (control) loop_at_v = p.innermost_loops();
+  const int* const loop_at = control ? loop_at_v.data() : nullptr;
+  if (control) {
+    if (text why = detail::check_regions(p, pos); !why.empty()) return fail(why);
+    scratch<int> need_first(nt), need_last(nt);
+    for (std::size_t t = 0; t < nt; ++t) need_first[t] = need_last[t] = tensors[t].producer >= 0 ? pos[tensors[t].producer] : -1;
+    detail::control_lifetimes(p, pos, loop_at, need_first.data(), need_last.data());
+    for (std::size_t t = 0; t < nt; ++t) {
+      const buffer& b = buf[t];
+      if (b.where != region::activations || need_last[t] < 0) continue;
+      if (b.first > need_first[t] || b.last < need_last[t])
+        return fail("tensor '" + tensors[t].name.str() + "' must be live at positions " + to_text(need_first[t]) + ".." + to_text(need_last[t]) +
+                    " (control flow reads it there), but its buffer is live only at " + to_text(b.first) + ".." + to_text(b.last));
+    }
+  }
   for (int s = 0; s < ns; ++s) {
     const step& st = steps[s];
     const auto& in = st.inputs;  // indexed in place (core/shape.hpp)
@@ -154,7 +225,7 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
       const buffer& b = buf[act[bf[j]]];
       if (b.first > a.last) break;
       const bool share = a.offset < b.offset + b.bytes + gap && b.offset < a.offset + a.bytes + gap;
-      if (share && !detail::in_place_pair(a, b, steps, ns))
+      if (share && !detail::may_share(p, a, b, pos, loop_at))
         return fail("tensors '" + tensors[a.tensor].name.str() + "' and '" + tensors[b.tensor].name.str() +
                     "' share bytes in the activation arena while both are live");
     }

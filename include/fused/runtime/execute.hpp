@@ -2,6 +2,7 @@
 // one lowering every executor reads) and invoked in schedule order. For programs known only at
 // run time (a graph file); the decoder models keep their own sessions (session.hpp).
 #pragma once
+#include <cstring>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -39,13 +40,15 @@ inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::
   return calls;
 }
 
-// Runs the calls of `p` in order, with row 0 of the program at position `pos0`. What a kernel would
-// read or write out of bounds is checked first, as the decoder's session checks it for its own
-// calls: rows past a KV cache's capacity (its symbols bound apart from the tokens'), token ids
-// outside the embedding table (read from the arena when the step runs, since a step may compute
-// them). Throws std::out_of_range naming the step; nothing past that step runs. A host call runs
-// its op's host function on the operands' bytes and bound shapes.
-inline void execute(const program& p, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+// Runs the calls of `p` (planned by `m`) in order, with row 0 of the program at position `pos0`.
+// What a kernel would read or write out of bounds is checked first, as the decoder's session checks
+// it for its own calls: rows past a KV cache's capacity (its symbols bound apart from the tokens'),
+// token ids outside the embedding table (read from the arena when the step runs, since a step may
+// compute them). Throws std::out_of_range naming the step; nothing past that step runs. A host call
+// runs its op's host function on the operands' bytes and bound shapes. Control flow runs as the
+// regions say: a conditional's taken branch, a loop's trips (header, condition, the rest, then each
+// carry's next value copied into its bytes) up to its bound.
+inline void execute(const program& p, const memory_plan& m, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
   call_dims d{};
   d.b = b;
   d.pos0 = pos0;
@@ -63,7 +66,7 @@ inline void execute(const program& p, std::span<const call> calls, const regions
     for (int i = 0; i < t.shp.rank; ++i) h.dims[i] = b(t.shp[i]);
     return h;
   };
-  for (const call& c : calls) {
+  auto run_call = [&](const call& c) {
     const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
     const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
     if (uses_cache && (pos0 < 0 || pos0 + rows > c.sizes.capacity))
@@ -81,10 +84,71 @@ inline void execute(const program& p, std::span<const call> calls, const regions
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
       s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
-      continue;
+      return;
     }
     invoke(c, r, d);
+  };
+  if (p.regions.empty()) {
+    for (const call& c : calls) run_call(c);
+    return;
   }
+
+  // Control flow. The bytes of a tensor (conditions and carries live in the arena or in state).
+  auto bytes_at = [&](tensor_id t) {
+    const buffer& f = m.of(t);
+    if (f.where == region::weights) throw graph_error("control flow reads weight '" + to_string(p.tensor(t).name.str()) + "' as a condition or carry");
+    return (f.where == region::state ? r.state : r.arena) + f.offset;
+  };
+  auto holds = [&](tensor_id condition) { return *bytes_at(condition) != std::byte{0}; };
+  auto carry_over = [&](int loop) {  // after a trip: each next value into its carry's bytes, all at once
+    std::vector<std::vector<std::byte>> staged;
+    bool swap = false;
+    for (const loop_carry& c : p.carries) swap = swap || (c.loop == loop && p.carried_by(c.next) == loop && c.next != c.value);
+    for (const loop_carry& c : p.carries) {
+      if (c.loop != loop) continue;
+      const auto n = static_cast<std::size_t>(bytes_of(p.tensor(c.value), b));
+      const std::byte* from = bytes_at(c.next);
+      if (swap) staged.emplace_back(from, from + n);
+      else if (from != bytes_at(c.value)) std::memmove(bytes_at(c.value), from, n);
+    }
+    std::size_t k = 0;
+    if (swap)
+      for (const loop_carry& c : p.carries)
+        if (c.loop == loop) {
+          std::memcpy(bytes_at(c.value), staged[k].data(), staged[k].size());
+          ++k;
+        }
+  };
+  auto run = [&](auto& self, int begin, int end, int parent) -> void {
+    for (int s = begin; s < end;) {
+      int block = -1;
+      for (std::size_t g = 0; g < p.regions.size() && block < 0; ++g) {
+        const region_info& reg = p.regions[g];
+        if (reg.parent != parent || reg.first != s || reg.kind == region_kind::else_branch) continue;
+        if (reg.kind == region_kind::loop_body || reg.count + p.regions[g + 1].count > 0) block = static_cast<int>(g);
+      }
+      if (block < 0) {
+        run_call(calls[static_cast<std::size_t>(s++)]);
+        continue;
+      }
+      const region_info& reg = p.regions[static_cast<std::size_t>(block)];
+      if (reg.kind == region_kind::then_branch) {
+        const region_info& other = p.regions[static_cast<std::size_t>(block) + 1];
+        if (holds(reg.condition)) self(self, reg.first, reg.end(), block);
+        else self(self, other.first, other.end(), block + 1);
+        s = other.end();
+        continue;
+      }
+      for (std::int64_t trip = 0; trip < reg.max_trips; ++trip) {
+        self(self, reg.first, reg.first + reg.header, block);
+        if (reg.condition >= 0 && !holds(reg.condition)) break;
+        self(self, reg.first + reg.header, reg.end(), block);
+        carry_over(block);
+      }
+      s = reg.end();
+    }
+  };
+  run(run, 0, static_cast<int>(calls.size()), -1);
 }
 
 }  // namespace fused::runtime
