@@ -2722,7 +2722,8 @@ inline memory_plan with_canaries(const memory_plan& m) {
 //
 //   {"arena_bytes", "lower_bound_bytes", "regions": [{"name", "bytes"}],
 //    "buffers": [{"id", "name", "region", "offset", "bytes", "first_step", "last_step", ...}],
-//    "steps":   [{"id", "op", "inputs", "outputs", "level", "kernel", ...}]}
+//    "steps":   [{"id", "op", "inputs", "outputs", "level", "kernel", ...}],
+//    "control": [{"region", "kind", "parent", "first", "count", "condition", ...}]}   (control flow only)
 //
 // Units are bytes; offsets are relative to the start of the buffer's region. Steps are listed in
 // schedule order. Buffer ids are tensor ids, so a step's inputs/outputs name buffers directly.
@@ -2813,6 +2814,31 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
     steps.push_back(std::move(j));
   }
   doc["steps"] = std::move(steps);
+  // Control flow (only a program that has it): each region's schedule positions, its condition
+  // (a tensor id), a loop's header, bound and carries.
+  if (!p.regions.empty()) {
+    json control = json::array();
+    for (std::size_t r = 0; r < p.regions.size(); ++r) {
+      const region_info& g = p.regions[r];
+      json j = json::object();
+      j["region"] = r;
+      j["kind"] = name_of(g.kind);
+      j["parent"] = g.parent >= 0 ? json(g.parent) : json(nullptr);
+      j["first"] = g.first;
+      j["count"] = g.count;
+      j["condition"] = g.condition >= 0 ? json(g.condition) : json(nullptr);
+      if (g.kind == region_kind::loop_body) {
+        j["header"] = g.header;
+        j["max_trips"] = g.max_trips;
+        json carries = json::array();
+        for (const loop_carry& c : p.carries)
+          if (c.loop == static_cast<int>(r)) carries.push_back({{"value", c.value}, {"next", c.next}});
+        j["carries"] = std::move(carries);
+      }
+      control.push_back(std::move(j));
+    }
+    doc["control"] = std::move(control);
+  }
   return doc;
 }
 
@@ -3609,6 +3635,23 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
                      w_op, s < m.kernels.size() && m.kernels[s] ? m.kernels[s] : "-", w_kernel, t.name.str().view(), w_name,
                      name_of(t.type), shape_of(t), w_shape, human_bytes(b.bytes), name_of(b.where), grouped_digits(b.offset), live));
   }
+  if (!p.regions.empty()) {
+    line("");
+    line(fmt::format("control flow: {} regions (a branch or a loop body each), by schedule position", p.regions.size()));
+    for (std::size_t r = 0; r < p.regions.size(); ++r) {
+      const region_info& g = p.regions[r];
+      std::string what = fmt::format("  region {} {} at {}..{}", r, name_of(g.kind), g.first, g.end() - 1);
+      if (g.parent >= 0) what += fmt::format(" in region {}", g.parent);
+      const std::string condition = g.condition >= 0 ? fmt::format("'{}'", p.tensor(g.condition).name.str().view()) : std::string("-");
+      if (g.kind == region_kind::then_branch) what += " if " + condition;
+      if (g.kind == region_kind::loop_body) {
+        what += fmt::format(" (header {} steps) while {}, at most {} trips", g.header, condition, g.max_trips);
+        for (const loop_carry& c : p.carries)
+          if (c.loop == static_cast<int>(r)) what += fmt::format("; '{}' <- '{}'", p.tensor(c.value).name.str().view(), p.tensor(c.next).name.str().view());
+      }
+      line(what);
+    }
+  }
   return out;
 }
 
@@ -4151,7 +4194,11 @@ inline std::string edge_where(std::size_t index, const edge& e) {
 // by its name), each step a Call with its op's attributes by name, each output an Output, each
 // state pair an Output that "carries" the state Input. Nodes follow the program's tensor ids, so
 // lowering the file (lower.hpp) builds the same program: same ids, same names, same plan.
+// Control flow becomes Conditional and Loop nodes (after the others) and Merges; such a file
+// lowers to an equivalent program (its steps may be numbered in another order).
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -4198,6 +4245,16 @@ inline document from_program(const program& p, const std::vector<symbol_decl>& s
   for (const step& s : p.steps) writer[static_cast<std::size_t>(s.result)] = &s;
   std::vector<std::int64_t> node_of(p.tensors.size(), -1);
   std::int64_t next = 0;
+  // Control flow: a node per Conditional (its then region) and per Loop, after the tensors' nodes;
+  // a merge step becomes a Merge of its Conditional, a carry's copy a Merge of its Loop.
+  std::vector<std::int64_t> control_node(p.regions.size(), -1);
+  {
+    std::int64_t count = 0;
+    for (const tensor_info& t : p.tensors) count += t.is_feed || writer[static_cast<std::size_t>(t.id)];
+    for (std::size_t r = 0; r < p.regions.size(); ++r)
+      if (p.regions[r].kind != region_kind::else_branch) control_node[r] = count++;
+  }
+  std::vector<std::pair<int, std::int64_t>> members;  // (region, node id) for the body lists
   for (const tensor_info& t : p.tensors) {
     const std::size_t id = static_cast<std::size_t>(t.id);
     node nd{};
@@ -4207,24 +4264,57 @@ inline document from_program(const program& p, const std::vector<symbol_decl>& s
       nd.type = t.kind == role::weight ? node_type::get_attr : node_type::input;
       nd.state = t.kind == role::state;
     } else if (const step* s = writer[id]) {
-      nd.type = node_type::call;
-      nd.op = s->op->name;
-      nd.attributes = detail::attributes_of(*s);
+      const int loop = p.carried_by(t.id);
+      if (s->op->selects) {
+        nd.type = node_type::merge;
+        nd.of = control_node[static_cast<std::size_t>(s->at.i[0])];
+      } else if (loop >= 0) {
+        nd.type = node_type::merge;
+        nd.of = control_node[static_cast<std::size_t>(loop)];
+      } else {
+        nd.type = node_type::call;
+        nd.op = s->op->name;
+        nd.attributes = detail::attributes_of(*s);
+      }
+      members.emplace_back(loop >= 0 ? loop : s->region, next);
     } else {
       continue;  // a step's workspace: the builder makes it again
     }
     nd.id = next++;
     node_of[id] = nd.id;
     if (nd.type == node_type::input) doc.inputs.push_back(nd.id);
-    if (nd.type == node_type::call) {
+    if (nd.type == node_type::call || nd.type == node_type::merge) {
       const step& s = *writer[id];
-      for (int k = 0; k < s.n_inputs; ++k) {
+      const int skip = s.op->selects ? 1 : 0;  // a merge's condition is its Conditional's
+      for (int k = skip; k < s.n_inputs; ++k) {
         const tensor_id in = s.inputs[static_cast<std::size_t>(k)];
-        doc.edges.push_back({node_of[static_cast<std::size_t>(in)], nd.id, to_string(p.tensor(in).name.str()), k});
+        doc.edges.push_back({node_of[static_cast<std::size_t>(in)], nd.id, to_string(p.tensor(in).name.str()), k - skip});
       }
     }
     doc.nodes.push_back(std::move(nd));
   }
+  for (std::size_t r = 0; r < p.regions.size(); ++r) {
+    const region_info& g = p.regions[r];
+    if (g.kind == region_kind::else_branch) continue;
+    node nd{};
+    nd.id = control_node[r];
+    nd.type = g.kind == region_kind::loop_body ? node_type::loop : node_type::conditional;
+    nd.name = (g.kind == region_kind::loop_body ? "loop." : "conditional.") + std::to_string(r);
+    if (g.kind == region_kind::loop_body) nd.max_trips = g.max_trips;
+    if (g.condition >= 0) doc.edges.push_back({node_of[static_cast<std::size_t>(g.condition)], nd.id, to_string(p.tensor(g.condition).name.str()), 0});
+    members.emplace_back(g.parent, nd.id);
+    doc.nodes.push_back(std::move(nd));
+  }
+  for (const loop_carry& c : p.carries)
+    doc.edges.push_back({node_of[static_cast<std::size_t>(c.next)], node_of[static_cast<std::size_t>(c.value)], to_string(p.tensor(c.next).name.str()), 1});
+  for (const auto& [region, id] : members) {
+    if (region < 0) continue;
+    const region_info& g = p.regions[static_cast<std::size_t>(region)];
+    const std::int64_t owner = control_node[static_cast<std::size_t>(g.kind == region_kind::else_branch ? region - 1 : region)];
+    for (node& nd : doc.nodes)
+      if (nd.id == owner) (g.kind == region_kind::then_branch ? nd.then_body : g.kind == region_kind::else_branch ? nd.else_body : nd.body).push_back(id);
+  }
+  next += static_cast<std::int64_t>(std::count_if(control_node.begin(), control_node.end(), [](std::int64_t n) { return n >= 0; }));
   auto output = [&](const std::string& name, tensor_id value, std::optional<std::int64_t> carries) {
     node nd{};
     nd.id = next++;
@@ -5443,20 +5533,41 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       const auto c = an.position.find(*t.of);
       return c != an.position.end() && doc.nodes[c->second].type == node_type::loop;
     };
-    std::vector<std::size_t> pending(n, 0);
-    std::vector<std::vector<std::size_t>> waiting(n);  // per node: the nodes that wait for it
+    // As the program runs them, a Conditional or Loop is done when all its bodies are: an "end"
+    // (a position past the nodes, one per control node) waits for them, and a Conditional's Merges
+    // and whatever reads a Loop's Merges from outside the Loop wait for its end.
+    std::vector<std::size_t> end_of(n, SIZE_MAX);
+    std::size_t total = n;
     for (std::size_t i = 0; i < n; ++i)
-      for (const auto& [slot, src] : slots[i])
-        if (!back_edge(i, slot)) waiting[src].push_back(i), ++pending[i];
+      if (an.first_region[i] >= 0) end_of[i] = total++;
+    std::vector<std::size_t> pending(total, 0);
+    std::vector<std::vector<std::size_t>> waiting(total);  // per node: the nodes that wait for it
+    auto wait = [&](std::size_t first, std::size_t then) { waiting[first].push_back(then), ++pending[then]; };
     for (std::size_t i = 0; i < n; ++i)
-      if (an.region_of[i] >= 0) waiting[an.regions[static_cast<std::size_t>(an.region_of[i])].control].push_back(i), ++pending[i];
+      for (const auto& [slot, src] : slots[i]) {
+        if (back_edge(i, slot)) continue;
+        wait(src, i);
+        const std::size_t c = doc.nodes[src].type == node_type::merge ? detail::merged_control(doc, an, src) : SIZE_MAX;
+        if (c != SIZE_MAX && doc.nodes[c].type == node_type::loop && !(an.region_of[i] >= 0 && an.within(an.region_of[i], an.first_region[c])))
+          wait(end_of[c], i);
+      }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (an.region_of[i] >= 0) {
+        const std::size_t c = an.regions[static_cast<std::size_t>(an.region_of[i])].control;
+        wait(c, i);
+        wait(i, end_of[c]);
+        if (end_of[i] != SIZE_MAX) wait(end_of[i], end_of[c]);
+      }
+      if (doc.nodes[i].type == node_type::merge)
+        if (const std::size_t c = detail::merged_control(doc, an, i); c != SIZE_MAX && doc.nodes[c].type == node_type::conditional) wait(end_of[c], i);
+    }
     std::set<std::size_t> ready;
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < total; ++i)
       if (pending[i] == 0) ready.insert(i);
     while (!ready.empty()) {
       const std::size_t i = *ready.begin();
       ready.erase(ready.begin());
-      an.order.push_back(i);
+      if (i < n) an.order.push_back(i);
       for (std::size_t r : waiting[i])
         if (--pending[r] == 0) ready.insert(r);
     }

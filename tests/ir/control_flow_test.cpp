@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fused/graph/builder.hpp>
+#include <fused/ir/export.hpp>
 #include <fused/ir/format.hpp>
 #include <fused/ir/lower.hpp>
 #include <fused/ops/registry.hpp>
@@ -121,6 +122,22 @@ TEST_CASE("control flow survives JSON -> MessagePack -> JSON") {
   check_close(run(json::parse(fused::ir::encode(back.doc, fused::ir::encoding::json_text)), {{"x", {0.0f}}}).at("i_now"), {10.0f});
 }
 
+TEST_CASE("a program with control flow exports to a graph file that runs the same") {
+  auto exported = [](const json& j) {
+    const fused::ir::read_result r = fused::ir::from_json(j);
+    REQUIRE(r.ok());
+    const fused::ir::lowered low = fused::ir::lower(r.doc);
+    return json::parse(fused::ir::encode(fused::ir::from_program(low.prog, {}), fused::ir::encoding::json_text));
+  };
+  const json counted = exported(count_to_ten().doc());
+  CHECK(analyzed(counted).ok());
+  check_close(run(counted, {{"x", {-3.0f}}}).at("x_now"), {7.0f});
+  check_close(run(counted, {{"x", {-3.0f}}}).at("i_now"), {10.0f});
+  const json picked = exported(relu_or_sigmoid().doc());
+  check_close(run(picked, {{"x", {2.5f}}}).at("y"), {2.5f});
+  check_close(run(picked, {{"x", {-1.0f}}}).at("y"), {1 / (1 + std::exp(1.0f))});
+}
+
 TEST_CASE("damaged control flow is refused naming the node and the rule") {
   {  // the condition is not one bool
     graph g = relu_or_sigmoid();
@@ -179,6 +196,21 @@ TEST_CASE("damaged control flow is refused naming the node and the rule") {
     graph g = relu_or_sigmoid();
     g.edge("y", "r", 1);
     CHECK(!analyzed(g.doc()).ok());
+  }
+  {  // a loop's body reading a value made from the loop's own result: a cycle through the loop
+    graph g = count_to_ten();
+    g.call("after", "relu", {"x_now"}).edge("after", "x_next", 1);  // x_next = add(x_now, after)
+    for (json& e : g.doc()["edges"])
+      if (e["target"] == g.id("x_next") && e["slot"] == 1 && e["source"] == g.id("one")) e["source"] = g.id("after");
+    g.doc()["edges"].erase(g.doc()["edges"].end() - 1);
+    CHECK(refused(g.doc(), "cycle"));
+  }
+  {  // a branch reading a value made from its conditional's merge
+    graph g = relu_or_sigmoid();
+    g.call("after", "relu", {"y"});
+    for (json& e : g.doc()["edges"])
+      if (e["target"] == g.id("r")) e["source"] = g.id("after");
+    CHECK(refused(g.doc(), "cycle"));
   }
   {  // an edge out of a Conditional
     graph g = relu_or_sigmoid();

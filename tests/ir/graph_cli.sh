@@ -43,4 +43,18 @@ cmp "$work/mlp.safetensors" "$data/relu_mlp_expected.safetensors" || { echo "gra
 fails graph run "$data/relu_mlp.json" --inputs "$data/relu_mlp_inputs.safetensors" --out "$work/x.safetensors"
 [ ! -s "$work/out" ] && grep -q "cut wire at step 0 'linear' -> 'hidden'.*'mlp.0.weight' (weight): MISSING" "$work/err" ||
   { echo "graph run without weights"; cat "$work/err"; exit 1; }
-echo "graph files: export, check and plan agree for every family; relu_mlp.json runs"
+# Control flow (the FX design's loop: x = x + 1, i = i + 1 while i < 10): from x = -3, x = 7 and i = 10.
+"$fused" graph run "$data/count_to_ten.json" --inputs "$data/count_to_ten_inputs.safetensors" --out "$work/count.safetensors" 2>/dev/null
+cmp "$work/count.safetensors" "$data/count_to_ten_expected.safetensors" || { echo "graph run of count_to_ten.json: unexpected output"; exit 1; }
+"$fused" plan --graph "$data/count_to_ten.json" --mode prefill >"$work/plan.txt"
+grep -q "region 0 loop at 5..7 (header 1 steps) while 'running', at most 100 trips; 'x_now' <- 'x_next'; 'i_now' <- 'i_next'" "$work/plan.txt" ||
+  { echo "plan --graph count_to_ten.json shows no loop"; cat "$work/plan.txt"; exit 1; }
+"$fused" plan --graph "$data/count_to_ten.json" --mode prefill --format json | grep -q '"control":' || { echo "plan json has no control"; exit 1; }
+# A Loop without its bound, and a Merge of a node that is not a Conditional or Loop: refused by node and rule.
+sed 's/"max_trips": 100/"max_tripz": 100/' "$data/count_to_ten.json" >"$work/unbounded.json"
+fails graph check "$work/unbounded.json"
+grep -q '^error: node 4: format: a Loop states its bound, "max_trips"' "$work/out" || { echo "no max_trips error"; cat "$work/out"; exit 1; }
+sed 's/"of": 4/"of": 0/' "$data/count_to_ten.json" >"$work/bad_merge.json"
+fails graph check "$work/bad_merge.json"
+grep -q "^error: node 5: merge: \"of\" names node 0, which is not a Conditional or a Loop" "$work/out" || { echo "no merge error"; cat "$work/out"; exit 1; }
+echo "graph files: export, check and plan agree for every family; relu_mlp.json and count_to_ten.json run"

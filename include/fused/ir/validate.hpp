@@ -448,20 +448,41 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       const auto c = an.position.find(*t.of);
       return c != an.position.end() && doc.nodes[c->second].type == node_type::loop;
     };
-    std::vector<std::size_t> pending(n, 0);
-    std::vector<std::vector<std::size_t>> waiting(n);  // per node: the nodes that wait for it
+    // As the program runs them, a Conditional or Loop is done when all its bodies are: an "end"
+    // (a position past the nodes, one per control node) waits for them, and a Conditional's Merges
+    // and whatever reads a Loop's Merges from outside the Loop wait for its end.
+    std::vector<std::size_t> end_of(n, SIZE_MAX);
+    std::size_t total = n;
     for (std::size_t i = 0; i < n; ++i)
-      for (const auto& [slot, src] : slots[i])
-        if (!back_edge(i, slot)) waiting[src].push_back(i), ++pending[i];
+      if (an.first_region[i] >= 0) end_of[i] = total++;
+    std::vector<std::size_t> pending(total, 0);
+    std::vector<std::vector<std::size_t>> waiting(total);  // per node: the nodes that wait for it
+    auto wait = [&](std::size_t first, std::size_t then) { waiting[first].push_back(then), ++pending[then]; };
     for (std::size_t i = 0; i < n; ++i)
-      if (an.region_of[i] >= 0) waiting[an.regions[static_cast<std::size_t>(an.region_of[i])].control].push_back(i), ++pending[i];
+      for (const auto& [slot, src] : slots[i]) {
+        if (back_edge(i, slot)) continue;
+        wait(src, i);
+        const std::size_t c = doc.nodes[src].type == node_type::merge ? detail::merged_control(doc, an, src) : SIZE_MAX;
+        if (c != SIZE_MAX && doc.nodes[c].type == node_type::loop && !(an.region_of[i] >= 0 && an.within(an.region_of[i], an.first_region[c])))
+          wait(end_of[c], i);
+      }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (an.region_of[i] >= 0) {
+        const std::size_t c = an.regions[static_cast<std::size_t>(an.region_of[i])].control;
+        wait(c, i);
+        wait(i, end_of[c]);
+        if (end_of[i] != SIZE_MAX) wait(end_of[i], end_of[c]);
+      }
+      if (doc.nodes[i].type == node_type::merge)
+        if (const std::size_t c = detail::merged_control(doc, an, i); c != SIZE_MAX && doc.nodes[c].type == node_type::conditional) wait(end_of[c], i);
+    }
     std::set<std::size_t> ready;
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < total; ++i)
       if (pending[i] == 0) ready.insert(i);
     while (!ready.empty()) {
       const std::size_t i = *ready.begin();
       ready.erase(ready.begin());
-      an.order.push_back(i);
+      if (i < n) an.order.push_back(i);
       for (std::size_t r : waiting[i])
         if (--pending[r] == 0) ready.insert(r);
     }

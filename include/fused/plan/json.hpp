@@ -2,7 +2,8 @@
 //
 //   {"arena_bytes", "lower_bound_bytes", "regions": [{"name", "bytes"}],
 //    "buffers": [{"id", "name", "region", "offset", "bytes", "first_step", "last_step", ...}],
-//    "steps":   [{"id", "op", "inputs", "outputs", "level", "kernel", ...}]}
+//    "steps":   [{"id", "op", "inputs", "outputs", "level", "kernel", ...}],
+//    "control": [{"region", "kind", "parent", "first", "count", "condition", ...}]}   (control flow only)
 //
 // Units are bytes; offsets are relative to the start of the buffer's region. Steps are listed in
 // schedule order. Buffer ids are tensor ids, so a step's inputs/outputs name buffers directly.
@@ -96,6 +97,31 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
     steps.push_back(std::move(j));
   }
   doc["steps"] = std::move(steps);
+  // Control flow (only a program that has it): each region's schedule positions, its condition
+  // (a tensor id), a loop's header, bound and carries.
+  if (!p.regions.empty()) {
+    json control = json::array();
+    for (std::size_t r = 0; r < p.regions.size(); ++r) {
+      const region_info& g = p.regions[r];
+      json j = json::object();
+      j["region"] = r;
+      j["kind"] = name_of(g.kind);
+      j["parent"] = g.parent >= 0 ? json(g.parent) : json(nullptr);
+      j["first"] = g.first;
+      j["count"] = g.count;
+      j["condition"] = g.condition >= 0 ? json(g.condition) : json(nullptr);
+      if (g.kind == region_kind::loop_body) {
+        j["header"] = g.header;
+        j["max_trips"] = g.max_trips;
+        json carries = json::array();
+        for (const loop_carry& c : p.carries)
+          if (c.loop == static_cast<int>(r)) carries.push_back({{"value", c.value}, {"next", c.next}});
+        j["carries"] = std::move(carries);
+      }
+      control.push_back(std::move(j));
+    }
+    doc["control"] = std::move(control);
+  }
   return doc;
 }
 

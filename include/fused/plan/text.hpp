@@ -93,6 +93,23 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
                      w_op, s < m.kernels.size() && m.kernels[s] ? m.kernels[s] : "-", w_kernel, t.name.str().view(), w_name,
                      name_of(t.type), shape_of(t), w_shape, human_bytes(b.bytes), name_of(b.where), grouped_digits(b.offset), live));
   }
+  if (!p.regions.empty()) {
+    line("");
+    line(fmt::format("control flow: {} regions (a branch or a loop body each), by schedule position", p.regions.size()));
+    for (std::size_t r = 0; r < p.regions.size(); ++r) {
+      const region_info& g = p.regions[r];
+      std::string what = fmt::format("  region {} {} at {}..{}", r, name_of(g.kind), g.first, g.end() - 1);
+      if (g.parent >= 0) what += fmt::format(" in region {}", g.parent);
+      const std::string condition = g.condition >= 0 ? fmt::format("'{}'", p.tensor(g.condition).name.str().view()) : std::string("-");
+      if (g.kind == region_kind::then_branch) what += " if " + condition;
+      if (g.kind == region_kind::loop_body) {
+        what += fmt::format(" (header {} steps) while {}, at most {} trips", g.header, condition, g.max_trips);
+        for (const loop_carry& c : p.carries)
+          if (c.loop == static_cast<int>(r)) what += fmt::format("; '{}' <- '{}'", p.tensor(c.value).name.str().view(), p.tensor(c.next).name.str().view());
+      }
+      line(what);
+    }
+  }
   return out;
 }
 
