@@ -3637,7 +3637,7 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
   }
   if (!p.regions.empty()) {
     line("");
-    line(fmt::format("control flow: {} regions (a branch or a loop body each), by schedule position", p.regions.size()));
+    line(fmt::format("control flow: {} region{} (a branch or a loop body each), by schedule position", p.regions.size(), p.regions.size() == 1 ? "" : "s"));
     for (std::size_t r = 0; r < p.regions.size(); ++r) {
       const region_info& g = p.regions[r];
       std::string what = fmt::format("  region {} {} at {}..{}", r, name_of(g.kind), g.first, g.end() - 1);
@@ -3645,7 +3645,7 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
       const std::string condition = g.condition >= 0 ? fmt::format("'{}'", p.tensor(g.condition).name.str().view()) : std::string("-");
       if (g.kind == region_kind::then_branch) what += " if " + condition;
       if (g.kind == region_kind::loop_body) {
-        what += fmt::format(" (header {} steps) while {}, at most {} trips", g.header, condition, g.max_trips);
+        what += fmt::format(" (header {} step{}) while {}, at most {} trips", g.header, g.header == 1 ? "" : "s", condition, g.max_trips);
         for (const loop_carry& c : p.carries)
           if (c.loop == static_cast<int>(r)) what += fmt::format("; '{}' <- '{}'", p.tensor(c.value).name.str().view(), p.tensor(c.next).name.str().view());
       }
@@ -10268,8 +10268,11 @@ class layers {
 // ---- begin fused/models/decoder_graph_file.hpp ---------------------------------------------------------
 // A decoder model as a graph file (fused/ir/): the family's program exported node for node, with
 // its symbols named ("tokens", "ctx"), their ranges, and the config it was made from in the
-// metadata, so that `fused plan --graph` prints what `fused plan --config` prints.
+// metadata, so that `fused plan --graph` prints what `fused plan --config` prints; and back: a
+// graph file recognized as the family program of the config it records (`fused gen-c --graph`).
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -10354,6 +10357,273 @@ constexpr program build_graph(const config& c, graph_options o = {}) {
 
 }  // namespace fused::decoder
 // ---- end fused/models/family.hpp -----------------------------------------------------------------------
+// ---- begin fused/models/registry.hpp -------------------------------------------------------------------
+// The families the run time knows, by config.json's "model_type": one line a family.
+#include <array>
+#include <string_view>
+
+// ---- begin fused/models/llama.hpp ----------------------------------------------------------------------
+// The Llama family (model_type "llama", LlamaForCausalLM: Llama 2, 3, 3.1, 3.2, SmolLM), as
+// Hugging Face's LlamaForCausalLM computes it: embed; per layer: rms_norm, q/k/v projections, RoPE
+// (plain, or rope_type "llama3" scaled: read with the common fields), KV-cache writes, causal
+// grouped-query attention, o projection, residual add, rms_norm, gate, up, SwiGLU, down, residual
+// add; final norm; lm head, tied or untied. attention_bias puts a bias on q/k/v/o, mlp_bias on
+// gate/up/down.
+#include <string_view>
+
+
+namespace fused::llama {
+
+using decoder::config;
+
+struct family {
+  static constexpr std::string_view model_type = "llama";
+  static constexpr std::string_view architecture = "LlamaForCausalLM";
+
+  template <class Builder>
+  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
+    decoder::layers<Builder> g(c, o, 31, 17);
+    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
+    const bool attn_bias = c.attention_bias, mlp_bias = c.mlp_bias;
+    tensor_id x = g.embed();
+    for (int l = 0; l < g.layer_count; ++l) {
+      const auto cache = g.kv_cache(l);
+      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
+      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, attn_bias,
+                                   q_out, H, {"layers.{}.q", l});
+      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, attn_bias,
+                                   kv_out, H, {"layers.{}.k", l});
+      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, attn_bias,
+                                   kv_out, H, {"layers.{}.v", l});
+      const tensor_id q_rot = g.rope(q, c.num_attention_heads, {"layers.{}.q_rope", l});
+      const tensor_id k_rot = g.rope(k, c.num_key_value_heads, {"layers.{}.k_rope", l});
+      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
+      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, {"model.layers.{}.self_attn.o_proj.bias", l}, attn_bias, H,
+                                    q_out, {"layers.{}.attn_out", l});
+      x = g.add(x, o_, {"layers.{}.resid_attn", l});
+      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
+      const tensor_id down = g.swiglu_mlp(h2, l, mlp_bias);
+      x = g.add(x, down, {"layers.{}.resid_mlp", l});
+    }
+    return std::move(g).logits(x);
+  }
+
+  static void read(const decoder::config_source& in, config& c) {
+    c.attention_bias = in.boolean("attention_bias", false);
+    c.mlp_bias = in.boolean("mlp_bias", false);
+  }
+};
+
+inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
+
+// Configs of released checkpoints (their config.json), for static models.
+namespace presets {
+struct llama_3_2_1b {
+  using family = llama::family;
+  static constexpr config value{.vocab_size = 128256, .hidden_size = 2048, .intermediate_size = 8192, .num_hidden_layers = 16,
+                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 64, .max_position_embeddings = 131072,
+                                .rms_norm_eps = 1e-5, .rope_theta = 500000.0, .tie_word_embeddings = true,
+                                .rope_type = decoder::rope_kind::llama3, .rope_factor = 32.0, .rope_low_freq_factor = 1.0,
+                                .rope_high_freq_factor = 4.0, .rope_original_max_position_embeddings = 8192};
+};
+struct llama_3_1_8b {
+  using family = llama::family;
+  static constexpr config value{.vocab_size = 128256, .hidden_size = 4096, .intermediate_size = 14336, .num_hidden_layers = 32,
+                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 131072,
+                                .rms_norm_eps = 1e-5, .rope_theta = 500000.0, .tie_word_embeddings = false,
+                                .rope_type = decoder::rope_kind::llama3, .rope_factor = 8.0, .rope_low_freq_factor = 1.0,
+                                .rope_high_freq_factor = 4.0, .rope_original_max_position_embeddings = 8192};
+};
+// SmolLM2-360M: a Llama with 15 query heads over 5 KV heads, tied, no rope scaling.
+struct smollm2_360m {
+  using family = llama::family;
+  static constexpr config value{.vocab_size = 49152, .hidden_size = 960, .intermediate_size = 2560, .num_hidden_layers = 32,
+                                .num_attention_heads = 15, .num_key_value_heads = 5, .head_dim = 64, .max_position_embeddings = 8192,
+                                .rms_norm_eps = 1e-5, .rope_theta = 100000.0, .tie_word_embeddings = true};
+};
+}  // namespace presets
+
+}  // namespace fused::llama
+// ---- end fused/models/llama.hpp ------------------------------------------------------------------------
+// ---- begin fused/models/mistral.hpp --------------------------------------------------------------------
+// The Mistral family (model_type "mistral", MistralForCausalLM: Mistral 7B v0.1-v0.3), as Hugging
+// Face's MistralForCausalLM computes it: Llama's decoder without biases. Its sliding-window
+// attention equals full attention while the KV capacity is within the window; a model whose
+// window is smaller than the capacity asked for is refused (decoder_plan.hpp, static_plans), never
+// run as full attention.
+#include <string_view>
+
+
+namespace fused::mistral {
+
+using decoder::config;
+
+struct family {
+  static constexpr std::string_view model_type = "mistral";
+  static constexpr std::string_view architecture = "MistralForCausalLM";
+
+  // Llama's forward pass without biases (MistralAttention and MistralMLP have none, whatever a
+  // config says).
+  template <class Builder>
+  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
+    config no_bias = c;
+    no_bias.attention_bias = no_bias.mlp_bias = false;
+    return llama::family::graph<Builder>(no_bias, o);
+  }
+
+  static void read(const decoder::config_source& in, config& c) {
+    if (in.has("sliding_window")) c.sliding_window = in.integer("sliding_window", 1);
+  }
+};
+
+inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
+
+// Configs of released checkpoints (their config.json), for static models.
+namespace presets {
+struct mistral_7b_v0_3 {
+  using family = mistral::family;
+  static constexpr config value{.vocab_size = 32768, .hidden_size = 4096, .intermediate_size = 14336, .num_hidden_layers = 32,
+                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 32768,
+                                .rms_norm_eps = 1e-5, .rope_theta = 1000000.0, .tie_word_embeddings = false};
+};
+}  // namespace presets
+
+}  // namespace fused::mistral
+// ---- end fused/models/mistral.hpp ----------------------------------------------------------------------
+// ---- begin fused/models/qwen2.hpp ----------------------------------------------------------------------
+// The Qwen2 family (Qwen2, Qwen2.5: model_type "qwen2", Qwen2ForCausalLM), as Hugging Face's
+// Qwen2ForCausalLM computes it:
+//   embed; per layer: rms_norm, q/k/v projections with bias, rope on q and k, KV-cache writes,
+//   causal grouped-query attention, o projection, residual add, rms_norm, gate, up, SwiGLU, down,
+//   residual add; final norm; lm head (tied to the embedding or untied).
+// Weights carry their Hugging Face names, so loading binds them by name once.
+#include <string_view>
+
+
+namespace fused::qwen2 {
+
+using decoder::config;
+
+struct family {
+  static constexpr std::string_view model_type = "qwen2";
+  static constexpr std::string_view architecture = "Qwen2ForCausalLM";
+
+  template <class Builder>
+  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
+    decoder::layers<Builder> g(c, o, 31, 17);
+    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
+    tensor_id x = g.embed();
+    for (int l = 0; l < g.layer_count; ++l) {
+      const auto cache = g.kv_cache(l);
+      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
+      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, q_out, H,
+                                   {"layers.{}.q", l});
+      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, kv_out, H,
+                                   {"layers.{}.k", l});
+      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, kv_out, H,
+                                   {"layers.{}.v", l});
+      const tensor_id q_rot = g.rope(q, c.num_attention_heads, {"layers.{}.q_rope", l});
+      const tensor_id k_rot = g.rope(k, c.num_key_value_heads, {"layers.{}.k_rope", l});
+      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
+      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, H, q_out, {"layers.{}.attn_out", l});
+      x = g.add(x, o_, {"layers.{}.resid_attn", l});
+      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
+      const tensor_id down = g.swiglu_mlp(h2, l);
+      x = g.add(x, down, {"layers.{}.resid_mlp", l});
+    }
+    return std::move(g).logits(x);
+  }
+
+  // Nothing beyond the common fields: Qwen2's q/k/v always have a bias, nothing else does.
+  static void read(const decoder::config_source&, config&) {}
+};
+
+inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
+
+}  // namespace fused::qwen2
+// ---- end fused/models/qwen2.hpp ------------------------------------------------------------------------
+// ---- begin fused/models/qwen3.hpp ----------------------------------------------------------------------
+// The Qwen3 family (model_type "qwen3", Qwen3ForCausalLM), as Hugging Face's Qwen3ForCausalLM
+// computes it: Qwen2's decoder with a per-head RMSNorm of q and k (q_norm, k_norm, over head_dim)
+// before RoPE, biases only when attention_bias is set, and a head_dim of its own (heads x head_dim
+// need not be hidden_size).
+#include <string_view>
+
+
+namespace fused::qwen3 {
+
+using decoder::config;
+
+struct family {
+  static constexpr std::string_view model_type = "qwen3";
+  static constexpr std::string_view architecture = "Qwen3ForCausalLM";
+
+  template <class Builder>
+  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
+    decoder::layers<Builder> g(c, o, 35, 19);
+    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
+    const bool bias = c.attention_bias;
+    tensor_id x = g.embed();
+    for (int l = 0; l < g.layer_count; ++l) {
+      const auto cache = g.kv_cache(l);
+      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
+      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, bias, q_out,
+                                   H, {"layers.{}.q", l});
+      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, bias, kv_out,
+                                   H, {"layers.{}.k", l});
+      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, bias, kv_out,
+                                   H, {"layers.{}.v", l});
+      const tensor_id q_normed = g.head_rms_norm(q, c.num_attention_heads, {"model.layers.{}.self_attn.q_norm.weight", l}, {"layers.{}.q_norm", l});
+      const tensor_id k_normed = g.head_rms_norm(k, c.num_key_value_heads, {"model.layers.{}.self_attn.k_norm.weight", l}, {"layers.{}.k_norm", l});
+      const tensor_id q_rot = g.rope(q_normed, c.num_attention_heads, {"layers.{}.q_rope", l});
+      const tensor_id k_rot = g.rope(k_normed, c.num_key_value_heads, {"layers.{}.k_rope", l});
+      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
+      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, {"model.layers.{}.self_attn.o_proj.bias", l}, bias, H,
+                                    q_out, {"layers.{}.attn_out", l});
+      x = g.add(x, o_, {"layers.{}.resid_attn", l});
+      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
+      const tensor_id down = g.swiglu_mlp(h2, l);
+      x = g.add(x, down, {"layers.{}.resid_mlp", l});
+    }
+    return std::move(g).logits(x);
+  }
+
+  static void read(const decoder::config_source& in, config& c) { c.attention_bias = in.boolean("attention_bias", false); }
+};
+
+inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
+
+// Configs of released checkpoints (their config.json), for static models.
+namespace presets {
+struct qwen3_0_6b {
+  using family = qwen3::family;
+  static constexpr config value{.vocab_size = 151936, .hidden_size = 1024, .intermediate_size = 3072, .num_hidden_layers = 28,
+                                .num_attention_heads = 16, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 40960,
+                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
+};
+}  // namespace presets
+
+}  // namespace fused::qwen3
+// ---- end fused/models/qwen3.hpp ------------------------------------------------------------------------
+
+namespace fused::decoder {
+
+inline constexpr std::array<family_entry, 4> families{{
+    entry_of<qwen2::family>(),
+    entry_of<qwen3::family>(),
+    entry_of<llama::family>(),
+    entry_of<mistral::family>(),
+}};
+
+// The family whose model_type (or, when `by_architecture`, whose architecture) is `name`; nullptr if none.
+constexpr const family_entry* find_family(std::string_view name, bool by_architecture = false) {
+  for (const family_entry& f : families)
+    if ((by_architecture ? f.architecture : f.model_type) == name) return &f;
+  return nullptr;
+}
+
+}  // namespace fused::decoder
+// ---- end fused/models/registry.hpp ---------------------------------------------------------------------
 
 namespace fused::decoder {
 
@@ -10389,6 +10659,81 @@ inline ir::document to_graph_file(const family_entry& f, const config& c, graph_
   doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"tokens"}, .min = 1, .max = max_pos});
   doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"ctx"}, .min = 1, .max = max_ctx});
   return doc;
+}
+
+// The config config_json wrote (`where` names it in errors): every field it holds, by name, of the
+// field's type; fields absent keep their defaults (config_json omits unset features).
+inline config config_from_json(const ir::json& j, const std::string& where) {
+  if (!j.is_object()) throw graph_error(where + " must be an object of config fields");
+  config c{};
+  std::size_t read = 0;
+  boost::hana::for_each(boost::hana::accessors<config>(), [&](auto field) {
+    const char* name = boost::hana::to<const char*>(boost::hana::first(field));
+    const auto it = j.find(name);
+    if (it == j.end()) return;
+    ++read;
+    auto& value = boost::hana::second(field)(c);
+    using T = std::remove_reference_t<decltype(value)>;
+    const std::string what = where + "." + name;
+    if constexpr (std::is_same_v<T, rope_kind>) {
+      if (!it->is_string() || (*it != "default" && *it != "llama3")) throw graph_error(what + " must be \"default\" or \"llama3\"");
+      value = *it == "llama3" ? rope_kind::llama3 : rope_kind::plain;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!it->is_boolean()) throw graph_error(what + " must be true or false");
+      value = it->template get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!it->is_number_integer() || it->template get<std::int64_t>() < 0 || it->template get<std::int64_t>() > INT32_MAX)
+        throw graph_error(what + " must be an integer in 0 .. 2^31-1");
+      value = static_cast<T>(it->template get<std::int64_t>());
+    } else {
+      if (!it->is_number()) throw graph_error(what + " must be a number");
+      value = static_cast<T>(it->template get<double>());
+    }
+  });
+  if (read + 1 != j.size() || !j.contains("model_type")) throw graph_error(where + " holds fields that are not a decoder config's, or no \"model_type\"");
+  return c;
+}
+
+// What a decoder's graph file was exported from: its family, config and options.
+struct decoder_source {
+  const family_entry* family = nullptr;
+  config cfg{};
+  graph_options options{};
+};
+
+// The family, config and options a graph file records in its metadata (`model`, `options`),
+// checked against the graph itself: lowered, it must be that family's program for that config,
+// tensor for tensor and step for step. Throws graph_error naming the first difference.
+inline decoder_source decoder_source_of(const ir::document& doc, const program& p) {
+  const ir::json& meta = doc.metadata;
+  if (!meta.contains("model") || !meta["model"].is_object() || !meta["model"].contains("model_type") || !meta["model"]["model_type"].is_string())
+    throw graph_error("metadata.model holds no decoder config (a file `fused graph export` wrote records one)");
+  decoder_source s;
+  const std::string model_type = meta["model"]["model_type"].get<std::string>();
+  s.family = find_family(model_type);
+  if (!s.family) throw graph_error("metadata.model.model_type \"" + model_type + "\" is not a family this build knows");
+  s.cfg = config_from_json(meta["model"], "metadata.model");
+  if (meta.contains("options") && meta["options"].is_object() && meta["options"].contains("logits"))
+    s.options.logits = meta["options"]["logits"] == "all" ? logits_rows::all : logits_rows::last;
+  const program expected = s.family->graph(s.cfg, s.options);
+  if (!expected.ok()) throw graph_error("metadata.model: " + to_string(expected.message));
+  auto differs = [](const std::string& what) { throw graph_error("the graph is not the " + what + " (hand-edited?)"); };
+  const std::string family_program = "'" + model_type + "' program of its metadata.model";
+  if (p.tensors.size() != expected.tensors.size() || p.steps.size() != expected.steps.size() || !p.regions.empty())
+    differs(family_program + ": it has another number of tensors or steps, or control flow");
+  for (std::size_t t = 0; t < p.tensors.size(); ++t) {
+    const tensor_info &a = p.tensors[t], &b = expected.tensors[t];
+    if (a.name.str() != b.name.str() || a.type != b.type || !(a.shp == b.shp) || a.kind != b.kind || a.is_feed != b.is_feed)
+      differs(family_program + ": tensor " + std::to_string(t) + " '" + to_string(a.name.str()) + "' differs");
+  }
+  const scratch<int> at = expected.position_of_step();
+  for (const step& a : p.steps) {
+    const step& b = expected.steps[static_cast<std::size_t>(at[static_cast<std::size_t>(a.id)])];
+    bool same = std::string_view(a.op->name) == b.op->name && a.n_inputs == b.n_inputs && a.result == b.result && a.at == b.at;
+    for (int k = 0; same && k < a.n_inputs; ++k) same = a.inputs[k] == b.inputs[k];
+    if (!same) differs(family_program + ": step " + std::to_string(a.id) + " '" + a.op->name + "' differs");
+  }
+  return s;
 }
 
 }  // namespace fused::decoder
@@ -10961,273 +11306,6 @@ inline std::string read_text_file(const std::filesystem::path& file) {
 
 }  // namespace fused::io
 // ---- end fused/io/json_config.hpp ----------------------------------------------------------------------
-// ---- begin fused/models/registry.hpp -------------------------------------------------------------------
-// The families the run time knows, by config.json's "model_type": one line a family.
-#include <array>
-#include <string_view>
-
-// ---- begin fused/models/llama.hpp ----------------------------------------------------------------------
-// The Llama family (model_type "llama", LlamaForCausalLM: Llama 2, 3, 3.1, 3.2, SmolLM), as
-// Hugging Face's LlamaForCausalLM computes it: embed; per layer: rms_norm, q/k/v projections, RoPE
-// (plain, or rope_type "llama3" scaled: read with the common fields), KV-cache writes, causal
-// grouped-query attention, o projection, residual add, rms_norm, gate, up, SwiGLU, down, residual
-// add; final norm; lm head, tied or untied. attention_bias puts a bias on q/k/v/o, mlp_bias on
-// gate/up/down.
-#include <string_view>
-
-
-namespace fused::llama {
-
-using decoder::config;
-
-struct family {
-  static constexpr std::string_view model_type = "llama";
-  static constexpr std::string_view architecture = "LlamaForCausalLM";
-
-  template <class Builder>
-  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
-    decoder::layers<Builder> g(c, o, 31, 17);
-    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
-    const bool attn_bias = c.attention_bias, mlp_bias = c.mlp_bias;
-    tensor_id x = g.embed();
-    for (int l = 0; l < g.layer_count; ++l) {
-      const auto cache = g.kv_cache(l);
-      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
-      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, attn_bias,
-                                   q_out, H, {"layers.{}.q", l});
-      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, attn_bias,
-                                   kv_out, H, {"layers.{}.k", l});
-      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, attn_bias,
-                                   kv_out, H, {"layers.{}.v", l});
-      const tensor_id q_rot = g.rope(q, c.num_attention_heads, {"layers.{}.q_rope", l});
-      const tensor_id k_rot = g.rope(k, c.num_key_value_heads, {"layers.{}.k_rope", l});
-      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
-      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, {"model.layers.{}.self_attn.o_proj.bias", l}, attn_bias, H,
-                                    q_out, {"layers.{}.attn_out", l});
-      x = g.add(x, o_, {"layers.{}.resid_attn", l});
-      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
-      const tensor_id down = g.swiglu_mlp(h2, l, mlp_bias);
-      x = g.add(x, down, {"layers.{}.resid_mlp", l});
-    }
-    return std::move(g).logits(x);
-  }
-
-  static void read(const decoder::config_source& in, config& c) {
-    c.attention_bias = in.boolean("attention_bias", false);
-    c.mlp_bias = in.boolean("mlp_bias", false);
-  }
-};
-
-inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
-
-// Configs of released checkpoints (their config.json), for static models.
-namespace presets {
-struct llama_3_2_1b {
-  using family = llama::family;
-  static constexpr config value{.vocab_size = 128256, .hidden_size = 2048, .intermediate_size = 8192, .num_hidden_layers = 16,
-                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 64, .max_position_embeddings = 131072,
-                                .rms_norm_eps = 1e-5, .rope_theta = 500000.0, .tie_word_embeddings = true,
-                                .rope_type = decoder::rope_kind::llama3, .rope_factor = 32.0, .rope_low_freq_factor = 1.0,
-                                .rope_high_freq_factor = 4.0, .rope_original_max_position_embeddings = 8192};
-};
-struct llama_3_1_8b {
-  using family = llama::family;
-  static constexpr config value{.vocab_size = 128256, .hidden_size = 4096, .intermediate_size = 14336, .num_hidden_layers = 32,
-                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 131072,
-                                .rms_norm_eps = 1e-5, .rope_theta = 500000.0, .tie_word_embeddings = false,
-                                .rope_type = decoder::rope_kind::llama3, .rope_factor = 8.0, .rope_low_freq_factor = 1.0,
-                                .rope_high_freq_factor = 4.0, .rope_original_max_position_embeddings = 8192};
-};
-// SmolLM2-360M: a Llama with 15 query heads over 5 KV heads, tied, no rope scaling.
-struct smollm2_360m {
-  using family = llama::family;
-  static constexpr config value{.vocab_size = 49152, .hidden_size = 960, .intermediate_size = 2560, .num_hidden_layers = 32,
-                                .num_attention_heads = 15, .num_key_value_heads = 5, .head_dim = 64, .max_position_embeddings = 8192,
-                                .rms_norm_eps = 1e-5, .rope_theta = 100000.0, .tie_word_embeddings = true};
-};
-}  // namespace presets
-
-}  // namespace fused::llama
-// ---- end fused/models/llama.hpp ------------------------------------------------------------------------
-// ---- begin fused/models/mistral.hpp --------------------------------------------------------------------
-// The Mistral family (model_type "mistral", MistralForCausalLM: Mistral 7B v0.1-v0.3), as Hugging
-// Face's MistralForCausalLM computes it: Llama's decoder without biases. Its sliding-window
-// attention equals full attention while the KV capacity is within the window; a model whose
-// window is smaller than the capacity asked for is refused (decoder_plan.hpp, static_plans), never
-// run as full attention.
-#include <string_view>
-
-
-namespace fused::mistral {
-
-using decoder::config;
-
-struct family {
-  static constexpr std::string_view model_type = "mistral";
-  static constexpr std::string_view architecture = "MistralForCausalLM";
-
-  // Llama's forward pass without biases (MistralAttention and MistralMLP have none, whatever a
-  // config says).
-  template <class Builder>
-  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
-    config no_bias = c;
-    no_bias.attention_bias = no_bias.mlp_bias = false;
-    return llama::family::graph<Builder>(no_bias, o);
-  }
-
-  static void read(const decoder::config_source& in, config& c) {
-    if (in.has("sliding_window")) c.sliding_window = in.integer("sliding_window", 1);
-  }
-};
-
-inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
-
-// Configs of released checkpoints (their config.json), for static models.
-namespace presets {
-struct mistral_7b_v0_3 {
-  using family = mistral::family;
-  static constexpr config value{.vocab_size = 32768, .hidden_size = 4096, .intermediate_size = 14336, .num_hidden_layers = 32,
-                                .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 32768,
-                                .rms_norm_eps = 1e-5, .rope_theta = 1000000.0, .tie_word_embeddings = false};
-};
-}  // namespace presets
-
-}  // namespace fused::mistral
-// ---- end fused/models/mistral.hpp ----------------------------------------------------------------------
-// ---- begin fused/models/qwen2.hpp ----------------------------------------------------------------------
-// The Qwen2 family (Qwen2, Qwen2.5: model_type "qwen2", Qwen2ForCausalLM), as Hugging Face's
-// Qwen2ForCausalLM computes it:
-//   embed; per layer: rms_norm, q/k/v projections with bias, rope on q and k, KV-cache writes,
-//   causal grouped-query attention, o projection, residual add, rms_norm, gate, up, SwiGLU, down,
-//   residual add; final norm; lm head (tied to the embedding or untied).
-// Weights carry their Hugging Face names, so loading binds them by name once.
-#include <string_view>
-
-
-namespace fused::qwen2 {
-
-using decoder::config;
-
-struct family {
-  static constexpr std::string_view model_type = "qwen2";
-  static constexpr std::string_view architecture = "Qwen2ForCausalLM";
-
-  template <class Builder>
-  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
-    decoder::layers<Builder> g(c, o, 31, 17);
-    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
-    tensor_id x = g.embed();
-    for (int l = 0; l < g.layer_count; ++l) {
-      const auto cache = g.kv_cache(l);
-      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
-      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, q_out, H,
-                                   {"layers.{}.q", l});
-      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, kv_out, H,
-                                   {"layers.{}.k", l});
-      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, kv_out, H,
-                                   {"layers.{}.v", l});
-      const tensor_id q_rot = g.rope(q, c.num_attention_heads, {"layers.{}.q_rope", l});
-      const tensor_id k_rot = g.rope(k, c.num_key_value_heads, {"layers.{}.k_rope", l});
-      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
-      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, H, q_out, {"layers.{}.attn_out", l});
-      x = g.add(x, o_, {"layers.{}.resid_attn", l});
-      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
-      const tensor_id down = g.swiglu_mlp(h2, l);
-      x = g.add(x, down, {"layers.{}.resid_mlp", l});
-    }
-    return std::move(g).logits(x);
-  }
-
-  // Nothing beyond the common fields: Qwen2's q/k/v always have a bias, nothing else does.
-  static void read(const decoder::config_source&, config&) {}
-};
-
-inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
-
-}  // namespace fused::qwen2
-// ---- end fused/models/qwen2.hpp ------------------------------------------------------------------------
-// ---- begin fused/models/qwen3.hpp ----------------------------------------------------------------------
-// The Qwen3 family (model_type "qwen3", Qwen3ForCausalLM), as Hugging Face's Qwen3ForCausalLM
-// computes it: Qwen2's decoder with a per-head RMSNorm of q and k (q_norm, k_norm, over head_dim)
-// before RoPE, biases only when attention_bias is set, and a head_dim of its own (heads x head_dim
-// need not be hidden_size).
-#include <string_view>
-
-
-namespace fused::qwen3 {
-
-using decoder::config;
-
-struct family {
-  static constexpr std::string_view model_type = "qwen3";
-  static constexpr std::string_view architecture = "Qwen3ForCausalLM";
-
-  template <class Builder>
-  static constexpr auto graph(const config& c, decoder::graph_options o = {}) {
-    decoder::layers<Builder> g(c, o, 35, 19);
-    const std::int64_t H = c.hidden_size, q_out = g.q_features(), kv_out = g.kv_features();
-    const bool bias = c.attention_bias;
-    tensor_id x = g.embed();
-    for (int l = 0; l < g.layer_count; ++l) {
-      const auto cache = g.kv_cache(l);
-      const tensor_id h = g.rms_norm(x, {"model.layers.{}.input_layernorm.weight", l}, {"layers.{}.attn_norm", l});
-      const tensor_id q = g.linear(h, {"model.layers.{}.self_attn.q_proj.weight", l}, {"model.layers.{}.self_attn.q_proj.bias", l}, bias, q_out,
-                                   H, {"layers.{}.q", l});
-      const tensor_id k = g.linear(h, {"model.layers.{}.self_attn.k_proj.weight", l}, {"model.layers.{}.self_attn.k_proj.bias", l}, bias, kv_out,
-                                   H, {"layers.{}.k", l});
-      const tensor_id v = g.linear(h, {"model.layers.{}.self_attn.v_proj.weight", l}, {"model.layers.{}.self_attn.v_proj.bias", l}, bias, kv_out,
-                                   H, {"layers.{}.v", l});
-      const tensor_id q_normed = g.head_rms_norm(q, c.num_attention_heads, {"model.layers.{}.self_attn.q_norm.weight", l}, {"layers.{}.q_norm", l});
-      const tensor_id k_normed = g.head_rms_norm(k, c.num_key_value_heads, {"model.layers.{}.self_attn.k_norm.weight", l}, {"layers.{}.k_norm", l});
-      const tensor_id q_rot = g.rope(q_normed, c.num_attention_heads, {"layers.{}.q_rope", l});
-      const tensor_id k_rot = g.rope(k_normed, c.num_key_value_heads, {"layers.{}.k_rope", l});
-      const tensor_id a = g.attention(l, cache, q_rot, k_rot, v);
-      const tensor_id o_ = g.linear(a, {"model.layers.{}.self_attn.o_proj.weight", l}, {"model.layers.{}.self_attn.o_proj.bias", l}, bias, H,
-                                    q_out, {"layers.{}.attn_out", l});
-      x = g.add(x, o_, {"layers.{}.resid_attn", l});
-      const tensor_id h2 = g.rms_norm(x, {"model.layers.{}.post_attention_layernorm.weight", l}, {"layers.{}.mlp_norm", l});
-      const tensor_id down = g.swiglu_mlp(h2, l);
-      x = g.add(x, down, {"layers.{}.resid_mlp", l});
-    }
-    return std::move(g).logits(x);
-  }
-
-  static void read(const decoder::config_source& in, config& c) { c.attention_bias = in.boolean("attention_bias", false); }
-};
-
-inline constexpr decoder::family_entry entry = decoder::entry_of<family>();
-
-// Configs of released checkpoints (their config.json), for static models.
-namespace presets {
-struct qwen3_0_6b {
-  using family = qwen3::family;
-  static constexpr config value{.vocab_size = 151936, .hidden_size = 1024, .intermediate_size = 3072, .num_hidden_layers = 28,
-                                .num_attention_heads = 16, .num_key_value_heads = 8, .head_dim = 128, .max_position_embeddings = 40960,
-                                .rms_norm_eps = 1e-6, .rope_theta = 1000000.0, .tie_word_embeddings = true};
-};
-}  // namespace presets
-
-}  // namespace fused::qwen3
-// ---- end fused/models/qwen3.hpp ------------------------------------------------------------------------
-
-namespace fused::decoder {
-
-inline constexpr std::array<family_entry, 4> families{{
-    entry_of<qwen2::family>(),
-    entry_of<qwen3::family>(),
-    entry_of<llama::family>(),
-    entry_of<mistral::family>(),
-}};
-
-// The family whose model_type (or, when `by_architecture`, whose architecture) is `name`; nullptr if none.
-constexpr const family_entry* find_family(std::string_view name, bool by_architecture = false) {
-  for (const family_entry& f : families)
-    if ((by_architecture ? f.architecture : f.model_type) == name) return &f;
-  return nullptr;
-}
-
-}  // namespace fused::decoder
-// ---- end fused/models/registry.hpp ---------------------------------------------------------------------
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

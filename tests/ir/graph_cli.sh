@@ -1,7 +1,8 @@
 #!/bin/sh
 # usage: graph_cli.sh FUSED CONFIG_DIR WORK_DIR GRAPH_DATA_DIR
 # `fused graph export` of every family as JSON and MessagePack, `fused graph check` of each, and
-# `fused plan --graph` byte for byte `fused plan --config`; a damaged file: exit 1, each violation a line.
+# `fused plan --graph` byte for byte `fused plan --config`, `fused gen-c --graph` file for file
+# `fused gen-c --model`; a damaged file: exit 1, each violation a line; graphs with control flow run.
 set -eu
 fused=$1 configs=$2 work=$3 data=$4
 rm -rf "$work"
@@ -26,6 +27,13 @@ for c in qwen2-0.5b qwen3-0.6b llama-3.2-1b mistral-7b-v0.3; do
     done
   done
 done
+# gen-c --graph: the C a decoder's graph file gives is the C its config gives, file for file.
+for c in qwen3-0.6b llama-3.2-1b; do
+  "$fused" gen-c --graph "$work/$c.msgpack" --out "$work/c_graph" --name m 2>/dev/null
+  "$fused" gen-c --model "$configs/$c.json" --logits last --out "$work/c_model" --name m 2>/dev/null
+  diff -r "$work/c_graph" "$work/c_model" >/dev/null || { echo "gen-c --graph $c differs from gen-c --model"; exit 1; }
+  rm -rf "$work/c_graph" "$work/c_model"
+done
 # A damaged file: every violation on stdout, a summary on stderr, exit 1.
 sed 's/"op":"embed"/"op":"embedd"/; s/"target":"model.norm.weight"/"target":"model.norm.weight","bogus":1/' "$work/qwen2-0.5b.json" >"$work/bad.json"
 fails graph check "$work/bad.json"
@@ -47,7 +55,7 @@ fails graph run "$data/relu_mlp.json" --inputs "$data/relu_mlp_inputs.safetensor
 "$fused" graph run "$data/count_to_ten.json" --inputs "$data/count_to_ten_inputs.safetensors" --out "$work/count.safetensors" 2>/dev/null
 cmp "$work/count.safetensors" "$data/count_to_ten_expected.safetensors" || { echo "graph run of count_to_ten.json: unexpected output"; exit 1; }
 "$fused" plan --graph "$data/count_to_ten.json" --mode prefill >"$work/plan.txt"
-grep -q "region 0 loop at 5..7 (header 1 steps) while 'running', at most 100 trips; 'x_now' <- 'x_next'; 'i_now' <- 'i_next'" "$work/plan.txt" ||
+grep -q "region 0 loop at 5..7 (header 1 step) while 'running', at most 100 trips; 'x_now' <- 'x_next'; 'i_now' <- 'i_next'" "$work/plan.txt" ||
   { echo "plan --graph count_to_ten.json shows no loop"; cat "$work/plan.txt"; exit 1; }
 "$fused" plan --graph "$data/count_to_ten.json" --mode prefill --format json | grep -q '"control":' || { echo "plan json has no control"; exit 1; }
 # A Loop without its bound, and a Merge of a node that is not a Conditional or Loop: refused by node and rule.
@@ -57,4 +65,7 @@ grep -q '^error: node 4: format: a Loop states its bound, "max_trips"' "$work/ou
 sed 's/"of": 4/"of": 0/' "$data/count_to_ten.json" >"$work/bad_merge.json"
 fails graph check "$work/bad_merge.json"
 grep -q "^error: node 5: merge: \"of\" names node 0, which is not a Conditional or a Loop" "$work/out" || { echo "no merge error"; cat "$work/out"; exit 1; }
-echo "graph files: export, check and plan agree for every family; relu_mlp.json and count_to_ten.json run"
+# gen-c --graph of a graph that is not a family's exported program: refused, saying why.
+fails gen-c --graph "$data/count_to_ten.json" --out "$work/none"
+grep -q "metadata.model holds no decoder config" "$work/err" || { echo "gen-c --graph of a non-decoder graph"; cat "$work/err"; exit 1; }
+echo "graph files: export, check, plan and gen-c agree for every family; relu_mlp.json and count_to_ten.json run"

@@ -3,6 +3,8 @@
 // build time (codegen/, docs/GENERATOR.md).
 //
 //   fused gen-c --model DIR --out OUTDIR [--name N] [--max-seq S] [--max-ctx C] [--logits all|last]
+//   fused gen-c --graph FILE --out OUTDIR ...     a graph file `fused graph export` wrote: the same C
+//                                                 as its config gives (its logits option is the file's)
 //
 // OUTDIR gets <name>.h, <name>.c, <name>_main.c (a scorer with the `fused score` interface; only with
 // --logits all, the default), memory_layout.json, graph.json and the C headers they include:
@@ -16,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <fused/ir/lower.hpp>
+#include <fused/models/decoder_graph_file.hpp>
 #include <fused/models/hf_config.hpp>
 
 #include "../../codegen/include/fused/codegen.hpp"
@@ -44,21 +48,33 @@ std::vector<fs::path> header_dirs(const std::string& given) {
 }
 
 struct options {
-  std::string model, out, name = "model", logits = "all", kernels;
+  std::string model, graph, out, name = "model", logits = "all", kernels;
   std::optional<std::int64_t> max_seq, max_ctx;
 };
 
 int run_gen_c(const options& o) {
-  const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
-  const fused::decoder::config& cfg = info.arch;
+  if (o.model.empty() && o.graph.empty()) throw fused::cli::usage_error("one of --model or --graph is required");
+  fused::decoder::decoder_source source;
+  if (!o.graph.empty()) {
+    const fused::ir::loaded_graph loaded = fused::ir::load_graph(o.graph);
+    try {
+      source = fused::decoder::decoder_source_of(loaded.doc, loaded.graph.prog);
+    } catch (const fused::graph_error& e) {
+      throw fused::graph_error(o.graph + ": " + e.what() + "; gen-c prints a decoder's graph as exported (control flow and host ops not yet)");
+    }
+  } else {
+    const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
+    source = {.family = info.family, .cfg = info.arch, .options = {}};
+    source.options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
+  }
+  const fused::decoder::config& cfg = source.cfg;
   const std::int64_t ctx = o.max_ctx.value_or(std::min<std::int64_t>(4096, cfg.max_position_embeddings));
   const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(512, ctx));
-  fused::decoder::graph_options graph;
-  graph.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
-  const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *info.family, cfg, seq, ctx, graph);
+  const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *source.family, cfg, seq, ctx, source.options);
+  const std::string logits = fused::decoder::name_of(source.options.logits);
   const auto written = fused::codegen::write_bundle(fused::codegen::emit_all(p), o.out, header_dirs(o.kernels));
   std::fprintf(stderr, "fused gen-c: %s (prefill up to %lld tokens, KV cache %lld, logits %s) -> %s: %zu files, fingerprint %s\n", o.name.c_str(),
-               static_cast<long long>(seq), static_cast<long long>(ctx), o.logits.c_str(), o.out.c_str(), written.size(),
+               static_cast<long long>(seq), static_cast<long long>(ctx), logits.c_str(), o.out.c_str(), written.size(),
                fused::codegen::hex64(fused::codegen::layout_fingerprint(p)).c_str());
   return 0;
 }
@@ -67,12 +83,16 @@ const fused::cli::command gen_c_cmd{
     "gen-c", "standalone C11 for a model (docs/GENERATOR.md)", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
-      app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)")->required();
+      auto* model = app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)");
+      auto* graph = app.add_option("--graph", o->graph, "a decoder's graph file (fused graph export) instead of --model");
+      model->excludes(graph);
       app.add_option("--out", o->out, "the directory to write")->required();
       app.add_option("--name", o->name, "the C prefix of every symbol and file");
       app.add_option("--max-seq", o->max_seq, "most tokens one prefill call takes")->default_str("min(512, --max-ctx)")->check(integer_in(1, 1 << 24));
       app.add_option("--max-ctx", o->max_ctx, "KV cache positions")->default_str("min(4096, max_position_embeddings)")->check(integer_in(1, 1 << 30));
-      app.add_option("--logits", o->logits, "all positions' logits (the scorer needs them) or the last one's")->check(fused::cli::one_of({"all", "last"}));
+      app.add_option("--logits", o->logits, "all positions' logits (the scorer needs them) or the last one's")
+          ->check(fused::cli::one_of({"all", "last"}))
+          ->excludes(graph);
       app.add_option("--kernels", o->kernels, "where the kernel headers are (default: installed tree, then the source tree)");
       return [o] { return run_gen_c(*o); };
     }};

@@ -1,16 +1,21 @@
 // A decoder model as a graph file (fused/ir/): the family's program exported node for node, with
 // its symbols named ("tokens", "ctx"), their ranges, and the config it was made from in the
-// metadata, so that `fused plan --graph` prints what `fused plan --config` prints.
+// metadata, so that `fused plan --graph` prints what `fused plan --config` prints; and back: a
+// graph file recognized as the family program of the config it records (`fused gen-c --graph`).
 #pragma once
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
+#include "../graph/graph_error.hpp"
 #include "../ir/export.hpp"
 #include "../version.hpp"
 #include "decoder_config_fields.hpp"
 #include "decoder_mode.hpp"
 #include "family.hpp"
+#include "registry.hpp"
 
 namespace fused::decoder {
 
@@ -46,6 +51,81 @@ inline ir::document to_graph_file(const family_entry& f, const config& c, graph_
   doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"tokens"}, .min = 1, .max = max_pos});
   doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"ctx"}, .min = 1, .max = max_ctx});
   return doc;
+}
+
+// The config config_json wrote (`where` names it in errors): every field it holds, by name, of the
+// field's type; fields absent keep their defaults (config_json omits unset features).
+inline config config_from_json(const ir::json& j, const std::string& where) {
+  if (!j.is_object()) throw graph_error(where + " must be an object of config fields");
+  config c{};
+  std::size_t read = 0;
+  boost::hana::for_each(boost::hana::accessors<config>(), [&](auto field) {
+    const char* name = boost::hana::to<const char*>(boost::hana::first(field));
+    const auto it = j.find(name);
+    if (it == j.end()) return;
+    ++read;
+    auto& value = boost::hana::second(field)(c);
+    using T = std::remove_reference_t<decltype(value)>;
+    const std::string what = where + "." + name;
+    if constexpr (std::is_same_v<T, rope_kind>) {
+      if (!it->is_string() || (*it != "default" && *it != "llama3")) throw graph_error(what + " must be \"default\" or \"llama3\"");
+      value = *it == "llama3" ? rope_kind::llama3 : rope_kind::plain;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!it->is_boolean()) throw graph_error(what + " must be true or false");
+      value = it->template get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!it->is_number_integer() || it->template get<std::int64_t>() < 0 || it->template get<std::int64_t>() > INT32_MAX)
+        throw graph_error(what + " must be an integer in 0 .. 2^31-1");
+      value = static_cast<T>(it->template get<std::int64_t>());
+    } else {
+      if (!it->is_number()) throw graph_error(what + " must be a number");
+      value = static_cast<T>(it->template get<double>());
+    }
+  });
+  if (read + 1 != j.size() || !j.contains("model_type")) throw graph_error(where + " holds fields that are not a decoder config's, or no \"model_type\"");
+  return c;
+}
+
+// What a decoder's graph file was exported from: its family, config and options.
+struct decoder_source {
+  const family_entry* family = nullptr;
+  config cfg{};
+  graph_options options{};
+};
+
+// The family, config and options a graph file records in its metadata (`model`, `options`),
+// checked against the graph itself: lowered, it must be that family's program for that config,
+// tensor for tensor and step for step. Throws graph_error naming the first difference.
+inline decoder_source decoder_source_of(const ir::document& doc, const program& p) {
+  const ir::json& meta = doc.metadata;
+  if (!meta.contains("model") || !meta["model"].is_object() || !meta["model"].contains("model_type") || !meta["model"]["model_type"].is_string())
+    throw graph_error("metadata.model holds no decoder config (a file `fused graph export` wrote records one)");
+  decoder_source s;
+  const std::string model_type = meta["model"]["model_type"].get<std::string>();
+  s.family = find_family(model_type);
+  if (!s.family) throw graph_error("metadata.model.model_type \"" + model_type + "\" is not a family this build knows");
+  s.cfg = config_from_json(meta["model"], "metadata.model");
+  if (meta.contains("options") && meta["options"].is_object() && meta["options"].contains("logits"))
+    s.options.logits = meta["options"]["logits"] == "all" ? logits_rows::all : logits_rows::last;
+  const program expected = s.family->graph(s.cfg, s.options);
+  if (!expected.ok()) throw graph_error("metadata.model: " + to_string(expected.message));
+  auto differs = [](const std::string& what) { throw graph_error("the graph is not the " + what + " (hand-edited?)"); };
+  const std::string family_program = "'" + model_type + "' program of its metadata.model";
+  if (p.tensors.size() != expected.tensors.size() || p.steps.size() != expected.steps.size() || !p.regions.empty())
+    differs(family_program + ": it has another number of tensors or steps, or control flow");
+  for (std::size_t t = 0; t < p.tensors.size(); ++t) {
+    const tensor_info &a = p.tensors[t], &b = expected.tensors[t];
+    if (a.name.str() != b.name.str() || a.type != b.type || !(a.shp == b.shp) || a.kind != b.kind || a.is_feed != b.is_feed)
+      differs(family_program + ": tensor " + std::to_string(t) + " '" + to_string(a.name.str()) + "' differs");
+  }
+  const scratch<int> at = expected.position_of_step();
+  for (const step& a : p.steps) {
+    const step& b = expected.steps[static_cast<std::size_t>(at[static_cast<std::size_t>(a.id)])];
+    bool same = std::string_view(a.op->name) == b.op->name && a.n_inputs == b.n_inputs && a.result == b.result && a.at == b.at;
+    for (int k = 0; same && k < a.n_inputs; ++k) same = a.inputs[k] == b.inputs[k];
+    if (!same) differs(family_program + ": step " + std::to_string(a.id) + " '" + a.op->name + "' differs");
+  }
+  return s;
 }
 
 }  // namespace fused::decoder

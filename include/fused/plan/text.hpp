@@ -95,7 +95,7 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
   }
   if (!p.regions.empty()) {
     line("");
-    line(fmt::format("control flow: {} regions (a branch or a loop body each), by schedule position", p.regions.size()));
+    line(fmt::format("control flow: {} region{} (a branch or a loop body each), by schedule position", p.regions.size(), p.regions.size() == 1 ? "" : "s"));
     for (std::size_t r = 0; r < p.regions.size(); ++r) {
       const region_info& g = p.regions[r];
       std::string what = fmt::format("  region {} {} at {}..{}", r, name_of(g.kind), g.first, g.end() - 1);
@@ -103,7 +103,7 @@ inline std::string plan_to_text(const program& p, const memory_plan& m, std::str
       const std::string condition = g.condition >= 0 ? fmt::format("'{}'", p.tensor(g.condition).name.str().view()) : std::string("-");
       if (g.kind == region_kind::then_branch) what += " if " + condition;
       if (g.kind == region_kind::loop_body) {
-        what += fmt::format(" (header {} steps) while {}, at most {} trips", g.header, condition, g.max_trips);
+        what += fmt::format(" (header {} step{}) while {}, at most {} trips", g.header, g.header == 1 ? "" : "s", condition, g.max_trips);
         for (const loop_carry& c : p.carries)
           if (c.loop == static_cast<int>(r)) what += fmt::format("; '{}' <- '{}'", p.tensor(c.value).name.str().view(), p.tensor(c.next).name.str().view());
       }
