@@ -1378,6 +1378,8 @@ class counting_builder {
   struct counts {
     std::size_t tensors = 0;
     std::size_t steps = 0;
+    std::size_t regions = 0;  // control flow
+    std::size_t carries = 0;
   };
   constexpr tensor_id input(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id weight(name_ref, dtype, shape) { return next(); }
@@ -1398,10 +1400,13 @@ class counting_builder {
   constexpr void carry_state(tensor_id, tensor_id) {}
   constexpr int region() const { return region_; }
   constexpr void set_region(int r) { region_ = r; }
-  constexpr int conditional(tensor_id) { return (regions_ += 2) - 2; }
+  constexpr int conditional(tensor_id) { return static_cast<int>((c_.regions += 2) - 2); }
   constexpr tensor_id merge(int, tensor_id, tensor_id, name_ref = {}) { return step_of_one_tensor(); }
-  constexpr int loop(std::int64_t) { return regions_++; }
-  constexpr tensor_id carry(int, tensor_id, name_ref = {}) { return step_of_one_tensor(); }
+  constexpr int loop(std::int64_t) { return static_cast<int>(c_.regions++); }
+  constexpr tensor_id carry(int, tensor_id, name_ref = {}) {
+    ++c_.carries;
+    return step_of_one_tensor();
+  }
   constexpr void carry_next(tensor_id, tensor_id) {}
   constexpr void loop_while(int, tensor_id) {}
   constexpr counts finish() && { return c_; }
@@ -1414,7 +1419,7 @@ class counting_builder {
     return next();
   }
   counts c_{};
-  int region_ = -1, regions_ = 0;
+  int region_ = -1;
   std::string_view last_work_op_;  // the previous step's op if it has a workspace (by name), else ""
   tensor_id last_first_ = -1;      // and its first input
 };
@@ -3954,11 +3959,14 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
 
 namespace fused {
 
-template <std::size_t NT, std::size_t NS>
+// NR, NC: the program's control-flow regions and loop carries (none for a straight-line program).
+template <std::size_t NT, std::size_t NS, std::size_t NR = 0, std::size_t NC = 0>
 struct static_plan {
   binding bind{};
   std::array<tensor_info, NT> tensors{};
   std::array<step, NS> steps{};
+  std::array<region_info, NR> regions{};
+  std::array<loop_carry, NC> carries{};
   std::array<buffer, NT> buffers{};
   std::array<const char*, NS> kernels{};
   std::array<std::int64_t, region_count> region_bytes{};
@@ -3981,9 +3989,9 @@ struct static_plan {
   }
 };
 
-template <std::size_t NT, std::size_t NS>
-constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
-  static_plan<NT, NS> s{};
+template <std::size_t NT, std::size_t NS, std::size_t NR = 0, std::size_t NC = 0>
+constexpr static_plan<NT, NS, NR, NC> freeze(const program& p, const memory_plan& m) {
+  static_plan<NT, NS, NR, NC> s{};
   s.bind = m.bind;
   // Raw pointers: every operator[] would be one more call for the evaluator to interpret.
   const std::size_t nt = NT < p.tensors.size() ? NT : p.tensors.size(), ns = NS < p.steps.size() ? NS : p.steps.size();
@@ -4008,10 +4016,12 @@ constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
     const char* const* const from = m.kernels.data();
     for (std::size_t i = 0; i < nk; ++i) to[i] = from[i];
   }
+  for (std::size_t i = 0; i < NR && i < p.regions.size(); ++i) s.regions[i] = p.regions[i];
+  for (std::size_t i = 0; i < NC && i < p.carries.size(); ++i) s.carries[i] = p.carries[i];
   s.region_bytes = m.region_bytes;
   s.lower_bound = m.lower_bound;
   s.chosen = m.chosen;
-  if (p.tensors.size() != NT || p.steps.size() != NS) {
+  if (p.tensors.size() != NT || p.steps.size() != NS || p.regions.size() != NR || p.carries.size() != NC) {
     s.failure = diagnostic("the program's size differs from the size it was counted at");
     return s;
   }
@@ -4046,7 +4056,7 @@ namespace fused {
 template <class Model, binding Bind>
 struct static_program {
   static constexpr counting_builder::counts size = Model::template build<counting_builder>();
-  using plan_type = static_plan<size.tensors, size.steps>;
+  using plan_type = static_plan<size.tensors, size.steps, size.regions, size.carries>;
   struct built {
     error_kind error = error_kind::none;
     diagnostic message{};
@@ -4060,7 +4070,7 @@ struct static_program {
       b.message = diagnostic(p.message.view());
       return b;
     }
-    b.plan = freeze<size.tensors, size.steps>(p, plan_memory(p, Bind));
+    b.plan = freeze<size.tensors, size.steps, size.regions, size.carries>(p, plan_memory(p, Bind));
     return b;
   }();
   static_assert(compile_error<result.error, result.message>::ok);

@@ -14,6 +14,7 @@
 #include <fused/ir/lower.hpp>
 #include <fused/ops/registry.hpp>
 #include <fused/plan/planner.hpp>
+#include <fused/plan/static_program.hpp>
 #include <fused/plan/verifier.hpp>
 
 #include "graph_helpers.hpp"
@@ -272,35 +273,35 @@ TEST_CASE("planner: a loop's arena does not grow with its trip count") {
 }
 
 namespace {
-// A program with a conditional and a loop, built and planned in constant evaluation.
-constexpr fused::program controlled() {
-  using namespace fused;
-  graph_builder b;
-  const shape one{dim{1, 0}}, wide{dim{256, 0}};
-  const tensor_id flag = b.input({"flag"}, dtype::boolean, one);
-  const tensor_id x = b.input({"x"}, dtype::f32, wide);
-  const int pick = b.conditional(flag);
-  b.set_region(pick);
-  const tensor_id a = b.apply(ops::add, {x, x}, {}, {"a"});
-  b.set_region(pick + 1);
-  const tensor_id c = b.apply(ops::add, {x, x}, {}, {"c"});
-  const tensor_id d = b.apply(ops::add, {c, x}, {}, {"d"});
-  b.set_region(-1);
-  const tensor_id y = b.merge(pick, a, d, {"y"});
-  const int again = b.loop(8);
-  const tensor_id z = b.carry(again, y, {"z"});
-  b.set_region(again);
-  const tensor_id z_next = b.apply(ops::add, {z, x}, {}, {"z_next"});
-  b.set_region(-1);
-  b.carry_next(z, z_next);
-  b.output("z", z);
-  return std::move(b).finish();
-}
-constexpr std::int64_t controlled_arena() {
-  const fused::program p = controlled();
-  const fused::memory_plan m = fused::plan_memory(p, fused::binding{});
-  return fused::verify(p, m).ok ? m.arena_bytes() : -1;
-}
+// A program with a conditional and a loop, built and planned in constant evaluation: a static
+// program (plan/static_program.hpp), counted by counting_builder, built by graph_builder.
+struct controlled_model {
+  template <class B>
+  static constexpr auto build() {
+    using namespace fused;
+    B b;
+    const shape one{dim{1, 0}}, wide{dim{256, 0}};
+    const tensor_id flag = b.input({"flag"}, dtype::boolean, one);
+    const tensor_id x = b.input({"x"}, dtype::f32, wide);
+    const int pick = b.conditional(flag);
+    b.set_region(pick);
+    const tensor_id a = b.apply(ops::add, {x, x}, {}, {"a"});
+    b.set_region(pick + 1);
+    const tensor_id c = b.apply(ops::add, {x, x}, {}, {"c"});
+    const tensor_id d = b.apply(ops::add, {c, x}, {}, {"d"});
+    b.set_region(-1);
+    const tensor_id y = b.merge(pick, a, d, {"y"});
+    const int again = b.loop(8);
+    const tensor_id z = b.carry(again, y, {"z"});
+    b.set_region(again);
+    const tensor_id z_next = b.apply(ops::add, {z, x}, {}, {"z_next"});
+    b.set_region(-1);
+    b.carry_next(z, z_next);
+    b.output("z", z);
+    return std::move(b).finish();
+  }
+};
+using controlled = fused::static_program<controlled_model, fused::binding{}>;
 }  // namespace
 
 TEST_CASE("static: a program with control flow plans and verifies in constant evaluation") {
@@ -308,12 +309,17 @@ TEST_CASE("static: a program with control flow plans and verifies in constant ev
   // over its first input), the merge y on a and d, z on y (the copy is y's last reader); z_next
   // cannot sit on z (made before the loop: the next trip reads z again). At z_next, x, z and z_next
   // are live, 1 KiB each; flag (64 B, dead after the merge) fits where z_next goes -> 3 KiB.
-  static_assert(controlled_arena() == 3 * 1024);
-  CHECK(controlled_arena() == 3 * 1024);
-  const fused::program p = controlled();
+  static_assert(controlled::plan.arena_bytes() == 3 * 1024);
+  static_assert(controlled::plan.offset_of("y") == controlled::plan.offset_of("a"));
+  static_assert(controlled::plan.offset_of("y") == controlled::plan.offset_of("d"));
+  static_assert(controlled::plan.regions.size() == 3 && controlled::plan.carries.size() == 1);
+  static_assert(controlled::plan.regions[2].kind == fused::region_kind::loop_body && controlled::plan.regions[2].count == 1);
+  CHECK(controlled::plan.arena_bytes() == 3 * 1024);
+  const fused::program p = controlled_model::build<fused::graph_builder>();
   REQUIRE(p.ok());
-  CHECK(p.regions.size() == 3);
-  CHECK(p.regions[2].count == 1);
+  CHECK(p.regions[0].first == 0);
+  CHECK(p.regions[1].first == 1);
+  CHECK(p.regions[1].count == 2);
 }
 
 TEST_CASE("builder: control flow's scopes are checked") {

@@ -61,8 +61,15 @@ int run_check(const std::string& path) {
   }
   std::size_t count[7]{};
   for (const auto& n : file.doc.nodes) ++count[static_cast<int>(n.type)];
-  std::printf("%s: ok: %zu nodes (%zu inputs, %zu parameters, %zu calls, %zu outputs), %zu edges, %zu symbols\n", path.c_str(),
-              file.doc.nodes.size(), count[0], count[3], count[1], count[2], file.doc.edges.size(), file.doc.symbols.size());
+  using fused::ir::node_type;
+  auto of = [&](node_type t) { return count[static_cast<int>(t)]; };
+  std::string control;  // only a graph that has control flow says so (the summary of others is as before)
+  if (of(node_type::conditional) + of(node_type::loop) > 0)
+    control = ", " + std::to_string(of(node_type::conditional)) + " conditionals, " + std::to_string(of(node_type::loop)) + " loops, " +
+              std::to_string(of(node_type::merge)) + " merges";
+  std::printf("%s: ok: %zu nodes (%zu inputs, %zu parameters, %zu calls, %zu outputs%s), %zu edges, %zu symbols\n", path.c_str(),
+              file.doc.nodes.size(), of(node_type::input), of(node_type::get_attr), of(node_type::call), of(node_type::output), control.c_str(),
+              file.doc.edges.size(), file.doc.symbols.size());
   return 0;
 }
 

@@ -317,6 +317,8 @@ class counting_builder {
   struct counts {
     std::size_t tensors = 0;
     std::size_t steps = 0;
+    std::size_t regions = 0;  // control flow
+    std::size_t carries = 0;
   };
   constexpr tensor_id input(name_ref, dtype, shape) { return next(); }
   constexpr tensor_id weight(name_ref, dtype, shape) { return next(); }
@@ -337,10 +339,13 @@ class counting_builder {
   constexpr void carry_state(tensor_id, tensor_id) {}
   constexpr int region() const { return region_; }
   constexpr void set_region(int r) { region_ = r; }
-  constexpr int conditional(tensor_id) { return (regions_ += 2) - 2; }
+  constexpr int conditional(tensor_id) { return static_cast<int>((c_.regions += 2) - 2); }
   constexpr tensor_id merge(int, tensor_id, tensor_id, name_ref = {}) { return step_of_one_tensor(); }
-  constexpr int loop(std::int64_t) { return regions_++; }
-  constexpr tensor_id carry(int, tensor_id, name_ref = {}) { return step_of_one_tensor(); }
+  constexpr int loop(std::int64_t) { return static_cast<int>(c_.regions++); }
+  constexpr tensor_id carry(int, tensor_id, name_ref = {}) {
+    ++c_.carries;
+    return step_of_one_tensor();
+  }
   constexpr void carry_next(tensor_id, tensor_id) {}
   constexpr void loop_while(int, tensor_id) {}
   constexpr counts finish() && { return c_; }
@@ -353,7 +358,7 @@ class counting_builder {
     return next();
   }
   counts c_{};
-  int region_ = -1, regions_ = 0;
+  int region_ = -1;
   std::string_view last_work_op_;  // the previous step's op if it has a workspace (by name), else ""
   tensor_id last_first_ = -1;      // and its first input
 };

@@ -14,11 +14,14 @@
 
 namespace fused {
 
-template <std::size_t NT, std::size_t NS>
+// NR, NC: the program's control-flow regions and loop carries (none for a straight-line program).
+template <std::size_t NT, std::size_t NS, std::size_t NR = 0, std::size_t NC = 0>
 struct static_plan {
   binding bind{};
   std::array<tensor_info, NT> tensors{};
   std::array<step, NS> steps{};
+  std::array<region_info, NR> regions{};
+  std::array<loop_carry, NC> carries{};
   std::array<buffer, NT> buffers{};
   std::array<const char*, NS> kernels{};
   std::array<std::int64_t, region_count> region_bytes{};
@@ -41,9 +44,9 @@ struct static_plan {
   }
 };
 
-template <std::size_t NT, std::size_t NS>
-constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
-  static_plan<NT, NS> s{};
+template <std::size_t NT, std::size_t NS, std::size_t NR = 0, std::size_t NC = 0>
+constexpr static_plan<NT, NS, NR, NC> freeze(const program& p, const memory_plan& m) {
+  static_plan<NT, NS, NR, NC> s{};
   s.bind = m.bind;
   // Raw pointers: every operator[] would be one more call for the evaluator to interpret.
   const std::size_t nt = NT < p.tensors.size() ? NT : p.tensors.size(), ns = NS < p.steps.size() ? NS : p.steps.size();
@@ -68,10 +71,12 @@ constexpr static_plan<NT, NS> freeze(const program& p, const memory_plan& m) {
     const char* const* const from = m.kernels.data();
     for (std::size_t i = 0; i < nk; ++i) to[i] = from[i];
   }
+  for (std::size_t i = 0; i < NR && i < p.regions.size(); ++i) s.regions[i] = p.regions[i];
+  for (std::size_t i = 0; i < NC && i < p.carries.size(); ++i) s.carries[i] = p.carries[i];
   s.region_bytes = m.region_bytes;
   s.lower_bound = m.lower_bound;
   s.chosen = m.chosen;
-  if (p.tensors.size() != NT || p.steps.size() != NS) {
+  if (p.tensors.size() != NT || p.steps.size() != NS || p.regions.size() != NR || p.carries.size() != NC) {
     s.failure = diagnostic("the program's size differs from the size it was counted at");
     return s;
   }

@@ -26,7 +26,7 @@ namespace fused {
 template <class Model, binding Bind>
 struct static_program {
   static constexpr counting_builder::counts size = Model::template build<counting_builder>();
-  using plan_type = static_plan<size.tensors, size.steps>;
+  using plan_type = static_plan<size.tensors, size.steps, size.regions, size.carries>;
   struct built {
     error_kind error = error_kind::none;
     diagnostic message{};
@@ -40,7 +40,7 @@ struct static_program {
       b.message = diagnostic(p.message.view());
       return b;
     }
-    b.plan = freeze<size.tensors, size.steps>(p, plan_memory(p, Bind));
+    b.plan = freeze<size.tensors, size.steps, size.regions, size.carries>(p, plan_memory(p, Bind));
     return b;
   }();
   static_assert(compile_error<result.error, result.message>::ok);
