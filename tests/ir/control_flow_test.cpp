@@ -112,6 +112,40 @@ TEST_CASE("nested loops: an outer loop of 3 trips, each running an inner loop of
   check_close(run(g.doc(), {{"x", {1.0f}}}).at("x_outer"), {16.0f});
 }
 
+TEST_CASE("edge cases: an empty branch, nested conditionals, carries that swap") {
+  {  // x > 0 ? x : relu(-x): the then branch is empty and yields a value from outside it
+    graph g;
+    g.input("x", "f32", {2}).call("zero", "zeros", {}, {{"shape", {1}}}).call("total", "sum", {"x"}, {{"axis", 0}, {"keepdim", 1}});
+    g.call("positive", "gt", {"total", "zero"}).conditional("pick", "positive").call("flipped", "neg", {"x"}).call("r", "relu", {"flipped"});
+    g.body("pick", "else", {"flipped", "r"}).merge("y", "pick", {"x", "r"}).output("y");
+    check_close(run(g.doc(), {{"x", {3.0f, -1.0f}}}).at("y"), {3.0f, -1.0f});
+    check_close(run(g.doc(), {{"x", {-3.0f, 1.0f}}}).at("y"), {3.0f, 0.0f});
+  }
+  {  // sign(x) as nested conditionals: x > 0 ? 1 : (x < 0 ? -1 : 0)
+    graph g;
+    g.input("x", "f32", {1}).call("zero", "zeros", {}, {{"shape", {1}}}).call("positive", "gt", {"x", "zero"});
+    g.conditional("outer", "positive").call("plus", "full", {}, {{"value", 1.0}, {"shape", {1}}});
+    g.call("negative", "lt", {"x", "zero"}).conditional("inner", "negative").call("minus", "full", {}, {{"value", -1.0}, {"shape", {1}}});
+    g.call("nought", "zeros", {}, {{"shape", {1}}}).body("inner", "then", {"minus"}).body("inner", "else", {"nought"});
+    g.merge("rest", "inner", {"minus", "nought"}).body("outer", "then", {"plus"}).body("outer", "else", {"negative", "inner", "rest"});
+    g.merge("sign", "outer", {"plus", "rest"}).output("sign");
+    check_close(run(g.doc(), {{"x", {2.0f}}}).at("sign"), {1.0f});
+    check_close(run(g.doc(), {{"x", {-2.0f}}}).at("sign"), {-1.0f});
+    check_close(run(g.doc(), {{"x", {0.0f}}}).at("sign"), {0.0f});
+  }
+  {  // a and b swap on every trip (both copied at once), and a counter: 3 trips leave them swapped
+    graph g;
+    g.input("a", "f32", {1}).input("b", "f32", {1}).call("one", "full", {}, {{"value", 1.0}, {"shape", {1}}});
+    g.loop("swap", 3).merge("a_now", "swap", {"a"}).merge("b_now", "swap", {"b"}).merge("n_now", "swap", {"one"});
+    g.call("n_next", "add", {"n_now", "one"}).edge("b_now", "a_now", 1).edge("a_now", "b_now", 1).edge("n_next", "n_now", 1);
+    g.body("swap", "body", {"a_now", "b_now", "n_now", "n_next"}).output("a_now").output("b_now").output("n_now");
+    const values out = run(g.doc(), {{"a", {5.0f}}, {"b", {7.0f}}});
+    check_close(out.at("a_now"), {7.0f});
+    check_close(out.at("b_now"), {5.0f});
+    check_close(out.at("n_now"), {4.0f});
+  }
+}
+
 TEST_CASE("control flow survives JSON -> MessagePack -> JSON") {
   const json j = count_to_ten().doc();
   const fused::ir::read_result r = fused::ir::from_json(j);
