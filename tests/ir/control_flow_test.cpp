@@ -146,6 +146,36 @@ TEST_CASE("edge cases: an empty branch, nested conditionals, carries that swap")
   }
 }
 
+TEST_CASE("a next value the trip's last step reads is not overwritten before it is carried") {
+  // x_next = x + 1 and y_next = x_next + 1 (the body's last step, add in place over its first
+  // input): were y_next to take x_next's bytes, the carry of x would read y_next. 4 trips from x = 0.
+  graph g;
+  g.input("x", "f32", {1}).call("one", "full", {}, {{"value", 1.0}, {"shape", {1}}});
+  g.loop("walk", 4).merge("x_now", "walk", {"x"}).merge("y_now", "walk", {"x"});
+  g.call("x_next", "add", {"x_now", "one"}).call("y_next", "add", {"x_next", "one"});
+  g.edge("x_next", "x_now", 1).edge("y_next", "y_now", 1).body("walk", "body", {"x_now", "y_now", "x_next", "y_next"});
+  g.output("x_now").output("y_now");
+  const values out = run(g.doc(), {{"x", {0.0f}}});
+  check_close(out.at("x_now"), {4.0f});
+  check_close(out.at("y_now"), {5.0f});
+  // And the verifier refuses a plan that puts y_next on x_next's bytes.
+  const fused::ir::read_result r = fused::ir::from_json(g.doc());
+  REQUIRE(r.ok());
+  const fused::ir::lowered low = fused::ir::lower(r.doc);
+  fused::memory_plan m = fused::ir::plan(low.prog, fused::ir::bind(r.doc, {}));
+  fused::tensor_id x_next = -1, y_next = -1;
+  for (const auto& t : low.prog.tensors) {
+    if (fused::to_string(t.name) == "x_next") x_next = t.id;
+    if (fused::to_string(t.name) == "y_next") y_next = t.id;
+  }
+  REQUIRE(m.of(x_next).offset != m.of(y_next).offset);
+  m.buffers[static_cast<std::size_t>(y_next)].offset = m.of(x_next).offset;
+  m.buffers[static_cast<std::size_t>(y_next)].group = m.of(x_next).group;
+  const fused::verdict v = fused::verify(low.prog, m);
+  CHECK_FALSE(v.ok);
+  CHECK(fused::to_string(v.what).find("share bytes in the activation arena while both are live") != std::string::npos);
+}
+
 TEST_CASE("control flow survives JSON -> MessagePack -> JSON") {
   const json j = count_to_ten().doc();
   const fused::ir::read_result r = fused::ir::from_json(j);

@@ -15,7 +15,7 @@
 //      only when greedy by size is above the lower bound (the most bytes live at one position).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // Control flow (program::regions) adds rules to 2 and 3 (detail::control_lifetimes, same_trip,
-// merge_groups): values read inside a loop but made before it live to its end, as do its carries;
+// read_after, merge_groups): values read inside a loop but made before it live to its end, as do its carries;
 // in place only within one trip; a merge sits on its branches' values.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
@@ -160,6 +160,19 @@ constexpr bool same_trip(const program& p, const int* loop_at, int born, int at)
   return l < 0 || p.regions[static_cast<std::size_t>(l)].holds(born);
 }
 
+// Control flow reads two kinds of values after the step at a position has run: a carry's next
+// value after the last step of its loop's body (it is copied into the carry's bytes then), a loop's
+// condition after the last step of its header. That step must not write over them in place.
+constexpr bool read_after(const program& p, tensor_id t, int s) {
+  for (const loop_carry& c : p.carries) {
+    const region_info& g = p.regions[static_cast<std::size_t>(c.loop)];
+    if (c.next == t && g.count > 0 && g.end() - 1 == s) return true;
+  }
+  for (const region_info& g : p.regions)
+    if (g.kind == region_kind::loop_body && g.condition == t && g.header > 0 && g.first + g.header - 1 == s) return true;
+  return false;
+}
+
 // Lifetimes across control flow: a read at position q keeps a value live to q, and to the end of
 // every loop holding q but not the value's birth (each trip reads it again). A loop's condition is
 // read after its header (at its first position when the header is empty), a conditional's before
@@ -299,7 +312,8 @@ constexpr lifetimes lifetimes_of(const program& p) {
     const tensor_info& res = tensors[st.result];
     const bool state_update = in.kind == role::state;
     const bool reusable = in.kind == role::activation && last[src] == s && region_of(res) == region::activations && in.type == res.type &&
-                          in.shp == res.shp && (!control || detail::same_trip(p, loop_at.data(), detail::birth(p, pos, src), s));
+                          in.shp == res.shp &&
+                          (!control || (detail::same_trip(p, loop_at.data(), detail::birth(p, pos, src), s) && !detail::read_after(p, src, s)));
     if (state_update || reusable) group[st.result] = group[src];
   }
   if (control) detail::merge_groups(p, pos, last, group);

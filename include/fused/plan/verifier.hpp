@@ -35,7 +35,8 @@ struct verdict {
 namespace detail {
 // `newer` is written in place over `older`: same bytes, and the step at older's last position writes
 // newer through its op's in-place input (or, a merge, from either branch's value), reading older
-// there; inside a loop, older was made in the same trip. (steps: in schedule order.)
+// there; inside a loop, older was made in the same trip and control flow does not read it after
+// that step (planner.hpp: read_after). (steps: in schedule order.)
 constexpr bool written_over(const program& p, const buffer& older, const buffer& newer, const int* pos, const int* loop_at) {
   const int ns = static_cast<int>(p.steps.size());
   if (older.offset != newer.offset || older.bytes != newer.bytes || older.last != newer.first || newer.first >= ns) return false;
@@ -43,7 +44,7 @@ constexpr bool written_over(const program& p, const buffer& older, const buffer&
   if (st.result != newer.tensor) return false;
   const bool from_branch = st.op->selects && (st.inputs[1] == older.tensor || st.inputs[2] == older.tensor);
   if (st.in_place_source() != older.tensor && !from_branch) return false;
-  return !loop_at || same_trip(p, loop_at, birth(p, pos, older.tensor), newer.first);
+  return !loop_at || (same_trip(p, loop_at, birth(p, pos, older.tensor), newer.first) && !read_after(p, older.tensor, newer.first));
 }
 // a and b are made in the two branches of one conditional: at most one of them is ever written.
 constexpr bool exclusive(const program& p, const buffer& a, const buffer& b, const int* pos) {
