@@ -2889,8 +2889,9 @@ inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
 //      only when greedy by size is above the lower bound (the most bytes live at one position).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // Control flow (program::regions) adds rules to 2 and 3 (detail::control_lifetimes, same_trip,
-// merge_groups): values read inside a loop but made before it live to its end, as do its carries;
-// in place only within one trip; a merge sits on its branches' values.
+// read_after, merge_groups): values read inside a loop but made before it live to its end, as do its carries;
+// in place only within one trip, or over a carry by the step that makes its next value
+// (carried_over); a merge sits on its branches' values.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
 // does the rest for each mode (in constant evaluation that half is the cost a second mode adds).
@@ -3029,6 +3030,49 @@ constexpr int birth(const program& p, const int* pos, tensor_id t) {
 constexpr bool same_trip(const program& p, const int* loop_at, int born, int at) {
   const int l = loop_at[at];
   return l < 0 || p.regions[static_cast<std::size_t>(l)].holds(born);
+}
+
+// Control flow reads two kinds of values after the step at a position has run: a carry's next
+// value after the last step of its loop's body (it is copied into the carry's bytes then), a loop's
+// condition after the last step of its header. That step must not write over them in place.
+constexpr bool read_after(const program& p, tensor_id t, int s) {
+  for (const loop_carry& c : p.carries) {
+    const region_info& g = p.regions[static_cast<std::size_t>(c.loop)];
+    if (c.next == t && g.count > 0 && g.end() - 1 == s) return true;
+  }
+  for (const region_info& g : p.regions)
+    if (g.kind == region_kind::loop_body && g.condition == t && g.header > 0 && g.first + g.header - 1 == s) return true;
+  return false;
+}
+
+// A loop carry updated in place: the step at position s writes the carry's next value over the
+// carry itself (its op's in-place input), directly in the loop's body, after the header (so the
+// value is intact whenever the loop ends at its check), and nothing later in the trip reads the
+// carry, nor is it another carry's next value. Then the next value is already in the carry's bytes
+// when the trip ends, and the copy moves nothing.
+constexpr bool carried_over(const program& p, tensor_id value, int s) {
+  const step& st = p.steps[static_cast<std::size_t>(s)];
+  if (st.in_place_source() != value) return false;
+  const loop_carry* carry = nullptr;
+  for (const loop_carry& c : p.carries) {
+    if (c.value == value && c.next == st.result) carry = &c;
+    if (c.next == value) return false;
+  }
+  if (!carry || st.region != carry->loop) return false;
+  const region_info& g = p.regions[static_cast<std::size_t>(carry->loop)];
+  if (s < g.first + g.header || s >= g.end()) return false;
+  const tensor_info &in = p.tensors[static_cast<std::size_t>(value)], &res = p.tensors[static_cast<std::size_t>(st.result)];
+  // (The carry may be an output: its bytes hold its last value either way.)
+  if (region_of(in) != region::activations || in.is_feed || region_of(res) != region::activations || in.type != res.type || !(in.shp == res.shp))
+    return false;
+  for (int q = s + 1; q < g.end(); ++q) {
+    const step& later = p.steps[static_cast<std::size_t>(q)];
+    for (int k = 0; k < later.n_inputs; ++k)
+      if (later.inputs[k] == value) return false;
+  }
+  for (const region_info& inner : p.regions)
+    if (inner.condition == value && inner.first > s && inner.first < g.end()) return false;
+  return true;
 }
 
 // Lifetimes across control flow: a read at position q keeps a value live to q, and to the end of
@@ -3170,8 +3214,9 @@ constexpr lifetimes lifetimes_of(const program& p) {
     const tensor_info& res = tensors[st.result];
     const bool state_update = in.kind == role::state;
     const bool reusable = in.kind == role::activation && last[src] == s && region_of(res) == region::activations && in.type == res.type &&
-                          in.shp == res.shp && (!control || detail::same_trip(p, loop_at.data(), detail::birth(p, pos, src), s));
-    if (state_update || reusable) group[st.result] = group[src];
+                          in.shp == res.shp &&
+                          (!control || (detail::same_trip(p, loop_at.data(), detail::birth(p, pos, src), s) && !detail::read_after(p, src, s)));
+    if (state_update || reusable || (control && detail::carried_over(p, src, s))) group[st.result] = group[src];
   }
   if (control) detail::merge_groups(p, pos, last, group);
 
@@ -3736,7 +3781,8 @@ inline std::optional<oversize> find_oversize(const program& p, const binding& b)
 // The planner's groups are not trusted: which buffers may share bytes follows from the program's steps.
 // Control flow (program::regions): the regions' structure is checked; values read in loops and
 // conditions live where planner.hpp's rules say; two values made in the two branches of one
-// conditional may share bytes (one of them is never written); in place inside a loop only within a trip.
+// conditional may share bytes (one of them is never written); in place inside a loop only within a
+// trip, or a carry's next value over the carry (planner.hpp: carried_over).
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #include <utility>
 
@@ -3751,7 +3797,8 @@ struct verdict {
 namespace detail {
 // `newer` is written in place over `older`: same bytes, and the step at older's last position writes
 // newer through its op's in-place input (or, a merge, from either branch's value), reading older
-// there; inside a loop, older was made in the same trip. (steps: in schedule order.)
+// there; inside a loop, older was made in the same trip and control flow does not read it after
+// that step (planner.hpp: read_after). (steps: in schedule order.)
 constexpr bool written_over(const program& p, const buffer& older, const buffer& newer, const int* pos, const int* loop_at) {
   const int ns = static_cast<int>(p.steps.size());
   if (older.offset != newer.offset || older.bytes != newer.bytes || older.last != newer.first || newer.first >= ns) return false;
@@ -3759,7 +3806,7 @@ constexpr bool written_over(const program& p, const buffer& older, const buffer&
   if (st.result != newer.tensor) return false;
   const bool from_branch = st.op->selects && (st.inputs[1] == older.tensor || st.inputs[2] == older.tensor);
   if (st.in_place_source() != older.tensor && !from_branch) return false;
-  return !loop_at || same_trip(p, loop_at, birth(p, pos, older.tensor), newer.first);
+  return !loop_at || (same_trip(p, loop_at, birth(p, pos, older.tensor), newer.first) && !read_after(p, older.tensor, newer.first));
 }
 // a and b are made in the two branches of one conditional: at most one of them is ever written.
 constexpr bool exclusive(const program& p, const buffer& a, const buffer& b, const int* pos) {
@@ -3772,8 +3819,16 @@ constexpr bool exclusive(const program& p, const buffer& a, const buffer& b, con
   }
   return false;
 }
+// `next` is a loop carry's next value written over the carry `value` in place (planner.hpp:
+// carried_over): same bytes, and the step that writes it is allowed to.
+constexpr bool carried_pair(const program& p, const buffer& value, const buffer& next, const int* pos) {
+  if (value.offset != next.offset || value.bytes != next.bytes) return false;
+  const int producer = p.tensors[static_cast<std::size_t>(next.tensor)].producer;
+  return producer >= 0 && carried_over(p, value.tensor, pos[producer]);
+}
 constexpr bool may_share(const program& p, const buffer& a, const buffer& b, const int* pos, const int* loop_at) {
-  return written_over(p, a, b, pos, loop_at) || written_over(p, b, a, pos, loop_at) || (loop_at && exclusive(p, a, b, pos));
+  return written_over(p, a, b, pos, loop_at) || written_over(p, b, a, pos, loop_at) ||
+         (loop_at && (exclusive(p, a, b, pos) || carried_pair(p, a, b, pos) || carried_pair(p, b, a, pos)));
 }
 
 // Control flow's structure as the scheduler must leave it: each region's positions inside its

@@ -16,7 +16,8 @@
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // Control flow (program::regions) adds rules to 2 and 3 (detail::control_lifetimes, same_trip,
 // read_after, merge_groups): values read inside a loop but made before it live to its end, as do its carries;
-// in place only within one trip; a merge sits on its branches' values.
+// in place only within one trip, or over a carry by the step that makes its next value
+// (carried_over); a merge sits on its branches' values.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
 // does the rest for each mode (in constant evaluation that half is the cost a second mode adds).
@@ -173,6 +174,36 @@ constexpr bool read_after(const program& p, tensor_id t, int s) {
   return false;
 }
 
+// A loop carry updated in place: the step at position s writes the carry's next value over the
+// carry itself (its op's in-place input), directly in the loop's body, after the header (so the
+// value is intact whenever the loop ends at its check), and nothing later in the trip reads the
+// carry, nor is it another carry's next value. Then the next value is already in the carry's bytes
+// when the trip ends, and the copy moves nothing.
+constexpr bool carried_over(const program& p, tensor_id value, int s) {
+  const step& st = p.steps[static_cast<std::size_t>(s)];
+  if (st.in_place_source() != value) return false;
+  const loop_carry* carry = nullptr;
+  for (const loop_carry& c : p.carries) {
+    if (c.value == value && c.next == st.result) carry = &c;
+    if (c.next == value) return false;
+  }
+  if (!carry || st.region != carry->loop) return false;
+  const region_info& g = p.regions[static_cast<std::size_t>(carry->loop)];
+  if (s < g.first + g.header || s >= g.end()) return false;
+  const tensor_info &in = p.tensors[static_cast<std::size_t>(value)], &res = p.tensors[static_cast<std::size_t>(st.result)];
+  // (The carry may be an output: its bytes hold its last value either way.)
+  if (region_of(in) != region::activations || in.is_feed || region_of(res) != region::activations || in.type != res.type || !(in.shp == res.shp))
+    return false;
+  for (int q = s + 1; q < g.end(); ++q) {
+    const step& later = p.steps[static_cast<std::size_t>(q)];
+    for (int k = 0; k < later.n_inputs; ++k)
+      if (later.inputs[k] == value) return false;
+  }
+  for (const region_info& inner : p.regions)
+    if (inner.condition == value && inner.first > s && inner.first < g.end()) return false;
+  return true;
+}
+
 // Lifetimes across control flow: a read at position q keeps a value live to q, and to the end of
 // every loop holding q but not the value's birth (each trip reads it again). A loop's condition is
 // read after its header (at its first position when the header is empty), a conditional's before
@@ -314,7 +345,7 @@ constexpr lifetimes lifetimes_of(const program& p) {
     const bool reusable = in.kind == role::activation && last[src] == s && region_of(res) == region::activations && in.type == res.type &&
                           in.shp == res.shp &&
                           (!control || (detail::same_trip(p, loop_at.data(), detail::birth(p, pos, src), s) && !detail::read_after(p, src, s)));
-    if (state_update || reusable) group[st.result] = group[src];
+    if (state_update || reusable || (control && detail::carried_over(p, src, s))) group[st.result] = group[src];
   }
   if (control) detail::merge_groups(p, pos, last, group);
 

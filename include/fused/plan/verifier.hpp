@@ -16,7 +16,8 @@
 // The planner's groups are not trusted: which buffers may share bytes follows from the program's steps.
 // Control flow (program::regions): the regions' structure is checked; values read in loops and
 // conditions live where planner.hpp's rules say; two values made in the two branches of one
-// conditional may share bytes (one of them is never written); in place inside a loop only within a trip.
+// conditional may share bytes (one of them is never written); in place inside a loop only within a
+// trip, or a carry's next value over the carry (planner.hpp: carried_over).
 // Cost: O(n + pairs of buffers live at once), found by sweeping in order of birth.
 #pragma once
 #include <utility>
@@ -57,8 +58,16 @@ constexpr bool exclusive(const program& p, const buffer& a, const buffer& b, con
   }
   return false;
 }
+// `next` is a loop carry's next value written over the carry `value` in place (planner.hpp:
+// carried_over): same bytes, and the step that writes it is allowed to.
+constexpr bool carried_pair(const program& p, const buffer& value, const buffer& next, const int* pos) {
+  if (value.offset != next.offset || value.bytes != next.bytes) return false;
+  const int producer = p.tensors[static_cast<std::size_t>(next.tensor)].producer;
+  return producer >= 0 && carried_over(p, value.tensor, pos[producer]);
+}
 constexpr bool may_share(const program& p, const buffer& a, const buffer& b, const int* pos, const int* loop_at) {
-  return written_over(p, a, b, pos, loop_at) || written_over(p, b, a, pos, loop_at) || (loop_at && exclusive(p, a, b, pos));
+  return written_over(p, a, b, pos, loop_at) || written_over(p, b, a, pos, loop_at) ||
+         (loop_at && (exclusive(p, a, b, pos) || carried_pair(p, a, b, pos) || carried_pair(p, b, a, pos)));
 }
 
 // Control flow's structure as the scheduler must leave it: each region's positions inside its
