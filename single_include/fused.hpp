@@ -836,23 +836,22 @@ class region_scheduler {
 
   // Appends the steps of region r (-1: the whole program) in execution order.
   constexpr void emit(int r) {
-    const std::size_t n = p_.steps.size();
-    std::vector<int> items;             // each item once, in order of its smallest step id
+    const std::size_t n = p_.steps.size(), nr = p_.regions.size();
+    std::vector<int> items;         // each item once, in order of its smallest step id
     scratch<int> item_of(n, none);  // per step
+    scratch<int> step_index(n, -1), block_index(nr, -1);  // an item's place in `items`
     for (std::size_t s = 0; s < n; ++s) {
       const int it = item_in(static_cast<int>(s), r);
       item_of[s] = it;
       if (it == none) continue;
-      bool seen = false;
-      for (int x : items) seen = seen || x == it;
-      if (!seen) items.push_back(it);
+      int& at = it >= 0 ? step_index[static_cast<std::size_t>(it)] : block_index[static_cast<std::size_t>(block_of_item(it))];
+      if (at < 0) {
+        at = static_cast<int>(items.size());
+        items.push_back(it);
+      }
     }
     const std::size_t ni = items.size();
-    auto index = [&](int it) {
-      for (std::size_t i = 0; i < ni; ++i)
-        if (items[i] == it) return static_cast<int>(i);
-      return -1;
-    };
+    auto index = [&](int it) { return it >= 0 ? step_index[static_cast<std::size_t>(it)] : block_index[static_cast<std::size_t>(block_of_item(it))]; };
     // Dependencies between items: a step reading another item's tensor, a region reading its
     // condition or its carries' next values from another item.
     scratch<std::vector<int>> after(ni);  // after[i]: items that wait for item i
@@ -881,6 +880,9 @@ class region_scheduler {
     scratch<bool> header(ni, false);
     if (r >= 0 && p_.regions[static_cast<std::size_t>(r)].kind == region_kind::loop_body) {
       const tensor_id c = p_.regions[static_cast<std::size_t>(r)].condition;
+      scratch<std::vector<int>> before(ni);  // before[i]: the items item i waits for
+      for (std::size_t j = 0; j < ni; ++j)
+        for (int x : after[j]) before[static_cast<std::size_t>(x)].push_back(static_cast<int>(j));
       std::vector<int> work;
       if (c >= 0 && producer_item(c, r) != none) work.push_back(index(producer_item(c, r)));
       while (!work.empty()) {
@@ -888,9 +890,8 @@ class region_scheduler {
         work.pop_back();
         if (header[static_cast<std::size_t>(i)]) continue;
         header[static_cast<std::size_t>(i)] = true;
-        for (std::size_t j = 0; j < ni; ++j)
-          for (int x : after[j])
-            if (x == i && !header[j]) work.push_back(static_cast<int>(j));
+        for (int j : before[static_cast<std::size_t>(i)])
+          if (!header[static_cast<std::size_t>(j)]) work.push_back(j);
       }
     }
     // Levels (longest path), then the order: header first, then (level, smallest step id).
@@ -8992,14 +8993,19 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
           ++k;
         }
   };
+  // The conditionals (by their then branch) and loops that begin at each position; an empty
+  // conditional does nothing and is left out.
+  std::vector<std::vector<int>> starting(calls.size() + 1);
+  for (std::size_t g = 0; g < p.regions.size(); ++g) {
+    const region_info& reg = p.regions[g];
+    if (reg.kind == region_kind::loop_body || (reg.kind == region_kind::then_branch && reg.count + p.regions[g + 1].count > 0))
+      starting[static_cast<std::size_t>(reg.first)].push_back(static_cast<int>(g));
+  }
   auto run = [&](auto& self, int begin, int end, int parent) -> void {
     for (int s = begin; s < end;) {
       int block = -1;
-      for (std::size_t g = 0; g < p.regions.size() && block < 0; ++g) {
-        const region_info& reg = p.regions[g];
-        if (reg.parent != parent || reg.first != s || reg.kind == region_kind::else_branch) continue;
-        if (reg.kind == region_kind::loop_body || reg.count + p.regions[g + 1].count > 0) block = static_cast<int>(g);
-      }
+      for (const int g : starting[static_cast<std::size_t>(s)])
+        if (p.regions[static_cast<std::size_t>(g)].parent == parent) block = g;
       if (block < 0) {
         run_call(calls[static_cast<std::size_t>(s++)]);
         continue;

@@ -67,23 +67,22 @@ class region_scheduler {
 
   // Appends the steps of region r (-1: the whole program) in execution order.
   constexpr void emit(int r) {
-    const std::size_t n = p_.steps.size();
-    std::vector<int> items;             // each item once, in order of its smallest step id
+    const std::size_t n = p_.steps.size(), nr = p_.regions.size();
+    std::vector<int> items;         // each item once, in order of its smallest step id
     scratch<int> item_of(n, none);  // per step
+    scratch<int> step_index(n, -1), block_index(nr, -1);  // an item's place in `items`
     for (std::size_t s = 0; s < n; ++s) {
       const int it = item_in(static_cast<int>(s), r);
       item_of[s] = it;
       if (it == none) continue;
-      bool seen = false;
-      for (int x : items) seen = seen || x == it;
-      if (!seen) items.push_back(it);
+      int& at = it >= 0 ? step_index[static_cast<std::size_t>(it)] : block_index[static_cast<std::size_t>(block_of_item(it))];
+      if (at < 0) {
+        at = static_cast<int>(items.size());
+        items.push_back(it);
+      }
     }
     const std::size_t ni = items.size();
-    auto index = [&](int it) {
-      for (std::size_t i = 0; i < ni; ++i)
-        if (items[i] == it) return static_cast<int>(i);
-      return -1;
-    };
+    auto index = [&](int it) { return it >= 0 ? step_index[static_cast<std::size_t>(it)] : block_index[static_cast<std::size_t>(block_of_item(it))]; };
     // Dependencies between items: a step reading another item's tensor, a region reading its
     // condition or its carries' next values from another item.
     scratch<std::vector<int>> after(ni);  // after[i]: items that wait for item i
@@ -112,6 +111,9 @@ class region_scheduler {
     scratch<bool> header(ni, false);
     if (r >= 0 && p_.regions[static_cast<std::size_t>(r)].kind == region_kind::loop_body) {
       const tensor_id c = p_.regions[static_cast<std::size_t>(r)].condition;
+      scratch<std::vector<int>> before(ni);  // before[i]: the items item i waits for
+      for (std::size_t j = 0; j < ni; ++j)
+        for (int x : after[j]) before[static_cast<std::size_t>(x)].push_back(static_cast<int>(j));
       std::vector<int> work;
       if (c >= 0 && producer_item(c, r) != none) work.push_back(index(producer_item(c, r)));
       while (!work.empty()) {
@@ -119,9 +121,8 @@ class region_scheduler {
         work.pop_back();
         if (header[static_cast<std::size_t>(i)]) continue;
         header[static_cast<std::size_t>(i)] = true;
-        for (std::size_t j = 0; j < ni; ++j)
-          for (int x : after[j])
-            if (x == i && !header[j]) work.push_back(static_cast<int>(j));
+        for (int j : before[static_cast<std::size_t>(i)])
+          if (!header[static_cast<std::size_t>(j)]) work.push_back(j);
       }
     }
     // Levels (longest path), then the order: header first, then (level, smallest step id).

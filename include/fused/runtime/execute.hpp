@@ -119,14 +119,19 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
           ++k;
         }
   };
+  // The conditionals (by their then branch) and loops that begin at each position; an empty
+  // conditional does nothing and is left out.
+  std::vector<std::vector<int>> starting(calls.size() + 1);
+  for (std::size_t g = 0; g < p.regions.size(); ++g) {
+    const region_info& reg = p.regions[g];
+    if (reg.kind == region_kind::loop_body || (reg.kind == region_kind::then_branch && reg.count + p.regions[g + 1].count > 0))
+      starting[static_cast<std::size_t>(reg.first)].push_back(static_cast<int>(g));
+  }
   auto run = [&](auto& self, int begin, int end, int parent) -> void {
     for (int s = begin; s < end;) {
       int block = -1;
-      for (std::size_t g = 0; g < p.regions.size() && block < 0; ++g) {
-        const region_info& reg = p.regions[g];
-        if (reg.parent != parent || reg.first != s || reg.kind == region_kind::else_branch) continue;
-        if (reg.kind == region_kind::loop_body || reg.count + p.regions[g + 1].count > 0) block = static_cast<int>(g);
-      }
+      for (const int g : starting[static_cast<std::size_t>(s)])
+        if (p.regions[static_cast<std::size_t>(g)].parent == parent) block = g;
       if (block < 0) {
         run_call(calls[static_cast<std::size_t>(s++)]);
         continue;
