@@ -429,8 +429,8 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 // FusedProgram: a model as a value. Feeds (inputs, weights, state) are the tensors no step produces;
 // steps apply ops to tensors; outputs are named; state pairs say which tensor carries each state feed
 // to the next call. Control flow is structured: a step may belong to a region (a Conditional's
-// branch or a Loop's body), and regions nest (docs/GRAPH_FORMAT.md, "Control flow"). The same type is built in constant evaluation (static model) or at run time
-// (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
+// branch or a Loop's body), and regions nest (docs/GRAPH_FORMAT.md, "Control flow"). The same type
+// is built in constant evaluation (static model) or at run time (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -575,7 +575,7 @@ struct op_def {
   bool has_host = false;
   // The op's attributes by name (all required); fields of `attrs` not named here stay zero.
   std::span<const attr_field> attributes{};
-  // Control flow's merge (ops/control.hpp): input 0 is a Conditional's condition, inputs 1 and 2
+  // Control flow's merge (graph/control.hpp): input 0 is a Conditional's condition, inputs 1 and 2
   // the values its branches yield; the result is the taken branch's, so it may sit on the bytes
   // of either (the planner and the verifier know; at most one of them was written).
   bool selects = false;
@@ -626,7 +626,7 @@ struct region_info {
 };
 
 // A value a loop carries from trip to trip: `value` is made before the first trip by a copy step
-// (ops/control.hpp) of its initial value, placed just before the loop's body and run once; body
+// (control.hpp) of its initial value, placed just before the loop's body and run once; body
 // steps and the steps after the loop read it; after each trip `next` is copied into its bytes.
 struct loop_carry {
   int loop = -1;
@@ -731,13 +731,13 @@ inline void copy_bytes(const host_tensor& from, const host_tensor& to) {
   std::memcpy(to.data, from.data, static_cast<std::size_t>(to.elements()) * size_of(to.type));
 }
 
+}  // namespace detail
+
 // A condition: bool, one element (shape [] or [1]).
 constexpr bool is_condition(const tensor_info& t) {
   if (t.type != dtype::boolean || t.shp.rank > 1) return false;
   return t.shp.rank == 0 || (t.shp.d[0].symbol == 0 && t.shp.d[0].n == 1);
 }
-
-}  // namespace detail
 
 inline constexpr op_def copy{.name = "copy",
                              .category = "memory",
@@ -756,7 +756,7 @@ inline constexpr op_def merge{
     .min_inputs = 3,
     .max_inputs = 3,
     .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
-      if (!detail::is_condition(*in[0])) return detail::refuse(0, "the condition must be one bool ([] or [1]), got " + detail::describe(*in[0]));
+      if (!is_condition(*in[0])) return detail::refuse(0, "the condition must be one bool ([] or [1]), got " + detail::describe(*in[0]));
       if (in[1]->type != in[2]->type || !(in[1]->shp == in[2]->shp))
         return detail::refuse(2, "the branches yield " + detail::describe(*in[1]) + " and " + detail::describe(*in[2]) + "; a merge needs one type");
       return detail::same_as(*in[1]);
@@ -920,26 +920,18 @@ class region_scheduler {
       p_.message = "the steps form a cycle (each waits for another's result): " + names;
       return;
     }
-    scratch<int> by(ni);
-    for (std::size_t i = 0; i < ni; ++i) by[i] = static_cast<int>(i);
-    insertion_sort(by.data(), by.data() + ni, [&](int a, int b) {
-      const auto ua = static_cast<std::size_t>(a), ub = static_cast<std::size_t>(b);
-      if (header[ua] != header[ub]) return static_cast<bool>(header[ua]);
-      return level[ua] != level[ub] ? level[ua] < level[ub] : a < b;  // items are numbered by smallest step id
-    });
+    // A counting sort by (header first, level); stable, so ties keep item order (smallest step id).
+    scratch<int> key(ni);
+    for (std::size_t i = 0; i < ni; ++i) key[i] = header[i] ? level[i] : level[i] + static_cast<int>(ni);
+    const scratch<int> by = counting_order(key.data(), ni, 2 * ni);
     const std::size_t start = order_.size();
     for (std::size_t k = 0; k < ni && p_.ok(); ++k) {
       const auto i = static_cast<std::size_t>(by[k]);
-      if (r >= 0 && k > 0 && header[static_cast<std::size_t>(by[k - 1])] && !header[i])
-        p_.regions[static_cast<std::size_t>(r)].header = static_cast<int>(order_.size() - start);
       const int it = items[i];
       if (it >= 0) {
         p_.steps[static_cast<std::size_t>(it)].level = level[i] + 1;
         order_.push_back(it);
-        continue;
-      }
-      const int b = block_of_item(it);
-      if (p_.regions[static_cast<std::size_t>(b)].kind == region_kind::loop_body) {
+      } else if (const int b = block_of_item(it); p_.regions[static_cast<std::size_t>(b)].kind == region_kind::loop_body) {
         for (std::size_t s = 0; s < n; ++s)  // the carry copies, run once before the first trip
           if (init_[s] && home_[s] == b) {
             p_.steps[s].level = level[i] + 1;
@@ -950,9 +942,8 @@ class region_scheduler {
         place(b);
         place(b + 1);
       }
+      if (header[i]) p_.regions[static_cast<std::size_t>(r)].header = static_cast<int>(order_.size() - start);  // header items come first
     }
-    if (r >= 0 && ni > 0 && header[static_cast<std::size_t>(by[ni - 1])])
-      p_.regions[static_cast<std::size_t>(r)].header = static_cast<int>(order_.size() - start);
   }
   constexpr void place(int r) {
     region_info& g = p_.regions[static_cast<std::size_t>(r)];
@@ -1286,7 +1277,7 @@ class graph_builder {
  private:
   constexpr bool condition_ok(tensor_id c, const char* what) {
     if (!p_.ok()) return false;
-    if (c < 0 || c >= static_cast<tensor_id>(p_.tensors.size()) || !control::detail::is_condition(p_.tensor(c))) {
+    if (c < 0 || c >= static_cast<tensor_id>(p_.tensors.size()) || !control::is_condition(p_.tensor(c))) {
       fail(error_kind::shape_mismatch, text("the condition of ") + what + " must be a tensor of one bool ([] or [1])");
       return false;
     }
@@ -1300,21 +1291,17 @@ class graph_builder {
     }
     return true;
   }
-  // The region a tensor is made in (feeds: the top level); a carry's value counts as made by its
-  // loop, where the steps after the loop read its last value.
+  // The region a tensor is made in (feeds: the top level).
   constexpr int home_of(tensor_id t) const {
     const tensor_info& ti = p_.tensor(t);
-    if (ti.producer < 0) return -1;
-    if (const int l = p_.carried_by(t); l >= 0) return l;
-    return p_.steps[static_cast<std::size_t>(ti.producer)].region;
+    return ti.producer < 0 ? -1 : p_.steps[static_cast<std::size_t>(ti.producer)].region;
   }
   // Whether a step in region `reader` may read tensor t: t is made in that region or one enclosing
   // it, or t is a carry of a loop whose own region encloses the reader (its last value, after the
   // loop, or its current one, inside).
   constexpr bool visible(tensor_id t, int reader) const {
-    const int home = home_of(t);
-    if (p_.carried_by(t) >= 0) return p_.within(reader, p_.regions[static_cast<std::size_t>(home)].parent);
-    return p_.within(reader, home);
+    if (const int loop = p_.carried_by(t); loop >= 0) return p_.within(reader, p_.regions[static_cast<std::size_t>(loop)].parent);
+    return p_.within(reader, home_of(t));
   }
   constexpr void check_scopes() {
     auto where = [&](const step& s) { return "step " + to_text(s.id) + " '" + s.op->name + "'"; };
@@ -2890,9 +2877,9 @@ inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
 //      only when greedy by size is above the lower bound (the most bytes live at one position).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // Control flow (program::regions) adds rules to 2 and 3 (detail::control_lifetimes, same_trip,
-// read_after, merge_groups): values read inside a loop but made before it live to its end, as do its carries;
-// in place only within one trip, or over a carry by the step that makes its next value
-// (carried_over); a merge sits on its branches' values.
+// read_after, carried_over, merge_groups): values read inside a loop but made before it live to its
+// end, as do its carries; in place only within one trip, or over a carry by the step that makes its
+// next value; a merge sits on its branches' values.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
 // does the rest for each mode (in constant evaluation that half is the cost a second mode adds).
@@ -3132,7 +3119,7 @@ constexpr void merge_groups(const program& p, const int* pos, const int* last, i
       const tensor_info& in = p.tensors[static_cast<std::size_t>(src)];
       const int head = group[src];
       if (in.kind != role::activation || last[src] != s || !branch.holds(birth(p, pos, src)) || !branch.holds(birth(p, pos, head)) ||
-          in.type != res.type || !(in.shp == res.shp) || (k == 2 && st.inputs[1] == src))
+          in.type != res.type || !(in.shp == res.shp))
         continue;
       if (!joined) {
         group[st.result] = head;
@@ -5429,10 +5416,6 @@ inline void check_control(const document& doc, analysis& an, const slot_map& slo
   }
 }
 
-inline bool is_condition(const tensor_info& t) {
-  return t.type == dtype::boolean && (t.shp.rank == 0 || (t.shp.rank == 1 && t.shp.d[0].symbol == 0 && t.shp.d[0].n == 1));
-}
-
 // Conditions are one bool; a Merge's two inputs have one type.
 inline void check_control_types(const document& doc, analysis& an, const slot_map& slots) {
   for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
@@ -5440,7 +5423,7 @@ inline void check_control_types(const document& doc, analysis& an, const slot_ma
     const std::string where = node_where(nd.id);
     if ((nd.type == node_type::conditional || nd.type == node_type::loop) && slots[i].count(0)) {
       const auto& t = an.types[slots[i].at(0)];
-      if (t && !is_condition(*t)) an.errors.push_back({where, "condition", "the condition must be one bool ([] or [1]), got " + type_text(*t)});
+      if (t && !control::is_condition(*t)) an.errors.push_back({where, "condition", "the condition must be one bool ([] or [1]), got " + type_text(*t)});
     }
     if (nd.type == node_type::merge && slots[i].count(0) && slots[i].count(1)) {
       const auto &a = an.types[slots[i].at(0)], &b = an.types[slots[i].at(1)];
@@ -8974,10 +8957,13 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
     return (f.where == region::state ? r.state : r.arena) + f.offset;
   };
   auto holds = [&](tensor_id condition) { return *bytes_at(condition) != std::byte{0}; };
-  auto carry_over = [&](int loop) {  // after a trip: each next value into its carry's bytes, all at once
+  // A loop whose next values include its own carries (a swap) stages them, to copy all at once.
+  std::vector<bool> stages(p.regions.size(), false);
+  for (const loop_carry& c : p.carries)
+    if (p.carried_by(c.next) == c.loop && c.next != c.value) stages[static_cast<std::size_t>(c.loop)] = true;
+  auto carry_over = [&](int loop) {  // after a trip: each next value into its carry's bytes
+    const bool swap = stages[static_cast<std::size_t>(loop)];
     std::vector<std::vector<std::byte>> staged;
-    bool swap = false;
-    for (const loop_carry& c : p.carries) swap = swap || (c.loop == loop && p.carried_by(c.next) == loop && c.next != c.value);
     for (const loop_carry& c : p.carries) {
       if (c.loop != loop) continue;
       const auto n = static_cast<std::size_t>(bytes_of(p.tensor(c.value), b));

@@ -224,7 +224,7 @@ class graph_builder {
  private:
   constexpr bool condition_ok(tensor_id c, const char* what) {
     if (!p_.ok()) return false;
-    if (c < 0 || c >= static_cast<tensor_id>(p_.tensors.size()) || !control::detail::is_condition(p_.tensor(c))) {
+    if (c < 0 || c >= static_cast<tensor_id>(p_.tensors.size()) || !control::is_condition(p_.tensor(c))) {
       fail(error_kind::shape_mismatch, text("the condition of ") + what + " must be a tensor of one bool ([] or [1])");
       return false;
     }
@@ -238,21 +238,17 @@ class graph_builder {
     }
     return true;
   }
-  // The region a tensor is made in (feeds: the top level); a carry's value counts as made by its
-  // loop, where the steps after the loop read its last value.
+  // The region a tensor is made in (feeds: the top level).
   constexpr int home_of(tensor_id t) const {
     const tensor_info& ti = p_.tensor(t);
-    if (ti.producer < 0) return -1;
-    if (const int l = p_.carried_by(t); l >= 0) return l;
-    return p_.steps[static_cast<std::size_t>(ti.producer)].region;
+    return ti.producer < 0 ? -1 : p_.steps[static_cast<std::size_t>(ti.producer)].region;
   }
   // Whether a step in region `reader` may read tensor t: t is made in that region or one enclosing
   // it, or t is a carry of a loop whose own region encloses the reader (its last value, after the
   // loop, or its current one, inside).
   constexpr bool visible(tensor_id t, int reader) const {
-    const int home = home_of(t);
-    if (p_.carried_by(t) >= 0) return p_.within(reader, p_.regions[static_cast<std::size_t>(home)].parent);
-    return p_.within(reader, home);
+    if (const int loop = p_.carried_by(t); loop >= 0) return p_.within(reader, p_.regions[static_cast<std::size_t>(loop)].parent);
+    return p_.within(reader, home_of(t));
   }
   constexpr void check_scopes() {
     auto where = [&](const step& s) { return "step " + to_text(s.id) + " '" + s.op->name + "'"; };

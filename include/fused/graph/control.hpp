@@ -37,13 +37,13 @@ inline void copy_bytes(const host_tensor& from, const host_tensor& to) {
   std::memcpy(to.data, from.data, static_cast<std::size_t>(to.elements()) * size_of(to.type));
 }
 
+}  // namespace detail
+
 // A condition: bool, one element (shape [] or [1]).
 constexpr bool is_condition(const tensor_info& t) {
   if (t.type != dtype::boolean || t.shp.rank > 1) return false;
   return t.shp.rank == 0 || (t.shp.d[0].symbol == 0 && t.shp.d[0].n == 1);
 }
-
-}  // namespace detail
 
 inline constexpr op_def copy{.name = "copy",
                              .category = "memory",
@@ -62,7 +62,7 @@ inline constexpr op_def merge{
     .min_inputs = 3,
     .max_inputs = 3,
     .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
-      if (!detail::is_condition(*in[0])) return detail::refuse(0, "the condition must be one bool ([] or [1]), got " + detail::describe(*in[0]));
+      if (!is_condition(*in[0])) return detail::refuse(0, "the condition must be one bool ([] or [1]), got " + detail::describe(*in[0]));
       if (in[1]->type != in[2]->type || !(in[1]->shp == in[2]->shp))
         return detail::refuse(2, "the branches yield " + detail::describe(*in[1]) + " and " + detail::describe(*in[2]) + "; a merge needs one type");
       return detail::same_as(*in[1]);

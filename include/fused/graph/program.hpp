@@ -1,8 +1,8 @@
 // FusedProgram: a model as a value. Feeds (inputs, weights, state) are the tensors no step produces;
 // steps apply ops to tensors; outputs are named; state pairs say which tensor carries each state feed
 // to the next call. Control flow is structured: a step may belong to a region (a Conditional's
-// branch or a Loop's body), and regions nest (docs/GRAPH_FORMAT.md, "Control flow"). The same type is built in constant evaluation (static model) or at run time
-// (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
+// branch or a Loop's body), and regions nest (docs/GRAPH_FORMAT.md, "Control flow"). The same type
+// is built in constant evaluation (static model) or at run time (a config.json known only then). It knows nothing of neural networks: ops come in as `op_def`s.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -152,7 +152,7 @@ struct op_def {
   bool has_host = false;
   // The op's attributes by name (all required); fields of `attrs` not named here stay zero.
   std::span<const attr_field> attributes{};
-  // Control flow's merge (ops/control.hpp): input 0 is a Conditional's condition, inputs 1 and 2
+  // Control flow's merge (graph/control.hpp): input 0 is a Conditional's condition, inputs 1 and 2
   // the values its branches yield; the result is the taken branch's, so it may sit on the bytes
   // of either (the planner and the verifier know; at most one of them was written).
   bool selects = false;
@@ -203,7 +203,7 @@ struct region_info {
 };
 
 // A value a loop carries from trip to trip: `value` is made before the first trip by a copy step
-// (ops/control.hpp) of its initial value, placed just before the loop's body and run once; body
+// (control.hpp) of its initial value, placed just before the loop's body and run once; body
 // steps and the steps after the loop read it; after each trip `next` is copied into its bytes.
 struct loop_carry {
   int loop = -1;

@@ -151,26 +151,18 @@ class region_scheduler {
       p_.message = "the steps form a cycle (each waits for another's result): " + names;
       return;
     }
-    scratch<int> by(ni);
-    for (std::size_t i = 0; i < ni; ++i) by[i] = static_cast<int>(i);
-    insertion_sort(by.data(), by.data() + ni, [&](int a, int b) {
-      const auto ua = static_cast<std::size_t>(a), ub = static_cast<std::size_t>(b);
-      if (header[ua] != header[ub]) return static_cast<bool>(header[ua]);
-      return level[ua] != level[ub] ? level[ua] < level[ub] : a < b;  // items are numbered by smallest step id
-    });
+    // A counting sort by (header first, level); stable, so ties keep item order (smallest step id).
+    scratch<int> key(ni);
+    for (std::size_t i = 0; i < ni; ++i) key[i] = header[i] ? level[i] : level[i] + static_cast<int>(ni);
+    const scratch<int> by = counting_order(key.data(), ni, 2 * ni);
     const std::size_t start = order_.size();
     for (std::size_t k = 0; k < ni && p_.ok(); ++k) {
       const auto i = static_cast<std::size_t>(by[k]);
-      if (r >= 0 && k > 0 && header[static_cast<std::size_t>(by[k - 1])] && !header[i])
-        p_.regions[static_cast<std::size_t>(r)].header = static_cast<int>(order_.size() - start);
       const int it = items[i];
       if (it >= 0) {
         p_.steps[static_cast<std::size_t>(it)].level = level[i] + 1;
         order_.push_back(it);
-        continue;
-      }
-      const int b = block_of_item(it);
-      if (p_.regions[static_cast<std::size_t>(b)].kind == region_kind::loop_body) {
+      } else if (const int b = block_of_item(it); p_.regions[static_cast<std::size_t>(b)].kind == region_kind::loop_body) {
         for (std::size_t s = 0; s < n; ++s)  // the carry copies, run once before the first trip
           if (init_[s] && home_[s] == b) {
             p_.steps[s].level = level[i] + 1;
@@ -181,9 +173,8 @@ class region_scheduler {
         place(b);
         place(b + 1);
       }
+      if (header[i]) p_.regions[static_cast<std::size_t>(r)].header = static_cast<int>(order_.size() - start);  // header items come first
     }
-    if (r >= 0 && ni > 0 && header[static_cast<std::size_t>(by[ni - 1])])
-      p_.regions[static_cast<std::size_t>(r)].header = static_cast<int>(order_.size() - start);
   }
   constexpr void place(int r) {
     region_info& g = p_.regions[static_cast<std::size_t>(r)];

@@ -20,6 +20,7 @@
 
 #include "../core/shape_text.hpp"
 #include "../core/text_string.hpp"
+#include "../graph/control.hpp"
 #include "../graph/program.hpp"
 #include "../ops/registry.hpp"
 #include "document.hpp"
@@ -278,10 +279,6 @@ inline void check_control(const document& doc, analysis& an, const slot_map& slo
   }
 }
 
-inline bool is_condition(const tensor_info& t) {
-  return t.type == dtype::boolean && (t.shp.rank == 0 || (t.shp.rank == 1 && t.shp.d[0].symbol == 0 && t.shp.d[0].n == 1));
-}
-
 // Conditions are one bool; a Merge's two inputs have one type.
 inline void check_control_types(const document& doc, analysis& an, const slot_map& slots) {
   for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
@@ -289,7 +286,7 @@ inline void check_control_types(const document& doc, analysis& an, const slot_ma
     const std::string where = node_where(nd.id);
     if ((nd.type == node_type::conditional || nd.type == node_type::loop) && slots[i].count(0)) {
       const auto& t = an.types[slots[i].at(0)];
-      if (t && !is_condition(*t)) an.errors.push_back({where, "condition", "the condition must be one bool ([] or [1]), got " + type_text(*t)});
+      if (t && !control::is_condition(*t)) an.errors.push_back({where, "condition", "the condition must be one bool ([] or [1]), got " + type_text(*t)});
     }
     if (nd.type == node_type::merge && slots[i].count(0) && slots[i].count(1)) {
       const auto &a = an.types[slots[i].at(0)], &b = an.types[slots[i].at(1)];

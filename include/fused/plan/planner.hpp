@@ -15,9 +15,9 @@
 //      only when greedy by size is above the lower bound (the most bytes live at one position).
 // 5. Weights and state are laid out in feed order, each buffer 64-byte aligned.
 // Control flow (program::regions) adds rules to 2 and 3 (detail::control_lifetimes, same_trip,
-// read_after, merge_groups): values read inside a loop but made before it live to its end, as do its carries;
-// in place only within one trip, or over a carry by the step that makes its next value
-// (carried_over); a merge sits on its branches' values.
+// read_after, carried_over, merge_groups): values read inside a loop but made before it live to its
+// end, as do its carries; in place only within one trip, or over a carry by the step that makes its
+// next value; a merge sits on its branches' values.
 // Steps 2 and 3 and the groups' birth order and overlaps depend on the program alone, not on the
 // mode: `lifetimes_of(program)` computes them once, and `plan_memory(program, lifetimes, binding)`
 // does the rest for each mode (in constant evaluation that half is the cost a second mode adds).
@@ -260,7 +260,7 @@ constexpr void merge_groups(const program& p, const int* pos, const int* last, i
       const tensor_info& in = p.tensors[static_cast<std::size_t>(src)];
       const int head = group[src];
       if (in.kind != role::activation || last[src] != s || !branch.holds(birth(p, pos, src)) || !branch.holds(birth(p, pos, head)) ||
-          in.type != res.type || !(in.shp == res.shp) || (k == 2 && st.inputs[1] == src))
+          in.type != res.type || !(in.shp == res.shp))
         continue;
       if (!joined) {
         group[st.result] = head;

@@ -100,10 +100,13 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
     return (f.where == region::state ? r.state : r.arena) + f.offset;
   };
   auto holds = [&](tensor_id condition) { return *bytes_at(condition) != std::byte{0}; };
-  auto carry_over = [&](int loop) {  // after a trip: each next value into its carry's bytes, all at once
+  // A loop whose next values include its own carries (a swap) stages them, to copy all at once.
+  std::vector<bool> stages(p.regions.size(), false);
+  for (const loop_carry& c : p.carries)
+    if (p.carried_by(c.next) == c.loop && c.next != c.value) stages[static_cast<std::size_t>(c.loop)] = true;
+  auto carry_over = [&](int loop) {  // after a trip: each next value into its carry's bytes
+    const bool swap = stages[static_cast<std::size_t>(loop)];
     std::vector<std::vector<std::byte>> staged;
-    bool swap = false;
-    for (const loop_carry& c : p.carries) swap = swap || (c.loop == loop && p.carried_by(c.next) == loop && c.next != c.value);
     for (const loop_carry& c : p.carries) {
       if (c.loop != loop) continue;
       const auto n = static_cast<std::size_t>(bytes_of(p.tensor(c.value), b));
