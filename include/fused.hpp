@@ -35,6 +35,7 @@
 #include "fused/ops/elementwise.hpp"
 #include "fused/ops/embed.hpp"
 #include "fused/ops/graph_ops.hpp"
+#include "fused/ops/sequence_ops.hpp"
 #include "fused/ops/kv_write.hpp"
 #include "fused/ops/linear.hpp"
 #include "fused/ops/registry.hpp"
@@ -72,6 +73,7 @@
 // models: a generic decoder and its families (fused/<family>.hpp gathers what a user needs)
 #include "fused/models/decoder_config.hpp"
 #include "fused/models/decoder_config_fields.hpp"
+#include "fused/models/decoder_generate.hpp"
 #include "fused/models/decoder_graph.hpp"
 #include "fused/models/decoder_graph_file.hpp"
 #include "fused/models/decoder_limits.hpp"

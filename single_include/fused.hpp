@@ -543,6 +543,7 @@ struct host_args {
   int n_in = 0;
   host_tensor out{};
   const attrs* at = nullptr;
+  std::int64_t pos0 = 0;  // the position of the call's row 0
 };
 
 // The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
@@ -579,6 +580,10 @@ struct op_def {
   // the values its branches yield; the result is the taken branch's, so it may sit on the bytes
   // of either (the planner and the verifier know; at most one of them was written).
   bool selects = false;
+  // Reads positions (rope, kv_write, attention): row 0 sits at the call's position unless the step
+  // is given all `max_inputs`, the last an i32 [1] holding it (a generation loop's position, which
+  // changes from trip to trip). ops::position_input checks that input.
+  bool positional = false;
 };
 
 constexpr tensor_id step::in_place_source() const {
@@ -1615,7 +1620,8 @@ struct invalid_memory_plan {
 // ---- begin fused/ops/attention.hpp ---------------------------------------------------------------------
 // attention: causal grouped-query attention of T queries over a KV cache.
 // q f32 [T, heads*head_dim], k and v caches bf16 [n_kv, capacity, head_dim]; attrs.i = {heads}.
-// Query t sits at position pos0+t and sees cache positions 0..pos0+t. heads % n_kv == 0.
+// Query t sits at position pos0+t and sees cache positions 0..pos0+t. heads % n_kv == 0. pos0 is
+// the call's, or the value of an optional i32 [1] fourth input (op_def::positional).
 // Kernel: tiled online softmax for many queries (prefill), a single-query scan for one (decode).
 // ---- begin fused/ops/common.hpp ------------------------------------------------------------------------
 // Helpers shared by the op headers: shape-rule sentences (shapes as text: core/shape_text.hpp) and the rows of a [rows, cols] tensor.
@@ -1646,6 +1652,16 @@ constexpr std::int64_t rows_of(const shape& s, const binding& b) {
   return r;
 }
 
+// A positional op's optional last input (op_def::positional): one i32 position. Returns the error
+// sentence, empty when there is no such input or it is right.
+constexpr inferred position_input(const tensor_info* const* in, int n, int others) {
+  if (n <= others) return {};
+  const tensor_info& p = *in[others];
+  if (p.type != dtype::i32 || p.shp.rank != 1 || !(p.shp[0] == dim{1, 0}))
+    return mismatch(others, "the position must be i32 [1], got " + describe(p));
+  return {};
+}
+
 }  // namespace fused::ops
 // ---- end fused/ops/common.hpp --------------------------------------------------------------------------
 
@@ -1657,9 +1673,10 @@ inline constexpr op_def attention{
     .name = "attention",
     .category = "attention",
     .min_inputs = 3,
-    .max_inputs = 3,
-    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
       const auto &q = *in[0], &k = *in[1], &v = *in[2];
+      if (inferred p = position_input(in, n, 3); !p.error.empty()) return p;
       const auto heads = a.i[0];
       if (k.type != dtype::bf16 || k.shp.rank != 3) return mismatch(1, "key cache must be bf16 [n_kv, capacity, head_dim], got " + describe(k));
       if (!(v.shp == k.shp) || v.type != k.type) return mismatch(2, "value cache " + describe(v) + " differs from the key cache " + describe(k));
@@ -1674,7 +1691,8 @@ inline constexpr op_def attention{
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
     },
-    .attributes = attention_attributes};
+    .attributes = attention_attributes,
+    .positional = true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/attention.hpp -----------------------------------------------------------------------
@@ -1738,7 +1756,7 @@ inline constexpr op_def embed{
 // ---- end fused/ops/embed.hpp ---------------------------------------------------------------------------
 // ---- begin fused/ops/kv_write.hpp ----------------------------------------------------------------------
 // kv_write: store T rows of keys or values (f32 [T, n_kv*head_dim]) into a bf16 cache
-// [n_kv, capacity, head_dim] at positions pos0..pos0+T-1. The result is the cache's next value, in
+// [n_kv, capacity, head_dim] at positions pos0..pos0+T-1 (pos0: the call's, or an optional i32 [1] third input). The result is the cache's next value, in
 // the cache's own bytes (in place over a state feed).
 
 namespace fused::ops {
@@ -1747,9 +1765,10 @@ inline constexpr op_def kv_write{
     .name = "kv_write",
     .category = "memory",
     .min_inputs = 2,
-    .max_inputs = 2,
-    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) -> inferred {
       const auto &x = *in[0], &cache = *in[1];
+      if (inferred p = position_input(in, n, 2); !p.error.empty()) return p;
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "rows must be f32 [T, n_kv*head_dim], got " + describe(x));
       if (cache.type != dtype::bf16 || cache.shp.rank != 3) return mismatch(1, "cache must be bf16 [n_kv, capacity, head_dim], got " + describe(cache));
       if (cache.shp[0].symbol || cache.shp[2].symbol || !(x.shp[1] == dim{cache.shp[0].n * cache.shp[2].n, 0}))
@@ -1758,7 +1777,8 @@ inline constexpr op_def kv_write{
     },
     .in_place_input = 1,
     .mode_sensitive = true,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; }};
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; },
+    .positional = true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/kv_write.hpp ------------------------------------------------------------------------
@@ -1858,15 +1878,17 @@ inline constexpr op_def head_rms_norm{
 // ---- end fused/ops/rms_norm.hpp ------------------------------------------------------------------------
 // ---- begin fused/ops/rope.hpp --------------------------------------------------------------------------
 // rope: rotary position embedding in the rotate-half convention (Qwen2, Llama, Mistral), in place.
-// x f32 [T, heads*head_dim]; attrs.i = {heads, head_dim}, attrs.f = theta. Row t is at position pos0+t.
+// x f32 [T, heads*head_dim]; attrs.i = {heads, head_dim}, attrs.f = theta. Row t is at position pos0+t,
+// pos0 the call's or, given, the value of an i32 [1] second input (op_def::positional).
 // rope_llama3: the same with Llama 3.1's frequencies (transformers' rope_type "llama3"):
 // attrs.i[2] = original_max_position_embeddings, attrs.extra = {factor, low_freq_factor, high_freq_factor}.
 
 namespace fused::ops {
 
 namespace detail {
-constexpr inferred rope_shape(const tensor_info* const* in, int, const attrs& a) {
+constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& a) {
   const auto& x = *in[0];
+  if (inferred p = position_input(in, n, 1); !p.error.empty()) return p;
   const auto heads = a.i[0], hd = a.i[1];
   if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
   if (heads <= 0 || hd <= 0 || hd % 2) return mismatch(-1, "heads and an even head_dim are required");
@@ -1882,12 +1904,13 @@ inline constexpr attr_field rope_attributes[] = {{"heads", attr_slot::i0}, {"hea
 inline constexpr op_def rope{.name = "rope",
                              .category = "elementwise",
                              .min_inputs = 1,
-                             .max_inputs = 1,
+                             .max_inputs = 2,
                              .infer = detail::rope_shape,
                              .in_place_input = 0,
                              .mode_sensitive = true,
                              .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; },
-    .attributes = rope_attributes};
+    .attributes = rope_attributes,
+    .positional = true};
 
 inline constexpr attr_field rope_llama3_attributes[] = {
     {"heads", attr_slot::i0},         {"head_dim", attr_slot::i1},         {"theta", attr_slot::f},
@@ -1898,7 +1921,7 @@ inline constexpr op_def rope_llama3{
     .name = "rope_llama3",
     .category = "elementwise",
     .min_inputs = 1,
-    .max_inputs = 1,
+    .max_inputs = 2,
     .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
       if (!(a.extra[0] >= 1)) return mismatch(-1, "the llama3 factor must be at least 1");
       if (!(a.extra[1] > 0) || !(a.extra[2] > a.extra[1])) return mismatch(-1, "the llama3 frequency factors must satisfy 0 < low < high");
@@ -1908,7 +1931,8 @@ inline constexpr op_def rope_llama3{
     .in_place_input = 0,
     .mode_sensitive = true,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; },
-    .attributes = rope_llama3_attributes};
+    .attributes = rope_llama3_attributes,
+    .positional = true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/rope.hpp ----------------------------------------------------------------------------
@@ -2465,6 +2489,814 @@ inline constexpr op_def arange = host_detail::host_op({
 
 }  // namespace fused::ops
 // ---- end fused/ops/graph_ops.hpp -----------------------------------------------------------------------
+// ---- begin fused/ops/sequence_ops.hpp ------------------------------------------------------------------
+// Ops on token ids and positions, what a generation loop runs beside the model (host kernels, like
+// graph_ops.hpp's; run-time executors only):
+//   argmax(x)              f32 [..., N] -> i32 [...]: the first index of the largest (NaN never
+//                          wins), the rule `fused run --temp 0` picks by (fk_argmax)
+//   not_in(x; values)      i32 -> bool, same shape: x is none of `values` (up to four ids: the stop ids)
+//   store_at(buf, v, i)    i32 [N], i32 [1], i32 [1] -> buf with buf[i] = v, in place over buf
+//   increment(x; by)       i32 -> i32: x + by
+//   next_position(x)       any [T, ...] -> i32 [1]: the position after x's rows (the call's + T)
+//   full_int(; value, shape) -> i32 filled with value
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+// ---- begin fk_sample.h ---------------------------------------------------------------------------------
+/* fk_sample.h: argmax, seeded sampling (temperature, top-k, top-p, min-p) and the repetition penalty.
+ *
+ * Sampling follows Hugging Face's warper order: logits / temp, then top-k (keep every token whose logit
+ * is >= the k-th largest: ties at the boundary are kept), then top-p over the renormalized survivors
+ * (keep the most probable tokens whose cumulative probability first reaches top_p; ties at the boundary
+ * kept), then min-p (keep tokens whose probability is >= min_p times the largest; the largest survives
+ * every earlier cut, so this is one more threshold on the same scale), then one uniform draw walked over
+ * the kept tokens in index order.
+ * Both cut-offs are found by bisection over the bit patterns of non-negative floats (31 passes over n),
+ * which needs no sort and no memory beyond the caller's n-float scratch; the passes are plain C with 16
+ * interleaved accumulators, which compilers vectorize and which give the same bits on every ISA. The RNG is xoroshiro128++ seeded through splitmix64: the same
+ * seed gives the same token sequence on every machine and thread count. */
+#ifndef FK_SAMPLE_H
+#define FK_SAMPLE_H
+
+// ---- begin fk_cpu.h ------------------------------------------------------------------------------------
+/* fk_cpu.h: which instruction set the kernels use, and how many threads.
+ *
+ * fk_isa_detect()  the best path this CPU and OS support (cached after the first call).
+ * fk_isa_active()  the path the kernels take: detected, or lowered with fk_isa_force() or the
+ *                  environment variable FUSED_ISA=scalar|avx2|avx512bf16|amx (read once).
+ * A build may pin the path at compile time with `#define FK_PIN_ISA FK_ISA_AVX512BF16` (or any other
+ * value) before including the kernels: fk_isa_active() then is a constant and the dispatch folds away.
+ * The generated C does this; it is the caller's job to run such a build only on a CPU that has the ISA.
+ * In a pinned build fk_isa_force() still answers whether the CPU has a path, but changes nothing.
+ *
+ * Threads: fk_set_threads(n) (n <= 0: back to the default). Default: env FUSED_THREADS, else OpenMP's
+ * omp_get_max_threads(), else 1 when built without OpenMP. Results are bitwise identical for any count. */
+#ifndef FK_CPU_H
+#define FK_CPU_H
+
+#include <stdlib.h>
+#include <string.h>
+
+// ---- begin fk_common.h ---------------------------------------------------------------------------------
+/* fk_common.h: shared plumbing for the fused kernels (C11 and C++20 compatible).
+ *
+ * Every kernel is one function with a run-time ISA ladder (AMX -> AVX-512 BF16 -> AVX2+FMA -> scalar),
+ * ggml style. The library is built WITHOUT -march=native, so each SIMD body lives in its own function
+ * carrying a target attribute; the dispatcher calls it only after fk_isa_active() says the CPU has it.
+ *
+ * Linkage: `static inline` in C (the generated C is one translation unit); plain `inline` in C++ so that
+ * the ISA/thread state (function-local statics in fk_cpu.h) is ONE object shared by every translation unit
+ * of a program, and fk_set_threads() in one file governs the kernels called from another. */
+#ifndef FK_COMMON_H
+#define FK_COMMON_H
+
+#include <assert.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+#define FK_API inline
+#else
+#define FK_API static inline
+#endif
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define FK_X86 1
+/* gcc 12's AVX-512 intrinsics build their "undefined" pass-through operands as `__m512 __Y = __Y;`,
+ * which -Wmaybe-uninitialized reports at every inlined use (GCC PR 105593); silence it for them only. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#else
+#define FK_X86 0
+#endif
+
+/* Per-function ISA targets (gcc and clang). AVX-512 BF16 implies the F/BW/VL/DQ subset every
+ * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
+#if FK_X86
+#define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#ifndef FK_AVX512_EMULATE
+#define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+#else
+/* TEST-ONLY (tests/kernels): the AVX-512 paths built for an AVX2 CPU, every AVX-512 intrinsic they use
+ * replaced by a software model of the instruction, so that their blocking, masks, tails and data flow
+ * are tested on CPUs without AVX-512. Never define it in a real build. */
+#define FK_TARGET_AVX512 FK_TARGET_AVX2
+#define FK_TARGET_AMX    FK_TARGET_AVX2
+#include <fk_avx512_emulate.h>
+#endif
+#endif
+
+/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
+ * output element is produced by exactly one iteration whose arithmetic does not depend on which
+ * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
+#ifdef _OPENMP
+#include <omp.h>
+#define FK_PRAGMA_(x) _Pragma(#x)
+#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
+#else
+#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
+#endif
+
+/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses
+ * 64 and 128). Checked with assert() in debug builds. */
+#define FK_MAX_HEAD_DIM 128
+
+/* clang 16.0.6 segfaults at -O1 and above when it folds a 32-bit broadcast load into vdpbf16ps as an
+ * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
+ * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
+ * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
+#if defined(__clang__) && !defined(FK_AVX512_EMULATE)
+#define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
+#else
+#define FK_CLANG_IN_REG(v) ((void)0)
+#endif
+
+#if defined(__GNUC__)
+#define FK_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define FK_ALWAYS_INLINE
+#endif
+
+/* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
+FK_API float fk_bf16_to_f32_1(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Round to nearest, ties to even. NaN stays NaN (quiet bit forced, so a NaN whose payload lives only
+ * in the low 16 bits does not turn into infinity). Denormals are rounded like any other value. */
+FK_API uint16_t fk_f32_to_bf16_1(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
+#if FK_X86
+/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
+ * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
+ * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
+FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
+  x = _mm512_min_ps(x, _mm512_set1_ps(200.0f));
+  x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for
+ * n in [-126, 127], so x is clamped to [-87.3, 88.7] and results above 88.72 become +inf as in expf;
+ * exp(-87.3) ~ 1e-38 instead of a denormal or 0 is harmless for every use here (softmax weights and
+ * silu, where it is added to terms >= 1). */
+FK_TARGET_AVX2 FK_API __m256 fk__exp256(__m256 x) {
+  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(INFINITY), over);
+}
+
+FK_TARGET_AVX2 FK_API float fk__hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+FK_TARGET_AVX512 FK_API float fk__hsum512(__m512 v) {
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* 16 / 8 bf16 -> f32: zero-extend to 32 bits and shift into the high half (exact). */
+FK_TARGET_AVX512 FK_API __m512 fk__load_bf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)p)), 16));
+}
+FK_TARGET_AVX512 FK_API __m512 fk__maskload_bf16x16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+FK_TARGET_AVX2 FK_API __m256 fk__load_bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)p)), 16));
+}
+/* 16 bf16 held as 8 32-bit words w (element 2i in word i's low half, 2i + 1 in its high half) -> the
+ * even elements 0, 2, .., 14 and the odd elements 1, 3, .., 15 as f32 (exact), a shift or a mask each:
+ * no shuffles, for code that can take the elements in that order. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_even(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_odd(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* f32 -> bf16 with the same integer rounding as fk_f32_to_bf16_1 (bitwise equal to scalar, denormals
+ * kept; vcvtneps2bf16 would flush them). */
+FK_TARGET_AVX512 FK_API __m256i fk__to_bf16x16(__m512 f) {
+  __m512i u = _mm512_castps_si512(f);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, q);
+  return _mm512_cvtepi32_epi16(r);
+}
+FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
+  __m256i u = _mm256_castps_si256(f);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  /* signed compare is right here: both sides are < 2^31 after masking the sign */
+  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  r = _mm256_blendv_epi8(r, q, nan);
+  /* pack 8 x u32 (all < 2^16) into 8 x u16 */
+  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+  return _mm_packus_epi32(lo, hi);
+}
+/* 8 x 8 transpose of f32 (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 8; g += 4) {
+    u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+    r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+  }
+}
+
+/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
+    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
+    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
+    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+}
+
+#endif /* FK_X86 */
+
+#endif /* FK_COMMON_H */
+// ---- end fk_common.h -----------------------------------------------------------------------------------
+
+#if FK_X86 && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
+typedef enum { FK_ISA_SCALAR = 0, FK_ISA_AVX2 = 1, FK_ISA_AVX512BF16 = 2, FK_ISA_AMX = 3 } fk_isa;
+
+FK_API const char* fk_isa_name(fk_isa isa) {
+  switch (isa) {
+    case FK_ISA_SCALAR: return "scalar";
+    case FK_ISA_AVX2: return "avx2";
+    case FK_ISA_AVX512BF16: return "avx512bf16";
+    case FK_ISA_AMX: return "amx";
+  }
+  return "unknown";
+}
+
+#if FK_X86 && defined(__GNUC__)
+FK_API uint64_t fk__xgetbv0(void) {
+  uint32_t lo, hi;
+  __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv, no -mxsave needed */
+  return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+/* Linux gives a process AMX tile state only on request; without it the first tile instruction
+ * faults (SIGILL). Returns 1 when tiles may be used. */
+FK_API int fk__amx_request_permission(void) {
+#if FK_X86 && defined(__linux__) && defined(__GNUC__)
+  /* raw syscall: syscall(2) is not declared under -std=c11 without _GNU_SOURCE, which a header
+   * cannot define after the user's first include. 158 = SYS_arch_prctl on x86-64. */
+  long ret;
+  __asm__ volatile("syscall" : "=a"(ret) : "a"(158L), "D"(0x1023L /* ARCH_REQ_XCOMP_PERM */), "S"(18L /* XFEATURE_XTILEDATA */)
+                   : "rcx", "r11", "memory");
+  return ret == 0;
+#else
+  return 0;
+#endif
+}
+
+FK_API fk_isa fk__isa_probe(void) {
+#if FK_X86 && defined(__GNUC__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return FK_ISA_SCALAR;
+  const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+  if (!osxsave || !avx || !fma || !f16c) return FK_ISA_SCALAR;
+  const uint64_t xcr0 = fk__xgetbv0();
+  if ((xcr0 & 0x6) != 0x6) return FK_ISA_SCALAR; /* OS saves XMM+YMM */
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return FK_ISA_SCALAR;
+  const unsigned ebx7 = b, edx7 = d;
+  if (!((ebx7 >> 5) & 1)) return FK_ISA_SCALAR; /* AVX2 */
+  fk_isa best = FK_ISA_AVX2;
+  const int avx512 = ((ebx7 >> 16) & 1) && ((ebx7 >> 17) & 1) && ((ebx7 >> 30) & 1) && ((ebx7 >> 31) & 1); /* F DQ BW VL */
+  unsigned a71 = 0, b71, c71, d71;
+  __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71);
+  const int bf16 = (a71 >> 5) & 1;
+  if (avx512 && bf16 && (xcr0 & 0xe0) == 0xe0) best = FK_ISA_AVX512BF16; /* OS saves opmask+ZMM */
+  const int amx = ((edx7 >> 22) & 1) && ((edx7 >> 24) & 1); /* AMX-BF16, AMX-TILE */
+  if (best == FK_ISA_AVX512BF16 && amx && (xcr0 & 0x60000) == 0x60000 && fk__amx_request_permission()) best = FK_ISA_AMX;
+#ifdef FK_AVX512_EMULATE
+  if (best == FK_ISA_AVX2) best = FK_ISA_AVX512BF16; /* test-only: AVX-512 emulated (fk_common.h) */
+#endif
+#ifdef FK_AMX_EMULATE
+  if (best == FK_ISA_AVX512BF16) best = FK_ISA_AMX; /* test-only: tiles are emulated (fk_linear.h) */
+#endif
+  return best;
+#else
+  return FK_ISA_SCALAR;
+#endif
+}
+
+/* State lives in function-local statics (one object per program in C++, per translation unit in C),
+ * read and written with relaxed atomics: the values are idempotent, so a race only repeats work. */
+FK_API int* fk__isa_state(void) {
+  static int s[2] = {-1, -1}; /* [0] detected, [1] active */
+  return s;
+}
+
+FK_API fk_isa fk_isa_detect(void) {
+  int* s = fk__isa_state();
+  int v = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
+  if (v < 0) {
+    v = (int)fk__isa_probe();
+    __atomic_store_n(&s[0], v, __ATOMIC_RELAXED);
+  }
+  return (fk_isa)v;
+}
+
+FK_API fk_isa fk__isa_from_name(const char* n, fk_isa fallback) {
+  if (!n) return fallback;
+  if (!strcmp(n, "scalar")) return FK_ISA_SCALAR;
+  if (!strcmp(n, "avx2")) return FK_ISA_AVX2;
+  if (!strcmp(n, "avx512bf16") || !strcmp(n, "avx512")) return FK_ISA_AVX512BF16;
+  if (!strcmp(n, "amx")) return FK_ISA_AMX;
+  return fallback;
+}
+
+/* Returns 1 and switches every kernel to `isa`, or returns 0 (nothing changes) when the CPU lacks it. */
+FK_API int fk_isa_force(fk_isa isa) {
+  if ((int)isa < 0 || isa > fk_isa_detect()) return 0;
+  __atomic_store_n(&fk__isa_state()[1], (int)isa, __ATOMIC_RELAXED);
+  return 1;
+}
+
+FK_API fk_isa fk_isa_active(void) {
+#ifdef FK_PIN_ISA
+  return (fk_isa)(FK_PIN_ISA);
+#else
+  int v = __atomic_load_n(&fk__isa_state()[1], __ATOMIC_RELAXED);
+  if (v < 0) {
+    const fk_isa det = fk_isa_detect();
+    fk_isa want = fk__isa_from_name(getenv("FUSED_ISA"), det);
+    if (want > det) want = det; /* asking for more than the CPU has: use what it has */
+    v = (int)want;
+    __atomic_store_n(&fk__isa_state()[1], v, __ATOMIC_RELAXED);
+  }
+  return (fk_isa)v;
+#endif
+}
+
+FK_API int* fk__threads_state(void) {
+  static int n[2] = {0, 0}; /* [0] set by fk_set_threads (0: not set), [1] the default once computed */
+  return n;
+}
+
+FK_API void fk_set_threads(int n) { __atomic_store_n(&fk__threads_state()[0], n > 0 ? n : 0, __ATOMIC_RELAXED); }
+
+/* Called by every kernel: the environment is read once, not per call. */
+FK_API int fk_get_threads(void) {
+  int* s = fk__threads_state();
+  const int n = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
+  if (n > 0) return n;
+  int d = __atomic_load_n(&s[1], __ATOMIC_RELAXED);
+  if (d <= 0) {
+    const char* e = getenv("FUSED_THREADS");
+#ifdef _OPENMP
+    d = e && atoi(e) > 0 ? atoi(e) : omp_get_max_threads();
+#else
+    d = e && atoi(e) > 0 ? atoi(e) : 1;
+#endif
+    __atomic_store_n(&s[1], d, __ATOMIC_RELAXED);
+  }
+  return d;
+}
+
+/* Threads worth using for `units` independent work items of `cost` flops/bytes each: small problems run
+ * on the calling thread (a fork/join costs a few microseconds). Never changes results. */
+FK_API int fk__threads_for(size_t units, double cost) {
+  int nt = fk_get_threads();
+  if (units < 2 || (double)units * cost < 32768.0) return 1;
+  if ((size_t)nt > units) nt = (int)units;
+  return nt;
+}
+
+#endif /* FK_CPU_H */
+// ---- end fk_cpu.h --------------------------------------------------------------------------------------
+
+/* ---- argmax: first index of the maximum (NaN never wins) ---------------------------------------- */
+FK_API size_t fk_argmax_scalar(const float* x, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
+  return best;
+}
+#if FK_X86
+/* Two passes: the max value (vector max ignores NaN via the ordered compare), then its first index. */
+FK_TARGET_AVX512 FK_API size_t fk_argmax_avx512(const float* x, size_t n) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    mx = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(v, mx, _CMP_GT_OQ), v);
+  }
+  float m = _mm512_reduce_max_ps(mx);
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  if (m == -INFINITY) return fk_argmax_scalar(x, n); /* all -inf or NaN: defer to the reference rule */
+  const __m512 mv = _mm512_set1_ps(m);
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), mv, _CMP_EQ_OQ);
+    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
+  }
+  for (; i < n; ++i)
+    if (x[i] == m) return i;
+  return 0;
+}
+FK_TARGET_AVX2 FK_API size_t fk_argmax_avx2(const float* x, size_t n) {
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    mx = _mm256_blendv_ps(mx, v, _mm256_cmp_ps(v, mx, _CMP_GT_OQ));
+  }
+  float t[8];
+  _mm256_storeu_ps(t, mx);
+  float m = t[0];
+  for (int k = 1; k < 8; ++k) m = t[k] > m ? t[k] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  if (m == -INFINITY) return fk_argmax_scalar(x, n);
+  const __m256 mv = _mm256_set1_ps(m);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), mv, _CMP_EQ_OQ));
+    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
+  }
+  for (; i < n; ++i)
+    if (x[i] == m) return i;
+  return 0;
+}
+#endif
+
+FK_API size_t fk_argmax(const float* x, size_t n) {
+  if (n == 0) return 0;
+  switch (fk_isa_active()) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: return fk_argmax_avx512(x, n);
+    case FK_ISA_AVX2: return fk_argmax_avx2(x, n);
+#endif
+    default: return fk_argmax_scalar(x, n);
+  }
+}
+
+/* ---- RNG ---------------------------------------------------------------------------------------- */
+typedef struct {
+  uint64_t s[2];
+} fk_rng;
+
+FK_API uint64_t fk__splitmix64(uint64_t* x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+FK_API void fk_rng_seed(fk_rng* r, uint64_t seed) {
+  r->s[0] = fk__splitmix64(&seed);
+  r->s[1] = fk__splitmix64(&seed);
+  if (!r->s[0] && !r->s[1]) r->s[1] = 1; /* the all-zero state is a fixed point */
+}
+FK_API uint64_t fk__rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+/* xoroshiro128++ */
+FK_API uint64_t fk_rng_next(fk_rng* r) {
+  const uint64_t s0 = r->s[0];
+  uint64_t s1 = r->s[1];
+  const uint64_t out = fk__rotl64(s0 + s1, 17) + s0;
+  s1 ^= s0;
+  r->s[0] = fk__rotl64(s0, 49) ^ s1 ^ (s1 << 21);
+  r->s[1] = fk__rotl64(s1, 28);
+  return out;
+}
+/* uniform in [0, 1) with 53 random bits */
+FK_API double fk_rng_uniform(fk_rng* r) { return (double)(fk_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* ---- sampling ----------------------------------------------------------------------------------- */
+FK_API uint32_t fk__fbits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+FK_API float fk__bitsf(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Largest t (over non-negative floats) with count(p >= t) >= k. p >= 0; bit patterns of non-negative
+ * floats are ordered like the floats, so bisection on them is exact. */
+FK_API float fk__kth_largest(const float* p, size_t n, size_t k) {
+  uint32_t lo = 0, hi = 0x7f800000u; /* count(p >= +0) = n >= k; count(p >= inf) = 0 < k */
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    const float t = fk__bitsf(mid);
+    uint32_t cnt[16] = {0}; /* interleaved counters: vectorizes */
+    const size_t body = n & ~(size_t)15, tail = n & 15;
+    size_t c = 0;
+    for (size_t i = 0; i < body; i += 16)
+      for (int j = 0; j < 16; ++j) cnt[j] += p[i + j] >= t;
+    for (size_t j = 0; j < tail; ++j) cnt[j] += p[body + j] >= t;
+    for (int j = 0; j < 16; ++j) c += cnt[j];
+    if (c >= k) lo = mid;
+    else hi = mid;
+  }
+  return fk__bitsf(lo);
+}
+
+/* sum of p_i >= t. 16 interleaved f32 partial sums reduced in a fixed tree: the same bits on every
+ * ISA and compiler (plain C that vectorizes without reassociation), ~10x faster than one double chain. */
+FK_API float fk__mass_above(const float* p, size_t n, float t) {
+  float acc[16] = {0};
+  const size_t body = n & ~(size_t)15, tail = n & 15;
+  for (size_t i = 0; i < body; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += p[i + j] >= t ? p[i + j] : 0.0f;
+  for (size_t j = 0; j < tail; ++j) acc[j] += p[body + j] >= t ? p[body + j] : 0.0f;
+  for (int w = 8; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+/* Largest t >= floor with mass_above(t) >= target. */
+FK_API float fk__mass_cut(const float* p, size_t n, float floor_, float target) {
+  uint32_t lo = fk__fbits(floor_), hi = 0x7f800000u;
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (fk__mass_above(p, n, fk__bitsf(mid)) >= target) lo = mid;
+    else hi = mid;
+  }
+  return fk__bitsf(lo);
+}
+
+/* How to draw a token; fill it with designated initializers:
+ *   fk_sampler s = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
+ * temp <= 0 or top_k == 1: greedy (argmax). top_k == 0 or >= n: off. top_p >= 1: off. min_p <= 0: off. */
+typedef struct {
+  float temp;
+  size_t top_k;
+  float top_p;
+  float min_p;
+} fk_sampler;
+
+/* scratch: n floats owned by the caller (holds the unnormalized probabilities). */
+FK_API size_t fk_sample_with(const float* logits, size_t n, const fk_sampler* how, fk_rng* rng, float* scratch) {
+  const float temp = how->temp, top_p = how->top_p, min_p = how->min_p;
+  const size_t top_k = how->top_k;
+  if (n == 0) return 0;
+  if (temp <= 0.0f || top_k == 1) return fk_argmax(logits, n);
+  const size_t best = fk_argmax(logits, n);
+  const float mx = logits[best];
+  const float inv_t = 1.0f / temp;
+  for (size_t i = 0; i < n; ++i) scratch[i] = expf((logits[i] - mx) * inv_t); /* in [0, 1], max is exactly 1 */
+  float cut = 0.0f;
+  if (top_k > 0 && top_k < n) cut = fk__kth_largest(scratch, n, top_k);
+  if (top_p < 1.0f) {
+    const float kept = fk__mass_above(scratch, n, cut);
+    const float c2 = fk__mass_cut(scratch, n, cut, (top_p > 0.0f ? top_p : 0.0f) * kept);
+    cut = c2 > cut ? c2 : cut;
+  }
+  if (min_p > 0.0f) cut = min_p > cut ? (min_p < 1.0f ? min_p : 1.0f) : cut; /* scratch's largest is exactly 1 */
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += scratch[i] >= cut ? (double)scratch[i] : 0.0;
+  const double u = fk_rng_uniform(rng) * total;
+  double acc = 0.0;
+  size_t last = best;
+  for (size_t i = 0; i < n; ++i) {
+    if (scratch[i] < cut || scratch[i] == 0.0f) continue;
+    acc += (double)scratch[i];
+    last = i;
+    if (u < acc) return i;
+  }
+  return last; /* u rounded up to total */
+}
+
+/* Temperature, top-k and top-p by position: fk_sample_with without min-p. */
+FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k, float top_p, fk_rng* rng, float* scratch) {
+  const fk_sampler how = {.temp = temp, .top_k = top_k, .top_p = top_p, .min_p = 0.0f};
+  return fk_sample_with(logits, n, &how, rng, scratch);
+}
+
+/* The repetition penalty of CTRL (Keskar et al. 2019) as Hugging Face and llama.cpp apply it: each
+ * distinct token among the `count` recent ones has its logit divided by `penalty` when positive and
+ * multiplied by it otherwise (penalty > 1 makes a repeat less likely). Ids outside [0, n) are skipped. */
+FK_API void fk_repeat_penalty(float* logits, size_t n, const int32_t* recent, size_t count, float penalty) {
+  if (penalty == 1.0f) return;
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t id = recent[i];
+    if (id < 0 || (size_t)id >= n) continue;
+    int seen = 0; /* once per distinct token; windows are short (llama.cpp's default is 64) */
+    for (size_t j = 0; j < i && !seen; ++j) seen = recent[j] == id;
+    if (seen) continue;
+    logits[id] = logits[id] > 0.0f ? logits[id] / penalty : logits[id] * penalty;
+  }
+}
+
+#endif /* FK_SAMPLE_H */
+// ---- end fk_sample.h -----------------------------------------------------------------------------------
+
+
+namespace fused::ops {
+
+namespace host_detail {
+inline std::int32_t* out_i32(const host_args& a) { return reinterpret_cast<std::int32_t*>(a.out.data); }
+inline const std::int32_t* in_i32(const host_args& a, int k) { return reinterpret_cast<const std::int32_t*>(a.in[k].data); }
+constexpr bool is_one_i32(const tensor_info& t) { return t.type == dtype::i32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
+inline constexpr attr_field not_in_attributes[] = {{"values", attr_slot::ints}};
+inline constexpr attr_field increment_attributes[] = {{"by", attr_slot::i0}};
+inline constexpr attr_field full_int_attributes[] = {{"value", attr_slot::f}, {"shape", attr_slot::ints}};
+}  // namespace host_detail
+
+inline constexpr op_def argmax = host_detail::host_op({
+    .name = "argmax",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      const auto& x = *in[0];
+      if (x.type != dtype::f32 || x.shp.rank < 1 || x.shp.back().symbol != 0)
+        return mismatch(0, "must be f32 with a constant last dim, got " + describe(x));
+      shape r = x.shp;
+      --r.rank;
+      return result(dtype::i32, r);
+    },
+    .host = [](const host_args& a) {
+      const std::int64_t n = host_detail::last_dim(a.in[0]);
+      const float* x = host_detail::in_f32(a, 0);
+      std::int32_t* out = host_detail::out_i32(a);
+      for (std::int64_t row = 0, rows = a.out.elements(); row < rows; ++row)
+        out[row] = static_cast<std::int32_t>(fk_argmax(x + row * n, static_cast<std::size_t>(n)));
+    }});
+
+inline constexpr op_def not_in = host_detail::host_op({
+    .name = "not_in",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      if (in[0]->type != dtype::i32) return mismatch(0, "must be i32, got " + describe(*in[0]));
+      return result(dtype::boolean, in[0]->shp);
+    },
+    .host = [](const host_args& a) {
+      const std::int32_t* x = host_detail::in_i32(a, 0);
+      auto* out = reinterpret_cast<std::uint8_t*>(a.out.data);
+      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) {
+        bool found = false;
+        for (int k = 0; k < 4 && a.at->i[k] != no_value; ++k) found = found || a.at->i[k] == x[i];
+        out[i] = found ? 0 : 1;
+      }
+    },
+    .attributes = host_detail::not_in_attributes});
+
+namespace host_detail {
+constexpr op_def in_place_over_first(op_def d) {
+  d.in_place_input = 0;
+  return d;
+}
+}  // namespace host_detail
+
+inline constexpr op_def store_at = host_detail::in_place_over_first(host_detail::host_op({
+    .name = "store_at",
+    .category = "memory",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      if (in[0]->type != dtype::i32 || in[0]->shp.rank != 1) return mismatch(0, "must be i32 [N], got " + describe(*in[0]));
+      if (!host_detail::is_one_i32(*in[1])) return mismatch(1, "the value must be i32 [1], got " + describe(*in[1]));
+      if (!host_detail::is_one_i32(*in[2])) return mismatch(2, "the index must be i32 [1], got " + describe(*in[2]));
+      return result(dtype::i32, in[0]->shp);
+    },
+    .host = [](const host_args& a) {
+      const std::int64_t n = a.out.elements(), at = *host_detail::in_i32(a, 2);
+      if (at < 0 || at >= n) throw std::out_of_range("index " + std::to_string(at) + " is outside [0, " + std::to_string(n) + ")");
+      if (a.out.data != a.in[0].data) std::copy_n(host_detail::in_i32(a, 0), n, host_detail::out_i32(a));
+      host_detail::out_i32(a)[at] = *host_detail::in_i32(a, 1);
+    }}));
+
+inline constexpr op_def increment = host_detail::host_op({
+    .name = "increment",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs& at) -> inferred {
+      if (in[0]->type != dtype::i32) return mismatch(0, "must be i32, got " + describe(*in[0]));
+      if (at.i[0] < -(std::int64_t{1} << 30) || at.i[0] > (std::int64_t{1} << 30)) return mismatch(-1, "by must be within +-2^30");
+      return result(dtype::i32, in[0]->shp);
+    },
+    .host = [](const host_args& a) {
+      const std::int32_t* x = host_detail::in_i32(a, 0);
+      std::int32_t* out = host_detail::out_i32(a);
+      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) {
+        const std::int64_t v = std::int64_t{x[i]} + a.at->i[0];
+        if (v < INT32_MIN || v > INT32_MAX) throw std::out_of_range(std::to_string(x[i]) + " + " + std::to_string(a.at->i[0]) + " overflows i32");
+        out[i] = static_cast<std::int32_t>(v);
+      }
+    },
+    .attributes = host_detail::increment_attributes});
+
+inline constexpr op_def next_position = host_detail::host_op({
+    .name = "next_position",
+    .category = "memory",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      if (in[0]->shp.rank < 1) return mismatch(0, "must have rows (rank 1 or more), got " + describe(*in[0]));
+      return result(dtype::i32, shape(1));
+    },
+    .host = [](const host_args& a) { *host_detail::out_i32(a) = static_cast<std::int32_t>(a.pos0 + a.in[0].dims[0]); }});
+
+inline constexpr op_def full_int = host_detail::host_op({
+    .name = "full_int",
+    .category = "memory",
+    .min_inputs = 0,
+    .max_inputs = 0,
+    .infer = [](const tensor_info* const*, int, const attrs& at) -> inferred {
+      if (!(at.f >= INT32_MIN && at.f <= INT32_MAX) || at.f != static_cast<double>(static_cast<std::int64_t>(at.f)))
+        return mismatch(-1, "value must be an integer within i32's range");
+      inferred r = host_detail::constant_shape(at);
+      r.type = dtype::i32;
+      return r;
+    },
+    .host = [](const host_args& a) { std::fill_n(host_detail::out_i32(a), a.out.elements(), static_cast<std::int32_t>(a.at->f)); },
+    .attributes = host_detail::full_int_attributes});
+
+}  // namespace fused::ops
+// ---- end fused/ops/sequence_ops.hpp --------------------------------------------------------------------
 // ---- begin fused/ops/registry.hpp ----------------------------------------------------------------------
 // Ops by name, for programs built at run time from a graph file (fused/ir/): the built-in ops are
 // registered here, and a program may register its own (an op_def: shape rule, attributes, kernel
@@ -2536,7 +3368,8 @@ class registry {
                              &ops::attention, &ops::add, &ops::swiglu, &ops::take_last, &ops::neg, &ops::exp, &ops::relu,
                              &ops::sigmoid, &ops::silu, &ops::gelu, &ops::sub, &ops::mul, &ops::div, &ops::gt, &ops::lt, &ops::ge,
                              &ops::le, &ops::eq, &ops::ne, &ops::where, &ops::matmul, &ops::softmax, &ops::layer_norm, &ops::sum,
-                             &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange, &control::copy})
+                             &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange, &ops::argmax, &ops::not_in, &ops::store_at,
+                             &ops::increment, &ops::next_position, &ops::full_int, &control::copy})
       ops_.push_back(op);
   }
   static std::size_t distance(std::string_view a, std::string_view b) {
@@ -5974,7 +6807,7 @@ enum class arg : std::uint8_t {
   work,                    // the step's workspace, or NULL
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
   elements,                // rows * cols
-  pos0,                    // the position of row 0
+  pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
   eps, theta, factor, low_freq_factor, high_freq_factor,              // call::reals
 };
@@ -6076,6 +6909,7 @@ struct call {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
+  std::int8_t position = -1;                // the input holding row 0's position (op_def::positional), or -1: the call's
   std::int64_t copy_row_bytes = 0;          // in-place kernels: bytes a row of the copied input holds
   bool copy_follows_rows = false;           // ... times the rows (else the bytes are the whole tensor)
 
@@ -6162,6 +6996,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     c.n_in = s.n_inputs;
     for (int i = 0; i < s.n_inputs; ++i) c.in[static_cast<std::size_t>(i)] = at(s.inputs[static_cast<std::size_t>(i)]);
     c.out = at(s.result);
+    if (s.op->positional && s.n_inputs == s.op->max_inputs) c.position = static_cast<std::int8_t>(s.n_inputs - 1);
     const shape& x = s.n_inputs ? shp(s.inputs[0]) : shp(s.result);  // a creation step has no input
     // Rows of the first input: all dims but the last (symbols kept symbolic).
     auto rows_of = [&](const dim& d) -> rows_t { return d.symbol == dynamic && d.symbol ? rows_t{d.n, d.symbol} : rows_t{b(d), 0}; };
@@ -6273,439 +7108,6 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
 #ifndef FK_KERNELS_H
 #define FK_KERNELS_H
 
-// ---- begin fk_cpu.h ------------------------------------------------------------------------------------
-/* fk_cpu.h: which instruction set the kernels use, and how many threads.
- *
- * fk_isa_detect()  the best path this CPU and OS support (cached after the first call).
- * fk_isa_active()  the path the kernels take: detected, or lowered with fk_isa_force() or the
- *                  environment variable FUSED_ISA=scalar|avx2|avx512bf16|amx (read once).
- * A build may pin the path at compile time with `#define FK_PIN_ISA FK_ISA_AVX512BF16` (or any other
- * value) before including the kernels: fk_isa_active() then is a constant and the dispatch folds away.
- * The generated C does this; it is the caller's job to run such a build only on a CPU that has the ISA.
- * In a pinned build fk_isa_force() still answers whether the CPU has a path, but changes nothing.
- *
- * Threads: fk_set_threads(n) (n <= 0: back to the default). Default: env FUSED_THREADS, else OpenMP's
- * omp_get_max_threads(), else 1 when built without OpenMP. Results are bitwise identical for any count. */
-#ifndef FK_CPU_H
-#define FK_CPU_H
-
-#include <stdlib.h>
-#include <string.h>
-
-// ---- begin fk_common.h ---------------------------------------------------------------------------------
-/* fk_common.h: shared plumbing for the fused kernels (C11 and C++20 compatible).
- *
- * Every kernel is one function with a run-time ISA ladder (AMX -> AVX-512 BF16 -> AVX2+FMA -> scalar),
- * ggml style. The library is built WITHOUT -march=native, so each SIMD body lives in its own function
- * carrying a target attribute; the dispatcher calls it only after fk_isa_active() says the CPU has it.
- *
- * Linkage: `static inline` in C (the generated C is one translation unit); plain `inline` in C++ so that
- * the ISA/thread state (function-local statics in fk_cpu.h) is ONE object shared by every translation unit
- * of a program, and fk_set_threads() in one file governs the kernels called from another. */
-#ifndef FK_COMMON_H
-#define FK_COMMON_H
-
-#include <assert.h>
-#include <math.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-#ifdef __cplusplus
-#define FK_API inline
-#else
-#define FK_API static inline
-#endif
-
-#if defined(__x86_64__) || defined(_M_X64)
-#define FK_X86 1
-/* gcc 12's AVX-512 intrinsics build their "undefined" pass-through operands as `__m512 __Y = __Y;`,
- * which -Wmaybe-uninitialized reports at every inlined use (GCC PR 105593); silence it for them only. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#else
-#define FK_X86 0
-#endif
-
-/* Per-function ISA targets (gcc and clang). AVX-512 BF16 implies the F/BW/VL/DQ subset every
- * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
-#if FK_X86
-#define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
-#ifndef FK_AVX512_EMULATE
-#define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
-#define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
-#else
-/* TEST-ONLY (tests/kernels): the AVX-512 paths built for an AVX2 CPU, every AVX-512 intrinsic they use
- * replaced by a software model of the instruction, so that their blocking, masks, tails and data flow
- * are tested on CPUs without AVX-512. Never define it in a real build. */
-#define FK_TARGET_AVX512 FK_TARGET_AVX2
-#define FK_TARGET_AMX    FK_TARGET_AVX2
-#include <fk_avx512_emulate.h>
-#endif
-#endif
-
-/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
- * output element is produced by exactly one iteration whose arithmetic does not depend on which
- * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
-#ifdef _OPENMP
-#include <omp.h>
-#define FK_PRAGMA_(x) _Pragma(#x)
-#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
-#else
-#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
-#endif
-
-/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses
- * 64 and 128). Checked with assert() in debug builds. */
-#define FK_MAX_HEAD_DIM 128
-
-/* clang 16.0.6 segfaults at -O1 and above when it folds a 32-bit broadcast load into vdpbf16ps as an
- * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
- * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
- * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
-#if defined(__clang__) && !defined(FK_AVX512_EMULATE)
-#define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
-#else
-#define FK_CLANG_IN_REG(v) ((void)0)
-#endif
-
-#if defined(__GNUC__)
-#define FK_ALWAYS_INLINE __attribute__((always_inline))
-#else
-#define FK_ALWAYS_INLINE
-#endif
-
-/* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
-FK_API float fk_bf16_to_f32_1(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Round to nearest, ties to even. NaN stays NaN (quiet bit forced, so a NaN whose payload lives only
- * in the low 16 bits does not turn into infinity). Denormals are rounded like any other value. */
-FK_API uint16_t fk_f32_to_bf16_1(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-/* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
-#if FK_X86
-/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
- * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
- * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
-FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
-  x = _mm512_min_ps(x, _mm512_set1_ps(200.0f));
-  x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-/* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for
- * n in [-126, 127], so x is clamped to [-87.3, 88.7] and results above 88.72 become +inf as in expf;
- * exp(-87.3) ~ 1e-38 instead of a denormal or 0 is harmless for every use here (softmax weights and
- * silu, where it is added to terms >= 1). */
-FK_TARGET_AVX2 FK_API __m256 fk__exp256(__m256 x) {
-  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
-  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(INFINITY), over);
-}
-
-FK_TARGET_AVX2 FK_API float fk__hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-FK_TARGET_AVX512 FK_API float fk__hsum512(__m512 v) {
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-/* 16 / 8 bf16 -> f32: zero-extend to 32 bits and shift into the high half (exact). */
-FK_TARGET_AVX512 FK_API __m512 fk__load_bf16x16(const uint16_t* p) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)p)), 16));
-}
-FK_TARGET_AVX512 FK_API __m512 fk__maskload_bf16x16(const uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-FK_TARGET_AVX2 FK_API __m256 fk__load_bf16x8(const uint16_t* p) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)p)), 16));
-}
-/* 16 bf16 held as 8 32-bit words w (element 2i in word i's low half, 2i + 1 in its high half) -> the
- * even elements 0, 2, .., 14 and the odd elements 1, 3, .., 15 as f32 (exact), a shift or a mask each:
- * no shuffles, for code that can take the elements in that order. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_even(__m256i w) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_odd(__m256i w) {
-  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
-}
-
-/* f32 -> bf16 with the same integer rounding as fk_f32_to_bf16_1 (bitwise equal to scalar, denormals
- * kept; vcvtneps2bf16 would flush them). */
-FK_TARGET_AVX512 FK_API __m256i fk__to_bf16x16(__m512 f) {
-  __m512i u = _mm512_castps_si512(f);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_mov_epi32(r, nan, q);
-  return _mm512_cvtepi32_epi16(r);
-}
-FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
-  __m256i u = _mm256_castps_si256(f);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-  __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-  /* signed compare is right here: both sides are < 2^31 after masking the sign */
-  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-  r = _mm256_blendv_epi8(r, q, nan);
-  /* pack 8 x u32 (all < 2^16) into 8 x u16 */
-  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
-  return _mm_packus_epi32(lo, hi);
-}
-/* 8 x 8 transpose of f32 (r[i] = row i in, r[j] = column j out). */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int g = 0; g < 8; g += 4) {
-    u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
-    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
-    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
-  }
-  for (int q = 0; q < 4; ++q) {
-    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
-    r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
-  }
-}
-
-/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-  }
-  for (int q = 0; q < 4; ++q) {
-    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
-    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
-    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
-    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
-    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
-    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
-  }
-}
-
-#endif /* FK_X86 */
-
-#endif /* FK_COMMON_H */
-// ---- end fk_common.h -----------------------------------------------------------------------------------
-
-#if FK_X86 && defined(__GNUC__)
-#include <cpuid.h>
-#endif
-
-typedef enum { FK_ISA_SCALAR = 0, FK_ISA_AVX2 = 1, FK_ISA_AVX512BF16 = 2, FK_ISA_AMX = 3 } fk_isa;
-
-FK_API const char* fk_isa_name(fk_isa isa) {
-  switch (isa) {
-    case FK_ISA_SCALAR: return "scalar";
-    case FK_ISA_AVX2: return "avx2";
-    case FK_ISA_AVX512BF16: return "avx512bf16";
-    case FK_ISA_AMX: return "amx";
-  }
-  return "unknown";
-}
-
-#if FK_X86 && defined(__GNUC__)
-FK_API uint64_t fk__xgetbv0(void) {
-  uint32_t lo, hi;
-  __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv, no -mxsave needed */
-  return ((uint64_t)hi << 32) | lo;
-}
-#endif
-
-/* Linux gives a process AMX tile state only on request; without it the first tile instruction
- * faults (SIGILL). Returns 1 when tiles may be used. */
-FK_API int fk__amx_request_permission(void) {
-#if FK_X86 && defined(__linux__) && defined(__GNUC__)
-  /* raw syscall: syscall(2) is not declared under -std=c11 without _GNU_SOURCE, which a header
-   * cannot define after the user's first include. 158 = SYS_arch_prctl on x86-64. */
-  long ret;
-  __asm__ volatile("syscall" : "=a"(ret) : "a"(158L), "D"(0x1023L /* ARCH_REQ_XCOMP_PERM */), "S"(18L /* XFEATURE_XTILEDATA */)
-                   : "rcx", "r11", "memory");
-  return ret == 0;
-#else
-  return 0;
-#endif
-}
-
-FK_API fk_isa fk__isa_probe(void) {
-#if FK_X86 && defined(__GNUC__)
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return FK_ISA_SCALAR;
-  const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
-  if (!osxsave || !avx || !fma || !f16c) return FK_ISA_SCALAR;
-  const uint64_t xcr0 = fk__xgetbv0();
-  if ((xcr0 & 0x6) != 0x6) return FK_ISA_SCALAR; /* OS saves XMM+YMM */
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return FK_ISA_SCALAR;
-  const unsigned ebx7 = b, edx7 = d;
-  if (!((ebx7 >> 5) & 1)) return FK_ISA_SCALAR; /* AVX2 */
-  fk_isa best = FK_ISA_AVX2;
-  const int avx512 = ((ebx7 >> 16) & 1) && ((ebx7 >> 17) & 1) && ((ebx7 >> 30) & 1) && ((ebx7 >> 31) & 1); /* F DQ BW VL */
-  unsigned a71 = 0, b71, c71, d71;
-  __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71);
-  const int bf16 = (a71 >> 5) & 1;
-  if (avx512 && bf16 && (xcr0 & 0xe0) == 0xe0) best = FK_ISA_AVX512BF16; /* OS saves opmask+ZMM */
-  const int amx = ((edx7 >> 22) & 1) && ((edx7 >> 24) & 1); /* AMX-BF16, AMX-TILE */
-  if (best == FK_ISA_AVX512BF16 && amx && (xcr0 & 0x60000) == 0x60000 && fk__amx_request_permission()) best = FK_ISA_AMX;
-#ifdef FK_AVX512_EMULATE
-  if (best == FK_ISA_AVX2) best = FK_ISA_AVX512BF16; /* test-only: AVX-512 emulated (fk_common.h) */
-#endif
-#ifdef FK_AMX_EMULATE
-  if (best == FK_ISA_AVX512BF16) best = FK_ISA_AMX; /* test-only: tiles are emulated (fk_linear.h) */
-#endif
-  return best;
-#else
-  return FK_ISA_SCALAR;
-#endif
-}
-
-/* State lives in function-local statics (one object per program in C++, per translation unit in C),
- * read and written with relaxed atomics: the values are idempotent, so a race only repeats work. */
-FK_API int* fk__isa_state(void) {
-  static int s[2] = {-1, -1}; /* [0] detected, [1] active */
-  return s;
-}
-
-FK_API fk_isa fk_isa_detect(void) {
-  int* s = fk__isa_state();
-  int v = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
-  if (v < 0) {
-    v = (int)fk__isa_probe();
-    __atomic_store_n(&s[0], v, __ATOMIC_RELAXED);
-  }
-  return (fk_isa)v;
-}
-
-FK_API fk_isa fk__isa_from_name(const char* n, fk_isa fallback) {
-  if (!n) return fallback;
-  if (!strcmp(n, "scalar")) return FK_ISA_SCALAR;
-  if (!strcmp(n, "avx2")) return FK_ISA_AVX2;
-  if (!strcmp(n, "avx512bf16") || !strcmp(n, "avx512")) return FK_ISA_AVX512BF16;
-  if (!strcmp(n, "amx")) return FK_ISA_AMX;
-  return fallback;
-}
-
-/* Returns 1 and switches every kernel to `isa`, or returns 0 (nothing changes) when the CPU lacks it. */
-FK_API int fk_isa_force(fk_isa isa) {
-  if ((int)isa < 0 || isa > fk_isa_detect()) return 0;
-  __atomic_store_n(&fk__isa_state()[1], (int)isa, __ATOMIC_RELAXED);
-  return 1;
-}
-
-FK_API fk_isa fk_isa_active(void) {
-#ifdef FK_PIN_ISA
-  return (fk_isa)(FK_PIN_ISA);
-#else
-  int v = __atomic_load_n(&fk__isa_state()[1], __ATOMIC_RELAXED);
-  if (v < 0) {
-    const fk_isa det = fk_isa_detect();
-    fk_isa want = fk__isa_from_name(getenv("FUSED_ISA"), det);
-    if (want > det) want = det; /* asking for more than the CPU has: use what it has */
-    v = (int)want;
-    __atomic_store_n(&fk__isa_state()[1], v, __ATOMIC_RELAXED);
-  }
-  return (fk_isa)v;
-#endif
-}
-
-FK_API int* fk__threads_state(void) {
-  static int n[2] = {0, 0}; /* [0] set by fk_set_threads (0: not set), [1] the default once computed */
-  return n;
-}
-
-FK_API void fk_set_threads(int n) { __atomic_store_n(&fk__threads_state()[0], n > 0 ? n : 0, __ATOMIC_RELAXED); }
-
-/* Called by every kernel: the environment is read once, not per call. */
-FK_API int fk_get_threads(void) {
-  int* s = fk__threads_state();
-  const int n = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
-  if (n > 0) return n;
-  int d = __atomic_load_n(&s[1], __ATOMIC_RELAXED);
-  if (d <= 0) {
-    const char* e = getenv("FUSED_THREADS");
-#ifdef _OPENMP
-    d = e && atoi(e) > 0 ? atoi(e) : omp_get_max_threads();
-#else
-    d = e && atoi(e) > 0 ? atoi(e) : 1;
-#endif
-    __atomic_store_n(&s[1], d, __ATOMIC_RELAXED);
-  }
-  return d;
-}
-
-/* Threads worth using for `units` independent work items of `cost` flops/bytes each: small problems run
- * on the calling thread (a fork/join costs a few microseconds). Never changes results. */
-FK_API int fk__threads_for(size_t units, double cost) {
-  int nt = fk_get_threads();
-  if (units < 2 || (double)units * cost < 32768.0) return 1;
-  if ((size_t)nt > units) nt = (int)units;
-  return nt;
-}
-
-#endif /* FK_CPU_H */
-// ---- end fk_cpu.h --------------------------------------------------------------------------------------
 // ---- begin fk_convert.h --------------------------------------------------------------------------------
 /* fk_convert.h: bf16 <-> f32 and the embedding gather.
  * All paths are bitwise identical to the scalar reference (the conversions are exact integer ops). */
@@ -8519,238 +8921,6 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
 
 #endif /* FK_ATTENTION_H */
 // ---- end fk_attention.h --------------------------------------------------------------------------------
-// ---- begin fk_sample.h ---------------------------------------------------------------------------------
-/* fk_sample.h: argmax, seeded sampling (temperature, top-k, top-p, min-p) and the repetition penalty.
- *
- * Sampling follows Hugging Face's warper order: logits / temp, then top-k (keep every token whose logit
- * is >= the k-th largest: ties at the boundary are kept), then top-p over the renormalized survivors
- * (keep the most probable tokens whose cumulative probability first reaches top_p; ties at the boundary
- * kept), then min-p (keep tokens whose probability is >= min_p times the largest; the largest survives
- * every earlier cut, so this is one more threshold on the same scale), then one uniform draw walked over
- * the kept tokens in index order.
- * Both cut-offs are found by bisection over the bit patterns of non-negative floats (31 passes over n),
- * which needs no sort and no memory beyond the caller's n-float scratch; the passes are plain C with 16
- * interleaved accumulators, which compilers vectorize and which give the same bits on every ISA. The RNG is xoroshiro128++ seeded through splitmix64: the same
- * seed gives the same token sequence on every machine and thread count. */
-#ifndef FK_SAMPLE_H
-#define FK_SAMPLE_H
-
-
-/* ---- argmax: first index of the maximum (NaN never wins) ---------------------------------------- */
-FK_API size_t fk_argmax_scalar(const float* x, size_t n) {
-  size_t best = 0;
-  for (size_t i = 1; i < n; ++i)
-    if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
-  return best;
-}
-#if FK_X86
-/* Two passes: the max value (vector max ignores NaN via the ordered compare), then its first index. */
-FK_TARGET_AVX512 FK_API size_t fk_argmax_avx512(const float* x, size_t n) {
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    mx = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(v, mx, _CMP_GT_OQ), v);
-  }
-  float m = _mm512_reduce_max_ps(mx);
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  if (m == -INFINITY) return fk_argmax_scalar(x, n); /* all -inf or NaN: defer to the reference rule */
-  const __m512 mv = _mm512_set1_ps(m);
-  for (i = 0; i + 16 <= n; i += 16) {
-    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), mv, _CMP_EQ_OQ);
-    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
-  }
-  for (; i < n; ++i)
-    if (x[i] == m) return i;
-  return 0;
-}
-FK_TARGET_AVX2 FK_API size_t fk_argmax_avx2(const float* x, size_t n) {
-  __m256 mx = _mm256_set1_ps(-INFINITY);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    mx = _mm256_blendv_ps(mx, v, _mm256_cmp_ps(v, mx, _CMP_GT_OQ));
-  }
-  float t[8];
-  _mm256_storeu_ps(t, mx);
-  float m = t[0];
-  for (int k = 1; k < 8; ++k) m = t[k] > m ? t[k] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  if (m == -INFINITY) return fk_argmax_scalar(x, n);
-  const __m256 mv = _mm256_set1_ps(m);
-  for (i = 0; i + 8 <= n; i += 8) {
-    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), mv, _CMP_EQ_OQ));
-    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
-  }
-  for (; i < n; ++i)
-    if (x[i] == m) return i;
-  return 0;
-}
-#endif
-
-FK_API size_t fk_argmax(const float* x, size_t n) {
-  if (n == 0) return 0;
-  switch (fk_isa_active()) {
-#if FK_X86
-    case FK_ISA_AMX:
-    case FK_ISA_AVX512BF16: return fk_argmax_avx512(x, n);
-    case FK_ISA_AVX2: return fk_argmax_avx2(x, n);
-#endif
-    default: return fk_argmax_scalar(x, n);
-  }
-}
-
-/* ---- RNG ---------------------------------------------------------------------------------------- */
-typedef struct {
-  uint64_t s[2];
-} fk_rng;
-
-FK_API uint64_t fk__splitmix64(uint64_t* x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-FK_API void fk_rng_seed(fk_rng* r, uint64_t seed) {
-  r->s[0] = fk__splitmix64(&seed);
-  r->s[1] = fk__splitmix64(&seed);
-  if (!r->s[0] && !r->s[1]) r->s[1] = 1; /* the all-zero state is a fixed point */
-}
-FK_API uint64_t fk__rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-/* xoroshiro128++ */
-FK_API uint64_t fk_rng_next(fk_rng* r) {
-  const uint64_t s0 = r->s[0];
-  uint64_t s1 = r->s[1];
-  const uint64_t out = fk__rotl64(s0 + s1, 17) + s0;
-  s1 ^= s0;
-  r->s[0] = fk__rotl64(s0, 49) ^ s1 ^ (s1 << 21);
-  r->s[1] = fk__rotl64(s1, 28);
-  return out;
-}
-/* uniform in [0, 1) with 53 random bits */
-FK_API double fk_rng_uniform(fk_rng* r) { return (double)(fk_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-
-/* ---- sampling ----------------------------------------------------------------------------------- */
-FK_API uint32_t fk__fbits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-FK_API float fk__bitsf(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Largest t (over non-negative floats) with count(p >= t) >= k. p >= 0; bit patterns of non-negative
- * floats are ordered like the floats, so bisection on them is exact. */
-FK_API float fk__kth_largest(const float* p, size_t n, size_t k) {
-  uint32_t lo = 0, hi = 0x7f800000u; /* count(p >= +0) = n >= k; count(p >= inf) = 0 < k */
-  while (hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    const float t = fk__bitsf(mid);
-    uint32_t cnt[16] = {0}; /* interleaved counters: vectorizes */
-    const size_t body = n & ~(size_t)15, tail = n & 15;
-    size_t c = 0;
-    for (size_t i = 0; i < body; i += 16)
-      for (int j = 0; j < 16; ++j) cnt[j] += p[i + j] >= t;
-    for (size_t j = 0; j < tail; ++j) cnt[j] += p[body + j] >= t;
-    for (int j = 0; j < 16; ++j) c += cnt[j];
-    if (c >= k) lo = mid;
-    else hi = mid;
-  }
-  return fk__bitsf(lo);
-}
-
-/* sum of p_i >= t. 16 interleaved f32 partial sums reduced in a fixed tree: the same bits on every
- * ISA and compiler (plain C that vectorizes without reassociation), ~10x faster than one double chain. */
-FK_API float fk__mass_above(const float* p, size_t n, float t) {
-  float acc[16] = {0};
-  const size_t body = n & ~(size_t)15, tail = n & 15;
-  for (size_t i = 0; i < body; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += p[i + j] >= t ? p[i + j] : 0.0f;
-  for (size_t j = 0; j < tail; ++j) acc[j] += p[body + j] >= t ? p[body + j] : 0.0f;
-  for (int w = 8; w > 0; w /= 2)
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  return acc[0];
-}
-
-/* Largest t >= floor with mass_above(t) >= target. */
-FK_API float fk__mass_cut(const float* p, size_t n, float floor_, float target) {
-  uint32_t lo = fk__fbits(floor_), hi = 0x7f800000u;
-  while (hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (fk__mass_above(p, n, fk__bitsf(mid)) >= target) lo = mid;
-    else hi = mid;
-  }
-  return fk__bitsf(lo);
-}
-
-/* How to draw a token; fill it with designated initializers:
- *   fk_sampler s = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
- * temp <= 0 or top_k == 1: greedy (argmax). top_k == 0 or >= n: off. top_p >= 1: off. min_p <= 0: off. */
-typedef struct {
-  float temp;
-  size_t top_k;
-  float top_p;
-  float min_p;
-} fk_sampler;
-
-/* scratch: n floats owned by the caller (holds the unnormalized probabilities). */
-FK_API size_t fk_sample_with(const float* logits, size_t n, const fk_sampler* how, fk_rng* rng, float* scratch) {
-  const float temp = how->temp, top_p = how->top_p, min_p = how->min_p;
-  const size_t top_k = how->top_k;
-  if (n == 0) return 0;
-  if (temp <= 0.0f || top_k == 1) return fk_argmax(logits, n);
-  const size_t best = fk_argmax(logits, n);
-  const float mx = logits[best];
-  const float inv_t = 1.0f / temp;
-  for (size_t i = 0; i < n; ++i) scratch[i] = expf((logits[i] - mx) * inv_t); /* in [0, 1], max is exactly 1 */
-  float cut = 0.0f;
-  if (top_k > 0 && top_k < n) cut = fk__kth_largest(scratch, n, top_k);
-  if (top_p < 1.0f) {
-    const float kept = fk__mass_above(scratch, n, cut);
-    const float c2 = fk__mass_cut(scratch, n, cut, (top_p > 0.0f ? top_p : 0.0f) * kept);
-    cut = c2 > cut ? c2 : cut;
-  }
-  if (min_p > 0.0f) cut = min_p > cut ? (min_p < 1.0f ? min_p : 1.0f) : cut; /* scratch's largest is exactly 1 */
-  double total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += scratch[i] >= cut ? (double)scratch[i] : 0.0;
-  const double u = fk_rng_uniform(rng) * total;
-  double acc = 0.0;
-  size_t last = best;
-  for (size_t i = 0; i < n; ++i) {
-    if (scratch[i] < cut || scratch[i] == 0.0f) continue;
-    acc += (double)scratch[i];
-    last = i;
-    if (u < acc) return i;
-  }
-  return last; /* u rounded up to total */
-}
-
-/* Temperature, top-k and top-p by position: fk_sample_with without min-p. */
-FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k, float top_p, fk_rng* rng, float* scratch) {
-  const fk_sampler how = {.temp = temp, .top_k = top_k, .top_p = top_p, .min_p = 0.0f};
-  return fk_sample_with(logits, n, &how, rng, scratch);
-}
-
-/* The repetition penalty of CTRL (Keskar et al. 2019) as Hugging Face and llama.cpp apply it: each
- * distinct token among the `count` recent ones has its logit divided by `penalty` when positive and
- * multiplied by it otherwise (penalty > 1 makes a repeat less likely). Ids outside [0, n) are skipped. */
-FK_API void fk_repeat_penalty(float* logits, size_t n, const int32_t* recent, size_t count, float penalty) {
-  if (penalty == 1.0f) return;
-  for (size_t i = 0; i < count; ++i) {
-    const int32_t id = recent[i];
-    if (id < 0 || (size_t)id >= n) continue;
-    int seen = 0; /* once per distinct token; windows are short (llama.cpp's default is 64) */
-    for (size_t j = 0; j < i && !seen; ++j) seen = recent[j] == id;
-    if (seen) continue;
-    logits[id] = logits[id] > 0.0f ? logits[id] / penalty : logits[id] * penalty;
-  }
-}
-
-#endif /* FK_SAMPLE_H */
-// ---- end fk_sample.h -----------------------------------------------------------------------------------
 
 #endif /* FK_KERNELS_H */
 // ---- end fk_kernels.h ----------------------------------------------------------------------------------
@@ -8774,7 +8944,7 @@ struct regions {
 };
 
 // What stays dynamic in a call: the value of each symbol (the tokens of this call) and the
-// position of the first token.
+// position of the first token (unless the call reads it from a tensor: call::position).
 struct call_dims {
   binding b{};
   std::int64_t pos0 = 0;
@@ -8800,6 +8970,11 @@ FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
   }
 }
 
+// Where row 0 of the call sits.
+FUSED_ALWAYS_INLINE std::int64_t position_of(const call& c, const regions& r, const call_dims& d) {
+  return c.position >= 0 ? *data_ptr<const std::int32_t>(c.in[static_cast<std::size_t>(c.position)], r) : d.pos0;
+}
+
 // Argument A of call c as the C function's parameter type P: a pointer into a region (weights
 // through their table), a size, or a real.
 template <class P, arg A>
@@ -8818,7 +8993,7 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
   } else {
     if constexpr (A == arg::rows) return rows;
     else if constexpr (A == arg::elements) return rows * static_cast<std::size_t>(c.sizes.cols);
-    else if constexpr (A == arg::pos0) return static_cast<std::size_t>(d.pos0);
+    else if constexpr (A == arg::pos0) return static_cast<std::size_t>(position_of(c, r, d));
     else {
       static_assert(is_size(A), "fused: a size parameter takes a size argument");
       return static_cast<std::size_t>(size_value(A, c));
@@ -8926,8 +9101,10 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
   auto run_call = [&](const call& c) {
     const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
     const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
-    if (uses_cache && (pos0 < 0 || pos0 + rows > c.sizes.capacity))
-      throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + rows - 1) +
+    const std::int64_t start = detail::position_of(c, r, d);
+    if (start < 0) throw std::out_of_range("step " + std::to_string(c.step) + ": position " + std::to_string(start) + " is negative");
+    if (uses_cache && start + rows > c.sizes.capacity)
+      throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(start) + ".." + std::to_string(start + rows - 1) +
                               " do not fit a KV cache of " + std::to_string(c.sizes.capacity) + " positions");
     if (c.k == kernel::embed) {
       const auto* ids = reinterpret_cast<const std::int32_t*>(bytes_of_operand(c.in[0]));
@@ -8940,7 +9117,11 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
       const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
-      s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
+      try {
+        s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at, .pos0 = pos0});
+      } catch (const std::out_of_range& e) {
+        throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "': " + e.what());
+      }
       return;
     }
     invoke(c, r, d);
@@ -10171,6 +10352,44 @@ void for_each_printed_field(const config& c, F&& f) {
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_config_fields.hpp --------------------------------------------------------
+// ---- begin fused/models/decoder_generate.hpp -----------------------------------------------------------
+// Generation as one program: a family's forward pass placed twice in one program, once over the
+// prompt and once, inside a Loop, over one token a trip, with greedy picking and the stop test as
+// steps. What `fused run --temp 0` does with a host loop, planned statically: one memory map holds
+// the prompt's pass, every trip's pass and the KV cache, and the executor runs no code of its own.
+//
+//   prompt:  logits = forward(input_ids) at positions pos0..; token = argmax(logits)
+//            position = next_position(input_ids); count = 0; generated = [-1] * N
+//   loop of at most N-1 trips, while not_in(token, stop ids):
+//            generated[count] = token; count += 1
+//            logits = forward(token) at `position` (the KV caches carried); token = argmax(logits); position += 1
+//   after:   if not_in(token, stop ids): generated[count] = token; count += 1   (a Conditional)
+//   outputs: generated i32 [N] (unused entries -1) and generated_count i32 [1]
+//
+// The last token is stored after the loop rather than in a trip so that no forward pass runs for a
+// token nobody reads (`fused run` decodes N-1 times for N tokens, and so does this). The forward
+// pass is the family's own graph function, replayed: the loop's copy reads the prompt copy's weights,
+// takes its token from the loop and its position from the `position` carry (op_def::positional),
+// and writes the caches the prompt copy wrote, in place, as loop carries.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+// ---- begin fused/models/family.hpp ---------------------------------------------------------------------
+// A model family as the generic decoder sees it. A family is one header (models/qwen2.hpp,
+// qwen3.hpp, llama.hpp, mistral.hpp) defining a type with:
+//
+//   static constexpr std::string_view model_type = "llama";              config.json "model_type"
+//   static constexpr std::string_view architecture = "LlamaForCausalLM"; its "architectures" entry
+//   template <class Builder>
+//   static constexpr auto graph(const config&, graph_options);           the forward pass
+//   static void read(const config_source&, config&);                     its own config.json fields
+//
+// Everything else (modes, plans, the static and run-time models, codegen, the CLI) takes the family
+// as a type (static models) or as a family_entry (run time, picked by model_type in registry.hpp).
+#include <string_view>
+
 // ---- begin fused/models/decoder_graph.hpp --------------------------------------------------------------
 // The pieces a decoder family's graph is written with. A family header (models/qwen2.hpp,
 // llama.hpp, ...) writes its forward pass with these, in the order Hugging Face computes it and
@@ -10322,6 +10541,181 @@ class layers {
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_graph.hpp ----------------------------------------------------------------
+
+namespace fused::decoder {
+
+// The fields of one config.json, as a family reads those that are its own: the common ones
+// (sizes, heads, norms, RoPE, tie_word_embeddings) are read before `read` is called. An interface,
+// so that family headers, which every static model compiles, need no JSON library. Keys may be
+// dotted ("rope_scaling.factor"); every error names the file and the field.
+class config_source {
+ public:
+  virtual bool has(std::string_view key) const = 0;                      // present and not null
+  virtual bool boolean(std::string_view key, bool fallback) const = 0;   // fallback when absent
+  virtual int integer(std::string_view key, int min_value) const = 0;    // required
+  [[noreturn]] virtual void fail(std::string_view key, std::string_view message) const = 0;
+
+ protected:
+  ~config_source() = default;
+};
+
+struct family_entry {
+  std::string_view model_type;
+  std::string_view architecture;
+  program (*graph)(const config&, graph_options);
+  void (*read)(const config_source&, config&);
+};
+
+template <class Family>
+constexpr family_entry entry_of() {
+  return {Family::model_type, Family::architecture, &Family::template graph<graph_builder>, &Family::read};
+}
+
+// A family's program, built at run time or in constant evaluation.
+template <class Family>
+constexpr program build_graph(const config& c, graph_options o = {}) {
+  return Family::template graph<graph_builder>(c, o);
+}
+
+}  // namespace fused::decoder
+// ---- end fused/models/family.hpp -----------------------------------------------------------------------
+
+namespace fused::decoder {
+
+struct generation_options {
+  std::int64_t max_new_tokens = 16;  // N: the most tokens generated
+  std::vector<int> stop_ids;         // a token among these ends generation, unstored (up to 4)
+};
+
+// The program and the storage its loop copy's names point into.
+struct generation_program {
+  program prog;
+  std::deque<std::string> names;
+};
+
+namespace detail {
+
+// Replays `fwd` (a family's program, steps in id order) into `b`. `map` takes fwd's tensor ids to
+// b's: feeds already mapped stay (the loop copy's weights, token and caches), others are made.
+// `prefix` renames results (the loop copy's), `position` feeds positional ops (-1: the call's).
+inline void replay(const program& fwd, graph_builder& b, std::vector<tensor_id>& map, std::deque<std::string>& names, const std::string& prefix,
+                   tensor_id position) {
+  auto feed = [&](tensor_id t) {
+    tensor_id& m = map[static_cast<std::size_t>(t)];
+    if (m >= 0) return m;
+    const tensor_info& ti = fwd.tensor(t);
+    switch (ti.kind) {
+      case role::weight: m = b.weight(ti.name, ti.type, ti.shp); break;
+      case role::state: m = b.state(ti.name, ti.type, ti.shp); break;
+      default: m = b.input(ti.name, ti.type, ti.shp); break;
+    }
+    return m;
+  };
+  const scratch<int> at = fwd.position_of_step();
+  for (std::size_t id = 0; id < fwd.steps.size(); ++id) {
+    const step& s = fwd.steps[static_cast<std::size_t>(at[id])];
+    tensor_id in[max_inputs]{-1, -1, -1, -1};
+    int n = s.n_inputs;
+    for (int k = 0; k < n; ++k) {
+      const tensor_id t = s.inputs[k];
+      in[k] = fwd.tensor(t).is_feed ? feed(t) : map[static_cast<std::size_t>(t)];
+    }
+    if (position >= 0 && s.op->positional) in[n++] = position;
+    name_ref result = fwd.tensor(s.result).name;
+    if (!prefix.empty()) result.pattern = names.emplace_back(prefix + result.pattern).c_str();  // deque: stable
+    tensor_id out = -1;
+    switch (n) {
+      case 0: out = b.apply(*s.op, {}, s.at, result); break;
+      case 1: out = b.apply(*s.op, {in[0]}, s.at, result); break;
+      case 2: out = b.apply(*s.op, {in[0], in[1]}, s.at, result); break;
+      case 3: out = b.apply(*s.op, {in[0], in[1], in[2]}, s.at, result); break;
+      default: out = b.apply(*s.op, {in[0], in[1], in[2], in[3]}, s.at, result); break;
+    }
+    map[static_cast<std::size_t>(s.result)] = out;
+  }
+}
+
+}  // namespace detail
+
+inline generation_program generation(const family_entry& f, const config& c, const generation_options& o) {
+  if (o.max_new_tokens < 1 || o.max_new_tokens > INT32_MAX) throw graph_error("generation: the most new tokens must be 1 .. 2^31-1");
+  if (o.stop_ids.size() > 4) throw graph_error("generation: at most 4 stop ids, got " + std::to_string(o.stop_ids.size()));
+  for (const int id : o.stop_ids)
+    if (id < 0 || id >= c.vocab_size) throw graph_error("generation: stop id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+  const program fwd = f.graph(c, {.logits = logits_rows::last, .layers = -1});
+  if (!fwd.ok()) throw graph_error(std::string(f.model_type) + ": " + to_string(fwd.message));
+  tensor_id ids = -1;
+  for (const tensor_info& t : fwd.tensors)
+    if (t.kind == role::input) ids = t.id;
+  if (ids < 0 || fwd.outputs.size() != 1) throw graph_error(std::string(f.model_type) + ": a decoder program has one input and one output");
+  const tensor_id logits = fwd.outputs.front().id;
+
+  generation_program g;
+  graph_builder b;
+  b.reserve(2 * fwd.tensors.size() + 24, 2 * fwd.steps.size() + 16);
+  attrs stops{};
+  for (int k = 0; k < 4; ++k) stops.i[k] = k < static_cast<int>(o.stop_ids.size()) ? o.stop_ids[static_cast<std::size_t>(k)] : no_value;
+  attrs one{};
+  one.i[0] = 1;
+  auto filled = [](std::int64_t value, std::int64_t n) {
+    attrs a{};
+    a.f = static_cast<double>(value);
+    a.i[0] = n;
+    a.i[1] = a.i[2] = a.i[3] = no_value;
+    return a;
+  };
+
+  auto renamed = [&](name_ref n) {
+    n.pattern = g.names.emplace_back(std::string("generate.") + n.pattern).c_str();
+    return n;
+  };
+
+  // The prompt.
+  std::vector<tensor_id> prompt(fwd.tensors.size(), -1);
+  detail::replay(fwd, b, prompt, g.names, "", -1);
+  const tensor_id first_token = b.apply(ops::argmax, {prompt[static_cast<std::size_t>(logits)]}, {}, {"generate.first_token"});
+  const tensor_id first_position = b.apply(ops::next_position, {prompt[static_cast<std::size_t>(ids)]}, {}, {"generate.first_position"});
+  const tensor_id no_count = b.apply(ops::full_int, {}, filled(0, 1), {"generate.no_count"});
+  const tensor_id no_ids = b.apply(ops::full_int, {}, filled(-1, o.max_new_tokens), {"generate.no_ids"});
+
+  // The loop: its carries, then a trip.
+  const int loop = b.loop(o.max_new_tokens - 1);
+  const tensor_id token = b.carry(loop, first_token, {"generate.token"});
+  const tensor_id position = b.carry(loop, first_position, {"generate.position"});
+  const tensor_id count = b.carry(loop, no_count, {"generate.count"});
+  const tensor_id generated = b.carry(loop, no_ids, {"generate.generated"});
+  std::vector<tensor_id> trip(fwd.tensors.size(), -1);
+  for (const state_pair& s : fwd.state)
+    trip[static_cast<std::size_t>(s.in)] = b.carry(loop, prompt[static_cast<std::size_t>(s.out)], renamed(fwd.tensor(s.in).name));
+  for (std::size_t t = 0; t < fwd.tensors.size(); ++t)
+    if (fwd.tensors[t].kind == role::weight) trip[t] = prompt[t];
+  trip[static_cast<std::size_t>(ids)] = token;
+  b.set_region(loop);
+  b.loop_while(loop, b.apply(ops::not_in, {token}, stops, {"generate.go_on"}));
+  b.carry_next(generated, b.apply(ops::store_at, {generated, token, count}, {}, {"generate.stored"}));
+  b.carry_next(count, b.apply(ops::increment, {count}, one, {"generate.next_count"}));
+  detail::replay(fwd, b, trip, g.names, "generate.", position);
+  b.carry_next(token, b.apply(ops::argmax, {trip[static_cast<std::size_t>(logits)]}, {}, {"generate.next_token"}));
+  b.carry_next(position, b.apply(ops::increment, {position}, one, {"generate.next_position"}));
+  for (const state_pair& s : fwd.state) b.carry_next(trip[static_cast<std::size_t>(s.in)], trip[static_cast<std::size_t>(s.out)]);
+  b.set_region(-1);
+
+  // The last token, unless it stops.
+  const int keep_last = b.conditional(b.apply(ops::not_in, {token}, stops, {"generate.last_goes_on"}));
+  b.set_region(keep_last);
+  const tensor_id stored_last = b.apply(ops::store_at, {generated, token, count}, {}, {"generate.stored_last"});
+  const tensor_id counted_last = b.apply(ops::increment, {count}, one, {"generate.counted_last"});
+  b.set_region(-1);
+  b.output("generated", b.merge(keep_last, stored_last, generated, {"generated"}));
+  b.output("generated_count", b.merge(keep_last, counted_last, count, {"generated_count"}));
+  for (const state_pair& s : fwd.state) b.carry_state(prompt[static_cast<std::size_t>(s.in)], trip[static_cast<std::size_t>(s.in)]);
+  g.prog = std::move(b).finish();
+  if (!g.prog.ok()) throw graph_error("generation program: " + std::string(name_of(g.prog.error)) + ": " + to_string(g.prog.message));
+  return g;
+}
+
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_generate.hpp -------------------------------------------------------------
 // ---- begin fused/models/decoder_graph_file.hpp ---------------------------------------------------------
 // A decoder model as a graph file (fused/ir/): the family's program exported node for node, with
 // its symbols named ("tokens", "ctx"), their ranges, and the config it was made from in the
@@ -10362,58 +10756,6 @@ struct mode {
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_mode.hpp -----------------------------------------------------------------
-// ---- begin fused/models/family.hpp ---------------------------------------------------------------------
-// A model family as the generic decoder sees it. A family is one header (models/qwen2.hpp,
-// qwen3.hpp, llama.hpp, mistral.hpp) defining a type with:
-//
-//   static constexpr std::string_view model_type = "llama";              config.json "model_type"
-//   static constexpr std::string_view architecture = "LlamaForCausalLM"; its "architectures" entry
-//   template <class Builder>
-//   static constexpr auto graph(const config&, graph_options);           the forward pass
-//   static void read(const config_source&, config&);                     its own config.json fields
-//
-// Everything else (modes, plans, the static and run-time models, codegen, the CLI) takes the family
-// as a type (static models) or as a family_entry (run time, picked by model_type in registry.hpp).
-#include <string_view>
-
-
-namespace fused::decoder {
-
-// The fields of one config.json, as a family reads those that are its own: the common ones
-// (sizes, heads, norms, RoPE, tie_word_embeddings) are read before `read` is called. An interface,
-// so that family headers, which every static model compiles, need no JSON library. Keys may be
-// dotted ("rope_scaling.factor"); every error names the file and the field.
-class config_source {
- public:
-  virtual bool has(std::string_view key) const = 0;                      // present and not null
-  virtual bool boolean(std::string_view key, bool fallback) const = 0;   // fallback when absent
-  virtual int integer(std::string_view key, int min_value) const = 0;    // required
-  [[noreturn]] virtual void fail(std::string_view key, std::string_view message) const = 0;
-
- protected:
-  ~config_source() = default;
-};
-
-struct family_entry {
-  std::string_view model_type;
-  std::string_view architecture;
-  program (*graph)(const config&, graph_options);
-  void (*read)(const config_source&, config&);
-};
-
-template <class Family>
-constexpr family_entry entry_of() {
-  return {Family::model_type, Family::architecture, &Family::template graph<graph_builder>, &Family::read};
-}
-
-// A family's program, built at run time or in constant evaluation.
-template <class Family>
-constexpr program build_graph(const config& c, graph_options o = {}) {
-  return Family::template graph<graph_builder>(c, o);
-}
-
-}  // namespace fused::decoder
-// ---- end fused/models/family.hpp -----------------------------------------------------------------------
 // ---- begin fused/models/registry.hpp -------------------------------------------------------------------
 // The families the run time knows, by config.json's "model_type": one line a family.
 #include <array>
@@ -10697,17 +11039,19 @@ inline ir::json config_json(const family_entry& f, const config& c) {
 
 inline constexpr const char* name_of(logits_rows l) { return l == logits_rows::all ? "all" : "last"; }
 
-// `source`: the config file the model was read from, recorded as the plan's "config".
-inline ir::document to_graph_file(const family_entry& f, const config& c, graph_options o, const std::string& source) {
+namespace detail {
+// Program `p` of family `f` as a graph file: symbols named, their ranges, the config and `options`
+// in the metadata. `source`: the config file the model was read from, recorded as the plan's "config".
+inline ir::document decoder_document(const program& p, const family_entry& f, const config& c, const std::string& source, ir::json options) {
   ir::json meta = ir::json::object();
   meta["producer"] = "fused " FUSED_VERSION_STRING;
   meta["name"] = std::string(f.model_type);
   meta["source"] = source;
   meta["model"] = config_json(f, c);
-  meta["options"] = {{"logits", name_of(o.logits)}};
+  meta["options"] = std::move(options);
   // Symbol ids follow decoder_graph.hpp: $1 tokens, $2 ctx.
   static_assert(sym_tokens == 1 && sym_ctx == 2);
-  ir::document doc = ir::from_program(f.graph(c, o),
+  ir::document doc = ir::from_program(p,
                                       {{"tokens", "tokens in one call (a prefill's tokens; 1 to decode)"},
                                        {"ctx", "KV-cache capacity in positions"}},
                                       meta);
@@ -10716,6 +11060,19 @@ inline ir::document to_graph_file(const family_entry& f, const config& c, graph_
   doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"tokens"}, .min = 1, .max = max_pos});
   doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"ctx"}, .min = 1, .max = max_ctx});
   return doc;
+}
+}  // namespace detail
+
+inline ir::document to_graph_file(const family_entry& f, const config& c, graph_options o, const std::string& source) {
+  return detail::decoder_document(f.graph(c, o), f, c, source, {{"logits", name_of(o.logits)}});
+}
+
+// Generation as one program (decoder_generate.hpp) as a graph file, with options.generate (the
+// most new tokens) and options.stop_ids. ctx must hold the prompt and the new tokens: a run that
+// would pass it stops at the step that would, naming it.
+inline ir::document generation_graph_file(const family_entry& f, const config& c, const generation_options& g, const std::string& source) {
+  return detail::decoder_document(generation(f, c, g).prog, f, c, source,
+                                  {{"logits", "last"}, {"generate", g.max_new_tokens}, {"stop_ids", g.stop_ids}});
 }
 
 // The config config_json wrote (`where` names it in errors): every field it holds, by name, of the

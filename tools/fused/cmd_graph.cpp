@@ -1,6 +1,7 @@
 // `fused graph`: graph files (docs/GRAPH_FORMAT.md), the run-time way into the same pipeline.
 //
 //   fused graph export --config DIR|config.json --out FILE.json|FILE.msgpack [--logits last|all]
+//       [--generate N [--stop-ids A,B]]   generation as one program (models/decoder_generate.hpp)
 //   fused graph check FILE     every violation, one a line ("error: node 12: rule: ..."); exit 1 if any
 //   fused graph run FILE [--weights DIR|FILE.safetensors] --inputs IN.safetensors --out OUT.safetensors [--bind NAME=VALUE ...]
 //       inputs and outputs by their Input/Output names; a symbol's value is read from the shapes of the
@@ -22,6 +23,7 @@
 #include <fused/ir/validate.hpp>
 #include <fused/runtime/execute.hpp>
 #include <fused/runtime/weights.hpp>
+#include <fused/models/decoder_generate.hpp>
 #include <fused/models/decoder_graph_file.hpp>
 #include <fused/models/hf_config.hpp>
 
@@ -33,6 +35,9 @@ using fused::cli::usage_error;
 
 struct export_options {
   std::string model, config, out, logits = "last";
+  long long generate = 0;          // > 0: the generation program of this many tokens
+  std::vector<int> stop_ids;       // its stop ids (default: the model's eos_token_id)
+  bool stop_ids_given = false;
 };
 
 int run_export(const export_options& o) {
@@ -41,7 +46,12 @@ int run_export(const export_options& o) {
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(source);
   fused::decoder::graph_options options{};
   options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
-  const fused::ir::document doc = fused::decoder::to_graph_file(*info.family, info.arch, options, source);
+  if (o.generate > 0 && o.logits == "all") throw usage_error("--generate picks from the last position's logits: it takes no --logits all");
+  const fused::ir::document doc =
+      o.generate > 0 ? fused::decoder::generation_graph_file(*info.family, info.arch,
+                                                             {.max_new_tokens = o.generate, .stop_ids = o.stop_ids_given ? o.stop_ids : info.eos_token_ids},
+                                                             source)
+                     : fused::decoder::to_graph_file(*info.family, info.arch, options, source);
   const std::size_t bytes = fused::ir::write_file(doc, o.out);
   std::fprintf(stderr, "fused graph export: %s -> %s: %zu nodes, %zu edges, %zu bytes\n", source.c_str(), o.out.c_str(), doc.nodes.size(),
                doc.edges.size(), bytes);
@@ -205,7 +215,15 @@ const fused::cli::command export_cmd{
       app.add_option("--config", o->config, "a config.json, or a model directory holding one");
       app.add_option("--out", o->out, "the file to write: .json, or .msgpack for MessagePack")->required();
       app.add_option("--logits", o->logits, "logits of the last position or of all")->check(fused::cli::one_of({"last", "all"}));
-      return [o] { return run_export(*o); };
+      app.add_option("--generate", o->generate, "the program that generates up to N tokens greedily (prompt, then a Loop of decode steps)")
+          ->check(fused::cli::integer_in(1, 1 << 30));
+      app.add_option("--stop-ids", o->stop_ids, "token ids that end generation (up to 4; default: the model's eos_token_id)")
+          ->delimiter(',')
+          ->check(fused::cli::integer_in(0, INT32_MAX));
+      return [o] {
+        o->stop_ids_given = !o->stop_ids.empty();
+        return run_export(*o);
+      };
     }};
 
 const fused::cli::command check_cmd{"graph check", "validates a graph file: every violation, one a line", [](CLI::App& app) -> fused::cli::runner {

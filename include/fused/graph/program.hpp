@@ -120,6 +120,7 @@ struct host_args {
   int n_in = 0;
   host_tensor out{};
   const attrs* at = nullptr;
+  std::int64_t pos0 = 0;  // the position of the call's row 0
 };
 
 // The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
@@ -156,6 +157,10 @@ struct op_def {
   // the values its branches yield; the result is the taken branch's, so it may sit on the bytes
   // of either (the planner and the verifier know; at most one of them was written).
   bool selects = false;
+  // Reads positions (rope, kv_write, attention): row 0 sits at the call's position unless the step
+  // is given all `max_inputs`, the last an i32 [1] holding it (a generation loop's position, which
+  // changes from trip to trip). ops::position_input checks that input.
+  bool positional = false;
 };
 
 constexpr tensor_id step::in_place_source() const {

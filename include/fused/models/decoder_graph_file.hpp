@@ -13,6 +13,7 @@
 #include "../ir/export.hpp"
 #include "../version.hpp"
 #include "decoder_config_fields.hpp"
+#include "decoder_generate.hpp"
 #include "decoder_mode.hpp"
 #include "family.hpp"
 #include "registry.hpp"
@@ -32,17 +33,19 @@ inline ir::json config_json(const family_entry& f, const config& c) {
 
 inline constexpr const char* name_of(logits_rows l) { return l == logits_rows::all ? "all" : "last"; }
 
-// `source`: the config file the model was read from, recorded as the plan's "config".
-inline ir::document to_graph_file(const family_entry& f, const config& c, graph_options o, const std::string& source) {
+namespace detail {
+// Program `p` of family `f` as a graph file: symbols named, their ranges, the config and `options`
+// in the metadata. `source`: the config file the model was read from, recorded as the plan's "config".
+inline ir::document decoder_document(const program& p, const family_entry& f, const config& c, const std::string& source, ir::json options) {
   ir::json meta = ir::json::object();
   meta["producer"] = "fused " FUSED_VERSION_STRING;
   meta["name"] = std::string(f.model_type);
   meta["source"] = source;
   meta["model"] = config_json(f, c);
-  meta["options"] = {{"logits", name_of(o.logits)}};
+  meta["options"] = std::move(options);
   // Symbol ids follow decoder_graph.hpp: $1 tokens, $2 ctx.
   static_assert(sym_tokens == 1 && sym_ctx == 2);
-  ir::document doc = ir::from_program(f.graph(c, o),
+  ir::document doc = ir::from_program(p,
                                       {{"tokens", "tokens in one call (a prefill's tokens; 1 to decode)"},
                                        {"ctx", "KV-cache capacity in positions"}},
                                       meta);
@@ -51,6 +54,19 @@ inline ir::document to_graph_file(const family_entry& f, const config& c, graph_
   doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"tokens"}, .min = 1, .max = max_pos});
   doc.constraints.push_back({.kind = ir::constraint_kind::range, .symbols = {"ctx"}, .min = 1, .max = max_ctx});
   return doc;
+}
+}  // namespace detail
+
+inline ir::document to_graph_file(const family_entry& f, const config& c, graph_options o, const std::string& source) {
+  return detail::decoder_document(f.graph(c, o), f, c, source, {{"logits", name_of(o.logits)}});
+}
+
+// Generation as one program (decoder_generate.hpp) as a graph file, with options.generate (the
+// most new tokens) and options.stop_ids. ctx must hold the prompt and the new tokens: a run that
+// would pass it stops at the step that would, naming it.
+inline ir::document generation_graph_file(const family_entry& f, const config& c, const generation_options& g, const std::string& source) {
+  return detail::decoder_document(generation(f, c, g).prog, f, c, source,
+                                  {{"logits", "last"}, {"generate", g.max_new_tokens}, {"stop_ids", g.stop_ids}});
 }
 
 // The config config_json wrote (`where` names it in errors): every field it holds, by name, of the

@@ -1,6 +1,7 @@
 // attention: causal grouped-query attention of T queries over a KV cache.
 // q f32 [T, heads*head_dim], k and v caches bf16 [n_kv, capacity, head_dim]; attrs.i = {heads}.
-// Query t sits at position pos0+t and sees cache positions 0..pos0+t. heads % n_kv == 0.
+// Query t sits at position pos0+t and sees cache positions 0..pos0+t. heads % n_kv == 0. pos0 is
+// the call's, or the value of an optional i32 [1] fourth input (op_def::positional).
 // Kernel: tiled online softmax for many queries (prefill), a single-query scan for one (decode).
 #pragma once
 #include "common.hpp"
@@ -13,9 +14,10 @@ inline constexpr op_def attention{
     .name = "attention",
     .category = "attention",
     .min_inputs = 3,
-    .max_inputs = 3,
-    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
       const auto &q = *in[0], &k = *in[1], &v = *in[2];
+      if (inferred p = position_input(in, n, 3); !p.error.empty()) return p;
       const auto heads = a.i[0];
       if (k.type != dtype::bf16 || k.shp.rank != 3) return mismatch(1, "key cache must be bf16 [n_kv, capacity, head_dim], got " + describe(k));
       if (!(v.shp == k.shp) || v.type != k.type) return mismatch(2, "value cache " + describe(v) + " differs from the key cache " + describe(k));
@@ -30,6 +32,7 @@ inline constexpr op_def attention{
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
     },
-    .attributes = attention_attributes};
+    .attributes = attention_attributes,
+    .positional = true};
 
 }  // namespace fused::ops

@@ -1,5 +1,5 @@
 // kv_write: store T rows of keys or values (f32 [T, n_kv*head_dim]) into a bf16 cache
-// [n_kv, capacity, head_dim] at positions pos0..pos0+T-1. The result is the cache's next value, in
+// [n_kv, capacity, head_dim] at positions pos0..pos0+T-1 (pos0: the call's, or an optional i32 [1] third input). The result is the cache's next value, in
 // the cache's own bytes (in place over a state feed).
 #pragma once
 #include "common.hpp"
@@ -10,9 +10,10 @@ inline constexpr op_def kv_write{
     .name = "kv_write",
     .category = "memory",
     .min_inputs = 2,
-    .max_inputs = 2,
-    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) -> inferred {
       const auto &x = *in[0], &cache = *in[1];
+      if (inferred p = position_input(in, n, 2); !p.error.empty()) return p;
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "rows must be f32 [T, n_kv*head_dim], got " + describe(x));
       if (cache.type != dtype::bf16 || cache.shp.rank != 3) return mismatch(1, "cache must be bf16 [n_kv, capacity, head_dim], got " + describe(cache));
       if (cache.shp[0].symbol || cache.shp[2].symbol || !(x.shp[1] == dim{cache.shp[0].n * cache.shp[2].n, 0}))
@@ -21,6 +22,7 @@ inline constexpr op_def kv_write{
     },
     .in_place_input = 1,
     .mode_sensitive = true,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; }};
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; },
+    .positional = true};
 
 }  // namespace fused::ops

@@ -1,5 +1,6 @@
 // rope: rotary position embedding in the rotate-half convention (Qwen2, Llama, Mistral), in place.
-// x f32 [T, heads*head_dim]; attrs.i = {heads, head_dim}, attrs.f = theta. Row t is at position pos0+t.
+// x f32 [T, heads*head_dim]; attrs.i = {heads, head_dim}, attrs.f = theta. Row t is at position pos0+t,
+// pos0 the call's or, given, the value of an i32 [1] second input (op_def::positional).
 // rope_llama3: the same with Llama 3.1's frequencies (transformers' rope_type "llama3"):
 // attrs.i[2] = original_max_position_embeddings, attrs.extra = {factor, low_freq_factor, high_freq_factor}.
 #pragma once
@@ -8,8 +9,9 @@
 namespace fused::ops {
 
 namespace detail {
-constexpr inferred rope_shape(const tensor_info* const* in, int, const attrs& a) {
+constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& a) {
   const auto& x = *in[0];
+  if (inferred p = position_input(in, n, 1); !p.error.empty()) return p;
   const auto heads = a.i[0], hd = a.i[1];
   if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
   if (heads <= 0 || hd <= 0 || hd % 2) return mismatch(-1, "heads and an even head_dim are required");
@@ -25,12 +27,13 @@ inline constexpr attr_field rope_attributes[] = {{"heads", attr_slot::i0}, {"hea
 inline constexpr op_def rope{.name = "rope",
                              .category = "elementwise",
                              .min_inputs = 1,
-                             .max_inputs = 1,
+                             .max_inputs = 2,
                              .infer = detail::rope_shape,
                              .in_place_input = 0,
                              .mode_sensitive = true,
                              .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; },
-    .attributes = rope_attributes};
+    .attributes = rope_attributes,
+    .positional = true};
 
 inline constexpr attr_field rope_llama3_attributes[] = {
     {"heads", attr_slot::i0},         {"head_dim", attr_slot::i1},         {"theta", attr_slot::f},
@@ -41,7 +44,7 @@ inline constexpr op_def rope_llama3{
     .name = "rope_llama3",
     .category = "elementwise",
     .min_inputs = 1,
-    .max_inputs = 1,
+    .max_inputs = 2,
     .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
       if (!(a.extra[0] >= 1)) return mismatch(-1, "the llama3 factor must be at least 1");
       if (!(a.extra[1] > 0) || !(a.extra[2] > a.extra[1])) return mismatch(-1, "the llama3 frequency factors must satisfy 0 < low < high");
@@ -51,6 +54,7 @@ inline constexpr op_def rope_llama3{
     .in_place_input = 0,
     .mode_sensitive = true,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; },
-    .attributes = rope_llama3_attributes};
+    .attributes = rope_llama3_attributes,
+    .positional = true};
 
 }  // namespace fused::ops

@@ -44,7 +44,7 @@ enum class arg : std::uint8_t {
   work,                    // the step's workspace, or NULL
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
   elements,                // rows * cols
-  pos0,                    // the position of row 0
+  pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
   eps, theta, factor, low_freq_factor, high_freq_factor,              // call::reals
 };
@@ -146,6 +146,7 @@ struct call {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
+  std::int8_t position = -1;                // the input holding row 0's position (op_def::positional), or -1: the call's
   std::int64_t copy_row_bytes = 0;          // in-place kernels: bytes a row of the copied input holds
   bool copy_follows_rows = false;           // ... times the rows (else the bytes are the whole tensor)
 
@@ -232,6 +233,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     c.n_in = s.n_inputs;
     for (int i = 0; i < s.n_inputs; ++i) c.in[static_cast<std::size_t>(i)] = at(s.inputs[static_cast<std::size_t>(i)]);
     c.out = at(s.result);
+    if (s.op->positional && s.n_inputs == s.op->max_inputs) c.position = static_cast<std::int8_t>(s.n_inputs - 1);
     const shape& x = s.n_inputs ? shp(s.inputs[0]) : shp(s.result);  // a creation step has no input
     // Rows of the first input: all dims but the last (symbols kept symbolic).
     auto rows_of = [&](const dim& d) -> rows_t { return d.symbol == dynamic && d.symbol ? rows_t{d.n, d.symbol} : rows_t{b(d), 0}; };

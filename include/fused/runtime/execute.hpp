@@ -69,8 +69,10 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
   auto run_call = [&](const call& c) {
     const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
     const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
-    if (uses_cache && (pos0 < 0 || pos0 + rows > c.sizes.capacity))
-      throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(pos0) + ".." + std::to_string(pos0 + rows - 1) +
+    const std::int64_t start = detail::position_of(c, r, d);
+    if (start < 0) throw std::out_of_range("step " + std::to_string(c.step) + ": position " + std::to_string(start) + " is negative");
+    if (uses_cache && start + rows > c.sizes.capacity)
+      throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(start) + ".." + std::to_string(start + rows - 1) +
                               " do not fit a KV cache of " + std::to_string(c.sizes.capacity) + " positions");
     if (c.k == kernel::embed) {
       const auto* ids = reinterpret_cast<const std::int32_t*>(bytes_of_operand(c.in[0]));
@@ -83,7 +85,11 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
       const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
-      s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
+      try {
+        s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at, .pos0 = pos0});
+      } catch (const std::out_of_range& e) {
+        throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "': " + e.what());
+      }
       return;
     }
     invoke(c, r, d);

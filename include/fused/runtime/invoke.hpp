@@ -31,7 +31,7 @@ struct regions {
 };
 
 // What stays dynamic in a call: the value of each symbol (the tokens of this call) and the
-// position of the first token.
+// position of the first token (unless the call reads it from a tensor: call::position).
 struct call_dims {
   binding b{};
   std::int64_t pos0 = 0;
@@ -57,6 +57,11 @@ FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
   }
 }
 
+// Where row 0 of the call sits.
+FUSED_ALWAYS_INLINE std::int64_t position_of(const call& c, const regions& r, const call_dims& d) {
+  return c.position >= 0 ? *data_ptr<const std::int32_t>(c.in[static_cast<std::size_t>(c.position)], r) : d.pos0;
+}
+
 // Argument A of call c as the C function's parameter type P: a pointer into a region (weights
 // through their table), a size, or a real.
 template <class P, arg A>
@@ -75,7 +80,7 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
   } else {
     if constexpr (A == arg::rows) return rows;
     else if constexpr (A == arg::elements) return rows * static_cast<std::size_t>(c.sizes.cols);
-    else if constexpr (A == arg::pos0) return static_cast<std::size_t>(d.pos0);
+    else if constexpr (A == arg::pos0) return static_cast<std::size_t>(position_of(c, r, d));
     else {
       static_assert(is_size(A), "fused: a size parameter takes a size argument");
       return static_cast<std::size_t>(size_value(A, c));

@@ -70,7 +70,7 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::work: return c.work.tensor >= 0 ? operand(p, m, c.work) : "NULL";
     case arg::rows: return rows_times(c.rows, dec, 1);
     case arg::elements: return rows_times(c.rows, dec, c.sizes.cols);
-    case arg::pos0: return "pos0";
+    case arg::pos0: return c.position >= 0 ? "(size_t)" + operand(p, m, c.in[static_cast<std::size_t>(c.position)]) + "[0]" : "pos0";
     case arg::cols:
     case arg::out_cols:
     case arg::heads:

@@ -1,0 +1,49 @@
+#!/bin/sh
+# usage: generate_cli.sh FUSED MODEL_DIR WORK_DIR
+# Generation as one program: `fused graph export --generate N` of the model, run by `fused graph run`
+# (JSON and MessagePack), writes the text `fused run --temp 0 -n N` writes for the same prompt; a
+# context too small for the prompt and N tokens is refused at the step that would pass it.
+set -eu
+fused=$1 model=$2 work=$3
+rm -rf "$work"
+mkdir -p "$work"
+prompt="In the beginning"
+n=12
+# The prompt's ids as the graph's Input, in a safetensors file.
+ids=$("$fused" tokenize --tokenizer "$model/tokenizer.json" "$prompt")
+python3 - "$ids" "$work/in.safetensors" <<'PY'
+import json, struct, sys
+ids = json.loads(sys.argv[1])
+data = struct.pack("<%di" % len(ids), *ids)
+head = json.dumps({"input_ids": {"dtype": "I32", "shape": [len(ids)], "data_offsets": [0, len(data)]}}).encode()
+head += b" " * (-len(head) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(head)) + head + data)
+PY
+# The generated ids of an output file, as "1,2,3" (generated_count of them).
+read_ids() {
+  python3 - "$1" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+head, data = json.loads(b[8:8 + n]), b[8 + n:]
+def ints(name):
+    s, e = head[name]["data_offsets"]
+    return struct.unpack("<%di" % ((e - s) // 4), data[s:e])
+print(",".join(map(str, ints("generated")[:ints("generated_count")[0]])))
+PY
+}
+want=$("$fused" run --model "$model" --temp 0 -n $n --prompt "$prompt" 2>/dev/null)
+for ext in json msgpack; do
+  "$fused" graph export --model "$model" --generate $n --out "$work/gen.$ext" 2>/dev/null
+  "$fused" graph check "$work/gen.$ext" | grep -q ": ok: .* 1 conditionals, 1 loops" || { echo "graph check gen.$ext"; exit 1; }
+  "$fused" graph run "$work/gen.$ext" --weights "$model" --inputs "$work/in.safetensors" --bind ctx=64 --out "$work/out.safetensors" 2>/dev/null
+  got=$("$fused" detokenize --tokenizer "$model/tokenizer.json" "$(read_ids "$work/out.safetensors")")
+  [ "$got" = "$want" ] || { echo "generation program ($ext): '$got', fused run: '$want'"; exit 1; }
+done
+# A context of 8 positions cannot hold 4 prompt tokens and 12 more: refused, naming the step.
+set +e
+"$fused" graph run "$work/gen.json" --weights "$model" --inputs "$work/in.safetensors" --bind ctx=8 --out "$work/x.safetensors" 2>"$work/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "step [0-9]*: positions 8..8 do not fit a KV cache of 8 positions" "$work/err" || { echo "ctx=8: rc $rc"; cat "$work/err"; exit 1; }
+echo "generate_cli: ok"
