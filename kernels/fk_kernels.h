@@ -13,6 +13,8 @@
  *                   fk_rope_llama3, fk_rope_llama3_inv_freq  (transformers' rope_type "llama3")
  *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
+ *   fk_sequence.h   fk_argmax_rows, fk_not_in, fk_store_at, fk_increment_i32, fk_next_position, fk_fill_i32,
+ *                   fk_copy_bytes, fk_select_bytes           (a generation loop's ids and positions; control flow)
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
  * kernel; names with a double underscore (fk__*) are internal.
  * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */
@@ -26,5 +28,6 @@
 #include "fk_rope.h"
 #include "fk_attention.h"
 #include "fk_sample.h"
+#include "fk_sequence.h"
 
 #endif /* FK_KERNELS_H */

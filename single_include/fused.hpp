@@ -422,8 +422,8 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 //   merge(c, a, b)        a Conditional's result: a when its condition c held, else b. The planner
 //                         puts a and b (each written in its own branch, at most one ever) and the
 //                         result on the same bytes wherever it can, and then nothing moves.
-// Their host functions copy bytes unless the source already sits where the result goes.
-#include <cstring>
+// Their kernels (fk_copy_bytes, fk_select_bytes: kernels/fk_sequence.h) move bytes unless the source
+// already sits where the result goes.
 
 // ---- begin fused/graph/program.hpp ---------------------------------------------------------------------
 // FusedProgram: a model as a value. Feeds (inputs, weights, state) are the tensors no step produces;
@@ -543,7 +543,6 @@ struct host_args {
   int n_in = 0;
   host_tensor out{};
   const attrs* at = nullptr;
-  std::int64_t pos0 = 0;  // the position of the call's row 0
 };
 
 // The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
@@ -729,12 +728,8 @@ constexpr inferred same_as(const tensor_info& t) {
 }
 constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
 
-constexpr const char* host_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return host_kernel_name; }
-
-inline void copy_bytes(const host_tensor& from, const host_tensor& to) {
-  if (from.data == to.data) return;
-  std::memcpy(to.data, from.data, static_cast<std::size_t>(to.elements()) * size_of(to.type));
-}
+constexpr const char* copy_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_copy_bytes"; }
+constexpr const char* select_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_select_bytes"; }
 
 }  // namespace detail
 
@@ -751,9 +746,7 @@ inline constexpr op_def copy{.name = "copy",
                              .infer = [](const tensor_info* const* in, int, const attrs&) { return detail::same_as(*in[0]); },
                              .in_place_input = 0,
                              .mode_sensitive = false,
-                             .kernel = detail::host_kernel,
-                             .host = [](const host_args& a) { detail::copy_bytes(a.in[0], a.out); },
-                             .has_host = true};
+                             .kernel = detail::copy_kernel};
 
 inline constexpr op_def merge{
     .name = "merge",
@@ -767,9 +760,7 @@ inline constexpr op_def merge{
       return detail::same_as(*in[1]);
     },
     .mode_sensitive = false,
-    .kernel = detail::host_kernel,
-    .host = [](const host_args& a) { detail::copy_bytes(a.in[*a.in[0].data != std::byte{0} ? 1 : 2], a.out); },
-    .has_host = true,
+    .kernel = detail::select_kernel,
     .selects = true};
 
 }  // namespace fused::control
@@ -2490,699 +2481,34 @@ inline constexpr op_def arange = host_detail::host_op({
 }  // namespace fused::ops
 // ---- end fused/ops/graph_ops.hpp -----------------------------------------------------------------------
 // ---- begin fused/ops/sequence_ops.hpp ------------------------------------------------------------------
-// Ops on token ids and positions, what a generation loop runs beside the model (host kernels, like
-// graph_ops.hpp's; run-time executors only):
+// Ops on token ids and positions, what a generation loop runs beside the model. Each is a C kernel
+// (kernels/fk_sequence.h), so every executor runs it, the C generator too:
 //   argmax(x)              f32 [..., N] -> i32 [...]: the first index of the largest (NaN never
 //                          wins), the rule `fused run --temp 0` picks by (fk_argmax)
-//   not_in(x; values)      i32 -> bool, same shape: x is none of `values` (up to four ids: the stop ids)
+//   not_in(x; values)      i32 -> bool, same shape: x is none of `values` (0 to 4 ids: the stop ids)
 //   store_at(buf, v, i)    i32 [N], i32 [1], i32 [1] -> buf with buf[i] = v, in place over buf
 //   increment(x; by)       i32 -> i32: x + by
 //   next_position(x)       any [T, ...] -> i32 [1]: the position after x's rows (the call's + T)
 //   full_int(; value, shape) -> i32 filled with value
-#include <algorithm>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
-
-// ---- begin fk_sample.h ---------------------------------------------------------------------------------
-/* fk_sample.h: argmax, seeded sampling (temperature, top-k, top-p, min-p) and the repetition penalty.
- *
- * Sampling follows Hugging Face's warper order: logits / temp, then top-k (keep every token whose logit
- * is >= the k-th largest: ties at the boundary are kept), then top-p over the renormalized survivors
- * (keep the most probable tokens whose cumulative probability first reaches top_p; ties at the boundary
- * kept), then min-p (keep tokens whose probability is >= min_p times the largest; the largest survives
- * every earlier cut, so this is one more threshold on the same scale), then one uniform draw walked over
- * the kept tokens in index order.
- * Both cut-offs are found by bisection over the bit patterns of non-negative floats (31 passes over n),
- * which needs no sort and no memory beyond the caller's n-float scratch; the passes are plain C with 16
- * interleaved accumulators, which compilers vectorize and which give the same bits on every ISA. The RNG is xoroshiro128++ seeded through splitmix64: the same
- * seed gives the same token sequence on every machine and thread count. */
-#ifndef FK_SAMPLE_H
-#define FK_SAMPLE_H
-
-// ---- begin fk_cpu.h ------------------------------------------------------------------------------------
-/* fk_cpu.h: which instruction set the kernels use, and how many threads.
- *
- * fk_isa_detect()  the best path this CPU and OS support (cached after the first call).
- * fk_isa_active()  the path the kernels take: detected, or lowered with fk_isa_force() or the
- *                  environment variable FUSED_ISA=scalar|avx2|avx512bf16|amx (read once).
- * A build may pin the path at compile time with `#define FK_PIN_ISA FK_ISA_AVX512BF16` (or any other
- * value) before including the kernels: fk_isa_active() then is a constant and the dispatch folds away.
- * The generated C does this; it is the caller's job to run such a build only on a CPU that has the ISA.
- * In a pinned build fk_isa_force() still answers whether the CPU has a path, but changes nothing.
- *
- * Threads: fk_set_threads(n) (n <= 0: back to the default). Default: env FUSED_THREADS, else OpenMP's
- * omp_get_max_threads(), else 1 when built without OpenMP. Results are bitwise identical for any count. */
-#ifndef FK_CPU_H
-#define FK_CPU_H
-
-#include <stdlib.h>
-#include <string.h>
-
-// ---- begin fk_common.h ---------------------------------------------------------------------------------
-/* fk_common.h: shared plumbing for the fused kernels (C11 and C++20 compatible).
- *
- * Every kernel is one function with a run-time ISA ladder (AMX -> AVX-512 BF16 -> AVX2+FMA -> scalar),
- * ggml style. The library is built WITHOUT -march=native, so each SIMD body lives in its own function
- * carrying a target attribute; the dispatcher calls it only after fk_isa_active() says the CPU has it.
- *
- * Linkage: `static inline` in C (the generated C is one translation unit); plain `inline` in C++ so that
- * the ISA/thread state (function-local statics in fk_cpu.h) is ONE object shared by every translation unit
- * of a program, and fk_set_threads() in one file governs the kernels called from another. */
-#ifndef FK_COMMON_H
-#define FK_COMMON_H
-
-#include <assert.h>
-#include <math.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-#ifdef __cplusplus
-#define FK_API inline
-#else
-#define FK_API static inline
-#endif
-
-#if defined(__x86_64__) || defined(_M_X64)
-#define FK_X86 1
-/* gcc 12's AVX-512 intrinsics build their "undefined" pass-through operands as `__m512 __Y = __Y;`,
- * which -Wmaybe-uninitialized reports at every inlined use (GCC PR 105593); silence it for them only. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#else
-#define FK_X86 0
-#endif
-
-/* Per-function ISA targets (gcc and clang). AVX-512 BF16 implies the F/BW/VL/DQ subset every
- * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
-#if FK_X86
-#define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
-#ifndef FK_AVX512_EMULATE
-#define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
-#define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
-#else
-/* TEST-ONLY (tests/kernels): the AVX-512 paths built for an AVX2 CPU, every AVX-512 intrinsic they use
- * replaced by a software model of the instruction, so that their blocking, masks, tails and data flow
- * are tested on CPUs without AVX-512. Never define it in a real build. */
-#define FK_TARGET_AVX512 FK_TARGET_AVX2
-#define FK_TARGET_AMX    FK_TARGET_AVX2
-#include <fk_avx512_emulate.h>
-#endif
-#endif
-
-/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
- * output element is produced by exactly one iteration whose arithmetic does not depend on which
- * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
-#ifdef _OPENMP
-#include <omp.h>
-#define FK_PRAGMA_(x) _Pragma(#x)
-#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
-#else
-#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
-#endif
-
-/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses
- * 64 and 128). Checked with assert() in debug builds. */
-#define FK_MAX_HEAD_DIM 128
-
-/* clang 16.0.6 segfaults at -O1 and above when it folds a 32-bit broadcast load into vdpbf16ps as an
- * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
- * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
- * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
-#if defined(__clang__) && !defined(FK_AVX512_EMULATE)
-#define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
-#else
-#define FK_CLANG_IN_REG(v) ((void)0)
-#endif
-
-#if defined(__GNUC__)
-#define FK_ALWAYS_INLINE __attribute__((always_inline))
-#else
-#define FK_ALWAYS_INLINE
-#endif
-
-/* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
-FK_API float fk_bf16_to_f32_1(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Round to nearest, ties to even. NaN stays NaN (quiet bit forced, so a NaN whose payload lives only
- * in the low 16 bits does not turn into infinity). Denormals are rounded like any other value. */
-FK_API uint16_t fk_f32_to_bf16_1(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-/* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
-#if FK_X86
-/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
- * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
- * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
-FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
-  x = _mm512_min_ps(x, _mm512_set1_ps(200.0f));
-  x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-/* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for
- * n in [-126, 127], so x is clamped to [-87.3, 88.7] and results above 88.72 become +inf as in expf;
- * exp(-87.3) ~ 1e-38 instead of a denormal or 0 is harmless for every use here (softmax weights and
- * silu, where it is added to terms >= 1). */
-FK_TARGET_AVX2 FK_API __m256 fk__exp256(__m256 x) {
-  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
-  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(INFINITY), over);
-}
-
-FK_TARGET_AVX2 FK_API float fk__hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-FK_TARGET_AVX512 FK_API float fk__hsum512(__m512 v) {
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-/* 16 / 8 bf16 -> f32: zero-extend to 32 bits and shift into the high half (exact). */
-FK_TARGET_AVX512 FK_API __m512 fk__load_bf16x16(const uint16_t* p) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)p)), 16));
-}
-FK_TARGET_AVX512 FK_API __m512 fk__maskload_bf16x16(const uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-FK_TARGET_AVX2 FK_API __m256 fk__load_bf16x8(const uint16_t* p) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)p)), 16));
-}
-/* 16 bf16 held as 8 32-bit words w (element 2i in word i's low half, 2i + 1 in its high half) -> the
- * even elements 0, 2, .., 14 and the odd elements 1, 3, .., 15 as f32 (exact), a shift or a mask each:
- * no shuffles, for code that can take the elements in that order. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_even(__m256i w) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_odd(__m256i w) {
-  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
-}
-
-/* f32 -> bf16 with the same integer rounding as fk_f32_to_bf16_1 (bitwise equal to scalar, denormals
- * kept; vcvtneps2bf16 would flush them). */
-FK_TARGET_AVX512 FK_API __m256i fk__to_bf16x16(__m512 f) {
-  __m512i u = _mm512_castps_si512(f);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_mov_epi32(r, nan, q);
-  return _mm512_cvtepi32_epi16(r);
-}
-FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
-  __m256i u = _mm256_castps_si256(f);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-  __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-  /* signed compare is right here: both sides are < 2^31 after masking the sign */
-  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-  r = _mm256_blendv_epi8(r, q, nan);
-  /* pack 8 x u32 (all < 2^16) into 8 x u16 */
-  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
-  return _mm_packus_epi32(lo, hi);
-}
-/* 8 x 8 transpose of f32 (r[i] = row i in, r[j] = column j out). */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int g = 0; g < 8; g += 4) {
-    u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
-    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
-    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
-  }
-  for (int q = 0; q < 4; ++q) {
-    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
-    r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
-  }
-}
-
-/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-  }
-  for (int q = 0; q < 4; ++q) {
-    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
-    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
-    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
-    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
-    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
-    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
-  }
-}
-
-#endif /* FK_X86 */
-
-#endif /* FK_COMMON_H */
-// ---- end fk_common.h -----------------------------------------------------------------------------------
-
-#if FK_X86 && defined(__GNUC__)
-#include <cpuid.h>
-#endif
-
-typedef enum { FK_ISA_SCALAR = 0, FK_ISA_AVX2 = 1, FK_ISA_AVX512BF16 = 2, FK_ISA_AMX = 3 } fk_isa;
-
-FK_API const char* fk_isa_name(fk_isa isa) {
-  switch (isa) {
-    case FK_ISA_SCALAR: return "scalar";
-    case FK_ISA_AVX2: return "avx2";
-    case FK_ISA_AVX512BF16: return "avx512bf16";
-    case FK_ISA_AMX: return "amx";
-  }
-  return "unknown";
-}
-
-#if FK_X86 && defined(__GNUC__)
-FK_API uint64_t fk__xgetbv0(void) {
-  uint32_t lo, hi;
-  __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv, no -mxsave needed */
-  return ((uint64_t)hi << 32) | lo;
-}
-#endif
-
-/* Linux gives a process AMX tile state only on request; without it the first tile instruction
- * faults (SIGILL). Returns 1 when tiles may be used. */
-FK_API int fk__amx_request_permission(void) {
-#if FK_X86 && defined(__linux__) && defined(__GNUC__)
-  /* raw syscall: syscall(2) is not declared under -std=c11 without _GNU_SOURCE, which a header
-   * cannot define after the user's first include. 158 = SYS_arch_prctl on x86-64. */
-  long ret;
-  __asm__ volatile("syscall" : "=a"(ret) : "a"(158L), "D"(0x1023L /* ARCH_REQ_XCOMP_PERM */), "S"(18L /* XFEATURE_XTILEDATA */)
-                   : "rcx", "r11", "memory");
-  return ret == 0;
-#else
-  return 0;
-#endif
-}
-
-FK_API fk_isa fk__isa_probe(void) {
-#if FK_X86 && defined(__GNUC__)
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return FK_ISA_SCALAR;
-  const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
-  if (!osxsave || !avx || !fma || !f16c) return FK_ISA_SCALAR;
-  const uint64_t xcr0 = fk__xgetbv0();
-  if ((xcr0 & 0x6) != 0x6) return FK_ISA_SCALAR; /* OS saves XMM+YMM */
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return FK_ISA_SCALAR;
-  const unsigned ebx7 = b, edx7 = d;
-  if (!((ebx7 >> 5) & 1)) return FK_ISA_SCALAR; /* AVX2 */
-  fk_isa best = FK_ISA_AVX2;
-  const int avx512 = ((ebx7 >> 16) & 1) && ((ebx7 >> 17) & 1) && ((ebx7 >> 30) & 1) && ((ebx7 >> 31) & 1); /* F DQ BW VL */
-  unsigned a71 = 0, b71, c71, d71;
-  __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71);
-  const int bf16 = (a71 >> 5) & 1;
-  if (avx512 && bf16 && (xcr0 & 0xe0) == 0xe0) best = FK_ISA_AVX512BF16; /* OS saves opmask+ZMM */
-  const int amx = ((edx7 >> 22) & 1) && ((edx7 >> 24) & 1); /* AMX-BF16, AMX-TILE */
-  if (best == FK_ISA_AVX512BF16 && amx && (xcr0 & 0x60000) == 0x60000 && fk__amx_request_permission()) best = FK_ISA_AMX;
-#ifdef FK_AVX512_EMULATE
-  if (best == FK_ISA_AVX2) best = FK_ISA_AVX512BF16; /* test-only: AVX-512 emulated (fk_common.h) */
-#endif
-#ifdef FK_AMX_EMULATE
-  if (best == FK_ISA_AVX512BF16) best = FK_ISA_AMX; /* test-only: tiles are emulated (fk_linear.h) */
-#endif
-  return best;
-#else
-  return FK_ISA_SCALAR;
-#endif
-}
-
-/* State lives in function-local statics (one object per program in C++, per translation unit in C),
- * read and written with relaxed atomics: the values are idempotent, so a race only repeats work. */
-FK_API int* fk__isa_state(void) {
-  static int s[2] = {-1, -1}; /* [0] detected, [1] active */
-  return s;
-}
-
-FK_API fk_isa fk_isa_detect(void) {
-  int* s = fk__isa_state();
-  int v = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
-  if (v < 0) {
-    v = (int)fk__isa_probe();
-    __atomic_store_n(&s[0], v, __ATOMIC_RELAXED);
-  }
-  return (fk_isa)v;
-}
-
-FK_API fk_isa fk__isa_from_name(const char* n, fk_isa fallback) {
-  if (!n) return fallback;
-  if (!strcmp(n, "scalar")) return FK_ISA_SCALAR;
-  if (!strcmp(n, "avx2")) return FK_ISA_AVX2;
-  if (!strcmp(n, "avx512bf16") || !strcmp(n, "avx512")) return FK_ISA_AVX512BF16;
-  if (!strcmp(n, "amx")) return FK_ISA_AMX;
-  return fallback;
-}
-
-/* Returns 1 and switches every kernel to `isa`, or returns 0 (nothing changes) when the CPU lacks it. */
-FK_API int fk_isa_force(fk_isa isa) {
-  if ((int)isa < 0 || isa > fk_isa_detect()) return 0;
-  __atomic_store_n(&fk__isa_state()[1], (int)isa, __ATOMIC_RELAXED);
-  return 1;
-}
-
-FK_API fk_isa fk_isa_active(void) {
-#ifdef FK_PIN_ISA
-  return (fk_isa)(FK_PIN_ISA);
-#else
-  int v = __atomic_load_n(&fk__isa_state()[1], __ATOMIC_RELAXED);
-  if (v < 0) {
-    const fk_isa det = fk_isa_detect();
-    fk_isa want = fk__isa_from_name(getenv("FUSED_ISA"), det);
-    if (want > det) want = det; /* asking for more than the CPU has: use what it has */
-    v = (int)want;
-    __atomic_store_n(&fk__isa_state()[1], v, __ATOMIC_RELAXED);
-  }
-  return (fk_isa)v;
-#endif
-}
-
-FK_API int* fk__threads_state(void) {
-  static int n[2] = {0, 0}; /* [0] set by fk_set_threads (0: not set), [1] the default once computed */
-  return n;
-}
-
-FK_API void fk_set_threads(int n) { __atomic_store_n(&fk__threads_state()[0], n > 0 ? n : 0, __ATOMIC_RELAXED); }
-
-/* Called by every kernel: the environment is read once, not per call. */
-FK_API int fk_get_threads(void) {
-  int* s = fk__threads_state();
-  const int n = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
-  if (n > 0) return n;
-  int d = __atomic_load_n(&s[1], __ATOMIC_RELAXED);
-  if (d <= 0) {
-    const char* e = getenv("FUSED_THREADS");
-#ifdef _OPENMP
-    d = e && atoi(e) > 0 ? atoi(e) : omp_get_max_threads();
-#else
-    d = e && atoi(e) > 0 ? atoi(e) : 1;
-#endif
-    __atomic_store_n(&s[1], d, __ATOMIC_RELAXED);
-  }
-  return d;
-}
-
-/* Threads worth using for `units` independent work items of `cost` flops/bytes each: small problems run
- * on the calling thread (a fork/join costs a few microseconds). Never changes results. */
-FK_API int fk__threads_for(size_t units, double cost) {
-  int nt = fk_get_threads();
-  if (units < 2 || (double)units * cost < 32768.0) return 1;
-  if ((size_t)nt > units) nt = (int)units;
-  return nt;
-}
-
-#endif /* FK_CPU_H */
-// ---- end fk_cpu.h --------------------------------------------------------------------------------------
-
-/* ---- argmax: first index of the maximum (NaN never wins) ---------------------------------------- */
-FK_API size_t fk_argmax_scalar(const float* x, size_t n) {
-  size_t best = 0;
-  for (size_t i = 1; i < n; ++i)
-    if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
-  return best;
-}
-#if FK_X86
-/* Two passes: the max value (vector max ignores NaN via the ordered compare), then its first index. */
-FK_TARGET_AVX512 FK_API size_t fk_argmax_avx512(const float* x, size_t n) {
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    mx = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(v, mx, _CMP_GT_OQ), v);
-  }
-  float m = _mm512_reduce_max_ps(mx);
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  if (m == -INFINITY) return fk_argmax_scalar(x, n); /* all -inf or NaN: defer to the reference rule */
-  const __m512 mv = _mm512_set1_ps(m);
-  for (i = 0; i + 16 <= n; i += 16) {
-    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), mv, _CMP_EQ_OQ);
-    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
-  }
-  for (; i < n; ++i)
-    if (x[i] == m) return i;
-  return 0;
-}
-FK_TARGET_AVX2 FK_API size_t fk_argmax_avx2(const float* x, size_t n) {
-  __m256 mx = _mm256_set1_ps(-INFINITY);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    mx = _mm256_blendv_ps(mx, v, _mm256_cmp_ps(v, mx, _CMP_GT_OQ));
-  }
-  float t[8];
-  _mm256_storeu_ps(t, mx);
-  float m = t[0];
-  for (int k = 1; k < 8; ++k) m = t[k] > m ? t[k] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  if (m == -INFINITY) return fk_argmax_scalar(x, n);
-  const __m256 mv = _mm256_set1_ps(m);
-  for (i = 0; i + 8 <= n; i += 8) {
-    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), mv, _CMP_EQ_OQ));
-    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
-  }
-  for (; i < n; ++i)
-    if (x[i] == m) return i;
-  return 0;
-}
-#endif
-
-FK_API size_t fk_argmax(const float* x, size_t n) {
-  if (n == 0) return 0;
-  switch (fk_isa_active()) {
-#if FK_X86
-    case FK_ISA_AMX:
-    case FK_ISA_AVX512BF16: return fk_argmax_avx512(x, n);
-    case FK_ISA_AVX2: return fk_argmax_avx2(x, n);
-#endif
-    default: return fk_argmax_scalar(x, n);
-  }
-}
-
-/* ---- RNG ---------------------------------------------------------------------------------------- */
-typedef struct {
-  uint64_t s[2];
-} fk_rng;
-
-FK_API uint64_t fk__splitmix64(uint64_t* x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-FK_API void fk_rng_seed(fk_rng* r, uint64_t seed) {
-  r->s[0] = fk__splitmix64(&seed);
-  r->s[1] = fk__splitmix64(&seed);
-  if (!r->s[0] && !r->s[1]) r->s[1] = 1; /* the all-zero state is a fixed point */
-}
-FK_API uint64_t fk__rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-/* xoroshiro128++ */
-FK_API uint64_t fk_rng_next(fk_rng* r) {
-  const uint64_t s0 = r->s[0];
-  uint64_t s1 = r->s[1];
-  const uint64_t out = fk__rotl64(s0 + s1, 17) + s0;
-  s1 ^= s0;
-  r->s[0] = fk__rotl64(s0, 49) ^ s1 ^ (s1 << 21);
-  r->s[1] = fk__rotl64(s1, 28);
-  return out;
-}
-/* uniform in [0, 1) with 53 random bits */
-FK_API double fk_rng_uniform(fk_rng* r) { return (double)(fk_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-
-/* ---- sampling ----------------------------------------------------------------------------------- */
-FK_API uint32_t fk__fbits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-FK_API float fk__bitsf(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Largest t (over non-negative floats) with count(p >= t) >= k. p >= 0; bit patterns of non-negative
- * floats are ordered like the floats, so bisection on them is exact. */
-FK_API float fk__kth_largest(const float* p, size_t n, size_t k) {
-  uint32_t lo = 0, hi = 0x7f800000u; /* count(p >= +0) = n >= k; count(p >= inf) = 0 < k */
-  while (hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    const float t = fk__bitsf(mid);
-    uint32_t cnt[16] = {0}; /* interleaved counters: vectorizes */
-    const size_t body = n & ~(size_t)15, tail = n & 15;
-    size_t c = 0;
-    for (size_t i = 0; i < body; i += 16)
-      for (int j = 0; j < 16; ++j) cnt[j] += p[i + j] >= t;
-    for (size_t j = 0; j < tail; ++j) cnt[j] += p[body + j] >= t;
-    for (int j = 0; j < 16; ++j) c += cnt[j];
-    if (c >= k) lo = mid;
-    else hi = mid;
-  }
-  return fk__bitsf(lo);
-}
-
-/* sum of p_i >= t. 16 interleaved f32 partial sums reduced in a fixed tree: the same bits on every
- * ISA and compiler (plain C that vectorizes without reassociation), ~10x faster than one double chain. */
-FK_API float fk__mass_above(const float* p, size_t n, float t) {
-  float acc[16] = {0};
-  const size_t body = n & ~(size_t)15, tail = n & 15;
-  for (size_t i = 0; i < body; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += p[i + j] >= t ? p[i + j] : 0.0f;
-  for (size_t j = 0; j < tail; ++j) acc[j] += p[body + j] >= t ? p[body + j] : 0.0f;
-  for (int w = 8; w > 0; w /= 2)
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  return acc[0];
-}
-
-/* Largest t >= floor with mass_above(t) >= target. */
-FK_API float fk__mass_cut(const float* p, size_t n, float floor_, float target) {
-  uint32_t lo = fk__fbits(floor_), hi = 0x7f800000u;
-  while (hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (fk__mass_above(p, n, fk__bitsf(mid)) >= target) lo = mid;
-    else hi = mid;
-  }
-  return fk__bitsf(lo);
-}
-
-/* How to draw a token; fill it with designated initializers:
- *   fk_sampler s = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
- * temp <= 0 or top_k == 1: greedy (argmax). top_k == 0 or >= n: off. top_p >= 1: off. min_p <= 0: off. */
-typedef struct {
-  float temp;
-  size_t top_k;
-  float top_p;
-  float min_p;
-} fk_sampler;
-
-/* scratch: n floats owned by the caller (holds the unnormalized probabilities). */
-FK_API size_t fk_sample_with(const float* logits, size_t n, const fk_sampler* how, fk_rng* rng, float* scratch) {
-  const float temp = how->temp, top_p = how->top_p, min_p = how->min_p;
-  const size_t top_k = how->top_k;
-  if (n == 0) return 0;
-  if (temp <= 0.0f || top_k == 1) return fk_argmax(logits, n);
-  const size_t best = fk_argmax(logits, n);
-  const float mx = logits[best];
-  const float inv_t = 1.0f / temp;
-  for (size_t i = 0; i < n; ++i) scratch[i] = expf((logits[i] - mx) * inv_t); /* in [0, 1], max is exactly 1 */
-  float cut = 0.0f;
-  if (top_k > 0 && top_k < n) cut = fk__kth_largest(scratch, n, top_k);
-  if (top_p < 1.0f) {
-    const float kept = fk__mass_above(scratch, n, cut);
-    const float c2 = fk__mass_cut(scratch, n, cut, (top_p > 0.0f ? top_p : 0.0f) * kept);
-    cut = c2 > cut ? c2 : cut;
-  }
-  if (min_p > 0.0f) cut = min_p > cut ? (min_p < 1.0f ? min_p : 1.0f) : cut; /* scratch's largest is exactly 1 */
-  double total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += scratch[i] >= cut ? (double)scratch[i] : 0.0;
-  const double u = fk_rng_uniform(rng) * total;
-  double acc = 0.0;
-  size_t last = best;
-  for (size_t i = 0; i < n; ++i) {
-    if (scratch[i] < cut || scratch[i] == 0.0f) continue;
-    acc += (double)scratch[i];
-    last = i;
-    if (u < acc) return i;
-  }
-  return last; /* u rounded up to total */
-}
-
-/* Temperature, top-k and top-p by position: fk_sample_with without min-p. */
-FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k, float top_p, fk_rng* rng, float* scratch) {
-  const fk_sampler how = {.temp = temp, .top_k = top_k, .top_p = top_p, .min_p = 0.0f};
-  return fk_sample_with(logits, n, &how, rng, scratch);
-}
-
-/* The repetition penalty of CTRL (Keskar et al. 2019) as Hugging Face and llama.cpp apply it: each
- * distinct token among the `count` recent ones has its logit divided by `penalty` when positive and
- * multiplied by it otherwise (penalty > 1 makes a repeat less likely). Ids outside [0, n) are skipped. */
-FK_API void fk_repeat_penalty(float* logits, size_t n, const int32_t* recent, size_t count, float penalty) {
-  if (penalty == 1.0f) return;
-  for (size_t i = 0; i < count; ++i) {
-    const int32_t id = recent[i];
-    if (id < 0 || (size_t)id >= n) continue;
-    int seen = 0; /* once per distinct token; windows are short (llama.cpp's default is 64) */
-    for (size_t j = 0; j < i && !seen; ++j) seen = recent[j] == id;
-    if (seen) continue;
-    logits[id] = logits[id] > 0.0f ? logits[id] / penalty : logits[id] * penalty;
-  }
-}
-
-#endif /* FK_SAMPLE_H */
-// ---- end fk_sample.h -----------------------------------------------------------------------------------
 
 
 namespace fused::ops {
 
-namespace host_detail {
-inline std::int32_t* out_i32(const host_args& a) { return reinterpret_cast<std::int32_t*>(a.out.data); }
-inline const std::int32_t* in_i32(const host_args& a, int k) { return reinterpret_cast<const std::int32_t*>(a.in[k].data); }
+namespace sequence_detail {
+// The op's kernel: the C function `Name`, in any mode.
+template <const char* Name>
+constexpr const char* kernel_named(const binding&, const tensor_info* const*, int, const tensor_info&) { return Name; }
+inline constexpr char argmax_kernel[] = "fk_argmax_rows", not_in_kernel[] = "fk_not_in", store_at_kernel[] = "fk_store_at",
+                      increment_kernel[] = "fk_increment_i32", next_position_kernel[] = "fk_next_position", fill_kernel[] = "fk_fill_i32";
 constexpr bool is_one_i32(const tensor_info& t) { return t.type == dtype::i32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
 inline constexpr attr_field not_in_attributes[] = {{"values", attr_slot::ints}};
 inline constexpr attr_field increment_attributes[] = {{"by", attr_slot::i0}};
 inline constexpr attr_field full_int_attributes[] = {{"value", attr_slot::f}, {"shape", attr_slot::ints}};
-}  // namespace host_detail
+constexpr bool is_i32_value(std::int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+}  // namespace sequence_detail
 
-inline constexpr op_def argmax = host_detail::host_op({
+inline constexpr op_def argmax{
     .name = "argmax",
     .category = "elementwise",
     .min_inputs = 1,
@@ -3195,81 +2521,51 @@ inline constexpr op_def argmax = host_detail::host_op({
       --r.rank;
       return result(dtype::i32, r);
     },
-    .host = [](const host_args& a) {
-      const std::int64_t n = host_detail::last_dim(a.in[0]);
-      const float* x = host_detail::in_f32(a, 0);
-      std::int32_t* out = host_detail::out_i32(a);
-      for (std::int64_t row = 0, rows = a.out.elements(); row < rows; ++row)
-        out[row] = static_cast<std::int32_t>(fk_argmax(x + row * n, static_cast<std::size_t>(n)));
-    }});
+    .kernel = sequence_detail::kernel_named<sequence_detail::argmax_kernel>};
 
-inline constexpr op_def not_in = host_detail::host_op({
+inline constexpr op_def not_in{
     .name = "not_in",
     .category = "elementwise",
     .min_inputs = 1,
     .max_inputs = 1,
-    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .infer = [](const tensor_info* const* in, int, const attrs& at) -> inferred {
       if (in[0]->type != dtype::i32) return mismatch(0, "must be i32, got " + describe(*in[0]));
+      for (int k = 0; k < 4; ++k)
+        if (at.i[k] != no_value && (at.i[k] < 0 || at.i[k] > INT32_MAX)) return mismatch(-1, "values must be ids in 0 .. 2^31-1");
       return result(dtype::boolean, in[0]->shp);
     },
-    .host = [](const host_args& a) {
-      const std::int32_t* x = host_detail::in_i32(a, 0);
-      auto* out = reinterpret_cast<std::uint8_t*>(a.out.data);
-      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) {
-        bool found = false;
-        for (int k = 0; k < 4 && a.at->i[k] != no_value; ++k) found = found || a.at->i[k] == x[i];
-        out[i] = found ? 0 : 1;
-      }
-    },
-    .attributes = host_detail::not_in_attributes});
+    .kernel = sequence_detail::kernel_named<sequence_detail::not_in_kernel>,
+    .attributes = sequence_detail::not_in_attributes};
 
-namespace host_detail {
-constexpr op_def in_place_over_first(op_def d) {
-  d.in_place_input = 0;
-  return d;
-}
-}  // namespace host_detail
-
-inline constexpr op_def store_at = host_detail::in_place_over_first(host_detail::host_op({
+inline constexpr op_def store_at{
     .name = "store_at",
     .category = "memory",
     .min_inputs = 3,
     .max_inputs = 3,
     .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
-      if (in[0]->type != dtype::i32 || in[0]->shp.rank != 1) return mismatch(0, "must be i32 [N], got " + describe(*in[0]));
-      if (!host_detail::is_one_i32(*in[1])) return mismatch(1, "the value must be i32 [1], got " + describe(*in[1]));
-      if (!host_detail::is_one_i32(*in[2])) return mismatch(2, "the index must be i32 [1], got " + describe(*in[2]));
+      if (in[0]->type != dtype::i32 || in[0]->shp.rank != 1 || in[0]->shp[0].symbol != 0)
+        return mismatch(0, "must be i32 [N], N a constant, got " + describe(*in[0]));
+      if (!sequence_detail::is_one_i32(*in[1])) return mismatch(1, "the value must be i32 [1], got " + describe(*in[1]));
+      if (!sequence_detail::is_one_i32(*in[2])) return mismatch(2, "the index must be i32 [1], got " + describe(*in[2]));
       return result(dtype::i32, in[0]->shp);
     },
-    .host = [](const host_args& a) {
-      const std::int64_t n = a.out.elements(), at = *host_detail::in_i32(a, 2);
-      if (at < 0 || at >= n) throw std::out_of_range("index " + std::to_string(at) + " is outside [0, " + std::to_string(n) + ")");
-      if (a.out.data != a.in[0].data) std::copy_n(host_detail::in_i32(a, 0), n, host_detail::out_i32(a));
-      host_detail::out_i32(a)[at] = *host_detail::in_i32(a, 1);
-    }}));
+    .in_place_input = 0,
+    .kernel = sequence_detail::kernel_named<sequence_detail::store_at_kernel>};
 
-inline constexpr op_def increment = host_detail::host_op({
+inline constexpr op_def increment{
     .name = "increment",
     .category = "elementwise",
     .min_inputs = 1,
     .max_inputs = 1,
     .infer = [](const tensor_info* const* in, int, const attrs& at) -> inferred {
       if (in[0]->type != dtype::i32) return mismatch(0, "must be i32, got " + describe(*in[0]));
-      if (at.i[0] < -(std::int64_t{1} << 30) || at.i[0] > (std::int64_t{1} << 30)) return mismatch(-1, "by must be within +-2^30");
+      if (!sequence_detail::is_i32_value(at.i[0])) return mismatch(-1, "by must be an i32");
       return result(dtype::i32, in[0]->shp);
     },
-    .host = [](const host_args& a) {
-      const std::int32_t* x = host_detail::in_i32(a, 0);
-      std::int32_t* out = host_detail::out_i32(a);
-      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) {
-        const std::int64_t v = std::int64_t{x[i]} + a.at->i[0];
-        if (v < INT32_MIN || v > INT32_MAX) throw std::out_of_range(std::to_string(x[i]) + " + " + std::to_string(a.at->i[0]) + " overflows i32");
-        out[i] = static_cast<std::int32_t>(v);
-      }
-    },
-    .attributes = host_detail::increment_attributes});
+    .kernel = sequence_detail::kernel_named<sequence_detail::increment_kernel>,
+    .attributes = sequence_detail::increment_attributes};
 
-inline constexpr op_def next_position = host_detail::host_op({
+inline constexpr op_def next_position{
     .name = "next_position",
     .category = "memory",
     .min_inputs = 1,
@@ -3278,9 +2574,9 @@ inline constexpr op_def next_position = host_detail::host_op({
       if (in[0]->shp.rank < 1) return mismatch(0, "must have rows (rank 1 or more), got " + describe(*in[0]));
       return result(dtype::i32, shape(1));
     },
-    .host = [](const host_args& a) { *host_detail::out_i32(a) = static_cast<std::int32_t>(a.pos0 + a.in[0].dims[0]); }});
+    .kernel = sequence_detail::kernel_named<sequence_detail::next_position_kernel>};
 
-inline constexpr op_def full_int = host_detail::host_op({
+inline constexpr op_def full_int{
     .name = "full_int",
     .category = "memory",
     .min_inputs = 0,
@@ -3292,8 +2588,8 @@ inline constexpr op_def full_int = host_detail::host_op({
       r.type = dtype::i32;
       return r;
     },
-    .host = [](const host_args& a) { std::fill_n(host_detail::out_i32(a), a.out.elements(), static_cast<std::int32_t>(a.at->f)); },
-    .attributes = host_detail::full_int_attributes});
+    .kernel = sequence_detail::kernel_named<sequence_detail::fill_kernel>,
+    .attributes = sequence_detail::full_int_attributes};
 
 }  // namespace fused::ops
 // ---- end fused/ops/sequence_ops.hpp --------------------------------------------------------------------
@@ -6794,6 +6090,14 @@ enum class kernel : std::uint8_t {
   add,
   swiglu,
   copy_last_row,
+  argmax_rows,   // a generation loop's ids and positions (ops/sequence_ops.hpp)
+  not_in,
+  store_at,
+  increment,
+  next_position,
+  fill_i32,
+  copy_bytes,    // control flow: a loop carry's first value, a merge
+  select_bytes,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -6810,6 +6114,8 @@ enum class arg : std::uint8_t {
   pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
   eps, theta, factor, low_freq_factor, high_freq_factor,              // call::reals
+  int0, int1, int2, int3,  // call::ints
+  bytes,                   // rows * sizes.row_bytes
 };
 
 // Every kernel's contract, once: its C name and its arguments in the C function's order. The
@@ -6822,6 +6128,9 @@ struct kernel_spec {
   std::array<arg, 10> args{};
   std::uint8_t arity = 0;
   int copy_into_output = -1;
+  // The C function returns nonzero, writing nothing, when an input is out of its range; this says
+  // which range, for the executors' errors.
+  const char* refuses = nullptr;
 };
 
 namespace detail {
@@ -6829,9 +6138,13 @@ template <class... A>
 constexpr kernel_spec spec(kernel k, std::string_view name, int copy_into_output, A... a) {
   return {k, name, {a...}, static_cast<std::uint8_t>(sizeof...(A)), copy_into_output};
 }
+constexpr kernel_spec refusing(kernel_spec s, const char* why) {
+  s.refuses = why;
+  return s;
+}
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 13> kernel_specs{{
+inline constexpr std::array<kernel_spec, 21> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -6851,6 +6164,16 @@ inline constexpr std::array<kernel_spec, 13> kernel_specs{{
     detail::spec(kernel::add, "fk_add", -1, arg::input0, arg::input1, arg::elements, arg::output),
     detail::spec(kernel::swiglu, "fk_swiglu", -1, arg::input0, arg::input1, arg::elements, arg::output),
     detail::spec(kernel::copy_last_row, "fk_copy_last_row", -1, arg::input0, arg::rows, arg::cols, arg::output),
+    detail::spec(kernel::argmax_rows, "fk_argmax_rows", -1, arg::input0, arg::rows, arg::cols, arg::output),
+    detail::spec(kernel::not_in, "fk_not_in", -1, arg::input0, arg::elements, arg::int0, arg::int1, arg::int2, arg::int3, arg::output),
+    detail::refusing(detail::spec(kernel::store_at, "fk_store_at", 0, arg::output, arg::cols, arg::input1, arg::input2),
+                     "the index is outside the buffer"),
+    detail::refusing(detail::spec(kernel::increment, "fk_increment_i32", -1, arg::input0, arg::elements, arg::int0, arg::output),
+                     "a sum leaves i32's range"),
+    detail::spec(kernel::next_position, "fk_next_position", -1, arg::rows, arg::pos0, arg::output),
+    detail::spec(kernel::fill_i32, "fk_fill_i32", -1, arg::elements, arg::int0, arg::output),
+    detail::spec(kernel::copy_bytes, "fk_copy_bytes", -1, arg::input0, arg::bytes, arg::output),
+    detail::spec(kernel::select_bytes, "fk_select_bytes", -1, arg::input0, arg::input1, arg::input2, arg::bytes, arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -6903,12 +6226,14 @@ struct call {
     std::int64_t capacity = 0;      // KV-cache positions
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
     std::int64_t vocab = 0;         // embed: rows of the table (no kernel argument: for executors' id checks)
+    std::int64_t row_bytes = 0;     // copy_bytes, select_bytes: bytes of a row of the result
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
   } sizes{};
   struct real_fields {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
+  std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value
   std::int8_t position = -1;                // the input holding row 0's position (op_def::positional), or -1: the call's
   std::int64_t copy_row_bytes = 0;          // in-place kernels: bytes a row of the copied input holds
   bool copy_follows_rows = false;           // ... times the rows (else the bytes are the whole tensor)
@@ -7050,9 +6375,27 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         else c.sizes.heads = s.at.i[0];
         break;
       }
+      case kernel::not_in:
+        for (std::size_t k = 0; k < 4; ++k) c.ints[k] = s.at.i[k] == no_value ? -1 : static_cast<std::int32_t>(s.at.i[k]);
+        break;
+      case kernel::store_at: c.copy_row_bytes = cols * 4; break;
+      case kernel::increment: c.ints[0] = static_cast<std::int32_t>(s.at.i[0]); break;
+      case kernel::fill_i32: c.ints[0] = static_cast<std::int32_t>(s.at.f); break;
+      case kernel::next_position: c.rows = rows_of(x[0]); break;  // the rows of a [T, ...] input: T
+      case kernel::copy_bytes:
+      case kernel::select_bytes:  // the result's rows, of one row's bytes (a merge's input 0 is its condition)
+        c.rows = {1, 0};
+        for (int i = 0; i + 1 < result.rank; ++i) {
+          const rows_t r = rows_of(result[i]);
+          c.rows.n *= r.n;
+          if (r.symbol) c.rows.symbol = r.symbol;
+        }
+        c.sizes.row_bytes = (result.rank ? result.back().n : 1) * size_of(tensors[static_cast<std::size_t>(s.result)].type);
+        break;
       case kernel::add:
       case kernel::swiglu:
       case kernel::copy_last_row:
+      case kernel::argmax_rows:
       case kernel::host: break;
       case kernel::unknown:
         if (err) *err = {s.id, "a step whose kernel no executor implements"};
@@ -7102,12 +6445,447 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
  *                   fk_rope_llama3, fk_rope_llama3_inv_freq  (transformers' rope_type "llama3")
  *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache [n_kv][cap][hd] bf16)
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
+ *   fk_sequence.h   fk_argmax_rows, fk_not_in, fk_store_at, fk_increment_i32, fk_next_position, fk_fill_i32,
+ *                   fk_copy_bytes, fk_select_bytes           (a generation loop's ids and positions; control flow)
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
  * kernel; names with a double underscore (fk__*) are internal.
  * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */
 #ifndef FK_KERNELS_H
 #define FK_KERNELS_H
 
+// ---- begin fk_cpu.h ------------------------------------------------------------------------------------
+/* fk_cpu.h: which instruction set the kernels use, and how many threads.
+ *
+ * fk_isa_detect()  the best path this CPU and OS support (cached after the first call).
+ * fk_isa_active()  the path the kernels take: detected, or lowered with fk_isa_force() or the
+ *                  environment variable FUSED_ISA=scalar|avx2|avx512bf16|amx (read once).
+ * A build may pin the path at compile time with `#define FK_PIN_ISA FK_ISA_AVX512BF16` (or any other
+ * value) before including the kernels: fk_isa_active() then is a constant and the dispatch folds away.
+ * The generated C does this; it is the caller's job to run such a build only on a CPU that has the ISA.
+ * In a pinned build fk_isa_force() still answers whether the CPU has a path, but changes nothing.
+ *
+ * Threads: fk_set_threads(n) (n <= 0: back to the default). Default: env FUSED_THREADS, else OpenMP's
+ * omp_get_max_threads(), else 1 when built without OpenMP. Results are bitwise identical for any count. */
+#ifndef FK_CPU_H
+#define FK_CPU_H
+
+#include <stdlib.h>
+#include <string.h>
+
+// ---- begin fk_common.h ---------------------------------------------------------------------------------
+/* fk_common.h: shared plumbing for the fused kernels (C11 and C++20 compatible).
+ *
+ * Every kernel is one function with a run-time ISA ladder (AMX -> AVX-512 BF16 -> AVX2+FMA -> scalar),
+ * ggml style. The library is built WITHOUT -march=native, so each SIMD body lives in its own function
+ * carrying a target attribute; the dispatcher calls it only after fk_isa_active() says the CPU has it.
+ *
+ * Linkage: `static inline` in C (the generated C is one translation unit); plain `inline` in C++ so that
+ * the ISA/thread state (function-local statics in fk_cpu.h) is ONE object shared by every translation unit
+ * of a program, and fk_set_threads() in one file governs the kernels called from another. */
+#ifndef FK_COMMON_H
+#define FK_COMMON_H
+
+#include <assert.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+#define FK_API inline
+#else
+#define FK_API static inline
+#endif
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define FK_X86 1
+/* gcc 12's AVX-512 intrinsics build their "undefined" pass-through operands as `__m512 __Y = __Y;`,
+ * which -Wmaybe-uninitialized reports at every inlined use (GCC PR 105593); silence it for them only. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#else
+#define FK_X86 0
+#endif
+
+/* Per-function ISA targets (gcc and clang). AVX-512 BF16 implies the F/BW/VL/DQ subset every
+ * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
+#if FK_X86
+#define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#ifndef FK_AVX512_EMULATE
+#define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+#else
+/* TEST-ONLY (tests/kernels): the AVX-512 paths built for an AVX2 CPU, every AVX-512 intrinsic they use
+ * replaced by a software model of the instruction, so that their blocking, masks, tails and data flow
+ * are tested on CPUs without AVX-512. Never define it in a real build. */
+#define FK_TARGET_AVX512 FK_TARGET_AVX2
+#define FK_TARGET_AMX    FK_TARGET_AVX2
+#include <fk_avx512_emulate.h>
+#endif
+#endif
+
+/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
+ * output element is produced by exactly one iteration whose arithmetic does not depend on which
+ * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
+#ifdef _OPENMP
+#include <omp.h>
+#define FK_PRAGMA_(x) _Pragma(#x)
+#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
+#else
+#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
+#endif
+
+/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses
+ * 64 and 128). Checked with assert() in debug builds. */
+#define FK_MAX_HEAD_DIM 128
+
+/* clang 16.0.6 segfaults at -O1 and above when it folds a 32-bit broadcast load into vdpbf16ps as an
+ * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
+ * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
+ * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
+#if defined(__clang__) && !defined(FK_AVX512_EMULATE)
+#define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
+#else
+#define FK_CLANG_IN_REG(v) ((void)0)
+#endif
+
+#if defined(__GNUC__)
+#define FK_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define FK_ALWAYS_INLINE
+#endif
+
+/* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
+FK_API float fk_bf16_to_f32_1(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Round to nearest, ties to even. NaN stays NaN (quiet bit forced, so a NaN whose payload lives only
+ * in the low 16 bits does not turn into infinity). Denormals are rounded like any other value. */
+FK_API uint16_t fk_f32_to_bf16_1(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
+#if FK_X86
+/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
+ * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
+ * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
+FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
+  x = _mm512_min_ps(x, _mm512_set1_ps(200.0f));
+  x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for
+ * n in [-126, 127], so x is clamped to [-87.3, 88.7] and results above 88.72 become +inf as in expf;
+ * exp(-87.3) ~ 1e-38 instead of a denormal or 0 is harmless for every use here (softmax weights and
+ * silu, where it is added to terms >= 1). */
+FK_TARGET_AVX2 FK_API __m256 fk__exp256(__m256 x) {
+  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(INFINITY), over);
+}
+
+FK_TARGET_AVX2 FK_API float fk__hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+FK_TARGET_AVX512 FK_API float fk__hsum512(__m512 v) {
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* 16 / 8 bf16 -> f32: zero-extend to 32 bits and shift into the high half (exact). */
+FK_TARGET_AVX512 FK_API __m512 fk__load_bf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)p)), 16));
+}
+FK_TARGET_AVX512 FK_API __m512 fk__maskload_bf16x16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+FK_TARGET_AVX2 FK_API __m256 fk__load_bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)p)), 16));
+}
+/* 16 bf16 held as 8 32-bit words w (element 2i in word i's low half, 2i + 1 in its high half) -> the
+ * even elements 0, 2, .., 14 and the odd elements 1, 3, .., 15 as f32 (exact), a shift or a mask each:
+ * no shuffles, for code that can take the elements in that order. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_even(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_odd(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* f32 -> bf16 with the same integer rounding as fk_f32_to_bf16_1 (bitwise equal to scalar, denormals
+ * kept; vcvtneps2bf16 would flush them). */
+FK_TARGET_AVX512 FK_API __m256i fk__to_bf16x16(__m512 f) {
+  __m512i u = _mm512_castps_si512(f);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, q);
+  return _mm512_cvtepi32_epi16(r);
+}
+FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
+  __m256i u = _mm256_castps_si256(f);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  /* signed compare is right here: both sides are < 2^31 after masking the sign */
+  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  r = _mm256_blendv_epi8(r, q, nan);
+  /* pack 8 x u32 (all < 2^16) into 8 x u16 */
+  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+  return _mm_packus_epi32(lo, hi);
+}
+/* 8 x 8 transpose of f32 (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 8; g += 4) {
+    u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+    r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+  }
+}
+
+/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
+    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
+    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
+    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+}
+
+#endif /* FK_X86 */
+
+#endif /* FK_COMMON_H */
+// ---- end fk_common.h -----------------------------------------------------------------------------------
+
+#if FK_X86 && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
+typedef enum { FK_ISA_SCALAR = 0, FK_ISA_AVX2 = 1, FK_ISA_AVX512BF16 = 2, FK_ISA_AMX = 3 } fk_isa;
+
+FK_API const char* fk_isa_name(fk_isa isa) {
+  switch (isa) {
+    case FK_ISA_SCALAR: return "scalar";
+    case FK_ISA_AVX2: return "avx2";
+    case FK_ISA_AVX512BF16: return "avx512bf16";
+    case FK_ISA_AMX: return "amx";
+  }
+  return "unknown";
+}
+
+#if FK_X86 && defined(__GNUC__)
+FK_API uint64_t fk__xgetbv0(void) {
+  uint32_t lo, hi;
+  __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0)); /* xgetbv, no -mxsave needed */
+  return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+/* Linux gives a process AMX tile state only on request; without it the first tile instruction
+ * faults (SIGILL). Returns 1 when tiles may be used. */
+FK_API int fk__amx_request_permission(void) {
+#if FK_X86 && defined(__linux__) && defined(__GNUC__)
+  /* raw syscall: syscall(2) is not declared under -std=c11 without _GNU_SOURCE, which a header
+   * cannot define after the user's first include. 158 = SYS_arch_prctl on x86-64. */
+  long ret;
+  __asm__ volatile("syscall" : "=a"(ret) : "a"(158L), "D"(0x1023L /* ARCH_REQ_XCOMP_PERM */), "S"(18L /* XFEATURE_XTILEDATA */)
+                   : "rcx", "r11", "memory");
+  return ret == 0;
+#else
+  return 0;
+#endif
+}
+
+FK_API fk_isa fk__isa_probe(void) {
+#if FK_X86 && defined(__GNUC__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return FK_ISA_SCALAR;
+  const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+  if (!osxsave || !avx || !fma || !f16c) return FK_ISA_SCALAR;
+  const uint64_t xcr0 = fk__xgetbv0();
+  if ((xcr0 & 0x6) != 0x6) return FK_ISA_SCALAR; /* OS saves XMM+YMM */
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return FK_ISA_SCALAR;
+  const unsigned ebx7 = b, edx7 = d;
+  if (!((ebx7 >> 5) & 1)) return FK_ISA_SCALAR; /* AVX2 */
+  fk_isa best = FK_ISA_AVX2;
+  const int avx512 = ((ebx7 >> 16) & 1) && ((ebx7 >> 17) & 1) && ((ebx7 >> 30) & 1) && ((ebx7 >> 31) & 1); /* F DQ BW VL */
+  unsigned a71 = 0, b71, c71, d71;
+  __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71);
+  const int bf16 = (a71 >> 5) & 1;
+  if (avx512 && bf16 && (xcr0 & 0xe0) == 0xe0) best = FK_ISA_AVX512BF16; /* OS saves opmask+ZMM */
+  const int amx = ((edx7 >> 22) & 1) && ((edx7 >> 24) & 1); /* AMX-BF16, AMX-TILE */
+  if (best == FK_ISA_AVX512BF16 && amx && (xcr0 & 0x60000) == 0x60000 && fk__amx_request_permission()) best = FK_ISA_AMX;
+#ifdef FK_AVX512_EMULATE
+  if (best == FK_ISA_AVX2) best = FK_ISA_AVX512BF16; /* test-only: AVX-512 emulated (fk_common.h) */
+#endif
+#ifdef FK_AMX_EMULATE
+  if (best == FK_ISA_AVX512BF16) best = FK_ISA_AMX; /* test-only: tiles are emulated (fk_linear.h) */
+#endif
+  return best;
+#else
+  return FK_ISA_SCALAR;
+#endif
+}
+
+/* State lives in function-local statics (one object per program in C++, per translation unit in C),
+ * read and written with relaxed atomics: the values are idempotent, so a race only repeats work. */
+FK_API int* fk__isa_state(void) {
+  static int s[2] = {-1, -1}; /* [0] detected, [1] active */
+  return s;
+}
+
+FK_API fk_isa fk_isa_detect(void) {
+  int* s = fk__isa_state();
+  int v = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
+  if (v < 0) {
+    v = (int)fk__isa_probe();
+    __atomic_store_n(&s[0], v, __ATOMIC_RELAXED);
+  }
+  return (fk_isa)v;
+}
+
+FK_API fk_isa fk__isa_from_name(const char* n, fk_isa fallback) {
+  if (!n) return fallback;
+  if (!strcmp(n, "scalar")) return FK_ISA_SCALAR;
+  if (!strcmp(n, "avx2")) return FK_ISA_AVX2;
+  if (!strcmp(n, "avx512bf16") || !strcmp(n, "avx512")) return FK_ISA_AVX512BF16;
+  if (!strcmp(n, "amx")) return FK_ISA_AMX;
+  return fallback;
+}
+
+/* Returns 1 and switches every kernel to `isa`, or returns 0 (nothing changes) when the CPU lacks it. */
+FK_API int fk_isa_force(fk_isa isa) {
+  if ((int)isa < 0 || isa > fk_isa_detect()) return 0;
+  __atomic_store_n(&fk__isa_state()[1], (int)isa, __ATOMIC_RELAXED);
+  return 1;
+}
+
+FK_API fk_isa fk_isa_active(void) {
+#ifdef FK_PIN_ISA
+  return (fk_isa)(FK_PIN_ISA);
+#else
+  int v = __atomic_load_n(&fk__isa_state()[1], __ATOMIC_RELAXED);
+  if (v < 0) {
+    const fk_isa det = fk_isa_detect();
+    fk_isa want = fk__isa_from_name(getenv("FUSED_ISA"), det);
+    if (want > det) want = det; /* asking for more than the CPU has: use what it has */
+    v = (int)want;
+    __atomic_store_n(&fk__isa_state()[1], v, __ATOMIC_RELAXED);
+  }
+  return (fk_isa)v;
+#endif
+}
+
+FK_API int* fk__threads_state(void) {
+  static int n[2] = {0, 0}; /* [0] set by fk_set_threads (0: not set), [1] the default once computed */
+  return n;
+}
+
+FK_API void fk_set_threads(int n) { __atomic_store_n(&fk__threads_state()[0], n > 0 ? n : 0, __ATOMIC_RELAXED); }
+
+/* Called by every kernel: the environment is read once, not per call. */
+FK_API int fk_get_threads(void) {
+  int* s = fk__threads_state();
+  const int n = __atomic_load_n(&s[0], __ATOMIC_RELAXED);
+  if (n > 0) return n;
+  int d = __atomic_load_n(&s[1], __ATOMIC_RELAXED);
+  if (d <= 0) {
+    const char* e = getenv("FUSED_THREADS");
+#ifdef _OPENMP
+    d = e && atoi(e) > 0 ? atoi(e) : omp_get_max_threads();
+#else
+    d = e && atoi(e) > 0 ? atoi(e) : 1;
+#endif
+    __atomic_store_n(&s[1], d, __ATOMIC_RELAXED);
+  }
+  return d;
+}
+
+/* Threads worth using for `units` independent work items of `cost` flops/bytes each: small problems run
+ * on the calling thread (a fork/join costs a few microseconds). Never changes results. */
+FK_API int fk__threads_for(size_t units, double cost) {
+  int nt = fk_get_threads();
+  if (units < 2 || (double)units * cost < 32768.0) return 1;
+  if ((size_t)nt > units) nt = (int)units;
+  return nt;
+}
+
+#endif /* FK_CPU_H */
+// ---- end fk_cpu.h --------------------------------------------------------------------------------------
 // ---- begin fk_convert.h --------------------------------------------------------------------------------
 /* fk_convert.h: bf16 <-> f32 and the embedding gather.
  * All paths are bitwise identical to the scalar reference (the conversions are exact integer ops). */
@@ -8921,6 +8699,296 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
 
 #endif /* FK_ATTENTION_H */
 // ---- end fk_attention.h --------------------------------------------------------------------------------
+// ---- begin fk_sample.h ---------------------------------------------------------------------------------
+/* fk_sample.h: argmax, seeded sampling (temperature, top-k, top-p, min-p) and the repetition penalty.
+ *
+ * Sampling follows Hugging Face's warper order: logits / temp, then top-k (keep every token whose logit
+ * is >= the k-th largest: ties at the boundary are kept), then top-p over the renormalized survivors
+ * (keep the most probable tokens whose cumulative probability first reaches top_p; ties at the boundary
+ * kept), then min-p (keep tokens whose probability is >= min_p times the largest; the largest survives
+ * every earlier cut, so this is one more threshold on the same scale), then one uniform draw walked over
+ * the kept tokens in index order.
+ * Both cut-offs are found by bisection over the bit patterns of non-negative floats (31 passes over n),
+ * which needs no sort and no memory beyond the caller's n-float scratch; the passes are plain C with 16
+ * interleaved accumulators, which compilers vectorize and which give the same bits on every ISA. The RNG is xoroshiro128++ seeded through splitmix64: the same
+ * seed gives the same token sequence on every machine and thread count. */
+#ifndef FK_SAMPLE_H
+#define FK_SAMPLE_H
+
+
+/* ---- argmax: first index of the maximum (NaN never wins) ---------------------------------------- */
+FK_API size_t fk_argmax_scalar(const float* x, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; ++i)
+    if (x[i] > x[best] || (x[best] != x[best] && x[i] == x[i])) best = i;
+  return best;
+}
+#if FK_X86
+/* Two passes: the max value (vector max ignores NaN via the ordered compare), then its first index. */
+FK_TARGET_AVX512 FK_API size_t fk_argmax_avx512(const float* x, size_t n) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    mx = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(v, mx, _CMP_GT_OQ), v);
+  }
+  float m = _mm512_reduce_max_ps(mx);
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  if (m == -INFINITY) return fk_argmax_scalar(x, n); /* all -inf or NaN: defer to the reference rule */
+  const __m512 mv = _mm512_set1_ps(m);
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), mv, _CMP_EQ_OQ);
+    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
+  }
+  for (; i < n; ++i)
+    if (x[i] == m) return i;
+  return 0;
+}
+FK_TARGET_AVX2 FK_API size_t fk_argmax_avx2(const float* x, size_t n) {
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    mx = _mm256_blendv_ps(mx, v, _mm256_cmp_ps(v, mx, _CMP_GT_OQ));
+  }
+  float t[8];
+  _mm256_storeu_ps(t, mx);
+  float m = t[0];
+  for (int k = 1; k < 8; ++k) m = t[k] > m ? t[k] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  if (m == -INFINITY) return fk_argmax_scalar(x, n);
+  const __m256 mv = _mm256_set1_ps(m);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), mv, _CMP_EQ_OQ));
+    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
+  }
+  for (; i < n; ++i)
+    if (x[i] == m) return i;
+  return 0;
+}
+#endif
+
+FK_API size_t fk_argmax(const float* x, size_t n) {
+  if (n == 0) return 0;
+  switch (fk_isa_active()) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: return fk_argmax_avx512(x, n);
+    case FK_ISA_AVX2: return fk_argmax_avx2(x, n);
+#endif
+    default: return fk_argmax_scalar(x, n);
+  }
+}
+
+/* ---- RNG ---------------------------------------------------------------------------------------- */
+typedef struct {
+  uint64_t s[2];
+} fk_rng;
+
+FK_API uint64_t fk__splitmix64(uint64_t* x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+FK_API void fk_rng_seed(fk_rng* r, uint64_t seed) {
+  r->s[0] = fk__splitmix64(&seed);
+  r->s[1] = fk__splitmix64(&seed);
+  if (!r->s[0] && !r->s[1]) r->s[1] = 1; /* the all-zero state is a fixed point */
+}
+FK_API uint64_t fk__rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+/* xoroshiro128++ */
+FK_API uint64_t fk_rng_next(fk_rng* r) {
+  const uint64_t s0 = r->s[0];
+  uint64_t s1 = r->s[1];
+  const uint64_t out = fk__rotl64(s0 + s1, 17) + s0;
+  s1 ^= s0;
+  r->s[0] = fk__rotl64(s0, 49) ^ s1 ^ (s1 << 21);
+  r->s[1] = fk__rotl64(s1, 28);
+  return out;
+}
+/* uniform in [0, 1) with 53 random bits */
+FK_API double fk_rng_uniform(fk_rng* r) { return (double)(fk_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+/* ---- sampling ----------------------------------------------------------------------------------- */
+FK_API uint32_t fk__fbits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+FK_API float fk__bitsf(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Largest t (over non-negative floats) with count(p >= t) >= k. p >= 0; bit patterns of non-negative
+ * floats are ordered like the floats, so bisection on them is exact. */
+FK_API float fk__kth_largest(const float* p, size_t n, size_t k) {
+  uint32_t lo = 0, hi = 0x7f800000u; /* count(p >= +0) = n >= k; count(p >= inf) = 0 < k */
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    const float t = fk__bitsf(mid);
+    uint32_t cnt[16] = {0}; /* interleaved counters: vectorizes */
+    const size_t body = n & ~(size_t)15, tail = n & 15;
+    size_t c = 0;
+    for (size_t i = 0; i < body; i += 16)
+      for (int j = 0; j < 16; ++j) cnt[j] += p[i + j] >= t;
+    for (size_t j = 0; j < tail; ++j) cnt[j] += p[body + j] >= t;
+    for (int j = 0; j < 16; ++j) c += cnt[j];
+    if (c >= k) lo = mid;
+    else hi = mid;
+  }
+  return fk__bitsf(lo);
+}
+
+/* sum of p_i >= t. 16 interleaved f32 partial sums reduced in a fixed tree: the same bits on every
+ * ISA and compiler (plain C that vectorizes without reassociation), ~10x faster than one double chain. */
+FK_API float fk__mass_above(const float* p, size_t n, float t) {
+  float acc[16] = {0};
+  const size_t body = n & ~(size_t)15, tail = n & 15;
+  for (size_t i = 0; i < body; i += 16)
+    for (int j = 0; j < 16; ++j) acc[j] += p[i + j] >= t ? p[i + j] : 0.0f;
+  for (size_t j = 0; j < tail; ++j) acc[j] += p[body + j] >= t ? p[body + j] : 0.0f;
+  for (int w = 8; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+/* Largest t >= floor with mass_above(t) >= target. */
+FK_API float fk__mass_cut(const float* p, size_t n, float floor_, float target) {
+  uint32_t lo = fk__fbits(floor_), hi = 0x7f800000u;
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (fk__mass_above(p, n, fk__bitsf(mid)) >= target) lo = mid;
+    else hi = mid;
+  }
+  return fk__bitsf(lo);
+}
+
+/* How to draw a token; fill it with designated initializers:
+ *   fk_sampler s = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
+ * temp <= 0 or top_k == 1: greedy (argmax). top_k == 0 or >= n: off. top_p >= 1: off. min_p <= 0: off. */
+typedef struct {
+  float temp;
+  size_t top_k;
+  float top_p;
+  float min_p;
+} fk_sampler;
+
+/* scratch: n floats owned by the caller (holds the unnormalized probabilities). */
+FK_API size_t fk_sample_with(const float* logits, size_t n, const fk_sampler* how, fk_rng* rng, float* scratch) {
+  const float temp = how->temp, top_p = how->top_p, min_p = how->min_p;
+  const size_t top_k = how->top_k;
+  if (n == 0) return 0;
+  if (temp <= 0.0f || top_k == 1) return fk_argmax(logits, n);
+  const size_t best = fk_argmax(logits, n);
+  const float mx = logits[best];
+  const float inv_t = 1.0f / temp;
+  for (size_t i = 0; i < n; ++i) scratch[i] = expf((logits[i] - mx) * inv_t); /* in [0, 1], max is exactly 1 */
+  float cut = 0.0f;
+  if (top_k > 0 && top_k < n) cut = fk__kth_largest(scratch, n, top_k);
+  if (top_p < 1.0f) {
+    const float kept = fk__mass_above(scratch, n, cut);
+    const float c2 = fk__mass_cut(scratch, n, cut, (top_p > 0.0f ? top_p : 0.0f) * kept);
+    cut = c2 > cut ? c2 : cut;
+  }
+  if (min_p > 0.0f) cut = min_p > cut ? (min_p < 1.0f ? min_p : 1.0f) : cut; /* scratch's largest is exactly 1 */
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += scratch[i] >= cut ? (double)scratch[i] : 0.0;
+  const double u = fk_rng_uniform(rng) * total;
+  double acc = 0.0;
+  size_t last = best;
+  for (size_t i = 0; i < n; ++i) {
+    if (scratch[i] < cut || scratch[i] == 0.0f) continue;
+    acc += (double)scratch[i];
+    last = i;
+    if (u < acc) return i;
+  }
+  return last; /* u rounded up to total */
+}
+
+/* Temperature, top-k and top-p by position: fk_sample_with without min-p. */
+FK_API size_t fk_sample(const float* logits, size_t n, float temp, size_t top_k, float top_p, fk_rng* rng, float* scratch) {
+  const fk_sampler how = {.temp = temp, .top_k = top_k, .top_p = top_p, .min_p = 0.0f};
+  return fk_sample_with(logits, n, &how, rng, scratch);
+}
+
+/* The repetition penalty of CTRL (Keskar et al. 2019) as Hugging Face and llama.cpp apply it: each
+ * distinct token among the `count` recent ones has its logit divided by `penalty` when positive and
+ * multiplied by it otherwise (penalty > 1 makes a repeat less likely). Ids outside [0, n) are skipped. */
+FK_API void fk_repeat_penalty(float* logits, size_t n, const int32_t* recent, size_t count, float penalty) {
+  if (penalty == 1.0f) return;
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t id = recent[i];
+    if (id < 0 || (size_t)id >= n) continue;
+    int seen = 0; /* once per distinct token; windows are short (llama.cpp's default is 64) */
+    for (size_t j = 0; j < i && !seen; ++j) seen = recent[j] == id;
+    if (seen) continue;
+    logits[id] = logits[id] > 0.0f ? logits[id] / penalty : logits[id] * penalty;
+  }
+}
+
+#endif /* FK_SAMPLE_H */
+// ---- end fk_sample.h -----------------------------------------------------------------------------------
+// ---- begin fk_sequence.h -------------------------------------------------------------------------------
+/* fk_sequence.h: what a generation loop runs beside the model (token ids and positions, i32), and
+ * control flow's byte moves. Plain C, one path: each touches a handful of values.
+ *   fk_argmax_rows    out[r] = fk_argmax of row r (first largest, NaN never wins)
+ *   fk_not_in         out[i] = x[i] is none of v0..v3 (a negative v is no value), as a bool byte
+ *   fk_store_at       buf[*index] = *value; -1 (nothing written) when *index is outside [0, n)
+ *   fk_increment_i32  out[i] = x[i] + by; -1 (nothing written) when one would leave i32
+ *   fk_next_position  *out = pos0 + rows: the position after a call's rows
+ *   fk_fill_i32       out[0..count) = value
+ *   fk_copy_bytes     out = in (they may overlap)
+ *   fk_select_bytes   out = *cond ? a : b (out may be a or b) */
+#ifndef FK_SEQUENCE_H
+#define FK_SEQUENCE_H
+
+#include <string.h>
+
+
+FK_API void fk_argmax_rows(const float* x, size_t rows, size_t n, int32_t* out) {
+  for (size_t r = 0; r < rows; ++r) out[r] = (int32_t)fk_argmax(x + r * n, n);
+}
+
+FK_API void fk_not_in(const int32_t* x, size_t count, int32_t v0, int32_t v1, int32_t v2, int32_t v3, uint8_t* out) {
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t t = x[i];
+    out[i] = !((v0 >= 0 && t == v0) || (v1 >= 0 && t == v1) || (v2 >= 0 && t == v2) || (v3 >= 0 && t == v3));
+  }
+}
+
+FK_API int fk_store_at(int32_t* buf, size_t n, const int32_t* value, const int32_t* index) {
+  if (*index < 0 || (size_t)*index >= n) return -1;
+  buf[*index] = *value;
+  return 0;
+}
+
+FK_API int fk_increment_i32(const int32_t* x, size_t count, int32_t by, int32_t* out) {
+  for (size_t i = 0; i < count; ++i)
+    if ((int64_t)x[i] + by > INT32_MAX || (int64_t)x[i] + by < INT32_MIN) return -1;
+  for (size_t i = 0; i < count; ++i) out[i] = x[i] + by;
+  return 0;
+}
+
+FK_API void fk_next_position(size_t rows, size_t pos0, int32_t* out) { *out = (int32_t)(pos0 + rows); }
+
+FK_API void fk_fill_i32(size_t count, int32_t value, int32_t* out) {
+  for (size_t i = 0; i < count; ++i) out[i] = value;
+}
+
+FK_API void fk_copy_bytes(const void* in, size_t bytes, void* out) {
+  if (in != out) memmove(out, in, bytes);
+}
+
+FK_API void fk_select_bytes(const uint8_t* cond, const void* a, const void* b, size_t bytes, void* out) {
+  const void* from = *cond ? a : b;
+  if (from != out) memmove(out, from, bytes);
+}
+
+#endif /* FK_SEQUENCE_H */
+// ---- end fk_sequence.h ---------------------------------------------------------------------------------
 
 #endif /* FK_KERNELS_H */
 // ---- end fk_kernels.h ----------------------------------------------------------------------------------
@@ -8993,6 +9061,8 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
   } else {
     if constexpr (A == arg::rows) return rows;
     else if constexpr (A == arg::elements) return rows * static_cast<std::size_t>(c.sizes.cols);
+    else if constexpr (A == arg::bytes) return rows * static_cast<std::size_t>(c.sizes.row_bytes);
+    else if constexpr (A >= arg::int0 && A <= arg::int3) return static_cast<P>(c.ints[static_cast<std::size_t>(A) - static_cast<std::size_t>(arg::int0)]);
     else if constexpr (A == arg::pos0) return static_cast<std::size_t>(position_of(c, r, d));
     else {
       static_assert(is_size(A), "fused: a size parameter takes a size argument");
@@ -9001,8 +9071,9 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
   }
 }
 
+// 0, or the kernel's nonzero status when it refused an input (kernel_spec::refuses).
 template <kernel K, class R, class... P, std::size_t... I>
-FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d, std::index_sequence<I...>) {
+FUSED_ALWAYS_INLINE int call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d, std::index_sequence<I...>) {
   constexpr const kernel_spec& s = spec_of(K);
   static_assert(s.arity == sizeof...(P), "fused: a kernel_spec lists as many arguments as its C function has parameters");
   const auto rows = static_cast<std::size_t>(c.rows.n * d.b.value[c.rows.symbol]);
@@ -9011,17 +9082,24 @@ FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions
     std::byte* to = data_ptr<std::byte>(c.out, r);
     if (from != to) std::memcpy(to, from, static_cast<std::size_t>(c.copy_row_bytes) * (c.copy_follows_rows ? rows : 1));
   }
-  fn(argument<P, s.args[I]>(c, r, d, rows)...);
+  if constexpr (std::is_void_v<R>) {
+    fn(argument<P, s.args[I]>(c, r, d, rows)...);
+    return 0;
+  } else {
+    static_assert(s.refuses != nullptr, "fused: a kernel that returns a status says what it refuses (kernel_spec::refuses)");
+    return fn(argument<P, s.args[I]>(c, r, d, rows)...);
+  }
 }
 
 template <kernel K, class R, class... P>
-FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d) {
-  call_kernel<K>(fn, c, r, d, std::index_sequence_for<P...>{});
+FUSED_ALWAYS_INLINE int call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d) {
+  return call_kernel<K>(fn, c, r, d, std::index_sequence_for<P...>{});
 }
 }  // namespace detail
 
-// The C function of each kernel; its arguments come from kernel_specs (calls.hpp).
-FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims& d) {
+// The C function of each kernel; its arguments come from kernel_specs (calls.hpp). Returns 0, or
+// nonzero when the kernel refused an input, writing nothing (spec_of(c.k).refuses says why).
+FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims& d) {
   using detail::call_kernel;
   switch (c.k) {
     case kernel::embed: return call_kernel<kernel::embed>(&fk_embed, c, r, d);
@@ -9037,9 +9115,18 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
     case kernel::add: return call_kernel<kernel::add>(&fk_add, c, r, d);
     case kernel::swiglu: return call_kernel<kernel::swiglu>(&fk_swiglu, c, r, d);
     case kernel::copy_last_row: return call_kernel<kernel::copy_last_row>(&fk_copy_last_row, c, r, d);
+    case kernel::argmax_rows: return call_kernel<kernel::argmax_rows>(&fk_argmax_rows, c, r, d);
+    case kernel::not_in: return call_kernel<kernel::not_in>(&fk_not_in, c, r, d);
+    case kernel::store_at: return call_kernel<kernel::store_at>(&fk_store_at, c, r, d);
+    case kernel::increment: return call_kernel<kernel::increment>(&fk_increment_i32, c, r, d);
+    case kernel::next_position: return call_kernel<kernel::next_position>(&fk_next_position, c, r, d);
+    case kernel::fill_i32: return call_kernel<kernel::fill_i32>(&fk_fill_i32, c, r, d);
+    case kernel::copy_bytes: return call_kernel<kernel::copy_bytes>(&fk_copy_bytes, c, r, d);
+    case kernel::select_bytes: return call_kernel<kernel::select_bytes>(&fk_select_bytes, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
-    case kernel::unknown: return;
+    case kernel::unknown: return 0;
   }
+  return 0;
 }
 
 }  // namespace fused::runtime
@@ -9118,13 +9205,16 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
       try {
-        s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at, .pos0 = pos0});
+        s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
       } catch (const std::out_of_range& e) {
         throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "': " + e.what());
       }
       return;
     }
-    invoke(c, r, d);
+    if (invoke(c, r, d) != 0) {
+      const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
+      throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "' (" + std::string(spec_of(c.k).name) + "): " + spec_of(c.k).refuses);
+    }
   };
   if (p.regions.empty()) {
     for (const call& c : calls) run_call(c);
@@ -10364,13 +10454,14 @@ void for_each_printed_field(const config& c, F&& f) {
 //            generated[count] = token; count += 1
 //            logits = forward(token) at `position` (the KV caches carried); token = argmax(logits); position += 1
 //   after:   if not_in(token, stop ids): generated[count] = token; count += 1   (a Conditional)
-//   outputs: generated i32 [N] (unused entries -1) and generated_count i32 [1]
+//   outputs: generated i32 [N] (unused entries -1), generated_count i32 [1], positions i32 [1] (the
+//            positions the KV cache holds afterwards: the prompt and every generated token fed back)
 //
 // The last token is stored after the loop rather than in a trip so that no forward pass runs for a
 // token nobody reads (`fused run` decodes N-1 times for N tokens, and so does this). The forward
 // pass is the family's own graph function, replayed: the loop's copy reads the prompt copy's weights,
 // takes its token from the loop and its position from the `position` carry (op_def::positional),
-// and writes the caches the prompt copy wrote, in place, as loop carries.
+// and writes the caches the prompt copy wrote, in place, as loop carries; its names start "trip.".
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -10666,24 +10757,24 @@ inline generation_program generation(const family_entry& f, const config& c, con
   };
 
   auto renamed = [&](name_ref n) {
-    n.pattern = g.names.emplace_back(std::string("generate.") + n.pattern).c_str();
+    n.pattern = g.names.emplace_back(std::string("trip.") + n.pattern).c_str();
     return n;
   };
 
   // The prompt.
   std::vector<tensor_id> prompt(fwd.tensors.size(), -1);
   detail::replay(fwd, b, prompt, g.names, "", -1);
-  const tensor_id first_token = b.apply(ops::argmax, {prompt[static_cast<std::size_t>(logits)]}, {}, {"generate.first_token"});
-  const tensor_id first_position = b.apply(ops::next_position, {prompt[static_cast<std::size_t>(ids)]}, {}, {"generate.first_position"});
-  const tensor_id no_count = b.apply(ops::full_int, {}, filled(0, 1), {"generate.no_count"});
-  const tensor_id no_ids = b.apply(ops::full_int, {}, filled(-1, o.max_new_tokens), {"generate.no_ids"});
+  const tensor_id first_token = b.apply(ops::argmax, {prompt[static_cast<std::size_t>(logits)]}, {}, {"token.first"});
+  const tensor_id first_position = b.apply(ops::next_position, {prompt[static_cast<std::size_t>(ids)]}, {}, {"position.first"});
+  const tensor_id no_count = b.apply(ops::full_int, {}, filled(0, 1), {"count.first"});
+  const tensor_id no_ids = b.apply(ops::full_int, {}, filled(-1, o.max_new_tokens), {"ids.first"});
 
   // The loop: its carries, then a trip.
   const int loop = b.loop(o.max_new_tokens - 1);
-  const tensor_id token = b.carry(loop, first_token, {"generate.token"});
-  const tensor_id position = b.carry(loop, first_position, {"generate.position"});
-  const tensor_id count = b.carry(loop, no_count, {"generate.count"});
-  const tensor_id generated = b.carry(loop, no_ids, {"generate.generated"});
+  const tensor_id token = b.carry(loop, first_token, {"token"});
+  const tensor_id position = b.carry(loop, first_position, {"position"});
+  const tensor_id count = b.carry(loop, no_count, {"count"});
+  const tensor_id generated = b.carry(loop, no_ids, {"ids"});
   std::vector<tensor_id> trip(fwd.tensors.size(), -1);
   for (const state_pair& s : fwd.state)
     trip[static_cast<std::size_t>(s.in)] = b.carry(loop, prompt[static_cast<std::size_t>(s.out)], renamed(fwd.tensor(s.in).name));
@@ -10691,23 +10782,24 @@ inline generation_program generation(const family_entry& f, const config& c, con
     if (fwd.tensors[t].kind == role::weight) trip[t] = prompt[t];
   trip[static_cast<std::size_t>(ids)] = token;
   b.set_region(loop);
-  b.loop_while(loop, b.apply(ops::not_in, {token}, stops, {"generate.go_on"}));
-  b.carry_next(generated, b.apply(ops::store_at, {generated, token, count}, {}, {"generate.stored"}));
-  b.carry_next(count, b.apply(ops::increment, {count}, one, {"generate.next_count"}));
-  detail::replay(fwd, b, trip, g.names, "generate.", position);
-  b.carry_next(token, b.apply(ops::argmax, {trip[static_cast<std::size_t>(logits)]}, {}, {"generate.next_token"}));
-  b.carry_next(position, b.apply(ops::increment, {position}, one, {"generate.next_position"}));
+  b.loop_while(loop, b.apply(ops::not_in, {token}, stops, {"go_on"}));
+  b.carry_next(generated, b.apply(ops::store_at, {generated, token, count}, {}, {"ids.next"}));
+  b.carry_next(count, b.apply(ops::increment, {count}, one, {"count.next"}));
+  detail::replay(fwd, b, trip, g.names, "trip.", position);
+  b.carry_next(token, b.apply(ops::argmax, {trip[static_cast<std::size_t>(logits)]}, {}, {"token.next"}));
+  b.carry_next(position, b.apply(ops::increment, {position}, one, {"position.next"}));
   for (const state_pair& s : fwd.state) b.carry_next(trip[static_cast<std::size_t>(s.in)], trip[static_cast<std::size_t>(s.out)]);
   b.set_region(-1);
 
   // The last token, unless it stops.
-  const int keep_last = b.conditional(b.apply(ops::not_in, {token}, stops, {"generate.last_goes_on"}));
+  const int keep_last = b.conditional(b.apply(ops::not_in, {token}, stops, {"last.go_on"}));
   b.set_region(keep_last);
-  const tensor_id stored_last = b.apply(ops::store_at, {generated, token, count}, {}, {"generate.stored_last"});
-  const tensor_id counted_last = b.apply(ops::increment, {count}, one, {"generate.counted_last"});
+  const tensor_id stored_last = b.apply(ops::store_at, {generated, token, count}, {}, {"ids.last"});
+  const tensor_id counted_last = b.apply(ops::increment, {count}, one, {"count.last"});
   b.set_region(-1);
   b.output("generated", b.merge(keep_last, stored_last, generated, {"generated"}));
   b.output("generated_count", b.merge(keep_last, counted_last, count, {"generated_count"}));
+  b.output("positions", position);  // what the KV cache holds afterwards: the prompt and every token fed back
   for (const state_pair& s : fwd.state) b.carry_state(prompt[static_cast<std::size_t>(s.in)], trip[static_cast<std::size_t>(s.in)]);
   g.prog = std::move(b).finish();
   if (!g.prog.ok()) throw graph_error("generation program: " + std::string(name_of(g.prog.error)) + ": " + to_string(g.prog.message));

@@ -1,8 +1,9 @@
 #!/bin/sh
 # usage: generate_cli.sh FUSED MODEL_DIR WORK_DIR
 # Generation as one program: `fused graph export --generate N` of the model, run by `fused graph run`
-# (JSON and MessagePack), writes the text `fused run --temp 0 -n N` writes for the same prompt; a
-# context too small for the prompt and N tokens is refused at the step that would pass it.
+# (JSON and MessagePack), and `fused gen-c --generate N` built with cc, write the text
+# `fused run --temp 0 -n N` writes for the same prompt; a context too small for the prompt and N
+# tokens is refused at the step that would pass it.
 set -eu
 fused=$1 model=$2 work=$3
 rm -rf "$work"
@@ -39,6 +40,16 @@ for ext in json msgpack; do
   "$fused" graph run "$work/gen.$ext" --weights "$model" --inputs "$work/in.safetensors" --bind ctx=64 --out "$work/out.safetensors" 2>/dev/null
   got=$("$fused" detokenize --tokenizer "$model/tokenizer.json" "$(read_ids "$work/out.safetensors")")
   [ "$got" = "$want" ] || { echo "generation program ($ext): '$got', fused run: '$want'"; exit 1; }
+done
+# The same program as C (`fused gen-c --generate`): <name>_generate writes those ids too, in the
+# release and the debug (canary) layouts.
+"$fused" gen-c --model "$model" --out "$work/c" --name kjv --max-seq 32 --max-ctx 64 --generate $n 2>/dev/null
+for layout in -DFUSED_RELEASE_LAYOUT -DFUSED_DEBUG_CANARIES; do
+  cc -O2 -march=native -std=c11 -Wall -Wextra -Werror -pedantic $layout "$work/c/kjv.c" "$work/c/kjv_generate_main.c" -o "$work/kjv_generate" \
+    -lm -fopenmp
+  ids_c=$("$work/kjv_generate" --model "$model" --input-ids "$ids" 2>"$work/err") || { echo "kjv_generate ($layout)"; cat "$work/err"; exit 1; }
+  got=$("$fused" detokenize --tokenizer "$model/tokenizer.json" "$ids_c")
+  [ "$got" = "$want" ] || { echo "generated C ($layout): '$got', fused run: '$want'"; exit 1; }
 done
 # A context of 8 positions cannot hold 4 prompt tokens and 12 more: refused, naming the step.
 set +e

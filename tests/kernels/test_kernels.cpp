@@ -527,3 +527,42 @@ TEST_CASE("C11 translation units: same results as C++, pinned build is constant"
   fk_isa_force(fk_isa_detect());
   CHECK(std::memcmp(a.data(), b.data(), K * 4) == 0);
 }
+
+// fk_sequence.h: a generation loop's ids and positions, control flow's byte moves.
+TEST_CASE("fk_sequence: argmax rows, not_in, store_at, increment, positions, fills, copies") {
+  const float x[6] = {1.0f, 3.0f, 3.0f, NAN, -1.0f, -2.0f};
+  std::int32_t best[2] = {-5, -5};
+  fk_argmax_rows(x, 2, 3, best);
+  CHECK(best[0] == 1);  // the first of two equal largest
+  CHECK(best[1] == 1);  // NaN never wins
+  const std::int32_t ids[4] = {7, 2, 0, 9};
+  std::uint8_t none[4]{};
+  fk_not_in(ids, 4, 9, 0, -1, -1, none);
+  CHECK((none[0] == 1 && none[1] == 1 && none[2] == 0 && none[3] == 0));
+  std::int32_t buf[3] = {-1, -1, -1};
+  const std::int32_t value = 42, inside = 2, outside = 3, negative = -1;
+  CHECK(fk_store_at(buf, 3, &value, &inside) == 0);
+  CHECK(buf[2] == 42);
+  CHECK(fk_store_at(buf, 3, &value, &outside) == -1);
+  CHECK(fk_store_at(buf, 3, &value, &negative) == -1);
+  CHECK((buf[0] == -1 && buf[1] == -1));  // nothing written by a refused store
+  std::int32_t counts[2] = {1, INT32_MAX - 1}, next[2] = {0, 0};
+  CHECK(fk_increment_i32(counts, 2, 1, next) == 0);
+  CHECK((next[0] == 2 && next[1] == INT32_MAX));
+  CHECK(fk_increment_i32(next, 2, 1, counts) == -1);
+  CHECK((counts[0] == 1 && counts[1] == INT32_MAX - 1));  // nothing written on overflow
+  std::int32_t position = 0;
+  fk_next_position(5, 12, &position);
+  CHECK(position == 17);
+  std::int32_t filled[3]{};
+  fk_fill_i32(3, -1, filled);
+  CHECK((filled[0] == -1 && filled[2] == -1));
+  const std::uint8_t yes = 1, no = 0;
+  std::int32_t a[2] = {1, 2}, b[2] = {3, 4}, out[2]{};
+  fk_select_bytes(&yes, a, b, sizeof a, out);
+  CHECK((out[0] == 1 && out[1] == 2));
+  fk_select_bytes(&no, a, b, sizeof a, a);  // out may be an input
+  CHECK((a[0] == 3 && a[1] == 4));
+  fk_copy_bytes(b, sizeof b, out);
+  CHECK((out[0] == 3 && out[1] == 4));
+}

@@ -3,11 +3,13 @@
 // build time (codegen/, docs/GENERATOR.md).
 //
 //   fused gen-c --model DIR --out OUTDIR [--name N] [--max-seq S] [--max-ctx C] [--logits all|last]
+//               [--generate N [--stop-ids A,B]]   also <name>_generate: generation as one program
 //   fused gen-c --graph FILE --out OUTDIR ...     a graph file `fused graph export` wrote: the same C
 //                                                 as its config gives (its logits option is the file's)
 //
 // OUTDIR gets <name>.h, <name>.c, <name>_main.c (a scorer with the `fused score` interface; only with
-// --logits all, the default), memory_layout.json, graph.json and the C headers they include:
+// --logits all, the default), <name>_generate_main.c (with --generate), memory_layout.json, graph.json
+// and the C headers they include:
 //   cc -O2 -march=native -std=c11 OUTDIR/*.c -o scorer -lm -fopenmp -lpthread
 #include <algorithm>
 #include <cstdio>
@@ -50,12 +52,16 @@ std::vector<fs::path> header_dirs(const std::string& given) {
 struct options {
   std::string model, graph, out, name = "model", logits = "all", kernels;
   std::optional<std::int64_t> max_seq, max_ctx;
+  long long generate = 0;     // > 0: <name>_generate too, of up to this many tokens
+  std::vector<int> stop_ids;  // its stop ids (default: the model's eos_token_id)
 };
 
 int run_gen_c(const options& o) {
   if (o.model.empty() && o.graph.empty()) throw fused::cli::usage_error("one of --model or --graph is required");
   fused::decoder::decoder_source source;
+  std::optional<fused::decoder::generation_options> generation;
   if (!o.graph.empty()) {
+    if (o.generate > 0) throw fused::cli::usage_error("--generate takes --model (the generation program is planned from the config)");
     const fused::ir::loaded_graph loaded = fused::ir::load_graph(o.graph);
     try {
       source = fused::decoder::decoder_source_of(loaded.doc, loaded.graph.prog);
@@ -66,11 +72,12 @@ int run_gen_c(const options& o) {
     const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
     source = {.family = info.family, .cfg = info.arch, .options = {}};
     source.options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
+    if (o.generate > 0) generation = fused::decoder::generation_options{.max_new_tokens = o.generate, .stop_ids = o.stop_ids.empty() ? info.eos_token_ids : o.stop_ids};
   }
   const fused::decoder::config& cfg = source.cfg;
   const std::int64_t ctx = o.max_ctx.value_or(std::min<std::int64_t>(4096, cfg.max_position_embeddings));
   const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(512, ctx));
-  const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *source.family, cfg, seq, ctx, source.options);
+  const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *source.family, cfg, seq, ctx, source.options, generation);
   const std::string logits = fused::decoder::name_of(source.options.logits);
   const auto written = fused::codegen::write_bundle(fused::codegen::emit_all(p), o.out, header_dirs(o.kernels));
   std::fprintf(stderr, "fused gen-c: %s (prefill up to %lld tokens, KV cache %lld, logits %s) -> %s: %zu files, fingerprint %s\n", o.name.c_str(),
@@ -93,6 +100,11 @@ const fused::cli::command gen_c_cmd{
       app.add_option("--logits", o->logits, "all positions' logits (the scorer needs them) or the last one's")
           ->check(fused::cli::one_of({"all", "last"}))
           ->excludes(graph);
+      app.add_option("--generate", o->generate, "also <name>_generate: the prompt and up to N greedy tokens as one program")
+          ->check(integer_in(1, 1 << 24));
+      app.add_option("--stop-ids", o->stop_ids, "token ids that end --generate (up to 4; default: the model's eos_token_id)")
+          ->delimiter(',')
+          ->check(integer_in(0, INT32_MAX));
       app.add_option("--kernels", o->kernels, "where the kernel headers are (default: installed tree, then the source tree)");
       return [o] { return run_gen_c(*o); };
     }};

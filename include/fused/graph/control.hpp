@@ -5,9 +5,9 @@
 //   merge(c, a, b)        a Conditional's result: a when its condition c held, else b. The planner
 //                         puts a and b (each written in its own branch, at most one ever) and the
 //                         result on the same bytes wherever it can, and then nothing moves.
-// Their host functions copy bytes unless the source already sits where the result goes.
+// Their kernels (fk_copy_bytes, fk_select_bytes: kernels/fk_sequence.h) move bytes unless the source
+// already sits where the result goes.
 #pragma once
-#include <cstring>
 
 #include "../core/shape_text.hpp"
 #include "program.hpp"
@@ -30,12 +30,8 @@ constexpr inferred same_as(const tensor_info& t) {
 }
 constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
 
-constexpr const char* host_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return host_kernel_name; }
-
-inline void copy_bytes(const host_tensor& from, const host_tensor& to) {
-  if (from.data == to.data) return;
-  std::memcpy(to.data, from.data, static_cast<std::size_t>(to.elements()) * size_of(to.type));
-}
+constexpr const char* copy_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_copy_bytes"; }
+constexpr const char* select_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_select_bytes"; }
 
 }  // namespace detail
 
@@ -52,9 +48,7 @@ inline constexpr op_def copy{.name = "copy",
                              .infer = [](const tensor_info* const* in, int, const attrs&) { return detail::same_as(*in[0]); },
                              .in_place_input = 0,
                              .mode_sensitive = false,
-                             .kernel = detail::host_kernel,
-                             .host = [](const host_args& a) { detail::copy_bytes(a.in[0], a.out); },
-                             .has_host = true};
+                             .kernel = detail::copy_kernel};
 
 inline constexpr op_def merge{
     .name = "merge",
@@ -68,9 +62,7 @@ inline constexpr op_def merge{
       return detail::same_as(*in[1]);
     },
     .mode_sensitive = false,
-    .kernel = detail::host_kernel,
-    .host = [](const host_args& a) { detail::copy_bytes(a.in[*a.in[0].data != std::byte{0} ? 1 : 2], a.out); },
-    .has_host = true,
+    .kernel = detail::select_kernel,
     .selects = true};
 
 }  // namespace fused::control

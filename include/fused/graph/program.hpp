@@ -120,7 +120,6 @@ struct host_args {
   int n_in = 0;
   host_tensor out{};
   const attrs* at = nullptr;
-  std::int64_t pos0 = 0;  // the position of the call's row 0
 };
 
 // The kernel name of an op whose work is its host function (op_def::host), not a C kernel.

@@ -9,13 +9,14 @@
 //            generated[count] = token; count += 1
 //            logits = forward(token) at `position` (the KV caches carried); token = argmax(logits); position += 1
 //   after:   if not_in(token, stop ids): generated[count] = token; count += 1   (a Conditional)
-//   outputs: generated i32 [N] (unused entries -1) and generated_count i32 [1]
+//   outputs: generated i32 [N] (unused entries -1), generated_count i32 [1], positions i32 [1] (the
+//            positions the KV cache holds afterwards: the prompt and every generated token fed back)
 //
 // The last token is stored after the loop rather than in a trip so that no forward pass runs for a
 // token nobody reads (`fused run` decodes N-1 times for N tokens, and so does this). The forward
 // pass is the family's own graph function, replayed: the loop's copy reads the prompt copy's weights,
 // takes its token from the loop and its position from the `position` carry (op_def::positional),
-// and writes the caches the prompt copy wrote, in place, as loop carries.
+// and writes the caches the prompt copy wrote, in place, as loop carries; its names start "trip.".
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -114,24 +115,24 @@ inline generation_program generation(const family_entry& f, const config& c, con
   };
 
   auto renamed = [&](name_ref n) {
-    n.pattern = g.names.emplace_back(std::string("generate.") + n.pattern).c_str();
+    n.pattern = g.names.emplace_back(std::string("trip.") + n.pattern).c_str();
     return n;
   };
 
   // The prompt.
   std::vector<tensor_id> prompt(fwd.tensors.size(), -1);
   detail::replay(fwd, b, prompt, g.names, "", -1);
-  const tensor_id first_token = b.apply(ops::argmax, {prompt[static_cast<std::size_t>(logits)]}, {}, {"generate.first_token"});
-  const tensor_id first_position = b.apply(ops::next_position, {prompt[static_cast<std::size_t>(ids)]}, {}, {"generate.first_position"});
-  const tensor_id no_count = b.apply(ops::full_int, {}, filled(0, 1), {"generate.no_count"});
-  const tensor_id no_ids = b.apply(ops::full_int, {}, filled(-1, o.max_new_tokens), {"generate.no_ids"});
+  const tensor_id first_token = b.apply(ops::argmax, {prompt[static_cast<std::size_t>(logits)]}, {}, {"token.first"});
+  const tensor_id first_position = b.apply(ops::next_position, {prompt[static_cast<std::size_t>(ids)]}, {}, {"position.first"});
+  const tensor_id no_count = b.apply(ops::full_int, {}, filled(0, 1), {"count.first"});
+  const tensor_id no_ids = b.apply(ops::full_int, {}, filled(-1, o.max_new_tokens), {"ids.first"});
 
   // The loop: its carries, then a trip.
   const int loop = b.loop(o.max_new_tokens - 1);
-  const tensor_id token = b.carry(loop, first_token, {"generate.token"});
-  const tensor_id position = b.carry(loop, first_position, {"generate.position"});
-  const tensor_id count = b.carry(loop, no_count, {"generate.count"});
-  const tensor_id generated = b.carry(loop, no_ids, {"generate.generated"});
+  const tensor_id token = b.carry(loop, first_token, {"token"});
+  const tensor_id position = b.carry(loop, first_position, {"position"});
+  const tensor_id count = b.carry(loop, no_count, {"count"});
+  const tensor_id generated = b.carry(loop, no_ids, {"ids"});
   std::vector<tensor_id> trip(fwd.tensors.size(), -1);
   for (const state_pair& s : fwd.state)
     trip[static_cast<std::size_t>(s.in)] = b.carry(loop, prompt[static_cast<std::size_t>(s.out)], renamed(fwd.tensor(s.in).name));
@@ -139,23 +140,24 @@ inline generation_program generation(const family_entry& f, const config& c, con
     if (fwd.tensors[t].kind == role::weight) trip[t] = prompt[t];
   trip[static_cast<std::size_t>(ids)] = token;
   b.set_region(loop);
-  b.loop_while(loop, b.apply(ops::not_in, {token}, stops, {"generate.go_on"}));
-  b.carry_next(generated, b.apply(ops::store_at, {generated, token, count}, {}, {"generate.stored"}));
-  b.carry_next(count, b.apply(ops::increment, {count}, one, {"generate.next_count"}));
-  detail::replay(fwd, b, trip, g.names, "generate.", position);
-  b.carry_next(token, b.apply(ops::argmax, {trip[static_cast<std::size_t>(logits)]}, {}, {"generate.next_token"}));
-  b.carry_next(position, b.apply(ops::increment, {position}, one, {"generate.next_position"}));
+  b.loop_while(loop, b.apply(ops::not_in, {token}, stops, {"go_on"}));
+  b.carry_next(generated, b.apply(ops::store_at, {generated, token, count}, {}, {"ids.next"}));
+  b.carry_next(count, b.apply(ops::increment, {count}, one, {"count.next"}));
+  detail::replay(fwd, b, trip, g.names, "trip.", position);
+  b.carry_next(token, b.apply(ops::argmax, {trip[static_cast<std::size_t>(logits)]}, {}, {"token.next"}));
+  b.carry_next(position, b.apply(ops::increment, {position}, one, {"position.next"}));
   for (const state_pair& s : fwd.state) b.carry_next(trip[static_cast<std::size_t>(s.in)], trip[static_cast<std::size_t>(s.out)]);
   b.set_region(-1);
 
   // The last token, unless it stops.
-  const int keep_last = b.conditional(b.apply(ops::not_in, {token}, stops, {"generate.last_goes_on"}));
+  const int keep_last = b.conditional(b.apply(ops::not_in, {token}, stops, {"last.go_on"}));
   b.set_region(keep_last);
-  const tensor_id stored_last = b.apply(ops::store_at, {generated, token, count}, {}, {"generate.stored_last"});
-  const tensor_id counted_last = b.apply(ops::increment, {count}, one, {"generate.counted_last"});
+  const tensor_id stored_last = b.apply(ops::store_at, {generated, token, count}, {}, {"ids.last"});
+  const tensor_id counted_last = b.apply(ops::increment, {count}, one, {"count.last"});
   b.set_region(-1);
   b.output("generated", b.merge(keep_last, stored_last, generated, {"generated"}));
   b.output("generated_count", b.merge(keep_last, counted_last, count, {"generated_count"}));
+  b.output("positions", position);  // what the KV cache holds afterwards: the prompt and every token fed back
   for (const state_pair& s : fwd.state) b.carry_state(prompt[static_cast<std::size_t>(s.in)], trip[static_cast<std::size_t>(s.in)]);
   g.prog = std::move(b).finish();
   if (!g.prog.ok()) throw graph_error("generation program: " + std::string(name_of(g.prog.error)) + ": " + to_string(g.prog.message));

@@ -31,6 +31,14 @@ enum class kernel : std::uint8_t {
   add,
   swiglu,
   copy_last_row,
+  argmax_rows,   // a generation loop's ids and positions (ops/sequence_ops.hpp)
+  not_in,
+  store_at,
+  increment,
+  next_position,
+  fill_i32,
+  copy_bytes,    // control flow: a loop carry's first value, a merge
+  select_bytes,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -47,6 +55,8 @@ enum class arg : std::uint8_t {
   pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
   eps, theta, factor, low_freq_factor, high_freq_factor,              // call::reals
+  int0, int1, int2, int3,  // call::ints
+  bytes,                   // rows * sizes.row_bytes
 };
 
 // Every kernel's contract, once: its C name and its arguments in the C function's order. The
@@ -59,6 +69,9 @@ struct kernel_spec {
   std::array<arg, 10> args{};
   std::uint8_t arity = 0;
   int copy_into_output = -1;
+  // The C function returns nonzero, writing nothing, when an input is out of its range; this says
+  // which range, for the executors' errors.
+  const char* refuses = nullptr;
 };
 
 namespace detail {
@@ -66,9 +79,13 @@ template <class... A>
 constexpr kernel_spec spec(kernel k, std::string_view name, int copy_into_output, A... a) {
   return {k, name, {a...}, static_cast<std::uint8_t>(sizeof...(A)), copy_into_output};
 }
+constexpr kernel_spec refusing(kernel_spec s, const char* why) {
+  s.refuses = why;
+  return s;
+}
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 13> kernel_specs{{
+inline constexpr std::array<kernel_spec, 21> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -88,6 +105,16 @@ inline constexpr std::array<kernel_spec, 13> kernel_specs{{
     detail::spec(kernel::add, "fk_add", -1, arg::input0, arg::input1, arg::elements, arg::output),
     detail::spec(kernel::swiglu, "fk_swiglu", -1, arg::input0, arg::input1, arg::elements, arg::output),
     detail::spec(kernel::copy_last_row, "fk_copy_last_row", -1, arg::input0, arg::rows, arg::cols, arg::output),
+    detail::spec(kernel::argmax_rows, "fk_argmax_rows", -1, arg::input0, arg::rows, arg::cols, arg::output),
+    detail::spec(kernel::not_in, "fk_not_in", -1, arg::input0, arg::elements, arg::int0, arg::int1, arg::int2, arg::int3, arg::output),
+    detail::refusing(detail::spec(kernel::store_at, "fk_store_at", 0, arg::output, arg::cols, arg::input1, arg::input2),
+                     "the index is outside the buffer"),
+    detail::refusing(detail::spec(kernel::increment, "fk_increment_i32", -1, arg::input0, arg::elements, arg::int0, arg::output),
+                     "a sum leaves i32's range"),
+    detail::spec(kernel::next_position, "fk_next_position", -1, arg::rows, arg::pos0, arg::output),
+    detail::spec(kernel::fill_i32, "fk_fill_i32", -1, arg::elements, arg::int0, arg::output),
+    detail::spec(kernel::copy_bytes, "fk_copy_bytes", -1, arg::input0, arg::bytes, arg::output),
+    detail::spec(kernel::select_bytes, "fk_select_bytes", -1, arg::input0, arg::input1, arg::input2, arg::bytes, arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -140,12 +167,14 @@ struct call {
     std::int64_t capacity = 0;      // KV-cache positions
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
     std::int64_t vocab = 0;         // embed: rows of the table (no kernel argument: for executors' id checks)
+    std::int64_t row_bytes = 0;     // copy_bytes, select_bytes: bytes of a row of the result
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
   } sizes{};
   struct real_fields {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
+  std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value
   std::int8_t position = -1;                // the input holding row 0's position (op_def::positional), or -1: the call's
   std::int64_t copy_row_bytes = 0;          // in-place kernels: bytes a row of the copied input holds
   bool copy_follows_rows = false;           // ... times the rows (else the bytes are the whole tensor)
@@ -287,9 +316,27 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         else c.sizes.heads = s.at.i[0];
         break;
       }
+      case kernel::not_in:
+        for (std::size_t k = 0; k < 4; ++k) c.ints[k] = s.at.i[k] == no_value ? -1 : static_cast<std::int32_t>(s.at.i[k]);
+        break;
+      case kernel::store_at: c.copy_row_bytes = cols * 4; break;
+      case kernel::increment: c.ints[0] = static_cast<std::int32_t>(s.at.i[0]); break;
+      case kernel::fill_i32: c.ints[0] = static_cast<std::int32_t>(s.at.f); break;
+      case kernel::next_position: c.rows = rows_of(x[0]); break;  // the rows of a [T, ...] input: T
+      case kernel::copy_bytes:
+      case kernel::select_bytes:  // the result's rows, of one row's bytes (a merge's input 0 is its condition)
+        c.rows = {1, 0};
+        for (int i = 0; i + 1 < result.rank; ++i) {
+          const rows_t r = rows_of(result[i]);
+          c.rows.n *= r.n;
+          if (r.symbol) c.rows.symbol = r.symbol;
+        }
+        c.sizes.row_bytes = (result.rank ? result.back().n : 1) * size_of(tensors[static_cast<std::size_t>(s.result)].type);
+        break;
       case kernel::add:
       case kernel::swiglu:
       case kernel::copy_last_row:
+      case kernel::argmax_rows:
       case kernel::host: break;
       case kernel::unknown:
         if (err) *err = {s.id, "a step whose kernel no executor implements"};

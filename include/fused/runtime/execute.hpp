@@ -86,13 +86,16 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
       try {
-        s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at, .pos0 = pos0});
+        s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
       } catch (const std::out_of_range& e) {
         throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "': " + e.what());
       }
       return;
     }
-    invoke(c, r, d);
+    if (invoke(c, r, d) != 0) {
+      const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
+      throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "' (" + std::string(spec_of(c.k).name) + "): " + spec_of(c.k).refuses);
+    }
   };
   if (p.regions.empty()) {
     for (const call& c : calls) run_call(c);

@@ -80,6 +80,8 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
   } else {
     if constexpr (A == arg::rows) return rows;
     else if constexpr (A == arg::elements) return rows * static_cast<std::size_t>(c.sizes.cols);
+    else if constexpr (A == arg::bytes) return rows * static_cast<std::size_t>(c.sizes.row_bytes);
+    else if constexpr (A >= arg::int0 && A <= arg::int3) return static_cast<P>(c.ints[static_cast<std::size_t>(A) - static_cast<std::size_t>(arg::int0)]);
     else if constexpr (A == arg::pos0) return static_cast<std::size_t>(position_of(c, r, d));
     else {
       static_assert(is_size(A), "fused: a size parameter takes a size argument");
@@ -88,8 +90,9 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
   }
 }
 
+// 0, or the kernel's nonzero status when it refused an input (kernel_spec::refuses).
 template <kernel K, class R, class... P, std::size_t... I>
-FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d, std::index_sequence<I...>) {
+FUSED_ALWAYS_INLINE int call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d, std::index_sequence<I...>) {
   constexpr const kernel_spec& s = spec_of(K);
   static_assert(s.arity == sizeof...(P), "fused: a kernel_spec lists as many arguments as its C function has parameters");
   const auto rows = static_cast<std::size_t>(c.rows.n * d.b.value[c.rows.symbol]);
@@ -98,17 +101,24 @@ FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions
     std::byte* to = data_ptr<std::byte>(c.out, r);
     if (from != to) std::memcpy(to, from, static_cast<std::size_t>(c.copy_row_bytes) * (c.copy_follows_rows ? rows : 1));
   }
-  fn(argument<P, s.args[I]>(c, r, d, rows)...);
+  if constexpr (std::is_void_v<R>) {
+    fn(argument<P, s.args[I]>(c, r, d, rows)...);
+    return 0;
+  } else {
+    static_assert(s.refuses != nullptr, "fused: a kernel that returns a status says what it refuses (kernel_spec::refuses)");
+    return fn(argument<P, s.args[I]>(c, r, d, rows)...);
+  }
 }
 
 template <kernel K, class R, class... P>
-FUSED_ALWAYS_INLINE void call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d) {
-  call_kernel<K>(fn, c, r, d, std::index_sequence_for<P...>{});
+FUSED_ALWAYS_INLINE int call_kernel(R (*fn)(P...), const call& c, const regions& r, const call_dims& d) {
+  return call_kernel<K>(fn, c, r, d, std::index_sequence_for<P...>{});
 }
 }  // namespace detail
 
-// The C function of each kernel; its arguments come from kernel_specs (calls.hpp).
-FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims& d) {
+// The C function of each kernel; its arguments come from kernel_specs (calls.hpp). Returns 0, or
+// nonzero when the kernel refused an input, writing nothing (spec_of(c.k).refuses says why).
+FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims& d) {
   using detail::call_kernel;
   switch (c.k) {
     case kernel::embed: return call_kernel<kernel::embed>(&fk_embed, c, r, d);
@@ -124,9 +134,18 @@ FUSED_ALWAYS_INLINE void invoke(const call& c, const regions& r, const call_dims
     case kernel::add: return call_kernel<kernel::add>(&fk_add, c, r, d);
     case kernel::swiglu: return call_kernel<kernel::swiglu>(&fk_swiglu, c, r, d);
     case kernel::copy_last_row: return call_kernel<kernel::copy_last_row>(&fk_copy_last_row, c, r, d);
+    case kernel::argmax_rows: return call_kernel<kernel::argmax_rows>(&fk_argmax_rows, c, r, d);
+    case kernel::not_in: return call_kernel<kernel::not_in>(&fk_not_in, c, r, d);
+    case kernel::store_at: return call_kernel<kernel::store_at>(&fk_store_at, c, r, d);
+    case kernel::increment: return call_kernel<kernel::increment>(&fk_increment_i32, c, r, d);
+    case kernel::next_position: return call_kernel<kernel::next_position>(&fk_next_position, c, r, d);
+    case kernel::fill_i32: return call_kernel<kernel::fill_i32>(&fk_fill_i32, c, r, d);
+    case kernel::copy_bytes: return call_kernel<kernel::copy_bytes>(&fk_copy_bytes, c, r, d);
+    case kernel::select_bytes: return call_kernel<kernel::select_bytes>(&fk_select_bytes, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
-    case kernel::unknown: return;
+    case kernel::unknown: return 0;
   }
+  return 0;
 }
 
 }  // namespace fused::runtime

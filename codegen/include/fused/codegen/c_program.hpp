@@ -6,16 +6,21 @@
 // Both give the same value for one config (the golden test checks it), so the CMake generator and
 // `fused gen-c` print the same text. Nothing here re-derives a shape or an offset: the emitter
 // reads the calls, and the tensors/buffers only name what the calls point at.
+// from_runtime can add a third mode, `generate`: generation as one program (decoder_generate.hpp),
+// its loop and conditional kept as regions, over the same weights and KV cache.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fused/core/text_string.hpp>
+#include <fused/models/decoder_generate.hpp>
 #include <fused/models/decoder_model.hpp>
 #include <fused/models/family.hpp>
 #include <fused/runtime/calls.hpp>
@@ -36,6 +41,8 @@ struct mode_plan {
   strategy chosen = strategy::greedy_by_size;
   std::vector<runtime::call> calls;  // one per step, schedule order
   runtime::io_layout io{};
+  std::vector<region_info> regions;  // control flow (the generate mode's loop and conditional)
+  std::vector<loop_carry> carries;
 
   std::int64_t bytes(region r) const { return region_bytes[static_cast<std::size_t>(r)]; }
   const tensor_info& tensor(tensor_id t) const { return tensors[static_cast<std::size_t>(t)]; }
@@ -56,13 +63,31 @@ struct c_program {
   std::int64_t max_ctx = 1;  // KV-cache positions
   decoder::graph_options options{};
   mode_plan prefill, decode;
+  std::optional<mode_plan> generate;          // generation as one program, when asked for
+  decoder::generation_options generation{};   // its options
+  std::shared_ptr<const decoder::generation_program> generation_source;  // owns the names its tensors point into
   std::vector<named_output> outputs;  // tensors with role::output, in id order
   std::vector<state_pair> state;      // state feed -> the step result that carries it to the next call
 
   bool all_rows() const { return options.logits == decoder::logits_rows::all; }
   std::int64_t weights_bytes() const { return prefill.bytes(region::weights); }
   std::int64_t state_bytes() const { return prefill.bytes(region::state); }
-  std::int64_t arena_bytes() const { return std::max(prefill.bytes(region::activations), decode.bytes(region::activations)); }
+  std::int64_t arena_bytes() const {
+    const std::int64_t both = std::max(prefill.bytes(region::activations), decode.bytes(region::activations));
+    return generate ? std::max(both, generate->bytes(region::activations)) : both;
+  }
+  // The modes, in the order the C names them (mode 0 prefill, 1 decode, 2 generate).
+  std::vector<const mode_plan*> modes() const {
+    std::vector<const mode_plan*> m{&prefill, &decode};
+    if (generate) m.push_back(&*generate);
+    return m;
+  }
+  // The prefill state feed at `offset` (its macro names those bytes in every mode).
+  tensor_id state_feed_at(std::int64_t offset) const {
+    for (const auto& t : prefill.tensors)
+      if (t.is_feed && t.kind == role::state && prefill.of(t.id).offset == offset) return t.id;
+    throw std::logic_error("codegen: no state feed at offset " + std::to_string(offset));
+  }
 };
 
 namespace detail {
@@ -138,6 +163,26 @@ inline void check_calls(const mode_plan& m) {
   }
 }
 
+// The generate mode shares the weights and the KV cache: each weight at prefill's offset (by name),
+// each state tensor on a prefill state feed's bytes.
+inline void check_generate(const c_program& p) {
+  const mode_plan& g = *p.generate;
+  for (const auto& t : g.tensors) {
+    const buffer& b = g.of(t.id);
+    if (b.where == region::weights) {
+      bool same = false;
+      for (const auto& u : p.prefill.tensors)
+        if (u.kind == role::weight && to_string(u.name) == to_string(t.name)) same = p.prefill.of(u.id).offset == b.offset;
+      if (!same) throw std::logic_error("codegen: generate: weight '" + to_string(t.name) + "' is not where prefill has it");
+    }
+    if (b.where == region::state) p.state_feed_at(b.offset);
+  }
+  if (g.bytes(region::weights) != p.prefill.bytes(region::weights) || g.bytes(region::state) != p.prefill.bytes(region::state))
+    throw std::logic_error("codegen: generate disagrees with prefill on the weights or state layout");
+  for (const auto& c : g.calls)
+    if (c.k == runtime::kernel::host) throw std::logic_error("codegen: generate: step " + std::to_string(c.step) + " has no C kernel");
+}
+
 inline void finish(c_program& p) {
   if (p.name.empty() || !(std::isalpha(static_cast<unsigned char>(p.name[0])) || p.name[0] == '_'))
     throw std::invalid_argument("codegen: the name '" + p.name + "' is not a C identifier");
@@ -155,6 +200,10 @@ inline void finish(c_program& p) {
   if (p.prefill.bytes(region::weights) != p.decode.bytes(region::weights) || p.prefill.bytes(region::state) != p.decode.bytes(region::state))
     throw std::logic_error("codegen: prefill and decode disagree on the weights or state layout");
   derive_program_facts(p);
+  if (p.generate) {
+    check_calls(*p.generate);
+    check_generate(p);
+  }
 }
 
 }  // namespace detail
@@ -181,8 +230,11 @@ c_program from_static(std::string name) {
 }
 
 // From a config known at run time (`fused gen-c`): the run-time model's plans and calls.
+// With `generation`, the generate mode too: that program planned for a prompt of up to max_seq
+// tokens and a KV cache of max_ctx positions.
 inline c_program from_runtime(std::string name, const decoder::family_entry& family, const decoder::config& cfg, std::int64_t max_seq,
-                              std::int64_t max_ctx, decoder::graph_options options = {}) {
+                              std::int64_t max_ctx, decoder::graph_options options = {},
+                              const std::optional<decoder::generation_options>& generation = std::nullopt) {
   const decoder::model m(family, cfg, max_seq, max_ctx, options);
   c_program p;
   p.name = std::move(name);
@@ -197,6 +249,20 @@ inline c_program from_runtime(std::string name, const decoder::family_entry& fam
   };
   p.prefill = copy("prefill", m.prefill_plan(), m.prefill_calls());
   p.decode = copy("decode", m.decode_plan(), m.decode_calls());
+  if (generation) {
+    p.generation_source = std::make_shared<const decoder::generation_program>(decoder::generation(family, cfg, *generation));
+    decoder::planned pl{p.generation_source->prog, {}};
+    pl.mem = plan_memory(pl.prog, m.prefill_plan().mem.bind);
+    if (const verdict v = verify(pl.prog, pl.mem); !v.ok) throw graph_error("codegen: the generate plan failed verification: " + to_string(v.what));
+    runtime::lowering_error e{};
+    const std::vector<runtime::call> calls =
+        runtime::lower_calls(pl.prog.tensors, pl.prog.steps, pl.mem.buffers, pl.mem.kernels, pl.mem.bind, decoder::sym_tokens, &e);
+    if (calls.size() != pl.prog.steps.size()) throw graph_error("codegen: generate: step " + std::to_string(e.step) + ": " + std::string(e.what));
+    p.generate = copy("generate", pl, calls);
+    p.generate->regions = pl.prog.regions;
+    p.generate->carries = pl.prog.carries;
+    p.generation = *generation;
+  }
   detail::finish(p);
   // The derived facts must be the program's own.
   const program& prog = m.prefill_plan().prog;

@@ -45,17 +45,21 @@ inline std::string rows_times(const runtime::rows_t& r, bool decode, std::int64_
 }
 
 // An operand as C: W(..) a weight, S16(..) the bf16 state, and in the arena F(..) f32, I32(..) i32,
-// A16(..) a bf16 workspace. The C compiler checks each against the kernel's parameter type.
+// U8(..) bool, A16(..) a bf16 workspace. The C compiler checks each against the kernel's parameter type.
 inline std::string operand(const c_program& p, const mode_plan& m, const runtime::operand& o) {
   const tensor_info& t = m.tensor(o.tensor);
-  const std::string mac = offset_macro(p, m, o.tensor);
+  const std::string mac = bytes_macro(p, m, o.tensor);
   if (o.where == region::weights) return "W(" + mac + ")";
   if (o.where == region::state) return "S16(" + mac + ")";
   if (t.type == dtype::f32) return "F(" + mac + ")";
   if (t.type == dtype::i32) return "I32(" + mac + ")";
+  if (t.type == dtype::boolean) return "U8(" + mac + ")";
   if (t.type == dtype::bf16) return "A16(" + mac + ")";
   throw std::logic_error("codegen: tensor '" + tensor_name(t) + "' has a type no kernel reads");
 }
+
+// The mode's number in the C (CANARY_CHECK, the canary tables): prefill 0, decode 1, generate 2.
+inline int mode_index(const mode_plan& m) { return m.mode == std::string_view("prefill") ? 0 : m.mode == std::string_view("decode") ? 1 : 2; }
 
 // One argument of a call as C, as runtime::invoke computes it (kernel_specs names both).
 inline std::string argument(const c_program& p, const mode_plan& m, const runtime::call& c, runtime::arg a, bool dec) {
@@ -70,6 +74,11 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::work: return c.work.tensor >= 0 ? operand(p, m, c.work) : "NULL";
     case arg::rows: return rows_times(c.rows, dec, 1);
     case arg::elements: return rows_times(c.rows, dec, c.sizes.cols);
+    case arg::bytes: return rows_times(c.rows, dec, c.sizes.row_bytes);
+    case arg::int0:
+    case arg::int1:
+    case arg::int2:
+    case arg::int3: return number(c.ints[static_cast<std::size_t>(a) - static_cast<std::size_t>(arg::int0)]);
     case arg::pos0: return c.position >= 0 ? "(size_t)" + operand(p, m, c.in[static_cast<std::size_t>(c.position)]) + "[0]" : "pos0";
     case arg::cols:
     case arg::out_cols:
@@ -105,10 +114,16 @@ inline std::string call_text(const c_program& p, const mode_plan& m, const runti
       code = "memcpy(" + operand(p, m, c.out) + ", " + operand(p, m, from) + ", " +
              (c.copy_follows_rows ? rows_times(c.rows, dec, c.copy_row_bytes) : std::to_string(c.copy_row_bytes)) + ");\n  ";
   }
-  code += std::string(spec.name) + "(";
-  for (std::size_t i = 0; i < spec.arity; ++i) code += (i ? ", " : "") + argument(p, m, c, spec.args[i], dec);
-  code += ");";
-  return comment + "  " + code + "\n  CANARY_CHECK(" + (dec ? "1" : "0") + ", " + std::to_string(pos) + ");\n";
+  std::string invocation = std::string(spec.name) + "(";
+  for (std::size_t i = 0; i < spec.arity; ++i) invocation += (i ? ", " : "") + argument(p, m, c, spec.args[i], dec);
+  invocation += ")";
+  // A kernel that refuses an input out of its range returns nonzero, having written nothing.
+  if (spec.refuses)
+    code += "if (" + invocation + ") return " + p.name + "__fail(m, \"" + p.name + ": " + m.mode + " step " + std::to_string(c.step) + " '" +
+            s.op->name + "' (" + std::string(spec.name) + "): " + spec.refuses + "\");";
+  else
+    code += invocation + ";";
+  return comment + "  " + code + "\n  CANARY_CHECK(" + std::to_string(mode_index(m)) + ", " + std::to_string(pos) + ");\n";
 }
 
 // Layer of a step, from its result's name index (-1 outside the layers), for section comments.
@@ -139,15 +154,152 @@ inline std::string mode_function(const c_program& p, const mode_plan& m) {
   return s;
 }
 
+// Text with every line indented by `depth` more levels (two spaces each).
+inline std::string indented(const std::string& text, int depth) {
+  const std::string pad(static_cast<std::size_t>(2 * depth), ' ');
+  std::string out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end + 1 - at);
+    out += (line == "\n" ? "" : pad) + line;
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return out;
+}
+
+// The generate mode (generation as one program): its calls in schedule order, with its regions as
+// C control flow, as runtime::execute runs them: a conditional's taken branch (`if`), a loop's
+// trips (`for` up to its bound: the header, the condition, the rest, then each carry's next value
+// moved into the carry's bytes unless the plan put them on the same bytes).
+inline std::string generate_function(const c_program& p, const mode_plan& m) {
+  const std::string n = p.name;
+  std::vector<std::vector<int>> starting(m.calls.size() + 1);
+  for (std::size_t g = 0; g < m.regions.size(); ++g) {
+    const region_info& reg = m.regions[g];
+    if (reg.kind == region_kind::loop_body || (reg.kind == region_kind::then_branch && reg.count + m.regions[g + 1].count > 0))
+      starting[static_cast<std::size_t>(reg.first)].push_back(static_cast<int>(g));
+  }
+  auto bytes_at = [&](tensor_id t) {
+    return std::string(m.of(t).where == region::state ? "(m->state + " : "(m->arena + ") + bytes_macro(p, m, t) + ")";
+  };
+  auto condition = [&](tensor_id t) { return "*" + operand(p, m, {.where = m.of(t).where, .offset = m.of(t).offset, .tensor = t}); };
+  // Debug layout: the canaries of the buffers that come alive at `pos` are armed by the step before
+  // it, which control flow skips at a trip's start, a branch's and after a region: arm them there.
+  auto arm = [&](int pos) {
+    return "#ifdef FUSED_DEBUG_CANARIES\n  " + n + "__arm_at(m, " + std::to_string(mode_index(m)) + ", " + std::to_string(pos) + ");\n#endif\n";
+  };
+  auto emit = [&](auto& self, int begin, int end, int parent) -> std::string {
+    std::string out;
+    for (int at = begin; at < end;) {
+      int block = -1;
+      for (const int g : starting[static_cast<std::size_t>(at)])
+        if (m.regions[static_cast<std::size_t>(g)].parent == parent) block = g;
+      if (block < 0) {
+        out += call_text(p, m, m.calls[static_cast<std::size_t>(at)], static_cast<std::size_t>(at));
+        ++at;
+        continue;
+      }
+      const region_info& reg = m.regions[static_cast<std::size_t>(block)];
+      if (reg.kind == region_kind::then_branch) {
+        const region_info& other = m.regions[static_cast<std::size_t>(block) + 1];
+        out += "  if (" + condition(reg.condition) + ") {\n" + indented(arm(reg.first) + self(self, reg.first, reg.end(), block), 1) + "  }";
+        if (other.count > 0) out += " else {\n" + indented(arm(other.first) + self(self, other.first, other.end(), block + 1), 1) + "  }";
+        out += "\n" + arm(other.end());
+        at = other.end();
+        continue;
+      }
+      const std::string trip = "trip_" + std::to_string(block);
+      std::string body = arm(reg.first) + self(self, reg.first, reg.first + reg.header, block);
+      if (reg.condition >= 0) body += "  if (!" + condition(reg.condition) + ") break;\n";
+      body += self(self, reg.first + reg.header, reg.end(), block);
+      for (const loop_carry& c : m.carries) {
+        if (c.loop != block) continue;
+        for (const loop_carry& d : m.carries)
+          if (d.loop == block && d.value == c.next && c.next != c.value)
+            throw std::invalid_argument("codegen: loop " + std::to_string(block) + " moves carry '" + tensor_name(m.tensor(d.value)) +
+                                        "' into another carry: the C generator does not stage carries yet");
+        if (m.of(c.value).where == m.of(c.next).where && m.of(c.value).offset == m.of(c.next).offset) continue;  // in place
+        body += "  memmove(" + bytes_at(c.value) + ", " + bytes_at(c.next) + ", " + std::to_string(bytes_of(m.tensor(c.value), m.bind)) +
+                "); /* " + tensor_name(m.tensor(c.value)) + " <- " + tensor_name(m.tensor(c.next)) + " */\n";
+      }
+      out += "  for (size_t " + trip + " = 0; " + trip + " < " + std::to_string(reg.max_trips) + "; ++" + trip + ") {\n" + indented(body, 1) + "  }\n" +
+             arm(reg.end());
+      at = reg.end();
+    }
+    return out;
+  };
+  std::string s;
+  s += "static int " + n + "__fail(" + n + "_model* m, const char* what);\n\n";
+  s += "/* generate: the prompt (n tokens, 1 <= n <= " + upper_ident(n) + "_MAX_SEQ, already in the arena) at positions m->pos .., then\n"
+       " * up to " + upper_ident(n) + "_MAX_NEW_TOKENS tokens picked greedily, as one program: its loop and conditional below. */\n";
+  s += "static int " + n + "__generate(" + n + "_model* m, size_t n) {\n";
+  s += "  const size_t pos0 = (size_t)m->pos;\n";
+  s += emit(emit, 0, static_cast<int>(m.calls.size()), -1);
+  s += "  (void)n;\n  (void)pos0;\n  return 0;\n}\n\n";
+  return s;
+}
+
+// What the generated mains share: parse_ids (token id lists) and check_config (the model directory's
+// config.json must be the one this C was generated for).
+inline std::string main_helpers(const c_program& p) {
+  const std::string P = upper_ident(p.name);
+  std::string c = R"(
+/* "1,2,3", "1 2 3" and "[1, 2, 3]" are all accepted. */
+static int parse_ids(const char* s, int32_t** ids, size_t* n) {
+  size_t cap = 16;
+  *n = 0;
+  if (!(*ids = (int32_t*)malloc(cap * sizeof(int32_t)))) return -1;
+  while (*s) {
+    char* end;
+    long v;
+    if (strchr(",[] \t\n", *s)) { ++s; continue; }
+    v = strtol(s, &end, 10);
+    if (end == s || v < 0 || v > 2147483647L || (*end && !strchr(",[] \t\n", *end))) return -1;
+    if (*n == cap) {
+      int32_t* bigger = (int32_t*)realloc(*ids, (cap *= 2) * sizeof(int32_t));
+      if (!bigger) return -1;
+      *ids = bigger;
+    }
+    (*ids)[(*n)++] = (int32_t)v;
+    s = end;
+  }
+  return 0;
+}
+
+)";
+  c += "/* The directory's config.json, when there is one, must describe the model this scorer was generated for. */\n"
+       "static int check_config(const char* dir, char* err, size_t errn) {\n"
+       "  char path[1024];\n  size_t len = 0;\n  char* text;\n  fst_json j;\n  int rc = 0;\n"
+       "  const struct { const char* key; double want; double fallback; } fields[] = {\n"
+       "      {\"vocab_size\", " + P + "_VOCAB_SIZE, -1}, {\"hidden_size\", " + P + "_HIDDEN_SIZE, -1},\n"
+       "      {\"intermediate_size\", " + P + "_INTERMEDIATE_SIZE, -1}, {\"num_hidden_layers\", " + P + "_NUM_HIDDEN_LAYERS, -1},\n"
+       "      {\"num_attention_heads\", " + P + "_NUM_ATTENTION_HEADS, -1}, {\"num_key_value_heads\", " + P + "_NUM_KEY_VALUE_HEADS, " + P +
+       "_NUM_ATTENTION_HEADS},\n"
+       "      {\"rms_norm_eps\", " + P + "_RMS_NORM_EPS, -1}, {\"tie_word_embeddings\", " + P + "_TIE_WORD_EMBEDDINGS, 0}};\n"
+       "  size_t k;\n"
+       "  snprintf(path, sizeof path, \"%s/config.json\", dir);\n"
+       "  if (!(text = fst_read_text(path, &len))) return 0; /* a .safetensors file, or a directory without one */\n"
+       "  if (fst_json_parse(text, len, path, &j, err, errn)) {\n    free(text);\n    return -1;\n  }\n  free(text);\n"
+       "  for (k = 0; k < sizeof fields / sizeof fields[0] && !rc; ++k) {\n"
+       "    const fst_json* v = fst_json_get(&j, fields[k].key);\n"
+       "    const double got = v && (v->type == FST_NUMBER || v->type == FST_BOOL) ? v->num : fields[k].fallback;\n"
+       "    if (got != fields[k].want) {\n"
+       "      fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file says %.9g\", path, fields[k].key, fields[k].want, got);\n"
+       "      rc = -1;\n    }\n  }\n"
+       "  fst_json_free(&j);\n  return rc;\n}\n\n";
+  return c;
+}
+
 }  // namespace detail
 
 // ---- <name>.h ---------------------------------------------------------------------------------------
 inline std::string emit_header(const c_program& p, std::string_view generator) {
   const std::string P = upper_ident(p.name), n = p.name;
   const mode_plan& pf = p.prefill;
-  const mode_plan& dc = p.decode;
   std::string h;
-  h += "/* " + n + ".h: a Qwen2 model as plain C11, generated by " + std::string(generator) + ". Do not edit.\n"
+  h += "/* " + n + ".h: a " + std::string(p.model_type) + " model as plain C11, generated by " + std::string(generator) + ". Do not edit.\n"
        " *\n"
        " * Three regions, each " + P + "_MEM_ALIGN-aligned, caller-owned or allocated once by init:\n"
        " *   weights  " + std::to_string(p.weights_bytes()) + " bytes, bf16, read-only (" + P + "_W_* offsets)\n"
@@ -164,7 +316,14 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
   h += "#define " + P + "_MAX_SEQ " + std::to_string(p.max_seq) + "\n";
   h += "#define " + P + "_MAX_CTX " + std::to_string(p.max_ctx) + "\n";
   h += "#define " + P + "_LOGITS_ALL_ROWS " + std::string(p.all_rows() ? "1" : "0") + " /* prefill returns the logits of " +
-       (p.all_rows() ? "every position" : "the last position only") + " */\n\n";
+       (p.all_rows() ? "every position" : "the last position only") + " */\n";
+  if (p.generate) {
+    std::string stops;
+    for (const int id : p.generation.stop_ids) stops += (stops.empty() ? "" : ", ") + std::to_string(id);
+    h += "#define " + P + "_MAX_NEW_TOKENS " + std::to_string(p.generation.max_new_tokens) + " /* the most tokens " + n +
+         "_generate picks; stop ids: " + (stops.empty() ? "none" : stops) + " */\n";
+  }
+  h += "\n";
   h += "/* The layout */\n";
   h += "#define " + P + "_MEM_ALIGN 64\n";
   h += "#define " + P + "_FINGERPRINT " + hex64(layout_fingerprint(p)) + "ULL /* graph, dtypes, offsets */\n";
@@ -173,17 +332,24 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
   h += "#define " + P + "_WEIGHTS_BYTES " + std::to_string(p.weights_bytes()) + "\n";
 
   const debug_region dstate = with_canaries(pf, region::state);
-  const debug_region dpf = with_canaries(pf, region::activations), ddc = with_canaries(dc, region::activations);
-  auto sizes = [&](std::int64_t state, std::int64_t a_pf, std::int64_t a_dc) {
+  const std::vector<const mode_plan*> modes = p.modes();
+  std::vector<debug_region> debug_arena;  // per mode
+  for (const mode_plan* m : modes) debug_arena.push_back(with_canaries(*m, region::activations));
+  auto sizes = [&](std::int64_t state, const std::vector<std::int64_t>& arena) {
     std::string s;
     s += "#define " + P + "_STATE_BYTES " + std::to_string(state) + "\n";
-    s += "#define " + P + "_PREFILL_ARENA_BYTES " + std::to_string(a_pf) + "\n";
-    s += "#define " + P + "_DECODE_ARENA_BYTES " + std::to_string(a_dc) + "\n";
-    s += "#define " + P + "_ARENA_BYTES " + std::to_string(std::max(a_pf, a_dc)) + " /* one arena serves both modes */\n";
+    for (std::size_t k = 0; k < modes.size(); ++k) s += "#define " + P + "_" + upper_ident(modes[k]->mode) + "_ARENA_BYTES " + std::to_string(arena[k]) + "\n";
+    s += "#define " + P + "_ARENA_BYTES " + std::to_string(*std::max_element(arena.begin(), arena.end())) + " /* one arena serves " +
+         (modes.size() == 2 ? "both modes" : "every mode") + " */\n";
     return s;
   };
-  h += "#ifndef FUSED_DEBUG_CANARIES\n" + sizes(p.state_bytes(), pf.bytes(region::activations), dc.bytes(region::activations));
-  h += "#else\n#define " + P + "_CANARY_BYTES " + std::to_string(canary_bytes) + "\n" + sizes(dstate.bytes, dpf.bytes, ddc.bytes) + "#endif\n\n";
+  std::vector<std::int64_t> release_arena, debug_arena_bytes;
+  for (std::size_t k = 0; k < modes.size(); ++k) {
+    release_arena.push_back(modes[k]->bytes(region::activations));
+    debug_arena_bytes.push_back(debug_arena[k].bytes);
+  }
+  h += "#ifndef FUSED_DEBUG_CANARIES\n" + sizes(p.state_bytes(), release_arena);
+  h += "#else\n#define " + P + "_CANARY_BYTES " + std::to_string(canary_bytes) + "\n" + sizes(dstate.bytes, debug_arena_bytes) + "#endif\n\n";
 
   h += "/* Weights region: byte offset of each tensor (bf16, Hugging Face name and shape) */\n";
   for (const auto& t : pf.tensors)
@@ -199,9 +365,12 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
         s += "#define " + offset_macro(p, pf, t.id) + " " +
              std::to_string(debug ? dstate.offset[static_cast<std::size_t>(t.id)] : pf.of(t.id).offset) + " /* " + name_of(t.type) + " " +
              bound_shape(t, pf.bind) + ", " + std::to_string(pf.of(t.id).bytes) + " bytes */\n";
-    for (const mode_plan* m : {&pf, &dc}) {
-      const debug_region& dr = m == &pf ? dpf : ddc;
-      s += "/* " + std::string(m == &pf ? "Prefill" : "Decode") + " arena: each tensor's offset (tensors never live at once may share bytes) */\n";
+    for (std::size_t k = 0; k < modes.size(); ++k) {
+      const mode_plan* m = modes[k];
+      const debug_region& dr = debug_arena[k];
+      std::string mode_name = m->mode;
+      mode_name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(mode_name[0])));
+      s += "/* " + mode_name + " arena: each tensor's offset (tensors never live at once may share bytes) */\n";
       for (const auto& t : m->tensors)
         if (m->of(t.id).where == region::activations)
           s += "#define " + offset_macro(p, *m, t.id) + " " +
@@ -236,6 +405,14 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
   h += "const float* " + n + "_prefill(" + n + "_model* m, const int32_t* ids, size_t n);\n";
   h += "/* One token at m->pos; returns its logits [" + P + "_VOCAB_SIZE]. NULL on error. */\n";
   h += "const float* " + n + "_decode(" + n + "_model* m, int32_t id);\n";
+  if (p.generate)
+    h += "/* Generation as one program: the prompt ids[0..n) (1 <= n <= " + P + "_MAX_SEQ) from position 0, then up to " + P +
+         "_MAX_NEW_TOKENS\n"
+         " * tokens, each the argmax of the last logits, until a stop id (not written): the result of `fused run --temp 0`.\n"
+         " * Writes them to out[0..count) and returns count, or -1 (m->error says why) before writing anything when the\n"
+         " * prompt, an id or n + " + P + "_MAX_NEW_TOKENS positions do not fit. Afterwards m->pos counts the positions the\n"
+         " * KV cache holds (the prompt and every token but one the loop did not feed back), so decode may go on from there. */\n"
+         "int " + n + "_generate(" + n + "_model* m, const int32_t* ids, size_t n, int32_t* out);\n";
   h += "/* Forgets the context: the next prefill starts at position 0. */\n";
   h += "void " + n + "_reset(" + n + "_model* m);\n";
   h += "/* Threads the kernels use (n <= 0: the default, env FUSED_THREADS or OpenMP's); results do not depend on it. */\n";
@@ -244,7 +421,7 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
   h += "const char* " + n + "_isa(void);\nuint64_t " + n + "_fingerprint(void);\n\n";
   h += "#ifdef FUSED_DEBUG_CANARIES\n"
        "/* Test hook, debug builds only: called after each step's kernel, before the canaries are checked, with\n"
-       " * the step's output buffer (schedule position `pos`, mode 0 prefill / 1 decode). */\n"
+       " * the step's output buffer (schedule position `pos`, mode 0 prefill / 1 decode" + std::string(p.generate ? " / 2 generate" : "") + "). */\n"
        "extern void (*" + n + "_debug_after_step)(int mode, int pos, void* out, size_t out_bytes);\n#endif\n\n";
   h += "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " + P + "_H */\n";
   return h;
@@ -256,7 +433,8 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
   const mode_plan& pf = p.prefill;
   const mode_plan& dc = p.decode;
   std::string c;
-  c += "/* " + n + ".c: Qwen2 prefill and decode as straight-line kernel calls, generated by " + std::string(generator) + ". Do not edit.\n"
+  c += "/* " + n + ".c: " + std::string(p.model_type) + " prefill and decode" + (p.generate ? " (and generation, as one program)" : "") +
+       " as straight-line kernel calls, generated by " + std::string(generator) + ". Do not edit.\n"
        " * Every operand is a constant offset in a region (see " + n + ".h); only the tokens of a prefill call (n)\n"
        " * and the position (pos0) are known at run time. Includes the kernel headers and the C library only. */\n";
   c += "#include \"" + n + ".h\"\n\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n";
@@ -268,13 +446,15 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
        "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC diagnostic push\n"
        "#pragma GCC diagnostic ignored \"-Waggressive-loop-optimizations\"\n#endif\n";
   for (const auto& k : kernel_headers()) c += "#include \"" + k + "\"\n";
+  if (p.generate) c += "#include \"fk_sequence.h\"\n";  // argmax, stop ids, positions: the generation loop's kernels
   c += "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC diagnostic pop\n#endif\n";
   c += "#include \"" + std::string(support_header) + "\"\n\n";
-  c += "/* Operands: W = bf16 weights, S16 = bf16 state (KV cache), F = f32 and I32 = i32 activations. */\n"
+  c += "/* Operands: W = bf16 weights, S16 = bf16 state (KV cache), F = f32, I32 = i32 and U8 = bool activations. */\n"
        "#define W(off) ((const uint16_t*)(const void*)(m->weights + (off)))\n"
        "#define S16(off) ((uint16_t*)(void*)(m->state + (off)))\n"
        "#define F(off) ((float*)(void*)(m->arena + (off)))\n"
-       "#define I32(off) ((const int32_t*)(const void*)(m->arena + (off)))\n"
+       "#define I32(off) ((int32_t*)(void*)(m->arena + (off)))\n"
+       "#define U8(off) ((uint8_t*)(void*)(m->arena + (off)))\n"
        "#define A16(off) ((uint16_t*)(void*)(m->arena + (off)))\n\n";
 
   // Weights table.
@@ -299,7 +479,8 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
     if (t.is_feed && t.kind == role::state)
       c += "    {\"" + tensor_name(t) + "\", " + offset_macro(p, pf, t.id) + ", " + std::to_string(pf.of(t.id).bytes) + ", 0, 0},\n";
   c += "};\n";
-  for (const mode_plan* m : {&pf, &dc}) {
+  const std::vector<const mode_plan*> modes = p.modes();
+  for (const mode_plan* m : modes) {
     c += "static const " + n + "__buffer " + n + "__" + m->mode + "_buffers[] = {\n";
     for (const auto& t : m->tensors) {
       const buffer& b = m->of(t.id);
@@ -313,11 +494,22 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
       const step& s = m->steps[i];
       const buffer& b = m->of(s.result);
       c += "    {" + std::to_string(s.id) + ", \"" + tensor_name(m->tensor(s.result)) + "\", \"" + s.op->name + "\", \"" +
-           std::string(m->kernels[i] ? m->kernels[i] : "") + "\", " + (b.where == region::state ? "1" : "0") + ", " + offset_macro(p, *m, s.result) +
+           std::string(m->kernels[i] ? m->kernels[i] : "") + "\", " + (b.where == region::state ? "1" : "0") + ", " + bytes_macro(p, *m, s.result) +
            ", " + std::to_string(b.bytes) + "},\n";
     }
     c += "};\n";
   }
+  // The tables by mode number (detail::mode_index).
+  auto per_mode = [&](const std::string& declaration, auto item) {
+    std::string t = "static " + declaration + "[] = {";
+    for (std::size_t k = 0; k < modes.size(); ++k) t += (k ? ", " : "") + item(std::string(modes[k]->mode));
+    return t + "};\n";
+  };
+  c += per_mode("const " + n + "__buffer* const " + n + "__mode_buffers", [&](const std::string& mode) { return n + "__" + mode + "_buffers"; });
+  c += per_mode("const size_t " + n + "__mode_buffer_counts",
+                [&](const std::string& mode) { return "sizeof " + n + "__" + mode + "_buffers / sizeof(" + n + "__buffer)"; });
+  c += per_mode("const " + n + "__step* const " + n + "__mode_steps", [&](const std::string& mode) { return n + "__" + mode + "_steps"; });
+  c += per_mode("const char* const " + n + "__mode_names", [&](const std::string& mode) { return "\"" + mode + "\""; });
   c += "void (*" + n + "_debug_after_step)(int mode, int pos, void* out, size_t out_bytes) = NULL;\n\n";
   c += "static void " + n + "__arm(unsigned char* base, const " + n + "__buffer* b) { memset(base + b->offset + b->bytes, 0xFD, " + P +
        "_CANARY_BYTES); }\n";
@@ -328,16 +520,16 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
        "  return 1;\n}\n";
   c += "/* Arms the canaries of the buffers that come alive at schedule position `pos`. */\n"
        "static void " + n + "__arm_at(" + n + "_model* m, int mode, int pos) {\n"
-       "  const " + n + "__buffer* b = mode ? " + n + "__decode_buffers : " + n + "__prefill_buffers;\n"
-       "  const size_t count = mode ? sizeof " + n + "__decode_buffers / sizeof b[0] : sizeof " + n + "__prefill_buffers / sizeof b[0];\n"
+       "  const " + n + "__buffer* b = " + n + "__mode_buffers[mode];\n"
+       "  const size_t count = " + n + "__mode_buffer_counts[mode];\n"
        "  size_t k;\n"
        "  for (k = 0; k < count; ++k)\n"
        "    if (b[k].first == pos) " + n + "__arm(m->arena, &b[k]);\n}\n";
   c += "/* After the step at schedule position `pos`: every live buffer's canary must be intact. */\n"
        "static int " + n + "__after_step(" + n + "_model* m, int mode, int pos) {\n"
-       "  const " + n + "__buffer* b = mode ? " + n + "__decode_buffers : " + n + "__prefill_buffers;\n"
-       "  const size_t count = mode ? sizeof " + n + "__decode_buffers / sizeof b[0] : sizeof " + n + "__prefill_buffers / sizeof b[0];\n"
-       "  const " + n + "__step* s = mode ? &" + n + "__decode_steps[pos] : &" + n + "__prefill_steps[pos];\n"
+       "  const " + n + "__buffer* b = " + n + "__mode_buffers[mode];\n"
+       "  const size_t count = " + n + "__mode_buffer_counts[mode];\n"
+       "  const " + n + "__step* s = &" + n + "__mode_steps[mode][pos];\n"
        "  const " + n + "__buffer* bad = NULL;\n"
        "  size_t k;\n"
        "  int in_state = 0;\n"
@@ -348,7 +540,7 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
        "    if (!" + n + "__intact(m->state, &" + n + "__state_buffers[k])) bad = &" + n + "__state_buffers[k], in_state = 1;\n"
        "  if (bad) {\n"
        "    snprintf(m->error, sizeof m->error, \"" + n + ": canary overwritten in %s step %d '%s' (%s, %s): buffer '%s' (%s +%zu, %zu bytes) was written past its end\",\n"
-       "             mode ? \"decode\" : \"prefill\", s->id, s->result, s->op, s->kernel, bad->name, in_state ? \"state\" : \"arena\", bad->offset, bad->bytes);\n"
+       "             " + n + "__mode_names[mode], s->id, s->result, s->op, s->kernel, bad->name, in_state ? \"state\" : \"arena\", bad->offset, bad->bytes);\n"
        "    fprintf(stderr, \"%s\\n\", m->error);\n"
        "    return -1;\n"
        "  }\n"
@@ -360,6 +552,7 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
 
   c += detail::mode_function(p, pf);
   c += detail::mode_function(p, dc);
+  if (p.generate) c += detail::generate_function(p, *p.generate);
 
   // io
   auto io_macro = [&](const mode_plan& m, bool logits) {
@@ -450,6 +643,37 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
        "  if (" + n + "__decode(m)) return NULL;\n"
        "  m->pos += 1;\n  m->logits_rows = 1;\n"
        "  return (const float*)(const void*)(m->arena + " + dc_logits + ");\n}\n";
+  if (p.generate) {
+    const mode_plan& g = *p.generate;
+    // The program's input and outputs by tensor name (decoder_generate.hpp names them; "position",
+    // the loop's position carry, is output "positions").
+    auto named = [&](std::string_view name, role r) {
+      for (const auto& t : g.tensors)
+        if (t.kind == r && tensor_name(t) == name) return offset_macro(p, g, t.id);
+      throw std::logic_error("codegen: generate has no " + std::string(name));
+    };
+    c += "\nint " + n + "_generate(" + n + "_model* m, const int32_t* ids, size_t n, int32_t* out) {\n"
+         "  int32_t count;\n"
+         "  if (n == 0 || n > " + P + "_MAX_SEQ) {\n"
+         "    snprintf(m->error, sizeof m->error, \"generate: the prompt holds %zu tokens; this model takes 1 to %d\", n, " + P + "_MAX_SEQ);\n"
+         "    return -1;\n  }\n"
+         "  m->pos = 0;\n"
+         "  if (" + n + "__check(m, ids, n)) return -1;\n"
+         "  if (n + " + P + "_MAX_NEW_TOKENS > " + P + "_MAX_CTX) {\n"
+         "    snprintf(m->error, sizeof m->error, \"generate: %zu prompt tokens and up to %d more need more than the %d positions of the KV cache\", n,\n"
+         "             " + P + "_MAX_NEW_TOKENS, " + P + "_MAX_CTX);\n"
+         "    return -1;\n  }\n"
+         "  memcpy(m->arena + " + named("input_ids", role::input) + ", ids, n * sizeof(int32_t));\n"
+         "#ifdef FUSED_DEBUG_CANARIES\n  " + n + "__arm_at(m, 2, 0);\n#endif\n"
+         "  if (" + n + "__generate(m, n)) return -1;\n"
+         "  memcpy(&count, m->arena + " + named("generated_count", role::output) + ", sizeof count);\n"
+         "  memcpy(out, m->arena + " + named("generated", role::output) + ", (size_t)count * sizeof(int32_t));\n"
+         "  {\n    int32_t positions;\n"
+         "    memcpy(&positions, m->arena + " + named("position", role::output) + ", sizeof positions);\n"
+         "    m->pos = positions;\n  }\n"
+         "  m->logits_rows = 0;\n"
+         "  return count;\n}\n";
+  }
   return c;
 }
 
@@ -470,50 +694,8 @@ inline std::string emit_scorer(const c_program& p, std::string_view generator) {
   fprintf(stderr, "usage: %s --model DIR --input-ids 1,2,3 [--continue-ids 4,5] --out FILE.safetensors [--threads N]\n", argv0);
   return 2;
 }
-
-/* "1,2,3", "1 2 3" and "[1, 2, 3]" are all accepted. */
-static int parse_ids(const char* s, int32_t** ids, size_t* n) {
-  size_t cap = 16;
-  *n = 0;
-  if (!(*ids = (int32_t*)malloc(cap * sizeof(int32_t)))) return -1;
-  while (*s) {
-    char* end;
-    long v;
-    if (strchr(",[] \t\n", *s)) { ++s; continue; }
-    v = strtol(s, &end, 10);
-    if (end == s || v < 0 || v > 2147483647L || (*end && !strchr(",[] \t\n", *end))) return -1;
-    if (*n == cap) {
-      int32_t* bigger = (int32_t*)realloc(*ids, (cap *= 2) * sizeof(int32_t));
-      if (!bigger) return -1;
-      *ids = bigger;
-    }
-    (*ids)[(*n)++] = (int32_t)v;
-    s = end;
-  }
-  return 0;
-}
-
 )";
-  c += "/* The directory's config.json, when there is one, must describe the model this scorer was generated for. */\n"
-       "static int check_config(const char* dir, char* err, size_t errn) {\n"
-       "  char path[1024];\n  size_t len = 0;\n  char* text;\n  fst_json j;\n  int rc = 0;\n"
-       "  const struct { const char* key; double want; double fallback; } fields[] = {\n"
-       "      {\"vocab_size\", " + P + "_VOCAB_SIZE, -1}, {\"hidden_size\", " + P + "_HIDDEN_SIZE, -1},\n"
-       "      {\"intermediate_size\", " + P + "_INTERMEDIATE_SIZE, -1}, {\"num_hidden_layers\", " + P + "_NUM_HIDDEN_LAYERS, -1},\n"
-       "      {\"num_attention_heads\", " + P + "_NUM_ATTENTION_HEADS, -1}, {\"num_key_value_heads\", " + P + "_NUM_KEY_VALUE_HEADS, " + P +
-       "_NUM_ATTENTION_HEADS},\n"
-       "      {\"rms_norm_eps\", " + P + "_RMS_NORM_EPS, -1}, {\"tie_word_embeddings\", " + P + "_TIE_WORD_EMBEDDINGS, 0}};\n"
-       "  size_t k;\n"
-       "  snprintf(path, sizeof path, \"%s/config.json\", dir);\n"
-       "  if (!(text = fst_read_text(path, &len))) return 0; /* a .safetensors file, or a directory without one */\n"
-       "  if (fst_json_parse(text, len, path, &j, err, errn)) {\n    free(text);\n    return -1;\n  }\n  free(text);\n"
-       "  for (k = 0; k < sizeof fields / sizeof fields[0] && !rc; ++k) {\n"
-       "    const fst_json* v = fst_json_get(&j, fields[k].key);\n"
-       "    const double got = v && (v->type == FST_NUMBER || v->type == FST_BOOL) ? v->num : fields[k].fallback;\n"
-       "    if (got != fields[k].want) {\n"
-       "      fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file says %.9g\", path, fields[k].key, fields[k].want, got);\n"
-       "      rc = -1;\n    }\n  }\n"
-       "  fst_json_free(&j);\n  return rc;\n}\n\n";
+  c += detail::main_helpers(p);
   c += "int main(int argc, char** argv) {\n"
        "  const char *model = NULL, *input = NULL, *cont = NULL, *out = NULL;\n"
        "  int32_t *ids = NULL, *next = NULL;\n  size_t T = 0, N = 0, at, k;\n  int i, threads = 0;\n"
@@ -565,6 +747,73 @@ static int parse_ids(const char* s, int32_t** ids, size_t* n) {
        "  }\n"
        "  fprintf(stderr, \"" + n + ": %zu prompt + %zu continue ids -> %s (%s)\\n\", T, N, out, " + n + "_isa());\n"
        "  free(prefill);\n  free(decode);\n  free(ids);\n  free(next);\n  " + n + "_free(&m);\n  return 0;\n}\n";
+  return c;
+}
+
+// ---- <name>_generate_main.c: greedy generation --------------------------------------------------------
+// Needs the generate mode (from_runtime with generation options).
+inline std::string emit_generate_main(const c_program& p, std::string_view generator) {
+  if (!p.generate) throw std::invalid_argument("codegen: the generate main needs the generate mode (--generate N)");
+  const std::string P = upper_ident(p.name), n = p.name;
+  std::string c;
+  c += "/* " + n + "_generate_main.c: greedy generation with " + n + "_generate, generated by " + std::string(generator) + ". Do not edit.\n"
+       " *   " + n + "_generate --model DIR --input-ids 1,2,3 [--threads N] [--repeat R]\n"
+       " * prints the generated ids (up to " + P + "_MAX_NEW_TOKENS) as 1,2,3 on stdout; on stderr, the median time of R runs\n"
+       " * and its tokens per second (prompt and generation together, as one call). */\n";
+  c += "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n\n#include \"" + n + ".h\"\n#include \"" +
+       support_header + "\"\n\n";
+  c += R"(static int usage(const char* argv0) {
+  fprintf(stderr, "usage: %s --model DIR --input-ids 1,2,3 [--threads N] [--repeat R]\n", argv0);
+  return 2;
+}
+
+static double now(void) {
+  struct timespec t;
+  timespec_get(&t, TIME_UTC);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int by_value(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+)";
+  c += detail::main_helpers(p);
+  c += "int main(int argc, char** argv) {\n"
+       "  const char *model = NULL, *input = NULL;\n"
+       "  int32_t* ids = NULL;\n  int32_t out[" + P + "_MAX_NEW_TOKENS];\n  size_t T = 0;\n  int i, threads = 0, repeat = 1, count = 0;\n"
+       "  double* times;\n  char err[1024];\n  fst_file_list files;\n  " + n + "_model m;\n"
+       "  if (argc % 2 == 0) return usage(argv[0]);\n"
+       "  for (i = 1; i + 1 < argc; i += 2) {\n"
+       "    const char* a = argv[i];\n"
+       "    const char* v = argv[i + 1];\n"
+       "    if (!strcmp(a, \"--model\")) model = v;\n"
+       "    else if (!strcmp(a, \"--input-ids\")) input = v;\n"
+       "    else if (!strcmp(a, \"--threads\")) threads = atoi(v);\n"
+       "    else if (!strcmp(a, \"--repeat\")) repeat = atoi(v);\n"
+       "    else return usage(argv[0]);\n"
+       "  }\n"
+       "  if (!model || !input || repeat < 1) return usage(argv[0]);\n"
+       "  if (parse_ids(input, &ids, &T) || T == 0) {\n"
+       "    fprintf(stderr, \"" + n + ": --input-ids takes a list of token ids like 1,2,3 (at least one)\\n\");\n    return 2;\n  }\n"
+       "  if (threads > 0) " + n + "_set_threads(threads);\n"
+       "  if (check_config(model, err, sizeof err) || fst_model_files(model, &files, err, sizeof err)) {\n"
+       "    fprintf(stderr, \"" + n + ": %s\\n\", err);\n    return 1;\n  }\n"
+       "  if (" + n + "_init_safetensors(&m, (const char* const*)files.files, files.count, NULL, NULL)) {\n"
+       "    fprintf(stderr, \"" + n + ": %s\\n\", m.error);\n    return 1;\n  }\n"
+       "  fst_file_list_free(&files);\n"
+       "  if (!(times = (double*)malloc((size_t)repeat * sizeof(double)))) {\n    fprintf(stderr, \"" + n + ": out of memory\\n\");\n    return 1;\n  }\n"
+       "  for (i = 0; i < repeat; ++i) {\n"
+       "    const double start = now();\n"
+       "    if ((count = " + n + "_generate(&m, ids, T, out)) < 0) {\n      fprintf(stderr, \"" + n + ": %s\\n\", m.error);\n      return 1;\n    }\n"
+       "    times[i] = now() - start;\n"
+       "  }\n"
+       "  for (i = 0; i < count; ++i) printf(\"%s%ld\", i ? \",\" : \"\", (long)out[i]);\n"
+       "  printf(\"\\n\");\n"
+       "  qsort(times, (size_t)repeat, sizeof times[0], by_value);\n"
+       "  fprintf(stderr, \"" + n + ": %zu prompt ids -> %d generated in %.6f s (median of %d): %.1f tok/s (%s)\\n\", T, count, times[repeat / 2], repeat,\n"
+       "          (double)(T + (size_t)count) / times[repeat / 2], " + n + "_isa());\n"
+       "  free(times);\n  free(ids);\n  " + n + "_free(&m);\n  return 0;\n}\n";
   return c;
 }
 

@@ -22,6 +22,8 @@ inline program as_program(const mode_plan& m) {
   program p;
   p.tensors = m.tensors;
   p.steps = m.steps;
+  p.regions = m.regions;
+  p.carries = m.carries;
   return p;
 }
 inline memory_plan as_memory_plan(const mode_plan& m) {
@@ -64,22 +66,30 @@ inline std::string emit_memory_layout(const c_program& p) {
   key("canary_bytes", canary_bytes);
   key("max_seq", p.max_seq);
   key("max_ctx", p.max_ctx);
-  const debug_region dpf = with_canaries(p.prefill, region::activations), ddc = with_canaries(p.decode, region::activations);
-  key("regions", json{{"weights", p.weights_bytes()}, {"state", p.state_bytes()}, {"arena", p.arena_bytes()},
-                      {"prefill_arena", p.prefill.bytes(region::activations)}, {"decode_arena", p.decode.bytes(region::activations)}});
-  key("debug_regions", json{{"weights", p.weights_bytes()}, {"state", dstate.bytes}, {"arena", std::max(dpf.bytes, ddc.bytes)},
-                            {"prefill_arena", dpf.bytes}, {"decode_arena", ddc.bytes}});
-  for (const mode_plan* m : {&p.prefill, &p.decode}) {
+  const std::vector<const mode_plan*> modes = p.modes();
+  std::vector<debug_region> debug;
+  json regions{{"weights", p.weights_bytes()}, {"state", p.state_bytes()}, {"arena", p.arena_bytes()}};
+  json debug_regions{{"weights", p.weights_bytes()}, {"state", dstate.bytes}, {"arena", 0}};
+  for (const mode_plan* m : modes) {
+    debug.push_back(with_canaries(*m, region::activations));
+    regions[std::string(m->mode) + "_arena"] = m->bytes(region::activations);
+    debug_regions[std::string(m->mode) + "_arena"] = debug.back().bytes;
+    debug_regions["arena"] = std::max(debug_regions["arena"].get<std::int64_t>(), debug.back().bytes);
+  }
+  key("regions", regions);
+  key("debug_regions", debug_regions);
+  for (std::size_t k = 0; k < modes.size(); ++k) {
+    const mode_plan* m = modes[k];
     json doc = plan_to_json(detail::as_program(*m), detail::as_memory_plan(*m));
     doc.erase("arena_by_strategy");  // a record of the planner's search, which a frozen static plan does not keep
-    const debug_region& dr = m == &p.prefill ? dpf : ddc;
+    const debug_region& dr = debug[k];
     for (auto& b : doc["buffers"]) {
       const auto id = b["id"].get<std::size_t>();
       const region r = m->buffers[id].where;
       b["debug_offset"] = r == region::weights ? m->buffers[id].offset : r == region::state ? dstate.offset[id] : dr.offset[id];
-      b["c_name"] = offset_macro(p, *m, static_cast<tensor_id>(id));
+      b["c_name"] = bytes_macro(p, *m, static_cast<tensor_id>(id));
     }
-    out.append(" ").append(json(m->mode).dump()).append(": ").append(detail::indent(dump_plan_json(doc))).append(m == &p.prefill ? ",\n" : "\n");
+    out.append(" ").append(json(m->mode).dump()).append(": ").append(detail::indent(dump_plan_json(doc))).append(k + 1 < modes.size() ? ",\n" : "\n");
   }
   return out + "}\n";
 }
@@ -99,8 +109,11 @@ inline std::string emit_graph(const c_program& p) {
                      {"symbols", {{"$1", "tokens in this call"}, {"$2", "KV-cache positions"}}},
                      {"modes", {{"prefill", {{"$1", p.max_seq}, {"$2", p.max_ctx}}}, {"decode", {{"$1", 1}, {"$2", p.max_ctx}}}}},
                      {"logits", p.all_rows() ? "all" : "last"},
+
                      {"fingerprint", hex64(layout_fingerprint(p))},
                      {"weights_fingerprint", hex64(weights_fingerprint(p))}};
+  if (p.generate)  // generation as one program: its plan (tensors, steps, control) is memory_layout.json's "generate"
+    doc["meta"]["generate"] = json{{"max_new_tokens", p.generation.max_new_tokens}, {"stop_ids", p.generation.stop_ids}};
   json tensors = json::array(), feeds = json::array();
   for (const auto& t : m.tensors) {
     json shape = json::array();

@@ -53,6 +53,14 @@ inline std::string offset_macro(const c_program& p, const mode_plan& m, tensor_i
   return {};
 }
 
+// The macro of a tensor's bytes: its offset_macro, but for the generate mode's state tensors, which
+// are named by the prefill state feed on the same bytes (the KV cache's own macros).
+inline std::string bytes_macro(const c_program& p, const mode_plan& m, tensor_id t) {
+  const buffer& b = m.of(t);
+  if (m.mode == std::string_view("generate") && b.where == region::state) return offset_macro(p, p.prefill, p.state_feed_at(b.offset));
+  return offset_macro(p, m, t);
+}
+
 // The dims of a tensor as the mode binds them, e.g. "[64, 896]".
 inline std::string bound_shape(const tensor_info& t, const binding& b) {
   std::string s = "[";
@@ -126,7 +134,7 @@ inline std::uint64_t layout_fingerprint(const c_program& p) {
   f.num(p.max_seq);
   f.num(p.max_ctx);
   f.num(p.all_rows());
-  for (const mode_plan* m : {&p.prefill, &p.decode}) {
+  for (const mode_plan* m : p.modes()) {
     f.str(m->mode);
     for (const auto& t : m->tensors) {
       detail::hash_tensor(f, t);

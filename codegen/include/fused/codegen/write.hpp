@@ -1,9 +1,10 @@
 // Writes a generated model's files into one self-contained directory: <name>.h, <name>.c,
-// [<name>_main.c,] memory_layout.json, graph.json, and copies of the C headers they include (the
+// [<name>_main.c,] [<name>_generate_main.c,] memory_layout.json, graph.json, and copies of the C headers they include (the
 // kernel headers with their own includes, and fused_safetensors.h), so that
 //   cc -O2 -march=native -std=c11 DIR/*.c -o scorer -lm -fopenmp -lpthread
 // builds it with nothing else on the include path.
 #pragma once
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -36,6 +37,7 @@ inline std::vector<emitted_file> emit_all(const c_program& p) {
   f.push_back({p.name + ".h", emit_header(p, generator)});
   f.push_back({p.name + ".c", emit_source(p, generator)});
   if (scorer) f.push_back({p.name + "_main.c", emit_scorer(p, generator)});
+  if (p.generate) f.push_back({p.name + "_generate_main.c", emit_generate_main(p, generator)});
   f.push_back({"memory_layout.json", emit_memory_layout(p)});
   f.push_back({"graph.json", emit_graph(p)});
   return f;
@@ -69,10 +71,12 @@ inline std::vector<std::string> local_includes(const std::string& text) {
 }
 }  // namespace detail
 
-// The headers the generated C needs, with their includes, found in `dirs` (first match wins).
-inline std::vector<std::filesystem::path> c_headers_needed(const std::vector<std::filesystem::path>& dirs) {
+// The headers the generated C needs (`extra`: beyond the kernels every model calls and the support
+// header), with their includes, found in `dirs` (first match wins).
+inline std::vector<std::filesystem::path> c_headers_needed(const std::vector<std::filesystem::path>& dirs, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> todo = kernel_headers();
   todo.push_back(support_header);
+  todo.insert(todo.end(), extra.begin(), extra.end());
   std::set<std::string> seen;
   std::vector<std::filesystem::path> out;
   while (!todo.empty()) {
@@ -102,7 +106,13 @@ inline std::vector<std::filesystem::path> write_bundle(const std::vector<emitted
     detail::write_file(out_dir / f.name, f.text);
     written.push_back(out_dir / f.name);
   }
-  for (const auto& h : c_headers_needed(header_dirs)) {
+  std::vector<std::string> included;  // what the emitted files include beyond one another
+  for (const auto& f : files)
+    for (auto& inc : detail::local_includes(f.text)) included.push_back(inc);
+  std::erase_if(included, [&](const std::string& inc) {
+    return std::any_of(files.begin(), files.end(), [&](const emitted_file& f) { return f.name == inc; });
+  });
+  for (const auto& h : c_headers_needed(header_dirs, included)) {
     detail::write_file(out_dir / h.filename(), detail::read_file(h));
     written.push_back(out_dir / h.filename());
   }
