@@ -1,5 +1,5 @@
 # fused_generate_c(<target> CONFIG <config.json> [NAME n] [MAX_SEQ s] [MAX_CTX c] [LOGITS last|all] [OUTPUT_DIR dir]
-#                  [EXCLUDE_FROM_ALL])
+#                  [GENERATE n [STOP_IDS id...]] [EXCLUDE_FROM_ALL])
 #
 # Makes a C library target <target> from a model config known at build time (any family) (docs/GENERATOR.md):
 #   1. fused_config_to_cpp reads config.json with fused's own loader and writes it as a constexpr
@@ -13,6 +13,8 @@
 # target, MAX_SEQ to 512 (most tokens one prefill call runs), MAX_CTX to 4096 (KV positions),
 # LOGITS to last (prefill returns the last position's logits). The Debug configuration compiles
 # <target> and its users with FUSED_DEBUG_CANARIES (the layout with canaries, checked every step).
+# GENERATE n: also <n>_generate, greedy generation of up to n tokens as one program (its loop as C),
+# stopping at STOP_IDS (none by default), and <n>_generate_main.c.
 # EXCLUDE_FROM_ALL: built only when something asks for it.
 # Target properties: FUSED_GENERATED_DIR (the directory) and FUSED_SCORER_SOURCE (<n>_main.c, with
 # LOGITS all).
@@ -40,7 +42,7 @@ endif()
 find_package(OpenMP QUIET COMPONENTS C)
 
 function(fused_generate_c target)
-  cmake_parse_arguments(PARSE_ARGV 1 G "EXCLUDE_FROM_ALL" "CONFIG;NAME;MAX_SEQ;MAX_CTX;LOGITS;OUTPUT_DIR" "")
+  cmake_parse_arguments(PARSE_ARGV 1 G "EXCLUDE_FROM_ALL" "CONFIG;NAME;MAX_SEQ;MAX_CTX;LOGITS;OUTPUT_DIR;GENERATE" "STOP_IDS")
   if(G_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "fused_generate_c(${target}): unknown arguments ${G_UNPARSED_ARGUMENTS}")
   endif()
@@ -71,6 +73,20 @@ function(fused_generate_c target)
   endif()
   if(NOT G_LOGITS MATCHES "^(last|all)$")
     message(FATAL_ERROR "fused_generate_c(${target}): LOGITS must be last or all")
+  endif()
+  if(NOT G_GENERATE)
+    set(G_GENERATE 0)
+  endif()
+  foreach(id IN LISTS G_STOP_IDS)
+    if(NOT id MATCHES "^[0-9]+$")
+      message(FATAL_ERROR "fused_generate_c(${target}): STOP_IDS '${id}' is not a token id")
+    endif()
+  endforeach()
+  if(G_STOP_IDS AND G_GENERATE EQUAL 0)
+    message(FATAL_ERROR "fused_generate_c(${target}): STOP_IDS needs GENERATE")
+  endif()
+  if(NOT G_GENERATE MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "fused_generate_c(${target}): GENERATE '${G_GENERATE}' is not a number of tokens")
   endif()
   foreach(n MAX_SEQ MAX_CTX)
     if(NOT G_${n} MATCHES "^[1-9][0-9]*$")
@@ -103,6 +119,8 @@ function(fused_generate_c target)
   set(FUSED_GEN_MAX_SEQ ${G_MAX_SEQ})
   set(FUSED_GEN_MAX_CTX ${G_MAX_CTX})
   set(FUSED_GEN_NAME ${G_NAME})
+  set(FUSED_GEN_GENERATE ${G_GENERATE})
+  string(REPLACE ";" ", " FUSED_GEN_STOP_IDS "${G_STOP_IDS}")
   set(FUSED_GEN_OUT "${out}")
   set(FUSED_GEN_KERNELS "${FUSED_KERNELS_DIR}")
   set(FUSED_GEN_SUPPORT "${FUSED_CODEGEN_DIR}/c")
@@ -115,6 +133,9 @@ function(fused_generate_c target)
   set(outputs "${out}/${G_NAME}.h" "${out}/${G_NAME}.c" "${out}/memory_layout.json" "${out}/graph.json")
   if(G_LOGITS STREQUAL "all")
     list(APPEND outputs "${out}/${G_NAME}_main.c")
+  endif()
+  if(NOT G_GENERATE EQUAL 0)
+    list(APPEND outputs "${out}/${G_NAME}_generate_main.c")
   endif()
   file(GLOB support_headers "${FUSED_CODEGEN_DIR}/c/*.h")
   file(GLOB kernel_headers "${FUSED_KERNELS_DIR}/fk_*.h")

@@ -4,9 +4,15 @@
 // alternate which model goes first, so both see the same machine; figures are medians. Each
 // repetition also checks that both models produced the same logits, bit for bit.
 //
-//   codegen_bench [--prompt 512] [--gen 64] [--reps 5] [--threads N]
+// Generation as one program: qwen2_0_5b_generate (a short prompt, then QWEN2_0_5B_MAX_NEW_TOKENS tokens
+// in the generated loop) against the C++ static model running the same prompt and greedy decode loop
+// on the host; both must pick the same ids.
+//
+//   codegen_bench [--prompt 512] [--gen 64] [--generate-prompt 16] [--reps 5] [--threads N]
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,8 +26,10 @@ namespace {
 
 using namespace fused::bench;
 using static_0_5b = fused::qwen2::static_model<fused::qwen2::presets::qwen2_0_5b, QWEN2_0_5B_MAX_SEQ, QWEN2_0_5B_MAX_CTX>;
-static_assert(static_0_5b::weights_bytes == QWEN2_0_5B_WEIGHTS_BYTES && static_0_5b::arena_bytes == QWEN2_0_5B_ARENA_BYTES &&
-              static_0_5b::state_bytes == QWEN2_0_5B_STATE_BYTES, "the generated layout is the static model's");
+static_assert(static_0_5b::weights_bytes == QWEN2_0_5B_WEIGHTS_BYTES &&
+                  static_0_5b::arena_bytes == std::max(QWEN2_0_5B_PREFILL_ARENA_BYTES, QWEN2_0_5B_DECODE_ARENA_BYTES) &&
+                  static_0_5b::state_bytes == QWEN2_0_5B_STATE_BYTES,
+              "the generated layout is the static model's (its arena holds the generate mode too)");
 
 struct figures {
   std::vector<double> prefill, decode;
@@ -49,13 +57,16 @@ void one_rep(Prefill&& prefill, Decode&& decode, const std::vector<std::int32_t>
 
 int main(int argc, char** argv) {
   try {
-    const std::vector<std::string> a(argv + 1, argv + argc);
-    fused::cli::args_reader args(a);
-    const long long P = args.int_or("--prompt", 512, 1, QWEN2_0_5B_MAX_SEQ);
-    const long long G = args.int_or("--gen", 64, 1, QWEN2_0_5B_MAX_CTX - P);
-    const int reps = static_cast<int>(args.int_or("--reps", 5, 1, 1000));
-    const int threads = static_cast<int>(args.int_or("--threads", fk_get_threads(), 1, 1024));
-    args.finish();
+    long long P = 512, G = 64, GP = 16;
+    int reps = 5, threads = fk_get_threads();
+    CLI::App app{"codegen_bench: the generated C against the C++ static model, Qwen2-0.5B with synthetic weights"};
+    using fused::cli::integer_in;
+    app.add_option("--prompt", P, "prompt tokens of the prefill/decode comparison")->check(integer_in(1, QWEN2_0_5B_MAX_SEQ));
+    app.add_option("--gen", G, "tokens decoded after it")->check(integer_in(1, QWEN2_0_5B_MAX_CTX - QWEN2_0_5B_MAX_SEQ));
+    app.add_option("--generate-prompt", GP, "prompt tokens of the generation comparison")->check(integer_in(1, QWEN2_0_5B_MAX_SEQ));
+    app.add_option("--reps", reps, "repetitions (medians)")->check(integer_in(1, 1000));
+    app.add_option("--threads", threads, "threads")->check(integer_in(1, 1024));
+    CLI11_PARSE(app, argc, argv);
     fk_set_threads(threads);
     qwen2_0_5b_set_threads(threads);
 
@@ -104,6 +115,39 @@ int main(int argc, char** argv) {
     std::printf("%-16s %14.1f %14.2f\n", "generated C", median(fc.prefill), median(fc.decode));
     std::printf("generated C / C++ static: prefill %.3f, decode %.3f; logits bitwise equal: %s\n", median(fc.prefill) / median(fcpp.prefill),
                 median(fc.decode) / median(fcpp.decode), same ? "yes" : "NO");
+
+    // Generation as one program against the host loop, same prompt, same tokens.
+    const std::vector<std::int32_t> short_prompt(prompt.begin(), prompt.begin() + GP);
+    constexpr long long N = QWEN2_0_5B_MAX_NEW_TOKENS;
+    std::vector<std::int32_t> host_ids, program_ids(N);
+    auto host_loop = [&] {
+      host_ids.clear();
+      cpp.reset();
+      std::span<const float> logits = cpp.prefill(short_prompt);
+      for (long long i = 0; i < N; ++i) {
+        host_ids.push_back(static_cast<std::int32_t>(fk_argmax(logits.data(), V)));
+        if (i + 1 < N) logits = cpp.decode(host_ids.back());
+      }
+    };
+    int count = 0;
+    auto program = [&] { count = qwen2_0_5b_generate(&c, short_prompt.data(), short_prompt.size(), program_ids.data()); };
+    std::vector<double> t_host, t_program;
+    host_loop();  // warm
+    program();
+    for (int r = 0; r < reps; ++r) {
+      if (r % 2 == 0) {
+        t_host.push_back(seconds(host_loop));
+        t_program.push_back(seconds(program));
+      } else {
+        t_program.push_back(seconds(program));
+        t_host.push_back(seconds(host_loop));
+      }
+      same = same && count == N && program_ids == host_ids;
+    }
+    std::printf("generation of %lld tokens after a %lld-token prompt (medians): C++ static, host loop %.1f tok/s; generated C, %s_generate %.1f tok/s;"
+                " ratio %.3f; same ids: %s\n",
+                N, GP, static_cast<double>(N) / median(t_host), "qwen2_0_5b", static_cast<double>(N) / median(t_program),
+                median(t_host) / median(t_program), count == N && program_ids == host_ids ? "yes" : "NO");
     qwen2_0_5b_free(&c);
     return same ? 0 : 1;
   } catch (const std::exception& e) {

@@ -46,6 +46,21 @@ graph count_to_ten(std::int64_t max_trips = 100) {
   return g;
 }
 
+// The generation loop's ops in a graph file: argmax and next_position of an input, then a loop that
+// stores its count at its count until not_in stops it at 3: ids [0, 1, 2, -1, -1], count 3.
+graph store_until_three(std::int64_t slots = 5, json stop_ids = json::array({3})) {
+  graph g;
+  g.input("scores", "f32", {2, 3}).call("best", "argmax", {"scores"}).call("after", "next_position", {"scores"});
+  g.call("ids0", "full_int", {}, {{"value", -1}, {"shape", {slots}}}).call("count0", "full_int", {}, {{"value", 0}, {"shape", {1}}});
+  g.loop("fill", 5).merge("ids", "fill", {"ids0"}).merge("count", "fill", {"count0"});
+  g.call("go_on", "not_in", {"count"}, {{"values", std::move(stop_ids)}}).call("ids_next", "store_at", {"ids", "count", "count"});
+  g.call("count_next", "increment", {"count"}, {{"by", 1}});
+  g.edge("ids_next", "ids", 1).edge("count_next", "count", 1).edge("go_on", "fill", 0);
+  g.body("fill", "body", {"ids", "count", "go_on", "ids_next", "count_next"});
+  g.output("ids").output("count").output("best").output("after");
+  return g;
+}
+
 fused::ir::analysis analyzed(const json& j) {
   const fused::ir::read_result r = fused::ir::from_json(j);
   REQUIRE_MESSAGE(r.ok(), fused::ir::report(r.errors));
@@ -82,6 +97,19 @@ TEST_CASE("FX example: x = x + 1, i = i + 1 while i < 10") {
   const values none = run(count_to_ten(0).doc(), {{"x", {5.0f}}});
   check_close(none.at("x_now"), {5.0f});
   check_close(none.at("i_now"), {0.0f});
+}
+
+TEST_CASE("the generation loop's ops in a graph file: argmax, next_position, a loop storing ids until a stop") {
+  const values out = run(store_until_three().doc(), {{"scores", {1, 5, 2, 7, 7, 0}}});
+  check_close(out.at("ids"), {0, 1, 2, -1, -1});
+  check_close(out.at("count"), {3});
+  check_close(out.at("best"), {1, 0});  // the first of two equal largest
+  check_close(out.at("after"), {2});    // pos0 0 + 2 rows
+  // No stop id and two slots: the third store is outside the buffer, refused naming the step.
+  CHECK_THROWS_WITH_AS(run(store_until_three(2, json::array()).doc(), {{"scores", {1, 5, 2, 7, 7, 0}}}),
+                       doctest::Contains("'store_at' (fk_store_at): the index is outside the buffer"), std::out_of_range);
+  // A stop id that is no id is refused by the shape rule, naming the node.
+  CHECK(refused(store_until_three(5, json::array({-4})).doc(), "shape"));
 }
 
 TEST_CASE("a loop holding a conditional: x = x > 5 ? x - 1 : x + 3, ten trips") {

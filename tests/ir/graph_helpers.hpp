@@ -95,7 +95,7 @@ class graph {
 
 using values = std::map<std::string, std::vector<float>>;
 
-// Runs the document on f32 inputs (bool outputs read as 0/1); `weights`: a safetensors file or "".
+// Runs the document on f32 inputs (bool outputs read as 0/1, i32 as their values); `weights`: a safetensors file or "".
 inline values run(const json& j, const values& inputs, const std::string& weights = "") {
   const fused::ir::read_result r = fused::ir::from_json(j);
   REQUIRE_MESSAGE(r.ok(), fused::ir::report(r.errors));
@@ -124,6 +124,7 @@ inline values run(const json& j, const values& inputs, const std::string& weight
     std::vector<float>& v = out[o.name];
     for (std::size_t i = 0; i < n; ++i) {
       if (t.type == fused::dtype::boolean) v.push_back(static_cast<float>(reinterpret_cast<const std::uint8_t*>(p)[i]));
+      else if (t.type == fused::dtype::i32) v.push_back(static_cast<float>(reinterpret_cast<const std::int32_t*>(p)[i]));
       else v.push_back(reinterpret_cast<const float*>(p)[i]);
     }
   }

@@ -183,6 +183,22 @@ inline void check_generate(const c_program& p) {
     if (c.k == runtime::kernel::host) throw std::logic_error("codegen: generate: step " + std::to_string(c.step) + " has no C kernel");
 }
 
+// The generate mode of `p` (prefill and decode already there): the generation program planned for
+// prefill's binding (a prompt of up to max_seq tokens, max_ctx KV positions), verified, lowered.
+inline void add_generate(c_program& p, const decoder::family_entry& family, const decoder::generation_options& generation) {
+  p.generation_source = std::make_shared<const decoder::generation_program>(decoder::generation(family, p.cfg, generation));
+  const program& prog = p.generation_source->prog;
+  const memory_plan mem = plan_memory(prog, p.prefill.bind);
+  if (const verdict v = verify(prog, mem); !v.ok) throw graph_error("codegen: the generate plan failed verification: " + to_string(v.what));
+  runtime::lowering_error e{};
+  const std::vector<runtime::call> calls = runtime::lower_calls(prog.tensors, prog.steps, mem.buffers, mem.kernels, mem.bind, decoder::sym_tokens, &e);
+  if (calls.size() != prog.steps.size()) throw graph_error("codegen: generate: step " + std::to_string(e.step) + ": " + std::string(e.what));
+  p.generate = copy_mode("generate", mem.bind, prog.tensors, prog.steps, mem.buffers, mem.kernels, mem.region_bytes, mem.lower_bound, mem.chosen, calls);
+  p.generate->regions = prog.regions;
+  p.generate->carries = prog.carries;
+  p.generation = generation;
+}
+
 inline void finish(c_program& p) {
   if (p.name.empty() || !(std::isalpha(static_cast<unsigned char>(p.name[0])) || p.name[0] == '_'))
     throw std::invalid_argument("codegen: the name '" + p.name + "' is not a C identifier");
@@ -229,6 +245,13 @@ c_program from_static(std::string name) {
   return p;
 }
 
+// `p` (from_static's) with the generate mode of `family` added (fused_generate_c's GENERATE).
+inline c_program with_generation(c_program p, const decoder::family_entry& family, const decoder::generation_options& generation) {
+  detail::add_generate(p, family, generation);
+  detail::finish(p);
+  return p;
+}
+
 // From a config known at run time (`fused gen-c`): the run-time model's plans and calls.
 // With `generation`, the generate mode too: that program planned for a prompt of up to max_seq
 // tokens and a KV cache of max_ctx positions.
@@ -249,20 +272,7 @@ inline c_program from_runtime(std::string name, const decoder::family_entry& fam
   };
   p.prefill = copy("prefill", m.prefill_plan(), m.prefill_calls());
   p.decode = copy("decode", m.decode_plan(), m.decode_calls());
-  if (generation) {
-    p.generation_source = std::make_shared<const decoder::generation_program>(decoder::generation(family, cfg, *generation));
-    decoder::planned pl{p.generation_source->prog, {}};
-    pl.mem = plan_memory(pl.prog, m.prefill_plan().mem.bind);
-    if (const verdict v = verify(pl.prog, pl.mem); !v.ok) throw graph_error("codegen: the generate plan failed verification: " + to_string(v.what));
-    runtime::lowering_error e{};
-    const std::vector<runtime::call> calls =
-        runtime::lower_calls(pl.prog.tensors, pl.prog.steps, pl.mem.buffers, pl.mem.kernels, pl.mem.bind, decoder::sym_tokens, &e);
-    if (calls.size() != pl.prog.steps.size()) throw graph_error("codegen: generate: step " + std::to_string(e.step) + ": " + std::string(e.what));
-    p.generate = copy("generate", pl, calls);
-    p.generate->regions = pl.prog.regions;
-    p.generate->carries = pl.prog.carries;
-    p.generation = *generation;
-  }
+  if (generation) detail::add_generate(p, family, *generation);
   detail::finish(p);
   // The derived facts must be the program's own.
   const program& prog = m.prefill_plan().prog;
