@@ -3541,6 +3541,9 @@ constexpr memory_plan plan_memory(const program& p, const binding& bind) { retur
 //   a dashed line at the lower bound (the most bytes live at any one step), a legend, axis labels.
 // Buffers of one in-place chain are drawn one after the other at the same offset.
 // Weights and state are not drawn: they live for the whole call, their sizes are in the caption.
+// Control flow (program::regions): each branch or loop body is a faint band behind the buffers over
+// the positions of its steps, labelled ("loop 0, at most 11 trips", "then 1", "else 2") and titled
+// with its condition.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -3661,6 +3664,23 @@ inline std::string plan_to_svg(const program& p, const memory_plan& m, std::stri
   add(fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">schedule position (step)</text>)", left + plot_w / 2, height - 22));
   add(fmt::format(R"~(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" transform="rotate(-90 {:.1f} {:.1f})">offset in the activation arena ({})</text>)~",
                   24.0, top + plot_h / 2, 24.0, top + plot_h / 2, unit.name));
+
+  // Control flow: a band per region over its positions, behind the buffers; nested labels stack.
+  for (std::size_t r = 0; r < p.regions.size(); ++r) {
+    const region_info& reg = p.regions[r];
+    if (reg.count == 0) continue;
+    int depth = 0;
+    for (int a = reg.parent; a >= 0; a = p.regions[static_cast<std::size_t>(a)].parent) ++depth;
+    const bool loop = reg.kind == region_kind::loop_body;
+    const char* color = loop ? "#4e79a7" : reg.kind == region_kind::then_branch ? "#59a14f" : "#e15759";
+    const std::string label = loop ? fmt::format("loop {}, at most {} trips", r, reg.max_trips)
+                                   : fmt::format("{} {}", reg.kind == region_kind::then_branch ? "then" : "else", r);
+    const std::string condition = reg.condition >= 0 ? ", condition '" + to_string(p.tensor(reg.condition).name) + "'" : std::string();
+    const double x = left + static_cast<double>(reg.first) * sx, w = static_cast<double>(reg.count) * sx;
+    add(fmt::format(R"(<rect class="region" x="{:.2f}" y="{}" width="{:.2f}" height="{}" fill="{}" fill-opacity="0.08" stroke="{}" stroke-dasharray="3 3"><title>{}: positions {}..{}{}</title></rect>)",
+                    x, top, w, plot_h, color, color, xml_escape(label), reg.first, reg.end() - 1, xml_escape(condition)));
+    add(fmt::format(R"(<text x="{:.2f}" y="{:.1f}" font-size="10" fill="{}">{}</text>)", x + 3, top + 12 + 12 * depth, color, xml_escape(label)));
+  }
 
   // Buffers.
   std::vector<std::string> categories;  // in order of first appearance, for the legend

@@ -15,6 +15,7 @@
 #include <fused/ops/registry.hpp>
 #include <fused/plan/planner.hpp>
 #include <fused/plan/static_program.hpp>
+#include <fused/plan/svg.hpp>
 #include <fused/plan/verifier.hpp>
 
 #include "graph_helpers.hpp"
@@ -202,6 +203,19 @@ TEST_CASE("a next value the trip's last step reads is not overwritten before it 
   const fused::verdict v = fused::verify(low.prog, m);
   CHECK_FALSE(v.ok);
   CHECK(fused::to_string(v.what).find("share bytes in the activation arena while both are live") != std::string::npos);
+}
+
+TEST_CASE("the plan's picture shows control flow: a band per branch or loop body, labelled") {
+  const fused::ir::read_result r = fused::ir::from_json(count_to_ten(100).doc());
+  REQUIRE(r.ok());
+  const fused::ir::lowered g = fused::ir::lower(r.doc);
+  const fused::memory_plan mem = fused::ir::plan(g.prog, fused::ir::bind(r.doc, {}));
+  const std::string svg = fused::plan_to_svg(g.prog, mem);
+  std::size_t bands = 0;
+  for (std::size_t at = svg.find("class=\"region\""); at != std::string::npos; at = svg.find("class=\"region\"", at + 1)) ++bands;
+  CHECK(bands == 1);
+  CHECK(svg.find("loop 0, at most 100 trips: positions") != std::string::npos);
+  CHECK(svg.find("condition &apos;running&apos;") != std::string::npos);  // the title, XML-escaped
 }
 
 TEST_CASE("control flow survives JSON -> MessagePack -> JSON") {
