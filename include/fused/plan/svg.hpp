@@ -143,7 +143,7 @@ inline std::string plan_to_svg(const program& p, const memory_plan& m, std::stri
     const char* color = loop ? "#4e79a7" : reg.kind == region_kind::then_branch ? "#59a14f" : "#e15759";
     const std::string label = loop ? fmt::format("loop {}, at most {} trips", r, reg.max_trips)
                                    : fmt::format("{} {}", reg.kind == region_kind::then_branch ? "then" : "else", r);
-    const std::string condition = reg.condition >= 0 ? ", condition '" + to_string(p.tensor(reg.condition).name) + "'" : std::string();
+    const std::string condition = reg.condition >= 0 ? ", condition '" + std::string(p.tensor(reg.condition).name.str().view()) + "'" : std::string();
     const double x = left + static_cast<double>(reg.first) * sx, w = static_cast<double>(reg.count) * sx;
     add(fmt::format(R"(<rect class="region" x="{:.2f}" y="{}" width="{:.2f}" height="{}" fill="{}" fill-opacity="0.08" stroke="{}" stroke-dasharray="3 3"><title>{}: positions {}..{}{}</title></rect>)",
                     x, top, w, plot_h, color, color, xml_escape(label), reg.first, reg.end() - 1, xml_escape(condition)));

@@ -70,13 +70,29 @@ static int check_config(const char* dir, char* err, size_t errn) {
   return rc;
 }
 
+/* The model in DIR (its config.json checked first), or 1 with the reason on stderr. */
+static int load_model(const char* dir, micro_model* m) {
+  char err[1024];
+  fst_file_list files;
+  if (check_config(dir, err, sizeof err) || fst_model_files(dir, &files, err, sizeof err)) {
+    fprintf(stderr, "micro: %s\n", err);
+    return 1;
+  }
+  if (micro_init_safetensors(m, (const char* const*)files.files, files.count, NULL, NULL)) {
+    fprintf(stderr, "micro: %s\n", m->error);
+    fst_file_list_free(&files);
+    return 1;
+  }
+  fst_file_list_free(&files);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char *model = NULL, *input = NULL, *cont = NULL, *out = NULL;
   int32_t *ids = NULL, *next = NULL;
   size_t T = 0, N = 0, at, k;
   int i, threads = 0;
   char err[1024];
-  fst_file_list files;
   micro_model m;
   float *prefill, *decode = NULL;
   const float* logits;
@@ -103,15 +119,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (threads > 0) micro_set_threads(threads);
-  if (check_config(model, err, sizeof err) || fst_model_files(model, &files, err, sizeof err)) {
-    fprintf(stderr, "micro: %s\n", err);
-    return 1;
-  }
-  if (micro_init_safetensors(&m, (const char* const*)files.files, files.count, NULL, NULL)) {
-    fprintf(stderr, "micro: %s\n", m.error);
-    return 1;
-  }
-  fst_file_list_free(&files);
+  if (load_model(model, &m)) return 1;
   prefill = (float*)malloc(T * V * sizeof(float));
   if (N) decode = (float*)malloc(N * V * sizeof(float));
   if (!prefill || (N && !decode)) {
