@@ -10469,12 +10469,12 @@ void for_each_printed_field(const config& c, F&& f) {
 // the prompt's pass, every trip's pass and the KV cache, and the executor runs no code of its own.
 //
 //   prompt:  logits = forward(input_ids) at positions pos0..; token = argmax(logits)
-//            position = next_position(input_ids); count = 0; generated = [-1] * N
+//            position = next_position(input_ids); count = 0; ids = [-1] * N
 //   loop of at most N-1 trips, while not_in(token, stop ids):
-//            generated[count] = token; count += 1
+//            ids[count] = token; count += 1
 //            logits = forward(token) at `position` (the KV caches carried); token = argmax(logits); position += 1
-//   after:   if not_in(token, stop ids): generated[count] = token; count += 1   (a Conditional)
-//   outputs: generated i32 [N] (unused entries -1), generated_count i32 [1], positions i32 [1] (the
+//   after:   if not_in(token, stop ids): ids[count] = token; count += 1   (a Conditional)
+//   outputs: generated (the ids) i32 [N] (unused entries -1), generated_count i32 [1], positions i32 [1] (the
 //            positions the KV cache holds afterwards: the prompt and every generated token fed back)
 //
 // The last token is stored after the loop rather than in a trip so that no forward pass runs for a
@@ -10755,10 +10755,10 @@ inline generation_program generation(const family_entry& f, const config& c, con
     if (id < 0 || id >= c.vocab_size) throw graph_error("generation: stop id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
   const program fwd = f.graph(c, {.logits = logits_rows::last, .layers = -1});
   if (!fwd.ok()) throw graph_error(std::string(f.model_type) + ": " + to_string(fwd.message));
-  tensor_id ids = -1;
+  tensor_id input_ids = -1;
   for (const tensor_info& t : fwd.tensors)
-    if (t.kind == role::input) ids = t.id;
-  if (ids < 0 || fwd.outputs.size() != 1) throw graph_error(std::string(f.model_type) + ": a decoder program has one input and one output");
+    if (t.kind == role::input) input_ids = t.id;
+  if (input_ids < 0 || fwd.outputs.size() != 1) throw graph_error(std::string(f.model_type) + ": a decoder program has one input and one output");
   const tensor_id logits = fwd.outputs.front().id;
 
   generation_program g;
@@ -10785,7 +10785,7 @@ inline generation_program generation(const family_entry& f, const config& c, con
   std::vector<tensor_id> prompt(fwd.tensors.size(), -1);
   detail::replay(fwd, b, prompt, g.names, "", -1);
   const tensor_id first_token = b.apply(ops::argmax, {prompt[static_cast<std::size_t>(logits)]}, {}, {"token.first"});
-  const tensor_id first_position = b.apply(ops::next_position, {prompt[static_cast<std::size_t>(ids)]}, {}, {"position.first"});
+  const tensor_id first_position = b.apply(ops::next_position, {prompt[static_cast<std::size_t>(input_ids)]}, {}, {"position.first"});
   const tensor_id no_count = b.apply(ops::full_int, {}, filled(0, 1), {"count.first"});
   const tensor_id no_ids = b.apply(ops::full_int, {}, filled(-1, o.max_new_tokens), {"ids.first"});
 
@@ -10794,16 +10794,16 @@ inline generation_program generation(const family_entry& f, const config& c, con
   const tensor_id token = b.carry(loop, first_token, {"token"});
   const tensor_id position = b.carry(loop, first_position, {"position"});
   const tensor_id count = b.carry(loop, no_count, {"count"});
-  const tensor_id generated = b.carry(loop, no_ids, {"ids"});
+  const tensor_id ids = b.carry(loop, no_ids, {"ids"});  // the tokens stored so far
   std::vector<tensor_id> trip(fwd.tensors.size(), -1);
   for (const state_pair& s : fwd.state)
     trip[static_cast<std::size_t>(s.in)] = b.carry(loop, prompt[static_cast<std::size_t>(s.out)], renamed(fwd.tensor(s.in).name));
   for (std::size_t t = 0; t < fwd.tensors.size(); ++t)
     if (fwd.tensors[t].kind == role::weight) trip[t] = prompt[t];
-  trip[static_cast<std::size_t>(ids)] = token;
+  trip[static_cast<std::size_t>(input_ids)] = token;
   b.set_region(loop);
   b.loop_while(loop, b.apply(ops::not_in, {token}, stops, {"go_on"}));
-  b.carry_next(generated, b.apply(ops::store_at, {generated, token, count}, {}, {"ids.next"}));
+  b.carry_next(ids, b.apply(ops::store_at, {ids, token, count}, {}, {"ids.next"}));
   b.carry_next(count, b.apply(ops::increment, {count}, one, {"count.next"}));
   detail::replay(fwd, b, trip, g.names, "trip.", position);
   b.carry_next(token, b.apply(ops::argmax, {trip[static_cast<std::size_t>(logits)]}, {}, {"token.next"}));
@@ -10814,10 +10814,10 @@ inline generation_program generation(const family_entry& f, const config& c, con
   // The last token, unless it stops.
   const int keep_last = b.conditional(b.apply(ops::not_in, {token}, stops, {"last.go_on"}));
   b.set_region(keep_last);
-  const tensor_id stored_last = b.apply(ops::store_at, {generated, token, count}, {}, {"ids.last"});
+  const tensor_id stored_last = b.apply(ops::store_at, {ids, token, count}, {}, {"ids.last"});
   const tensor_id counted_last = b.apply(ops::increment, {count}, one, {"count.last"});
   b.set_region(-1);
-  b.output("generated", b.merge(keep_last, stored_last, generated, {"generated"}));
+  b.output("generated", b.merge(keep_last, stored_last, ids, {"generated"}));
   b.output("generated_count", b.merge(keep_last, counted_last, count, {"generated_count"}));
   b.output("positions", position);  // what the KV cache holds afterwards: the prompt and every token fed back
   for (const state_pair& s : fwd.state) b.carry_state(prompt[static_cast<std::size_t>(s.in)], trip[static_cast<std::size_t>(s.in)]);

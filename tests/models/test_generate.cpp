@@ -56,6 +56,7 @@ std::vector<std::int32_t> session_ids(const loaded& l, std::int64_t n, const std
 struct generated {
   std::vector<std::int32_t> ids;
   std::int64_t arena = 0;
+  std::int32_t positions = 0;  // what the KV cache holds afterwards
 };
 
 generated program_ids(const loaded& l, std::int64_t n, const std::vector<int>& stops) {
@@ -84,7 +85,8 @@ generated program_ids(const loaded& l, std::int64_t n, const std::vector<int>& s
   REQUIRE(count >= 0);
   REQUIRE(count <= n);
   for (std::int64_t i = count; i < n; ++i) CHECK(ids[i] == -1);  // the unused entries
-  return {std::vector<std::int32_t>(ids, ids + count), mem.arena_bytes()};
+  const std::int32_t positions = *reinterpret_cast<const std::int32_t*>(bytes_of(p.output("positions")));
+  return {std::vector<std::int32_t>(ids, ids + count), mem.arena_bytes(), positions};
 }
 
 void check_family(const std::string& name) {
@@ -102,7 +104,13 @@ void check_family(const std::string& name) {
   const std::vector<int> stop{free_run[2]};
   const std::vector<std::int32_t> want = session_ids(l, 8, stop);
   CHECK(want.size() < 3);
-  CHECK(program_ids(l, 8, stop).ids == want);
+  const generated stopped = program_ids(l, 8, stop);
+  CHECK(stopped.ids == want);
+  // The KV cache then holds the prompt and every stored token (each was fed back); run to the end,
+  // all but the last.
+  const auto prompt = static_cast<std::int32_t>(l.prompt.size());
+  CHECK(stopped.positions == prompt + static_cast<std::int32_t>(want.size()));
+  CHECK(program_ids(l, 8, {}).positions == prompt + 7);
   // A stop met by the first token: nothing generated.
   CHECK(program_ids(l, 8, {free_run[0]}).ids.empty());
   // The arena holds one trip, whatever the number of trips: 40 tokens cost only their ids buffer

@@ -418,8 +418,9 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
          "_MAX_NEW_TOKENS\n"
          " * tokens, each the argmax of the last logits, until a stop id (not written): the result of `fused run --temp 0`.\n"
          " * Writes them to out[0..count) and returns count, or -1 (m->error says why) before writing anything when the\n"
-         " * prompt, an id or n + " + P + "_MAX_NEW_TOKENS positions do not fit. Afterwards m->pos counts the positions the\n"
-         " * KV cache holds (the prompt and every token but one the loop did not feed back), so decode may go on from there. */\n"
+         " * prompt, an id or n + " + P + "_MAX_NEW_TOKENS positions do not fit. Afterwards m->pos is the positions the KV\n"
+         " * cache holds: n + count, or n + count - 1 when the last token (the " + P + "_MAX_NEW_TOKENS-th) was not fed back;\n"
+         " * decode may go on from there. */\n"
          "int " + n + "_generate(" + n + "_model* m, const int32_t* ids, size_t n, int32_t* out);\n";
   h += "/* Forgets the context: the next prefill starts at position 0. */\n";
   h += "void " + n + "_reset(" + n + "_model* m);\n";
