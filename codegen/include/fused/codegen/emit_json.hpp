@@ -86,7 +86,9 @@ inline std::string emit_memory_layout(const c_program& p) {
     for (auto& b : doc["buffers"]) {
       const auto id = b["id"].get<std::size_t>();
       const region r = m->buffers[id].where;
-      b["debug_offset"] = r == region::weights ? m->buffers[id].offset : r == region::state ? dstate.offset[id] : dr.offset[id];
+      // A state buffer's debug offset is its prefill feed's (the generate mode's state tensors sit on those bytes).
+      const auto feed = [&] { return static_cast<std::size_t>(m->mode == std::string_view("generate") ? p.state_feed_at(m->buffers[id].offset) : static_cast<tensor_id>(id)); };
+      b["debug_offset"] = r == region::weights ? m->buffers[id].offset : r == region::state ? dstate.offset[feed()] : dr.offset[id];
       b["c_name"] = bytes_macro(p, *m, static_cast<tensor_id>(id));
     }
     out.append(" ").append(json(m->mode).dump()).append(": ").append(detail::indent(dump_plan_json(doc))).append(k + 1 < modes.size() ? ",\n" : "\n");
