@@ -1643,12 +1643,15 @@ constexpr std::int64_t rows_of(const shape& s, const binding& b) {
   return r;
 }
 
+// One i32 value, shape [1]: a position, a token id, an index.
+constexpr bool is_one_i32(const tensor_info& t) { return t.type == dtype::i32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
+
 // A positional op's optional last input (op_def::positional): one i32 position. Returns the error
 // sentence, empty when there is no such input or it is right.
 constexpr inferred position_input(const tensor_info* const* in, int n, int others) {
   if (n <= others) return {};
   const tensor_info& p = *in[others];
-  if (p.type != dtype::i32 || p.shp.rank != 1 || !(p.shp[0] == dim{1, 0}))
+  if (!is_one_i32(p))
     return mismatch(others, "the position must be i32 [1], got " + describe(p));
   return {};
 }
@@ -2501,7 +2504,6 @@ template <const char* Name>
 constexpr const char* kernel_named(const binding&, const tensor_info* const*, int, const tensor_info&) { return Name; }
 inline constexpr char argmax_kernel[] = "fk_argmax_rows", not_in_kernel[] = "fk_not_in", store_at_kernel[] = "fk_store_at",
                       increment_kernel[] = "fk_increment_i32", next_position_kernel[] = "fk_next_position", fill_kernel[] = "fk_fill_i32";
-constexpr bool is_one_i32(const tensor_info& t) { return t.type == dtype::i32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
 inline constexpr attr_field not_in_attributes[] = {{"values", attr_slot::ints}};
 inline constexpr attr_field increment_attributes[] = {{"by", attr_slot::i0}};
 inline constexpr attr_field full_int_attributes[] = {{"value", attr_slot::f}, {"shape", attr_slot::ints}};
@@ -2545,8 +2547,8 @@ inline constexpr op_def store_at{
     .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       if (in[0]->type != dtype::i32 || in[0]->shp.rank != 1 || in[0]->shp[0].symbol != 0)
         return mismatch(0, "must be i32 [N], N a constant, got " + describe(*in[0]));
-      if (!sequence_detail::is_one_i32(*in[1])) return mismatch(1, "the value must be i32 [1], got " + describe(*in[1]));
-      if (!sequence_detail::is_one_i32(*in[2])) return mismatch(2, "the index must be i32 [1], got " + describe(*in[2]));
+      if (!is_one_i32(*in[1])) return mismatch(1, "the value must be i32 [1], got " + describe(*in[1]));
+      if (!is_one_i32(*in[2])) return mismatch(2, "the index must be i32 [1], got " + describe(*in[2]));
       return result(dtype::i32, in[0]->shp);
     },
     .in_place_input = 0,
@@ -9224,11 +9226,7 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
       const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
-      try {
-        s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
-      } catch (const std::out_of_range& e) {
-        throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "': " + e.what());
-      }
+      s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
       return;
     }
     if (invoke(c, r, d) != 0) {

@@ -29,12 +29,15 @@ constexpr std::int64_t rows_of(const shape& s, const binding& b) {
   return r;
 }
 
+// One i32 value, shape [1]: a position, a token id, an index.
+constexpr bool is_one_i32(const tensor_info& t) { return t.type == dtype::i32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
+
 // A positional op's optional last input (op_def::positional): one i32 position. Returns the error
 // sentence, empty when there is no such input or it is right.
 constexpr inferred position_input(const tensor_info* const* in, int n, int others) {
   if (n <= others) return {};
   const tensor_info& p = *in[others];
-  if (p.type != dtype::i32 || p.shp.rank != 1 || !(p.shp[0] == dim{1, 0}))
+  if (!is_one_i32(p))
     return mismatch(others, "the position must be i32 [1], got " + describe(p));
   return {};
 }

@@ -20,7 +20,6 @@ template <const char* Name>
 constexpr const char* kernel_named(const binding&, const tensor_info* const*, int, const tensor_info&) { return Name; }
 inline constexpr char argmax_kernel[] = "fk_argmax_rows", not_in_kernel[] = "fk_not_in", store_at_kernel[] = "fk_store_at",
                       increment_kernel[] = "fk_increment_i32", next_position_kernel[] = "fk_next_position", fill_kernel[] = "fk_fill_i32";
-constexpr bool is_one_i32(const tensor_info& t) { return t.type == dtype::i32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
 inline constexpr attr_field not_in_attributes[] = {{"values", attr_slot::ints}};
 inline constexpr attr_field increment_attributes[] = {{"by", attr_slot::i0}};
 inline constexpr attr_field full_int_attributes[] = {{"value", attr_slot::f}, {"shape", attr_slot::ints}};
@@ -64,8 +63,8 @@ inline constexpr op_def store_at{
     .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       if (in[0]->type != dtype::i32 || in[0]->shp.rank != 1 || in[0]->shp[0].symbol != 0)
         return mismatch(0, "must be i32 [N], N a constant, got " + describe(*in[0]));
-      if (!sequence_detail::is_one_i32(*in[1])) return mismatch(1, "the value must be i32 [1], got " + describe(*in[1]));
-      if (!sequence_detail::is_one_i32(*in[2])) return mismatch(2, "the index must be i32 [1], got " + describe(*in[2]));
+      if (!is_one_i32(*in[1])) return mismatch(1, "the value must be i32 [1], got " + describe(*in[1]));
+      if (!is_one_i32(*in[2])) return mismatch(2, "the index must be i32 [1], got " + describe(*in[2]));
       return result(dtype::i32, in[0]->shp);
     },
     .in_place_input = 0,

@@ -85,11 +85,7 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
       const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
-      try {
-        s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
-      } catch (const std::out_of_range& e) {
-        throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "': " + e.what());
-      }
+      s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
       return;
     }
     if (invoke(c, r, d) != 0) {
