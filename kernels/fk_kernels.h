@@ -15,6 +15,8 @@
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
  *   fk_sequence.h   fk_argmax_rows, fk_not_in, fk_store_at, fk_increment_i32, fk_next_position, fk_fill_i32,
  *                   fk_copy_bytes, fk_select_bytes           (a generation loop's ids and positions; control flow)
+ *   fk_pointwise.h  fk_unary_f32, fk_binary_f32 (broadcast as spans), fk_fill_f32, fk_arange_f32,
+ *                   fk_unary_value, fk_binary_value          (graph files' f32 math; codes: fk_pointwise_ops.h)
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
  * kernel; names with a double underscore (fk__*) are internal.
  * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */
@@ -29,5 +31,6 @@
 #include "fk_attention.h"
 #include "fk_sample.h"
 #include "fk_sequence.h"
+#include "fk_pointwise.h"
 
 #endif /* FK_KERNELS_H */

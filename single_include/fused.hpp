@@ -164,6 +164,35 @@ struct shape {
   static constexpr dim to_dim(int x) { return {x, 0}; }
 };
 
+// How an input broadcast (NumPy's rule, dims aligned at the last) to the shape `out` is read, when
+// it can be as a span: element i of the result reads input element (i / inner) % extent. That holds
+// when the input's dims other than 1 are contiguous (a same-shape input, a scalar, a row, a column);
+// `ok` is false otherwise. Both under binding `b`.
+struct broadcast_span {
+  std::int64_t inner = 1, extent = 1;
+  bool ok = false;
+};
+constexpr broadcast_span span_of(const shape& in, const shape& out, const binding& b) {
+  int first = -1, last = -1;  // the out dims the input does not stretch (and that are not 1)
+  for (int j = 0; j < out.rank; ++j) {
+    const int k = j - (out.rank - in.rank);
+    const std::int64_t n = k >= 0 ? b(in[k]) : 1, size = b(out[j]);
+    if (n != 1 && n != size) return {};
+    if (n != 1) {
+      if (first < 0) first = j;
+      last = j;
+    }
+  }
+  broadcast_span s{.ok = true};
+  for (int j = first; j >= 0 && j <= last; ++j) {
+    const int k = j - (out.rank - in.rank);
+    if (b(in[k]) != b(out[j])) return {};  // a stretched dim between two kept ones
+    s.extent *= b(out[j]);
+  }
+  for (int j = last + 1; j < out.rank && last >= 0; ++j) s.inner *= b(out[j]);
+  return s;
+}
+
 }  // namespace fused
 // ---- end fused/core/shape.hpp --------------------------------------------------------------------------
 // ---- begin fused/core/shape_text.hpp -------------------------------------------------------------------
@@ -583,6 +612,9 @@ struct op_def {
   // is given all `max_inputs`, the last an i32 [1] holding it (a generation loop's position, which
   // changes from trip to trip). ops::position_input checks that input.
   bool positional = false;
+  // Which op a kernel that serves several computes (fk_unary_f32's FK_RELU, fk_binary_f32's FK_SUB:
+  // kernels/fk_pointwise_ops.h): the call's int0.
+  std::int32_t variant = 0;
 };
 
 constexpr tensor_id step::in_place_source() const {
@@ -1643,6 +1675,10 @@ constexpr std::int64_t rows_of(const shape& s, const binding& b) {
   return r;
 }
 
+// An op's kernel when one C function serves it in every mode: `Name`.
+template <const char* Name>
+constexpr const char* kernel_named(const binding&, const tensor_info* const*, int, const tensor_info&) { return Name; }
+
 // One i32 value, shape [1]: a position, a token id, an index.
 constexpr bool is_one_i32(const tensor_info& t) { return t.type == dtype::i32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
 
@@ -1956,9 +1992,11 @@ inline constexpr op_def take_last{
 // ---- begin fused/ops/graph_ops.hpp ---------------------------------------------------------------------
 // Ops that graph files use beyond the decoders' (docs/GRAPH_FORMAT.md): elementwise math with
 // broadcasting, comparisons giving bool, where, matmul, softmax, layer_norm, reductions, reshape,
-// transpose, concat, slice, and the creation steps full, zeros, arange. Each is an op_def like the others (shape rule, attributes by name)
-// whose work is a host kernel: a C++ function the run-time executor calls (runtime/execute.hpp),
-// f32 in and out (bool for comparisons). Static models and the C generator never use them.
+// transpose, concat, slice, and the creation steps full, zeros, arange. Each is an op_def like the
+// others (shape rule, attributes by name), f32 in and out (bool for comparisons). The elementwise
+// math, the creation steps and reshape are C kernels (kernels/fk_pointwise.h, fk_copy_bytes) that
+// every executor runs, the C generator too; the rest, and a broadcast no span reads, are host
+// kernels: C++ functions only the run-time executors call (runtime/execute.hpp).
 //
 // Broadcasting follows NumPy: shapes align at the last dim; two dims agree when equal (a symbol
 // only with the same symbol) or when one is the constant 1, which stretches. No other op
@@ -1968,6 +2006,383 @@ inline constexpr op_def take_last{
 #include <cstdint>
 #include <cstring>
 #include <limits>
+
+// ---- begin fk_pointwise.h ------------------------------------------------------------------------------
+/* fk_pointwise.h: the f32 elementwise math of graph files' ops, one path (plain C the compiler may
+ * vectorize; these ops are not a decoder's hot path). Op codes: fk_pointwise_ops.h.
+ *   fk_unary_value, fk_unary_f32    out[i] = op(x[i]): neg, exp, relu, sigmoid, silu, gelu (erf, exact)
+ *   fk_binary_value, fk_binary_f32  out[i] = op(x[.], y[.]): sub, mul, div (f32 out) and gt, lt, ge,
+ *                                   le, eq, ne (bool bytes out), with broadcasting as a span: element i
+ *                                   of the result reads x[(i / x_inner) % x_extent] (likewise y), which
+ *                                   covers an input of the result's shape (1, count), a scalar (1, 1),
+ *                                   a row (1, N), a column (N, 1): any input whose non-1 dims are
+ *                                   contiguous. Other broadcasts stay with the op's host function.
+ *   fk_fill_f32                     out[0..count) = value
+ *   fk_arange_f32                   out[i] = i */
+#ifndef FK_POINTWISE_H
+#define FK_POINTWISE_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- begin fk_common.h ---------------------------------------------------------------------------------
+/* fk_common.h: shared plumbing for the fused kernels (C11 and C++20 compatible).
+ *
+ * Every kernel is one function with a run-time ISA ladder (AMX -> AVX-512 BF16 -> AVX2+FMA -> scalar),
+ * ggml style. The library is built WITHOUT -march=native, so each SIMD body lives in its own function
+ * carrying a target attribute; the dispatcher calls it only after fk_isa_active() says the CPU has it.
+ *
+ * Linkage: `static inline` in C (the generated C is one translation unit); plain `inline` in C++ so that
+ * the ISA/thread state (function-local statics in fk_cpu.h) is ONE object shared by every translation unit
+ * of a program, and fk_set_threads() in one file governs the kernels called from another. */
+#ifndef FK_COMMON_H
+#define FK_COMMON_H
+
+#include <assert.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+#define FK_API inline
+#else
+#define FK_API static inline
+#endif
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define FK_X86 1
+/* gcc 12's AVX-512 intrinsics build their "undefined" pass-through operands as `__m512 __Y = __Y;`,
+ * which -Wmaybe-uninitialized reports at every inlined use (GCC PR 105593); silence it for them only. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#else
+#define FK_X86 0
+#endif
+
+/* Per-function ISA targets (gcc and clang). AVX-512 BF16 implies the F/BW/VL/DQ subset every
+ * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
+#if FK_X86
+#define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
+#ifndef FK_AVX512_EMULATE
+#define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+#else
+/* TEST-ONLY (tests/kernels): the AVX-512 paths built for an AVX2 CPU, every AVX-512 intrinsic they use
+ * replaced by a software model of the instruction, so that their blocking, masks, tails and data flow
+ * are tested on CPUs without AVX-512. Never define it in a real build. */
+#define FK_TARGET_AVX512 FK_TARGET_AVX2
+#define FK_TARGET_AMX    FK_TARGET_AVX2
+#include <fk_avx512_emulate.h>
+#endif
+#endif
+
+/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
+ * output element is produced by exactly one iteration whose arithmetic does not depend on which
+ * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
+#ifdef _OPENMP
+#include <omp.h>
+#define FK_PRAGMA_(x) _Pragma(#x)
+#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
+#else
+#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
+#endif
+
+/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses
+ * 64 and 128). Checked with assert() in debug builds. */
+#define FK_MAX_HEAD_DIM 128
+
+/* clang 16.0.6 segfaults at -O1 and above when it folds a 32-bit broadcast load into vdpbf16ps as an
+ * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
+ * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
+ * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
+#if defined(__clang__) && !defined(FK_AVX512_EMULATE)
+#define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
+#else
+#define FK_CLANG_IN_REG(v) ((void)0)
+#endif
+
+#if defined(__GNUC__)
+#define FK_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define FK_ALWAYS_INLINE
+#endif
+
+/* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
+FK_API float fk_bf16_to_f32_1(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Round to nearest, ties to even. NaN stays NaN (quiet bit forced, so a NaN whose payload lives only
+ * in the low 16 bits does not turn into infinity). Denormals are rounded like any other value. */
+FK_API uint16_t fk_f32_to_bf16_1(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
+#if FK_X86
+/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
+ * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
+ * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
+FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
+  x = _mm512_min_ps(x, _mm512_set1_ps(200.0f));
+  x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for
+ * n in [-126, 127], so x is clamped to [-87.3, 88.7] and results above 88.72 become +inf as in expf;
+ * exp(-87.3) ~ 1e-38 instead of a denormal or 0 is harmless for every use here (softmax weights and
+ * silu, where it is added to terms >= 1). */
+FK_TARGET_AVX2 FK_API __m256 fk__exp256(__m256 x) {
+  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(INFINITY), over);
+}
+
+FK_TARGET_AVX2 FK_API float fk__hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+FK_TARGET_AVX512 FK_API float fk__hsum512(__m512 v) {
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* 16 / 8 bf16 -> f32: zero-extend to 32 bits and shift into the high half (exact). */
+FK_TARGET_AVX512 FK_API __m512 fk__load_bf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)p)), 16));
+}
+FK_TARGET_AVX512 FK_API __m512 fk__maskload_bf16x16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+FK_TARGET_AVX2 FK_API __m256 fk__load_bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)p)), 16));
+}
+/* 16 bf16 held as 8 32-bit words w (element 2i in word i's low half, 2i + 1 in its high half) -> the
+ * even elements 0, 2, .., 14 and the odd elements 1, 3, .., 15 as f32 (exact), a shift or a mask each:
+ * no shuffles, for code that can take the elements in that order. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_even(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_odd(__m256i w) {
+  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* f32 -> bf16 with the same integer rounding as fk_f32_to_bf16_1 (bitwise equal to scalar, denormals
+ * kept; vcvtneps2bf16 would flush them). */
+FK_TARGET_AVX512 FK_API __m256i fk__to_bf16x16(__m512 f) {
+  __m512i u = _mm512_castps_si512(f);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_mov_epi32(r, nan, q);
+  return _mm512_cvtepi32_epi16(r);
+}
+FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
+  __m256i u = _mm256_castps_si256(f);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  /* signed compare is right here: both sides are < 2^31 after masking the sign */
+  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  r = _mm256_blendv_epi8(r, q, nan);
+  /* pack 8 x u32 (all < 2^16) into 8 x u16 */
+  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+  return _mm_packus_epi32(lo, hi);
+}
+/* 8 x 8 transpose of f32 (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 8; g += 4) {
+    u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+    r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+  }
+}
+
+/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
+    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
+    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
+    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+}
+
+#endif /* FK_X86 */
+
+#endif /* FK_COMMON_H */
+// ---- end fk_common.h -----------------------------------------------------------------------------------
+// ---- begin fk_pointwise_ops.h --------------------------------------------------------------------------
+/* fk_pointwise_ops.h: the op codes of fk_unary_f32 and fk_binary_f32 (fk_pointwise.h). One list,
+ * read by the kernels and by the ops that lower to them (fused/ops/graph_ops.hpp); no code here. */
+#ifndef FK_POINTWISE_OPS_H
+#define FK_POINTWISE_OPS_H
+
+enum fk_unary_op { FK_NEG = 0, FK_EXP = 1, FK_RELU = 2, FK_SIGMOID = 3, FK_SILU = 4, FK_GELU = 5 };
+
+/* FK_GT and after compare: their result is a bool byte (0 or 1). */
+enum fk_binary_op { FK_SUB = 0, FK_MUL = 1, FK_DIV = 2, FK_GT = 3, FK_LT = 4, FK_GE = 5, FK_LE = 6, FK_EQ = 7, FK_NE = 8 };
+
+#endif /* FK_POINTWISE_OPS_H */
+// ---- end fk_pointwise_ops.h ----------------------------------------------------------------------------
+
+FK_API float fk_unary_value(int32_t op, float x) {
+  switch (op) {
+    case FK_NEG: return -x;
+    case FK_EXP: return expf(x);
+    case FK_RELU: return x > 0.0f ? x : 0.0f;
+    case FK_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case FK_SILU: return x / (1.0f + expf(-x));
+    case FK_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    default: return NAN;
+  }
+}
+
+FK_API void fk_unary_f32(const float* x, size_t count, int32_t op, float* out) {
+  /* One loop per op, so the switch is not in the loop. */
+#define FK__UNARY(CODE)                                                      \
+  case CODE:                                                                 \
+    for (size_t i = 0; i < count; ++i) out[i] = fk_unary_value(CODE, x[i]); \
+    return;
+  switch (op) {
+    FK__UNARY(FK_NEG)
+    FK__UNARY(FK_EXP)
+    FK__UNARY(FK_RELU)
+    FK__UNARY(FK_SIGMOID)
+    FK__UNARY(FK_SILU)
+    FK__UNARY(FK_GELU)
+    default:
+      for (size_t i = 0; i < count; ++i) out[i] = NAN;
+  }
+#undef FK__UNARY
+}
+
+FK_API float fk_binary_value(int32_t op, float x, float y) {
+  switch (op) {
+    case FK_SUB: return x - y;
+    case FK_MUL: return x * y;
+    case FK_DIV: return x / y;
+    case FK_GT: return x > y;
+    case FK_LT: return x < y;
+    case FK_GE: return x >= y;
+    case FK_LE: return x <= y;
+    case FK_EQ: return x == y;
+    case FK_NE: return x != y;
+    default: return NAN;
+  }
+}
+
+FK_API void fk_binary_f32(const float* x, size_t x_inner, size_t x_extent, const float* y, size_t y_inner, size_t y_extent, size_t count,
+                          int32_t op, void* out) {
+  float* values = (float*)out;
+  uint8_t* flags = (uint8_t*)out;
+  const int same = x_inner == 1 && x_extent == count && y_inner == 1 && y_extent == count;
+#define FK__BINARY(CODE, OUT, TYPE)                                                                                     \
+  case CODE:                                                                                                            \
+    if (same)                                                                                                           \
+      for (size_t i = 0; i < count; ++i) OUT[i] = (TYPE)fk_binary_value(CODE, x[i], y[i]);                              \
+    else                                                                                                                \
+      for (size_t i = 0; i < count; ++i)                                                                                \
+        OUT[i] = (TYPE)fk_binary_value(CODE, x[(i / x_inner) % x_extent], y[(i / y_inner) % y_extent]);                  \
+    return;
+  switch (op) {
+    FK__BINARY(FK_SUB, values, float)
+    FK__BINARY(FK_MUL, values, float)
+    FK__BINARY(FK_DIV, values, float)
+    FK__BINARY(FK_GT, flags, uint8_t)
+    FK__BINARY(FK_LT, flags, uint8_t)
+    FK__BINARY(FK_GE, flags, uint8_t)
+    FK__BINARY(FK_LE, flags, uint8_t)
+    FK__BINARY(FK_EQ, flags, uint8_t)
+    FK__BINARY(FK_NE, flags, uint8_t)
+    default:
+      for (size_t i = 0; i < count; ++i) values[i] = NAN;
+  }
+#undef FK__BINARY
+}
+
+FK_API void fk_fill_f32(size_t count, float value, float* out) {
+  for (size_t i = 0; i < count; ++i) out[i] = value;
+}
+
+FK_API void fk_arange_f32(size_t count, float* out) {
+  for (size_t i = 0; i < count; ++i) out[i] = (float)i;
+}
+
+#endif /* FK_POINTWISE_H */
+// ---- end fk_pointwise.h --------------------------------------------------------------------------------
 
 
 namespace fused::ops {
@@ -2052,42 +2467,52 @@ inline constexpr attr_field perm_attributes[] = {{"perm", attr_slot::ints}};
 inline constexpr attr_field slice_attributes[] = {{"axis", attr_slot::i0}, {"start", attr_slot::i1}, {"end", attr_slot::i2}};
 
 constexpr const char* host_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return host_kernel_name; }
+inline constexpr char unary_kernel[] = "fk_unary_f32", binary_kernel[] = "fk_binary_f32", fill_kernel[] = "fk_fill_f32",
+                      arange_kernel[] = "fk_arange_f32", copy_kernel[] = "fk_copy_bytes";
+// fk_binary_f32 when both inputs read as spans (core/shape.hpp's span_of), else the host function.
+constexpr const char* binary_or_host(const binding& b, const tensor_info* const* in, int, const tensor_info& out) {
+  return span_of(in[0]->shp, out.shp, b).ok && span_of(in[1]->shp, out.shp, b).ok ? binary_kernel : host_kernel_name;
+}
 
-// What every op here shares: its host function is its kernel, and it works out of place in any mode.
-constexpr op_def host_op(op_def d) {
+// An op whose work is the C kernel `Kernel`, in any mode, out of place.
+template <const char* Kernel>
+constexpr op_def c_op(op_def d) {
   d.in_place_input = -1;
   d.mode_sensitive = false;
-  d.kernel = host_kernel;
+  d.kernel = kernel_named<Kernel>;
+  return d;
+}
+
+// What every op here shares: its host function is its kernel, and it works out of place in any mode.
+// (`chooser`: a kernel that picks a C kernel where one serves, the host function else.)
+constexpr op_def host_op(op_def d, const char* (*chooser)(const binding&, const tensor_info* const*, int, const tensor_info&) = host_kernel) {
+  d.in_place_input = -1;
+  d.mode_sensitive = false;
+  d.kernel = chooser;
   d.has_host = true;
   return d;
 }
 
 }  // namespace host_detail
 
-#define FUSED_HOST_UNARY(NAME, EXPR)                                                      \
-  inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
-                                                       .category = "elementwise",             \
-                                                       .min_inputs = 1,                       \
-                                                       .max_inputs = 1,                       \
-                                                       .infer = host_detail::f32_unary,       \
-                                                       .host = [](const host_args& a) {       \
-                                                         const float* in = host_detail::in_f32(a, 0); \
-                                                         float* out = host_detail::out_f32(a);        \
-                                                         for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) { \
-                                                           const float x = in[i];             \
-                                                           out[i] = (EXPR);                   \
-                                                         }                                    \
-                                                       }});
+#define FUSED_UNARY(NAME, CODE)                                                          \
+  inline constexpr op_def NAME = host_detail::c_op<host_detail::unary_kernel>({.name = #NAME,      \
+                                                                          .category = "elementwise", \
+                                                                          .min_inputs = 1,   \
+                                                                          .max_inputs = 1,   \
+                                                                          .infer = host_detail::f32_unary, \
+                                                                          .variant = CODE});
 
-FUSED_HOST_UNARY(neg, -x)
-FUSED_HOST_UNARY(exp, std::exp(x))
-FUSED_HOST_UNARY(relu, x > 0.0f ? x : 0.0f)
-FUSED_HOST_UNARY(sigmoid, 1.0f / (1.0f + std::exp(-x)))
-FUSED_HOST_UNARY(silu, x / (1.0f + std::exp(-x)))
-FUSED_HOST_UNARY(gelu, 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)))  // exact (erf), as torch's default
-#undef FUSED_HOST_UNARY
+FUSED_UNARY(neg, FK_NEG)
+FUSED_UNARY(exp, FK_EXP)
+FUSED_UNARY(relu, FK_RELU)
+FUSED_UNARY(sigmoid, FK_SIGMOID)
+FUSED_UNARY(silu, FK_SILU)
+FUSED_UNARY(gelu, FK_GELU)  // exact (erf), as torch's default
+#undef FUSED_UNARY
 
-#define FUSED_HOST_BINARY(NAME, RULE, TYPE, EXPR)                                         \
+// fk_binary_f32 where both inputs read as spans; the host function (same math, any broadcast) else.
+#define FUSED_BINARY(NAME, RULE, TYPE, CODE)                                              \
   inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
                                                        .category = "elementwise",             \
                                                        .min_inputs = 2,                       \
@@ -2095,19 +2520,20 @@ FUSED_HOST_UNARY(gelu, 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)))  
                                                        .infer = host_detail::RULE,            \
                                                        .host = [](const host_args& a) {       \
                                                          TYPE* out = reinterpret_cast<TYPE*>(a.out.data); \
-                                                         host_detail::binary(a, [&](std::int64_t i, float x, float y) { out[i] = (EXPR); }); \
-                                                       }});
+                                                         host_detail::binary(a, [&](std::int64_t i, float x, float y) { out[i] = static_cast<TYPE>(fk_binary_value(CODE, x, y)); }); \
+                                                       },                                     \
+                                                       .variant = CODE}, host_detail::binary_or_host);
 
-FUSED_HOST_BINARY(sub, f32_binary, float, x - y)
-FUSED_HOST_BINARY(mul, f32_binary, float, x * y)
-FUSED_HOST_BINARY(div, f32_binary, float, x / y)
-FUSED_HOST_BINARY(gt, comparison, std::uint8_t, x > y)
-FUSED_HOST_BINARY(lt, comparison, std::uint8_t, x < y)
-FUSED_HOST_BINARY(ge, comparison, std::uint8_t, x >= y)
-FUSED_HOST_BINARY(le, comparison, std::uint8_t, x <= y)
-FUSED_HOST_BINARY(eq, comparison, std::uint8_t, x == y)
-FUSED_HOST_BINARY(ne, comparison, std::uint8_t, x != y)
-#undef FUSED_HOST_BINARY
+FUSED_BINARY(sub, f32_binary, float, FK_SUB)
+FUSED_BINARY(mul, f32_binary, float, FK_MUL)
+FUSED_BINARY(div, f32_binary, float, FK_DIV)
+FUSED_BINARY(gt, comparison, std::uint8_t, FK_GT)
+FUSED_BINARY(lt, comparison, std::uint8_t, FK_LT)
+FUSED_BINARY(ge, comparison, std::uint8_t, FK_GE)
+FUSED_BINARY(le, comparison, std::uint8_t, FK_LE)
+FUSED_BINARY(eq, comparison, std::uint8_t, FK_EQ)
+FUSED_BINARY(ne, comparison, std::uint8_t, FK_NE)
+#undef FUSED_BINARY
 
 // where(cond, a, b): a where cond else b; cond bool, a and b f32; all three broadcast.
 inline constexpr op_def where = host_detail::host_op({
@@ -2268,13 +2694,9 @@ FUSED_HOST_REDUCE(mean, 0.0f, [](float acc, float x) { return acc + x; }, true)
 FUSED_HOST_REDUCE(max, -std::numeric_limits<float>::infinity(), [](float acc, float x) { return x > acc ? x : acc; }, false)
 #undef FUSED_HOST_REDUCE
 
-namespace host_detail {
-inline void copy_bytes(const host_args& a) { std::memcpy(a.out.data, a.in[0].data, static_cast<std::size_t>(a.out.elements() * size_of(a.out.type))); }
-}  // namespace host_detail
-
 // reshape to attrs shape (a list: 0 keeps the input's dim at that position, one -1 is inferred),
 // as ONNX's Reshape; the elements keep their order.
-inline constexpr op_def reshape = host_detail::host_op({
+inline constexpr op_def reshape = host_detail::c_op<host_detail::copy_kernel>({
     .name = "reshape",
     .category = "memory",
     .min_inputs = 1,
@@ -2326,7 +2748,6 @@ inline constexpr op_def reshape = host_detail::host_op({
       }
       return result(x.type, r);
     },
-    .host = host_detail::copy_bytes,
     .attributes = host_detail::shape_attributes});
 
 // transpose by attrs perm (a permutation of 0..rank-1): out dim i is input dim perm[i].
@@ -2444,7 +2865,7 @@ inline constexpr attr_field full_attributes[] = {{"value", attr_slot::f}, {"shap
 inline constexpr attr_field arange_attributes[] = {{"end", attr_slot::i0}};
 }  // namespace host_detail
 
-inline constexpr op_def full = host_detail::host_op({
+inline constexpr op_def full = host_detail::c_op<host_detail::fill_kernel>({
     .name = "full",
     .category = "memory",
     .min_inputs = 0,
@@ -2454,19 +2875,17 @@ inline constexpr op_def full = host_detail::host_op({
         return mismatch(-1, "value is outside f32's range");
       return host_detail::constant_shape(at);
     },
-    .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), static_cast<float>(a.at->f)); },
     .attributes = host_detail::full_attributes});
 
-inline constexpr op_def zeros = host_detail::host_op({
+inline constexpr op_def zeros = host_detail::c_op<host_detail::fill_kernel>({
     .name = "zeros",
     .category = "memory",
     .min_inputs = 0,
     .max_inputs = 0,
     .infer = [](const tensor_info* const*, int, const attrs& at) { return host_detail::constant_shape(at); },
-    .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), 0.0f); },
     .attributes = host_detail::shape_attributes});
 
-inline constexpr op_def arange = host_detail::host_op({
+inline constexpr op_def arange = host_detail::c_op<host_detail::arange_kernel>({
     .name = "arange",
     .category = "memory",
     .min_inputs = 0,
@@ -2474,10 +2893,6 @@ inline constexpr op_def arange = host_detail::host_op({
     .infer = [](const tensor_info* const*, int, const attrs& at) -> inferred {
       if (at.i[0] < 1) return mismatch(-1, "end must be positive");
       return result(dtype::f32, shape(at.i[0]));
-    },
-    .host = [](const host_args& a) {
-      float* out = host_detail::out_f32(a);
-      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) out[i] = static_cast<float>(i);
     },
     .attributes = host_detail::arange_attributes});
 
@@ -2499,9 +2914,6 @@ inline constexpr op_def arange = host_detail::host_op({
 namespace fused::ops {
 
 namespace sequence_detail {
-// The op's kernel: the C function `Name`, in any mode.
-template <const char* Name>
-constexpr const char* kernel_named(const binding&, const tensor_info* const*, int, const tensor_info&) { return Name; }
 inline constexpr char argmax_kernel[] = "fk_argmax_rows", not_in_kernel[] = "fk_not_in", store_at_kernel[] = "fk_store_at",
                       increment_kernel[] = "fk_increment_i32", next_position_kernel[] = "fk_next_position", fill_kernel[] = "fk_fill_i32";
 inline constexpr attr_field not_in_attributes[] = {{"values", attr_slot::ints}};
@@ -2523,7 +2935,7 @@ inline constexpr op_def argmax{
       --r.rank;
       return result(dtype::i32, r);
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::argmax_kernel>};
+    .kernel = kernel_named<sequence_detail::argmax_kernel>};
 
 inline constexpr op_def not_in{
     .name = "not_in",
@@ -2536,7 +2948,7 @@ inline constexpr op_def not_in{
         if (at.i[k] != no_value && (at.i[k] < 0 || at.i[k] > INT32_MAX)) return mismatch(-1, "values must be ids in 0 .. 2^31-1");
       return result(dtype::boolean, in[0]->shp);
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::not_in_kernel>,
+    .kernel = kernel_named<sequence_detail::not_in_kernel>,
     .attributes = sequence_detail::not_in_attributes};
 
 inline constexpr op_def store_at{
@@ -2552,7 +2964,7 @@ inline constexpr op_def store_at{
       return result(dtype::i32, in[0]->shp);
     },
     .in_place_input = 0,
-    .kernel = sequence_detail::kernel_named<sequence_detail::store_at_kernel>};
+    .kernel = kernel_named<sequence_detail::store_at_kernel>};
 
 inline constexpr op_def increment{
     .name = "increment",
@@ -2564,7 +2976,7 @@ inline constexpr op_def increment{
       if (!sequence_detail::is_i32_value(at.i[0])) return mismatch(-1, "by must be an i32");
       return result(dtype::i32, in[0]->shp);
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::increment_kernel>,
+    .kernel = kernel_named<sequence_detail::increment_kernel>,
     .attributes = sequence_detail::increment_attributes};
 
 inline constexpr op_def next_position{
@@ -2576,7 +2988,7 @@ inline constexpr op_def next_position{
       if (in[0]->shp.rank < 1) return mismatch(0, "must have rows (rank 1 or more), got " + describe(*in[0]));
       return result(dtype::i32, shape(1));
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::next_position_kernel>};
+    .kernel = kernel_named<sequence_detail::next_position_kernel>};
 
 inline constexpr op_def full_int{
     .name = "full_int",
@@ -2590,7 +3002,7 @@ inline constexpr op_def full_int{
       r.type = dtype::i32;
       return r;
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::fill_kernel>,
+    .kernel = kernel_named<sequence_detail::fill_kernel>,
     .attributes = sequence_detail::full_int_attributes};
 
 }  // namespace fused::ops
@@ -6120,6 +6532,10 @@ enum class kernel : std::uint8_t {
   fill_i32,
   copy_bytes,    // control flow: a loop carry's first value, a merge
   select_bytes,
+  unary_f32,     // graph files' f32 math (ops/graph_ops.hpp): one kernel per arity, the op by code
+  binary_f32,
+  fill_f32,
+  arange_f32,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -6135,7 +6551,8 @@ enum class arg : std::uint8_t {
   elements,                // rows * cols
   pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
-  eps, theta, factor, low_freq_factor, high_freq_factor,              // call::reals
+  inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
+  eps, theta, factor, low_freq_factor, high_freq_factor, value,       // call::reals
   int0, int1, int2, int3,  // call::ints
   bytes,                   // rows * sizes.row_bytes
 };
@@ -6166,7 +6583,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 21> kernel_specs{{
+inline constexpr std::array<kernel_spec, 25> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -6196,6 +6613,11 @@ inline constexpr std::array<kernel_spec, 21> kernel_specs{{
     detail::spec(kernel::fill_i32, "fk_fill_i32", -1, arg::elements, arg::int0, arg::output),
     detail::spec(kernel::copy_bytes, "fk_copy_bytes", -1, arg::input0, arg::bytes, arg::output),
     detail::spec(kernel::select_bytes, "fk_select_bytes", -1, arg::input0, arg::input1, arg::input2, arg::bytes, arg::output),
+    detail::spec(kernel::unary_f32, "fk_unary_f32", -1, arg::input0, arg::elements, arg::int0, arg::output),
+    detail::spec(kernel::binary_f32, "fk_binary_f32", -1, arg::input0, arg::inner0, arg::extent0, arg::input1, arg::inner1, arg::extent1,
+                 arg::elements, arg::int0, arg::output),
+    detail::spec(kernel::fill_f32, "fk_fill_f32", -1, arg::elements, arg::value, arg::output),
+    detail::spec(kernel::arange_f32, "fk_arange_f32", -1, arg::elements, arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -6249,13 +6671,16 @@ struct call {
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
     std::int64_t vocab = 0;         // embed: rows of the table (no kernel argument: for executors' id checks)
     std::int64_t row_bytes = 0;     // copy_bytes, select_bytes: bytes of a row of the result
+    std::int64_t inner0 = 1, extent0 = 1, inner1 = 1, extent1 = 1;  // binary_f32: its inputs' broadcast_span
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
   } sizes{};
   struct real_fields {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
+    float value = 0;  // fill_f32
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
-  std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value
+  std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value,
+                                            // unary_f32's and binary_f32's op (op_def::variant)
   std::int8_t position = -1;                // the input holding row 0's position (op_def::positional), or -1: the call's
   std::int64_t copy_row_bytes = 0;          // in-place kernels: bytes a row of the copied input holds
   bool copy_follows_rows = false;           // ... times the rows (else the bytes are the whole tensor)
@@ -6275,11 +6700,15 @@ constexpr std::int64_t size_value(arg a, const call& c) {
     case arg::head_dim: return c.sizes.head_dim;
     case arg::capacity: return c.sizes.capacity;
     case arg::original_max: return c.sizes.original_max;
+    case arg::inner0: return c.sizes.inner0;
+    case arg::extent0: return c.sizes.extent0;
+    case arg::inner1: return c.sizes.inner1;
+    case arg::extent1: return c.sizes.extent1;
     default: return 0;
   }
 }
-constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::original_max; }
-constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::high_freq_factor; }
+constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::extent1; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::value; }
 constexpr float real_value(arg a, const call& c) {
   switch (a) {
     case arg::eps: return c.reals.eps;
@@ -6287,6 +6716,7 @@ constexpr float real_value(arg a, const call& c) {
     case arg::factor: return c.reals.factor;
     case arg::low_freq_factor: return c.reals.low_freq_factor;
     case arg::high_freq_factor: return c.reals.high_freq_factor;
+    case arg::value: return c.reals.value;
     default: return 0;
   }
 }
@@ -6355,6 +6785,15 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     }
     const std::int64_t cols = x.rank ? x.back().n : 1;
     const shape& result = shp(s.result);
+    auto rows_of_result = [&] {  // all dims of the result but the last
+      rows_t r{1, 0};
+      for (int i = 0; i + 1 < result.rank; ++i) {
+        const rows_t d = rows_of(result[i]);
+        r.n *= d.n;
+        if (d.symbol) r.symbol = d.symbol;
+      }
+      return r;
+    };
     c.sizes.cols = cols;
     c.sizes.out_cols = result.rank ? result.back().n : 1;
     switch (c.k) {
@@ -6406,14 +6845,24 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       case kernel::next_position: c.rows = rows_of(x[0]); break;  // the rows of a [T, ...] input: T
       case kernel::copy_bytes:
       case kernel::select_bytes:  // the result's rows, of one row's bytes (a merge's input 0 is its condition)
-        c.rows = {1, 0};
-        for (int i = 0; i + 1 < result.rank; ++i) {
-          const rows_t r = rows_of(result[i]);
-          c.rows.n *= r.n;
-          if (r.symbol) c.rows.symbol = r.symbol;
-        }
+        c.rows = rows_of_result();
         c.sizes.row_bytes = (result.rank ? result.back().n : 1) * size_of(tensors[static_cast<std::size_t>(s.result)].type);
         break;
+      case kernel::unary_f32: c.ints[0] = s.op->variant; break;
+      case kernel::binary_f32: {  // the result's elements; each input read through its span
+        c.rows = rows_of_result();
+        c.sizes.cols = c.sizes.out_cols;
+        c.ints[0] = s.op->variant;
+        const broadcast_span x_span = span_of(shp(s.inputs[0]), result, b), y_span = span_of(shp(s.inputs[1]), result, b);
+        if (!x_span.ok || !y_span.ok || c.rows.symbol) {
+          if (err) *err = {s.id, "a broadcast fk_binary_f32 cannot read as a span"};
+          return {};
+        }
+        c.sizes.inner0 = x_span.inner, c.sizes.extent0 = x_span.extent, c.sizes.inner1 = y_span.inner, c.sizes.extent1 = y_span.extent;
+        break;
+      }
+      case kernel::fill_f32: c.reals.value = static_cast<float>(s.at.f); break;
+      case kernel::arange_f32: break;
       case kernel::add:
       case kernel::swiglu:
       case kernel::copy_last_row:
@@ -6469,6 +6918,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
  *   fk_sequence.h   fk_argmax_rows, fk_not_in, fk_store_at, fk_increment_i32, fk_next_position, fk_fill_i32,
  *                   fk_copy_bytes, fk_select_bytes           (a generation loop's ids and positions; control flow)
+ *   fk_pointwise.h  fk_unary_f32, fk_binary_f32 (broadcast as spans), fk_fill_f32, fk_arange_f32,
+ *                   fk_unary_value, fk_binary_value          (graph files' f32 math; codes: fk_pointwise_ops.h)
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
  * kernel; names with a double underscore (fk__*) are internal.
  * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */
@@ -6494,264 +6945,6 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
 #include <stdlib.h>
 #include <string.h>
 
-// ---- begin fk_common.h ---------------------------------------------------------------------------------
-/* fk_common.h: shared plumbing for the fused kernels (C11 and C++20 compatible).
- *
- * Every kernel is one function with a run-time ISA ladder (AMX -> AVX-512 BF16 -> AVX2+FMA -> scalar),
- * ggml style. The library is built WITHOUT -march=native, so each SIMD body lives in its own function
- * carrying a target attribute; the dispatcher calls it only after fk_isa_active() says the CPU has it.
- *
- * Linkage: `static inline` in C (the generated C is one translation unit); plain `inline` in C++ so that
- * the ISA/thread state (function-local statics in fk_cpu.h) is ONE object shared by every translation unit
- * of a program, and fk_set_threads() in one file governs the kernels called from another. */
-#ifndef FK_COMMON_H
-#define FK_COMMON_H
-
-#include <assert.h>
-#include <math.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-#ifdef __cplusplus
-#define FK_API inline
-#else
-#define FK_API static inline
-#endif
-
-#if defined(__x86_64__) || defined(_M_X64)
-#define FK_X86 1
-/* gcc 12's AVX-512 intrinsics build their "undefined" pass-through operands as `__m512 __Y = __Y;`,
- * which -Wmaybe-uninitialized reports at every inlined use (GCC PR 105593); silence it for them only. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#else
-#define FK_X86 0
-#endif
-
-/* Per-function ISA targets (gcc and clang). AVX-512 BF16 implies the F/BW/VL/DQ subset every
- * Sapphire-Rapids-class CPU has; the detector checks all of them before allowing the path. */
-#if FK_X86
-#define FK_TARGET_AVX2   __attribute__((target("avx2,fma,f16c")))
-#ifndef FK_AVX512_EMULATE
-#define FK_TARGET_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
-#define FK_TARGET_AMX    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
-#else
-/* TEST-ONLY (tests/kernels): the AVX-512 paths built for an AVX2 CPU, every AVX-512 intrinsic they use
- * replaced by a software model of the instruction, so that their blocking, masks, tails and data flow
- * are tested on CPUs without AVX-512. Never define it in a real build. */
-#define FK_TARGET_AVX512 FK_TARGET_AVX2
-#define FK_TARGET_AMX    FK_TARGET_AVX2
-#include <fk_avx512_emulate.h>
-#endif
-#endif
-
-/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
- * output element is produced by exactly one iteration whose arithmetic does not depend on which
- * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
-#ifdef _OPENMP
-#include <omp.h>
-#define FK_PRAGMA_(x) _Pragma(#x)
-#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
-#else
-#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
-#endif
-
-/* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses
- * 64 and 128). Checked with assert() in debug builds. */
-#define FK_MAX_HEAD_DIM 128
-
-/* clang 16.0.6 segfaults at -O1 and above when it folds a 32-bit broadcast load into vdpbf16ps as an
- * embedded-broadcast operand (`_mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(*p), b)` is enough).
- * An empty asm that keeps the broadcast in a register prevents the fold; the GEMM needs the broadcast
- * in a register anyway (it feeds four vdpbf16ps), and gcc is left as it was. */
-#if defined(__clang__) && !defined(FK_AVX512_EMULATE)
-#define FK_CLANG_IN_REG(v) __asm__("" : "+v"(v))
-#else
-#define FK_CLANG_IN_REG(v) ((void)0)
-#endif
-
-#if defined(__GNUC__)
-#define FK_ALWAYS_INLINE __attribute__((always_inline))
-#else
-#define FK_ALWAYS_INLINE
-#endif
-
-/* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
-FK_API float fk_bf16_to_f32_1(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Round to nearest, ties to even. NaN stays NaN (quiet bit forced, so a NaN whose payload lives only
- * in the low 16 bits does not turn into infinity). Denormals are rounded like any other value. */
-FK_API uint16_t fk_f32_to_bf16_1(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-/* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
-#if FK_X86
-/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
- * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
- * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
-FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
-  x = _mm512_min_ps(x, _mm512_set1_ps(200.0f));
-  x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-/* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for
- * n in [-126, 127], so x is clamped to [-87.3, 88.7] and results above 88.72 become +inf as in expf;
- * exp(-87.3) ~ 1e-38 instead of a denormal or 0 is harmless for every use here (softmax weights and
- * silu, where it is added to terms >= 1). */
-FK_TARGET_AVX2 FK_API __m256 fk__exp256(__m256 x) {
-  const __m256 over = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
-  x = _mm256_min_ps(x, _mm256_set1_ps(88.7f));
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_set1_ps(INFINITY), over);
-}
-
-FK_TARGET_AVX2 FK_API float fk__hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-FK_TARGET_AVX512 FK_API float fk__hsum512(__m512 v) {
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-/* 16 / 8 bf16 -> f32: zero-extend to 32 bits and shift into the high half (exact). */
-FK_TARGET_AVX512 FK_API __m512 fk__load_bf16x16(const uint16_t* p) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)p)), 16));
-}
-FK_TARGET_AVX512 FK_API __m512 fk__maskload_bf16x16(const uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-FK_TARGET_AVX2 FK_API __m256 fk__load_bf16x8(const uint16_t* p) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)p)), 16));
-}
-/* 16 bf16 held as 8 32-bit words w (element 2i in word i's low half, 2i + 1 in its high half) -> the
- * even elements 0, 2, .., 14 and the odd elements 1, 3, .., 15 as f32 (exact), a shift or a mask each:
- * no shuffles, for code that can take the elements in that order. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_even(__m256i w) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256 fk__bf16_odd(__m256i w) {
-  return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xFFFF0000u)));
-}
-
-/* f32 -> bf16 with the same integer rounding as fk_f32_to_bf16_1 (bitwise equal to scalar, denormals
- * kept; vcvtneps2bf16 would flush them). */
-FK_TARGET_AVX512 FK_API __m256i fk__to_bf16x16(__m512 f) {
-  __m512i u = _mm512_castps_si512(f);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  __m512i q = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  r = _mm512_mask_mov_epi32(r, nan, q);
-  return _mm512_cvtepi32_epi16(r);
-}
-FK_TARGET_AVX2 FK_API __m128i fk__to_bf16x8(__m256 f) {
-  __m256i u = _mm256_castps_si256(f);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-  __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-  /* signed compare is right here: both sides are < 2^31 after masking the sign */
-  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-  r = _mm256_blendv_epi8(r, q, nan);
-  /* pack 8 x u32 (all < 2^16) into 8 x u16 */
-  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
-  return _mm_packus_epi32(lo, hi);
-}
-/* 8 x 8 transpose of f32 (r[i] = row i in, r[j] = column j out). */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int g = 0; g < 8; g += 4) {
-    u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
-    u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
-    u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-    u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
-  }
-  for (int q = 0; q < 4; ++q) {
-    r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
-    r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
-  }
-}
-
-/* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  /* after this, in group g (rows 4g..4g+3), u[4g+q] lane j = {r[4g][4j+q], .., r[4g+3][4j+q]} */
-  for (int g = 0; g < 4; ++g) {
-    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-  }
-  for (int q = 0; q < 4; ++q) {
-    const __m512i a = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xdd);
-    const __m512i c = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x88), d = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xdd);
-    r[0 + q] = _mm512_shuffle_i32x4(a, c, 0x88);
-    r[8 + q] = _mm512_shuffle_i32x4(a, c, 0xdd);
-    r[4 + q] = _mm512_shuffle_i32x4(b, d, 0x88);
-    r[12 + q] = _mm512_shuffle_i32x4(b, d, 0xdd);
-  }
-}
-
-#endif /* FK_X86 */
-
-#endif /* FK_COMMON_H */
-// ---- end fk_common.h -----------------------------------------------------------------------------------
 
 #if FK_X86 && defined(__GNUC__)
 #include <cpuid.h>
@@ -9145,6 +9338,10 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::fill_i32: return call_kernel<kernel::fill_i32>(&fk_fill_i32, c, r, d);
     case kernel::copy_bytes: return call_kernel<kernel::copy_bytes>(&fk_copy_bytes, c, r, d);
     case kernel::select_bytes: return call_kernel<kernel::select_bytes>(&fk_select_bytes, c, r, d);
+    case kernel::unary_f32: return call_kernel<kernel::unary_f32>(&fk_unary_f32, c, r, d);
+    case kernel::binary_f32: return call_kernel<kernel::binary_f32>(&fk_binary_f32, c, r, d);
+    case kernel::fill_f32: return call_kernel<kernel::fill_f32>(&fk_fill_f32, c, r, d);
+    case kernel::arange_f32: return call_kernel<kernel::arange_f32>(&fk_arange_f32, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return 0;
   }

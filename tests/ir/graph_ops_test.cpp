@@ -70,6 +70,34 @@ TEST_CASE("elementwise ops, broadcasting and comparisons") {
   check_close(out.at("gelu"), {0.8413447f, 1.9544997f, 3.9998733f}, 1e-5f);
 }
 
+TEST_CASE("binary ops read a broadcast input as a span where they can, else by the host function") {
+  using fused::shape, fused::span_of, fused::binding;
+  const binding b{};
+  const shape result(2, 3, 4);
+  auto span = [&](const shape& in) { const auto s = span_of(in, result, b); return std::vector<std::int64_t>{s.ok, s.inner, s.extent}; };
+  CHECK(span(shape(2, 3, 4)) == std::vector<std::int64_t>{1, 1, 24});  // same shape
+  CHECK(span(shape(1)) == std::vector<std::int64_t>{1, 1, 1});         // a scalar
+  CHECK(span(shape(4)) == std::vector<std::int64_t>{1, 1, 4});         // a row
+  CHECK(span(shape(3, 1)) == std::vector<std::int64_t>{1, 4, 3});      // a column of each [3, 4]
+  CHECK(span(shape(2, 3, 1)) == std::vector<std::int64_t>{1, 4, 6});
+  CHECK(span(shape(2, 1, 4)).front() == 0);  // a stretched dim between two kept ones
+  CHECK(span(shape(5)).front() == 0);        // does not broadcast at all
+
+  // The same sums both ways: [2, 1, 2] - [2, 2, 2] through the host function, [2, 1] - [2, 2] as a span.
+  graph g;
+  g.input("a", "f32", {2, 1, 2}).input("b", "f32", {2, 2, 2}).input("c", "f32", {2, 1}).input("d", "f32", {2, 2});
+  g.call("host", "sub", {"a", "b"}).call("span", "sub", {"c", "d"}).call("flags", "gt", {"d", "c"}).output("host").output("span").output("flags");
+  const values out = run(g.doc(), {{"a", {10, 20, 30, 40}}, {"b", {1, 2, 3, 4, 5, 6, 7, 8}}, {"c", {10, 20}}, {"d", {1, 12, 30, 4}}});
+  check_close(out.at("host"), {9, 18, 7, 16, 25, 34, 23, 32});
+  check_close(out.at("span"), {9, -2, -10, 16});
+  check_close(out.at("flags"), {0, 1, 1, 0});
+  const fused::ir::lowered l = fused::ir::lower(fused::ir::from_json(g.doc()).doc);
+  const fused::memory_plan mem = fused::ir::plan(l.prog, fused::binding{});
+  std::vector<std::string> kernels;
+  for (const char* k : mem.kernels) kernels.push_back(k);
+  CHECK(kernels == std::vector<std::string>{"host", "fk_binary_f32", "fk_binary_f32"});
+}
+
 TEST_CASE("softmax, layer_norm, reductions and matmul") {
   graph g;
   g.input("x", "f32", {2, 3}).input("m", "f32", {3, 2});

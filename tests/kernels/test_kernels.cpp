@@ -566,3 +566,33 @@ TEST_CASE("fk_sequence: argmax rows, not_in, store_at, increment, positions, fil
   fk_copy_bytes(b, sizeof b, out);
   CHECK((out[0] == 3 && out[1] == 4));
 }
+
+// fk_pointwise.h: graph files' f32 math, broadcast as spans, against the same math written here.
+TEST_CASE("fk_pointwise: unary and binary ops, spans, fills") {
+  const float x[4] = {-2.0f, -0.5f, 0.0f, 3.0f};
+  float out[4]{};
+  fk_unary_f32(x, 4, FK_RELU, out);
+  CHECK((out[0] == 0.0f && out[1] == 0.0f && out[2] == 0.0f && out[3] == 3.0f));
+  fk_unary_f32(x, 4, FK_SIGMOID, out);
+  for (int i = 0; i < 4; ++i) CHECK(out[i] == 1.0f / (1.0f + std::exp(-x[i])));
+  fk_unary_f32(x, 4, FK_GELU, out);
+  for (int i = 0; i < 4; ++i) CHECK(out[i] == 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f)));
+  fk_unary_f32(x, 4, FK_NEG, out);
+  CHECK((out[0] == 2.0f && out[3] == -3.0f));
+  fk_unary_f32(x, 4, 99, out);  // no such op: NaN, never stale bytes
+  CHECK(std::isnan(out[0]));
+  // [2, 2] - a row [2] (inner 1, extent 2) and - a column [2, 1] (inner 2, extent 2).
+  const float m[4] = {10, 20, 30, 40}, v[2] = {1, 2};
+  fk_binary_f32(m, 1, 4, v, 1, 2, 4, FK_SUB, out);
+  CHECK((out[0] == 9 && out[1] == 18 && out[2] == 29 && out[3] == 38));
+  fk_binary_f32(m, 1, 4, v, 2, 2, 4, FK_SUB, out);
+  CHECK((out[0] == 9 && out[1] == 19 && out[2] == 28 && out[3] == 38));
+  std::uint8_t flags[4]{};
+  const float threshold = 25;
+  fk_binary_f32(m, 1, 4, &threshold, 1, 1, 4, FK_GT, flags);  // a scalar
+  CHECK((flags[0] == 0 && flags[1] == 0 && flags[2] == 1 && flags[3] == 1));
+  fk_fill_f32(4, -1.5f, out);
+  CHECK((out[0] == -1.5f && out[3] == -1.5f));
+  fk_arange_f32(4, out);
+  CHECK((out[0] == 0 && out[3] == 3));
+}

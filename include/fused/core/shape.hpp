@@ -68,4 +68,33 @@ struct shape {
   static constexpr dim to_dim(int x) { return {x, 0}; }
 };
 
+// How an input broadcast (NumPy's rule, dims aligned at the last) to the shape `out` is read, when
+// it can be as a span: element i of the result reads input element (i / inner) % extent. That holds
+// when the input's dims other than 1 are contiguous (a same-shape input, a scalar, a row, a column);
+// `ok` is false otherwise. Both under binding `b`.
+struct broadcast_span {
+  std::int64_t inner = 1, extent = 1;
+  bool ok = false;
+};
+constexpr broadcast_span span_of(const shape& in, const shape& out, const binding& b) {
+  int first = -1, last = -1;  // the out dims the input does not stretch (and that are not 1)
+  for (int j = 0; j < out.rank; ++j) {
+    const int k = j - (out.rank - in.rank);
+    const std::int64_t n = k >= 0 ? b(in[k]) : 1, size = b(out[j]);
+    if (n != 1 && n != size) return {};
+    if (n != 1) {
+      if (first < 0) first = j;
+      last = j;
+    }
+  }
+  broadcast_span s{.ok = true};
+  for (int j = first; j >= 0 && j <= last; ++j) {
+    const int k = j - (out.rank - in.rank);
+    if (b(in[k]) != b(out[j])) return {};  // a stretched dim between two kept ones
+    s.extent *= b(out[j]);
+  }
+  for (int j = last + 1; j < out.rank && last >= 0; ++j) s.inner *= b(out[j]);
+  return s;
+}
+
 }  // namespace fused

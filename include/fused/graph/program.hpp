@@ -160,6 +160,9 @@ struct op_def {
   // is given all `max_inputs`, the last an i32 [1] holding it (a generation loop's position, which
   // changes from trip to trip). ops::position_input checks that input.
   bool positional = false;
+  // Which op a kernel that serves several computes (fk_unary_f32's FK_RELU, fk_binary_f32's FK_SUB:
+  // kernels/fk_pointwise_ops.h): the call's int0.
+  std::int32_t variant = 0;
 };
 
 constexpr tensor_id step::in_place_source() const {

@@ -29,6 +29,10 @@ constexpr std::int64_t rows_of(const shape& s, const binding& b) {
   return r;
 }
 
+// An op's kernel when one C function serves it in every mode: `Name`.
+template <const char* Name>
+constexpr const char* kernel_named(const binding&, const tensor_info* const*, int, const tensor_info&) { return Name; }
+
 // One i32 value, shape [1]: a position, a token id, an index.
 constexpr bool is_one_i32(const tensor_info& t) { return t.type == dtype::i32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
 

@@ -1,8 +1,10 @@
 // Ops that graph files use beyond the decoders' (docs/GRAPH_FORMAT.md): elementwise math with
 // broadcasting, comparisons giving bool, where, matmul, softmax, layer_norm, reductions, reshape,
-// transpose, concat, slice, and the creation steps full, zeros, arange. Each is an op_def like the others (shape rule, attributes by name)
-// whose work is a host kernel: a C++ function the run-time executor calls (runtime/execute.hpp),
-// f32 in and out (bool for comparisons). Static models and the C generator never use them.
+// transpose, concat, slice, and the creation steps full, zeros, arange. Each is an op_def like the
+// others (shape rule, attributes by name), f32 in and out (bool for comparisons). The elementwise
+// math, the creation steps and reshape are C kernels (kernels/fk_pointwise.h, fk_copy_bytes) that
+// every executor runs, the C generator too; the rest, and a broadcast no span reads, are host
+// kernels: C++ functions only the run-time executors call (runtime/execute.hpp).
 //
 // Broadcasting follows NumPy: shapes align at the last dim; two dims agree when equal (a symbol
 // only with the same symbol) or when one is the constant 1, which stretches. No other op
@@ -13,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+
+#include <fk_pointwise.h>
 
 #include "common.hpp"
 
@@ -98,42 +102,52 @@ inline constexpr attr_field perm_attributes[] = {{"perm", attr_slot::ints}};
 inline constexpr attr_field slice_attributes[] = {{"axis", attr_slot::i0}, {"start", attr_slot::i1}, {"end", attr_slot::i2}};
 
 constexpr const char* host_kernel(const binding&, const tensor_info* const*, int, const tensor_info&) { return host_kernel_name; }
+inline constexpr char unary_kernel[] = "fk_unary_f32", binary_kernel[] = "fk_binary_f32", fill_kernel[] = "fk_fill_f32",
+                      arange_kernel[] = "fk_arange_f32", copy_kernel[] = "fk_copy_bytes";
+// fk_binary_f32 when both inputs read as spans (core/shape.hpp's span_of), else the host function.
+constexpr const char* binary_or_host(const binding& b, const tensor_info* const* in, int, const tensor_info& out) {
+  return span_of(in[0]->shp, out.shp, b).ok && span_of(in[1]->shp, out.shp, b).ok ? binary_kernel : host_kernel_name;
+}
 
-// What every op here shares: its host function is its kernel, and it works out of place in any mode.
-constexpr op_def host_op(op_def d) {
+// An op whose work is the C kernel `Kernel`, in any mode, out of place.
+template <const char* Kernel>
+constexpr op_def c_op(op_def d) {
   d.in_place_input = -1;
   d.mode_sensitive = false;
-  d.kernel = host_kernel;
+  d.kernel = kernel_named<Kernel>;
+  return d;
+}
+
+// What every op here shares: its host function is its kernel, and it works out of place in any mode.
+// (`chooser`: a kernel that picks a C kernel where one serves, the host function else.)
+constexpr op_def host_op(op_def d, const char* (*chooser)(const binding&, const tensor_info* const*, int, const tensor_info&) = host_kernel) {
+  d.in_place_input = -1;
+  d.mode_sensitive = false;
+  d.kernel = chooser;
   d.has_host = true;
   return d;
 }
 
 }  // namespace host_detail
 
-#define FUSED_HOST_UNARY(NAME, EXPR)                                                      \
-  inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
-                                                       .category = "elementwise",             \
-                                                       .min_inputs = 1,                       \
-                                                       .max_inputs = 1,                       \
-                                                       .infer = host_detail::f32_unary,       \
-                                                       .host = [](const host_args& a) {       \
-                                                         const float* in = host_detail::in_f32(a, 0); \
-                                                         float* out = host_detail::out_f32(a);        \
-                                                         for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) { \
-                                                           const float x = in[i];             \
-                                                           out[i] = (EXPR);                   \
-                                                         }                                    \
-                                                       }});
+#define FUSED_UNARY(NAME, CODE)                                                          \
+  inline constexpr op_def NAME = host_detail::c_op<host_detail::unary_kernel>({.name = #NAME,      \
+                                                                          .category = "elementwise", \
+                                                                          .min_inputs = 1,   \
+                                                                          .max_inputs = 1,   \
+                                                                          .infer = host_detail::f32_unary, \
+                                                                          .variant = CODE});
 
-FUSED_HOST_UNARY(neg, -x)
-FUSED_HOST_UNARY(exp, std::exp(x))
-FUSED_HOST_UNARY(relu, x > 0.0f ? x : 0.0f)
-FUSED_HOST_UNARY(sigmoid, 1.0f / (1.0f + std::exp(-x)))
-FUSED_HOST_UNARY(silu, x / (1.0f + std::exp(-x)))
-FUSED_HOST_UNARY(gelu, 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)))  // exact (erf), as torch's default
-#undef FUSED_HOST_UNARY
+FUSED_UNARY(neg, FK_NEG)
+FUSED_UNARY(exp, FK_EXP)
+FUSED_UNARY(relu, FK_RELU)
+FUSED_UNARY(sigmoid, FK_SIGMOID)
+FUSED_UNARY(silu, FK_SILU)
+FUSED_UNARY(gelu, FK_GELU)  // exact (erf), as torch's default
+#undef FUSED_UNARY
 
-#define FUSED_HOST_BINARY(NAME, RULE, TYPE, EXPR)                                         \
+// fk_binary_f32 where both inputs read as spans; the host function (same math, any broadcast) else.
+#define FUSED_BINARY(NAME, RULE, TYPE, CODE)                                              \
   inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
                                                        .category = "elementwise",             \
                                                        .min_inputs = 2,                       \
@@ -141,19 +155,20 @@ FUSED_HOST_UNARY(gelu, 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)))  
                                                        .infer = host_detail::RULE,            \
                                                        .host = [](const host_args& a) {       \
                                                          TYPE* out = reinterpret_cast<TYPE*>(a.out.data); \
-                                                         host_detail::binary(a, [&](std::int64_t i, float x, float y) { out[i] = (EXPR); }); \
-                                                       }});
+                                                         host_detail::binary(a, [&](std::int64_t i, float x, float y) { out[i] = static_cast<TYPE>(fk_binary_value(CODE, x, y)); }); \
+                                                       },                                     \
+                                                       .variant = CODE}, host_detail::binary_or_host);
 
-FUSED_HOST_BINARY(sub, f32_binary, float, x - y)
-FUSED_HOST_BINARY(mul, f32_binary, float, x * y)
-FUSED_HOST_BINARY(div, f32_binary, float, x / y)
-FUSED_HOST_BINARY(gt, comparison, std::uint8_t, x > y)
-FUSED_HOST_BINARY(lt, comparison, std::uint8_t, x < y)
-FUSED_HOST_BINARY(ge, comparison, std::uint8_t, x >= y)
-FUSED_HOST_BINARY(le, comparison, std::uint8_t, x <= y)
-FUSED_HOST_BINARY(eq, comparison, std::uint8_t, x == y)
-FUSED_HOST_BINARY(ne, comparison, std::uint8_t, x != y)
-#undef FUSED_HOST_BINARY
+FUSED_BINARY(sub, f32_binary, float, FK_SUB)
+FUSED_BINARY(mul, f32_binary, float, FK_MUL)
+FUSED_BINARY(div, f32_binary, float, FK_DIV)
+FUSED_BINARY(gt, comparison, std::uint8_t, FK_GT)
+FUSED_BINARY(lt, comparison, std::uint8_t, FK_LT)
+FUSED_BINARY(ge, comparison, std::uint8_t, FK_GE)
+FUSED_BINARY(le, comparison, std::uint8_t, FK_LE)
+FUSED_BINARY(eq, comparison, std::uint8_t, FK_EQ)
+FUSED_BINARY(ne, comparison, std::uint8_t, FK_NE)
+#undef FUSED_BINARY
 
 // where(cond, a, b): a where cond else b; cond bool, a and b f32; all three broadcast.
 inline constexpr op_def where = host_detail::host_op({
@@ -314,13 +329,9 @@ FUSED_HOST_REDUCE(mean, 0.0f, [](float acc, float x) { return acc + x; }, true)
 FUSED_HOST_REDUCE(max, -std::numeric_limits<float>::infinity(), [](float acc, float x) { return x > acc ? x : acc; }, false)
 #undef FUSED_HOST_REDUCE
 
-namespace host_detail {
-inline void copy_bytes(const host_args& a) { std::memcpy(a.out.data, a.in[0].data, static_cast<std::size_t>(a.out.elements() * size_of(a.out.type))); }
-}  // namespace host_detail
-
 // reshape to attrs shape (a list: 0 keeps the input's dim at that position, one -1 is inferred),
 // as ONNX's Reshape; the elements keep their order.
-inline constexpr op_def reshape = host_detail::host_op({
+inline constexpr op_def reshape = host_detail::c_op<host_detail::copy_kernel>({
     .name = "reshape",
     .category = "memory",
     .min_inputs = 1,
@@ -372,7 +383,6 @@ inline constexpr op_def reshape = host_detail::host_op({
       }
       return result(x.type, r);
     },
-    .host = host_detail::copy_bytes,
     .attributes = host_detail::shape_attributes});
 
 // transpose by attrs perm (a permutation of 0..rank-1): out dim i is input dim perm[i].
@@ -490,7 +500,7 @@ inline constexpr attr_field full_attributes[] = {{"value", attr_slot::f}, {"shap
 inline constexpr attr_field arange_attributes[] = {{"end", attr_slot::i0}};
 }  // namespace host_detail
 
-inline constexpr op_def full = host_detail::host_op({
+inline constexpr op_def full = host_detail::c_op<host_detail::fill_kernel>({
     .name = "full",
     .category = "memory",
     .min_inputs = 0,
@@ -500,19 +510,17 @@ inline constexpr op_def full = host_detail::host_op({
         return mismatch(-1, "value is outside f32's range");
       return host_detail::constant_shape(at);
     },
-    .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), static_cast<float>(a.at->f)); },
     .attributes = host_detail::full_attributes});
 
-inline constexpr op_def zeros = host_detail::host_op({
+inline constexpr op_def zeros = host_detail::c_op<host_detail::fill_kernel>({
     .name = "zeros",
     .category = "memory",
     .min_inputs = 0,
     .max_inputs = 0,
     .infer = [](const tensor_info* const*, int, const attrs& at) { return host_detail::constant_shape(at); },
-    .host = [](const host_args& a) { std::fill_n(host_detail::out_f32(a), a.out.elements(), 0.0f); },
     .attributes = host_detail::shape_attributes});
 
-inline constexpr op_def arange = host_detail::host_op({
+inline constexpr op_def arange = host_detail::c_op<host_detail::arange_kernel>({
     .name = "arange",
     .category = "memory",
     .min_inputs = 0,
@@ -520,10 +528,6 @@ inline constexpr op_def arange = host_detail::host_op({
     .infer = [](const tensor_info* const*, int, const attrs& at) -> inferred {
       if (at.i[0] < 1) return mismatch(-1, "end must be positive");
       return result(dtype::f32, shape(at.i[0]));
-    },
-    .host = [](const host_args& a) {
-      float* out = host_detail::out_f32(a);
-      for (std::int64_t i = 0, n = a.out.elements(); i < n; ++i) out[i] = static_cast<float>(i);
     },
     .attributes = host_detail::arange_attributes});
 

@@ -15,9 +15,6 @@
 namespace fused::ops {
 
 namespace sequence_detail {
-// The op's kernel: the C function `Name`, in any mode.
-template <const char* Name>
-constexpr const char* kernel_named(const binding&, const tensor_info* const*, int, const tensor_info&) { return Name; }
 inline constexpr char argmax_kernel[] = "fk_argmax_rows", not_in_kernel[] = "fk_not_in", store_at_kernel[] = "fk_store_at",
                       increment_kernel[] = "fk_increment_i32", next_position_kernel[] = "fk_next_position", fill_kernel[] = "fk_fill_i32";
 inline constexpr attr_field not_in_attributes[] = {{"values", attr_slot::ints}};
@@ -39,7 +36,7 @@ inline constexpr op_def argmax{
       --r.rank;
       return result(dtype::i32, r);
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::argmax_kernel>};
+    .kernel = kernel_named<sequence_detail::argmax_kernel>};
 
 inline constexpr op_def not_in{
     .name = "not_in",
@@ -52,7 +49,7 @@ inline constexpr op_def not_in{
         if (at.i[k] != no_value && (at.i[k] < 0 || at.i[k] > INT32_MAX)) return mismatch(-1, "values must be ids in 0 .. 2^31-1");
       return result(dtype::boolean, in[0]->shp);
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::not_in_kernel>,
+    .kernel = kernel_named<sequence_detail::not_in_kernel>,
     .attributes = sequence_detail::not_in_attributes};
 
 inline constexpr op_def store_at{
@@ -68,7 +65,7 @@ inline constexpr op_def store_at{
       return result(dtype::i32, in[0]->shp);
     },
     .in_place_input = 0,
-    .kernel = sequence_detail::kernel_named<sequence_detail::store_at_kernel>};
+    .kernel = kernel_named<sequence_detail::store_at_kernel>};
 
 inline constexpr op_def increment{
     .name = "increment",
@@ -80,7 +77,7 @@ inline constexpr op_def increment{
       if (!sequence_detail::is_i32_value(at.i[0])) return mismatch(-1, "by must be an i32");
       return result(dtype::i32, in[0]->shp);
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::increment_kernel>,
+    .kernel = kernel_named<sequence_detail::increment_kernel>,
     .attributes = sequence_detail::increment_attributes};
 
 inline constexpr op_def next_position{
@@ -92,7 +89,7 @@ inline constexpr op_def next_position{
       if (in[0]->shp.rank < 1) return mismatch(0, "must have rows (rank 1 or more), got " + describe(*in[0]));
       return result(dtype::i32, shape(1));
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::next_position_kernel>};
+    .kernel = kernel_named<sequence_detail::next_position_kernel>};
 
 inline constexpr op_def full_int{
     .name = "full_int",
@@ -106,7 +103,7 @@ inline constexpr op_def full_int{
       r.type = dtype::i32;
       return r;
     },
-    .kernel = sequence_detail::kernel_named<sequence_detail::fill_kernel>,
+    .kernel = kernel_named<sequence_detail::fill_kernel>,
     .attributes = sequence_detail::full_int_attributes};
 
 }  // namespace fused::ops

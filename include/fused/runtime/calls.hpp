@@ -39,6 +39,10 @@ enum class kernel : std::uint8_t {
   fill_i32,
   copy_bytes,    // control flow: a loop carry's first value, a merge
   select_bytes,
+  unary_f32,     // graph files' f32 math (ops/graph_ops.hpp): one kernel per arity, the op by code
+  binary_f32,
+  fill_f32,
+  arange_f32,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -54,7 +58,8 @@ enum class arg : std::uint8_t {
   elements,                // rows * cols
   pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
-  eps, theta, factor, low_freq_factor, high_freq_factor,              // call::reals
+  inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
+  eps, theta, factor, low_freq_factor, high_freq_factor, value,       // call::reals
   int0, int1, int2, int3,  // call::ints
   bytes,                   // rows * sizes.row_bytes
 };
@@ -85,7 +90,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 21> kernel_specs{{
+inline constexpr std::array<kernel_spec, 25> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -115,6 +120,11 @@ inline constexpr std::array<kernel_spec, 21> kernel_specs{{
     detail::spec(kernel::fill_i32, "fk_fill_i32", -1, arg::elements, arg::int0, arg::output),
     detail::spec(kernel::copy_bytes, "fk_copy_bytes", -1, arg::input0, arg::bytes, arg::output),
     detail::spec(kernel::select_bytes, "fk_select_bytes", -1, arg::input0, arg::input1, arg::input2, arg::bytes, arg::output),
+    detail::spec(kernel::unary_f32, "fk_unary_f32", -1, arg::input0, arg::elements, arg::int0, arg::output),
+    detail::spec(kernel::binary_f32, "fk_binary_f32", -1, arg::input0, arg::inner0, arg::extent0, arg::input1, arg::inner1, arg::extent1,
+                 arg::elements, arg::int0, arg::output),
+    detail::spec(kernel::fill_f32, "fk_fill_f32", -1, arg::elements, arg::value, arg::output),
+    detail::spec(kernel::arange_f32, "fk_arange_f32", -1, arg::elements, arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -168,13 +178,16 @@ struct call {
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
     std::int64_t vocab = 0;         // embed: rows of the table (no kernel argument: for executors' id checks)
     std::int64_t row_bytes = 0;     // copy_bytes, select_bytes: bytes of a row of the result
+    std::int64_t inner0 = 1, extent0 = 1, inner1 = 1, extent1 = 1;  // binary_f32: its inputs' broadcast_span
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
   } sizes{};
   struct real_fields {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
+    float value = 0;  // fill_f32
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
-  std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value
+  std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value,
+                                            // unary_f32's and binary_f32's op (op_def::variant)
   std::int8_t position = -1;                // the input holding row 0's position (op_def::positional), or -1: the call's
   std::int64_t copy_row_bytes = 0;          // in-place kernels: bytes a row of the copied input holds
   bool copy_follows_rows = false;           // ... times the rows (else the bytes are the whole tensor)
@@ -194,11 +207,15 @@ constexpr std::int64_t size_value(arg a, const call& c) {
     case arg::head_dim: return c.sizes.head_dim;
     case arg::capacity: return c.sizes.capacity;
     case arg::original_max: return c.sizes.original_max;
+    case arg::inner0: return c.sizes.inner0;
+    case arg::extent0: return c.sizes.extent0;
+    case arg::inner1: return c.sizes.inner1;
+    case arg::extent1: return c.sizes.extent1;
     default: return 0;
   }
 }
-constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::original_max; }
-constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::high_freq_factor; }
+constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::extent1; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::value; }
 constexpr float real_value(arg a, const call& c) {
   switch (a) {
     case arg::eps: return c.reals.eps;
@@ -206,6 +223,7 @@ constexpr float real_value(arg a, const call& c) {
     case arg::factor: return c.reals.factor;
     case arg::low_freq_factor: return c.reals.low_freq_factor;
     case arg::high_freq_factor: return c.reals.high_freq_factor;
+    case arg::value: return c.reals.value;
     default: return 0;
   }
 }
@@ -274,6 +292,15 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     }
     const std::int64_t cols = x.rank ? x.back().n : 1;
     const shape& result = shp(s.result);
+    auto rows_of_result = [&] {  // all dims of the result but the last
+      rows_t r{1, 0};
+      for (int i = 0; i + 1 < result.rank; ++i) {
+        const rows_t d = rows_of(result[i]);
+        r.n *= d.n;
+        if (d.symbol) r.symbol = d.symbol;
+      }
+      return r;
+    };
     c.sizes.cols = cols;
     c.sizes.out_cols = result.rank ? result.back().n : 1;
     switch (c.k) {
@@ -325,14 +352,24 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       case kernel::next_position: c.rows = rows_of(x[0]); break;  // the rows of a [T, ...] input: T
       case kernel::copy_bytes:
       case kernel::select_bytes:  // the result's rows, of one row's bytes (a merge's input 0 is its condition)
-        c.rows = {1, 0};
-        for (int i = 0; i + 1 < result.rank; ++i) {
-          const rows_t r = rows_of(result[i]);
-          c.rows.n *= r.n;
-          if (r.symbol) c.rows.symbol = r.symbol;
-        }
+        c.rows = rows_of_result();
         c.sizes.row_bytes = (result.rank ? result.back().n : 1) * size_of(tensors[static_cast<std::size_t>(s.result)].type);
         break;
+      case kernel::unary_f32: c.ints[0] = s.op->variant; break;
+      case kernel::binary_f32: {  // the result's elements; each input read through its span
+        c.rows = rows_of_result();
+        c.sizes.cols = c.sizes.out_cols;
+        c.ints[0] = s.op->variant;
+        const broadcast_span x_span = span_of(shp(s.inputs[0]), result, b), y_span = span_of(shp(s.inputs[1]), result, b);
+        if (!x_span.ok || !y_span.ok || c.rows.symbol) {
+          if (err) *err = {s.id, "a broadcast fk_binary_f32 cannot read as a span"};
+          return {};
+        }
+        c.sizes.inner0 = x_span.inner, c.sizes.extent0 = x_span.extent, c.sizes.inner1 = y_span.inner, c.sizes.extent1 = y_span.extent;
+        break;
+      }
+      case kernel::fill_f32: c.reals.value = static_cast<float>(s.at.f); break;
+      case kernel::arange_f32: break;
       case kernel::add:
       case kernel::swiglu:
       case kernel::copy_last_row:

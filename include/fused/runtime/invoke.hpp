@@ -142,6 +142,10 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::fill_i32: return call_kernel<kernel::fill_i32>(&fk_fill_i32, c, r, d);
     case kernel::copy_bytes: return call_kernel<kernel::copy_bytes>(&fk_copy_bytes, c, r, d);
     case kernel::select_bytes: return call_kernel<kernel::select_bytes>(&fk_select_bytes, c, r, d);
+    case kernel::unary_f32: return call_kernel<kernel::unary_f32>(&fk_unary_f32, c, r, d);
+    case kernel::binary_f32: return call_kernel<kernel::binary_f32>(&fk_binary_f32, c, r, d);
+    case kernel::fill_f32: return call_kernel<kernel::fill_f32>(&fk_fill_f32, c, r, d);
+    case kernel::arange_f32: return call_kernel<kernel::arange_f32>(&fk_arange_f32, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return 0;
   }
