@@ -22,6 +22,7 @@
 // graph: the constexpr builder, the program, the scheduler, diagnostics
 #include "fused/graph/builder.hpp"
 #include "fused/graph/control.hpp"
+#include "fused/graph/control_walk.hpp"
 #include "fused/graph/cut_wire.hpp"
 #include "fused/graph/diagnose.hpp"
 #include "fused/graph/graph_error.hpp"
@@ -68,6 +69,7 @@
 #include "fused/runtime/execute.hpp"
 #include "fused/runtime/invoke.hpp"
 #include "fused/runtime/session.hpp"
+#include "fused/runtime/static_run.hpp"
 #include "fused/runtime/weights.hpp"
 
 // models: a generic decoder and its families (fused/<family>.hpp gathers what a user needs)

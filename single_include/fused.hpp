@@ -1442,6 +1442,70 @@ class counting_builder {
 
 }  // namespace fused
 // ---- end fused/graph/builder.hpp -----------------------------------------------------------------------
+// ---- begin fused/graph/control_walk.hpp ----------------------------------------------------------------
+// How every executor walks a scheduled program's control flow (program::regions): positions in
+// schedule order, where a conditional (by its then branch) or a loop starts a block that runs as a
+// whole. runtime::execute runs the blocks and the C emitter prints them, both from this one walk.
+#include <cstddef>
+#include <span>
+#include <vector>
+
+
+namespace fused {
+
+class control_walk {
+ public:
+  control_walk(std::span<const region_info> regions, std::span<const loop_carry> carries, std::size_t steps)
+      : regions_(regions), carries_(carries), starting_(steps + 1) {
+    for (std::size_t g = 0; g < regions.size(); ++g) {
+      const region_info& r = regions[g];
+      // An empty conditional does nothing and is left out.
+      if (r.kind == region_kind::loop_body || (r.kind == region_kind::then_branch && r.count + regions[g + 1].count > 0))
+        starting_[static_cast<std::size_t>(r.first)].push_back(static_cast<int>(g));
+    }
+  }
+
+  const region_info& region(int g) const { return regions_[static_cast<std::size_t>(g)]; }
+  // A conditional block's else branch (the region after its then branch).
+  const region_info& else_of(int block) const { return region(block + 1); }
+  // The first position after a block: a loop's end, a conditional's else branch's end.
+  int end_of(int block) const { return region(block).kind == region_kind::loop_body ? region(block).end() : else_of(block).end(); }
+  // Whether a loop's next values include its own carries (a swap): then they must be staged, to be
+  // copied all at once.
+  bool swaps(int loop) const {
+    for (const loop_carry& c : carries_)
+      if (c.loop == loop && c.next != c.value)
+        for (const loop_carry& d : carries_)
+          if (d.loop == loop && d.value == c.next) return true;
+    return false;
+  }
+
+  // Calls on_step(position) for each step of [begin, end) that region `parent` (-1: the top level)
+  // holds directly, and on_block(region) for each conditional or loop of `parent` starting there, in
+  // place of the positions the block holds.
+  template <class OnStep, class OnBlock>
+  void each(int begin, int end, int parent, OnStep&& on_step, OnBlock&& on_block) const {
+    for (int at = begin; at < end;) {
+      int block = -1;
+      for (const int g : starting_[static_cast<std::size_t>(at)])
+        if (region(g).parent == parent) block = g;
+      if (block < 0) {
+        on_step(at++);
+        continue;
+      }
+      on_block(block);
+      at = end_of(block);
+    }
+  }
+
+ private:
+  std::span<const region_info> regions_;
+  std::span<const loop_carry> carries_;
+  std::vector<std::vector<int>> starting_;
+};
+
+}  // namespace fused
+// ---- end fused/graph/control_walk.hpp ------------------------------------------------------------------
 // ---- begin fused/graph/cut_wire.hpp --------------------------------------------------------------------
 // Run-time "cut-wire" diagnostics: when whatever runs a program finds a step it cannot feed (an
 // unbound weight, a tensor whose actual shape is not the planned one), it reports the step, the op,
@@ -6877,6 +6941,31 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
   return out;
 }
 
+// A frozen (static) plan's calls as an array, for `static constexpr` data. A step lower_calls cannot
+// lower leaves the whole list empty, so the array then holds calls of kernel::unknown: checked on
+// the array (lowered / lowers_to_kernels), with no second lowering.
+template <std::size_t N, class Plan>
+constexpr std::array<call, N> freeze_calls(const Plan& p, std::uint8_t dynamic) {
+  std::array<call, N> out{};
+  const std::vector<call> calls = lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, dynamic);
+  for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
+  return out;
+}
+// Every call has a kernel (host functions included).
+template <std::size_t N>
+constexpr bool lowered(const std::array<call, N>& calls) {
+  for (const auto& c : calls)
+    if (c.k == kernel::unknown) return false;
+  return true;
+}
+// Every call has a C kernel (no host function): what the static decoder models and the C require.
+template <std::size_t N>
+constexpr bool lowers_to_kernels(const std::array<call, N>& calls) {
+  for (const auto& c : calls)
+    if (c.k == kernel::unknown || c.k == kernel::host) return false;
+  return true;
+}
+
 }  // namespace fused::runtime
 // ---- end fused/runtime/calls.hpp -----------------------------------------------------------------------
 // ---- begin fused/runtime/execute.hpp -------------------------------------------------------------------
@@ -9378,19 +9467,41 @@ inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::
   return calls;
 }
 
-// Runs the calls of `p` (planned by `m`) in order, with row 0 of the program at position `pos0`.
+// What execute reads of a planned program: its tensors (index == id), steps in schedule order,
+// buffers (index == tensor id) and control flow. A program and its memory_plan give one; so does a
+// static program's frozen plan (plan/static_program.hpp), which runs through the same code.
+struct plan_view {
+  std::span<const tensor_info> tensors;
+  std::span<const step> steps;
+  std::span<const buffer> buffers;
+  std::span<const region_info> control;
+  std::span<const loop_carry> carries;
+
+  const tensor_info& tensor(tensor_id t) const { return tensors[static_cast<std::size_t>(t)]; }
+  const buffer& of(tensor_id t) const { return buffers[static_cast<std::size_t>(t)]; }
+};
+
+inline plan_view view_of(const program& p, const memory_plan& m) { return {p.tensors, p.steps, m.buffers, p.regions, p.carries}; }
+
+// Runs the calls of a plan in order, with row 0 of the program at position `pos0`.
 // What a kernel would read or write out of bounds is checked first, as the decoder's session checks
 // it for its own calls: rows past a KV cache's capacity (its symbols bound apart from the tokens'),
 // token ids outside the embedding table (read from the arena when the step runs, since a step may
 // compute them). Throws std::out_of_range naming the step; nothing past that step runs. A host call
 // runs its op's host function on the operands' bytes and bound shapes. Control flow runs as the
-// regions say: a conditional's taken branch, a loop's trips (header, condition, the rest, then each
-// carry's next value copied into its bytes) up to its bound.
-inline void execute(const program& p, const memory_plan& m, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+// regions say (graph/control_walk.hpp): a conditional's taken branch, a loop's trips (header,
+// condition, the rest, then each carry's next value copied into its bytes) up to its bound.
+inline void execute(const plan_view& p, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
   call_dims d{};
   d.b = b;
   d.pos0 = pos0;
-  const scratch<int> position = p.position_of_step();
+  std::vector<int> position;  // step id -> schedule position
+  for (std::size_t i = 0; i < p.steps.size(); ++i) {
+    const auto id = static_cast<std::size_t>(p.steps[i].id);
+    if (position.size() <= id) position.resize(id + 1, -1);
+    position[id] = static_cast<int>(i);
+  }
+  auto step_of = [&](const call& c) -> const step& { return p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])]; };
   auto bytes_of_operand = [&](const operand& o) -> std::byte* {
     if (o.where == region::weights) return reinterpret_cast<std::byte*>(const_cast<std::uint16_t*>(r.weights[static_cast<std::size_t>(o.slot)]));
     return detail::data_ptr<std::byte>(o, r);
@@ -9420,35 +9531,30 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
                                   ") is outside the embedding table [0, " + std::to_string(c.sizes.vocab) + ")");
     }
     if (c.k == kernel::host) {
-      const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
+      const step& s = step_of(c);
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
       s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
       return;
     }
-    if (invoke(c, r, d) != 0) {
-      const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
-      throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "' (" + std::string(spec_of(c.k).name) + "): " + spec_of(c.k).refuses);
-    }
+    if (invoke(c, r, d) != 0)
+      throw std::out_of_range("step " + std::to_string(c.step) + " '" + step_of(c).op->name + "' (" + std::string(spec_of(c.k).name) + "): " + spec_of(c.k).refuses);
   };
-  if (p.regions.empty()) {
+  if (p.control.empty()) {
     for (const call& c : calls) run_call(c);
     return;
   }
 
   // Control flow. The bytes of a tensor (conditions and carries live in the arena or in state).
   auto bytes_at = [&](tensor_id t) {
-    const buffer& f = m.of(t);
+    const buffer& f = p.of(t);
     if (f.where == region::weights) throw graph_error("control flow reads weight '" + to_string(p.tensor(t).name.str()) + "' as a condition or carry");
     return (f.where == region::state ? r.state : r.arena) + f.offset;
   };
   auto holds = [&](tensor_id condition) { return *bytes_at(condition) != std::byte{0}; };
-  // A loop whose next values include its own carries (a swap) stages them, to copy all at once.
-  std::vector<bool> stages(p.regions.size(), false);
-  for (const loop_carry& c : p.carries)
-    if (p.carried_by(c.next) == c.loop && c.next != c.value) stages[static_cast<std::size_t>(c.loop)] = true;
+  const control_walk walk(p.control, p.carries, calls.size());
   auto carry_over = [&](int loop) {  // after a trip: each next value into its carry's bytes
-    const bool swap = stages[static_cast<std::size_t>(loop)];
+    const bool swap = walk.swaps(loop);
     std::vector<std::vector<std::byte>> staged;
     for (const loop_carry& c : p.carries) {
       if (c.loop != loop) continue;
@@ -9465,30 +9571,14 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
           ++k;
         }
   };
-  // The conditionals (by their then branch) and loops that begin at each position; an empty
-  // conditional does nothing and is left out.
-  std::vector<std::vector<int>> starting(calls.size() + 1);
-  for (std::size_t g = 0; g < p.regions.size(); ++g) {
-    const region_info& reg = p.regions[g];
-    if (reg.kind == region_kind::loop_body || (reg.kind == region_kind::then_branch && reg.count + p.regions[g + 1].count > 0))
-      starting[static_cast<std::size_t>(reg.first)].push_back(static_cast<int>(g));
-  }
   auto run = [&](auto& self, int begin, int end, int parent) -> void {
-    for (int s = begin; s < end;) {
-      int block = -1;
-      for (const int g : starting[static_cast<std::size_t>(s)])
-        if (p.regions[static_cast<std::size_t>(g)].parent == parent) block = g;
-      if (block < 0) {
-        run_call(calls[static_cast<std::size_t>(s++)]);
-        continue;
-      }
-      const region_info& reg = p.regions[static_cast<std::size_t>(block)];
+    walk.each(begin, end, parent, [&](int at) { run_call(calls[static_cast<std::size_t>(at)]); }, [&](int block) {
+      const region_info& reg = walk.region(block);
       if (reg.kind == region_kind::then_branch) {
-        const region_info& other = p.regions[static_cast<std::size_t>(block) + 1];
+        const region_info& other = walk.else_of(block);
         if (holds(reg.condition)) self(self, reg.first, reg.end(), block);
         else self(self, other.first, other.end(), block + 1);
-        s = other.end();
-        continue;
+        return;
       }
       for (std::int64_t trip = 0; trip < reg.max_trips; ++trip) {
         self(self, reg.first, reg.first + reg.header, block);
@@ -9496,10 +9586,13 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
         self(self, reg.first + reg.header, reg.end(), block);
         carry_over(block);
       }
-      s = reg.end();
-    }
+    });
   };
   run(run, 0, static_cast<int>(calls.size()), -1);
+}
+
+inline void execute(const program& p, const memory_plan& m, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+  execute(view_of(p, m), calls, r, b, pos0);
 }
 
 }  // namespace fused::runtime
@@ -9656,6 +9749,34 @@ class session {
 
 }  // namespace fused::runtime
 // ---- end fused/runtime/session.hpp ---------------------------------------------------------------------
+// ---- begin fused/runtime/static_run.hpp ----------------------------------------------------------------
+// Runs a static program (plan/static_program.hpp), control flow and all: its plan and its calls are
+// compile-time constants (the calls lowered by lower_calls in constant evaluation, as the static
+// decoder models' are), and execute.hpp runs them, regions included, through the same walk and the
+// same invoke as every other executor.
+//
+//   using prog = fused::static_program<my_model, fused::binding{}>;
+//   std::vector<std::byte> arena(prog::plan.arena_bytes());   // 64-byte aligned in real code
+//   fused::runtime::static_run<prog>::run({weights, state, arena});
+#include <array>
+#include <cstdint>
+
+
+namespace fused::runtime {
+
+template <class StaticProgram>
+struct static_run {
+  static constexpr auto& plan = StaticProgram::plan;
+  static constexpr std::array<call, plan.step_count> calls = freeze_calls<plan.step_count>(plan, 0);
+  static_assert(lowered(calls), "fused: a step of this static program has no kernel an executor implements");
+
+  static plan_view view() { return {plan.tensors, plan.steps, plan.buffers, plan.regions, plan.carries}; }
+  // One run over caller-owned regions of plan.weights_bytes(), state_bytes() and arena_bytes().
+  static void run(const regions& r, std::int64_t pos0 = 0) { execute(view(), calls, r, plan.bind, pos0); }
+};
+
+}  // namespace fused::runtime
+// ---- end fused/runtime/static_run.hpp ------------------------------------------------------------------
 // ---- begin fused/runtime/weights.hpp -------------------------------------------------------------------
 // Weights bound to a plan's weight slots, once, by Hugging Face name.
 //
@@ -11668,21 +11789,6 @@ inline planned plan_for(const family_entry& f, const config& c, const mode& m, g
 namespace fused::decoder {
 
 namespace detail {
-template <std::size_t N, class Plan>
-constexpr std::array<runtime::call, N> freeze_calls(const Plan& p) {
-  std::array<runtime::call, N> out{};
-  const std::vector<runtime::call> calls = runtime::lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, sym_tokens);
-  for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
-  return out;
-}
-// A step lower_calls cannot lower leaves the whole list empty, so freeze_calls' array keeps calls of
-// kernel::unknown: checked on the frozen array, with no second lowering.
-template <std::size_t N>
-constexpr bool lowers_fully(const std::array<runtime::call, N>& calls) {
-  for (const auto& c : calls)
-    if (c.k == runtime::kernel::unknown || c.k == runtime::kernel::host) return false;
-  return true;
-}
 inline void check_kernel_limits(const config& c) {
   if (c.head_dim > FK_MAX_HEAD_DIM)
     throw std::invalid_argument("head_dim " + std::to_string(c.head_dim) + " exceeds the kernels' limit of " + std::to_string(FK_MAX_HEAD_DIM));
@@ -11699,9 +11805,9 @@ class static_model {
   static constexpr config cfg = Preset::value;
   static_assert(cfg.head_dim <= FK_MAX_HEAD_DIM, "fused: head_dim exceeds the attention kernels' limit (FK_MAX_HEAD_DIM)");
   static constexpr std::size_t step_count = plans::size.steps;
-  static constexpr std::array<runtime::call, step_count> prefill_calls = detail::freeze_calls<step_count>(plans::prefill);
-  static constexpr std::array<runtime::call, step_count> decode_calls = detail::freeze_calls<step_count>(plans::decode);
-  static_assert(detail::lowers_fully(prefill_calls) && detail::lowers_fully(decode_calls),
+  static constexpr std::array<runtime::call, step_count> prefill_calls = runtime::freeze_calls<step_count>(plans::prefill, sym_tokens);
+  static constexpr std::array<runtime::call, step_count> decode_calls = runtime::freeze_calls<step_count>(plans::decode, sym_tokens);
+  static_assert(runtime::lowers_to_kernels(prefill_calls) && runtime::lowers_to_kernels(decode_calls),
                 "fused: a step of this plan has no kernel an executor implements");
   static constexpr std::size_t weight_count = runtime::weight_count(plans::prefill.tensors);
   // Region sizes: one arena serves both modes (they never run at the same time).

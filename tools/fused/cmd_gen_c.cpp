@@ -6,6 +6,10 @@
 //               [--generate N [--stop-ids A,B]]   also <name>_generate: generation as one program
 //   fused gen-c --graph FILE --out OUTDIR ...     a graph file `fused graph export` wrote: the same C
 //                                                 as its config gives (its logits option is the file's)
+//   fused gen-c --graph FILE --out OUTDIR [--bind NAME=VALUE ...]
+//                                                 any other graph file whose steps all have C kernels,
+//                                                 control flow included: <name>.h, <name>.c and
+//                                                 <name>_main.c with the `fused graph run` interface
 //
 // OUTDIR gets <name>.h, <name>.c, <name>_main.c (a scorer with the `fused score` interface; only with
 // --logits all, the default), <name>_generate_main.c (with --generate), memory_layout.json, graph.json
@@ -15,12 +19,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <fused/ir/lower.hpp>
+#include <fused/ir/plan.hpp>
 #include <fused/models/decoder_graph_file.hpp>
 #include <fused/models/hf_config.hpp>
 
@@ -54,7 +60,35 @@ struct options {
   std::optional<std::int64_t> max_seq, max_ctx;
   long long generate = 0;     // > 0: <name>_generate too, of up to this many tokens
   std::vector<int> stop_ids;  // its stop ids (default: the model's eos_token_id)
+  std::vector<std::string> bind;  // a graph program's symbols, NAME=VALUE
 };
+
+// A graph file that is no decoder's export: the program itself, planned for --bind, as C.
+int graph_program_c(const options& o, const fused::ir::loaded_graph& loaded) {
+  std::map<std::string, std::int64_t> values;
+  for (const std::string& word : o.bind) {
+    const auto [name, v] = fused::cli::parse_bind(word);
+    values[name] = v;
+  }
+  fused::binding b{};
+  try {
+    b = fused::ir::bind(loaded.doc, values);
+  } catch (const std::invalid_argument& e) {
+    throw fused::cli::usage_error(o.graph + ": " + e.what());
+  }
+  const fused::memory_plan mem = fused::ir::plan(loaded.graph.prog, b);
+  fused::codegen::c_program p;
+  try {
+    p = fused::codegen::program_for_c(o.name, loaded.graph.prog, mem);
+  } catch (const std::exception& e) {
+    throw fused::graph_error(o.graph + ": " + e.what());
+  }
+  const auto written = fused::codegen::write_bundle(fused::codegen::emit_program(p), o.out, header_dirs(o.kernels));
+  std::fprintf(stderr, "fused gen-c: %s (a graph program: %zu steps, %zu control-flow regions, arena %lld bytes) -> %s: %zu files\n", o.name.c_str(),
+               p.prefill.steps.size(), p.prefill.regions.size(), static_cast<long long>(p.prefill.bytes(fused::region::activations)), o.out.c_str(),
+               written.size());
+  return 0;
+}
 
 int run_gen_c(const options& o) {
   if (o.model.empty() && o.graph.empty()) throw fused::cli::usage_error("one of --model or --graph is required");
@@ -63,10 +97,12 @@ int run_gen_c(const options& o) {
   if (!o.graph.empty()) {
     if (o.generate > 0) throw fused::cli::usage_error("--generate takes --model (the generation program is planned from the config)");
     const fused::ir::loaded_graph loaded = fused::ir::load_graph(o.graph);
+    if (!loaded.doc.metadata.contains("model")) return graph_program_c(o, loaded);
+    if (!o.bind.empty()) throw fused::cli::usage_error("--bind is for graph programs; a decoder's graph is planned from its config");
     try {
       source = fused::decoder::decoder_source_of(loaded.doc, loaded.graph.prog);
     } catch (const fused::graph_error& e) {
-      throw fused::graph_error(o.graph + ": " + e.what() + "; gen-c prints a decoder's graph as exported (control flow and host ops not yet)");
+      throw fused::graph_error(o.graph + ": " + e.what() + "; gen-c prints a decoder's graph as exported, or a graph without metadata.model as a program");
     }
   } else {
     const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
@@ -91,7 +127,7 @@ const fused::cli::command gen_c_cmd{
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
       auto* model = app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)");
-      auto* graph = app.add_option("--graph", o->graph, "a decoder's graph file (fused graph export) instead of --model");
+      auto* graph = app.add_option("--graph", o->graph, "a graph file instead of --model: a decoder's (fused graph export), or any program with C kernels");
       model->excludes(graph);
       app.add_option("--out", o->out, "the directory to write")->required();
       app.add_option("--name", o->name, "the C prefix of every symbol and file");
@@ -105,6 +141,7 @@ const fused::cli::command gen_c_cmd{
       app.add_option("--stop-ids", o->stop_ids, "token ids that end --generate (up to 4; default: the model's eos_token_id)")
           ->delimiter(',')
           ->check(integer_in(0, INT32_MAX));
+      app.add_option("--bind", o->bind, "a graph program's symbol, NAME=VALUE (repeatable)")->needs(graph);
       app.add_option("--kernels", o->kernels, "where the kernel headers are (default: installed tree, then the source tree)");
       return [o] { return run_gen_c(*o); };
     }};

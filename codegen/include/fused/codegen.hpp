@@ -5,3 +5,4 @@
 #include "codegen/emit_c.hpp"
 #include "codegen/emit_json.hpp"
 #include "codegen/write.hpp"
+#include "codegen/emit_program_c.hpp"

@@ -28,21 +28,6 @@
 namespace fused::decoder {
 
 namespace detail {
-template <std::size_t N, class Plan>
-constexpr std::array<runtime::call, N> freeze_calls(const Plan& p) {
-  std::array<runtime::call, N> out{};
-  const std::vector<runtime::call> calls = runtime::lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, sym_tokens);
-  for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
-  return out;
-}
-// A step lower_calls cannot lower leaves the whole list empty, so freeze_calls' array keeps calls of
-// kernel::unknown: checked on the frozen array, with no second lowering.
-template <std::size_t N>
-constexpr bool lowers_fully(const std::array<runtime::call, N>& calls) {
-  for (const auto& c : calls)
-    if (c.k == runtime::kernel::unknown || c.k == runtime::kernel::host) return false;
-  return true;
-}
 inline void check_kernel_limits(const config& c) {
   if (c.head_dim > FK_MAX_HEAD_DIM)
     throw std::invalid_argument("head_dim " + std::to_string(c.head_dim) + " exceeds the kernels' limit of " + std::to_string(FK_MAX_HEAD_DIM));
@@ -59,9 +44,9 @@ class static_model {
   static constexpr config cfg = Preset::value;
   static_assert(cfg.head_dim <= FK_MAX_HEAD_DIM, "fused: head_dim exceeds the attention kernels' limit (FK_MAX_HEAD_DIM)");
   static constexpr std::size_t step_count = plans::size.steps;
-  static constexpr std::array<runtime::call, step_count> prefill_calls = detail::freeze_calls<step_count>(plans::prefill);
-  static constexpr std::array<runtime::call, step_count> decode_calls = detail::freeze_calls<step_count>(plans::decode);
-  static_assert(detail::lowers_fully(prefill_calls) && detail::lowers_fully(decode_calls),
+  static constexpr std::array<runtime::call, step_count> prefill_calls = runtime::freeze_calls<step_count>(plans::prefill, sym_tokens);
+  static constexpr std::array<runtime::call, step_count> decode_calls = runtime::freeze_calls<step_count>(plans::decode, sym_tokens);
+  static_assert(runtime::lowers_to_kernels(prefill_calls) && runtime::lowers_to_kernels(decode_calls),
                 "fused: a step of this plan has no kernel an executor implements");
   static constexpr std::size_t weight_count = runtime::weight_count(plans::prefill.tensors);
   // Region sizes: one arena serves both modes (they never run at the same time).

@@ -384,4 +384,29 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
   return out;
 }
 
+// A frozen (static) plan's calls as an array, for `static constexpr` data. A step lower_calls cannot
+// lower leaves the whole list empty, so the array then holds calls of kernel::unknown: checked on
+// the array (lowered / lowers_to_kernels), with no second lowering.
+template <std::size_t N, class Plan>
+constexpr std::array<call, N> freeze_calls(const Plan& p, std::uint8_t dynamic) {
+  std::array<call, N> out{};
+  const std::vector<call> calls = lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, dynamic);
+  for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
+  return out;
+}
+// Every call has a kernel (host functions included).
+template <std::size_t N>
+constexpr bool lowered(const std::array<call, N>& calls) {
+  for (const auto& c : calls)
+    if (c.k == kernel::unknown) return false;
+  return true;
+}
+// Every call has a C kernel (no host function): what the static decoder models and the C require.
+template <std::size_t N>
+constexpr bool lowers_to_kernels(const std::array<call, N>& calls) {
+  for (const auto& c : calls)
+    if (c.k == kernel::unknown || c.k == kernel::host) return false;
+  return true;
+}
+
 }  // namespace fused::runtime

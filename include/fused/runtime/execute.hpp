@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../core/vector.hpp"
+#include "../graph/control_walk.hpp"
 #include "../graph/cut_wire.hpp"
 #include "calls.hpp"
 #include "invoke.hpp"
@@ -40,19 +41,41 @@ inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::
   return calls;
 }
 
-// Runs the calls of `p` (planned by `m`) in order, with row 0 of the program at position `pos0`.
+// What execute reads of a planned program: its tensors (index == id), steps in schedule order,
+// buffers (index == tensor id) and control flow. A program and its memory_plan give one; so does a
+// static program's frozen plan (plan/static_program.hpp), which runs through the same code.
+struct plan_view {
+  std::span<const tensor_info> tensors;
+  std::span<const step> steps;
+  std::span<const buffer> buffers;
+  std::span<const region_info> control;
+  std::span<const loop_carry> carries;
+
+  const tensor_info& tensor(tensor_id t) const { return tensors[static_cast<std::size_t>(t)]; }
+  const buffer& of(tensor_id t) const { return buffers[static_cast<std::size_t>(t)]; }
+};
+
+inline plan_view view_of(const program& p, const memory_plan& m) { return {p.tensors, p.steps, m.buffers, p.regions, p.carries}; }
+
+// Runs the calls of a plan in order, with row 0 of the program at position `pos0`.
 // What a kernel would read or write out of bounds is checked first, as the decoder's session checks
 // it for its own calls: rows past a KV cache's capacity (its symbols bound apart from the tokens'),
 // token ids outside the embedding table (read from the arena when the step runs, since a step may
 // compute them). Throws std::out_of_range naming the step; nothing past that step runs. A host call
 // runs its op's host function on the operands' bytes and bound shapes. Control flow runs as the
-// regions say: a conditional's taken branch, a loop's trips (header, condition, the rest, then each
-// carry's next value copied into its bytes) up to its bound.
-inline void execute(const program& p, const memory_plan& m, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+// regions say (graph/control_walk.hpp): a conditional's taken branch, a loop's trips (header,
+// condition, the rest, then each carry's next value copied into its bytes) up to its bound.
+inline void execute(const plan_view& p, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
   call_dims d{};
   d.b = b;
   d.pos0 = pos0;
-  const scratch<int> position = p.position_of_step();
+  std::vector<int> position;  // step id -> schedule position
+  for (std::size_t i = 0; i < p.steps.size(); ++i) {
+    const auto id = static_cast<std::size_t>(p.steps[i].id);
+    if (position.size() <= id) position.resize(id + 1, -1);
+    position[id] = static_cast<int>(i);
+  }
+  auto step_of = [&](const call& c) -> const step& { return p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])]; };
   auto bytes_of_operand = [&](const operand& o) -> std::byte* {
     if (o.where == region::weights) return reinterpret_cast<std::byte*>(const_cast<std::uint16_t*>(r.weights[static_cast<std::size_t>(o.slot)]));
     return detail::data_ptr<std::byte>(o, r);
@@ -82,35 +105,30 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
                                   ") is outside the embedding table [0, " + std::to_string(c.sizes.vocab) + ")");
     }
     if (c.k == kernel::host) {
-      const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
+      const step& s = step_of(c);
       host_tensor in[max_inputs]{};
       for (int k = 0; k < c.n_in; ++k) in[k] = view(c.in[static_cast<std::size_t>(k)]);
       s.op->host({.in = in, .n_in = c.n_in, .out = view(c.out), .at = &s.at});
       return;
     }
-    if (invoke(c, r, d) != 0) {
-      const step& s = p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])];
-      throw std::out_of_range("step " + std::to_string(c.step) + " '" + s.op->name + "' (" + std::string(spec_of(c.k).name) + "): " + spec_of(c.k).refuses);
-    }
+    if (invoke(c, r, d) != 0)
+      throw std::out_of_range("step " + std::to_string(c.step) + " '" + step_of(c).op->name + "' (" + std::string(spec_of(c.k).name) + "): " + spec_of(c.k).refuses);
   };
-  if (p.regions.empty()) {
+  if (p.control.empty()) {
     for (const call& c : calls) run_call(c);
     return;
   }
 
   // Control flow. The bytes of a tensor (conditions and carries live in the arena or in state).
   auto bytes_at = [&](tensor_id t) {
-    const buffer& f = m.of(t);
+    const buffer& f = p.of(t);
     if (f.where == region::weights) throw graph_error("control flow reads weight '" + to_string(p.tensor(t).name.str()) + "' as a condition or carry");
     return (f.where == region::state ? r.state : r.arena) + f.offset;
   };
   auto holds = [&](tensor_id condition) { return *bytes_at(condition) != std::byte{0}; };
-  // A loop whose next values include its own carries (a swap) stages them, to copy all at once.
-  std::vector<bool> stages(p.regions.size(), false);
-  for (const loop_carry& c : p.carries)
-    if (p.carried_by(c.next) == c.loop && c.next != c.value) stages[static_cast<std::size_t>(c.loop)] = true;
+  const control_walk walk(p.control, p.carries, calls.size());
   auto carry_over = [&](int loop) {  // after a trip: each next value into its carry's bytes
-    const bool swap = stages[static_cast<std::size_t>(loop)];
+    const bool swap = walk.swaps(loop);
     std::vector<std::vector<std::byte>> staged;
     for (const loop_carry& c : p.carries) {
       if (c.loop != loop) continue;
@@ -127,30 +145,14 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
           ++k;
         }
   };
-  // The conditionals (by their then branch) and loops that begin at each position; an empty
-  // conditional does nothing and is left out.
-  std::vector<std::vector<int>> starting(calls.size() + 1);
-  for (std::size_t g = 0; g < p.regions.size(); ++g) {
-    const region_info& reg = p.regions[g];
-    if (reg.kind == region_kind::loop_body || (reg.kind == region_kind::then_branch && reg.count + p.regions[g + 1].count > 0))
-      starting[static_cast<std::size_t>(reg.first)].push_back(static_cast<int>(g));
-  }
   auto run = [&](auto& self, int begin, int end, int parent) -> void {
-    for (int s = begin; s < end;) {
-      int block = -1;
-      for (const int g : starting[static_cast<std::size_t>(s)])
-        if (p.regions[static_cast<std::size_t>(g)].parent == parent) block = g;
-      if (block < 0) {
-        run_call(calls[static_cast<std::size_t>(s++)]);
-        continue;
-      }
-      const region_info& reg = p.regions[static_cast<std::size_t>(block)];
+    walk.each(begin, end, parent, [&](int at) { run_call(calls[static_cast<std::size_t>(at)]); }, [&](int block) {
+      const region_info& reg = walk.region(block);
       if (reg.kind == region_kind::then_branch) {
-        const region_info& other = p.regions[static_cast<std::size_t>(block) + 1];
+        const region_info& other = walk.else_of(block);
         if (holds(reg.condition)) self(self, reg.first, reg.end(), block);
         else self(self, other.first, other.end(), block + 1);
-        s = other.end();
-        continue;
+        return;
       }
       for (std::int64_t trip = 0; trip < reg.max_trips; ++trip) {
         self(self, reg.first, reg.first + reg.header, block);
@@ -158,10 +160,13 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
         self(self, reg.first + reg.header, reg.end(), block);
         carry_over(block);
       }
-      s = reg.end();
-    }
+    });
   };
   run(run, 0, static_cast<int>(calls.size()), -1);
+}
+
+inline void execute(const program& p, const memory_plan& m, std::span<const call> calls, const regions& r, const binding& b, std::int64_t pos0 = 0) {
+  execute(view_of(p, m), calls, r, b, pos0);
 }
 
 }  // namespace fused::runtime

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <fused/graph/control_walk.hpp>
+
 #include "c_program.hpp"
 #include "layout.hpp"
 
@@ -86,12 +88,17 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::kv_heads:
     case arg::head_dim:
     case arg::capacity:
-    case arg::original_max: return number(runtime::size_value(a, c));
+    case arg::original_max:
+    case arg::inner0:
+    case arg::extent0:
+    case arg::inner1:
+    case arg::extent1: return number(runtime::size_value(a, c));
     case arg::eps:
     case arg::theta:
     case arg::factor:
     case arg::low_freq_factor:
-    case arg::high_freq_factor: return float_literal(runtime::real_value(a, c));
+    case arg::high_freq_factor:
+    case arg::value: return float_literal(runtime::real_value(a, c));
   }
   throw std::logic_error("codegen: an argument of no kind");
 }
@@ -169,18 +176,14 @@ inline std::string indented(const std::string& text, int depth) {
   return out;
 }
 
-// The generate mode (generation as one program): its calls in schedule order, with its regions as
-// C control flow, as runtime::execute runs them: a conditional's taken branch (`if`), a loop's
-// trips (`for` up to its bound: the header, the condition, the rest, then each carry's next value
-// moved into the carry's bytes unless the plan put them on the same bytes).
-inline std::string generate_function(const c_program& p, const mode_plan& m) {
+// A mode's calls in schedule order, with its regions as C control flow, as runtime::execute runs
+// them (graph/control_walk.hpp): a conditional's taken branch (`if`), a loop's trips (`for` up to
+// its bound: the header, the condition, the rest, then each carry's next value moved into the
+// carry's bytes unless the plan put them on the same bytes). The generate mode's body, and a graph
+// program's (emit_program_c.hpp).
+inline std::string program_code(const c_program& p, const mode_plan& m) {
   const std::string n = p.name;
-  std::vector<std::vector<int>> starting(m.calls.size() + 1);
-  for (std::size_t g = 0; g < m.regions.size(); ++g) {
-    const region_info& reg = m.regions[g];
-    if (reg.kind == region_kind::loop_body || (reg.kind == region_kind::then_branch && reg.count + m.regions[g + 1].count > 0))
-      starting[static_cast<std::size_t>(reg.first)].push_back(static_cast<int>(g));
-  }
+  const control_walk walk(m.regions, m.carries, m.calls.size());
   auto bytes_at = [&](tensor_id t) {
     return std::string(m.of(t).where == region::state ? "(m->state + " : "(m->arena + ") + bytes_macro(p, m, t) + ")";
   };
@@ -192,51 +195,47 @@ inline std::string generate_function(const c_program& p, const mode_plan& m) {
   };
   auto emit = [&](auto& self, int begin, int end, int parent) -> std::string {
     std::string out;
-    for (int at = begin; at < end;) {
-      int block = -1;
-      for (const int g : starting[static_cast<std::size_t>(at)])
-        if (m.regions[static_cast<std::size_t>(g)].parent == parent) block = g;
-      if (block < 0) {
-        out += call_text(p, m, m.calls[static_cast<std::size_t>(at)], static_cast<std::size_t>(at));
-        ++at;
-        continue;
-      }
-      const region_info& reg = m.regions[static_cast<std::size_t>(block)];
-      if (reg.kind == region_kind::then_branch) {
-        const region_info& other = m.regions[static_cast<std::size_t>(block) + 1];
-        out += "  if (" + condition(reg.condition) + ") {\n" + indented(arm(reg.first) + self(self, reg.first, reg.end(), block), 1) + "  }";
-        if (other.count > 0) out += " else {\n" + indented(arm(other.first) + self(self, other.first, other.end(), block + 1), 1) + "  }";
-        out += "\n" + arm(other.end());
-        at = other.end();
-        continue;
-      }
-      const std::string trip = "trip_" + std::to_string(block);
-      std::string body = arm(reg.first) + self(self, reg.first, reg.first + reg.header, block);
-      if (reg.condition >= 0) body += "  if (!" + condition(reg.condition) + ") break;\n";
-      body += self(self, reg.first + reg.header, reg.end(), block);
-      for (const loop_carry& c : m.carries) {
-        if (c.loop != block) continue;
-        for (const loop_carry& d : m.carries)
-          if (d.loop == block && d.value == c.next && c.next != c.value)
-            throw std::invalid_argument("codegen: loop " + std::to_string(block) + " moves carry '" + tensor_name(m.tensor(d.value)) +
-                                        "' into another carry: the C generator does not stage carries yet");
-        if (m.of(c.value).where == m.of(c.next).where && m.of(c.value).offset == m.of(c.next).offset) continue;  // in place
-        body += "  memmove(" + bytes_at(c.value) + ", " + bytes_at(c.next) + ", " + std::to_string(bytes_of(m.tensor(c.value), m.bind)) +
-                "); /* " + tensor_name(m.tensor(c.value)) + " <- " + tensor_name(m.tensor(c.next)) + " */\n";
-      }
-      out += "  for (size_t " + trip + " = 0; " + trip + " < " + std::to_string(reg.max_trips) + "; ++" + trip + ") {\n" + indented(body, 1) + "  }\n" +
-             arm(reg.end());
-      at = reg.end();
-    }
+    walk.each(begin, end, parent, [&](int at) { out += call_text(p, m, m.calls[static_cast<std::size_t>(at)], static_cast<std::size_t>(at)); },
+              [&](int block) {
+                const region_info& reg = walk.region(block);
+                if (reg.kind == region_kind::then_branch) {
+                  const region_info& other = walk.else_of(block);
+                  out += "  if (" + condition(reg.condition) + ") {\n" + indented(arm(reg.first) + self(self, reg.first, reg.end(), block), 1) + "  }";
+                  if (other.count > 0) out += " else {\n" + indented(arm(other.first) + self(self, other.first, other.end(), block + 1), 1) + "  }";
+                  out += "\n" + arm(other.end());
+                  return;
+                }
+                if (walk.swaps(block))
+                  throw std::invalid_argument("codegen: loop " + std::to_string(block) +
+                                              " moves a carry into another carry: the C generator does not stage carries yet");
+                const std::string trip = "trip_" + std::to_string(block);
+                std::string body = arm(reg.first) + self(self, reg.first, reg.first + reg.header, block);
+                if (reg.condition >= 0) body += "  if (!" + condition(reg.condition) + ") break;\n";
+                body += self(self, reg.first + reg.header, reg.end(), block);
+                for (const loop_carry& c : m.carries) {
+                  if (c.loop != block) continue;
+                  if (m.of(c.value).where == m.of(c.next).where && m.of(c.value).offset == m.of(c.next).offset) continue;  // in place
+                  body += "  memmove(" + bytes_at(c.value) + ", " + bytes_at(c.next) + ", " + std::to_string(bytes_of(m.tensor(c.value), m.bind)) +
+                          "); /* " + tensor_name(m.tensor(c.value)) + " <- " + tensor_name(m.tensor(c.next)) + " */\n";
+                }
+                out += "  for (size_t " + trip + " = 0; " + trip + " < " + std::to_string(reg.max_trips) + "; ++" + trip + ") {\n" +
+                       indented(body, 1) + "  }\n" + arm(reg.end());
+              });
     return out;
   };
+  return emit(emit, 0, static_cast<int>(m.calls.size()), -1);
+}
+
+// The generate mode: generation as one program.
+inline std::string generate_function(const c_program& p, const mode_plan& m) {
+  const std::string n = p.name;
   std::string s;
   s += "static int " + n + "__fail(" + n + "_model* m, const char* what);\n\n";
   s += "/* generate: the prompt (n tokens, 1 <= n <= " + upper_ident(n) + "_MAX_SEQ, already in the arena) at positions m->pos .., then\n"
        " * up to " + upper_ident(n) + "_MAX_NEW_TOKENS tokens picked greedily, as one program: its loop and conditional below. */\n";
   s += "static int " + n + "__generate(" + n + "_model* m, size_t n) {\n";
   s += "  const size_t pos0 = (size_t)m->pos;\n";
-  s += emit(emit, 0, static_cast<int>(m.calls.size()), -1);
+  s += program_code(p, m);
   s += "  (void)n;\n  (void)pos0;\n  return 0;\n}\n\n";
   return s;
 }
