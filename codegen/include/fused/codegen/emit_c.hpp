@@ -181,7 +181,9 @@ inline std::string indented(const std::string& text, int depth) {
 // its bound: the header, the condition, the rest, then each carry's next value moved into the
 // carry's bytes unless the plan put them on the same bytes). The generate mode's body, and a graph
 // program's (emit_program_c.hpp).
-inline std::string program_code(const c_program& p, const mode_plan& m) {
+// `canaries`: re-arm the debug layout's canaries where control flow skips the arming step (the
+// decoders' C has a debug layout; a graph program's has none).
+inline std::string program_code(const c_program& p, const mode_plan& m, bool canaries = true) {
   const std::string n = p.name;
   const control_walk walk(m.regions, m.carries, m.calls.size());
   auto bytes_at = [&](tensor_id t) {
@@ -190,7 +192,8 @@ inline std::string program_code(const c_program& p, const mode_plan& m) {
   auto condition = [&](tensor_id t) { return "*" + operand(p, m, {.where = m.of(t).where, .offset = m.of(t).offset, .tensor = t}); };
   // Debug layout: the canaries of the buffers that come alive at `pos` are armed by the step before
   // it, which control flow skips at a trip's start, a branch's and after a region: arm them there.
-  auto arm = [&](int pos) {
+  auto arm = [&](int pos) -> std::string {
+    if (!canaries) return {};
     return "#ifdef FUSED_DEBUG_CANARIES\n  " + n + "__arm_at(m, " + std::to_string(mode_index(m)) + ", " + std::to_string(pos) + ");\n#endif\n";
   };
   auto emit = [&](auto& self, int begin, int end, int parent) -> std::string {

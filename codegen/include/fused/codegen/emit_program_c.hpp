@@ -138,15 +138,14 @@ inline std::string emit_program_source(const c_program& p, std::string_view by) 
        "#define I32(off) ((int32_t*)(void*)(m->arena + (off)))\n"
        "#define U8(off) ((uint8_t*)(void*)(m->arena + (off)))\n"
        "#define A16(off) ((uint16_t*)(void*)(m->arena + (off)))\n"
-       "#define CANARY_CHECK(mode, pos) /* graph programs have no debug layout */\n"
-       "#undef FUSED_DEBUG_CANARIES\n\n";
+       "#define CANARY_CHECK(mode, pos) /* graph programs have no debug layout */\n\n";
   c += detail::tensor_table(p, m, detail::feeds_of(m, role::input), n + "_inputs");
   c += detail::tensor_table(p, m, detail::outputs_of(p), n + "_outputs");  // by their Output names
   c += detail::tensor_table(p, m, detail::feeds_of(m, role::weight), n + "_parameters") + "\n";
   c += "static int " + n + "__fail(" + n + "_program* m, const char* what) {\n"
        "  snprintf(m->error, sizeof m->error, \"%s\", what);\n  return -1;\n}\n\n";
   c += "int " + n + "_run(" + n + "_program* m) {\n  const size_t pos0 = 0; /* a positional kernel's first row */\n";
-  c += detail::program_code(p, m);
+  c += detail::program_code(p, m, false);
   c += "  (void)pos0;\n  (void)" + n + "__fail; /* called only where a kernel may refuse */\n  return 0;\n}\n";
   return c;
 }
