@@ -1,7 +1,7 @@
 #!/bin/sh
 # usage: program_c.sh FUSED GRAPH_DATA_DIR WORK_DIR
 # Graph programs as C: `fused gen-c --graph FILE` of the FX design's conditional and loop, a loop
-# holding a conditional, nested loops and the relu MLP (parameters), built with cc; each run of <name>_main gives
+# holding a conditional, nested loops, carries that swap and the relu MLP (parameters), built with cc; each run of <name>_main gives
 # the tensors `fused graph run` gives for the same inputs, bit for bit. A graph with a step that has
 # no C kernel is refused naming the step.
 set -eu
@@ -60,6 +60,13 @@ grep -q "    for (size_t trip_1 = 0; trip_1 < 4; ++trip_1) {" "$work/nested/nest
 python3 "$here/tensors.py" write "$work/in.safetensors" "x=1,-2.5"
 same nested "$data/nested_loops.json" "$work/in.safetensors"
 python3 "$here/tensors.py" write "$work/want.safetensors" "y=16,12.5"  # 3 x (4 + 1) = 15 added
+python3 "$here/tensors.py" same "$work/c.safetensors" "$work/want.safetensors"
+
+gen_c swap "$data/swap_carries.json"
+grep -q "SWAP_STAGING_OFFSET" "$work/swap/swap.c" || { echo "the swap is not staged"; exit 1; }
+python3 "$here/tensors.py" write "$work/in.safetensors" "a=5,6,7" "b=7,8,9"
+same swap "$data/swap_carries.json" "$work/in.safetensors"
+python3 "$here/tensors.py" write "$work/want.safetensors" "a=7,8,9" "b=5,6,7" "n=4"  # 3 trips: swapped
 python3 "$here/tensors.py" same "$work/c.safetensors" "$work/want.safetensors"
 
 gen_c mlp "$data/relu_mlp.json" --bind batch=2

@@ -181,9 +181,27 @@ inline std::string indented(const std::string& text, int depth) {
 // its bound: the header, the condition, the rest, then each carry's next value moved into the
 // carry's bytes unless the plan put them on the same bytes). The generate mode's body, and a graph
 // program's (emit_program_c.hpp).
+// The bytes a loop whose carries swap (a next value that is another carry) stages its carries in,
+// each 64-byte aligned: the most any such loop of `m` needs (0: none swaps). runtime::execute stages
+// the same values; the C keeps them in `staging_bytes` past the plan's arena.
+inline std::int64_t staging_bytes(const mode_plan& m) {
+  const control_walk walk(m.regions, m.carries, m.calls.size());
+  std::int64_t most = 0;
+  for (std::size_t g = 0; g < m.regions.size(); ++g) {
+    if (m.regions[g].kind != region_kind::loop_body || !walk.swaps(static_cast<int>(g))) continue;
+    std::int64_t sum = 0;
+    for (const loop_carry& c : m.carries)
+      if (c.loop == static_cast<int>(g)) sum += align_up(bytes_of(m.tensor(c.value), m.bind));
+    most = std::max(most, sum);
+  }
+  return most;
+}
+
 // `canaries`: re-arm the debug layout's canaries where control flow skips the arming step (the
-// decoders' C has a debug layout; a graph program's has none).
-inline std::string program_code(const c_program& p, const mode_plan& m, bool canaries = true) {
+// decoders' C has a debug layout; a graph program's has none). `staging`: the C defines
+// <NAME>_STAGING_OFFSET, the arena offset of staging_bytes(m) for swapping carries (without it such
+// a loop is refused).
+inline std::string program_code(const c_program& p, const mode_plan& m, bool canaries = true, bool staging = false) {
   const std::string n = p.name;
   const control_walk walk(m.regions, m.carries, m.calls.size());
   auto bytes_at = [&](tensor_id t) {
@@ -208,19 +226,31 @@ inline std::string program_code(const c_program& p, const mode_plan& m, bool can
                   out += "\n" + arm(other.end());
                   return;
                 }
-                if (walk.swaps(block))
+                const bool stage = walk.swaps(block);
+                if (stage && !staging)
                   throw std::invalid_argument("codegen: loop " + std::to_string(block) +
-                                              " moves a carry into another carry: the C generator does not stage carries yet");
+                                              " moves a carry into another carry, and this C has no staging area for it");
                 const std::string trip = "trip_" + std::to_string(block);
                 std::string body = arm(reg.first) + self(self, reg.first, reg.first + reg.header, block);
                 if (reg.condition >= 0) body += "  if (!" + condition(reg.condition) + ") break;\n";
                 body += self(self, reg.first + reg.header, reg.end(), block);
+                std::string unstage;  // a swapping loop: every next value into the staging area, then all out
+                std::int64_t staged = 0;
                 for (const loop_carry& c : m.carries) {
                   if (c.loop != block) continue;
+                  const std::string bytes = std::to_string(bytes_of(m.tensor(c.value), m.bind));
+                  const std::string what = " /* " + tensor_name(m.tensor(c.value)) + " <- " + tensor_name(m.tensor(c.next)) + " */\n";
+                  if (stage) {
+                    const std::string at = "(m->arena + " + upper_ident(n) + "_STAGING_OFFSET + " + std::to_string(staged) + ")";
+                    body += "  memcpy(" + at + ", " + bytes_at(c.next) + ", " + bytes + ");" + what;
+                    unstage += "  memcpy(" + bytes_at(c.value) + ", " + at + ", " + bytes + ");" + what;
+                    staged += align_up(bytes_of(m.tensor(c.value), m.bind));
+                    continue;
+                  }
                   if (m.of(c.value).where == m.of(c.next).where && m.of(c.value).offset == m.of(c.next).offset) continue;  // in place
-                  body += "  memmove(" + bytes_at(c.value) + ", " + bytes_at(c.next) + ", " + std::to_string(bytes_of(m.tensor(c.value), m.bind)) +
-                          "); /* " + tensor_name(m.tensor(c.value)) + " <- " + tensor_name(m.tensor(c.next)) + " */\n";
+                  body += "  memmove(" + bytes_at(c.value) + ", " + bytes_at(c.next) + ", " + bytes + ");" + what;
                 }
+                body += unstage;
                 out += "  for (size_t " + trip + " = 0; " + trip + " < " + std::to_string(reg.max_trips) + "; ++" + trip + ") {\n" +
                        indented(body, 1) + "  }\n" + arm(reg.end());
               });

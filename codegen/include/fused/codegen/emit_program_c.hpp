@@ -108,7 +108,10 @@ inline std::string emit_program_header(const c_program& p, std::string_view by) 
   h += "#define " + P + "_MEM_ALIGN " + std::to_string(mem_align) + "\n";
   h += "#define " + P + "_WEIGHTS_BYTES " + std::to_string(m.bytes(region::weights)) + "\n";
   h += "#define " + P + "_STATE_BYTES " + std::to_string(m.bytes(region::state)) + "\n";
-  h += "#define " + P + "_ARENA_BYTES " + std::to_string(m.bytes(region::activations)) + "\n\n";
+  // The arena: the plan's, then the staging area of loops whose carries swap (emit_c.hpp's staging_bytes).
+  h += "#define " + P + "_ARENA_BYTES " + std::to_string(m.bytes(region::activations) + detail::staging_bytes(m)) + "\n";
+  h += "#define " + P + "_STAGING_OFFSET " + std::to_string(m.bytes(region::activations)) + " /* " + std::to_string(detail::staging_bytes(m)) +
+       " bytes */\n\n";
   h += "/* Each tensor's offset in its region. */\n";
   for (const auto& t : m.tensors) h += "#define " + offset_macro(p, m, t.id) + " " + std::to_string(m.of(t.id).offset) + "\n";
   h += "\n/* An input, output or parameter: its name, dtype (as safetensors names it), dims and bytes in its region. */\n"
@@ -145,7 +148,7 @@ inline std::string emit_program_source(const c_program& p, std::string_view by) 
   c += "static int " + n + "__fail(" + n + "_program* m, const char* what) {\n"
        "  snprintf(m->error, sizeof m->error, \"%s\", what);\n  return -1;\n}\n\n";
   c += "int " + n + "_run(" + n + "_program* m) {\n  const size_t pos0 = 0; /* a positional kernel's first row */\n";
-  c += detail::program_code(p, m, false);
+  c += detail::program_code(p, m, false, true);
   c += "  (void)pos0;\n  (void)" + n + "__fail; /* called only where a kernel may refuse */\n  return 0;\n}\n";
   return c;
 }
