@@ -2,10 +2,12 @@
 // Every input must end in defects of form, validation issues, or a lowered program that plans;
 // anything else escaping (an exception the readers do not document, a crash, an ASan/UBSan report)
 // is a bug. A document that validates must lower (the validator and the lowering agree), and
-// under a binding its constraints accept, plan with a verified plan or an oversize refusal.
+// under a binding its constraints accept, plan with a verified plan or an oversize refusal, and
+// lower to kernel calls.
 #include "fused/ir/format.hpp"
 #include "fused/ir/lower.hpp"
 #include "fused/ir/plan.hpp"
+#include "fused/runtime/calls.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +44,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const fused::memory_plan m = fused::ir::plan(g.prog, b);
       check(m.buffers.size() == g.prog.tensors.size());
       check(m.arena_bytes() >= m.lower_bound);
+      // Every step lowers to a kernel call (an op's kernel choice and the lowering agree, e.g. on
+      // which broadcasts fk_binary_f32 reads as spans).
+      const auto calls = fused::runtime::lower_calls(g.prog.tensors, g.prog.steps, m.buffers, m.kernels, m.bind, 0);
+      check(calls.size() == g.prog.steps.size());
     } catch (const std::invalid_argument&) {
       // a tensor or region over max_region_bytes under this binding
     }
