@@ -670,6 +670,14 @@ struct loop_carry {
   tensor_id next = -1;
 };
 
+// The schedule position of each step id, for `n` steps in schedule order whose ids are 0..n-1 (a
+// program's, or a frozen static plan's).
+constexpr scratch<int> schedule_positions(const step* steps, std::size_t n) {
+  scratch<int> pos(n, -1);
+  for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(steps[i].id)] = static_cast<int>(i);
+  return pos;
+}
+
 struct program {
   int version = 1;
   std::vector<tensor_info> tensors;   // index == id
@@ -691,13 +699,7 @@ struct program {
     return f;
   }
   // Position of each step id in the schedule.
-  constexpr scratch<int> position_of_step() const {
-    const std::size_t n = steps.size();
-    scratch<int> pos(n, -1);
-    const step* const s = steps.data();
-    for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(s[i].id)] = static_cast<int>(i);
-    return pos;
-  }
+  constexpr scratch<int> position_of_step() const { return schedule_positions(steps.data(), steps.size()); }
   // Per schedule position: the innermost loop whose body holds it, or -1 (positions set by the scheduler).
   constexpr scratch<int> innermost_loops() const {
     scratch<int> at(steps.size(), -1);
@@ -1456,13 +1458,18 @@ namespace fused {
 class control_walk {
  public:
   control_walk(std::span<const region_info> regions, std::span<const loop_carry> carries, std::size_t steps)
-      : regions_(regions), carries_(carries), starting_(steps + 1) {
+      : regions_(regions), starting_(steps + 1), swaps_(regions.size(), false) {
     for (std::size_t g = 0; g < regions.size(); ++g) {
       const region_info& r = regions[g];
       // An empty conditional does nothing and is left out.
       if (r.kind == region_kind::loop_body || (r.kind == region_kind::then_branch && r.count + regions[g + 1].count > 0))
         starting_[static_cast<std::size_t>(r.first)].push_back(static_cast<int>(g));
     }
+    // Decided once here, not per trip: a next value that is another carry of the same loop.
+    for (const loop_carry& c : carries)
+      if (c.next != c.value)
+        for (const loop_carry& d : carries)
+          if (d.loop == c.loop && d.value == c.next) swaps_[static_cast<std::size_t>(c.loop)] = true;
   }
 
   const region_info& region(int g) const { return regions_[static_cast<std::size_t>(g)]; }
@@ -1472,13 +1479,7 @@ class control_walk {
   int end_of(int block) const { return region(block).kind == region_kind::loop_body ? region(block).end() : else_of(block).end(); }
   // Whether a loop's next values include its own carries (a swap): then they must be staged, to be
   // copied all at once.
-  bool swaps(int loop) const {
-    for (const loop_carry& c : carries_)
-      if (c.loop == loop && c.next != c.value)
-        for (const loop_carry& d : carries_)
-          if (d.loop == loop && d.value == c.next) return true;
-    return false;
-  }
+  bool swaps(int loop) const { return swaps_[static_cast<std::size_t>(loop)]; }
 
   // Calls on_step(position) for each step of [begin, end) that region `parent` (-1: the top level)
   // holds directly, and on_block(region) for each conditional or loop of `parent` starting there, in
@@ -1500,8 +1501,8 @@ class control_walk {
 
  private:
   std::span<const region_info> regions_;
-  std::span<const loop_carry> carries_;
   std::vector<std::vector<int>> starting_;
+  std::vector<bool> swaps_;  // by region
 };
 
 }  // namespace fused
@@ -9495,12 +9496,7 @@ inline void execute(const plan_view& p, std::span<const call> calls, const regio
   call_dims d{};
   d.b = b;
   d.pos0 = pos0;
-  std::vector<int> position;  // step id -> schedule position
-  for (std::size_t i = 0; i < p.steps.size(); ++i) {
-    const auto id = static_cast<std::size_t>(p.steps[i].id);
-    if (position.size() <= id) position.resize(id + 1, -1);
-    position[id] = static_cast<int>(i);
-  }
+  const scratch<int> position = schedule_positions(p.steps.data(), p.steps.size());
   auto step_of = [&](const call& c) -> const step& { return p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])]; };
   auto bytes_of_operand = [&](const operand& o) -> std::byte* {
     if (o.where == region::weights) return reinterpret_cast<std::byte*>(const_cast<std::uint16_t*>(r.weights[static_cast<std::size_t>(o.slot)]));

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -124,6 +125,16 @@ inline std::pair<std::string, std::int64_t> parse_bind(const std::string& word) 
   }
   if (used != word.size() - eq - 1) throw usage_error("--bind " + word + ": expected NAME=INTEGER");
   return {word.substr(0, eq), v};
+}
+
+// Every --bind word as symbol -> value (a later word for the same symbol wins).
+inline std::map<std::string, std::int64_t> parse_binds(const std::vector<std::string>& words) {
+  std::map<std::string, std::int64_t> values;
+  for (const std::string& word : words) {
+    const auto [name, v] = parse_bind(word);
+    values[name] = v;
+  }
+  return values;
 }
 
 }  // namespace fused::cli

@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,14 +64,9 @@ struct options {
 
 // A graph file that is no decoder's export: the program itself, planned for --bind, as C.
 int graph_program_c(const options& o, const fused::ir::loaded_graph& loaded) {
-  std::map<std::string, std::int64_t> values;
-  for (const std::string& word : o.bind) {
-    const auto [name, v] = fused::cli::parse_bind(word);
-    values[name] = v;
-  }
   fused::binding b{};
   try {
-    b = fused::ir::bind(loaded.doc, values);
+    b = fused::ir::bind(loaded.doc, fused::cli::parse_binds(o.bind));
   } catch (const std::invalid_argument& e) {
     throw fused::cli::usage_error(o.graph + ": " + e.what());
   }

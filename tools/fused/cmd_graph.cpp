@@ -125,11 +125,7 @@ int run_graph(const run_options& o) {
   const fused::io::safetensors_file in = fused::io::safetensors_file::open(o.inputs);
 
   // Symbols: from --bind, then from the shapes of the inputs given (a disagreement is an error).
-  std::map<std::string, std::int64_t> values;
-  for (const std::string& word : o.bind) {
-    const auto [name, v] = fused::cli::parse_bind(word);
-    values[name] = v;
-  }
+  std::map<std::string, std::int64_t> values = fused::cli::parse_binds(o.bind);
   for (const fused::tensor_info& t : p.tensors) {
     if (t.kind != fused::role::input && t.kind != fused::role::state) continue;
     const fused::io::tensor_view* v = in.find(fused::to_string(t.name));

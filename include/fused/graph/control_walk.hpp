@@ -13,13 +13,18 @@ namespace fused {
 class control_walk {
  public:
   control_walk(std::span<const region_info> regions, std::span<const loop_carry> carries, std::size_t steps)
-      : regions_(regions), carries_(carries), starting_(steps + 1) {
+      : regions_(regions), starting_(steps + 1), swaps_(regions.size(), false) {
     for (std::size_t g = 0; g < regions.size(); ++g) {
       const region_info& r = regions[g];
       // An empty conditional does nothing and is left out.
       if (r.kind == region_kind::loop_body || (r.kind == region_kind::then_branch && r.count + regions[g + 1].count > 0))
         starting_[static_cast<std::size_t>(r.first)].push_back(static_cast<int>(g));
     }
+    // Decided once here, not per trip: a next value that is another carry of the same loop.
+    for (const loop_carry& c : carries)
+      if (c.next != c.value)
+        for (const loop_carry& d : carries)
+          if (d.loop == c.loop && d.value == c.next) swaps_[static_cast<std::size_t>(c.loop)] = true;
   }
 
   const region_info& region(int g) const { return regions_[static_cast<std::size_t>(g)]; }
@@ -29,13 +34,7 @@ class control_walk {
   int end_of(int block) const { return region(block).kind == region_kind::loop_body ? region(block).end() : else_of(block).end(); }
   // Whether a loop's next values include its own carries (a swap): then they must be staged, to be
   // copied all at once.
-  bool swaps(int loop) const {
-    for (const loop_carry& c : carries_)
-      if (c.loop == loop && c.next != c.value)
-        for (const loop_carry& d : carries_)
-          if (d.loop == loop && d.value == c.next) return true;
-    return false;
-  }
+  bool swaps(int loop) const { return swaps_[static_cast<std::size_t>(loop)]; }
 
   // Calls on_step(position) for each step of [begin, end) that region `parent` (-1: the top level)
   // holds directly, and on_block(region) for each conditional or loop of `parent` starting there, in
@@ -57,8 +56,8 @@ class control_walk {
 
  private:
   std::span<const region_info> regions_;
-  std::span<const loop_carry> carries_;
   std::vector<std::vector<int>> starting_;
+  std::vector<bool> swaps_;  // by region
 };
 
 }  // namespace fused

@@ -218,6 +218,14 @@ struct loop_carry {
   tensor_id next = -1;
 };
 
+// The schedule position of each step id, for `n` steps in schedule order whose ids are 0..n-1 (a
+// program's, or a frozen static plan's).
+constexpr scratch<int> schedule_positions(const step* steps, std::size_t n) {
+  scratch<int> pos(n, -1);
+  for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(steps[i].id)] = static_cast<int>(i);
+  return pos;
+}
+
 struct program {
   int version = 1;
   std::vector<tensor_info> tensors;   // index == id
@@ -239,13 +247,7 @@ struct program {
     return f;
   }
   // Position of each step id in the schedule.
-  constexpr scratch<int> position_of_step() const {
-    const std::size_t n = steps.size();
-    scratch<int> pos(n, -1);
-    const step* const s = steps.data();
-    for (std::size_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(s[i].id)] = static_cast<int>(i);
-    return pos;
-  }
+  constexpr scratch<int> position_of_step() const { return schedule_positions(steps.data(), steps.size()); }
   // Per schedule position: the innermost loop whose body holds it, or -1 (positions set by the scheduler).
   constexpr scratch<int> innermost_loops() const {
     scratch<int> at(steps.size(), -1);

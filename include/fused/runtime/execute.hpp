@@ -69,12 +69,7 @@ inline void execute(const plan_view& p, std::span<const call> calls, const regio
   call_dims d{};
   d.b = b;
   d.pos0 = pos0;
-  std::vector<int> position;  // step id -> schedule position
-  for (std::size_t i = 0; i < p.steps.size(); ++i) {
-    const auto id = static_cast<std::size_t>(p.steps[i].id);
-    if (position.size() <= id) position.resize(id + 1, -1);
-    position[id] = static_cast<int>(i);
-  }
+  const scratch<int> position = schedule_positions(p.steps.data(), p.steps.size());
   auto step_of = [&](const call& c) -> const step& { return p.steps[static_cast<std::size_t>(position[static_cast<std::size_t>(c.step)])]; };
   auto bytes_of_operand = [&](const operand& o) -> std::byte* {
     if (o.where == region::weights) return reinterpret_cast<std::byte*>(const_cast<std::uint16_t*>(r.weights[static_cast<std::size_t>(o.slot)]));

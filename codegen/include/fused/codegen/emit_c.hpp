@@ -176,11 +176,6 @@ inline std::string indented(const std::string& text, int depth) {
   return out;
 }
 
-// A mode's calls in schedule order, with its regions as C control flow, as runtime::execute runs
-// them (graph/control_walk.hpp): a conditional's taken branch (`if`), a loop's trips (`for` up to
-// its bound: the header, the condition, the rest, then each carry's next value moved into the
-// carry's bytes unless the plan put them on the same bytes). The generate mode's body, and a graph
-// program's (emit_program_c.hpp).
 // The bytes a loop whose carries swap (a next value that is another carry) stages its carries in,
 // each 64-byte aligned: the most any such loop of `m` needs (0: none swaps). runtime::execute stages
 // the same values; the C keeps them in `staging_bytes` past the plan's arena.
@@ -197,6 +192,11 @@ inline std::int64_t staging_bytes(const mode_plan& m) {
   return most;
 }
 
+// A mode's calls in schedule order, with its regions as C control flow, as runtime::execute runs
+// them (graph/control_walk.hpp): a conditional's taken branch (`if`), a loop's trips (`for` up to
+// its bound: the header, the condition, the rest, then each carry's next value moved into the
+// carry's bytes unless the plan put them on the same bytes). The generate mode's body, and a graph
+// program's (emit_program_c.hpp).
 // `canaries`: re-arm the debug layout's canaries where control flow skips the arming step (the
 // decoders' C has a debug layout; a graph program's has none). `staging`: the C defines
 // <NAME>_STAGING_OFFSET, the arena offset of staging_bytes(m) for swapping carries (without it such
