@@ -32,5 +32,6 @@
 #include "fk_sample.h"
 #include "fk_sequence.h"
 #include "fk_pointwise.h"
+#include "fk_train.h"
 
 #endif /* FK_KERNELS_H */

@@ -49,8 +49,9 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
   return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
 }
 
-/* The rotation of rows pos0.. by the angles pos * inv_freq[i], i < head_dim/2. */
-FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, const float* inv_freq) {
+/* The rotation of rows pos0.. by the angles pos * inv_freq[i], i < head_dim/2; `direction` -1
+ * rotates back by the same angles (the transpose: a gradient's way through the rotation). */
+FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, const float* inv_freq, float direction) {
   const fk_isa isa = fk_isa_active();
   const size_t half = head_dim / 2;
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
@@ -62,7 +63,7 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
     for (size_t i = 0; i < half; ++i) {
       const float a = pos * inv_freq[i];
       c[i] = cosf(a);
-      sn[i] = sinf(a);
+      sn[i] = direction * sinf(a);
     }
     for (size_t h = 0; h < heads; ++h) {
       float* xh = x + s * heads * head_dim + h * head_dim;
@@ -83,7 +84,15 @@ FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t po
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
-  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq);
+  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq, 1.0f);
+}
+
+/* fk_rope's vector-Jacobian product: dy[S, heads*hd] rotated back in place. */
+FK_API void fk_rope_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+  float inv_freq[FK_MAX_HEAD_DIM / 2];
+  assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
+  for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
+  fk__rope_apply(dy, S, heads, head_dim, pos0, inv_freq, -1.0f);
 }
 
 /* Llama 3.1's frequencies (transformers' _compute_llama3_parameters, step by step in f32 as torch
@@ -102,13 +111,24 @@ FK_API float fk_rope_llama3_inv_freq(size_t i, size_t head_dim, float theta, flo
   return (1.0f - smooth) * inv / factor + smooth * inv;
 }
 
-FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
-                           float low_freq_factor, float high_freq_factor, size_t original_max) {
+FK_API void fk__rope_llama3_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+                                  float low_freq_factor, float high_freq_factor, size_t original_max, float direction) {
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i)
     inv_freq[i] = fk_rope_llama3_inv_freq(i, head_dim, theta, factor, low_freq_factor, high_freq_factor, (float)original_max);
-  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq);
+  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq, direction);
+}
+
+FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+                           float low_freq_factor, float high_freq_factor, size_t original_max) {
+  fk__rope_llama3_apply(x, S, heads, head_dim, pos0, theta, factor, low_freq_factor, high_freq_factor, original_max, 1.0f);
+}
+
+/* fk_rope_llama3's vector-Jacobian product, in place. */
+FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+                                    float low_freq_factor, float high_freq_factor, size_t original_max) {
+  fk__rope_llama3_apply(dy, S, heads, head_dim, pos0, theta, factor, low_freq_factor, high_freq_factor, original_max, -1.0f);
 }
 
 #endif /* FK_ROPE_H */

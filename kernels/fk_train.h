@@ -1,0 +1,314 @@
+/* fk_train.h: the kernels of a training step, all f32 (master weights and activations in f32, so
+ * that losses and gradients match an f32 reference to its own rounding). One path, plain C: every
+ * inner loop is contiguous (dot products as eight explicit lanes, the rest as axpy rows), which the
+ * compiler vectorizes without reassociating anything.
+ *
+ * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy
+ * Backward: fk_cross_entropy_backward, fk_linear_backward_input (dX = dY W),
+ *           fk_linear_backward_weight (dW = dY^T X), fk_sum_rows (a bias's gradient),
+ *           fk_rmsnorm_backward_input / _weight, fk_rope_backward / fk_rope_llama3_backward (fk_rope.h),
+ *           fk_swiglu_backward, fk_attention_causal_backward (dq, dk, dv side by side in one row),
+ *           fk_take_columns, fk_embed_backward (scatter-add)
+ * AdamW:    fk_adam_first_moment, fk_adam_second_moment, fk_adamw_factors, fk_adamw_update
+ *
+ * Threads split rows or output columns, never a sum: each output element is computed by one
+ * iteration in one order, so every result is bitwise independent of the thread count. */
+#ifndef FK_TRAIN_H
+#define FK_TRAIN_H
+
+#include <math.h>
+
+#include "fk_cpu.h"
+#include "fk_rope.h"
+
+/* sum_k a[k] * b[k] in eight interleaved lanes, then the lanes pairwise: a fixed order. */
+FK_API float fk__dot_f32(const float* a, const float* b, size_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += a[k + (size_t)j] * b[k + (size_t)j];
+  for (int j = 0; k < n; ++k, ++j) lane[j] += a[k] * b[k];
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+/* y[i] += a * x[i] */
+FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+/* ---- forward ------------------------------------------------------------------------------------ */
+
+/* out[i, :] = table[ids[i], :] (ids checked by the executors) */
+FK_API void fk_embed_f32(const float* table, size_t dim, const int32_t* ids, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) memcpy(out + i * dim, table + (size_t)ids[i] * dim, dim * sizeof(float));
+}
+
+FK_API float fk__rms_scale(const float* x, size_t dim, float eps) {
+  return 1.0f / sqrtf(fk__dot_f32(x, x, dim) / (float)dim + eps);
+}
+
+/* out = x / sqrt(mean(x^2) + eps) * w, row by row; out may alias x. */
+FK_API void fk_rmsnorm_f32(const float* x, const float* w, size_t rows, size_t dim, float eps, float* out) {
+  const int nt = fk__threads_for(rows, (double)dim * 4);
+  FK_PARALLEL_FOR(nt)
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    const float scale = fk__rms_scale(xr, dim, eps);
+    for (size_t i = 0; i < dim; ++i) o[i] = (xr[i] * scale) * w[i];
+  }
+}
+
+/* y[rows, n_out] = x[rows, n_in] w[n_out, n_in]^T (+ bias[n_out]); bias may be NULL. */
+FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float* w, size_t n_out, const float* bias, float* y) {
+  const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t n = 0; n < n_out; ++n) {
+    const float* wn = w + n * n_in;
+    const float b = bias ? bias[n] : 0.0f;
+    for (size_t t = 0; t < rows; ++t) y[t * n_out + n] = fk__dot_f32(x + t * n_in, wn, n_in) + b;
+  }
+}
+
+/* Causal grouped-query attention over one sequence at positions 0..rows-1: q[rows, heads*hd],
+ * k and v [rows, kv_heads*hd], out[rows, heads*hd]; head h reads kv head h / (heads / kv_heads).
+ * Softmax of q.k / sqrt(hd) over the positions up to the row's own, in two passes (max, then sum). */
+FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
+                                    size_t head_dim, float* out) {
+  const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
+  const float scale = 1.0f / sqrtf((float)head_dim);
+  const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t job = 0; job < rows * heads; ++job) {
+    const size_t t = job / heads, h = job % heads, g = h / group;
+    const float* qr = q + t * qw + h * head_dim;
+    float* o = out + t * qw + h * head_dim;
+    float m = -INFINITY;
+    for (size_t j = 0; j <= t; ++j) {
+      const float s = fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale;
+      m = s > m ? s : m;
+    }
+    float sum = 0.0f;
+    for (size_t i = 0; i < head_dim; ++i) o[i] = 0.0f;
+    for (size_t j = 0; j <= t; ++j) {
+      const float p = expf(fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale - m);
+      sum += p;
+      fk__axpy_f32(p, v + j * kw + g * head_dim, head_dim, o);
+    }
+    const float inv = 1.0f / sum;
+    for (size_t i = 0; i < head_dim; ++i) o[i] *= inv;
+  }
+}
+
+/* Label -100 (Hugging Face's ignore index) marks a row the loss skips. */
+#define FK_IGNORE_LABEL (-100)
+
+/* log(sum_j exp(x[j])) of one row, in double. */
+FK_API double fk__logsumexp(const float* x, size_t n) {
+  float m = -INFINITY;
+  for (size_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  double s = 0.0;
+  for (size_t j = 0; j < n; ++j) s += exp((double)x[j] - (double)m);
+  return (double)m + log(s);
+}
+
+/* loss[0] = mean over rows with labels[r] != FK_IGNORE_LABEL of logsumexp(logits[r]) - logits[r][labels[r]]
+ * (0 when every row is ignored). Labels outside [0, vocab) other than the ignore index: refused (1). */
+FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, const int32_t* labels, float* loss) {
+  double total = 0.0;
+  size_t counted = 0;
+  for (size_t r = 0; r < rows; ++r)
+    if (labels[r] != FK_IGNORE_LABEL && (labels[r] < 0 || (size_t)labels[r] >= vocab)) return 1;
+  for (size_t r = 0; r < rows; ++r) {
+    if (labels[r] == FK_IGNORE_LABEL) continue;
+    const float* x = logits + r * vocab;
+    total += fk__logsumexp(x, vocab) - (double)x[labels[r]];
+    ++counted;
+  }
+  loss[0] = counted ? (float)(total / (double)counted) : 0.0f;
+  return 0;
+}
+
+/* ---- backward ----------------------------------------------------------------------------------- */
+
+/* dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * dloss / counted; ignored rows get 0. */
+FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vocab, const int32_t* labels, const float* dloss,
+                                     float* dlogits) {
+  size_t counted = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    if (labels[r] != FK_IGNORE_LABEL && (labels[r] < 0 || (size_t)labels[r] >= vocab)) return 1;
+    counted += labels[r] != FK_IGNORE_LABEL;
+  }
+  const float per_row = counted ? dloss[0] / (float)counted : 0.0f;
+  const int nt = fk__threads_for(rows, (double)vocab * 8);
+  FK_PARALLEL_FOR(nt)
+  for (size_t r = 0; r < rows; ++r) {
+    float* d = dlogits + r * vocab;
+    if (labels[r] == FK_IGNORE_LABEL) {
+      for (size_t j = 0; j < vocab; ++j) d[j] = 0.0f;
+      continue;
+    }
+    const float* x = logits + r * vocab;
+    const double lse = fk__logsumexp(x, vocab);
+    for (size_t j = 0; j < vocab; ++j) d[j] = (float)exp((double)x[j] - lse) * per_row;
+    d[labels[r]] -= per_row;
+  }
+  return 0;
+}
+
+/* dx[rows, n_in] = dy[rows, n_out] w[n_out, n_in] */
+FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out, const float* w, size_t n_in, float* dx) {
+  const int nt = fk__threads_for(rows, (double)n_out * (double)n_in * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t t = 0; t < rows; ++t) {
+    float* d = dx + t * n_in;
+    for (size_t i = 0; i < n_in; ++i) d[i] = 0.0f;
+    for (size_t n = 0; n < n_out; ++n) fk__axpy_f32(dy[t * n_out + n], w + n * n_in, n_in, d);
+  }
+}
+
+/* dw[n_out, n_in] = dy[rows, n_out]^T x[rows, n_in] */
+FK_API void fk_linear_backward_weight(const float* dy, size_t rows, size_t n_out, const float* x, size_t n_in, float* dw) {
+  const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t n = 0; n < n_out; ++n) {
+    float* d = dw + n * n_in;
+    for (size_t i = 0; i < n_in; ++i) d[i] = 0.0f;
+    for (size_t t = 0; t < rows; ++t) fk__axpy_f32(dy[t * n_out + n], x + t * n_in, n_in, d);
+  }
+}
+
+/* out[cols] = sum over rows of x[rows, cols] (a bias's gradient) */
+FK_API void fk_sum_rows(const float* x, size_t rows, size_t cols, float* out) {
+  for (size_t c = 0; c < cols; ++c) out[c] = 0.0f;
+  for (size_t r = 0; r < rows; ++r) fk__axpy_f32(1.0f, x + r * cols, cols, out);
+}
+
+/* y = x * s * w with s = 1/sqrt(mean(x^2) + eps): dx = s * (dy*w - x * s^2 * mean(dy*w*x)). */
+FK_API void fk_rmsnorm_backward_input(const float* x, const float* w, const float* dy, size_t rows, size_t dim, float eps, float* dx) {
+  const int nt = fk__threads_for(rows, (double)dim * 8);
+  FK_PARALLEL_FOR(nt)
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* g = dy + r * dim;
+    float* d = dx + r * dim;
+    const float s = fk__rms_scale(xr, dim, eps);
+    double gwx = 0.0;
+    for (size_t i = 0; i < dim; ++i) gwx += (double)g[i] * (double)w[i] * (double)xr[i];
+    const float c = (float)(gwx / (double)dim) * s * s;
+    for (size_t i = 0; i < dim; ++i) d[i] = s * (g[i] * w[i] - xr[i] * c);
+  }
+}
+
+/* dw[dim] = sum over rows of dy * x * s (rows in order). */
+FK_API void fk_rmsnorm_backward_weight(const float* x, const float* dy, size_t rows, size_t dim, float eps, float* dw) {
+  for (size_t i = 0; i < dim; ++i) dw[i] = 0.0f;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* g = dy + r * dim;
+    const float s = fk__rms_scale(xr, dim, eps);
+    for (size_t i = 0; i < dim; ++i) dw[i] += g[i] * (xr[i] * s);
+  }
+}
+
+/* silu(g) * u: which == 0 -> d gate = dy * u * silu'(g), silu'(g) = sig(g) * (1 + g * (1 - sig(g)));
+ * which == 1 -> d up = dy * silu(g). */
+FK_API void fk_swiglu_backward(const float* gate, const float* up, const float* dy, size_t n, int32_t which, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
+    out[i] = which == 0 ? dy[i] * up[i] * (sig * (1.0f + g * (1.0f - sig))) : dy[i] * (g * sig);
+  }
+}
+
+/* The gradients of fk_attention_causal_f32 with respect to q, k and v, side by side in one row:
+ * dqkv[rows, (heads + 2*kv_heads) * hd] = [dq | dk | dv]. The probabilities are recomputed row by row;
+ * work holds 2 * rows floats per kv head. Threads split the kv heads: each owns its dk and dv and
+ * the dq of its query heads, and adds rows in order. */
+FK_API void fk_attention_causal_backward(const float* q, const float* k, const float* v, const float* dout, size_t rows, size_t heads,
+                                         size_t kv_heads, size_t head_dim, float* work, float* dqkv) {
+  const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
+  const float scale = 1.0f / sqrtf((float)head_dim);
+  for (size_t t = 0; t < rows; ++t)
+    for (size_t i = 0; i < row; ++i) dqkv[t * row + i] = 0.0f;
+  const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
+  FK_PARALLEL_FOR(nt)
+  for (size_t g = 0; g < kv_heads; ++g) {
+    float* p = work + g * 2 * rows;
+    float* dp = p + rows;
+    for (size_t h = g * group; h < (g + 1) * group; ++h)
+      for (size_t t = 0; t < rows; ++t) {
+        const float* qr = q + t * qw + h * head_dim;
+        const float* dor = dout + t * qw + h * head_dim;
+        float m = -INFINITY;
+        for (size_t j = 0; j <= t; ++j) {
+          p[j] = fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale;
+          m = p[j] > m ? p[j] : m;
+        }
+        float sum = 0.0f;
+        for (size_t j = 0; j <= t; ++j) {
+          p[j] = expf(p[j] - m);
+          sum += p[j];
+        }
+        const float inv = 1.0f / sum;
+        float delta = 0.0f; /* sum_j p_j dp_j = dO . O */
+        for (size_t j = 0; j <= t; ++j) {
+          p[j] *= inv;
+          dp[j] = fk__dot_f32(dor, v + j * kw + g * head_dim, head_dim);
+          delta += p[j] * dp[j];
+        }
+        float* dq = dqkv + t * row + h * head_dim;
+        for (size_t j = 0; j <= t; ++j) {
+          const float ds = p[j] * (dp[j] - delta) * scale;
+          fk__axpy_f32(ds, k + j * kw + g * head_dim, head_dim, dq);
+          fk__axpy_f32(ds, qr, head_dim, dqkv + j * row + qw + g * head_dim);
+          fk__axpy_f32(p[j], dor, head_dim, dqkv + j * row + qw + kw + g * head_dim);
+        }
+      }
+  }
+}
+
+/* out[rows, count] = x[rows, cols] columns first..first+count-1 */
+FK_API void fk_take_columns(const float* x, size_t rows, size_t cols, int32_t first, size_t count, float* out) {
+  for (size_t r = 0; r < rows; ++r) memcpy(out + r * count, x + r * cols + (size_t)first, count * sizeof(float));
+}
+
+/* dtable[vocab, dim] = sum over i of dy[i] into row ids[i] (rows in order). */
+FK_API void fk_embed_backward(const int32_t* ids, size_t n, const float* dy, size_t dim, size_t vocab, float* dtable) {
+  memset(dtable, 0, vocab * dim * sizeof(float));
+  for (size_t i = 0; i < n; ++i) fk__axpy_f32(1.0f, dy + i * dim, dim, dtable + (size_t)ids[i] * dim);
+}
+
+/* ---- AdamW, as torch.optim.AdamW computes it ---------------------------------------------------- */
+
+/* m' = m * beta1 + g * (1 - beta1) */
+FK_API void fk_adam_first_moment(const float* m, const float* g, size_t n, float beta1, float* out) {
+  const float keep = beta1, take = (float)(1.0 - (double)beta1);
+  for (size_t i = 0; i < n; ++i) out[i] = m[i] * keep + take * g[i];
+}
+
+/* v' = v * beta2 + (1 - beta2) * g * g */
+FK_API void fk_adam_second_moment(const float* v, const float* g, size_t n, float beta2, float* out) {
+  const float keep = beta2, take = (float)(1.0 - (double)beta2);
+  for (size_t i = 0; i < n; ++i) out[i] = v[i] * keep + take * g[i] * g[i];
+}
+
+/* This step's factors from the step count t (already advanced) and the learning rate, in double as
+ * torch computes its Python scalars: out = {1 - lr * weight_decay, lr / (1 - beta1^t), sqrt(1 - beta2^t), lr}. */
+FK_API void fk_adamw_factors(const int32_t* step, const float* lr, float beta1, float beta2, float weight_decay, float* out) {
+  const double t = (double)step[0], rate = (double)lr[0];
+  out[0] = (float)(1.0 - rate * (double)weight_decay);
+  out[1] = (float)(rate / (1.0 - pow((double)beta1, t)));
+  out[2] = (float)sqrt(1.0 - pow((double)beta2, t));
+  out[3] = lr[0];
+}
+
+/* p' = p * (1 - lr*wd) - step_size * m / (sqrt(v) / sqrt(1 - beta2^t) + eps); out may alias p. */
+FK_API void fk_adamw_update(const float* p, const float* m, const float* v, const float* factors, size_t n, float eps, float* out) {
+  const float decay = factors[0], step_size = factors[1], bias2_sqrt = factors[2];
+  for (size_t i = 0; i < n; ++i) {
+    const float decayed = p[i] * decay;
+    out[i] = decayed + (-step_size) * (m[i] / (sqrtf(v[i]) / bias2_sqrt + eps));
+  }
+}
+
+#endif /* FK_TRAIN_H */

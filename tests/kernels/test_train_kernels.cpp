@@ -1,0 +1,323 @@
+// The train step's kernels (kernels/fk_train.h, fk_rope_backward): each forward kernel against a
+// double-precision reference, each backward kernel against central finite differences of that
+// reference (d/dx of sum(dy * f(x)), in double), and every result bitwise equal on 1 and 2 threads.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "fk_kernels.h"
+#include "kernel_test_util.hpp"
+
+namespace {
+
+using vec = std::vector<float>;
+using dvec = std::vector<double>;
+
+vec random_vec(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  vec v(n);
+  for (float& x : v) x = u(g);
+  return v;
+}
+
+dvec widen(const vec& v) { return dvec(v.begin(), v.end()); }
+
+// d/dx_i of sum(dy * f(x)) for every i, by central differences of the double function f.
+dvec numeric_grad(const std::function<dvec(const dvec&)>& f, dvec x, const vec& dy) {
+  dvec g(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double h = 1e-6 * std::max(1.0, std::fabs(x[i])), keep = x[i];
+    x[i] = keep + h;
+    const dvec up = f(x);
+    x[i] = keep - h;
+    const dvec down = f(x);
+    x[i] = keep;
+    double s = 0;
+    for (std::size_t j = 0; j < up.size(); ++j) s += static_cast<double>(dy[j]) * (up[j] - down[j]);
+    g[i] = s / (2 * h);
+  }
+  return g;
+}
+
+// max |got - want| relative to max |want|
+double rel_err(const vec& got, const dvec& want) {
+  REQUIRE(got.size() == want.size());
+  double d = 0, m = 1e-30;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(got[i]) - want[i]));
+    m = std::max(m, std::fabs(want[i]));
+  }
+  return d / m;
+}
+
+// Runs `body` on 1 and 2 threads: the outputs it returns must be bitwise equal.
+void same_on_1_and_2_threads(const std::function<vec()>& body) {
+  fkt::threads_guard guard;
+  fk_set_threads(1);
+  const vec one = body();
+  fk_set_threads(2);
+  const vec two = body();
+  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+}
+
+// ---- double references of the forward kernels ----
+dvec linear_ref(const dvec& x, const dvec& w, const dvec& b, std::size_t rows, std::size_t in, std::size_t out) {
+  dvec y(rows * out);
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t n = 0; n < out; ++n) {
+      double s = b.empty() ? 0 : b[n];
+      for (std::size_t k = 0; k < in; ++k) s += x[t * in + k] * w[n * in + k];
+      y[t * out + n] = s;
+    }
+  return y;
+}
+dvec rmsnorm_ref(const dvec& x, const dvec& w, std::size_t rows, std::size_t dim, double eps) {
+  dvec y(x.size());
+  for (std::size_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (std::size_t i = 0; i < dim; ++i) ss += x[r * dim + i] * x[r * dim + i];
+    const double s = 1 / std::sqrt(ss / static_cast<double>(dim) + eps);
+    for (std::size_t i = 0; i < dim; ++i) y[r * dim + i] = x[r * dim + i] * s * w[i];
+  }
+  return y;
+}
+dvec attention_ref(const dvec& q, const dvec& k, const dvec& v, std::size_t rows, std::size_t heads, std::size_t kv_heads, std::size_t hd) {
+  const std::size_t qw = heads * hd, kw = kv_heads * hd, group = heads / kv_heads;
+  dvec o(rows * qw, 0.0);
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t h = 0; h < heads; ++h) {
+      const std::size_t g = h / group;
+      dvec s(t + 1);
+      double m = -1e300;
+      for (std::size_t j = 0; j <= t; ++j) {
+        double d = 0;
+        for (std::size_t i = 0; i < hd; ++i) d += q[t * qw + h * hd + i] * k[j * kw + g * hd + i];
+        s[j] = d / std::sqrt(static_cast<double>(hd));
+        m = std::max(m, s[j]);
+      }
+      double z = 0;
+      for (double& e : s) z += (e = std::exp(e - m));
+      for (std::size_t j = 0; j <= t; ++j)
+        for (std::size_t i = 0; i < hd; ++i) o[t * qw + h * hd + i] += s[j] / z * v[j * kw + g * hd + i];
+    }
+  return o;
+}
+dvec rope_ref(const dvec& x, std::size_t rows, std::size_t heads, std::size_t hd, std::size_t pos0, const float* inv_freq) {
+  dvec y(x);
+  const std::size_t half = hd / 2;
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(pos0 + t) * inv_freq[i];  // as the kernel rounds it
+        const double c = std::cos(static_cast<double>(angle)), s = std::sin(static_cast<double>(angle));
+        const std::size_t at = t * heads * hd + h * hd + i;
+        y[at] = x[at] * c - x[at + half] * s;
+        y[at + half] = x[at + half] * c + x[at] * s;
+      }
+  return y;
+}
+double cross_entropy_ref(const dvec& logits, const std::vector<std::int32_t>& labels, std::size_t vocab) {
+  double total = 0;
+  int counted = 0;
+  for (std::size_t r = 0; r < labels.size(); ++r) {
+    if (labels[r] == FK_IGNORE_LABEL) continue;
+    double m = -1e300, z = 0;
+    for (std::size_t j = 0; j < vocab; ++j) m = std::max(m, logits[r * vocab + j]);
+    for (std::size_t j = 0; j < vocab; ++j) z += std::exp(logits[r * vocab + j] - m);
+    total += m + std::log(z) - logits[r * vocab + static_cast<std::size_t>(labels[r])];
+    ++counted;
+  }
+  return counted ? total / counted : 0.0;
+}
+
+}  // namespace
+
+TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, threads") {
+  const std::size_t T = 5, K = 37, N = 19;  // odd sizes: the lanes' tails
+  const vec x = random_vec(T * K, 1), w = random_vec(N * K, 2, 0.3f), b = random_vec(N, 3), dy = random_vec(T * N, 4);
+  vec y(T * N);
+  fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), y.data());
+  CHECK(rel_err(y, linear_ref(widen(x), widen(w), widen(b), T, K, N)) < 1e-6);
+
+  vec dx(T * K), dw(N * K), db(N);
+  fk_linear_backward_input(dy.data(), T, N, w.data(), K, dx.data());
+  fk_linear_backward_weight(dy.data(), T, N, x.data(), K, dw.data());
+  fk_sum_rows(dy.data(), T, N, db.data());
+  const dvec xd = widen(x), wd = widen(w), bd = widen(b);
+  CHECK(rel_err(dx, numeric_grad([&](const dvec& v) { return linear_ref(v, wd, bd, T, K, N); }, xd, dy)) < 1e-6);
+  CHECK(rel_err(dw, numeric_grad([&](const dvec& v) { return linear_ref(xd, v, bd, T, K, N); }, wd, dy)) < 1e-6);
+  CHECK(rel_err(db, numeric_grad([&](const dvec& v) { return linear_ref(xd, wd, v, T, K, N); }, bd, dy)) < 1e-6);
+
+  same_on_1_and_2_threads([&] {
+    const std::size_t big_t = 64, big_k = 96, big_n = 160;
+    const vec bx = random_vec(big_t * big_k, 5), bw = random_vec(big_n * big_k, 6), bdy = random_vec(big_t * big_n, 7);
+    vec out(big_t * big_n + big_t * big_k + big_n * big_k);
+    fk_linear_f32(bx.data(), big_t, big_k, bw.data(), big_n, nullptr, out.data());
+    fk_linear_backward_input(bdy.data(), big_t, big_n, bw.data(), big_k, out.data() + big_t * big_n);
+    fk_linear_backward_weight(bdy.data(), big_t, big_n, bx.data(), big_k, out.data() + big_t * big_n + big_t * big_k);
+    return out;
+  });
+}
+
+TEST_CASE("fk_rmsnorm_f32 and its backward, whole rows and heads") {
+  const std::size_t rows = 6, dim = 24;
+  const float eps = 1e-6f;
+  const vec x = random_vec(rows * dim, 11), w = random_vec(dim, 12), dy = random_vec(rows * dim, 13);
+  vec y(rows * dim);
+  fk_rmsnorm_f32(x.data(), w.data(), rows, dim, eps, y.data());
+  CHECK(rel_err(y, rmsnorm_ref(widen(x), widen(w), rows, dim, eps)) < 1e-6);
+  vec dx(rows * dim), dw(dim);
+  fk_rmsnorm_backward_input(x.data(), w.data(), dy.data(), rows, dim, eps, dx.data());
+  fk_rmsnorm_backward_weight(x.data(), dy.data(), rows, dim, eps, dw.data());
+  const dvec xd = widen(x), wd = widen(w);
+  CHECK(rel_err(dx, numeric_grad([&](const dvec& v) { return rmsnorm_ref(v, wd, rows, dim, eps); }, xd, dy)) < 1e-5);
+  CHECK(rel_err(dw, numeric_grad([&](const dvec& v) { return rmsnorm_ref(xd, v, rows, dim, eps); }, wd, dy)) < 1e-5);
+  same_on_1_and_2_threads([&] {
+    const vec bx = random_vec(512 * 64, 14), bw = random_vec(64, 15), bdy = random_vec(512 * 64, 16);
+    vec out(512 * 64);
+    fk_rmsnorm_backward_input(bx.data(), bw.data(), bdy.data(), 512, 64, eps, out.data());
+    return out;
+  });
+}
+
+TEST_CASE("fk_attention_causal_f32 and its backward (GQA): reference, finite differences, threads") {
+  const std::size_t T = 7, heads = 4, kv = 2, hd = 8, qw = heads * hd, kw = kv * hd;
+  const vec q = random_vec(T * qw, 21), k = random_vec(T * kw, 22), v = random_vec(T * kw, 23), dy = random_vec(T * qw, 24);
+  vec o(T * qw);
+  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, o.data());
+  const dvec qd = widen(q), kd = widen(k), vd = widen(v);
+  CHECK(rel_err(o, attention_ref(qd, kd, vd, T, heads, kv, hd)) < 1e-6);
+
+  vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
+  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, work.data(), all.data());
+  fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
+  fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
+  fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
+  CHECK(rel_err(dq, numeric_grad([&](const dvec& x) { return attention_ref(x, kd, vd, T, heads, kv, hd); }, qd, dy)) < 1e-5);
+  CHECK(rel_err(dk, numeric_grad([&](const dvec& x) { return attention_ref(qd, x, vd, T, heads, kv, hd); }, kd, dy)) < 1e-5);
+  CHECK(rel_err(dv, numeric_grad([&](const dvec& x) { return attention_ref(qd, kd, x, T, heads, kv, hd); }, vd, dy)) < 1e-5);
+
+  same_on_1_and_2_threads([&] {
+    const std::size_t bt = 40;
+    const vec bq = random_vec(bt * qw, 25), bk = random_vec(bt * kw, 26), bv = random_vec(bt * kw, 27), bdy = random_vec(bt * qw, 28);
+    vec bwork(2 * kv * bt), out(bt * (qw + 2 * kw) + bt * qw);
+    fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, bwork.data(), out.data());
+    fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, out.data() + bt * (qw + 2 * kw));
+    return out;
+  });
+}
+
+TEST_CASE("fk_swiglu_backward: finite differences of silu(gate) * up") {
+  const std::size_t n = 50;
+  const vec gate = random_vec(n, 31, 4.0f), up = random_vec(n, 32), dy = random_vec(n, 33);
+  auto f = [&](const dvec& g, const dvec& u) {
+    dvec y(n);
+    for (std::size_t i = 0; i < n; ++i) y[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+    return y;
+  };
+  vec dgate(n), dup(n);
+  fk_swiglu_backward(gate.data(), up.data(), dy.data(), n, 0, dgate.data());
+  fk_swiglu_backward(gate.data(), up.data(), dy.data(), n, 1, dup.data());
+  const dvec gd = widen(gate), ud = widen(up);
+  CHECK(rel_err(dgate, numeric_grad([&](const dvec& x) { return f(x, ud); }, gd, dy)) < 1e-5);
+  CHECK(rel_err(dup, numeric_grad([&](const dvec& x) { return f(gd, x); }, ud, dy)) < 1e-5);
+}
+
+TEST_CASE("fk_rope_backward and fk_rope_llama3_backward rotate back, on every path") {
+  const std::size_t T = 5, heads = 3, hd = 16, pos0 = 7;
+  const float theta = 10000.0f;
+  const vec x = random_vec(T * heads * hd, 41), dy = random_vec(T * heads * hd, 42);
+  float inv_freq[hd / 2], inv_freq3[hd / 2];
+  for (std::size_t i = 0; i < hd / 2; ++i) {
+    inv_freq[i] = fk_rope_inv_freq(i, hd, theta);
+    inv_freq3[i] = fk_rope_llama3_inv_freq(i, hd, theta, 8.0f, 1.0f, 4.0f, 64.0f);
+  }
+  const dvec xd = widen(x);
+  const dvec want = numeric_grad([&](const dvec& v) { return rope_ref(v, T, heads, hd, pos0, inv_freq); }, xd, dy);
+  const dvec want3 = numeric_grad([&](const dvec& v) { return rope_ref(v, T, heads, hd, pos0, inv_freq3); }, xd, dy);
+  fkt::for_each_isa([&](fk_isa) {
+    vec d = dy;
+    fk_rope_backward(d.data(), T, heads, hd, pos0, theta);
+    CHECK(rel_err(d, want) < 1e-5);
+    vec d3 = dy;
+    fk_rope_llama3_backward(d3.data(), T, heads, hd, pos0, theta, 8.0f, 1.0f, 4.0f, 64);
+    CHECK(rel_err(d3, want3) < 1e-5);
+    vec round_trip = x;  // forward then backward: the rotation is orthogonal
+    fk_rope(round_trip.data(), T, heads, hd, pos0, theta);
+    fk_rope_backward(round_trip.data(), T, heads, hd, pos0, theta);
+    CHECK(rel_err(round_trip, xd) < 1e-6);
+  });
+}
+
+TEST_CASE("fk_cross_entropy and its backward: ignored rows, out-of-range labels refused") {
+  const std::size_t rows = 4, vocab = 11;
+  const vec logits = random_vec(rows * vocab, 51, 5.0f);
+  const std::vector<std::int32_t> labels{3, FK_IGNORE_LABEL, 10, 0};
+  float loss = 0;
+  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, labels.data(), &loss) == 0);
+  const dvec ld = widen(logits);
+  CHECK(std::fabs(loss - cross_entropy_ref(ld, labels, vocab)) < 1e-6 * std::fabs(cross_entropy_ref(ld, labels, vocab)));
+  const float dloss = 0.75f;
+  vec dlogits(rows * vocab);
+  REQUIRE(fk_cross_entropy_backward(logits.data(), rows, vocab, labels.data(), &dloss, dlogits.data()) == 0);
+  const vec dy{dloss};
+  CHECK(rel_err(dlogits, numeric_grad([&](const dvec& v) { return dvec{cross_entropy_ref(v, labels, vocab)}; }, ld, dy)) < 1e-5);
+  for (std::size_t j = 0; j < vocab; ++j) CHECK(dlogits[vocab + j] == 0.0f);  // the ignored row
+
+  const std::vector<std::int32_t> bad{3, 11, 0, 0}, negative{3, -1, 0, 0};
+  float untouched = 42.0f;
+  CHECK(fk_cross_entropy(logits.data(), rows, vocab, bad.data(), &untouched) != 0);
+  CHECK(fk_cross_entropy(logits.data(), rows, vocab, negative.data(), &untouched) != 0);
+  CHECK(untouched == 42.0f);
+  const std::vector<std::int32_t> none(rows, FK_IGNORE_LABEL);
+  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, none.data(), &loss) == 0);
+  CHECK(loss == 0.0f);
+}
+
+TEST_CASE("fk_embed_f32 and fk_embed_backward: gather, and scatter-add of repeated ids") {
+  const std::size_t vocab = 6, dim = 5;
+  const vec table = random_vec(vocab * dim, 61), dy = random_vec(4 * dim, 62);
+  const std::vector<std::int32_t> ids{2, 5, 2, 0};
+  vec out(4 * dim), dtable(vocab * dim, 9.0f);
+  fk_embed_f32(table.data(), dim, ids.data(), 4, out.data());
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < dim; ++j) CHECK(out[i * dim + j] == table[static_cast<std::size_t>(ids[i]) * dim + j]);
+  fk_embed_backward(ids.data(), 4, dy.data(), dim, vocab, dtable.data());
+  for (std::size_t j = 0; j < dim; ++j) {
+    CHECK(dtable[2 * dim + j] == dy[j] + dy[2 * dim + j]);
+    CHECK(dtable[5 * dim + j] == dy[dim + j]);
+    CHECK(dtable[0 * dim + j] == dy[3 * dim + j]);
+    CHECK(dtable[1 * dim + j] == 0.0f);  // an unused row: zero, whatever was there
+  }
+}
+
+TEST_CASE("AdamW kernels follow torch.optim.AdamW over three steps") {
+  const std::size_t n = 9;
+  const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, wd = 0.01, lr = 1e-3;
+  vec p = random_vec(n, 71), m(n, 0.0f), v(n, 0.0f);
+  dvec pd = widen(p), md(n, 0.0), vd(n, 0.0);
+  for (int t = 1; t <= 3; ++t) {
+    const vec g = random_vec(n, 72u + static_cast<std::uint32_t>(t));
+    const std::int32_t step = t;
+    const float rate = static_cast<float>(lr);
+    float factors[4];
+    fk_adamw_factors(&step, &rate, static_cast<float>(beta1), static_cast<float>(beta2), static_cast<float>(wd), factors);
+    fk_adam_first_moment(m.data(), g.data(), n, static_cast<float>(beta1), m.data());
+    fk_adam_second_moment(v.data(), g.data(), n, static_cast<float>(beta2), v.data());
+    fk_adamw_update(p.data(), m.data(), v.data(), factors, n, static_cast<float>(eps), p.data());
+    for (std::size_t i = 0; i < n; ++i) {  // torch's algorithm, in double
+      pd[i] *= 1 - lr * wd;
+      md[i] = beta1 * md[i] + (1 - beta1) * g[i];
+      vd[i] = beta2 * vd[i] + (1 - beta2) * g[i] * g[i];
+      const double denom = std::sqrt(vd[i]) / std::sqrt(1 - std::pow(beta2, t)) + eps;
+      pd[i] -= lr / (1 - std::pow(beta1, t)) * md[i] / denom;
+    }
+    for (std::size_t i = 0; i < n; ++i) CHECK(std::fabs(p[i] - pd[i]) < 1e-6);
+  }
+}
