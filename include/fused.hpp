@@ -27,6 +27,7 @@
 #include "fused/graph/diagnose.hpp"
 #include "fused/graph/graph_error.hpp"
 #include "fused/graph/program.hpp"
+#include "fused/graph/reverse.hpp"
 #include "fused/graph/schedule.hpp"
 
 // ops: one header per op kind
@@ -40,11 +41,18 @@
 #include "fused/ops/kv_write.hpp"
 #include "fused/ops/linear.hpp"
 #include "fused/ops/registry.hpp"
+#include "fused/ops/adamw.hpp"
+#include "fused/ops/causal_attention.hpp"
+#include "fused/ops/cross_entropy.hpp"
 #include "fused/ops/rms_norm.hpp"
 #include "fused/ops/rope.hpp"
 #include "fused/ops/take_last.hpp"
 
 // plan: memory planning, verification, and the plan printers (JSON, text, SVG)
+
+// train: a train step appended to a model's forward pass (loss, backward, AdamW)
+#include "fused/train/step.hpp"
+
 #include "fused/plan/canaries.hpp"
 #include "fused/plan/json.hpp"
 #include "fused/plan/memory_plan.hpp"
@@ -83,6 +91,7 @@
 #include "fused/models/decoder_model.hpp"
 #include "fused/models/decoder_plan.hpp"
 #include "fused/models/decoder_static_plan.hpp"
+#include "fused/models/decoder_train.hpp"
 #include "fused/models/family.hpp"
 #include "fused/models/hf_config.hpp"
 #include "fused/models/llama.hpp"

@@ -574,6 +574,17 @@ struct host_args {
   const attrs* at = nullptr;
 };
 
+class graph_builder;
+
+// What an op's backward rule (op_def::backward) is given and fills in: the forward step, d loss / d
+// its result, which inputs need a gradient, and for each of those the tensor holding d loss / d it.
+struct backward_args {
+  const step* forward = nullptr;
+  tensor_id grad = -1;
+  bool wants[max_inputs]{};
+  tensor_id out[max_inputs]{-1, -1, -1, -1};
+};
+
 // The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
 inline constexpr const char* host_kernel_name = "host";
 
@@ -615,6 +626,11 @@ struct op_def {
   // Which op a kernel that serves several computes (fk_unary_f32's FK_RELU, fk_binary_f32's FK_SUB:
   // kernels/fk_pointwise_ops.h): the call's int0.
   std::int32_t variant = 0;
+  // Reverse mode (graph/reverse.hpp): appends to the builder the steps that compute d loss / d input k
+  // for each input the pass wants, from d loss / d result (an input's gradient may simply be that
+  // tensor: a residual add's). An op without one cannot be part of a training program.
+  void (*backward)(graph_builder& g, backward_args& a) = nullptr;
+  bool has_backward = false;
 };
 
 constexpr tensor_id step::in_place_source() const {
@@ -678,6 +694,14 @@ constexpr scratch<int> schedule_positions(const step* steps, std::size_t n) {
   return pos;
 }
 
+// A parameter of a training program: its value (a state feed), d loss / d it, and its value after
+// the optimizer's step (the in-place update of that state; -1 in a program that only differentiates).
+struct trained_parameter {
+  tensor_id value = -1;
+  tensor_id gradient = -1;
+  tensor_id next = -1;
+};
+
 struct program {
   int version = 1;
   std::vector<tensor_info> tensors;   // index == id
@@ -686,6 +710,11 @@ struct program {
   std::vector<state_pair> state;
   std::vector<region_info> regions;   // control flow; empty for a straight-line program
   std::vector<loop_carry> carries;
+  // Training (graph/reverse.hpp): mode-sensitive ops run their training behaviour; `loss` is the
+  // tensor the backward steps differentiate, `parameters` what they differentiate it by.
+  bool training = false;
+  tensor_id loss = -1;
+  std::vector<trained_parameter> parameters;
   // The first mistake found while building or scheduling; the program is unusable while set.
   error_kind error = error_kind::none;
   text message{};
@@ -1303,6 +1332,23 @@ class graph_builder {
   }
 
   constexpr const program& peek() const { return p_; }
+  // Makes this a training program (graph/reverse.hpp): its loss and parameters.
+  constexpr void train(tensor_id loss, std::vector<trained_parameter> parameters) {
+    if (!p_.ok()) return;
+    p_.training = true;
+    p_.loss = loss;
+    p_.parameters = std::move(parameters);
+  }
+  // Records a mistake the builder's own checks cannot see (the reverse pass's): the first one wins.
+  constexpr void fail(error_kind k, text msg) {
+    if (!p_.ok()) return;
+    p_.error = k;
+    p_.message = std::move(msg);
+  }
+  // Keeps a tensor to the end of the call, readable by the caller like an output.
+  constexpr void keep(tensor_id t) {
+    if (p_.ok() && t >= 0 && t < static_cast<tensor_id>(p_.tensors.size())) p_.tensors[static_cast<std::size_t>(t)].kind = role::output;
+  }
 
  private:
   constexpr bool condition_ok(tensor_id c, const char* what) {
@@ -1378,12 +1424,6 @@ class graph_builder {
     p_.tensors.push_back(t);
     return t.id;
   }
-  constexpr void fail(error_kind k, text msg) {
-    if (!p_.ok()) return;
-    p_.error = k;
-    p_.message = std::move(msg);
-  }
-
   program p_{};
   int region_ = -1;
 };
@@ -1701,16 +1741,91 @@ struct invalid_memory_plan {
 
 }  // namespace fused
 // ---- end fused/graph/diagnose.hpp ----------------------------------------------------------------------
+// ---- begin fused/graph/reverse.hpp ---------------------------------------------------------------------
+// Reverse-mode differentiation of a program as it is built: each step from the last to the first
+// appends, through its op's backward rule (op_def::backward), the steps that turn d loss / d result
+// into d loss / d inputs; a tensor read by several steps sums its gradients in that (fixed) order.
+// The backward steps join the same program, so one plan covers forward and backward: activations a
+// backward step reads live until it, gradients reuse dead activations' bytes. No tape, no run-time
+// graph: in constant evaluation this is part of building a static program.
+#include <vector>
+
+
+namespace fused {
+
+// Appends to `g` (straight-line, no control flow) the gradients of `loss` (seeded with `seed`, the
+// tensor holding d loss / d loss) with respect to each tensor of `by`, returned in that order (-1:
+// the loss does not depend on it). `accumulate` adds two gradients of one shape (ops::add).
+// A step on the way from `by` to the loss whose op has no backward rule fails the program, naming it.
+constexpr std::vector<tensor_id> append_backward(graph_builder& g, tensor_id loss, tensor_id seed, const std::vector<tensor_id>& by,
+                                                 const op_def& accumulate) {
+  std::vector<tensor_id> grads_of_by(by.size(), -1);
+  const program& p = g.peek();
+  if (!p.ok()) return grads_of_by;
+  if (!p.regions.empty()) {
+    g.fail(error_kind::bad_program, "a training program cannot differentiate control flow (conditionals, loops)");
+    return grads_of_by;
+  }
+  const std::size_t nt = p.tensors.size(), ns = p.steps.size();  // the forward part: steps in id order
+  // Which tensors need a gradient: those that depend on a tensor of `by` and that the loss depends on.
+  std::vector<bool> from_by(nt, false), to_loss(nt, false);
+  for (tensor_id t : by) from_by[static_cast<std::size_t>(t)] = true;
+  for (std::size_t s = 0; s < ns; ++s) {
+    const step& st = p.steps[s];
+    for (int k = 0; k < st.n_inputs; ++k)
+      if (from_by[static_cast<std::size_t>(st.inputs[k])]) from_by[static_cast<std::size_t>(st.result)] = true;
+  }
+  to_loss[static_cast<std::size_t>(loss)] = true;
+  for (std::size_t s = ns; s-- > 0;) {
+    const step& st = p.steps[s];
+    if (!to_loss[static_cast<std::size_t>(st.result)]) continue;
+    for (int k = 0; k < st.n_inputs; ++k) to_loss[static_cast<std::size_t>(st.inputs[k])] = true;
+  }
+  auto needs = [&](tensor_id t) { return from_by[static_cast<std::size_t>(t)] && to_loss[static_cast<std::size_t>(t)]; };
+
+  std::vector<tensor_id> grad(nt, -1);
+  grad[static_cast<std::size_t>(loss)] = seed;
+  for (std::size_t s = ns; s-- > 0;) {
+    const step st = g.peek().steps[s];  // a copy: the rule's steps grow the vector
+    const tensor_id dy = grad[static_cast<std::size_t>(st.result)];
+    if (dy < 0 || !needs(st.result)) continue;
+    if (!st.op->has_backward) {
+      g.fail(error_kind::bad_program, "step " + to_text(st.id) + " '" + st.op->name + "' (" + g.peek().tensor(st.result).name.str() +
+                                          "): the op has no backward rule, so a training program cannot differentiate it");
+      return grads_of_by;
+    }
+    backward_args a{};
+    a.forward = &st;
+    a.grad = dy;
+    for (int k = 0; k < st.n_inputs; ++k) a.wants[k] = needs(st.inputs[k]);
+    st.op->backward(g, a);
+    if (!g.peek().ok()) return grads_of_by;
+    for (int k = 0; k < st.n_inputs; ++k) {
+      if (!a.wants[k] || a.out[k] < 0) continue;
+      tensor_id& into = grad[static_cast<std::size_t>(st.inputs[k])];
+      const tensor_info& x = g.peek().tensor(st.inputs[k]);
+      into = into < 0 ? a.out[k] : g.apply(accumulate, {into, a.out[k]}, {}, {x.name.pattern, x.name.index, ".grad.sum"});
+    }
+  }
+  for (std::size_t i = 0; i < by.size(); ++i) grads_of_by[i] = grad[static_cast<std::size_t>(by[i])];
+  return grads_of_by;
+}
+
+}  // namespace fused
+// ---- end fused/graph/reverse.hpp -----------------------------------------------------------------------
 
 // ops: one header per op kind
 // ---- begin fused/ops.hpp -------------------------------------------------------------------------------
 // All NN ops: each header holds one op's shape rule, in-place capability and kernel variants.
-// ---- begin fused/ops/attention.hpp ---------------------------------------------------------------------
-// attention: causal grouped-query attention of T queries over a KV cache.
-// q f32 [T, heads*head_dim], k and v caches bf16 [n_kv, capacity, head_dim]; attrs.i = {heads}.
-// Query t sits at position pos0+t and sees cache positions 0..pos0+t. heads % n_kv == 0. pos0 is
-// the call's, or the value of an optional i32 [1] fourth input (op_def::positional).
-// Kernel: tiled online softmax for many queries (prefill), a single-query scan for one (decode).
+// ---- begin fused/ops/adamw.hpp -------------------------------------------------------------------------
+// AdamW (torch.optim.AdamW: decoupled weight decay, bias correction) as steps over state:
+//   advance_step        (t i32 [1])                       -> t + 1, in place (the optimizer's step count)
+//   adamw_factors       (t i32 [1], lr f32 [1])           -> f32 [4] {1 - lr*wd, lr / (1 - beta1^t), sqrt(1 - beta2^t), lr}
+//                       attrs.f = beta1, extra = {beta2, weight_decay}
+//   adam_first_moment   (m, g)                            -> m*beta1 + (1-beta1)*g, in place; attrs.f = beta1
+//   adam_second_moment  (v, g)                            -> v*beta2 + (1-beta2)*g*g, in place; attrs.f = beta2
+//   adamw_update        (p, m', v', factors)              -> the parameter after the step, in place; attrs.f = eps
+// Parameters, moments and the step count are state, so each update writes its state's own bytes.
 // ---- begin fused/ops/common.hpp ------------------------------------------------------------------------
 // Helpers shared by the op headers: shape-rule sentences (shapes as text: core/shape_text.hpp) and the rows of a [rows, cols] tensor.
 
@@ -1757,8 +1872,111 @@ constexpr inferred position_input(const tensor_info* const* in, int n, int other
   return {};
 }
 
+// C kernel names that several ops or ops without a choosing rule name (kernel_named<...>).
+namespace kernel_names {
+inline constexpr char rmsnorm_f32[] = "fk_rmsnorm_f32", rmsnorm_backward_input[] = "fk_rmsnorm_backward_input",
+                      rmsnorm_backward_weight[] = "fk_rmsnorm_backward_weight", linear_f32[] = "fk_linear_f32",
+                      linear_backward_input[] = "fk_linear_backward_input", linear_backward_weight[] = "fk_linear_backward_weight",
+                      sum_rows[] = "fk_sum_rows", swiglu_backward[] = "fk_swiglu_backward", take_columns[] = "fk_take_columns",
+                      attention_causal[] = "fk_attention_causal_f32", attention_causal_backward[] = "fk_attention_causal_backward",
+                      cross_entropy[] = "fk_cross_entropy", cross_entropy_backward[] = "fk_cross_entropy_backward",
+                      adam_first_moment[] = "fk_adam_first_moment", adam_second_moment[] = "fk_adam_second_moment",
+                      adamw_factors[] = "fk_adamw_factors", adamw_update[] = "fk_adamw_update", increment[] = "fk_increment_i32";
+}  // namespace kernel_names
+
+// Backward rules (op_def::backward): the name of the gradient of tensor t ("layers.0.q" -> "layers.0.q.grad").
+constexpr name_ref grad_name(const graph_builder& g, tensor_id t) {
+  const name_ref& n = g.peek().tensor(t).name;
+  return {n.pattern, n.index, ".grad"};
+}
+// The forward step's input k, attributes and result.
+constexpr tensor_id input_of(const backward_args& a, int k) { return a.forward->inputs[k]; }
+
+// A weight of an op that trains reads f32 master weights; inference reads bf16 (both: `either`).
+constexpr bool is_weight_type(dtype t) { return t == dtype::bf16 || t == dtype::f32; }
+
 }  // namespace fused::ops
 // ---- end fused/ops/common.hpp --------------------------------------------------------------------------
+
+namespace fused::ops {
+
+namespace detail {
+constexpr bool is_one_f32(const tensor_info& t) { return t.type == dtype::f32 && t.shp.rank == 1 && t.shp[0] == dim{1, 0}; }
+constexpr inferred same_as_first(const tensor_info* const* in, int n) {
+  for (int k = 1; k < n; ++k)
+    if (in[k]->type != dtype::f32 || !(in[k]->shp == in[0]->shp)) return mismatch(k, "must be " + describe(*in[0]) + ", got " + describe(*in[k]));
+  if (in[0]->type != dtype::f32) return mismatch(0, "must be f32, got " + describe(*in[0]));
+  return result(dtype::f32, in[0]->shp);
+}
+}  // namespace detail
+
+inline constexpr op_def advance_step{
+    .name = "advance_step",
+    .category = "optimizer",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      if (!is_one_i32(*in[0])) return mismatch(0, "the step count must be i32 [1], got " + describe(*in[0]));
+      if (a.i[0] != 1) return mismatch(-1, "a step advances by 1");
+      return result(dtype::i32, in[0]->shp);
+    },
+    .in_place_input = 0,
+    .kernel = kernel_named<kernel_names::increment>};
+
+inline constexpr op_def adamw_factors{
+    .name = "adamw_factors",
+    .category = "optimizer",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      if (!is_one_i32(*in[0])) return mismatch(0, "the step count must be i32 [1], got " + describe(*in[0]));
+      if (!detail::is_one_f32(*in[1])) return mismatch(1, "the learning rate must be f32 [1], got " + describe(*in[1]));
+      if (!(a.f >= 0 && a.f < 1) || !(a.extra[0] >= 0 && a.extra[0] < 1)) return mismatch(-1, "betas must be in [0, 1)");
+      if (!(a.extra[1] >= 0)) return mismatch(-1, "weight decay must not be negative");
+      return result(dtype::f32, shape(4));
+    },
+    .kernel = kernel_named<kernel_names::adamw_factors>};
+
+inline constexpr op_def adam_first_moment{
+    .name = "adam_first_moment",
+    .category = "optimizer",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) { return detail::same_as_first(in, n); },
+    .in_place_input = 0,
+    .kernel = kernel_named<kernel_names::adam_first_moment>};
+
+inline constexpr op_def adam_second_moment{
+    .name = "adam_second_moment",
+    .category = "optimizer",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) { return detail::same_as_first(in, n); },
+    .in_place_input = 0,
+    .kernel = kernel_named<kernel_names::adam_second_moment>};
+
+inline constexpr op_def adamw_update{
+    .name = "adamw_update",
+    .category = "optimizer",
+    .min_inputs = 4,
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      if (inferred r = detail::same_as_first(in, 3); !r.error.empty()) return r;
+      if (in[3]->type != dtype::f32 || !(in[3]->shp == shape(4))) return mismatch(3, "the factors must be f32 [4], got " + describe(*in[3]));
+      if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
+      return result(dtype::f32, in[0]->shp);
+    },
+    .in_place_input = 0,
+    .kernel = kernel_named<kernel_names::adamw_update>};
+
+}  // namespace fused::ops
+// ---- end fused/ops/adamw.hpp ---------------------------------------------------------------------------
+// ---- begin fused/ops/attention.hpp ---------------------------------------------------------------------
+// attention: causal grouped-query attention of T queries over a KV cache.
+// q f32 [T, heads*head_dim], k and v caches bf16 [n_kv, capacity, head_dim]; attrs.i = {heads}.
+// Query t sits at position pos0+t and sees cache positions 0..pos0+t. heads % n_kv == 0. pos0 is
+// the call's, or the value of an optional i32 [1] fourth input (op_def::positional).
+// Kernel: tiled online softmax for many queries (prefill), a single-query scan for one (decode).
 
 namespace fused::ops {
 
@@ -1791,10 +2009,144 @@ inline constexpr op_def attention{
 
 }  // namespace fused::ops
 // ---- end fused/ops/attention.hpp -----------------------------------------------------------------------
+// ---- begin fused/ops/causal_attention.hpp --------------------------------------------------------------
+// causal_attention: causal grouped-query attention of one whole sequence, no KV cache (training):
+// q f32 [T, heads*hd], k and v f32 [T, kv_heads*hd] -> f32 [T, heads*hd]; attrs.i = {heads, kv_heads}.
+// Its backward: attention_grad (q, k, v, dy) -> [T, (heads + 2*kv_heads)*hd], each row [dq | dk | dv]
+// (workspace: f32 [2*kv_heads, T]), and take_columns, which copies one of the three out.
+
+namespace fused::ops {
+
+namespace detail {
+struct attention_sizes {
+  std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
+};
+constexpr attention_sizes attention_sizes_of(const tensor_info& q, const attrs& a) {
+  const std::int64_t heads = a.i[0], kv = a.i[1];
+  if (heads <= 0 || kv <= 0 || heads % kv || q.shp.rank != 2 || q.shp[1].symbol != 0 || q.shp[1].n % heads) return {};
+  return {heads, kv, q.shp[1].n / heads};
+}
+constexpr inferred causal_attention_shape(const tensor_info* const* in, int n, const attrs& a) {
+  const auto &q = *in[0], &k = *in[1], &v = *in[2];
+  const attention_sizes z = attention_sizes_of(q, a);
+  if (z.heads == 0) return mismatch(0, "queries must be f32 [T, heads*head_dim] with heads a multiple of kv_heads (attrs " + to_text(a.i[0]) + ", " + to_text(a.i[1]) + "), got " + describe(q));
+  if (q.type != dtype::f32) return mismatch(0, "queries must be f32, got " + describe(q));
+  const shape kv_shape(q.shp[0], z.kv_heads * z.head_dim);
+  if (k.type != dtype::f32 || !(k.shp == kv_shape)) return mismatch(1, "keys must be f32 " + shape_text(kv_shape) + ", got " + describe(k));
+  if (v.type != dtype::f32 || !(v.shp == kv_shape)) return mismatch(2, "values must be f32 " + shape_text(kv_shape) + ", got " + describe(v));
+  if (n == 4 && (in[3]->type != dtype::f32 || !(in[3]->shp == q.shp))) return mismatch(3, "the gradient must be " + describe(q) + ", got " + describe(*in[3]));
+  return result(dtype::f32, q.shp);
+}
+}  // namespace detail
+
+inline constexpr attr_field causal_attention_attributes[] = {{"heads", attr_slot::i0}, {"kv_heads", attr_slot::i1}};
+
+inline constexpr op_def attention_grad{
+    .name = "attention_grad",
+    .category = "attention",
+    .min_inputs = 4,
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+      inferred r = detail::causal_attention_shape(in, n, a);
+      if (!r.error.empty()) return r;
+      const detail::attention_sizes z = detail::attention_sizes_of(*in[0], a);
+      return result(dtype::f32, shape(in[0]->shp[0], (z.heads + 2 * z.kv_heads) * z.head_dim));
+    },
+    .kernel = kernel_named<kernel_names::attention_causal_backward>,
+    .work = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      return result(dtype::f32, shape(2 * a.i[1], in[0]->shp[0]));
+    },
+    .has_work = true};
+
+// attrs.i = {first column, columns}
+inline constexpr op_def take_columns{
+    .name = "take_columns",
+    .category = "memory",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      const auto& x = *in[0];
+      if (x.type != dtype::f32 || x.shp.rank != 2 || x.shp[1].symbol != 0) return mismatch(0, "must be f32 [T, N], got " + describe(x));
+      if (a.i[0] < 0 || a.i[1] <= 0 || a.i[0] + a.i[1] > x.shp[1].n)
+        return mismatch(-1, "columns " + to_text(a.i[0]) + ".." + to_text(a.i[0] + a.i[1] - 1) + " are not within " + describe(x));
+      return result(dtype::f32, shape(x.shp[0], a.i[1]));
+    },
+    .kernel = kernel_named<kernel_names::take_columns>};
+
+inline constexpr op_def causal_attention{
+    .name = "causal_attention",
+    .category = "attention",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = detail::causal_attention_shape,
+    .kernel = kernel_named<kernel_names::attention_causal>,
+    .attributes = causal_attention_attributes,
+    .backward = [](graph_builder& g, backward_args& a) {
+      const tensor_id q = input_of(a, 0), k = input_of(a, 1), v = input_of(a, 2);
+      const detail::attention_sizes z = detail::attention_sizes_of(g.peek().tensor(q), a.forward->at);
+      const tensor_id all = g.apply(attention_grad, {q, k, v, a.grad}, a.forward->at, {g.peek().tensor(a.forward->result).name.pattern,
+                                                                                          g.peek().tensor(a.forward->result).name.index, ".grad_qkv"});
+      const std::int64_t first[3] = {0, z.heads * z.head_dim, (z.heads + z.kv_heads) * z.head_dim};
+      const std::int64_t count[3] = {z.heads * z.head_dim, z.kv_heads * z.head_dim, z.kv_heads * z.head_dim};
+      for (int i = 0; i < 3; ++i)
+        if (a.wants[i]) a.out[i] = g.apply(take_columns, {all}, {.i = {first[i], count[i], 0, 0}}, grad_name(g, input_of(a, i)));
+    },
+    .has_backward = true};
+
+}  // namespace fused::ops
+// ---- end fused/ops/causal_attention.hpp ----------------------------------------------------------------
+// ---- begin fused/ops/cross_entropy.hpp -----------------------------------------------------------------
+// cross_entropy: the mean next-token loss of a training program. logits f32 [T, V], labels i32 [T]
+// (label -100, Hugging Face's ignore index, skips its row) -> f32 [1] = the mean over the other rows
+// of logsumexp(logits[t]) - logits[t][labels[t]] (0 when every row is skipped).
+// cross_entropy_grad (logits, labels, d loss [1]) -> d logits [T, V]: softmax fused with the one-hot.
+
+namespace fused::ops {
+
+namespace detail {
+constexpr inferred logits_and_labels(const tensor_info& logits, const tensor_info& labels) {
+  if (logits.type != dtype::f32 || logits.shp.rank != 2 || logits.shp[1].symbol != 0) return mismatch(0, "logits must be f32 [T, V], got " + describe(logits));
+  if (labels.type != dtype::i32 || labels.shp.rank != 1 || !(labels.shp[0] == logits.shp[0]))
+    return mismatch(1, "labels must be i32 [" + dim_text(logits.shp[0]) + "], got " + describe(labels));
+  return {};
+}
+}  // namespace detail
+
+inline constexpr op_def cross_entropy_grad{
+    .name = "cross_entropy_grad",
+    .category = "loss",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      if (inferred r = detail::logits_and_labels(*in[0], *in[1]); !r.error.empty()) return r;
+      if (in[2]->type != dtype::f32 || !(in[2]->shp == shape(1))) return mismatch(2, "the loss's gradient must be f32 [1], got " + describe(*in[2]));
+      return result(dtype::f32, in[0]->shp);
+    },
+    .kernel = kernel_named<kernel_names::cross_entropy_backward>};
+
+inline constexpr op_def cross_entropy{
+    .name = "cross_entropy",
+    .category = "loss",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      if (inferred r = detail::logits_and_labels(*in[0], *in[1]); !r.error.empty()) return r;
+      return result(dtype::f32, shape(1));
+    },
+    .kernel = kernel_named<kernel_names::cross_entropy>,
+    .backward = [](graph_builder& g, backward_args& a) {
+      if (a.wants[0]) a.out[0] = g.apply(cross_entropy_grad, {input_of(a, 0), input_of(a, 1), a.grad}, {}, grad_name(g, input_of(a, 0)));
+    },
+    .has_backward = true};
+
+}  // namespace fused::ops
+// ---- end fused/ops/cross_entropy.hpp -------------------------------------------------------------------
 // ---- begin fused/ops/elementwise.hpp -------------------------------------------------------------------
 // Elementwise ops on f32 tensors of one shape; the result may take over the first input's bytes.
 //   add:    a + b            (the residual stream)
 //   swiglu: silu(a) * b      (Qwen2's gated MLP: a = gate, b = up)
+// Backward: add passes its gradient to both inputs; swiglu_grad (gate, up, dy) -> d gate
+// (attrs.i[0] = 0) or d up (1).
 
 namespace fused::ops {
 
@@ -1814,7 +2166,22 @@ inline constexpr op_def add{.name = "add",
                              .infer = detail::same_shape_f32,
                              .in_place_input = 0,
                              .mode_sensitive = false,
-                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_add"; }};
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_add"; },
+                             .backward = [](graph_builder&, backward_args& a) { a.out[0] = a.out[1] = a.grad; },
+                             .has_backward = true};
+
+inline constexpr op_def swiglu_grad{
+    .name = "swiglu_grad",
+    .category = "elementwise",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+      if (inferred r = detail::same_shape_f32(in, n, a); !r.error.empty()) return r;
+      if (in[2]->type != dtype::f32 || !(in[2]->shp == in[0]->shp)) return mismatch(2, "the gradient must be " + describe(*in[0]) + ", got " + describe(*in[2]));
+      if (a.i[0] != 0 && a.i[0] != 1) return mismatch(-1, "which must be 0 (the gate) or 1 (up)");
+      return result(dtype::f32, in[0]->shp);
+    },
+    .kernel = kernel_named<kernel_names::swiglu_backward>};
 
 inline constexpr op_def swiglu{.name = "swiglu",
                              .category = "elementwise",
@@ -1823,14 +2190,36 @@ inline constexpr op_def swiglu{.name = "swiglu",
                              .infer = detail::same_shape_f32,
                              .in_place_input = 0,
                              .mode_sensitive = false,
-                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_swiglu"; }};
+                             .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_swiglu"; },
+                             .backward = [](graph_builder& g, backward_args& a) {
+                               const tensor_id gate = input_of(a, 0), up = input_of(a, 1);
+                               for (int k = 0; k < 2; ++k)
+                                 if (a.wants[k]) a.out[k] = g.apply(swiglu_grad, {gate, up, a.grad}, {.i = {k, 0, 0, 0}}, grad_name(g, input_of(a, k)));
+                             },
+                             .has_backward = true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/elementwise.hpp ---------------------------------------------------------------------
 // ---- begin fused/ops/embed.hpp -------------------------------------------------------------------------
-// embed: token ids i32 [T] gathered from a bf16 table [V, H] -> f32 [T, H].
+// embed: token ids i32 [T] gathered from a table [V, H] (bf16, or f32 master weights when training) -> f32 [T, H].
+// embed_grad: its backward for the table: d table [V, H] = the rows of d result added at their ids
+// (attrs.i[0] = V).
 
 namespace fused::ops {
+
+inline constexpr op_def embed_grad{
+    .name = "embed_grad",
+    .category = "memory",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      const auto &ids = *in[0], &dy = *in[1];
+      if (ids.type != dtype::i32 || ids.shp.rank != 1) return mismatch(0, "token ids must be i32 [T], got " + describe(ids));
+      if (dy.type != dtype::f32 || dy.shp.rank != 2 || !(dy.shp[0] == ids.shp[0])) return mismatch(1, "the gradient must be f32 [T, H], got " + describe(dy));
+      if (a.i[0] <= 0) return mismatch(-1, "the vocabulary size must be positive");
+      return result(dtype::f32, shape(a.i[0], dy.shp[1]));
+    },
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_embed_backward"; }};
 
 inline constexpr op_def embed{
     .name = "embed",
@@ -1840,12 +2229,17 @@ inline constexpr op_def embed{
     .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
       const auto &ids = *in[0], &table = *in[1];
       if (ids.type != dtype::i32 || ids.shp.rank != 1) return mismatch(0, "token ids must be i32 [T], got " + describe(ids));
-      if (table.type != dtype::bf16 || table.shp.rank != 2) return mismatch(1, "the table must be bf16 [V, H], got " + describe(table));
+      if (!is_weight_type(table.type) || table.shp.rank != 2) return mismatch(1, "the table must be bf16 or f32 [V, H], got " + describe(table));
       return result(dtype::f32, shape(ids.shp[0], table.shp[1]));
     },
     .in_place_input = -1,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_embed"; }};
+    .kernel = [](const binding&, const tensor_info* const* in, int, const tensor_info&) { return in[1]->type == dtype::f32 ? "fk_embed_f32" : "fk_embed"; },
+    .backward = [](graph_builder& g, backward_args& a) {
+      const tensor_id table = input_of(a, 1);
+      if (a.wants[1]) a.out[1] = g.apply(embed_grad, {input_of(a, 0), a.grad}, {.i = {g.peek().tensor(table).shp[0].n, 0, 0, 0}}, grad_name(g, table));
+    },
+    .has_backward = true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/embed.hpp ---------------------------------------------------------------------------
@@ -1883,28 +2277,38 @@ inline constexpr op_def kv_write{
 // Workspace: bf16 [T, K rounded up to 32] = fk_gemm_bf16_work_bytes(T, K): the GEMM paths that
 // multiply in bf16 round x into it once per call (the GEMV and the f32 paths leave it unused).
 // The rule is written here and in the kernel; tests/plan/workspace_test.cpp holds them equal.
+//
+// linear_f32: the same over f32 master weights (training), no workspace; its backward:
+//   linear_grad_input  (dy [T, N], W [N, K]) -> dx = dy W      [T, K]
+//   linear_grad_weight (dy [T, N], x [T, K]) -> dW = dy^T x    [N, K]
+//   sum_rows           (dy [T, N])           -> db = sum_t dy  [N]
 
 namespace fused::ops {
+
+namespace detail {
+constexpr inferred linear_shape(const tensor_info* const* in, int n, dtype weight_type) {
+  const auto &x = *in[0], &w = *in[1];
+  const text wt = name_of(weight_type);
+  if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, K], got " + describe(x));
+  if (w.type != weight_type || w.shp.rank != 2) return mismatch(1, "weight must be " + wt + " [N, K], got " + describe(w));
+  if (w.shp[1].symbol != 0) return mismatch(1, "weight " + describe(w) + " must have a constant number of input features");
+  if (!(w.shp[1] == x.shp[1]))
+    return mismatch(1, "weight " + describe(w) + " has " + dim_text(w.shp[1]) + " input features but the input " + describe(x) + " has " + dim_text(x.shp[1]));
+  if (n == 3) {
+    const auto& b = *in[2];
+    if (b.type != weight_type || b.shp.rank != 1 || !(b.shp[0] == w.shp[0]))
+      return mismatch(2, "bias must be " + wt + " [" + dim_text(w.shp[0]) + "], got " + describe(b));
+  }
+  return result(dtype::f32, shape(x.shp[0], w.shp[0]));
+}
+}  // namespace detail
 
 inline constexpr op_def linear{
     .name = "linear",
     .category = "matmul",
     .min_inputs = 2,
     .max_inputs = 3,
-    .infer = [](const tensor_info* const* in, int n, const attrs&) -> inferred {
-      const auto &x = *in[0], &w = *in[1];
-      if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, K], got " + describe(x));
-      if (w.type != dtype::bf16 || w.shp.rank != 2) return mismatch(1, "weight must be bf16 [N, K], got " + describe(w));
-      if (w.shp[1].symbol != 0) return mismatch(1, "weight " + describe(w) + " must have a constant number of input features");
-      if (!(w.shp[1] == x.shp[1]))
-        return mismatch(1, "weight " + describe(w) + " has " + dim_text(w.shp[1]) + " input features but the input " + describe(x) + " has " + dim_text(x.shp[1]));
-      if (n == 3) {
-        const auto& b = *in[2];
-        if (b.type != dtype::bf16 || b.shp.rank != 1 || !(b.shp[0] == w.shp[0]))
-          return mismatch(2, "bias must be bf16 [" + dim_text(w.shp[0]) + "], got " + describe(b));
-      }
-      return result(dtype::f32, shape(x.shp[0], w.shp[0]));
-    },
+    .infer = [](const tensor_info* const* in, int n, const attrs&) { return detail::linear_shape(in, n, dtype::bf16); },
     .in_place_input = -1,
     .mode_sensitive = true,
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
@@ -1917,14 +2321,125 @@ inline constexpr op_def linear{
     },
     .has_work = true};
 
+inline constexpr op_def linear_grad_input{
+    .name = "linear_grad_input",
+    .category = "matmul",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      const auto &dy = *in[0], &w = *in[1];
+      if (w.type != dtype::f32 || w.shp.rank != 2) return mismatch(1, "weight must be f32 [N, K], got " + describe(w));
+      if (dy.type != dtype::f32 || dy.shp.rank != 2 || !(dy.shp[1] == w.shp[0])) return mismatch(0, "the gradient must be f32 [T, " + dim_text(w.shp[0]) + "], got " + describe(dy));
+      return result(dtype::f32, shape(dy.shp[0], w.shp[1]));
+    },
+    .kernel = kernel_named<kernel_names::linear_backward_input>};
+
+inline constexpr op_def linear_grad_weight{
+    .name = "linear_grad_weight",
+    .category = "matmul",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      const auto &dy = *in[0], &x = *in[1];
+      if (dy.type != dtype::f32 || dy.shp.rank != 2 || dy.shp[1].symbol != 0) return mismatch(0, "the gradient must be f32 [T, N], got " + describe(dy));
+      if (x.type != dtype::f32 || x.shp.rank != 2 || !(x.shp[0] == dy.shp[0])) return mismatch(1, "input must be f32 [" + dim_text(dy.shp[0]) + ", K], got " + describe(x));
+      return result(dtype::f32, shape(dy.shp[1], x.shp[1]));
+    },
+    .kernel = kernel_named<kernel_names::linear_backward_weight>};
+
+inline constexpr op_def sum_rows{
+    .name = "sum_rows",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+      const auto& x = *in[0];
+      if (x.type != dtype::f32 || x.shp.rank != 2 || x.shp[1].symbol != 0) return mismatch(0, "must be f32 [T, N], got " + describe(x));
+      return result(dtype::f32, shape(x.shp[1]));
+    },
+    .kernel = kernel_named<kernel_names::sum_rows>};
+
+inline constexpr op_def linear_f32{
+    .name = "linear_f32",
+    .category = "matmul",
+    .min_inputs = 2,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) { return detail::linear_shape(in, n, dtype::f32); },
+    .kernel = kernel_named<kernel_names::linear_f32>,
+    .backward = [](graph_builder& g, backward_args& a) {
+      const tensor_id x = input_of(a, 0), w = input_of(a, 1);
+      if (a.wants[0]) a.out[0] = g.apply(linear_grad_input, {a.grad, w}, {}, grad_name(g, x));
+      if (a.wants[1]) a.out[1] = g.apply(linear_grad_weight, {a.grad, x}, {}, grad_name(g, w));
+      if (a.forward->n_inputs == 3 && a.wants[2]) a.out[2] = g.apply(sum_rows, {a.grad}, {}, grad_name(g, input_of(a, 2)));
+    },
+    .has_backward = true};
+
 }  // namespace fused::ops
 // ---- end fused/ops/linear.hpp --------------------------------------------------------------------------
 // ---- begin fused/ops/rms_norm.hpp ----------------------------------------------------------------------
-// rms_norm: y = x / sqrt(mean(x^2) + eps) * w, row by row. x f32 [..., H], w bf16 [H]; attrs.f = eps.
+// rms_norm: y = x / sqrt(mean(x^2) + eps) * w, row by row. x f32 [..., H], w [H] (bf16, or f32
+// master weights when training); attrs.f = eps.
 // head_rms_norm: the same over each head of x f32 [T, heads*head_dim] on its own, with one weight
-// bf16 [head_dim] shared by the heads (Qwen3's q_norm / k_norm); attrs.i = {heads}, attrs.f = eps.
+// [head_dim] shared by the heads (Qwen3's q_norm / k_norm); attrs.i = {heads}, attrs.f = eps.
+// Backward (f32 weights): rms_norm_grad_input (x, w, dy) -> dx and rms_norm_grad_weight (x, dy) -> dw,
+// with the forward's attributes (attrs.i[0] = heads for the head-wise norm, 0 for the whole row).
 
 namespace fused::ops {
+
+namespace detail {
+// The rows the norm normalizes on their own: heads of head_dim (a.i[0] > 0), or whole rows.
+constexpr inferred norm_rows(const tensor_info& x, const tensor_info& w, const attrs& a, dtype weight_type) {
+  if (x.type != dtype::f32 || x.shp.rank < 1) return mismatch(0, "input must be f32 [..., H], got " + describe(x));
+  if (w.type != weight_type || w.shp.rank != 1 || w.shp[0].symbol != 0 || w.shp[0].n <= 0)
+    return mismatch(1, "weight must be " + text(name_of(weight_type)) + " [" + (a.i[0] > 0 ? text("head_dim") : dim_text(x.shp.back())) + "], got " + describe(w));
+  const std::int64_t heads = a.i[0] > 0 ? a.i[0] : 1;
+  if (!(x.shp.back() == dim{heads * w.shp[0].n, 0}))
+    return mismatch(1, "weight " + describe(w) + " does not fit " + (a.i[0] > 0 ? to_text(heads) + " heads of " : text()) + "the input " + describe(x));
+  if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
+  return result(dtype::f32, x.shp);
+}
+
+constexpr inferred norm_grad_input(const tensor_info* const* in, int, const attrs& a) {
+  if (inferred r = norm_rows(*in[0], *in[1], a, dtype::f32); !r.error.empty()) return r;
+  if (in[2]->type != dtype::f32 || !(in[2]->shp == in[0]->shp)) return mismatch(2, "the gradient must be " + describe(*in[0]) + ", got " + describe(*in[2]));
+  return result(dtype::f32, in[0]->shp);
+}
+constexpr inferred norm_grad_weight(const tensor_info* const* in, int, const attrs& a) {
+  const auto &x = *in[0], &dy = *in[1];
+  if (x.type != dtype::f32 || x.shp.rank < 1 || x.shp.back().symbol != 0) return mismatch(0, "input must be f32 [..., H], got " + describe(x));
+  if (dy.type != dtype::f32 || !(dy.shp == x.shp)) return mismatch(1, "the gradient must be " + describe(x) + ", got " + describe(dy));
+  const std::int64_t heads = a.i[0] > 0 ? a.i[0] : 1;
+  if (x.shp.back().n % heads) return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads");
+  if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
+  return result(dtype::f32, shape(x.shp.back().n / heads));
+}
+}  // namespace detail
+
+inline constexpr op_def rms_norm_grad_input{
+    .name = "rms_norm_grad_input",
+    .category = "norm",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = detail::norm_grad_input,
+    .kernel = kernel_named<kernel_names::rmsnorm_backward_input>};
+
+inline constexpr op_def rms_norm_grad_weight{
+    .name = "rms_norm_grad_weight",
+    .category = "norm",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = detail::norm_grad_weight,
+    .kernel = kernel_named<kernel_names::rmsnorm_backward_weight>};
+
+namespace detail {
+constexpr void norm_backward(graph_builder& g, backward_args& a) {
+  const tensor_id x = input_of(a, 0), w = input_of(a, 1);
+  attrs at = a.forward->at;
+  if (a.wants[0]) a.out[0] = g.apply(rms_norm_grad_input, {x, w, a.grad}, at, grad_name(g, x));
+  if (a.wants[1]) a.out[1] = g.apply(rms_norm_grad_weight, {x, a.grad}, at, grad_name(g, w));
+}
+constexpr const char* norm_kernel(const char* bf16_kernel, const tensor_info& w) { return w.type == dtype::f32 ? kernel_names::rmsnorm_f32 : bf16_kernel; }
+}  // namespace detail
 
 inline constexpr attr_field rms_norm_attributes[] = {{"eps", attr_slot::f}};
 
@@ -1936,15 +2451,17 @@ inline constexpr op_def rms_norm{
     .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
       const auto &x = *in[0], &w = *in[1];
       if (x.type != dtype::f32 || x.shp.rank < 1) return mismatch(0, "input must be f32 [..., H], got " + describe(x));
-      if (w.type != dtype::bf16 || w.shp.rank != 1 || !(w.shp[0] == x.shp.back()))
-        return mismatch(1, "weight must be bf16 [" + dim_text(x.shp.back()) + "] to match the input " + describe(x) + ", got " + describe(w));
+      if (!is_weight_type(w.type) || w.shp.rank != 1 || !(w.shp[0] == x.shp.back()))
+        return mismatch(1, "weight must be bf16 or f32 [" + dim_text(x.shp.back()) + "] to match the input " + describe(x) + ", got " + describe(w));
       if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
       return result(dtype::f32, x.shp);
     },
     .in_place_input = -1,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm"; },
-    .attributes = rms_norm_attributes};
+    .kernel = [](const binding&, const tensor_info* const* in, int, const tensor_info&) { return detail::norm_kernel("fk_rmsnorm", *in[1]); },
+    .attributes = rms_norm_attributes,
+    .backward = detail::norm_backward,
+    .has_backward = true};
 
 inline constexpr attr_field head_rms_norm_attributes[] = {{"heads", attr_slot::i0}, {"eps", attr_slot::f}};
 
@@ -1957,8 +2474,8 @@ inline constexpr op_def head_rms_norm{
       const auto &x = *in[0], &w = *in[1];
       const auto heads = a.i[0];
       if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
-      if (w.type != dtype::bf16 || w.shp.rank != 1 || w.shp[0].symbol != 0 || w.shp[0].n <= 0)
-        return mismatch(1, "weight must be bf16 [head_dim], got " + describe(w));
+      if (!is_weight_type(w.type) || w.shp.rank != 1 || w.shp[0].symbol != 0 || w.shp[0].n <= 0)
+        return mismatch(1, "weight must be bf16 or f32 [head_dim], got " + describe(w));
       if (heads <= 0 || !(x.shp[1] == dim{heads * w.shp[0].n, 0}))
         return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of the weight's " + to_text(w.shp[0].n));
       if (!(a.f > 0)) return mismatch(-1, "eps must be positive");
@@ -1966,8 +2483,10 @@ inline constexpr op_def head_rms_norm{
     },
     .in_place_input = 0,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rmsnorm_heads"; },
-    .attributes = head_rms_norm_attributes};
+    .kernel = [](const binding&, const tensor_info* const* in, int, const tensor_info&) { return detail::norm_kernel("fk_rmsnorm_heads", *in[1]); },
+    .attributes = head_rms_norm_attributes,
+    .backward = detail::norm_backward,
+    .has_backward = true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/rms_norm.hpp ------------------------------------------------------------------------
@@ -1977,6 +2496,8 @@ inline constexpr op_def head_rms_norm{
 // pos0 the call's or, given, the value of an i32 [1] second input (op_def::positional).
 // rope_llama3: the same with Llama 3.1's frequencies (transformers' rope_type "llama3"):
 // attrs.i[2] = original_max_position_embeddings, attrs.extra = {factor, low_freq_factor, high_freq_factor}.
+// rope_grad, rope_llama3_grad: their backward, the gradient rotated back by the same angles, in place
+// (the forward's attributes and position input).
 
 namespace fused::ops {
 
@@ -1994,6 +2515,26 @@ constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& 
 }
 }  // namespace detail
 
+inline constexpr op_def rope_grad{.name = "rope_grad",
+                                  .category = "elementwise",
+                                  .min_inputs = 1,
+                                  .max_inputs = 2,
+                                  .infer = detail::rope_shape,
+                                  .in_place_input = 0,
+                                  .mode_sensitive = true,
+                                  .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_backward"; },
+                                  .positional = true};
+
+namespace detail {
+template <const op_def& Grad>
+constexpr void rope_backward(graph_builder& g, backward_args& a) {
+  if (!a.wants[0]) return;
+  const tensor_id x = input_of(a, 0);
+  a.out[0] = a.forward->n_inputs == 2 ? g.apply(Grad, {a.grad, input_of(a, 1)}, a.forward->at, grad_name(g, x))
+                                      : g.apply(Grad, {a.grad}, a.forward->at, grad_name(g, x));
+}
+}  // namespace detail
+
 inline constexpr attr_field rope_attributes[] = {{"heads", attr_slot::i0}, {"head_dim", attr_slot::i1}, {"theta", attr_slot::f}};
 
 inline constexpr op_def rope{.name = "rope",
@@ -2005,12 +2546,25 @@ inline constexpr op_def rope{.name = "rope",
                              .mode_sensitive = true,
                              .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; },
     .attributes = rope_attributes,
-    .positional = true};
+    .positional = true,
+    .backward = detail::rope_backward<rope_grad>,
+    .has_backward = true};
 
 inline constexpr attr_field rope_llama3_attributes[] = {
     {"heads", attr_slot::i0},         {"head_dim", attr_slot::i1},         {"theta", attr_slot::f},
     {"original_max_position_embeddings", attr_slot::i2},                    {"factor", attr_slot::extra0},
     {"low_freq_factor", attr_slot::extra1}, {"high_freq_factor", attr_slot::extra2}};
+
+inline constexpr op_def rope_llama3_grad{
+    .name = "rope_llama3_grad",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 2,
+    .infer = detail::rope_shape,
+    .in_place_input = 0,
+    .mode_sensitive = true,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3_backward"; },
+    .positional = true};
 
 inline constexpr op_def rope_llama3{
     .name = "rope_llama3",
@@ -2027,7 +2581,9 @@ inline constexpr op_def rope_llama3{
     .mode_sensitive = true,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; },
     .attributes = rope_llama3_attributes,
-    .positional = true};
+    .positional = true,
+    .backward = detail::rope_backward<rope_llama3_grad>,
+    .has_backward = true};
 
 }  // namespace fused::ops
 // ---- end fused/ops/rope.hpp ----------------------------------------------------------------------------
@@ -3173,6 +3729,76 @@ class registry {
 // ---- end fused/ops/registry.hpp ------------------------------------------------------------------------
 
 // plan: memory planning, verification, and the plan printers (JSON, text, SVG)
+
+// train: a train step appended to a model's forward pass (loss, backward, AdamW)
+// ---- begin fused/train/step.hpp ------------------------------------------------------------------------
+// A train step as one program: the forward pass a model wrote, then (appended here) its loss, the
+// backward steps (graph/reverse.hpp) and the optimizer's update of every parameter. Parameters, the
+// moments and the step count are state: each update writes its own state's bytes (state in ->
+// state out), so calling the program again trains another step. The learning rate is an input
+// (f32 [1]), so a schedule needs no new plan.
+#include <cstdint>
+#include <vector>
+
+
+namespace fused::train {
+
+// torch.optim.AdamW's hyperparameters (the learning rate is the program's input "learning_rate").
+struct adamw {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+struct options {
+  adamw optimizer{};
+  bool keep_gradients = false;  // the gradients stay readable after the call (train-step's outputs)
+};
+
+// Appends to `g` the loss (mean next-token cross-entropy of `logits` [T, V] against the input
+// "labels" i32 [T], -100 skipping a row), output "loss"; the gradients of every tensor of `parameters`
+// (f32 state feeds); one AdamW step over each; and marks the program as training.
+constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o) {
+  if (!g.peek().ok()) return;
+  const dim rows = g.peek().tensor(logits).shp[0];
+  const tensor_id labels = g.input({"labels"}, dtype::i32, shape(rows));
+  const tensor_id loss = g.apply(ops::cross_entropy, {logits, labels}, {}, {"loss"});
+  g.output("loss", loss);
+  const tensor_id seed = g.apply(ops::full, {}, {.i = {1, no_value, no_value, no_value}, .f = 1.0}, {"loss.grad"});
+  const std::vector<tensor_id> grads = append_backward(g, loss, seed, parameters, ops::add);
+  if (!g.peek().ok()) return;
+
+  const tensor_id lr = g.input({"learning_rate"}, dtype::f32, shape(1));
+  const tensor_id count = g.state({"optimizer.step"}, dtype::i32, shape(1));
+  const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
+  g.carry_state(count, next_count);
+  const adamw& h = o.optimizer;
+  const tensor_id factors = g.apply(ops::adamw_factors, {next_count, lr}, {.f = h.beta1, .extra = {h.beta2, h.weight_decay, 0}}, {"optimizer.factors"});
+  std::vector<trained_parameter> trained;
+  trained.reserve(parameters.size());
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const tensor_id p = parameters[i], grad = grads[i];
+    const tensor_info& pt = g.peek().tensor(p);
+    const name_ref pn = pt.name;
+    if (grad < 0) {
+      g.fail(error_kind::bad_program, "parameter '" + pn.str() + "' does not reach the loss, so it has no gradient to train it with");
+      return;
+    }
+    if (o.keep_gradients) g.keep(grad);
+    const shape ps = pt.shp;
+    const tensor_id m = g.state({pn.pattern, pn.index, ".adam_m"}, dtype::f32, ps), v = g.state({pn.pattern, pn.index, ".adam_v"}, dtype::f32, ps);
+    const tensor_id m_next = g.apply(ops::adam_first_moment, {m, grad}, {.f = h.beta1}, {pn.pattern, pn.index, ".adam_m.next"});
+    const tensor_id v_next = g.apply(ops::adam_second_moment, {v, grad}, {.f = h.beta2}, {pn.pattern, pn.index, ".adam_v.next"});
+    const tensor_id p_next = g.apply(ops::adamw_update, {p, m_next, v_next, factors}, {.f = h.eps}, {pn.pattern, pn.index, ".next"});
+    g.carry_state(m, m_next);
+    g.carry_state(v, v_next);
+    g.carry_state(p, p_next);
+    trained.push_back({.value = p, .gradient = grad, .next = p_next});
+  }
+  g.train(loss, std::move(trained));
+}
+
+}  // namespace fused::train
+// ---- end fused/train/step.hpp --------------------------------------------------------------------------
+
 // ---- begin fused/plan/canaries.hpp ---------------------------------------------------------------------
 // Canary words for debug builds: a memory plan moved apart so that `canary_bytes` of a known pattern
 // follow every state and activation buffer, and a write past a buffer's end lands in its canary
@@ -4592,6 +5218,17 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
       if (src < 0 || buf[src].where != r || buf[src].offset != buf[i].offset || buf[src].bytes != buf[i].bytes)
         return fail("tensor '" + tensors[i].name.str() + "' updates state in place but does not sit on its bytes");
     }
+  }
+  // An in-place state update overwrites its input: no step after it may read the old value (a train
+  // step reads a parameter in forward and backward, and updates it last).
+  for (int s = 0; s < ns; ++s) {
+    const tensor_id src = steps[s].in_place_source();
+    if (src < 0 || buf[src].where != region::state) continue;
+    for (int later = s + 1; later < ns; ++later)
+      for (int k = 0; k < steps[later].n_inputs; ++k)
+        if (steps[later].inputs[k] == src && (p.regions.empty() || steps[later].region == steps[s].region))
+          return fail("step " + to_text(steps[later].id) + " '" + steps[later].op->name + "' reads '" + tensors[src].name.str() +
+                      "' after step " + to_text(steps[s].id) + " '" + steps[s].op->name + "' updated it in place");
   }
   // Activations: every pair live at a common position (found by a sweep in order of birth) must
   // use disjoint bytes, unless it is an in-place pair.
@@ -6601,6 +7238,28 @@ enum class kernel : std::uint8_t {
   binary_f32,
   fill_f32,
   arange_f32,
+  // a train step's f32 kernels (kernels/fk_train.h)
+  embed_f32,
+  rmsnorm_f32,
+  linear_f32,
+  attention_causal,
+  cross_entropy,
+  cross_entropy_backward,
+  linear_backward_input,
+  linear_backward_weight,
+  sum_rows,
+  rmsnorm_backward_input,
+  rmsnorm_backward_weight,
+  rope_backward,
+  rope_llama3_backward,
+  swiglu_backward,
+  attention_causal_backward,
+  take_columns,
+  embed_backward,
+  adam_first_moment,
+  adam_second_moment,
+  adamw_factors,
+  adamw_update,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -6608,16 +7267,16 @@ enum class kernel : std::uint8_t {
 // One argument of a kernel's C function, in the call's terms. Each names exactly one field of
 // `call` (operands, rows, sizes, reals) or the one dynamic value, pos0.
 enum class arg : std::uint8_t {
-  input0, input1, input2,  // the step's inputs, in its order
+  input0, input1, input2, input3,  // the step's inputs, in its order
   bias,                    // input 2 when the step has three inputs, else NULL
   output,                  // the step's result
   work,                    // the step's workspace, or NULL
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
   elements,                // rows * cols
   pos0,                    // the position of row 0: the call's, or its position input's value
-  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
+  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab,  // call::sizes
   inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
-  eps, theta, factor, low_freq_factor, high_freq_factor, value,       // call::reals
+  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay,  // call::reals
   int0, int1, int2, int3,  // call::ints
   bytes,                   // rows * sizes.row_bytes
 };
@@ -6648,7 +7307,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 25> kernel_specs{{
+inline constexpr std::array<kernel_spec, 46> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -6683,6 +7342,38 @@ inline constexpr std::array<kernel_spec, 25> kernel_specs{{
                  arg::elements, arg::int0, arg::output),
     detail::spec(kernel::fill_f32, "fk_fill_f32", -1, arg::elements, arg::value, arg::output),
     detail::spec(kernel::arange_f32, "fk_arange_f32", -1, arg::elements, arg::output),
+    detail::spec(kernel::embed_f32, "fk_embed_f32", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
+    detail::spec(kernel::rmsnorm_f32, "fk_rmsnorm_f32", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
+    detail::spec(kernel::linear_f32, "fk_linear_f32", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
+    detail::spec(kernel::attention_causal, "fk_attention_causal_f32", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
+                 arg::kv_heads, arg::head_dim, arg::output),
+    detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::output),
+                     "a label is outside the vocabulary"),
+    detail::refusing(detail::spec(kernel::cross_entropy_backward, "fk_cross_entropy_backward", -1, arg::input0, arg::rows, arg::cols, arg::input1,
+                                  arg::input2, arg::output),
+                     "a label is outside the vocabulary"),
+    detail::spec(kernel::linear_backward_input, "fk_linear_backward_input", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols,
+                 arg::output),
+    detail::spec(kernel::linear_backward_weight, "fk_linear_backward_weight", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols,
+                 arg::output),
+    detail::spec(kernel::sum_rows, "fk_sum_rows", -1, arg::input0, arg::rows, arg::cols, arg::output),
+    detail::spec(kernel::rmsnorm_backward_input, "fk_rmsnorm_backward_input", -1, arg::input0, arg::input1, arg::input2, arg::rows, arg::cols,
+                 arg::eps, arg::output),
+    detail::spec(kernel::rmsnorm_backward_weight, "fk_rmsnorm_backward_weight", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps,
+                 arg::output),
+    detail::spec(kernel::rope_backward, "fk_rope_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta),
+    detail::spec(kernel::rope_llama3_backward, "fk_rope_llama3_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0,
+                 arg::theta, arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
+    detail::spec(kernel::swiglu_backward, "fk_swiglu_backward", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::int0, arg::output),
+    detail::spec(kernel::attention_causal_backward, "fk_attention_causal_backward", -1, arg::input0, arg::input1, arg::input2, arg::input3,
+                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::work, arg::output),
+    detail::spec(kernel::take_columns, "fk_take_columns", -1, arg::input0, arg::rows, arg::cols, arg::int0, arg::out_cols, arg::output),
+    detail::spec(kernel::embed_backward, "fk_embed_backward", -1, arg::input0, arg::rows, arg::input1, arg::out_cols, arg::vocab, arg::output),
+    detail::spec(kernel::adam_first_moment, "fk_adam_first_moment", -1, arg::input0, arg::input1, arg::elements, arg::beta1, arg::output),
+    detail::spec(kernel::adam_second_moment, "fk_adam_second_moment", -1, arg::input0, arg::input1, arg::elements, arg::beta2, arg::output),
+    detail::spec(kernel::adamw_factors, "fk_adamw_factors", -1, arg::input0, arg::input1, arg::beta1, arg::beta2, arg::weight_decay, arg::output),
+    detail::spec(kernel::adamw_update, "fk_adamw_update", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements, arg::eps,
+                 arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -6734,7 +7425,7 @@ struct call {
     std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
     std::int64_t capacity = 0;      // KV-cache positions
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
-    std::int64_t vocab = 0;         // embed: rows of the table (no kernel argument: for executors' id checks)
+    std::int64_t vocab = 0;         // embed: rows of the table (for executors' id checks); embed_backward: of its result
     std::int64_t row_bytes = 0;     // copy_bytes, select_bytes: bytes of a row of the result
     std::int64_t inner0 = 1, extent0 = 1, inner1 = 1, extent1 = 1;  // binary_f32: its inputs' broadcast_span
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
@@ -6742,6 +7433,7 @@ struct call {
   struct real_fields {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     float value = 0;  // fill_f32
+    float beta1 = 0, beta2 = 0, weight_decay = 0;  // AdamW
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
   std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value,
@@ -6765,6 +7457,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
     case arg::head_dim: return c.sizes.head_dim;
     case arg::capacity: return c.sizes.capacity;
     case arg::original_max: return c.sizes.original_max;
+    case arg::vocab: return c.sizes.vocab;
     case arg::inner0: return c.sizes.inner0;
     case arg::extent0: return c.sizes.extent0;
     case arg::inner1: return c.sizes.inner1;
@@ -6773,7 +7466,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
   }
 }
 constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::extent1; }
-constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::value; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::weight_decay; }
 constexpr float real_value(arg a, const call& c) {
   switch (a) {
     case arg::eps: return c.reals.eps;
@@ -6782,6 +7475,9 @@ constexpr float real_value(arg a, const call& c) {
     case arg::low_freq_factor: return c.reals.low_freq_factor;
     case arg::high_freq_factor: return c.reals.high_freq_factor;
     case arg::value: return c.reals.value;
+    case arg::beta1: return c.reals.beta1;
+    case arg::beta2: return c.reals.beta2;
+    case arg::weight_decay: return c.reals.weight_decay;
     default: return 0;
   }
 }
@@ -6867,6 +7563,46 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.sizes.vocab = shp(s.inputs[1])[0].n;
         break;
       case kernel::rmsnorm: c.reals.eps = static_cast<float>(s.at.f); break;
+      case kernel::rmsnorm_f32:  // also head_rms_norm's (attrs.i[0] heads): each head a row of its own
+      case kernel::rmsnorm_backward_input:
+      case kernel::rmsnorm_backward_weight:
+        if (s.at.i[0] > 0) {
+          c.rows.n *= s.at.i[0];
+          c.sizes.cols = cols / s.at.i[0];
+        }
+        c.reals.eps = static_cast<float>(s.at.f);
+        break;
+      case kernel::embed_f32:
+        c.rows = rows_of(x[0]);
+        c.sizes.vocab = shp(s.inputs[1])[0].n;
+        break;
+      case kernel::embed_backward:
+        c.rows = rows_of(x[0]);
+        c.sizes.vocab = result[0].n;
+        break;
+      case kernel::attention_causal:
+      case kernel::attention_causal_backward:
+        c.sizes.heads = s.at.i[0];
+        c.sizes.kv_heads = s.at.i[1];
+        c.sizes.head_dim = cols / s.at.i[0];
+        if (s.work >= 0) c.work = at(s.work);
+        break;
+      case kernel::swiglu_backward:
+      case kernel::take_columns: c.ints[0] = static_cast<std::int32_t>(s.at.i[0]); break;
+      case kernel::adam_first_moment: c.reals.beta1 = static_cast<float>(s.at.f); break;
+      case kernel::adam_second_moment: c.reals.beta2 = static_cast<float>(s.at.f); break;
+      case kernel::adamw_factors:
+        c.reals.beta1 = static_cast<float>(s.at.f);
+        c.reals.beta2 = static_cast<float>(s.at.extra[0]);
+        c.reals.weight_decay = static_cast<float>(s.at.extra[1]);
+        break;
+      case kernel::adamw_update: c.reals.eps = static_cast<float>(s.at.f); break;
+      case kernel::linear_f32:
+      case kernel::cross_entropy:
+      case kernel::cross_entropy_backward:
+      case kernel::linear_backward_input:
+      case kernel::linear_backward_weight:
+      case kernel::sum_rows: break;
       case kernel::rmsnorm_heads:
         c.sizes.heads = s.at.i[0];
         c.sizes.head_dim = cols / s.at.i[0];
@@ -6878,10 +7614,12 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         break;
       case kernel::rope:
       case kernel::rope_llama3:
+      case kernel::rope_backward:
+      case kernel::rope_llama3_backward:
         c.sizes.heads = s.at.i[0];
         c.sizes.head_dim = s.at.i[1];
         c.reals.theta = static_cast<float>(s.at.f);
-        if (c.k == kernel::rope_llama3) {
+        if (c.k == kernel::rope_llama3 || c.k == kernel::rope_llama3_backward) {
           c.sizes.original_max = s.at.i[2];
           c.reals.factor = static_cast<float>(s.at.extra[0]);
           c.reals.low_freq_factor = static_cast<float>(s.at.extra[1]);
@@ -8245,8 +8983,9 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
   return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
 }
 
-/* The rotation of rows pos0.. by the angles pos * inv_freq[i], i < head_dim/2. */
-FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, const float* inv_freq) {
+/* The rotation of rows pos0.. by the angles pos * inv_freq[i], i < head_dim/2; `direction` -1
+ * rotates back by the same angles (the transpose: a gradient's way through the rotation). */
+FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, const float* inv_freq, float direction) {
   const fk_isa isa = fk_isa_active();
   const size_t half = head_dim / 2;
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
@@ -8258,7 +8997,7 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
     for (size_t i = 0; i < half; ++i) {
       const float a = pos * inv_freq[i];
       c[i] = cosf(a);
-      sn[i] = sinf(a);
+      sn[i] = direction * sinf(a);
     }
     for (size_t h = 0; h < heads; ++h) {
       float* xh = x + s * heads * head_dim + h * head_dim;
@@ -8279,7 +9018,15 @@ FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t po
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
-  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq);
+  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq, 1.0f);
+}
+
+/* fk_rope's vector-Jacobian product: dy[S, heads*hd] rotated back in place. */
+FK_API void fk_rope_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+  float inv_freq[FK_MAX_HEAD_DIM / 2];
+  assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
+  for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
+  fk__rope_apply(dy, S, heads, head_dim, pos0, inv_freq, -1.0f);
 }
 
 /* Llama 3.1's frequencies (transformers' _compute_llama3_parameters, step by step in f32 as torch
@@ -8298,13 +9045,24 @@ FK_API float fk_rope_llama3_inv_freq(size_t i, size_t head_dim, float theta, flo
   return (1.0f - smooth) * inv / factor + smooth * inv;
 }
 
-FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
-                           float low_freq_factor, float high_freq_factor, size_t original_max) {
+FK_API void fk__rope_llama3_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+                                  float low_freq_factor, float high_freq_factor, size_t original_max, float direction) {
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i)
     inv_freq[i] = fk_rope_llama3_inv_freq(i, head_dim, theta, factor, low_freq_factor, high_freq_factor, (float)original_max);
-  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq);
+  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq, direction);
+}
+
+FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+                           float low_freq_factor, float high_freq_factor, size_t original_max) {
+  fk__rope_llama3_apply(x, S, heads, head_dim, pos0, theta, factor, low_freq_factor, high_freq_factor, original_max, 1.0f);
+}
+
+/* fk_rope_llama3's vector-Jacobian product, in place. */
+FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+                                    float low_freq_factor, float high_freq_factor, size_t original_max) {
+  fk__rope_llama3_apply(dy, S, heads, head_dim, pos0, theta, factor, low_freq_factor, high_freq_factor, original_max, -1.0f);
 }
 
 #endif /* FK_ROPE_H */
@@ -9294,6 +10052,320 @@ FK_API void fk_select_bytes(const uint8_t* cond, const void* a, const void* b, s
 
 #endif /* FK_SEQUENCE_H */
 // ---- end fk_sequence.h ---------------------------------------------------------------------------------
+// ---- begin fk_train.h ----------------------------------------------------------------------------------
+/* fk_train.h: the kernels of a training step, all f32 (master weights and activations in f32, so
+ * that losses and gradients match an f32 reference to its own rounding). One path, plain C: every
+ * inner loop is contiguous (dot products as eight explicit lanes, the rest as axpy rows), which the
+ * compiler vectorizes without reassociating anything.
+ *
+ * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy
+ * Backward: fk_cross_entropy_backward, fk_linear_backward_input (dX = dY W),
+ *           fk_linear_backward_weight (dW = dY^T X), fk_sum_rows (a bias's gradient),
+ *           fk_rmsnorm_backward_input / _weight, fk_rope_backward / fk_rope_llama3_backward (fk_rope.h),
+ *           fk_swiglu_backward, fk_attention_causal_backward (dq, dk, dv side by side in one row),
+ *           fk_take_columns, fk_embed_backward (scatter-add)
+ * AdamW:    fk_adam_first_moment, fk_adam_second_moment, fk_adamw_factors, fk_adamw_update
+ *
+ * Threads split rows or output columns, never a sum: each output element is computed by one
+ * iteration in one order, so every result is bitwise independent of the thread count. */
+#ifndef FK_TRAIN_H
+#define FK_TRAIN_H
+
+#include <math.h>
+
+
+/* sum_k a[k] * b[k] in eight interleaved lanes, then the lanes pairwise: a fixed order. */
+FK_API float fk__dot_f32(const float* a, const float* b, size_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += a[k + (size_t)j] * b[k + (size_t)j];
+  for (int j = 0; k < n; ++k, ++j) lane[j] += a[k] * b[k];
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+/* y[i] += a * x[i] */
+FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+/* ---- forward ------------------------------------------------------------------------------------ */
+
+/* out[i, :] = table[ids[i], :] (ids checked by the executors) */
+FK_API void fk_embed_f32(const float* table, size_t dim, const int32_t* ids, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) memcpy(out + i * dim, table + (size_t)ids[i] * dim, dim * sizeof(float));
+}
+
+FK_API float fk__rms_scale(const float* x, size_t dim, float eps) {
+  return 1.0f / sqrtf(fk__dot_f32(x, x, dim) / (float)dim + eps);
+}
+
+/* out = x / sqrt(mean(x^2) + eps) * w, row by row; out may alias x. */
+FK_API void fk_rmsnorm_f32(const float* x, const float* w, size_t rows, size_t dim, float eps, float* out) {
+  const int nt = fk__threads_for(rows, (double)dim * 4);
+  FK_PARALLEL_FOR(nt)
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    const float scale = fk__rms_scale(xr, dim, eps);
+    for (size_t i = 0; i < dim; ++i) o[i] = (xr[i] * scale) * w[i];
+  }
+}
+
+/* y[rows, n_out] = x[rows, n_in] w[n_out, n_in]^T (+ bias[n_out]); bias may be NULL. */
+FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float* w, size_t n_out, const float* bias, float* y) {
+  const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t n = 0; n < n_out; ++n) {
+    const float* wn = w + n * n_in;
+    const float b = bias ? bias[n] : 0.0f;
+    for (size_t t = 0; t < rows; ++t) y[t * n_out + n] = fk__dot_f32(x + t * n_in, wn, n_in) + b;
+  }
+}
+
+/* Causal grouped-query attention over one sequence at positions 0..rows-1: q[rows, heads*hd],
+ * k and v [rows, kv_heads*hd], out[rows, heads*hd]; head h reads kv head h / (heads / kv_heads).
+ * Softmax of q.k / sqrt(hd) over the positions up to the row's own, in two passes (max, then sum). */
+FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
+                                    size_t head_dim, float* out) {
+  const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
+  const float scale = 1.0f / sqrtf((float)head_dim);
+  const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t job = 0; job < rows * heads; ++job) {
+    const size_t t = job / heads, h = job % heads, g = h / group;
+    const float* qr = q + t * qw + h * head_dim;
+    float* o = out + t * qw + h * head_dim;
+    float m = -INFINITY;
+    for (size_t j = 0; j <= t; ++j) {
+      const float s = fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale;
+      m = s > m ? s : m;
+    }
+    float sum = 0.0f;
+    for (size_t i = 0; i < head_dim; ++i) o[i] = 0.0f;
+    for (size_t j = 0; j <= t; ++j) {
+      const float p = expf(fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale - m);
+      sum += p;
+      fk__axpy_f32(p, v + j * kw + g * head_dim, head_dim, o);
+    }
+    const float inv = 1.0f / sum;
+    for (size_t i = 0; i < head_dim; ++i) o[i] *= inv;
+  }
+}
+
+/* Label -100 (Hugging Face's ignore index) marks a row the loss skips. */
+#define FK_IGNORE_LABEL (-100)
+
+/* log(sum_j exp(x[j])) of one row, in double. */
+FK_API double fk__logsumexp(const float* x, size_t n) {
+  float m = -INFINITY;
+  for (size_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  double s = 0.0;
+  for (size_t j = 0; j < n; ++j) s += exp((double)x[j] - (double)m);
+  return (double)m + log(s);
+}
+
+/* loss[0] = mean over rows with labels[r] != FK_IGNORE_LABEL of logsumexp(logits[r]) - logits[r][labels[r]]
+ * (0 when every row is ignored). Labels outside [0, vocab) other than the ignore index: refused (1). */
+FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, const int32_t* labels, float* loss) {
+  double total = 0.0;
+  size_t counted = 0;
+  for (size_t r = 0; r < rows; ++r)
+    if (labels[r] != FK_IGNORE_LABEL && (labels[r] < 0 || (size_t)labels[r] >= vocab)) return 1;
+  for (size_t r = 0; r < rows; ++r) {
+    if (labels[r] == FK_IGNORE_LABEL) continue;
+    const float* x = logits + r * vocab;
+    total += fk__logsumexp(x, vocab) - (double)x[labels[r]];
+    ++counted;
+  }
+  loss[0] = counted ? (float)(total / (double)counted) : 0.0f;
+  return 0;
+}
+
+/* ---- backward ----------------------------------------------------------------------------------- */
+
+/* dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * dloss / counted; ignored rows get 0. */
+FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vocab, const int32_t* labels, const float* dloss,
+                                     float* dlogits) {
+  size_t counted = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    if (labels[r] != FK_IGNORE_LABEL && (labels[r] < 0 || (size_t)labels[r] >= vocab)) return 1;
+    counted += labels[r] != FK_IGNORE_LABEL;
+  }
+  const float per_row = counted ? dloss[0] / (float)counted : 0.0f;
+  const int nt = fk__threads_for(rows, (double)vocab * 8);
+  FK_PARALLEL_FOR(nt)
+  for (size_t r = 0; r < rows; ++r) {
+    float* d = dlogits + r * vocab;
+    if (labels[r] == FK_IGNORE_LABEL) {
+      for (size_t j = 0; j < vocab; ++j) d[j] = 0.0f;
+      continue;
+    }
+    const float* x = logits + r * vocab;
+    const double lse = fk__logsumexp(x, vocab);
+    for (size_t j = 0; j < vocab; ++j) d[j] = (float)exp((double)x[j] - lse) * per_row;
+    d[labels[r]] -= per_row;
+  }
+  return 0;
+}
+
+/* dx[rows, n_in] = dy[rows, n_out] w[n_out, n_in] */
+FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out, const float* w, size_t n_in, float* dx) {
+  const int nt = fk__threads_for(rows, (double)n_out * (double)n_in * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t t = 0; t < rows; ++t) {
+    float* d = dx + t * n_in;
+    for (size_t i = 0; i < n_in; ++i) d[i] = 0.0f;
+    for (size_t n = 0; n < n_out; ++n) fk__axpy_f32(dy[t * n_out + n], w + n * n_in, n_in, d);
+  }
+}
+
+/* dw[n_out, n_in] = dy[rows, n_out]^T x[rows, n_in] */
+FK_API void fk_linear_backward_weight(const float* dy, size_t rows, size_t n_out, const float* x, size_t n_in, float* dw) {
+  const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t n = 0; n < n_out; ++n) {
+    float* d = dw + n * n_in;
+    for (size_t i = 0; i < n_in; ++i) d[i] = 0.0f;
+    for (size_t t = 0; t < rows; ++t) fk__axpy_f32(dy[t * n_out + n], x + t * n_in, n_in, d);
+  }
+}
+
+/* out[cols] = sum over rows of x[rows, cols] (a bias's gradient) */
+FK_API void fk_sum_rows(const float* x, size_t rows, size_t cols, float* out) {
+  for (size_t c = 0; c < cols; ++c) out[c] = 0.0f;
+  for (size_t r = 0; r < rows; ++r) fk__axpy_f32(1.0f, x + r * cols, cols, out);
+}
+
+/* y = x * s * w with s = 1/sqrt(mean(x^2) + eps): dx = s * (dy*w - x * s^2 * mean(dy*w*x)). */
+FK_API void fk_rmsnorm_backward_input(const float* x, const float* w, const float* dy, size_t rows, size_t dim, float eps, float* dx) {
+  const int nt = fk__threads_for(rows, (double)dim * 8);
+  FK_PARALLEL_FOR(nt)
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* g = dy + r * dim;
+    float* d = dx + r * dim;
+    const float s = fk__rms_scale(xr, dim, eps);
+    double gwx = 0.0;
+    for (size_t i = 0; i < dim; ++i) gwx += (double)g[i] * (double)w[i] * (double)xr[i];
+    const float c = (float)(gwx / (double)dim) * s * s;
+    for (size_t i = 0; i < dim; ++i) d[i] = s * (g[i] * w[i] - xr[i] * c);
+  }
+}
+
+/* dw[dim] = sum over rows of dy * x * s (rows in order). */
+FK_API void fk_rmsnorm_backward_weight(const float* x, const float* dy, size_t rows, size_t dim, float eps, float* dw) {
+  for (size_t i = 0; i < dim; ++i) dw[i] = 0.0f;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* g = dy + r * dim;
+    const float s = fk__rms_scale(xr, dim, eps);
+    for (size_t i = 0; i < dim; ++i) dw[i] += g[i] * (xr[i] * s);
+  }
+}
+
+/* silu(g) * u: which == 0 -> d gate = dy * u * silu'(g), silu'(g) = sig(g) * (1 + g * (1 - sig(g)));
+ * which == 1 -> d up = dy * silu(g). */
+FK_API void fk_swiglu_backward(const float* gate, const float* up, const float* dy, size_t n, int32_t which, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
+    out[i] = which == 0 ? dy[i] * up[i] * (sig * (1.0f + g * (1.0f - sig))) : dy[i] * (g * sig);
+  }
+}
+
+/* The gradients of fk_attention_causal_f32 with respect to q, k and v, side by side in one row:
+ * dqkv[rows, (heads + 2*kv_heads) * hd] = [dq | dk | dv]. The probabilities are recomputed row by row;
+ * work holds 2 * rows floats per kv head. Threads split the kv heads: each owns its dk and dv and
+ * the dq of its query heads, and adds rows in order. */
+FK_API void fk_attention_causal_backward(const float* q, const float* k, const float* v, const float* dout, size_t rows, size_t heads,
+                                         size_t kv_heads, size_t head_dim, float* work, float* dqkv) {
+  const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
+  const float scale = 1.0f / sqrtf((float)head_dim);
+  for (size_t t = 0; t < rows; ++t)
+    for (size_t i = 0; i < row; ++i) dqkv[t * row + i] = 0.0f;
+  const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
+  FK_PARALLEL_FOR(nt)
+  for (size_t g = 0; g < kv_heads; ++g) {
+    float* p = work + g * 2 * rows;
+    float* dp = p + rows;
+    for (size_t h = g * group; h < (g + 1) * group; ++h)
+      for (size_t t = 0; t < rows; ++t) {
+        const float* qr = q + t * qw + h * head_dim;
+        const float* dor = dout + t * qw + h * head_dim;
+        float m = -INFINITY;
+        for (size_t j = 0; j <= t; ++j) {
+          p[j] = fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale;
+          m = p[j] > m ? p[j] : m;
+        }
+        float sum = 0.0f;
+        for (size_t j = 0; j <= t; ++j) {
+          p[j] = expf(p[j] - m);
+          sum += p[j];
+        }
+        const float inv = 1.0f / sum;
+        float delta = 0.0f; /* sum_j p_j dp_j = dO . O */
+        for (size_t j = 0; j <= t; ++j) {
+          p[j] *= inv;
+          dp[j] = fk__dot_f32(dor, v + j * kw + g * head_dim, head_dim);
+          delta += p[j] * dp[j];
+        }
+        float* dq = dqkv + t * row + h * head_dim;
+        for (size_t j = 0; j <= t; ++j) {
+          const float ds = p[j] * (dp[j] - delta) * scale;
+          fk__axpy_f32(ds, k + j * kw + g * head_dim, head_dim, dq);
+          fk__axpy_f32(ds, qr, head_dim, dqkv + j * row + qw + g * head_dim);
+          fk__axpy_f32(p[j], dor, head_dim, dqkv + j * row + qw + kw + g * head_dim);
+        }
+      }
+  }
+}
+
+/* out[rows, count] = x[rows, cols] columns first..first+count-1 */
+FK_API void fk_take_columns(const float* x, size_t rows, size_t cols, int32_t first, size_t count, float* out) {
+  for (size_t r = 0; r < rows; ++r) memcpy(out + r * count, x + r * cols + (size_t)first, count * sizeof(float));
+}
+
+/* dtable[vocab, dim] = sum over i of dy[i] into row ids[i] (rows in order). */
+FK_API void fk_embed_backward(const int32_t* ids, size_t n, const float* dy, size_t dim, size_t vocab, float* dtable) {
+  memset(dtable, 0, vocab * dim * sizeof(float));
+  for (size_t i = 0; i < n; ++i) fk__axpy_f32(1.0f, dy + i * dim, dim, dtable + (size_t)ids[i] * dim);
+}
+
+/* ---- AdamW, as torch.optim.AdamW computes it ---------------------------------------------------- */
+
+/* m' = m * beta1 + g * (1 - beta1) */
+FK_API void fk_adam_first_moment(const float* m, const float* g, size_t n, float beta1, float* out) {
+  const float keep = beta1, take = (float)(1.0 - (double)beta1);
+  for (size_t i = 0; i < n; ++i) out[i] = m[i] * keep + take * g[i];
+}
+
+/* v' = v * beta2 + (1 - beta2) * g * g */
+FK_API void fk_adam_second_moment(const float* v, const float* g, size_t n, float beta2, float* out) {
+  const float keep = beta2, take = (float)(1.0 - (double)beta2);
+  for (size_t i = 0; i < n; ++i) out[i] = v[i] * keep + take * g[i] * g[i];
+}
+
+/* This step's factors from the step count t (already advanced) and the learning rate, in double as
+ * torch computes its Python scalars: out = {1 - lr * weight_decay, lr / (1 - beta1^t), sqrt(1 - beta2^t), lr}. */
+FK_API void fk_adamw_factors(const int32_t* step, const float* lr, float beta1, float beta2, float weight_decay, float* out) {
+  const double t = (double)step[0], rate = (double)lr[0];
+  out[0] = (float)(1.0 - rate * (double)weight_decay);
+  out[1] = (float)(rate / (1.0 - pow((double)beta1, t)));
+  out[2] = (float)sqrt(1.0 - pow((double)beta2, t));
+  out[3] = lr[0];
+}
+
+/* p' = p * (1 - lr*wd) - step_size * m / (sqrt(v) / sqrt(1 - beta2^t) + eps); out may alias p. */
+FK_API void fk_adamw_update(const float* p, const float* m, const float* v, const float* factors, size_t n, float eps, float* out) {
+  const float decay = factors[0], step_size = factors[1], bias2_sqrt = factors[2];
+  for (size_t i = 0; i < n; ++i) {
+    const float decayed = p[i] * decay;
+    out[i] = decayed + (-step_size) * (m[i] / (sqrtf(v[i]) / bias2_sqrt + eps));
+  }
+}
+
+#endif /* FK_TRAIN_H */
+// ---- end fk_train.h ------------------------------------------------------------------------------------
 
 #endif /* FK_KERNELS_H */
 // ---- end fk_kernels.h ----------------------------------------------------------------------------------
@@ -9336,6 +10408,7 @@ FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
     case arg::input0: return &c.in[0];
     case arg::input1: return &c.in[1];
     case arg::input2: return &c.in[2];
+    case arg::input3: return &c.in[3];
     case arg::bias: return c.n_in == 3 ? &c.in[2] : nullptr;
     case arg::output: return &c.out;
     case arg::work: return c.work.tensor >= 0 ? &c.work : nullptr;
@@ -9432,6 +10505,27 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::binary_f32: return call_kernel<kernel::binary_f32>(&fk_binary_f32, c, r, d);
     case kernel::fill_f32: return call_kernel<kernel::fill_f32>(&fk_fill_f32, c, r, d);
     case kernel::arange_f32: return call_kernel<kernel::arange_f32>(&fk_arange_f32, c, r, d);
+    case kernel::embed_f32: return call_kernel<kernel::embed_f32>(&fk_embed_f32, c, r, d);
+    case kernel::rmsnorm_f32: return call_kernel<kernel::rmsnorm_f32>(&fk_rmsnorm_f32, c, r, d);
+    case kernel::linear_f32: return call_kernel<kernel::linear_f32>(&fk_linear_f32, c, r, d);
+    case kernel::attention_causal: return call_kernel<kernel::attention_causal>(&fk_attention_causal_f32, c, r, d);
+    case kernel::cross_entropy: return call_kernel<kernel::cross_entropy>(&fk_cross_entropy, c, r, d);
+    case kernel::cross_entropy_backward: return call_kernel<kernel::cross_entropy_backward>(&fk_cross_entropy_backward, c, r, d);
+    case kernel::linear_backward_input: return call_kernel<kernel::linear_backward_input>(&fk_linear_backward_input, c, r, d);
+    case kernel::linear_backward_weight: return call_kernel<kernel::linear_backward_weight>(&fk_linear_backward_weight, c, r, d);
+    case kernel::sum_rows: return call_kernel<kernel::sum_rows>(&fk_sum_rows, c, r, d);
+    case kernel::rmsnorm_backward_input: return call_kernel<kernel::rmsnorm_backward_input>(&fk_rmsnorm_backward_input, c, r, d);
+    case kernel::rmsnorm_backward_weight: return call_kernel<kernel::rmsnorm_backward_weight>(&fk_rmsnorm_backward_weight, c, r, d);
+    case kernel::rope_backward: return call_kernel<kernel::rope_backward>(&fk_rope_backward, c, r, d);
+    case kernel::rope_llama3_backward: return call_kernel<kernel::rope_llama3_backward>(&fk_rope_llama3_backward, c, r, d);
+    case kernel::swiglu_backward: return call_kernel<kernel::swiglu_backward>(&fk_swiglu_backward, c, r, d);
+    case kernel::attention_causal_backward: return call_kernel<kernel::attention_causal_backward>(&fk_attention_causal_backward, c, r, d);
+    case kernel::take_columns: return call_kernel<kernel::take_columns>(&fk_take_columns, c, r, d);
+    case kernel::embed_backward: return call_kernel<kernel::embed_backward>(&fk_embed_backward, c, r, d);
+    case kernel::adam_first_moment: return call_kernel<kernel::adam_first_moment>(&fk_adam_first_moment, c, r, d);
+    case kernel::adam_second_moment: return call_kernel<kernel::adam_second_moment>(&fk_adam_second_moment, c, r, d);
+    case kernel::adamw_factors: return call_kernel<kernel::adamw_factors>(&fk_adamw_factors, c, r, d);
+    case kernel::adamw_update: return call_kernel<kernel::adamw_update>(&fk_adamw_update, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return 0;
   }
@@ -9519,7 +10613,7 @@ inline void execute(const plan_view& p, std::span<const call> calls, const regio
     if (uses_cache && start + rows > c.sizes.capacity)
       throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(start) + ".." + std::to_string(start + rows - 1) +
                               " do not fit a KV cache of " + std::to_string(c.sizes.capacity) + " positions");
-    if (c.k == kernel::embed) {
+    if (c.k == kernel::embed || c.k == kernel::embed_f32 || c.k == kernel::embed_backward) {
       const auto* ids = reinterpret_cast<const std::int32_t*>(bytes_of_operand(c.in[0]));
       for (std::int64_t t = 0; t < rows; ++t)
         if (ids[t] < 0 || ids[t] >= c.sizes.vocab)
@@ -10832,6 +11926,9 @@ void for_each_printed_field(const config& c, F&& f) {
 #include <cstdint>
 #include <utility>
 
+#include <type_traits>
+#include <vector>
+
 
 namespace fused::decoder {
 
@@ -10846,6 +11943,12 @@ enum class logits_rows : std::uint8_t {
 struct graph_options {
   logits_rows logits = logits_rows::last;
   int layers = -1;  // build only the first N layers (-1: all); for compile-cost measurements and tests
+  // A train step (train/step.hpp) instead of inference: parameters are f32 state (master weights),
+  // attention reads the call's own keys and values (no KV cache), the logits of every position go
+  // into the loss against the input "labels", then the backward steps and the optimizer's.
+  // Built by graph_builder (the run-time pipeline); a counting builder does not count those steps.
+  bool training = false;
+  train::options train{};
 };
 
 template <class Builder>
@@ -10869,7 +11972,7 @@ class layers {
   // input_ids [T] through model.embed_tokens.weight [V, H].
   constexpr tensor_id embed() {
     const tensor_id ids = g_.input({"input_ids"}, dtype::i32, shape(tokens));
-    embed_w_ = g_.weight({"model.embed_tokens.weight"}, dtype::bf16, shape(cfg.vocab_size, cfg.hidden_size));
+    embed_w_ = param({"model.embed_tokens.weight"}, shape(cfg.vocab_size, cfg.hidden_size));
     return g_.apply(ops::embed, {ids, embed_w_}, {}, {"embed"});
   }
 
@@ -10878,31 +11981,32 @@ class layers {
   };
   // The layer's KV cache: state carried from call to call, [n_kv, capacity, head_dim] each.
   constexpr cache kv_cache(int l) {
+    if (opt.training) return {};
     const shape s(cfg.num_key_value_heads, capacity, cfg.head_dim);
     return {g_.state({"cache.layers.{}.key", l}, dtype::bf16, s), g_.state({"cache.layers.{}.value", l}, dtype::bf16, s)};
   }
 
   // RMSNorm over the hidden size.
   constexpr tensor_id rms_norm(tensor_id x, name_ref weight, name_ref result) {
-    const tensor_id w = g_.weight(weight, dtype::bf16, shape(cfg.hidden_size));
+    const tensor_id w = param(weight, shape(cfg.hidden_size));
     return g_.apply(ops::rms_norm, {x, w}, {.f = cfg.rms_norm_eps}, result);
   }
   // RMSNorm of each head of x [T, heads*head_dim] on its own, with one weight [head_dim] (Qwen3's q/k norm).
   constexpr tensor_id head_rms_norm(tensor_id x, std::int64_t heads, name_ref weight, name_ref result) {
-    const tensor_id w = g_.weight(weight, dtype::bf16, shape(cfg.head_dim));
+    const tensor_id w = param(weight, shape(cfg.head_dim));
     return g_.apply(ops::head_rms_norm, {x, w}, {.i = {heads, 0, 0, 0}, .f = cfg.rms_norm_eps}, result);
   }
 
   // x W^T (+ b): `weight` [out, in] as Hugging Face stores it, and optionally a bias [out] (its
   // name is a second pattern: a name_ref is a compile-time pattern, not a string to edit).
   constexpr tensor_id linear(tensor_id x, name_ref weight, std::int64_t out, std::int64_t in, name_ref result) {
-    const tensor_id w = g_.weight(weight, dtype::bf16, shape(out, in));
-    return g_.apply(ops::linear, {x, w}, {}, result);
+    const tensor_id w = param(weight, shape(out, in));
+    return g_.apply(opt.training ? ops::linear_f32 : ops::linear, {x, w}, {}, result);
   }
   constexpr tensor_id linear(tensor_id x, name_ref weight, name_ref bias, std::int64_t out, std::int64_t in, name_ref result) {
-    const tensor_id w = g_.weight(weight, dtype::bf16, shape(out, in));
-    const tensor_id b = g_.weight(bias, dtype::bf16, shape(out));
-    return g_.apply(ops::linear, {x, w, b}, {}, result);
+    const tensor_id w = param(weight, shape(out, in));
+    const tensor_id b = param(bias, shape(out));
+    return g_.apply(opt.training ? ops::linear_f32 : ops::linear, {x, w, b}, {}, result);
   }
   // Either of the two, as the config says (`with_bias`: attention_bias, mlp_bias).
   constexpr tensor_id linear(tensor_id x, name_ref weight, name_ref bias, bool with_bias, std::int64_t out, std::int64_t in, name_ref result) {
@@ -10922,7 +12026,10 @@ class layers {
   }
 
   // Writes this call's keys and values into the layer's cache and attends causally over it.
+  // Training: causal attention over this call's own keys and values.
   constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
+    if (opt.training)
+      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, 0, 0}}, {"layers.{}.attn", l});
     const tensor_id k_next = g_.apply(ops::kv_write, {k, kv.key}, {}, {"cache.layers.{}.key.next", l});
     const tensor_id v_next = g_.apply(ops::kv_write, {v, kv.value}, {}, {"cache.layers.{}.value.next", l});
     g_.carry_state(kv.key, k_next);
@@ -10948,18 +12055,30 @@ class layers {
 
   // The end of every decoder: (the last position only, for generation,) model.norm, the lm head
   // (tied to the embedding or lm_head.weight), the output "logits".
+  // Training: the logits of every position, then the train step (train/step.hpp), output "loss".
   constexpr auto logits(tensor_id x) && {
-    if (opt.logits == logits_rows::last) x = g_.apply(ops::take_last, {x}, {}, {"last_position"});
+    if (opt.logits == logits_rows::last && !opt.training) x = g_.apply(ops::take_last, {x}, {}, {"last_position"});
     const tensor_id hf = rms_norm(x, {"model.norm.weight"}, {"final_norm"});
-    const tensor_id head = cfg.tie_word_embeddings ? embed_w_ : g_.weight({"lm_head.weight"}, dtype::bf16, shape(cfg.vocab_size, cfg.hidden_size));
-    const tensor_id out = g_.apply(ops::linear, {hf, head}, {}, {"logits"});
-    g_.output("logits", out);
+    const tensor_id head = cfg.tie_word_embeddings ? embed_w_ : param({"lm_head.weight"}, shape(cfg.vocab_size, cfg.hidden_size));
+    const tensor_id out = g_.apply(opt.training ? ops::linear_f32 : ops::linear, {hf, head}, {}, {"logits"});
+    if (!opt.training) g_.output("logits", out);
+    if constexpr (std::is_same_v<Builder, graph_builder>)
+      if (opt.training) train::append_train_step(g_, out, params_, opt.train);
     return std::move(g_).finish();
   }
 
  private:
+  // A parameter: a bf16 weight for inference, an f32 state feed (master weight) for training.
+  constexpr tensor_id param(name_ref name, shape s) {
+    if (!opt.training) return g_.weight(name, dtype::bf16, s);
+    const tensor_id p = g_.state(name, dtype::f32, s);
+    params_.push_back(p);
+    return p;
+  }
+
   Builder g_;
   tensor_id embed_w_ = -1;
+  std::vector<tensor_id> params_;
 };
 
 }  // namespace fused::decoder
@@ -11953,6 +13072,131 @@ class model {
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_model.hpp ----------------------------------------------------------------
+// ---- begin fused/models/decoder_train.hpp --------------------------------------------------------------
+// A decoder's train step at run time: the family's forward pass built in training mode (train/step.hpp),
+// planned and verified like prefill and decode, lowered once, and run on regions this object owns.
+// The state region holds the parameters (f32), AdamW's moments and its step count; each step() is one
+// call of the program, which updates them in place.
+//
+//   decoder::trainer t(*info.family, info.arch, 16, {.train = {.optimizer = {.weight_decay = 0.01}}});
+//   t.load(weights);                     // a weight_store bound to t.checkpoint_tensors()
+//   float loss = t.step(ids, 1e-3f);     // labels: ids shifted by one, the last position skipped
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+
+namespace fused::decoder {
+
+class trainer {
+ public:
+  // A train step over sequences of exactly `tokens` tokens.
+  trainer(const family_entry& f, const config& c, std::int64_t tokens, graph_options o = {}) : cfg_(c) {
+    o.training = true;
+    o.logits = logits_rows::all;
+    plan_ = plan_for(f, c, mode::prefill(tokens, tokens), o);
+    tokens_ = tokens;
+    const std::vector<wire_state> wires(plan_.prog.tensors.size(), wire_state{.bound = true});
+    calls_ = runtime::lower_all(plan_.prog, plan_.mem, wires);
+    for (const runtime::call& k : calls_)
+      if (k.k == runtime::kernel::host) throw graph_error("step " + std::to_string(k.step) + ": a train step runs C kernels only, not an op's host function");
+    state_ = runtime::aligned_bytes(static_cast<std::size_t>(plan_.mem.region_bytes[static_cast<int>(region::state)]));
+    arena_ = runtime::aligned_bytes(static_cast<std::size_t>(plan_.mem.arena_bytes()));
+  }
+
+  const program& prog() const { return plan_.prog; }
+  const memory_plan& mem() const { return plan_.mem; }
+  std::int64_t tokens() const { return tokens_; }
+
+  // The parameters as a checkpoint stores them (bf16 weights under their Hugging Face names, in
+  // parameter order): what weight_store::load binds before load().
+  std::vector<tensor_info> checkpoint_tensors() const {
+    std::vector<tensor_info> t;
+    for (const trained_parameter& p : plan_.prog.parameters) {
+      tensor_info w = plan_.prog.tensor(p.value);
+      w.id = static_cast<tensor_id>(t.size());
+      w.kind = role::weight;
+      w.type = dtype::bf16;
+      t.push_back(w);
+    }
+    return t;
+  }
+  // Sets every parameter from `w` (bound to checkpoint_tensors(), slot k = parameter k), widened to
+  // f32 exactly, and starts the optimizer afresh (moments and step count zero).
+  void load(const runtime::weight_store& w) {
+    std::memset(state_.data(), 0, state_.size());
+    const auto& params = plan_.prog.parameters;
+    if (w.count() != params.size()) throw std::invalid_argument("trainer::load: the store binds " + std::to_string(w.count()) + " tensors, the program has " + std::to_string(params.size()) + " parameters");
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      std::span<float> p = parameter(k);
+      const std::uint16_t* from = w.table()[k];
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        const std::uint32_t bits = static_cast<std::uint32_t>(from[i]) << 16;
+        std::memcpy(&p[i], &bits, 4);
+      }
+    }
+  }
+
+  // One train step on `ids` (exactly tokens() of them) against `labels` (the same count; -100 skips
+  // a position) at learning rate `lr`: returns the loss before the update.
+  float step(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr) {
+    if (static_cast<std::int64_t>(ids.size()) != tokens_ || labels.size() != ids.size())
+      throw std::invalid_argument("a train step takes " + std::to_string(tokens_) + " token ids and as many labels, got " + std::to_string(ids.size()) + " and " +
+                                  std::to_string(labels.size()));
+    write("input_ids", ids.data(), ids.size_bytes());
+    write("labels", labels.data(), labels.size_bytes());
+    write("learning_rate", &lr, sizeof lr);
+    runtime::execute(plan_.prog, plan_.mem, calls_, {nullptr, state_.data(), arena_.data()}, plan_.mem.bind);
+    float loss = 0;
+    std::memcpy(&loss, bytes_of(plan_.prog.output("loss")), sizeof loss);
+    return loss;
+  }
+  // The same with the next-token labels: label t = ids[t + 1], the last position skipped.
+  float step(std::span<const std::int32_t> ids, float lr) {
+    std::vector<std::int32_t> labels(ids.size(), FK_IGNORE_LABEL);
+    for (std::size_t t = 0; t + 1 < ids.size(); ++t) labels[t] = ids[t + 1];
+    return step(ids, labels, lr);
+  }
+
+  // Parameter k (program order: prog().parameters) as it is now, and d loss / d it from the last
+  // step (graph_options::train.keep_gradients must be set for the gradients).
+  std::span<float> parameter(std::size_t k) { return floats(plan_.prog.parameters.at(k).value); }
+  std::span<const float> gradient(std::size_t k) const {
+    const tensor_id g = plan_.prog.parameters.at(k).gradient;
+    if (plan_.prog.tensor(g).kind != role::output) throw std::logic_error("trainer::gradient: the program does not keep its gradients (train.keep_gradients)");
+    return const_cast<trainer*>(this)->floats(g);
+  }
+  std::string parameter_name(std::size_t k) const { return to_string(plan_.prog.tensor(plan_.prog.parameters.at(k).value).name.str()); }
+
+ private:
+  std::byte* bytes_of(tensor_id t) {
+    const buffer& b = plan_.mem.of(t);
+    return (b.where == region::state ? state_.data() : arena_.data()) + b.offset;
+  }
+  std::span<float> floats(tensor_id t) {
+    return {reinterpret_cast<float*>(bytes_of(t)), static_cast<std::size_t>(plan_.prog.tensor(t).shp.elements(plan_.mem.bind))};
+  }
+  void write(std::string_view input, const void* data, std::size_t bytes) {
+    for (const tensor_info& t : plan_.prog.tensors)
+      if (t.kind == role::input && to_string(t.name.str()) == input) {
+        std::memcpy(bytes_of(t.id), data, bytes);
+        return;
+      }
+    throw std::logic_error("a train step has no input " + std::string(input));
+  }
+
+  config cfg_;
+  planned plan_;
+  std::int64_t tokens_ = 0;
+  std::vector<runtime::call> calls_;
+  runtime::aligned_bytes state_, arena_;
+};
+
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_train.hpp ----------------------------------------------------------------
 // ---- begin fused/models/hf_config.hpp ------------------------------------------------------------------
 // Hugging Face config.json -> the family (registry.hpp, by "model_type") and its decoder::config,
 // validated.

@@ -220,6 +220,23 @@ class graph_builder {
   }
 
   constexpr const program& peek() const { return p_; }
+  // Makes this a training program (graph/reverse.hpp): its loss and parameters.
+  constexpr void train(tensor_id loss, std::vector<trained_parameter> parameters) {
+    if (!p_.ok()) return;
+    p_.training = true;
+    p_.loss = loss;
+    p_.parameters = std::move(parameters);
+  }
+  // Records a mistake the builder's own checks cannot see (the reverse pass's): the first one wins.
+  constexpr void fail(error_kind k, text msg) {
+    if (!p_.ok()) return;
+    p_.error = k;
+    p_.message = std::move(msg);
+  }
+  // Keeps a tensor to the end of the call, readable by the caller like an output.
+  constexpr void keep(tensor_id t) {
+    if (p_.ok() && t >= 0 && t < static_cast<tensor_id>(p_.tensors.size())) p_.tensors[static_cast<std::size_t>(t)].kind = role::output;
+  }
 
  private:
   constexpr bool condition_ok(tensor_id c, const char* what) {
@@ -295,12 +312,6 @@ class graph_builder {
     p_.tensors.push_back(t);
     return t.id;
   }
-  constexpr void fail(error_kind k, text msg) {
-    if (!p_.ok()) return;
-    p_.error = k;
-    p_.message = std::move(msg);
-  }
-
   program p_{};
   int region_ = -1;
 };

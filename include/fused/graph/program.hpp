@@ -122,6 +122,17 @@ struct host_args {
   const attrs* at = nullptr;
 };
 
+class graph_builder;
+
+// What an op's backward rule (op_def::backward) is given and fills in: the forward step, d loss / d
+// its result, which inputs need a gradient, and for each of those the tensor holding d loss / d it.
+struct backward_args {
+  const step* forward = nullptr;
+  tensor_id grad = -1;
+  bool wants[max_inputs]{};
+  tensor_id out[max_inputs]{-1, -1, -1, -1};
+};
+
 // The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
 inline constexpr const char* host_kernel_name = "host";
 
@@ -163,6 +174,11 @@ struct op_def {
   // Which op a kernel that serves several computes (fk_unary_f32's FK_RELU, fk_binary_f32's FK_SUB:
   // kernels/fk_pointwise_ops.h): the call's int0.
   std::int32_t variant = 0;
+  // Reverse mode (graph/reverse.hpp): appends to the builder the steps that compute d loss / d input k
+  // for each input the pass wants, from d loss / d result (an input's gradient may simply be that
+  // tensor: a residual add's). An op without one cannot be part of a training program.
+  void (*backward)(graph_builder& g, backward_args& a) = nullptr;
+  bool has_backward = false;
 };
 
 constexpr tensor_id step::in_place_source() const {
@@ -226,6 +242,14 @@ constexpr scratch<int> schedule_positions(const step* steps, std::size_t n) {
   return pos;
 }
 
+// A parameter of a training program: its value (a state feed), d loss / d it, and its value after
+// the optimizer's step (the in-place update of that state; -1 in a program that only differentiates).
+struct trained_parameter {
+  tensor_id value = -1;
+  tensor_id gradient = -1;
+  tensor_id next = -1;
+};
+
 struct program {
   int version = 1;
   std::vector<tensor_info> tensors;   // index == id
@@ -234,6 +258,11 @@ struct program {
   std::vector<state_pair> state;
   std::vector<region_info> regions;   // control flow; empty for a straight-line program
   std::vector<loop_carry> carries;
+  // Training (graph/reverse.hpp): mode-sensitive ops run their training behaviour; `loss` is the
+  // tensor the backward steps differentiate, `parameters` what they differentiate it by.
+  bool training = false;
+  tensor_id loss = -1;
+  std::vector<trained_parameter> parameters;
   // The first mistake found while building or scheduling; the program is unusable while set.
   error_kind error = error_kind::none;
   text message{};

@@ -17,8 +17,12 @@
 #include <cstdint>
 #include <utility>
 
+#include <type_traits>
+#include <vector>
+
 #include "../graph/builder.hpp"
 #include "../ops.hpp"
+#include "../train/step.hpp"
 #include "decoder_config.hpp"
 
 namespace fused::decoder {
@@ -34,6 +38,12 @@ enum class logits_rows : std::uint8_t {
 struct graph_options {
   logits_rows logits = logits_rows::last;
   int layers = -1;  // build only the first N layers (-1: all); for compile-cost measurements and tests
+  // A train step (train/step.hpp) instead of inference: parameters are f32 state (master weights),
+  // attention reads the call's own keys and values (no KV cache), the logits of every position go
+  // into the loss against the input "labels", then the backward steps and the optimizer's.
+  // Built by graph_builder (the run-time pipeline); a counting builder does not count those steps.
+  bool training = false;
+  train::options train{};
 };
 
 template <class Builder>
@@ -57,7 +67,7 @@ class layers {
   // input_ids [T] through model.embed_tokens.weight [V, H].
   constexpr tensor_id embed() {
     const tensor_id ids = g_.input({"input_ids"}, dtype::i32, shape(tokens));
-    embed_w_ = g_.weight({"model.embed_tokens.weight"}, dtype::bf16, shape(cfg.vocab_size, cfg.hidden_size));
+    embed_w_ = param({"model.embed_tokens.weight"}, shape(cfg.vocab_size, cfg.hidden_size));
     return g_.apply(ops::embed, {ids, embed_w_}, {}, {"embed"});
   }
 
@@ -66,31 +76,32 @@ class layers {
   };
   // The layer's KV cache: state carried from call to call, [n_kv, capacity, head_dim] each.
   constexpr cache kv_cache(int l) {
+    if (opt.training) return {};
     const shape s(cfg.num_key_value_heads, capacity, cfg.head_dim);
     return {g_.state({"cache.layers.{}.key", l}, dtype::bf16, s), g_.state({"cache.layers.{}.value", l}, dtype::bf16, s)};
   }
 
   // RMSNorm over the hidden size.
   constexpr tensor_id rms_norm(tensor_id x, name_ref weight, name_ref result) {
-    const tensor_id w = g_.weight(weight, dtype::bf16, shape(cfg.hidden_size));
+    const tensor_id w = param(weight, shape(cfg.hidden_size));
     return g_.apply(ops::rms_norm, {x, w}, {.f = cfg.rms_norm_eps}, result);
   }
   // RMSNorm of each head of x [T, heads*head_dim] on its own, with one weight [head_dim] (Qwen3's q/k norm).
   constexpr tensor_id head_rms_norm(tensor_id x, std::int64_t heads, name_ref weight, name_ref result) {
-    const tensor_id w = g_.weight(weight, dtype::bf16, shape(cfg.head_dim));
+    const tensor_id w = param(weight, shape(cfg.head_dim));
     return g_.apply(ops::head_rms_norm, {x, w}, {.i = {heads, 0, 0, 0}, .f = cfg.rms_norm_eps}, result);
   }
 
   // x W^T (+ b): `weight` [out, in] as Hugging Face stores it, and optionally a bias [out] (its
   // name is a second pattern: a name_ref is a compile-time pattern, not a string to edit).
   constexpr tensor_id linear(tensor_id x, name_ref weight, std::int64_t out, std::int64_t in, name_ref result) {
-    const tensor_id w = g_.weight(weight, dtype::bf16, shape(out, in));
-    return g_.apply(ops::linear, {x, w}, {}, result);
+    const tensor_id w = param(weight, shape(out, in));
+    return g_.apply(opt.training ? ops::linear_f32 : ops::linear, {x, w}, {}, result);
   }
   constexpr tensor_id linear(tensor_id x, name_ref weight, name_ref bias, std::int64_t out, std::int64_t in, name_ref result) {
-    const tensor_id w = g_.weight(weight, dtype::bf16, shape(out, in));
-    const tensor_id b = g_.weight(bias, dtype::bf16, shape(out));
-    return g_.apply(ops::linear, {x, w, b}, {}, result);
+    const tensor_id w = param(weight, shape(out, in));
+    const tensor_id b = param(bias, shape(out));
+    return g_.apply(opt.training ? ops::linear_f32 : ops::linear, {x, w, b}, {}, result);
   }
   // Either of the two, as the config says (`with_bias`: attention_bias, mlp_bias).
   constexpr tensor_id linear(tensor_id x, name_ref weight, name_ref bias, bool with_bias, std::int64_t out, std::int64_t in, name_ref result) {
@@ -110,7 +121,10 @@ class layers {
   }
 
   // Writes this call's keys and values into the layer's cache and attends causally over it.
+  // Training: causal attention over this call's own keys and values.
   constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
+    if (opt.training)
+      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, 0, 0}}, {"layers.{}.attn", l});
     const tensor_id k_next = g_.apply(ops::kv_write, {k, kv.key}, {}, {"cache.layers.{}.key.next", l});
     const tensor_id v_next = g_.apply(ops::kv_write, {v, kv.value}, {}, {"cache.layers.{}.value.next", l});
     g_.carry_state(kv.key, k_next);
@@ -136,18 +150,30 @@ class layers {
 
   // The end of every decoder: (the last position only, for generation,) model.norm, the lm head
   // (tied to the embedding or lm_head.weight), the output "logits".
+  // Training: the logits of every position, then the train step (train/step.hpp), output "loss".
   constexpr auto logits(tensor_id x) && {
-    if (opt.logits == logits_rows::last) x = g_.apply(ops::take_last, {x}, {}, {"last_position"});
+    if (opt.logits == logits_rows::last && !opt.training) x = g_.apply(ops::take_last, {x}, {}, {"last_position"});
     const tensor_id hf = rms_norm(x, {"model.norm.weight"}, {"final_norm"});
-    const tensor_id head = cfg.tie_word_embeddings ? embed_w_ : g_.weight({"lm_head.weight"}, dtype::bf16, shape(cfg.vocab_size, cfg.hidden_size));
-    const tensor_id out = g_.apply(ops::linear, {hf, head}, {}, {"logits"});
-    g_.output("logits", out);
+    const tensor_id head = cfg.tie_word_embeddings ? embed_w_ : param({"lm_head.weight"}, shape(cfg.vocab_size, cfg.hidden_size));
+    const tensor_id out = g_.apply(opt.training ? ops::linear_f32 : ops::linear, {hf, head}, {}, {"logits"});
+    if (!opt.training) g_.output("logits", out);
+    if constexpr (std::is_same_v<Builder, graph_builder>)
+      if (opt.training) train::append_train_step(g_, out, params_, opt.train);
     return std::move(g_).finish();
   }
 
  private:
+  // A parameter: a bf16 weight for inference, an f32 state feed (master weight) for training.
+  constexpr tensor_id param(name_ref name, shape s) {
+    if (!opt.training) return g_.weight(name, dtype::bf16, s);
+    const tensor_id p = g_.state(name, dtype::f32, s);
+    params_.push_back(p);
+    return p;
+  }
+
   Builder g_;
   tensor_id embed_w_ = -1;
+  std::vector<tensor_id> params_;
 };
 
 }  // namespace fused::decoder

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "../core/shape_text.hpp"
+#include "../graph/builder.hpp"
 #include "../graph/program.hpp"
 
 namespace fused::ops {
@@ -45,5 +46,28 @@ constexpr inferred position_input(const tensor_info* const* in, int n, int other
     return mismatch(others, "the position must be i32 [1], got " + describe(p));
   return {};
 }
+
+// C kernel names that several ops or ops without a choosing rule name (kernel_named<...>).
+namespace kernel_names {
+inline constexpr char rmsnorm_f32[] = "fk_rmsnorm_f32", rmsnorm_backward_input[] = "fk_rmsnorm_backward_input",
+                      rmsnorm_backward_weight[] = "fk_rmsnorm_backward_weight", linear_f32[] = "fk_linear_f32",
+                      linear_backward_input[] = "fk_linear_backward_input", linear_backward_weight[] = "fk_linear_backward_weight",
+                      sum_rows[] = "fk_sum_rows", swiglu_backward[] = "fk_swiglu_backward", take_columns[] = "fk_take_columns",
+                      attention_causal[] = "fk_attention_causal_f32", attention_causal_backward[] = "fk_attention_causal_backward",
+                      cross_entropy[] = "fk_cross_entropy", cross_entropy_backward[] = "fk_cross_entropy_backward",
+                      adam_first_moment[] = "fk_adam_first_moment", adam_second_moment[] = "fk_adam_second_moment",
+                      adamw_factors[] = "fk_adamw_factors", adamw_update[] = "fk_adamw_update", increment[] = "fk_increment_i32";
+}  // namespace kernel_names
+
+// Backward rules (op_def::backward): the name of the gradient of tensor t ("layers.0.q" -> "layers.0.q.grad").
+constexpr name_ref grad_name(const graph_builder& g, tensor_id t) {
+  const name_ref& n = g.peek().tensor(t).name;
+  return {n.pattern, n.index, ".grad"};
+}
+// The forward step's input k, attributes and result.
+constexpr tensor_id input_of(const backward_args& a, int k) { return a.forward->inputs[k]; }
+
+// A weight of an op that trains reads f32 master weights; inference reads bf16 (both: `either`).
+constexpr bool is_weight_type(dtype t) { return t == dtype::bf16 || t == dtype::f32; }
 
 }  // namespace fused::ops

@@ -3,6 +3,8 @@
 // pos0 the call's or, given, the value of an i32 [1] second input (op_def::positional).
 // rope_llama3: the same with Llama 3.1's frequencies (transformers' rope_type "llama3"):
 // attrs.i[2] = original_max_position_embeddings, attrs.extra = {factor, low_freq_factor, high_freq_factor}.
+// rope_grad, rope_llama3_grad: their backward, the gradient rotated back by the same angles, in place
+// (the forward's attributes and position input).
 #pragma once
 #include "common.hpp"
 
@@ -22,6 +24,26 @@ constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& 
 }
 }  // namespace detail
 
+inline constexpr op_def rope_grad{.name = "rope_grad",
+                                  .category = "elementwise",
+                                  .min_inputs = 1,
+                                  .max_inputs = 2,
+                                  .infer = detail::rope_shape,
+                                  .in_place_input = 0,
+                                  .mode_sensitive = true,
+                                  .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_backward"; },
+                                  .positional = true};
+
+namespace detail {
+template <const op_def& Grad>
+constexpr void rope_backward(graph_builder& g, backward_args& a) {
+  if (!a.wants[0]) return;
+  const tensor_id x = input_of(a, 0);
+  a.out[0] = a.forward->n_inputs == 2 ? g.apply(Grad, {a.grad, input_of(a, 1)}, a.forward->at, grad_name(g, x))
+                                      : g.apply(Grad, {a.grad}, a.forward->at, grad_name(g, x));
+}
+}  // namespace detail
+
 inline constexpr attr_field rope_attributes[] = {{"heads", attr_slot::i0}, {"head_dim", attr_slot::i1}, {"theta", attr_slot::f}};
 
 inline constexpr op_def rope{.name = "rope",
@@ -33,12 +55,25 @@ inline constexpr op_def rope{.name = "rope",
                              .mode_sensitive = true,
                              .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; },
     .attributes = rope_attributes,
-    .positional = true};
+    .positional = true,
+    .backward = detail::rope_backward<rope_grad>,
+    .has_backward = true};
 
 inline constexpr attr_field rope_llama3_attributes[] = {
     {"heads", attr_slot::i0},         {"head_dim", attr_slot::i1},         {"theta", attr_slot::f},
     {"original_max_position_embeddings", attr_slot::i2},                    {"factor", attr_slot::extra0},
     {"low_freq_factor", attr_slot::extra1}, {"high_freq_factor", attr_slot::extra2}};
+
+inline constexpr op_def rope_llama3_grad{
+    .name = "rope_llama3_grad",
+    .category = "elementwise",
+    .min_inputs = 1,
+    .max_inputs = 2,
+    .infer = detail::rope_shape,
+    .in_place_input = 0,
+    .mode_sensitive = true,
+    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3_backward"; },
+    .positional = true};
 
 inline constexpr op_def rope_llama3{
     .name = "rope_llama3",
@@ -55,6 +90,8 @@ inline constexpr op_def rope_llama3{
     .mode_sensitive = true,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; },
     .attributes = rope_llama3_attributes,
-    .positional = true};
+    .positional = true,
+    .backward = detail::rope_backward<rope_llama3_grad>,
+    .has_backward = true};
 
 }  // namespace fused::ops

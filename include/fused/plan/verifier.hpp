@@ -216,6 +216,17 @@ constexpr verdict verify(const program& p, const memory_plan& m) {
         return fail("tensor '" + tensors[i].name.str() + "' updates state in place but does not sit on its bytes");
     }
   }
+  // An in-place state update overwrites its input: no step after it may read the old value (a train
+  // step reads a parameter in forward and backward, and updates it last).
+  for (int s = 0; s < ns; ++s) {
+    const tensor_id src = steps[s].in_place_source();
+    if (src < 0 || buf[src].where != region::state) continue;
+    for (int later = s + 1; later < ns; ++later)
+      for (int k = 0; k < steps[later].n_inputs; ++k)
+        if (steps[later].inputs[k] == src && (p.regions.empty() || steps[later].region == steps[s].region))
+          return fail("step " + to_text(steps[later].id) + " '" + steps[later].op->name + "' reads '" + tensors[src].name.str() +
+                      "' after step " + to_text(steps[s].id) + " '" + steps[s].op->name + "' updated it in place");
+  }
   // Activations: every pair live at a common position (found by a sweep in order of birth) must
   // use disjoint bytes, unless it is an in-place pair.
   scratch<int> first_v(nt);

@@ -43,6 +43,28 @@ enum class kernel : std::uint8_t {
   binary_f32,
   fill_f32,
   arange_f32,
+  // a train step's f32 kernels (kernels/fk_train.h)
+  embed_f32,
+  rmsnorm_f32,
+  linear_f32,
+  attention_causal,
+  cross_entropy,
+  cross_entropy_backward,
+  linear_backward_input,
+  linear_backward_weight,
+  sum_rows,
+  rmsnorm_backward_input,
+  rmsnorm_backward_weight,
+  rope_backward,
+  rope_llama3_backward,
+  swiglu_backward,
+  attention_causal_backward,
+  take_columns,
+  embed_backward,
+  adam_first_moment,
+  adam_second_moment,
+  adamw_factors,
+  adamw_update,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -50,16 +72,16 @@ enum class kernel : std::uint8_t {
 // One argument of a kernel's C function, in the call's terms. Each names exactly one field of
 // `call` (operands, rows, sizes, reals) or the one dynamic value, pos0.
 enum class arg : std::uint8_t {
-  input0, input1, input2,  // the step's inputs, in its order
+  input0, input1, input2, input3,  // the step's inputs, in its order
   bias,                    // input 2 when the step has three inputs, else NULL
   output,                  // the step's result
   work,                    // the step's workspace, or NULL
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
   elements,                // rows * cols
   pos0,                    // the position of row 0: the call's, or its position input's value
-  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max,  // call::sizes
+  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab,  // call::sizes
   inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
-  eps, theta, factor, low_freq_factor, high_freq_factor, value,       // call::reals
+  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay,  // call::reals
   int0, int1, int2, int3,  // call::ints
   bytes,                   // rows * sizes.row_bytes
 };
@@ -90,7 +112,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 25> kernel_specs{{
+inline constexpr std::array<kernel_spec, 46> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -125,6 +147,38 @@ inline constexpr std::array<kernel_spec, 25> kernel_specs{{
                  arg::elements, arg::int0, arg::output),
     detail::spec(kernel::fill_f32, "fk_fill_f32", -1, arg::elements, arg::value, arg::output),
     detail::spec(kernel::arange_f32, "fk_arange_f32", -1, arg::elements, arg::output),
+    detail::spec(kernel::embed_f32, "fk_embed_f32", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
+    detail::spec(kernel::rmsnorm_f32, "fk_rmsnorm_f32", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
+    detail::spec(kernel::linear_f32, "fk_linear_f32", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
+    detail::spec(kernel::attention_causal, "fk_attention_causal_f32", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
+                 arg::kv_heads, arg::head_dim, arg::output),
+    detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::output),
+                     "a label is outside the vocabulary"),
+    detail::refusing(detail::spec(kernel::cross_entropy_backward, "fk_cross_entropy_backward", -1, arg::input0, arg::rows, arg::cols, arg::input1,
+                                  arg::input2, arg::output),
+                     "a label is outside the vocabulary"),
+    detail::spec(kernel::linear_backward_input, "fk_linear_backward_input", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols,
+                 arg::output),
+    detail::spec(kernel::linear_backward_weight, "fk_linear_backward_weight", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols,
+                 arg::output),
+    detail::spec(kernel::sum_rows, "fk_sum_rows", -1, arg::input0, arg::rows, arg::cols, arg::output),
+    detail::spec(kernel::rmsnorm_backward_input, "fk_rmsnorm_backward_input", -1, arg::input0, arg::input1, arg::input2, arg::rows, arg::cols,
+                 arg::eps, arg::output),
+    detail::spec(kernel::rmsnorm_backward_weight, "fk_rmsnorm_backward_weight", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps,
+                 arg::output),
+    detail::spec(kernel::rope_backward, "fk_rope_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta),
+    detail::spec(kernel::rope_llama3_backward, "fk_rope_llama3_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0,
+                 arg::theta, arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
+    detail::spec(kernel::swiglu_backward, "fk_swiglu_backward", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::int0, arg::output),
+    detail::spec(kernel::attention_causal_backward, "fk_attention_causal_backward", -1, arg::input0, arg::input1, arg::input2, arg::input3,
+                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::work, arg::output),
+    detail::spec(kernel::take_columns, "fk_take_columns", -1, arg::input0, arg::rows, arg::cols, arg::int0, arg::out_cols, arg::output),
+    detail::spec(kernel::embed_backward, "fk_embed_backward", -1, arg::input0, arg::rows, arg::input1, arg::out_cols, arg::vocab, arg::output),
+    detail::spec(kernel::adam_first_moment, "fk_adam_first_moment", -1, arg::input0, arg::input1, arg::elements, arg::beta1, arg::output),
+    detail::spec(kernel::adam_second_moment, "fk_adam_second_moment", -1, arg::input0, arg::input1, arg::elements, arg::beta2, arg::output),
+    detail::spec(kernel::adamw_factors, "fk_adamw_factors", -1, arg::input0, arg::input1, arg::beta1, arg::beta2, arg::weight_decay, arg::output),
+    detail::spec(kernel::adamw_update, "fk_adamw_update", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements, arg::eps,
+                 arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -176,7 +230,7 @@ struct call {
     std::int64_t heads = 0, kv_heads = 0, head_dim = 0;
     std::int64_t capacity = 0;      // KV-cache positions
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
-    std::int64_t vocab = 0;         // embed: rows of the table (no kernel argument: for executors' id checks)
+    std::int64_t vocab = 0;         // embed: rows of the table (for executors' id checks); embed_backward: of its result
     std::int64_t row_bytes = 0;     // copy_bytes, select_bytes: bytes of a row of the result
     std::int64_t inner0 = 1, extent0 = 1, inner1 = 1, extent1 = 1;  // binary_f32: its inputs' broadcast_span
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
@@ -184,6 +238,7 @@ struct call {
   struct real_fields {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     float value = 0;  // fill_f32
+    float beta1 = 0, beta2 = 0, weight_decay = 0;  // AdamW
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
   std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value,
@@ -207,6 +262,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
     case arg::head_dim: return c.sizes.head_dim;
     case arg::capacity: return c.sizes.capacity;
     case arg::original_max: return c.sizes.original_max;
+    case arg::vocab: return c.sizes.vocab;
     case arg::inner0: return c.sizes.inner0;
     case arg::extent0: return c.sizes.extent0;
     case arg::inner1: return c.sizes.inner1;
@@ -215,7 +271,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
   }
 }
 constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::extent1; }
-constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::value; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::weight_decay; }
 constexpr float real_value(arg a, const call& c) {
   switch (a) {
     case arg::eps: return c.reals.eps;
@@ -224,6 +280,9 @@ constexpr float real_value(arg a, const call& c) {
     case arg::low_freq_factor: return c.reals.low_freq_factor;
     case arg::high_freq_factor: return c.reals.high_freq_factor;
     case arg::value: return c.reals.value;
+    case arg::beta1: return c.reals.beta1;
+    case arg::beta2: return c.reals.beta2;
+    case arg::weight_decay: return c.reals.weight_decay;
     default: return 0;
   }
 }
@@ -309,6 +368,46 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.sizes.vocab = shp(s.inputs[1])[0].n;
         break;
       case kernel::rmsnorm: c.reals.eps = static_cast<float>(s.at.f); break;
+      case kernel::rmsnorm_f32:  // also head_rms_norm's (attrs.i[0] heads): each head a row of its own
+      case kernel::rmsnorm_backward_input:
+      case kernel::rmsnorm_backward_weight:
+        if (s.at.i[0] > 0) {
+          c.rows.n *= s.at.i[0];
+          c.sizes.cols = cols / s.at.i[0];
+        }
+        c.reals.eps = static_cast<float>(s.at.f);
+        break;
+      case kernel::embed_f32:
+        c.rows = rows_of(x[0]);
+        c.sizes.vocab = shp(s.inputs[1])[0].n;
+        break;
+      case kernel::embed_backward:
+        c.rows = rows_of(x[0]);
+        c.sizes.vocab = result[0].n;
+        break;
+      case kernel::attention_causal:
+      case kernel::attention_causal_backward:
+        c.sizes.heads = s.at.i[0];
+        c.sizes.kv_heads = s.at.i[1];
+        c.sizes.head_dim = cols / s.at.i[0];
+        if (s.work >= 0) c.work = at(s.work);
+        break;
+      case kernel::swiglu_backward:
+      case kernel::take_columns: c.ints[0] = static_cast<std::int32_t>(s.at.i[0]); break;
+      case kernel::adam_first_moment: c.reals.beta1 = static_cast<float>(s.at.f); break;
+      case kernel::adam_second_moment: c.reals.beta2 = static_cast<float>(s.at.f); break;
+      case kernel::adamw_factors:
+        c.reals.beta1 = static_cast<float>(s.at.f);
+        c.reals.beta2 = static_cast<float>(s.at.extra[0]);
+        c.reals.weight_decay = static_cast<float>(s.at.extra[1]);
+        break;
+      case kernel::adamw_update: c.reals.eps = static_cast<float>(s.at.f); break;
+      case kernel::linear_f32:
+      case kernel::cross_entropy:
+      case kernel::cross_entropy_backward:
+      case kernel::linear_backward_input:
+      case kernel::linear_backward_weight:
+      case kernel::sum_rows: break;
       case kernel::rmsnorm_heads:
         c.sizes.heads = s.at.i[0];
         c.sizes.head_dim = cols / s.at.i[0];
@@ -320,10 +419,12 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         break;
       case kernel::rope:
       case kernel::rope_llama3:
+      case kernel::rope_backward:
+      case kernel::rope_llama3_backward:
         c.sizes.heads = s.at.i[0];
         c.sizes.head_dim = s.at.i[1];
         c.reals.theta = static_cast<float>(s.at.f);
-        if (c.k == kernel::rope_llama3) {
+        if (c.k == kernel::rope_llama3 || c.k == kernel::rope_llama3_backward) {
           c.sizes.original_max = s.at.i[2];
           c.reals.factor = static_cast<float>(s.at.extra[0]);
           c.reals.low_freq_factor = static_cast<float>(s.at.extra[1]);

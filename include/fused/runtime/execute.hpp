@@ -92,7 +92,7 @@ inline void execute(const plan_view& p, std::span<const call> calls, const regio
     if (uses_cache && start + rows > c.sizes.capacity)
       throw std::out_of_range("step " + std::to_string(c.step) + ": positions " + std::to_string(start) + ".." + std::to_string(start + rows - 1) +
                               " do not fit a KV cache of " + std::to_string(c.sizes.capacity) + " positions");
-    if (c.k == kernel::embed) {
+    if (c.k == kernel::embed || c.k == kernel::embed_f32 || c.k == kernel::embed_backward) {
       const auto* ids = reinterpret_cast<const std::int32_t*>(bytes_of_operand(c.in[0]));
       for (std::int64_t t = 0; t < rows; ++t)
         if (ids[t] < 0 || ids[t] >= c.sizes.vocab)

@@ -50,6 +50,7 @@ FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
     case arg::input0: return &c.in[0];
     case arg::input1: return &c.in[1];
     case arg::input2: return &c.in[2];
+    case arg::input3: return &c.in[3];
     case arg::bias: return c.n_in == 3 ? &c.in[2] : nullptr;
     case arg::output: return &c.out;
     case arg::work: return c.work.tensor >= 0 ? &c.work : nullptr;
@@ -146,6 +147,27 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::binary_f32: return call_kernel<kernel::binary_f32>(&fk_binary_f32, c, r, d);
     case kernel::fill_f32: return call_kernel<kernel::fill_f32>(&fk_fill_f32, c, r, d);
     case kernel::arange_f32: return call_kernel<kernel::arange_f32>(&fk_arange_f32, c, r, d);
+    case kernel::embed_f32: return call_kernel<kernel::embed_f32>(&fk_embed_f32, c, r, d);
+    case kernel::rmsnorm_f32: return call_kernel<kernel::rmsnorm_f32>(&fk_rmsnorm_f32, c, r, d);
+    case kernel::linear_f32: return call_kernel<kernel::linear_f32>(&fk_linear_f32, c, r, d);
+    case kernel::attention_causal: return call_kernel<kernel::attention_causal>(&fk_attention_causal_f32, c, r, d);
+    case kernel::cross_entropy: return call_kernel<kernel::cross_entropy>(&fk_cross_entropy, c, r, d);
+    case kernel::cross_entropy_backward: return call_kernel<kernel::cross_entropy_backward>(&fk_cross_entropy_backward, c, r, d);
+    case kernel::linear_backward_input: return call_kernel<kernel::linear_backward_input>(&fk_linear_backward_input, c, r, d);
+    case kernel::linear_backward_weight: return call_kernel<kernel::linear_backward_weight>(&fk_linear_backward_weight, c, r, d);
+    case kernel::sum_rows: return call_kernel<kernel::sum_rows>(&fk_sum_rows, c, r, d);
+    case kernel::rmsnorm_backward_input: return call_kernel<kernel::rmsnorm_backward_input>(&fk_rmsnorm_backward_input, c, r, d);
+    case kernel::rmsnorm_backward_weight: return call_kernel<kernel::rmsnorm_backward_weight>(&fk_rmsnorm_backward_weight, c, r, d);
+    case kernel::rope_backward: return call_kernel<kernel::rope_backward>(&fk_rope_backward, c, r, d);
+    case kernel::rope_llama3_backward: return call_kernel<kernel::rope_llama3_backward>(&fk_rope_llama3_backward, c, r, d);
+    case kernel::swiglu_backward: return call_kernel<kernel::swiglu_backward>(&fk_swiglu_backward, c, r, d);
+    case kernel::attention_causal_backward: return call_kernel<kernel::attention_causal_backward>(&fk_attention_causal_backward, c, r, d);
+    case kernel::take_columns: return call_kernel<kernel::take_columns>(&fk_take_columns, c, r, d);
+    case kernel::embed_backward: return call_kernel<kernel::embed_backward>(&fk_embed_backward, c, r, d);
+    case kernel::adam_first_moment: return call_kernel<kernel::adam_first_moment>(&fk_adam_first_moment, c, r, d);
+    case kernel::adam_second_moment: return call_kernel<kernel::adam_second_moment>(&fk_adam_second_moment, c, r, d);
+    case kernel::adamw_factors: return call_kernel<kernel::adamw_factors>(&fk_adamw_factors, c, r, d);
+    case kernel::adamw_update: return call_kernel<kernel::adamw_update>(&fk_adamw_update, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return 0;
   }

@@ -71,6 +71,7 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::input0: return operand(p, m, c.in[0]);
     case arg::input1: return operand(p, m, c.in[1]);
     case arg::input2: return operand(p, m, c.in[2]);
+    case arg::input3: return operand(p, m, c.in[3]);
     case arg::bias: return c.n_in == 3 ? operand(p, m, c.in[2]) : "NULL";
     case arg::output: return operand(p, m, c.out);
     case arg::work: return c.work.tensor >= 0 ? operand(p, m, c.work) : "NULL";
@@ -89,6 +90,7 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::head_dim:
     case arg::capacity:
     case arg::original_max:
+    case arg::vocab:
     case arg::inner0:
     case arg::extent0:
     case arg::inner1:
@@ -98,7 +100,10 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::factor:
     case arg::low_freq_factor:
     case arg::high_freq_factor:
-    case arg::value: return float_literal(runtime::real_value(a, c));
+    case arg::value:
+    case arg::beta1:
+    case arg::beta2:
+    case arg::weight_decay: return float_literal(runtime::real_value(a, c));
   }
   throw std::logic_error("codegen: an argument of no kind");
 }

@@ -1,0 +1,69 @@
+// A train step as one program: the forward pass a model wrote, then (appended here) its loss, the
+// backward steps (graph/reverse.hpp) and the optimizer's update of every parameter. Parameters, the
+// moments and the step count are state: each update writes its own state's bytes (state in ->
+// state out), so calling the program again trains another step. The learning rate is an input
+// (f32 [1]), so a schedule needs no new plan.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "../graph/reverse.hpp"
+#include "../ops.hpp"
+#include "../ops/graph_ops.hpp"
+
+namespace fused::train {
+
+// torch.optim.AdamW's hyperparameters (the learning rate is the program's input "learning_rate").
+struct adamw {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+};
+
+struct options {
+  adamw optimizer{};
+  bool keep_gradients = false;  // the gradients stay readable after the call (train-step's outputs)
+};
+
+// Appends to `g` the loss (mean next-token cross-entropy of `logits` [T, V] against the input
+// "labels" i32 [T], -100 skipping a row), output "loss"; the gradients of every tensor of `parameters`
+// (f32 state feeds); one AdamW step over each; and marks the program as training.
+constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o) {
+  if (!g.peek().ok()) return;
+  const dim rows = g.peek().tensor(logits).shp[0];
+  const tensor_id labels = g.input({"labels"}, dtype::i32, shape(rows));
+  const tensor_id loss = g.apply(ops::cross_entropy, {logits, labels}, {}, {"loss"});
+  g.output("loss", loss);
+  const tensor_id seed = g.apply(ops::full, {}, {.i = {1, no_value, no_value, no_value}, .f = 1.0}, {"loss.grad"});
+  const std::vector<tensor_id> grads = append_backward(g, loss, seed, parameters, ops::add);
+  if (!g.peek().ok()) return;
+
+  const tensor_id lr = g.input({"learning_rate"}, dtype::f32, shape(1));
+  const tensor_id count = g.state({"optimizer.step"}, dtype::i32, shape(1));
+  const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
+  g.carry_state(count, next_count);
+  const adamw& h = o.optimizer;
+  const tensor_id factors = g.apply(ops::adamw_factors, {next_count, lr}, {.f = h.beta1, .extra = {h.beta2, h.weight_decay, 0}}, {"optimizer.factors"});
+  std::vector<trained_parameter> trained;
+  trained.reserve(parameters.size());
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    const tensor_id p = parameters[i], grad = grads[i];
+    const tensor_info& pt = g.peek().tensor(p);
+    const name_ref pn = pt.name;
+    if (grad < 0) {
+      g.fail(error_kind::bad_program, "parameter '" + pn.str() + "' does not reach the loss, so it has no gradient to train it with");
+      return;
+    }
+    if (o.keep_gradients) g.keep(grad);
+    const shape ps = pt.shp;
+    const tensor_id m = g.state({pn.pattern, pn.index, ".adam_m"}, dtype::f32, ps), v = g.state({pn.pattern, pn.index, ".adam_v"}, dtype::f32, ps);
+    const tensor_id m_next = g.apply(ops::adam_first_moment, {m, grad}, {.f = h.beta1}, {pn.pattern, pn.index, ".adam_m.next"});
+    const tensor_id v_next = g.apply(ops::adam_second_moment, {v, grad}, {.f = h.beta2}, {pn.pattern, pn.index, ".adam_v.next"});
+    const tensor_id p_next = g.apply(ops::adamw_update, {p, m_next, v_next, factors}, {.f = h.eps}, {pn.pattern, pn.index, ".next"});
+    g.carry_state(m, m_next);
+    g.carry_state(v, v_next);
+    g.carry_state(p, p_next);
+    trained.push_back({.value = p, .gradient = grad, .next = p_next});
+  }
+  g.train(loss, std::move(trained));
+}
+
+}  // namespace fused::train
