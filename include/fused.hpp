@@ -91,6 +91,7 @@
 #include "fused/models/decoder_model.hpp"
 #include "fused/models/decoder_plan.hpp"
 #include "fused/models/decoder_static_plan.hpp"
+#include "fused/models/decoder_static_train.hpp"
 #include "fused/models/decoder_train.hpp"
 #include "fused/models/family.hpp"
 #include "fused/models/hf_config.hpp"

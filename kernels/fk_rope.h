@@ -1,6 +1,7 @@
 /* fk_rope.h: rotary position embedding, Qwen2 / Llama "rotate half" convention.
  * For each head, the pairs (i, i + hd/2), i < hd/2, are rotated by angle = pos * inv_freq[i] with
- * inv_freq[i] = 1 / theta^(2i/hd). Angles are computed exactly as transformers does in f32
+ * inv_freq[i] = 1 / theta^(2i/hd). Row s sits at position pos0 + s, or, given a period (sequences of
+ * `period` rows packed one after another, as a training batch is), at pos0 + s % period. Angles are computed exactly as transformers does in f32
  * (inv_freq rounded to f32, pos * inv_freq rounded to f32, cos/sin of that), so positions in the
  * thousands match Hugging Face rather than an exact-angle ideal. cos/sin come from libm (same on every
  * path); only the rotation is vectorized. The SIMD paths write the rotation with explicit FMAs: plain
@@ -49,9 +50,10 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
   return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
 }
 
-/* The rotation of rows pos0.. by the angles pos * inv_freq[i], i < head_dim/2; `direction` -1
- * rotates back by the same angles (the transpose: a gradient's way through the rotation). */
-FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, const float* inv_freq, float direction) {
+/* The rotation of rows by the angles pos * inv_freq[i], i < head_dim/2; `direction` -1 rotates back
+ * by the same angles (the transpose: a gradient's way through the rotation). */
+FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, const float* inv_freq,
+                           float direction) {
   const fk_isa isa = fk_isa_active();
   const size_t half = head_dim / 2;
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
@@ -59,7 +61,7 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
   FK_PARALLEL_FOR(nt)
   for (size_t s = 0; s < S; ++s) {
     float c[FK_MAX_HEAD_DIM / 2], sn[FK_MAX_HEAD_DIM / 2];
-    const float pos = (float)(pos0 + s);
+    const float pos = (float)(pos0 + (period ? s % period : s));
     for (size_t i = 0; i < half; ++i) {
       const float a = pos * inv_freq[i];
       c[i] = cosf(a);
@@ -79,20 +81,21 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
   }
 }
 
-/* x[S, heads*hd] in place; row s is at position pos0 + s. hd must be even and <= FK_MAX_HEAD_DIM. */
-FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+/* x[S, heads*hd] in place; row s is at position pos0 + s (period 0) or pos0 + s % period. hd must be
+ * even and <= FK_MAX_HEAD_DIM. */
+FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta) {
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
-  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq, 1.0f);
+  fk__rope_apply(x, S, heads, head_dim, pos0, period, inv_freq, 1.0f);
 }
 
 /* fk_rope's vector-Jacobian product: dy[S, heads*hd] rotated back in place. */
-FK_API void fk_rope_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+FK_API void fk_rope_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta) {
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
-  fk__rope_apply(dy, S, heads, head_dim, pos0, inv_freq, -1.0f);
+  fk__rope_apply(dy, S, heads, head_dim, pos0, period, inv_freq, -1.0f);
 }
 
 /* Llama 3.1's frequencies (transformers' _compute_llama3_parameters, step by step in f32 as torch
@@ -111,24 +114,24 @@ FK_API float fk_rope_llama3_inv_freq(size_t i, size_t head_dim, float theta, flo
   return (1.0f - smooth) * inv / factor + smooth * inv;
 }
 
-FK_API void fk__rope_llama3_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+FK_API void fk__rope_llama3_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta, float factor,
                                   float low_freq_factor, float high_freq_factor, size_t original_max, float direction) {
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i)
     inv_freq[i] = fk_rope_llama3_inv_freq(i, head_dim, theta, factor, low_freq_factor, high_freq_factor, (float)original_max);
-  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq, direction);
+  fk__rope_apply(x, S, heads, head_dim, pos0, period, inv_freq, direction);
 }
 
-FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta, float factor,
                            float low_freq_factor, float high_freq_factor, size_t original_max) {
-  fk__rope_llama3_apply(x, S, heads, head_dim, pos0, theta, factor, low_freq_factor, high_freq_factor, original_max, 1.0f);
+  fk__rope_llama3_apply(x, S, heads, head_dim, pos0, period, theta, factor, low_freq_factor, high_freq_factor, original_max, 1.0f);
 }
 
 /* fk_rope_llama3's vector-Jacobian product, in place. */
-FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta, float factor,
                                     float low_freq_factor, float high_freq_factor, size_t original_max) {
-  fk__rope_llama3_apply(dy, S, heads, head_dim, pos0, theta, factor, low_freq_factor, high_freq_factor, original_max, -1.0f);
+  fk__rope_llama3_apply(dy, S, heads, head_dim, pos0, period, theta, factor, low_freq_factor, high_freq_factor, original_max, -1.0f);
 }
 
 #endif /* FK_ROPE_H */

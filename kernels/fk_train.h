@@ -3,6 +3,8 @@
  * inner loop is contiguous (dot products as eight explicit lanes, the rest as axpy rows), which the
  * compiler vectorizes without reassociating anything.
  *
+ * The linear kernels run an AVX2 register-blocked GEMM where the CPU has AVX2 (fk__gemm_f32_avx2).
+ *
  * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy
  * Backward: fk_cross_entropy_backward, fk_linear_backward_input (dX = dY W),
  *           fk_linear_backward_weight (dW = dY^T X), fk_sum_rows (a bias's gradient),
@@ -36,6 +38,90 @@ FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+/* ---- the f32 GEMM under the linear kernels ------------------------------------------------------- */
+
+/* C[m, n] = A B (+ bias[j]) with A(i, k) = a[i*a_row + k*a_col] and B(k, j) = b[k*b_row + j*b_col]: the
+ * strides let one routine serve x W^T, dY W and dY^T X without copying a transpose. Threads take
+ * panels of 16 columns; within a panel B is packed in blocks of FK__GEMM_KC rows, and 6 x 16 blocks of
+ * C accumulate in registers, k in order: each element sees the same sum in the same order whatever
+ * the thread count (the scalar path's order differs from the AVX2 path's, as any two ISAs may). */
+#define FK__GEMM_MR 6
+#define FK__GEMM_NR 16
+#define FK__GEMM_KC 256
+
+#if FK_X86
+/* mr (<= 6) rows of C's panel block [mr, 16] over one K block: `first` starts from the bias (or 0),
+ * otherwise from what C holds; nr (<= 16) columns are stored. */
+FK_TARGET_AVX2 FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, size_t mr, const float* packed_b,
+                                              float* c, size_t ldc, size_t nr, int first, const float* bias) {
+  __m256 acc[FK__GEMM_MR][2];
+  float edge[FK__GEMM_NR];
+  for (size_t r = 0; r < FK__GEMM_MR; ++r) {
+    if (r >= mr) {
+      acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    } else if (first) {
+      for (size_t j = 0; j < FK__GEMM_NR; ++j) edge[j] = bias && j < nr ? bias[j] : 0.0f;
+      acc[r][0] = _mm256_loadu_ps(edge);
+      acc[r][1] = _mm256_loadu_ps(edge + 8);
+    } else {
+      for (size_t j = 0; j < FK__GEMM_NR; ++j) edge[j] = j < nr ? c[r * ldc + j] : 0.0f;
+      acc[r][0] = _mm256_loadu_ps(edge);
+      acc[r][1] = _mm256_loadu_ps(edge + 8);
+    }
+  }
+  if (mr == FK__GEMM_MR) {
+    for (size_t k = 0; k < kc; ++k) {
+      const __m256 b0 = _mm256_loadu_ps(packed_b + k * FK__GEMM_NR), b1 = _mm256_loadu_ps(packed_b + k * FK__GEMM_NR + 8);
+      const float* ak = a + k * a_col;
+      for (size_t r = 0; r < FK__GEMM_MR; ++r) {
+        const __m256 av = _mm256_broadcast_ss(ak + r * a_row);
+        acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+      }
+    }
+  } else {
+    for (size_t r = 0; r < mr; ++r)
+      for (size_t k = 0; k < kc; ++k) {
+        const __m256 av = _mm256_broadcast_ss(a + r * a_row + k * a_col);
+        acc[r][0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(packed_b + k * FK__GEMM_NR), acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(packed_b + k * FK__GEMM_NR + 8), acc[r][1]);
+      }
+  }
+  for (size_t r = 0; r < mr; ++r) {
+    if (nr == FK__GEMM_NR) {
+      _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+      _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+    } else {
+      _mm256_storeu_ps(edge, acc[r][0]);
+      _mm256_storeu_ps(edge + 8, acc[r][1]);
+      for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = edge[j];
+    }
+  }
+}
+
+FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, size_t a_row, size_t a_col, const float* b, size_t b_row,
+                              size_t b_col, const float* bias, float* c) {
+  const size_t panels = (n + FK__GEMM_NR - 1) / FK__GEMM_NR;
+  const int nt = fk__threads_for(panels, (double)m * (double)kdim * FK__GEMM_NR * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t p = 0; p < panels; ++p) {
+    const size_t j0 = p * FK__GEMM_NR, nr = n - j0 < FK__GEMM_NR ? n - j0 : FK__GEMM_NR;
+    float packed_b[FK__GEMM_KC * FK__GEMM_NR];
+    if (kdim == 0)
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < nr; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
+    for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_KC) {
+      const size_t kc = kdim - k0 < FK__GEMM_KC ? kdim - k0 : FK__GEMM_KC;
+      for (size_t k = 0; k < kc; ++k)
+        for (size_t j = 0; j < FK__GEMM_NR; ++j) packed_b[k * FK__GEMM_NR + j] = j < nr ? b[(k0 + k) * b_row + (j0 + j) * b_col] : 0.0f;
+      for (size_t i0 = 0; i0 < m; i0 += FK__GEMM_MR)
+        fk__gemm_f32_block_avx2(kc, a + i0 * a_row + k0 * a_col, a_row, a_col, m - i0 < FK__GEMM_MR ? m - i0 : FK__GEMM_MR, packed_b, c + i0 * n + j0, n,
+                            nr, k0 == 0, bias ? bias + j0 : NULL);
+    }
+  }
+}
+#endif
+
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 /* out[i, :] = table[ids[i], :] (ids checked by the executors) */
@@ -61,6 +147,12 @@ FK_API void fk_rmsnorm_f32(const float* x, const float* w, size_t rows, size_t d
 
 /* y[rows, n_out] = x[rows, n_in] w[n_out, n_in]^T (+ bias[n_out]); bias may be NULL. */
 FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float* w, size_t n_out, const float* bias, float* y) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__gemm_f32_avx2(rows, n_out, n_in, x, n_in, 1, w, 1, n_in, bias, y);
+    return;
+  }
+#endif
   const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
   FK_PARALLEL_FOR(nt)
   for (size_t n = 0; n < n_out; ++n) {
@@ -70,11 +162,15 @@ FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float*
   }
 }
 
-/* Causal grouped-query attention over one sequence at positions 0..rows-1: q[rows, heads*hd],
- * k and v [rows, kv_heads*hd], out[rows, heads*hd]; head h reads kv head h / (heads / kv_heads).
- * Softmax of q.k / sqrt(hd) over the positions up to the row's own, in two passes (max, then sum). */
+/* The first row that row t attends to: its sequence's first (sequences of `period` rows packed one
+ * after another; period 0: all rows are one sequence). */
+FK_API size_t fk__sequence_start(size_t t, size_t period) { return period ? t - t % period : 0; }
+
+/* Causal grouped-query attention: q[rows, heads*hd], k and v [rows, kv_heads*hd], out[rows, heads*hd];
+ * head h reads kv head h / (heads / kv_heads); row t sees the rows of its sequence up to its own.
+ * Softmax of q.k / sqrt(hd) in two passes (max, then sum). */
 FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
-                                    size_t head_dim, float* out) {
+                                    size_t head_dim, size_t period, float* out) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
   const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
@@ -83,14 +179,15 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
     const size_t t = job / heads, h = job % heads, g = h / group;
     const float* qr = q + t * qw + h * head_dim;
     float* o = out + t * qw + h * head_dim;
+    const size_t first = fk__sequence_start(t, period);
     float m = -INFINITY;
-    for (size_t j = 0; j <= t; ++j) {
+    for (size_t j = first; j <= t; ++j) {
       const float s = fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale;
       m = s > m ? s : m;
     }
     float sum = 0.0f;
     for (size_t i = 0; i < head_dim; ++i) o[i] = 0.0f;
-    for (size_t j = 0; j <= t; ++j) {
+    for (size_t j = first; j <= t; ++j) {
       const float p = expf(fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale - m);
       sum += p;
       fk__axpy_f32(p, v + j * kw + g * head_dim, head_dim, o);
@@ -158,6 +255,12 @@ FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vo
 
 /* dx[rows, n_in] = dy[rows, n_out] w[n_out, n_in] */
 FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out, const float* w, size_t n_in, float* dx) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__gemm_f32_avx2(rows, n_in, n_out, dy, n_out, 1, w, n_in, 1, NULL, dx);
+    return;
+  }
+#endif
   const int nt = fk__threads_for(rows, (double)n_out * (double)n_in * 2);
   FK_PARALLEL_FOR(nt)
   for (size_t t = 0; t < rows; ++t) {
@@ -169,6 +272,12 @@ FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out,
 
 /* dw[n_out, n_in] = dy[rows, n_out]^T x[rows, n_in] */
 FK_API void fk_linear_backward_weight(const float* dy, size_t rows, size_t n_out, const float* x, size_t n_in, float* dw) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__gemm_f32_avx2(n_out, n_in, rows, dy, 1, n_out, x, n_in, 1, NULL, dw);
+    return;
+  }
+#endif
   const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
   FK_PARALLEL_FOR(nt)
   for (size_t n = 0; n < n_out; ++n) {
@@ -225,7 +334,7 @@ FK_API void fk_swiglu_backward(const float* gate, const float* up, const float* 
  * work holds 2 * rows floats per kv head. Threads split the kv heads: each owns its dk and dv and
  * the dq of its query heads, and adds rows in order. */
 FK_API void fk_attention_causal_backward(const float* q, const float* k, const float* v, const float* dout, size_t rows, size_t heads,
-                                         size_t kv_heads, size_t head_dim, float* work, float* dqkv) {
+                                         size_t kv_heads, size_t head_dim, size_t period, float* work, float* dqkv) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
   const float scale = 1.0f / sqrtf((float)head_dim);
   for (size_t t = 0; t < rows; ++t)
@@ -239,25 +348,26 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
       for (size_t t = 0; t < rows; ++t) {
         const float* qr = q + t * qw + h * head_dim;
         const float* dor = dout + t * qw + h * head_dim;
+        const size_t first = fk__sequence_start(t, period);
         float m = -INFINITY;
-        for (size_t j = 0; j <= t; ++j) {
+        for (size_t j = first; j <= t; ++j) {
           p[j] = fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale;
           m = p[j] > m ? p[j] : m;
         }
         float sum = 0.0f;
-        for (size_t j = 0; j <= t; ++j) {
+        for (size_t j = first; j <= t; ++j) {
           p[j] = expf(p[j] - m);
           sum += p[j];
         }
         const float inv = 1.0f / sum;
         float delta = 0.0f; /* sum_j p_j dp_j = dO . O */
-        for (size_t j = 0; j <= t; ++j) {
+        for (size_t j = first; j <= t; ++j) {
           p[j] *= inv;
           dp[j] = fk__dot_f32(dor, v + j * kw + g * head_dim, head_dim);
           delta += p[j] * dp[j];
         }
         float* dq = dqkv + t * row + h * head_dim;
-        for (size_t j = 0; j <= t; ++j) {
+        for (size_t j = first; j <= t; ++j) {
           const float ds = p[j] * (dp[j] - delta) * scale;
           fk__axpy_f32(ds, k + j * kw + g * head_dim, head_dim, dq);
           fk__axpy_f32(ds, qr, head_dim, dqkv + j * row + qw + g * head_dim);

@@ -1759,7 +1759,8 @@ namespace fused {
 // A step on the way from `by` to the loss whose op has no backward rule fails the program, naming it.
 constexpr std::vector<tensor_id> append_backward(graph_builder& g, tensor_id loss, tensor_id seed, const std::vector<tensor_id>& by,
                                                  const op_def& accumulate) {
-  std::vector<tensor_id> grads_of_by(by.size(), -1);
+  std::vector<tensor_id> grads_of_by;
+  for (std::size_t i = 0; i < by.size(); ++i) grads_of_by.push_back(-1);
   const program& p = g.peek();
   if (!p.ok()) return grads_of_by;
   if (!p.regions.empty()) {
@@ -1768,22 +1769,22 @@ constexpr std::vector<tensor_id> append_backward(graph_builder& g, tensor_id los
   }
   const std::size_t nt = p.tensors.size(), ns = p.steps.size();  // the forward part: steps in id order
   // Which tensors need a gradient: those that depend on a tensor of `by` and that the loss depends on.
-  std::vector<bool> from_by(nt, false), to_loss(nt, false);
-  for (tensor_id t : by) from_by[static_cast<std::size_t>(t)] = true;
+  scratch<char> from_by(nt, 0), to_loss(nt, 0);
+  for (tensor_id t : by) from_by[static_cast<std::size_t>(t)] = 1;
   for (std::size_t s = 0; s < ns; ++s) {
     const step& st = p.steps[s];
     for (int k = 0; k < st.n_inputs; ++k)
-      if (from_by[static_cast<std::size_t>(st.inputs[k])]) from_by[static_cast<std::size_t>(st.result)] = true;
+      if (from_by[static_cast<std::size_t>(st.inputs[k])]) from_by[static_cast<std::size_t>(st.result)] = 1;
   }
-  to_loss[static_cast<std::size_t>(loss)] = true;
+  to_loss[static_cast<std::size_t>(loss)] = 1;
   for (std::size_t s = ns; s-- > 0;) {
     const step& st = p.steps[s];
     if (!to_loss[static_cast<std::size_t>(st.result)]) continue;
-    for (int k = 0; k < st.n_inputs; ++k) to_loss[static_cast<std::size_t>(st.inputs[k])] = true;
+    for (int k = 0; k < st.n_inputs; ++k) to_loss[static_cast<std::size_t>(st.inputs[k])] = 1;
   }
-  auto needs = [&](tensor_id t) { return from_by[static_cast<std::size_t>(t)] && to_loss[static_cast<std::size_t>(t)]; };
+  auto needs = [&](tensor_id t) { return from_by[static_cast<std::size_t>(t)] != 0 && to_loss[static_cast<std::size_t>(t)] != 0; };
 
-  std::vector<tensor_id> grad(nt, -1);
+  scratch<tensor_id> grad(nt, -1);
   grad[static_cast<std::size_t>(loss)] = seed;
   for (std::size_t s = ns; s-- > 0;) {
     const step st = g.peek().steps[s];  // a copy: the rule's steps grow the vector
@@ -2011,7 +2012,9 @@ inline constexpr op_def attention{
 // ---- end fused/ops/attention.hpp -----------------------------------------------------------------------
 // ---- begin fused/ops/causal_attention.hpp --------------------------------------------------------------
 // causal_attention: causal grouped-query attention of one whole sequence, no KV cache (training):
-// q f32 [T, heads*hd], k and v f32 [T, kv_heads*hd] -> f32 [T, heads*hd]; attrs.i = {heads, kv_heads}.
+// q f32 [T, heads*hd], k and v f32 [T, kv_heads*hd] -> f32 [T, heads*hd]; attrs.i = {heads, kv_heads,
+// period}: with a period P > 0 the rows are sequences of P rows packed (a batch), each attending
+// within its own sequence.
 // Its backward: attention_grad (q, k, v, dy) -> [T, (heads + 2*kv_heads)*hd], each row [dq | dk | dv]
 // (workspace: f32 [2*kv_heads, T]), and take_columns, which copies one of the three out.
 
@@ -2031,6 +2034,7 @@ constexpr inferred causal_attention_shape(const tensor_info* const* in, int n, c
   const attention_sizes z = attention_sizes_of(q, a);
   if (z.heads == 0) return mismatch(0, "queries must be f32 [T, heads*head_dim] with heads a multiple of kv_heads (attrs " + to_text(a.i[0]) + ", " + to_text(a.i[1]) + "), got " + describe(q));
   if (q.type != dtype::f32) return mismatch(0, "queries must be f32, got " + describe(q));
+  if (a.i[2] < 0) return mismatch(-1, "the period (rows per packed sequence) must not be negative");
   const shape kv_shape(q.shp[0], z.kv_heads * z.head_dim);
   if (k.type != dtype::f32 || !(k.shp == kv_shape)) return mismatch(1, "keys must be f32 " + shape_text(kv_shape) + ", got " + describe(k));
   if (v.type != dtype::f32 || !(v.shp == kv_shape)) return mismatch(2, "values must be f32 " + shape_text(kv_shape) + ", got " + describe(v));
@@ -2039,7 +2043,7 @@ constexpr inferred causal_attention_shape(const tensor_info* const* in, int n, c
 }
 }  // namespace detail
 
-inline constexpr attr_field causal_attention_attributes[] = {{"heads", attr_slot::i0}, {"kv_heads", attr_slot::i1}};
+inline constexpr attr_field causal_attention_attributes[] = {{"heads", attr_slot::i0}, {"kv_heads", attr_slot::i1}, {"period", attr_slot::i2}};
 
 inline constexpr op_def attention_grad{
     .name = "attention_grad",
@@ -2493,7 +2497,8 @@ inline constexpr op_def head_rms_norm{
 // ---- begin fused/ops/rope.hpp --------------------------------------------------------------------------
 // rope: rotary position embedding in the rotate-half convention (Qwen2, Llama, Mistral), in place.
 // x f32 [T, heads*head_dim]; attrs.i = {heads, head_dim}, attrs.f = theta. Row t is at position pos0+t,
-// pos0 the call's or, given, the value of an i32 [1] second input (op_def::positional).
+// pos0 the call's or, given, the value of an i32 [1] second input (op_def::positional); with
+// attrs.i[3] = P > 0 (a training batch: sequences of P rows packed), at pos0 + t % P.
 // rope_llama3: the same with Llama 3.1's frequencies (transformers' rope_type "llama3"):
 // attrs.i[2] = original_max_position_embeddings, attrs.extra = {factor, low_freq_factor, high_freq_factor}.
 // rope_grad, rope_llama3_grad: their backward, the gradient rotated back by the same angles, in place
@@ -2511,6 +2516,7 @@ constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& 
   if (!(x.shp[1] == dim{heads * hd, 0}))
     return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of " + to_text(hd));
   if (!(a.f > 0)) return mismatch(-1, "theta must be positive");
+  if (a.i[3] < 0) return mismatch(-1, "the period (rows per packed sequence) must not be negative");
   return result(dtype::f32, x.shp);
 }
 }  // namespace detail
@@ -7274,7 +7280,7 @@ enum class arg : std::uint8_t {
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
   elements,                // rows * cols
   pos0,                    // the position of row 0: the call's, or its position input's value
-  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab,  // call::sizes
+  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab, period,  // call::sizes
   inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
   eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay,  // call::reals
   int0, int1, int2, int3,  // call::ints
@@ -7288,7 +7294,7 @@ enum class arg : std::uint8_t {
 struct kernel_spec {
   kernel k = kernel::unknown;
   std::string_view name;
-  std::array<arg, 10> args{};
+  std::array<arg, 11> args{};
   std::uint8_t arity = 0;
   int copy_into_output = -1;
   // The C function returns nonzero, writing nothing, when an input is out of its range; this says
@@ -7315,8 +7321,8 @@ inline constexpr std::array<kernel_spec, 46> kernel_specs{{
     detail::spec(kernel::gemv, "fk_gemv_bf16", -1, arg::input0, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
     detail::spec(kernel::gemm, "fk_gemm_bf16", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output,
                  arg::work),
-    detail::spec(kernel::rope, "fk_rope", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta),
-    detail::spec(kernel::rope_llama3, "fk_rope_llama3", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta,
+    detail::spec(kernel::rope, "fk_rope", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::period, arg::theta),
+    detail::spec(kernel::rope_llama3, "fk_rope_llama3", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::period, arg::theta,
                  arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
     detail::spec(kernel::kv_store, "fk_kv_store", 1, arg::input0, arg::rows, arg::kv_heads, arg::head_dim, arg::output, arg::capacity,
                  arg::pos0),
@@ -7346,7 +7352,7 @@ inline constexpr std::array<kernel_spec, 46> kernel_specs{{
     detail::spec(kernel::rmsnorm_f32, "fk_rmsnorm_f32", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::linear_f32, "fk_linear_f32", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
     detail::spec(kernel::attention_causal, "fk_attention_causal_f32", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
-                 arg::kv_heads, arg::head_dim, arg::output),
+                 arg::kv_heads, arg::head_dim, arg::period, arg::output),
     detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::output),
                      "a label is outside the vocabulary"),
     detail::refusing(detail::spec(kernel::cross_entropy_backward, "fk_cross_entropy_backward", -1, arg::input0, arg::rows, arg::cols, arg::input1,
@@ -7361,12 +7367,13 @@ inline constexpr std::array<kernel_spec, 46> kernel_specs{{
                  arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_backward_weight, "fk_rmsnorm_backward_weight", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps,
                  arg::output),
-    detail::spec(kernel::rope_backward, "fk_rope_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta),
+    detail::spec(kernel::rope_backward, "fk_rope_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::period,
+                 arg::theta),
     detail::spec(kernel::rope_llama3_backward, "fk_rope_llama3_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0,
-                 arg::theta, arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
+                 arg::period, arg::theta, arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
     detail::spec(kernel::swiglu_backward, "fk_swiglu_backward", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::int0, arg::output),
     detail::spec(kernel::attention_causal_backward, "fk_attention_causal_backward", -1, arg::input0, arg::input1, arg::input2, arg::input3,
-                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::work, arg::output),
+                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::period, arg::work, arg::output),
     detail::spec(kernel::take_columns, "fk_take_columns", -1, arg::input0, arg::rows, arg::cols, arg::int0, arg::out_cols, arg::output),
     detail::spec(kernel::embed_backward, "fk_embed_backward", -1, arg::input0, arg::rows, arg::input1, arg::out_cols, arg::vocab, arg::output),
     detail::spec(kernel::adam_first_moment, "fk_adam_first_moment", -1, arg::input0, arg::input1, arg::elements, arg::beta1, arg::output),
@@ -7426,6 +7433,7 @@ struct call {
     std::int64_t capacity = 0;      // KV-cache positions
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
     std::int64_t vocab = 0;         // embed: rows of the table (for executors' id checks); embed_backward: of its result
+    std::int64_t period = 0;        // rope, causal attention: rows per packed sequence (0: one sequence)
     std::int64_t row_bytes = 0;     // copy_bytes, select_bytes: bytes of a row of the result
     std::int64_t inner0 = 1, extent0 = 1, inner1 = 1, extent1 = 1;  // binary_f32: its inputs' broadcast_span
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
@@ -7458,6 +7466,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
     case arg::capacity: return c.sizes.capacity;
     case arg::original_max: return c.sizes.original_max;
     case arg::vocab: return c.sizes.vocab;
+    case arg::period: return c.sizes.period;
     case arg::inner0: return c.sizes.inner0;
     case arg::extent0: return c.sizes.extent0;
     case arg::inner1: return c.sizes.inner1;
@@ -7585,6 +7594,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.sizes.heads = s.at.i[0];
         c.sizes.kv_heads = s.at.i[1];
         c.sizes.head_dim = cols / s.at.i[0];
+        c.sizes.period = s.at.i[2];
         if (s.work >= 0) c.work = at(s.work);
         break;
       case kernel::swiglu_backward:
@@ -7618,6 +7628,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       case kernel::rope_llama3_backward:
         c.sizes.heads = s.at.i[0];
         c.sizes.head_dim = s.at.i[1];
+        c.sizes.period = s.at.i[3];
         c.reals.theta = static_cast<float>(s.at.f);
         if (c.k == kernel::rope_llama3 || c.k == kernel::rope_llama3_backward) {
           c.sizes.original_max = s.at.i[2];
@@ -8935,7 +8946,8 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
 // ---- begin fk_rope.h -----------------------------------------------------------------------------------
 /* fk_rope.h: rotary position embedding, Qwen2 / Llama "rotate half" convention.
  * For each head, the pairs (i, i + hd/2), i < hd/2, are rotated by angle = pos * inv_freq[i] with
- * inv_freq[i] = 1 / theta^(2i/hd). Angles are computed exactly as transformers does in f32
+ * inv_freq[i] = 1 / theta^(2i/hd). Row s sits at position pos0 + s, or, given a period (sequences of
+ * `period` rows packed one after another, as a training batch is), at pos0 + s % period. Angles are computed exactly as transformers does in f32
  * (inv_freq rounded to f32, pos * inv_freq rounded to f32, cos/sin of that), so positions in the
  * thousands match Hugging Face rather than an exact-angle ideal. cos/sin come from libm (same on every
  * path); only the rotation is vectorized. The SIMD paths write the rotation with explicit FMAs: plain
@@ -8983,9 +8995,10 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
   return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
 }
 
-/* The rotation of rows pos0.. by the angles pos * inv_freq[i], i < head_dim/2; `direction` -1
- * rotates back by the same angles (the transpose: a gradient's way through the rotation). */
-FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, const float* inv_freq, float direction) {
+/* The rotation of rows by the angles pos * inv_freq[i], i < head_dim/2; `direction` -1 rotates back
+ * by the same angles (the transpose: a gradient's way through the rotation). */
+FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, const float* inv_freq,
+                           float direction) {
   const fk_isa isa = fk_isa_active();
   const size_t half = head_dim / 2;
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
@@ -8993,7 +9006,7 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
   FK_PARALLEL_FOR(nt)
   for (size_t s = 0; s < S; ++s) {
     float c[FK_MAX_HEAD_DIM / 2], sn[FK_MAX_HEAD_DIM / 2];
-    const float pos = (float)(pos0 + s);
+    const float pos = (float)(pos0 + (period ? s % period : s));
     for (size_t i = 0; i < half; ++i) {
       const float a = pos * inv_freq[i];
       c[i] = cosf(a);
@@ -9013,20 +9026,21 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
   }
 }
 
-/* x[S, heads*hd] in place; row s is at position pos0 + s. hd must be even and <= FK_MAX_HEAD_DIM. */
-FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+/* x[S, heads*hd] in place; row s is at position pos0 + s (period 0) or pos0 + s % period. hd must be
+ * even and <= FK_MAX_HEAD_DIM. */
+FK_API void fk_rope(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta) {
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
-  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq, 1.0f);
+  fk__rope_apply(x, S, heads, head_dim, pos0, period, inv_freq, 1.0f);
 }
 
 /* fk_rope's vector-Jacobian product: dy[S, heads*hd] rotated back in place. */
-FK_API void fk_rope_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta) {
+FK_API void fk_rope_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta) {
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = fk_rope_inv_freq(i, head_dim, theta);
-  fk__rope_apply(dy, S, heads, head_dim, pos0, inv_freq, -1.0f);
+  fk__rope_apply(dy, S, heads, head_dim, pos0, period, inv_freq, -1.0f);
 }
 
 /* Llama 3.1's frequencies (transformers' _compute_llama3_parameters, step by step in f32 as torch
@@ -9045,24 +9059,24 @@ FK_API float fk_rope_llama3_inv_freq(size_t i, size_t head_dim, float theta, flo
   return (1.0f - smooth) * inv / factor + smooth * inv;
 }
 
-FK_API void fk__rope_llama3_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+FK_API void fk__rope_llama3_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta, float factor,
                                   float low_freq_factor, float high_freq_factor, size_t original_max, float direction) {
   float inv_freq[FK_MAX_HEAD_DIM / 2];
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   for (size_t i = 0; i < head_dim / 2; ++i)
     inv_freq[i] = fk_rope_llama3_inv_freq(i, head_dim, theta, factor, low_freq_factor, high_freq_factor, (float)original_max);
-  fk__rope_apply(x, S, heads, head_dim, pos0, inv_freq, direction);
+  fk__rope_apply(x, S, heads, head_dim, pos0, period, inv_freq, direction);
 }
 
-FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+FK_API void fk_rope_llama3(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta, float factor,
                            float low_freq_factor, float high_freq_factor, size_t original_max) {
-  fk__rope_llama3_apply(x, S, heads, head_dim, pos0, theta, factor, low_freq_factor, high_freq_factor, original_max, 1.0f);
+  fk__rope_llama3_apply(x, S, heads, head_dim, pos0, period, theta, factor, low_freq_factor, high_freq_factor, original_max, 1.0f);
 }
 
 /* fk_rope_llama3's vector-Jacobian product, in place. */
-FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, float theta, float factor,
+FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, float theta, float factor,
                                     float low_freq_factor, float high_freq_factor, size_t original_max) {
-  fk__rope_llama3_apply(dy, S, heads, head_dim, pos0, theta, factor, low_freq_factor, high_freq_factor, original_max, -1.0f);
+  fk__rope_llama3_apply(dy, S, heads, head_dim, pos0, period, theta, factor, low_freq_factor, high_freq_factor, original_max, -1.0f);
 }
 
 #endif /* FK_ROPE_H */
@@ -10058,6 +10072,8 @@ FK_API void fk_select_bytes(const uint8_t* cond, const void* a, const void* b, s
  * inner loop is contiguous (dot products as eight explicit lanes, the rest as axpy rows), which the
  * compiler vectorizes without reassociating anything.
  *
+ * The linear kernels run an AVX2 register-blocked GEMM where the CPU has AVX2 (fk__gemm_f32_avx2).
+ *
  * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy
  * Backward: fk_cross_entropy_backward, fk_linear_backward_input (dX = dY W),
  *           fk_linear_backward_weight (dW = dY^T X), fk_sum_rows (a bias's gradient),
@@ -10089,6 +10105,90 @@ FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
   for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+/* ---- the f32 GEMM under the linear kernels ------------------------------------------------------- */
+
+/* C[m, n] = A B (+ bias[j]) with A(i, k) = a[i*a_row + k*a_col] and B(k, j) = b[k*b_row + j*b_col]: the
+ * strides let one routine serve x W^T, dY W and dY^T X without copying a transpose. Threads take
+ * panels of 16 columns; within a panel B is packed in blocks of FK__GEMM_KC rows, and 6 x 16 blocks of
+ * C accumulate in registers, k in order: each element sees the same sum in the same order whatever
+ * the thread count (the scalar path's order differs from the AVX2 path's, as any two ISAs may). */
+#define FK__GEMM_MR 6
+#define FK__GEMM_NR 16
+#define FK__GEMM_KC 256
+
+#if FK_X86
+/* mr (<= 6) rows of C's panel block [mr, 16] over one K block: `first` starts from the bias (or 0),
+ * otherwise from what C holds; nr (<= 16) columns are stored. */
+FK_TARGET_AVX2 FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, size_t mr, const float* packed_b,
+                                              float* c, size_t ldc, size_t nr, int first, const float* bias) {
+  __m256 acc[FK__GEMM_MR][2];
+  float edge[FK__GEMM_NR];
+  for (size_t r = 0; r < FK__GEMM_MR; ++r) {
+    if (r >= mr) {
+      acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    } else if (first) {
+      for (size_t j = 0; j < FK__GEMM_NR; ++j) edge[j] = bias && j < nr ? bias[j] : 0.0f;
+      acc[r][0] = _mm256_loadu_ps(edge);
+      acc[r][1] = _mm256_loadu_ps(edge + 8);
+    } else {
+      for (size_t j = 0; j < FK__GEMM_NR; ++j) edge[j] = j < nr ? c[r * ldc + j] : 0.0f;
+      acc[r][0] = _mm256_loadu_ps(edge);
+      acc[r][1] = _mm256_loadu_ps(edge + 8);
+    }
+  }
+  if (mr == FK__GEMM_MR) {
+    for (size_t k = 0; k < kc; ++k) {
+      const __m256 b0 = _mm256_loadu_ps(packed_b + k * FK__GEMM_NR), b1 = _mm256_loadu_ps(packed_b + k * FK__GEMM_NR + 8);
+      const float* ak = a + k * a_col;
+      for (size_t r = 0; r < FK__GEMM_MR; ++r) {
+        const __m256 av = _mm256_broadcast_ss(ak + r * a_row);
+        acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+      }
+    }
+  } else {
+    for (size_t r = 0; r < mr; ++r)
+      for (size_t k = 0; k < kc; ++k) {
+        const __m256 av = _mm256_broadcast_ss(a + r * a_row + k * a_col);
+        acc[r][0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(packed_b + k * FK__GEMM_NR), acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(packed_b + k * FK__GEMM_NR + 8), acc[r][1]);
+      }
+  }
+  for (size_t r = 0; r < mr; ++r) {
+    if (nr == FK__GEMM_NR) {
+      _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+      _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+    } else {
+      _mm256_storeu_ps(edge, acc[r][0]);
+      _mm256_storeu_ps(edge + 8, acc[r][1]);
+      for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = edge[j];
+    }
+  }
+}
+
+FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, size_t a_row, size_t a_col, const float* b, size_t b_row,
+                              size_t b_col, const float* bias, float* c) {
+  const size_t panels = (n + FK__GEMM_NR - 1) / FK__GEMM_NR;
+  const int nt = fk__threads_for(panels, (double)m * (double)kdim * FK__GEMM_NR * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t p = 0; p < panels; ++p) {
+    const size_t j0 = p * FK__GEMM_NR, nr = n - j0 < FK__GEMM_NR ? n - j0 : FK__GEMM_NR;
+    float packed_b[FK__GEMM_KC * FK__GEMM_NR];
+    if (kdim == 0)
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < nr; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
+    for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_KC) {
+      const size_t kc = kdim - k0 < FK__GEMM_KC ? kdim - k0 : FK__GEMM_KC;
+      for (size_t k = 0; k < kc; ++k)
+        for (size_t j = 0; j < FK__GEMM_NR; ++j) packed_b[k * FK__GEMM_NR + j] = j < nr ? b[(k0 + k) * b_row + (j0 + j) * b_col] : 0.0f;
+      for (size_t i0 = 0; i0 < m; i0 += FK__GEMM_MR)
+        fk__gemm_f32_block_avx2(kc, a + i0 * a_row + k0 * a_col, a_row, a_col, m - i0 < FK__GEMM_MR ? m - i0 : FK__GEMM_MR, packed_b, c + i0 * n + j0, n,
+                            nr, k0 == 0, bias ? bias + j0 : NULL);
+    }
+  }
+}
+#endif
+
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 /* out[i, :] = table[ids[i], :] (ids checked by the executors) */
@@ -10114,6 +10214,12 @@ FK_API void fk_rmsnorm_f32(const float* x, const float* w, size_t rows, size_t d
 
 /* y[rows, n_out] = x[rows, n_in] w[n_out, n_in]^T (+ bias[n_out]); bias may be NULL. */
 FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float* w, size_t n_out, const float* bias, float* y) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__gemm_f32_avx2(rows, n_out, n_in, x, n_in, 1, w, 1, n_in, bias, y);
+    return;
+  }
+#endif
   const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
   FK_PARALLEL_FOR(nt)
   for (size_t n = 0; n < n_out; ++n) {
@@ -10123,11 +10229,15 @@ FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float*
   }
 }
 
-/* Causal grouped-query attention over one sequence at positions 0..rows-1: q[rows, heads*hd],
- * k and v [rows, kv_heads*hd], out[rows, heads*hd]; head h reads kv head h / (heads / kv_heads).
- * Softmax of q.k / sqrt(hd) over the positions up to the row's own, in two passes (max, then sum). */
+/* The first row that row t attends to: its sequence's first (sequences of `period` rows packed one
+ * after another; period 0: all rows are one sequence). */
+FK_API size_t fk__sequence_start(size_t t, size_t period) { return period ? t - t % period : 0; }
+
+/* Causal grouped-query attention: q[rows, heads*hd], k and v [rows, kv_heads*hd], out[rows, heads*hd];
+ * head h reads kv head h / (heads / kv_heads); row t sees the rows of its sequence up to its own.
+ * Softmax of q.k / sqrt(hd) in two passes (max, then sum). */
 FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
-                                    size_t head_dim, float* out) {
+                                    size_t head_dim, size_t period, float* out) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
   const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
@@ -10136,14 +10246,15 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
     const size_t t = job / heads, h = job % heads, g = h / group;
     const float* qr = q + t * qw + h * head_dim;
     float* o = out + t * qw + h * head_dim;
+    const size_t first = fk__sequence_start(t, period);
     float m = -INFINITY;
-    for (size_t j = 0; j <= t; ++j) {
+    for (size_t j = first; j <= t; ++j) {
       const float s = fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale;
       m = s > m ? s : m;
     }
     float sum = 0.0f;
     for (size_t i = 0; i < head_dim; ++i) o[i] = 0.0f;
-    for (size_t j = 0; j <= t; ++j) {
+    for (size_t j = first; j <= t; ++j) {
       const float p = expf(fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale - m);
       sum += p;
       fk__axpy_f32(p, v + j * kw + g * head_dim, head_dim, o);
@@ -10211,6 +10322,12 @@ FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vo
 
 /* dx[rows, n_in] = dy[rows, n_out] w[n_out, n_in] */
 FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out, const float* w, size_t n_in, float* dx) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__gemm_f32_avx2(rows, n_in, n_out, dy, n_out, 1, w, n_in, 1, NULL, dx);
+    return;
+  }
+#endif
   const int nt = fk__threads_for(rows, (double)n_out * (double)n_in * 2);
   FK_PARALLEL_FOR(nt)
   for (size_t t = 0; t < rows; ++t) {
@@ -10222,6 +10339,12 @@ FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out,
 
 /* dw[n_out, n_in] = dy[rows, n_out]^T x[rows, n_in] */
 FK_API void fk_linear_backward_weight(const float* dy, size_t rows, size_t n_out, const float* x, size_t n_in, float* dw) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__gemm_f32_avx2(n_out, n_in, rows, dy, 1, n_out, x, n_in, 1, NULL, dw);
+    return;
+  }
+#endif
   const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
   FK_PARALLEL_FOR(nt)
   for (size_t n = 0; n < n_out; ++n) {
@@ -10278,7 +10401,7 @@ FK_API void fk_swiglu_backward(const float* gate, const float* up, const float* 
  * work holds 2 * rows floats per kv head. Threads split the kv heads: each owns its dk and dv and
  * the dq of its query heads, and adds rows in order. */
 FK_API void fk_attention_causal_backward(const float* q, const float* k, const float* v, const float* dout, size_t rows, size_t heads,
-                                         size_t kv_heads, size_t head_dim, float* work, float* dqkv) {
+                                         size_t kv_heads, size_t head_dim, size_t period, float* work, float* dqkv) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
   const float scale = 1.0f / sqrtf((float)head_dim);
   for (size_t t = 0; t < rows; ++t)
@@ -10292,25 +10415,26 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
       for (size_t t = 0; t < rows; ++t) {
         const float* qr = q + t * qw + h * head_dim;
         const float* dor = dout + t * qw + h * head_dim;
+        const size_t first = fk__sequence_start(t, period);
         float m = -INFINITY;
-        for (size_t j = 0; j <= t; ++j) {
+        for (size_t j = first; j <= t; ++j) {
           p[j] = fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale;
           m = p[j] > m ? p[j] : m;
         }
         float sum = 0.0f;
-        for (size_t j = 0; j <= t; ++j) {
+        for (size_t j = first; j <= t; ++j) {
           p[j] = expf(p[j] - m);
           sum += p[j];
         }
         const float inv = 1.0f / sum;
         float delta = 0.0f; /* sum_j p_j dp_j = dO . O */
-        for (size_t j = 0; j <= t; ++j) {
+        for (size_t j = first; j <= t; ++j) {
           p[j] *= inv;
           dp[j] = fk__dot_f32(dor, v + j * kw + g * head_dim, head_dim);
           delta += p[j] * dp[j];
         }
         float* dq = dqkv + t * row + h * head_dim;
-        for (size_t j = 0; j <= t; ++j) {
+        for (size_t j = first; j <= t; ++j) {
           const float ds = p[j] * (dp[j] - delta) * scale;
           fk__axpy_f32(ds, k + j * kw + g * head_dim, head_dim, dq);
           fk__axpy_f32(ds, qr, head_dim, dqkv + j * row + qw + g * head_dim);
@@ -11949,6 +12073,7 @@ struct graph_options {
   // Built by graph_builder (the run-time pipeline); a counting builder does not count those steps.
   bool training = false;
   train::options train{};
+  std::int64_t packed = 0;  // training: the rows are sequences of this many tokens back to back (0: one)
 };
 
 template <class Builder>
@@ -12015,7 +12140,7 @@ class layers {
 
   // Rotary position embedding of `heads` heads, with the config's frequencies (plain or llama3).
   constexpr tensor_id rope(tensor_id x, std::int64_t heads, name_ref result) {
-    attrs a{.i = {heads, cfg.head_dim, 0, 0}, .f = cfg.rope_theta};
+    attrs a{.i = {heads, cfg.head_dim, 0, opt.packed}, .f = cfg.rope_theta};
     if (cfg.rope_type == rope_kind::llama3) {
       a.i[2] = cfg.rope_original_max_position_embeddings;
       a.extra[0] = cfg.rope_factor;
@@ -12029,7 +12154,8 @@ class layers {
   // Training: causal attention over this call's own keys and values.
   constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
     if (opt.training)
-      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, 0, 0}}, {"layers.{}.attn", l});
+      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, 0}},
+                        {"layers.{}.attn", l});
     const tensor_id k_next = g_.apply(ops::kv_write, {k, kv.key}, {}, {"cache.layers.{}.key.next", l});
     const tensor_id v_next = g_.apply(ops::kv_write, {v, kv.value}, {}, {"cache.layers.{}.value.next", l});
     g_.carry_state(kv.key, k_next);
@@ -13072,17 +13198,79 @@ class model {
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_model.hpp ----------------------------------------------------------------
+// ---- begin fused/models/decoder_static_train.hpp -------------------------------------------------------
+// A decoder's train step as a compile-time plan: the family's forward pass in training mode, its
+// loss, backward and AdamW steps (train/step.hpp) built in constant evaluation, planned for a batch
+// of `Sequences` x `Tokens` tokens and verified by static_assert like prefill and decode. An op on
+// the way to the loss without a backward rule stops the compiler with its sentence.
+//
+//   using train = fused::decoder::static_train_plan<my_preset, 256, 8>;
+//   static_assert(train::plan.arena_bytes() < (64 << 20));
+//   fused::runtime::static_run<train>::run({nullptr, state, arena});   // one step (runtime/static_run.hpp)
+#include <cstdint>
+
+
+namespace fused::decoder {
+
+template <class Preset, std::int64_t Tokens, std::int64_t Sequences = 1, train::options Train = train::options{}>
+struct static_train_plan {
+  using family = typename Preset::family;
+  static constexpr config cfg = Preset::value;
+  static_assert(Tokens >= 2, "fused: a train step's sequences need at least 2 tokens (the loss predicts each next one)");
+  static_assert(Sequences >= 1, "fused: a train step needs at least one sequence");
+  static_assert(Tokens <= Preset::value.max_position_embeddings, "fused: a train step's sequences exceed the model's max_position_embeddings");
+
+  static constexpr graph_options options{.logits = logits_rows::all, .training = true, .train = Train, .packed = Sequences > 1 ? Tokens : 0};
+  static constexpr binding bind = [] {
+    binding b{};
+    b.value[sym_tokens] = Sequences * Tokens;
+    b.value[sym_ctx] = Tokens;
+    return b;
+  }();
+  // The backward and optimizer steps follow from the forward program (graph/reverse.hpp), which a
+  // counting builder does not keep: the sizes come from building the program itself.
+  static constexpr counting_builder::counts size = [] {
+    const program p = family::template graph<graph_builder>(cfg, options);
+    return counting_builder::counts{.tensors = p.tensors.size(), .steps = p.steps.size()};
+  }();
+  using plan_type = static_plan<size.tensors, size.steps>;
+  struct built {
+    error_kind error = error_kind::none;
+    diagnostic message{};
+    plan_type plan{};
+  };
+  static constexpr built result = [] {
+    built b{};
+    const program p = family::template graph<graph_builder>(cfg, options);
+    b.error = p.error;
+    if (!p.ok()) {
+      b.message = diagnostic(p.message.view());
+      return b;
+    }
+    b.plan = freeze<size.tensors, size.steps>(p, plan_memory(p, bind));
+    return b;
+  }();
+  static_assert(compile_error<result.error, result.message>::ok);
+  static_assert(invalid_memory_plan<result.plan.failure>::ok);
+  static constexpr const plan_type& plan = result.plan;
+};
+
+}  // namespace fused::decoder
+// ---- end fused/models/decoder_static_train.hpp ---------------------------------------------------------
 // ---- begin fused/models/decoder_train.hpp --------------------------------------------------------------
 // A decoder's train step at run time: the family's forward pass built in training mode (train/step.hpp),
 // planned and verified like prefill and decode, lowered once, and run on regions this object owns.
 // The state region holds the parameters (f32), AdamW's moments and its step count; each step() is one
 // call of the program, which updates them in place.
 //
-//   decoder::trainer t(*info.family, info.arch, 16, {.train = {.optimizer = {.weight_decay = 0.01}}});
+//   decoder::trainer t(*info.family, info.arch, {.sequences = 8, .tokens = 256}, {.train = {.optimizer = {.weight_decay = 0.01}}});
 //   t.load(weights);                     // a weight_store bound to t.checkpoint_tensors()
-//   float loss = t.step(ids, 1e-3f);     // labels: ids shifted by one, the last position skipped
+//   float loss = t.step(ids, 1e-3f);     // 8 x 256 ids; labels: each sequence's ids shifted by one
+// A batch is its sequences packed as rows (graph_options::packed): rope positions restart and
+// attention stays within each sequence, and the loss is the mean over all predicted positions.
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -13091,14 +13279,36 @@ class model {
 
 namespace fused::decoder {
 
+// The batch of one train step: `sequences` sequences of `tokens` tokens each.
+struct batch_shape {
+  std::int64_t sequences = 1;
+  std::int64_t tokens = 0;
+};
+
 class trainer {
  public:
-  // A train step over sequences of exactly `tokens` tokens.
-  trainer(const family_entry& f, const config& c, std::int64_t tokens, graph_options o = {}) : cfg_(c) {
+  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : cfg_(c), shape_(shape) {
+    if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
+    if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
+    if (shape.tokens > c.max_position_embeddings)
+      throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
+    if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
+    if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
     o.training = true;
     o.logits = logits_rows::all;
-    plan_ = plan_for(f, c, mode::prefill(tokens, tokens), o);
-    tokens_ = tokens;
+    o.packed = shape.sequences > 1 ? shape.tokens : 0;
+    binding b{};
+    b.value[sym_tokens] = shape.sequences * shape.tokens;
+    b.value[sym_ctx] = shape.tokens;
+    plan_.prog = f.graph(c, o);
+    if (!plan_.prog.ok()) throw graph_error(std::string("fused: ") + name_of(plan_.prog.error) + ": " + to_string(plan_.prog.message));
+    if (const auto big = find_oversize(plan_.prog, b))
+      throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens: " +
+                                  (big->tensor >= 0 ? "tensor " + to_string(plan_.prog.tensor(big->tensor).name) : std::string("the total")) +
+                                  " of region " + name_of(big->where) + " needs more than " + std::to_string(max_region_bytes) + " bytes");
+    plan_.mem = plan_memory(plan_.prog, b);
+    if (const verdict v = verify(plan_.prog, plan_.mem); !v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
+    tokens_ = shape.sequences * shape.tokens;
     const std::vector<wire_state> wires(plan_.prog.tensors.size(), wire_state{.bound = true});
     calls_ = runtime::lower_all(plan_.prog, plan_.mem, wires);
     for (const runtime::call& k : calls_)
@@ -13109,7 +13319,10 @@ class trainer {
 
   const program& prog() const { return plan_.prog; }
   const memory_plan& mem() const { return plan_.mem; }
-  std::int64_t tokens() const { return tokens_; }
+  std::int64_t tokens() const { return tokens_; }  // of the whole batch
+  // The state region: parameters, moments, step count, at the plan's offsets.
+  std::span<std::byte> state() { return {state_.data(), state_.size()}; }
+  batch_shape shape() const { return shape_; }
 
   // The parameters as a checkpoint stores them (bf16 weights under their Hugging Face names, in
   // parameter order): what weight_store::load binds before load().
@@ -13140,8 +13353,8 @@ class trainer {
     }
   }
 
-  // One train step on `ids` (exactly tokens() of them) against `labels` (the same count; -100 skips
-  // a position) at learning rate `lr`: returns the loss before the update.
+  // One train step on `ids` (tokens() of them: the batch's sequences one after another) against
+  // `labels` (as many; -100 skips a position) at learning rate `lr`: returns the loss before the update.
   float step(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr) {
     if (static_cast<std::int64_t>(ids.size()) != tokens_ || labels.size() != ids.size())
       throw std::invalid_argument("a train step takes " + std::to_string(tokens_) + " token ids and as many labels, got " + std::to_string(ids.size()) + " and " +
@@ -13154,10 +13367,12 @@ class trainer {
     std::memcpy(&loss, bytes_of(plan_.prog.output("loss")), sizeof loss);
     return loss;
   }
-  // The same with the next-token labels: label t = ids[t + 1], the last position skipped.
+  // The same with next-token labels: in each sequence label t = ids[t + 1], its last position skipped.
   float step(std::span<const std::int32_t> ids, float lr) {
     std::vector<std::int32_t> labels(ids.size(), FK_IGNORE_LABEL);
-    for (std::size_t t = 0; t + 1 < ids.size(); ++t) labels[t] = ids[t + 1];
+    const auto per = static_cast<std::size_t>(shape_.tokens);
+    for (std::size_t t = 0; t + 1 < ids.size(); ++t)
+      if ((t + 1) % per != 0) labels[t] = ids[t + 1];
     return step(ids, labels, lr);
   }
 
@@ -13171,10 +13386,65 @@ class trainer {
   }
   std::string parameter_name(std::size_t k) const { return to_string(plan_.prog.tensor(plan_.prog.parameters.at(k).value).name.str()); }
 
+  // The parameters rounded to bf16 under their Hugging Face names: a model.safetensors that
+  // `fused run` and transformers load (config.json unchanged).
+  void save_checkpoint(const std::filesystem::path& file) {
+    std::vector<std::vector<std::uint16_t>> bf16(plan_.prog.parameters.size());
+    std::vector<io::tensor_data> out;
+    for (std::size_t k = 0; k < bf16.size(); ++k) {
+      const std::span<const float> p = parameter(k);
+      bf16[k].resize(p.size());
+      fk_f32_to_bf16(p.data(), bf16[k].data(), p.size());
+      out.push_back({parameter_name(k), io::dtype::BF16, dims_of(plan_.prog.parameters[k].value), std::as_bytes(std::span(bf16[k]))});
+    }
+    io::write_safetensors(file, out);
+  }
+  // Everything a step carries to the next (f32 master parameters, AdamW's moments, its step count),
+  // by the program's tensor names: what resume() reads back.
+  void save_state(const std::filesystem::path& file) {
+    std::vector<io::tensor_data> out;
+    for (const tensor_info& t : plan_.prog.tensors)
+      if (t.kind == role::state && t.is_feed)
+        out.push_back({to_string(t.name.str()), t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32, dims_of(t.id),
+                       std::span<const std::byte>(bytes_of(t.id), static_cast<std::size_t>(fused::bytes_of(t, plan_.mem.bind)))});
+    io::write_safetensors(file, out);
+  }
+  // Continues from save_state's file: every state tensor must be there with its dtype and shape.
+  void resume(const std::filesystem::path& file) {
+    const io::safetensors_file f = io::safetensors_file::open(file);
+    for (const tensor_info& t : plan_.prog.tensors) {
+      if (t.kind != role::state || !t.is_feed) continue;
+      const std::string name = to_string(t.name.str());
+      const io::tensor_view* v = f.find(name);
+      const io::dtype want = t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32;
+      if (v == nullptr) throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is missing (a train state holds every parameter, moment and the step count)");
+      if (v->dtype != want || v->shape != dims_of(t.id))
+        throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is " + std::string(io::dtype_name(v->dtype)) + " " + io::shape_string(v->shape) +
+                                    ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(dims_of(t.id)));
+      std::memcpy(bytes_of(t.id), v->data, v->bytes);
+    }
+  }
+  // The optimizer's step count (steps taken since load()).
+  std::int32_t steps_taken() {
+    for (const tensor_info& t : plan_.prog.tensors)
+      if (t.kind == role::state && t.is_feed && t.type == dtype::i32) {
+        std::int32_t n = 0;
+        std::memcpy(&n, bytes_of(t.id), sizeof n);
+        return n;
+      }
+    return 0;
+  }
+
  private:
   std::byte* bytes_of(tensor_id t) {
     const buffer& b = plan_.mem.of(t);
     return (b.where == region::state ? state_.data() : arena_.data()) + b.offset;
+  }
+  std::vector<std::int64_t> dims_of(tensor_id t) const {
+    std::vector<std::int64_t> d;
+    const fused::shape& s = plan_.prog.tensor(t).shp;
+    for (int i = 0; i < s.rank; ++i) d.push_back(plan_.mem.bind(s[i]));
+    return d;
   }
   std::span<float> floats(tensor_id t) {
     return {reinterpret_cast<float*>(bytes_of(t)), static_cast<std::size_t>(plan_.prog.tensor(t).shp.elements(plan_.mem.bind))};
@@ -13189,6 +13459,7 @@ class trainer {
   }
 
   config cfg_;
+  batch_shape shape_;
   planned plan_;
   std::int64_t tokens_ = 0;
   std::vector<runtime::call> calls_;

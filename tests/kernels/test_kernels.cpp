@@ -362,7 +362,7 @@ TEST_CASE("rope: Qwen2 rotate-half against double reference") {
         unaligned<float> x(S * heads * hd);
         fill_f32(x.data(), x.size(), -2, 2);
         std::vector<float> orig(x.data(), x.data() + x.size());
-        fk_rope(x.data(), S, heads, hd, pos0, theta);
+        fk_rope(x.data(), S, heads, hd, pos0, 0, theta);
         const std::size_t half = hd / 2;
         for (std::size_t s = 0; s < S; ++s)
           for (std::size_t h = 0; h < heads; ++h)

@@ -98,8 +98,8 @@ TEST_CASE("rope llama3: with every frequency kept it is plain RoPE, bit for bit,
         unaligned<float> x(S * heads * hd);
         fill_f32(x.data(), x.size(), -2, 2);
         std::vector<float> plain(x.data(), x.data() + x.size()), llama3 = plain;
-        fk_rope(plain.data(), S, heads, hd, pos0, theta);
-        fk_rope_llama3(x.data(), S, heads, hd, pos0, theta, factor, low, high, kept_max);
+        fk_rope(plain.data(), S, heads, hd, pos0, 0, theta);
+        fk_rope_llama3(x.data(), S, heads, hd, pos0, 0, theta, factor, low, high, kept_max);
         INFO("head_dim " << hd << ", pos0 " << pos0 << ", original_max " << kept_max);
         CHECK(std::memcmp(x.data(), plain.data(), plain.size() * 4) == 0);
         for (std::size_t i = 0; i < hd / 2; ++i)
@@ -108,7 +108,7 @@ TEST_CASE("rope llama3: with every frequency kept it is plain RoPE, bit for bit,
         const std::size_t half_max = kept_max / 2;
         CHECK(fk_rope_llama3_inv_freq(hd / 2 - 1, hd, theta, factor, low, high, static_cast<float>(half_max)) <
               fk_rope_inv_freq(hd / 2 - 1, hd, theta));
-        fk_rope_llama3(llama3.data(), S, heads, hd, pos0, theta, factor, low, high, half_max);
+        fk_rope_llama3(llama3.data(), S, heads, hd, pos0, 0, theta, factor, low, high, half_max);
         CHECK(std::memcmp(llama3.data(), plain.data(), plain.size() * 4) != 0);
       }
   });

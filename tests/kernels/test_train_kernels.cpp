@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -138,21 +139,28 @@ double cross_entropy_ref(const dvec& logits, const std::vector<std::int32_t>& la
 
 }  // namespace
 
-TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, threads") {
-  const std::size_t T = 5, K = 37, N = 19;  // odd sizes: the lanes' tails
-  const vec x = random_vec(T * K, 1), w = random_vec(N * K, 2, 0.3f), b = random_vec(N, 3), dy = random_vec(T * N, 4);
-  vec y(T * N);
-  fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), y.data());
-  CHECK(rel_err(y, linear_ref(widen(x), widen(w), widen(b), T, K, N)) < 1e-6);
-
-  vec dx(T * K), dw(N * K), db(N);
-  fk_linear_backward_input(dy.data(), T, N, w.data(), K, dx.data());
-  fk_linear_backward_weight(dy.data(), T, N, x.data(), K, dw.data());
-  fk_sum_rows(dy.data(), T, N, db.data());
-  const dvec xd = widen(x), wd = widen(w), bd = widen(b);
-  CHECK(rel_err(dx, numeric_grad([&](const dvec& v) { return linear_ref(v, wd, bd, T, K, N); }, xd, dy)) < 1e-6);
-  CHECK(rel_err(dw, numeric_grad([&](const dvec& v) { return linear_ref(xd, v, bd, T, K, N); }, wd, dy)) < 1e-6);
-  CHECK(rel_err(db, numeric_grad([&](const dvec& v) { return linear_ref(xd, wd, v, T, K, N); }, bd, dy)) < 1e-6);
+TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, threads, every path") {
+  // Odd sizes: the lanes' and the GEMM's row and column tails; K over one K block of the GEMM.
+  for (const auto& [T, K, N] : {std::array<std::size_t, 3>{5, 37, 19}, std::array<std::size_t, 3>{13, 300, 35}}) {
+    CAPTURE(T);
+    const vec x = random_vec(T * K, 1), w = random_vec(N * K, 2, 0.3f), b = random_vec(N, 3), dy = random_vec(T * N, 4);
+    const dvec xd = widen(x), wd = widen(w), bd = widen(b);
+    const dvec y_ref = linear_ref(xd, wd, bd, T, K, N);
+    const dvec dx_ref = numeric_grad([&](const dvec& v) { return linear_ref(v, wd, bd, T, K, N); }, xd, dy);
+    const dvec dw_ref = numeric_grad([&](const dvec& v) { return linear_ref(xd, v, bd, T, K, N); }, wd, dy);
+    const dvec db_ref = numeric_grad([&](const dvec& v) { return linear_ref(xd, wd, v, T, K, N); }, bd, dy);
+    fkt::for_each_isa([&](fk_isa) {
+      vec y(T * N), dx(T * K), dw(N * K), db(N);
+      fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), y.data());
+      CHECK(rel_err(y, y_ref) < 1e-6);
+      fk_linear_backward_input(dy.data(), T, N, w.data(), K, dx.data());
+      fk_linear_backward_weight(dy.data(), T, N, x.data(), K, dw.data());
+      fk_sum_rows(dy.data(), T, N, db.data());
+      CHECK(rel_err(dx, dx_ref) < 1e-5);
+      CHECK(rel_err(dw, dw_ref) < 1e-5);
+      CHECK(rel_err(db, db_ref) < 1e-5);
+    });
+  }
 
   same_on_1_and_2_threads([&] {
     const std::size_t big_t = 64, big_k = 96, big_n = 160;
@@ -190,12 +198,12 @@ TEST_CASE("fk_attention_causal_f32 and its backward (GQA): reference, finite dif
   const std::size_t T = 7, heads = 4, kv = 2, hd = 8, qw = heads * hd, kw = kv * hd;
   const vec q = random_vec(T * qw, 21), k = random_vec(T * kw, 22), v = random_vec(T * kw, 23), dy = random_vec(T * qw, 24);
   vec o(T * qw);
-  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, o.data());
+  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, o.data());
   const dvec qd = widen(q), kd = widen(k), vd = widen(v);
   CHECK(rel_err(o, attention_ref(qd, kd, vd, T, heads, kv, hd)) < 1e-6);
 
   vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
-  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, work.data(), all.data());
+  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, 0, work.data(), all.data());
   fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
   fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
   fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
@@ -207,8 +215,8 @@ TEST_CASE("fk_attention_causal_f32 and its backward (GQA): reference, finite dif
     const std::size_t bt = 40;
     const vec bq = random_vec(bt * qw, 25), bk = random_vec(bt * kw, 26), bv = random_vec(bt * kw, 27), bdy = random_vec(bt * qw, 28);
     vec bwork(2 * kv * bt), out(bt * (qw + 2 * kw) + bt * qw);
-    fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, bwork.data(), out.data());
-    fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, out.data() + bt * (qw + 2 * kw));
+    fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, 0, bwork.data(), out.data());
+    fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, 0, out.data() + bt * (qw + 2 * kw));
     return out;
   });
 }
@@ -243,14 +251,14 @@ TEST_CASE("fk_rope_backward and fk_rope_llama3_backward rotate back, on every pa
   const dvec want3 = numeric_grad([&](const dvec& v) { return rope_ref(v, T, heads, hd, pos0, inv_freq3); }, xd, dy);
   fkt::for_each_isa([&](fk_isa) {
     vec d = dy;
-    fk_rope_backward(d.data(), T, heads, hd, pos0, theta);
+    fk_rope_backward(d.data(), T, heads, hd, pos0, 0, theta);
     CHECK(rel_err(d, want) < 1e-5);
     vec d3 = dy;
-    fk_rope_llama3_backward(d3.data(), T, heads, hd, pos0, theta, 8.0f, 1.0f, 4.0f, 64);
+    fk_rope_llama3_backward(d3.data(), T, heads, hd, pos0, 0, theta, 8.0f, 1.0f, 4.0f, 64);
     CHECK(rel_err(d3, want3) < 1e-5);
     vec round_trip = x;  // forward then backward: the rotation is orthogonal
-    fk_rope(round_trip.data(), T, heads, hd, pos0, theta);
-    fk_rope_backward(round_trip.data(), T, heads, hd, pos0, theta);
+    fk_rope(round_trip.data(), T, heads, hd, pos0, 0, theta);
+    fk_rope_backward(round_trip.data(), T, heads, hd, pos0, 0, theta);
     CHECK(rel_err(round_trip, xd) < 1e-6);
   });
 }
@@ -320,4 +328,26 @@ TEST_CASE("AdamW kernels follow torch.optim.AdamW over three steps") {
     }
     for (std::size_t i = 0; i < n; ++i) CHECK(std::fabs(p[i] - pd[i]) < 1e-6);
   }
+}
+
+TEST_CASE("packed sequences (period): rope and causal attention restart at each sequence") {
+  const std::size_t T = 6, heads = 2, kv = 1, hd = 8, qw = heads * hd, kw = kv * hd;
+  const vec q = random_vec(2 * T * qw, 81), k = random_vec(2 * T * kw, 82), v = random_vec(2 * T * kw, 83), dy = random_vec(2 * T * qw, 84);
+  vec packed(2 * T * qw), apart(2 * T * qw);
+  fk_attention_causal_f32(q.data(), 2 * T, heads, k.data(), v.data(), kv, hd, T, packed.data());
+  for (std::size_t s = 0; s < 2; ++s)
+    fk_attention_causal_f32(q.data() + s * T * qw, T, heads, k.data() + s * T * kw, v.data() + s * T * kw, kv, hd, 0, apart.data() + s * T * qw);
+  CHECK(packed == apart);
+  const std::size_t row = qw + 2 * kw;
+  vec work(2 * kv * 2 * T), grads(2 * T * row), grads_apart(2 * T * row);
+  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), 2 * T, heads, kv, hd, T, work.data(), grads.data());
+  for (std::size_t s = 0; s < 2; ++s)
+    fk_attention_causal_backward(q.data() + s * T * qw, k.data() + s * T * kw, v.data() + s * T * kw, dy.data() + s * T * qw, T, heads, kv, hd, 0,
+                                 work.data(), grads_apart.data() + s * T * row);
+  CHECK(grads == grads_apart);
+  vec x = q, y = q;
+  fk_rope(x.data(), 2 * T, heads, hd, 0, T, 10000.0f);
+  fk_rope(y.data(), T, heads, hd, 0, 0, 10000.0f);
+  fk_rope(y.data() + T * qw, T, heads, hd, 0, 0, 10000.0f);
+  CHECK(x == y);
 }

@@ -13,9 +13,13 @@
 #include <vector>
 
 #include <fused/core/text_string.hpp>
+#include <fused/models/decoder_static_train.hpp>
 #include <fused/models/decoder_train.hpp>
 #include <fused/models/hf_config.hpp>
 #include <fused/ops/graph_ops.hpp>
+#include <fused/runtime/static_run.hpp>
+
+#include "../reference_presets.hpp"
 
 namespace {
 
@@ -27,7 +31,8 @@ struct tiny {
   std::vector<fused::tensor_info> stored;
 
   tiny(const std::string& name, std::int64_t tokens, fused::train::options o = {.keep_gradients = true})
-      : info(fused::decoder::load_hf_model_info(dir_of(name))), t(*info.family, info.arch, tokens, {.train = o}), stored(t.checkpoint_tensors()) {
+      : info(fused::decoder::load_hf_model_info(dir_of(name))), t(*info.family, info.arch, {.sequences = 1, .tokens = tokens}, {.train = o}),
+        stored(t.checkpoint_tensors()) {
     t.load(fused::runtime::weight_store::load(dir_of(name), stored, info.arch.tie_word_embeddings));
   }
 };
@@ -142,4 +147,59 @@ TEST_CASE("a parameter the loss does not reach is refused, not trained with a ze
   fused::train::append_train_step(g, y, {w, unused}, {});
   REQUIRE_FALSE(g.peek().ok());
   CHECK(fused::to_string(g.peek().message) == "parameter 'unused' does not reach the loss, so it has no gradient to train it with");
+}
+
+TEST_CASE("a batch of packed sequences trains as the mean of its sequences") {
+  const std::int64_t T = 9;
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir_of("tiny_llama"));
+  const std::vector<fused::tensor_info> stored = fused::decoder::trainer(*info.family, info.arch, {.tokens = T}).checkpoint_tensors();
+  const fused::runtime::weight_store w = fused::runtime::weight_store::load(dir_of("tiny_llama"), stored, info.arch.tie_word_embeddings);
+  const fused::decoder::graph_options o{.train = {.keep_gradients = true}};
+  fused::decoder::trainer batch(*info.family, info.arch, {.sequences = 2, .tokens = T}, o), first(*info.family, info.arch, {.tokens = T}, o),
+      second(*info.family, info.arch, {.tokens = T}, o);
+  for (auto* t : {&batch, &first, &second}) t->load(w);
+  const std::vector<std::int32_t> ids = tokens_of(2 * T, info.arch.vocab_size, 11);
+  const std::span<const std::int32_t> all(ids);
+  const float both = batch.step(all, 0.0f), a = first.step(all.first(T), 0.0f), b = second.step(all.last(T), 0.0f);
+  CHECK(std::fabs(both - (a + b) / 2) <= 1e-5f * both);
+  for (std::size_t k = 0; k < batch.prog().parameters.size(); ++k) {
+    CAPTURE(batch.parameter_name(k));
+    const auto g = batch.gradient(k), ga = first.gradient(k), gb = second.gradient(k);
+    float scale = 1e-6f, worst = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      scale = std::max(scale, std::fabs(g[i]));
+      worst = std::max(worst, std::fabs(g[i] - (ga[i] + gb[i]) / 2));
+    }
+    CHECK(worst <= 1e-4f * scale);
+  }
+}
+
+// tiny_a's train step planned in constant evaluation: verified by static_assert, and run through the
+// same calls as the run-time trainer's program, it computes the same bits.
+using static_train = fused::decoder::static_train_plan<fused_test::tiny_a, 16>;
+static_assert(static_train::plan.failure.empty());
+static_assert(static_train::plan.arena_bytes() > 0 && static_train::plan.arena_bytes() % 64 == 0);
+
+TEST_CASE("the static train step computes what the run-time one does, bit for bit") {
+  tiny m("tiny_a", 16, {});
+  const auto& plan = static_train::plan;
+  REQUIRE(static_cast<std::int64_t>(m.t.state().size()) == plan.state_bytes());
+  fused::runtime::aligned_bytes state(static_cast<std::size_t>(plan.state_bytes())), arena(static_cast<std::size_t>(plan.arena_bytes()));
+  std::memcpy(state.data(), m.t.state().data(), state.size());  // the same parameters, fresh moments
+  const std::vector<std::int32_t> ids = tokens_of(16, 1000, 5);
+  std::vector<std::int32_t> labels(ids.begin() + 1, ids.end());
+  labels.push_back(FK_IGNORE_LABEL);
+  const float lr = 1e-3f;
+  static_assert(static_train::plan.offset_of("input_ids") >= 0 && static_train::plan.offset_of("labels") >= 0 && static_train::plan.offset_of("loss") >= 0);
+  for (int s = 0; s < 2; ++s) {  // inputs are written before every call: the arena reuses their bytes
+    std::memcpy(arena.data() + plan.offset_of("input_ids"), ids.data(), ids.size() * 4);
+    std::memcpy(arena.data() + plan.offset_of("labels"), labels.data(), labels.size() * 4);
+    std::memcpy(arena.data() + plan.offset_of("learning_rate"), &lr, 4);
+    const float loss = m.t.step(ids, lr);
+    fused::runtime::static_run<static_train>::run({nullptr, state.data(), arena.data()});
+    float static_loss = 0;
+    std::memcpy(&static_loss, arena.data() + plan.offset_of("loss"), 4);
+    CHECK(std::memcmp(&loss, &static_loss, 4) == 0);
+    CHECK(std::memcmp(state.data(), m.t.state().data(), state.size()) == 0);
+  }
 }

@@ -1,13 +1,21 @@
-// `fused train-step`: one AdamW step of a Hugging Face checkpoint on one sequence, everything f32,
-// written as safetensors: loss [1] (mean next-token cross-entropy over positions 0..T-2), grad.<name>
-// (d loss / d each parameter), after.<name> (each parameter after the step) and loss_after [1] (the
-// loss with the updated parameters) — the definitions of a torch autograd + torch.optim.AdamW
-// reference (docs/TRAINING.md).
+// `fused train`: fine-tunes a Hugging Face checkpoint on a text file (AdamW, f32 master weights) and
+// writes a checkpoint `fused run` and transformers load, plus the state to resume from.
+// `fused train-step`: one AdamW step on one sequence, everything f32, written as safetensors: loss
+// [1] (mean next-token cross-entropy over positions 0..T-2), grad.<name> (d loss / d each parameter),
+// after.<name> (each parameter after the step) and loss_after [1] (the loss with the updated
+// parameters) — the definitions of a torch autograd + torch.optim.AdamW reference (docs/TRAINING.md).
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <fused/io/tokenizer.hpp>
 
 #include <fused/models/decoder_train.hpp>
 #include <fused/models/hf_config.hpp>
@@ -36,7 +44,7 @@ int run_train_step(const options& o) {
 
   fused::decoder::graph_options graph{};
   graph.train = {.optimizer = {.beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps, .weight_decay = o.weight_decay}, .keep_gradients = true};
-  fused::decoder::trainer t(*info.family, info.arch, static_cast<std::int64_t>(ids.size()), graph);
+  fused::decoder::trainer t(*info.family, info.arch, {.sequences = 1, .tokens = static_cast<std::int64_t>(ids.size())}, graph);
   const std::vector<fused::tensor_info> stored = t.checkpoint_tensors();
   t.load(fused::runtime::weight_store::load(o.model_dir, stored, info.arch.tie_word_embeddings));
 
@@ -74,6 +82,121 @@ int run_train_step(const options& o) {
                static_cast<double>(loss_after));
   return 0;
 }
+
+struct train_options {
+  std::string model_dir, data, out, resume;
+  long long sequence = 256, batch = 8, steps = 100, warmup = 0, seed = 0, log_every = 10, threads = 0;
+  double lr = 1e-3, min_lr_ratio = 0.1, eps = 1e-8, weight_decay = 0.01;
+  std::vector<double> betas{0.9, 0.999};
+};
+
+// The learning rate of step `step` (0-based): a linear warmup over `warmup` steps, then a cosine
+// from lr down to lr * min_lr_ratio at the last step.
+double learning_rate(const train_options& o, long long step) {
+  if (step < o.warmup) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup);
+  const long long decay_steps = o.steps - o.warmup;
+  const double progress = decay_steps > 1 ? static_cast<double>(step - o.warmup) / static_cast<double>(decay_steps - 1) : 1.0;
+  const double floor = o.lr * o.min_lr_ratio;
+  return floor + (o.lr - floor) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::invalid_argument(path.string() + ": cannot open the training text");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int run_train(const train_options& o) {
+  namespace fs = std::filesystem;
+  if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
+  if (o.betas.size() != 2) throw fused::cli::usage_error("--betas takes two numbers: beta1,beta2");
+  if (o.warmup >= o.steps) throw fused::cli::usage_error("--warmup must be fewer steps than --steps");
+  const fs::path dir = o.model_dir, out = o.out;
+  if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json (the text is tokenized with the model's tokenizer)");
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
+  const auto tok = fused::io::tokenizer::from_file(dir / "tokenizer.json");
+  const std::vector<std::int32_t> corpus = tok.encode(read_text(o.data), false);
+  const auto S = static_cast<std::size_t>(o.sequence);
+  if (corpus.size() < S)
+    throw std::invalid_argument(o.data + ": " + std::to_string(corpus.size()) + " tokens, fewer than one sequence of --seq " + std::to_string(S));
+  for (std::int32_t id : corpus)
+    if (id >= info.arch.vocab_size)
+      throw std::invalid_argument(o.data + ": the tokenizer gives id " + std::to_string(id) + ", outside the model's vocabulary of " + std::to_string(info.arch.vocab_size));
+
+  fused::decoder::graph_options graph{};
+  graph.train = {.optimizer = {.beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps, .weight_decay = o.weight_decay}};
+  fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence}, graph);
+  if (o.resume.empty()) {
+    t.load(fused::runtime::weight_store::load(dir, t.checkpoint_tensors(), info.arch.tie_word_embeddings));
+  } else {
+    t.resume(fs::path(o.resume) / "train_state.safetensors");
+  }
+  const long long first = t.steps_taken();
+  std::fprintf(stderr, "fused train: %s on %s: %zu tokens; %lld x %lld tokens a step, %lld steps from step %lld; arena %.1f MiB, state %.1f MiB\n",
+               dir.string().c_str(), o.data.c_str(), corpus.size(), o.batch, o.sequence, o.steps, first, static_cast<double>(t.mem().arena_bytes()) / 1048576.0,
+               static_cast<double>(t.mem().region_bytes[static_cast<int>(fused::region::state)]) / 1048576.0);
+
+  // Batches: windows of S tokens at seeded uniform starts (the same --seed, the same batches).
+  std::uint64_t rng = 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(o.seed) ^ (static_cast<std::uint64_t>(first) << 32);
+  auto next_start = [&] {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return static_cast<std::size_t>(rng % (corpus.size() - S + 1));
+  };
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch) * S);
+  double window_loss = 0, window_seconds = 0;
+  long long window_steps = 0;
+  for (long long step = first; step < first + o.steps; ++step) {
+    for (long long b = 0; b < o.batch; ++b) {
+      const std::size_t at = next_start();
+      std::copy_n(corpus.begin() + static_cast<std::ptrdiff_t>(at), S, ids.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * S));
+    }
+    const double lr = learning_rate(o, step - first);
+    const auto start = std::chrono::steady_clock::now();
+    const float loss = t.step(ids, static_cast<float>(lr));
+    window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!std::isfinite(loss)) throw std::runtime_error("step " + std::to_string(step + 1) + ": the loss is " + std::to_string(loss) + " (try a smaller --lr)");
+    window_loss += loss;
+    ++window_steps;
+    if (window_steps == o.log_every || step + 1 == first + o.steps) {
+      std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.0f tok/s\n", step + 1, window_loss / static_cast<double>(window_steps), lr,
+                   static_cast<double>(window_steps * o.batch * o.sequence) / window_seconds);
+      window_loss = window_seconds = 0;
+      window_steps = 0;
+    }
+  }
+
+  fs::create_directories(out);
+  for (const char* file : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    if (fs::exists(dir / file) && !fs::equivalent(dir, out)) fs::copy_file(dir / file, out / file, fs::copy_options::overwrite_existing);
+  t.save_checkpoint(out / "model.safetensors");
+  t.save_state(out / "train_state.safetensors");
+  std::fprintf(stderr, "fused train: wrote %s (model.safetensors, bf16; train_state.safetensors, f32, for --resume)\n", out.string().c_str());
+  return 0;
+}
+
+const fused::cli::command train_cmd{
+    "train", "fine-tunes a model on a text file (AdamW) and writes a checkpoint fused run and transformers load", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<train_options>();
+      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory (config.json, tokenizer.json, *.safetensors)")->required();
+      app.add_option("--data", o->data, "the training text (UTF-8), tokenized with the model's tokenizer")->required();
+      app.add_option("--out", o->out, "the directory to write: config.json, model.safetensors, train_state.safetensors, the tokenizer")->required();
+      app.add_option("--seq", o->sequence, "tokens per sequence")->check(fused::cli::integer_in(2, 1 << 16));
+      app.add_option("--batch", o->batch, "sequences per step")->check(fused::cli::integer_in(1, 4096));
+      app.add_option("--steps", o->steps, "optimizer steps")->check(fused::cli::integer_in(1, 1 << 30));
+      app.add_option("--lr", o->lr, "peak learning rate")->check(fused::cli::finite_in(0, 1e3));
+      app.add_option("--warmup", o->warmup, "steps of linear warmup before the cosine decay")->check(fused::cli::integer_in(0, 1 << 30));
+      app.add_option("--min-lr-ratio", o->min_lr_ratio, "the cosine decay's last learning rate, as a fraction of --lr")->check(fused::cli::finite_in(0, 1));
+      app.add_option("--betas", o->betas, "AdamW's beta1,beta2")->delimiter(',')->check(fused::cli::finite_in(0, 0.999999999));
+      app.add_option("--eps", o->eps, "AdamW's eps")->check(fused::cli::finite_in(1e-30, 1));
+      app.add_option("--weight-decay", o->weight_decay, "AdamW's decoupled weight decay")->check(fused::cli::finite_in(0, 1e3));
+      app.add_option("--seed", o->seed, "seeds the choice of training windows")->check(fused::cli::integer_in(0, INT64_MAX));
+      app.add_option("--resume", o->resume, "continue from a directory an earlier fused train wrote (its train_state.safetensors)");
+      app.add_option("--log-every", o->log_every, "steps between progress lines")->check(fused::cli::integer_in(1, 1 << 30));
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      return [o] { return run_train(*o); };
+    }};
 
 const fused::cli::command train_step_cmd{
     "train-step", "one AdamW step on one sequence: loss, gradients and updated parameters as safetensors", [](CLI::App& app) -> fused::cli::runner {

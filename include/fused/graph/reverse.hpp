@@ -7,6 +7,7 @@
 #pragma once
 #include <vector>
 
+#include "../core/vector.hpp"
 #include "builder.hpp"
 
 namespace fused {
@@ -17,7 +18,8 @@ namespace fused {
 // A step on the way from `by` to the loss whose op has no backward rule fails the program, naming it.
 constexpr std::vector<tensor_id> append_backward(graph_builder& g, tensor_id loss, tensor_id seed, const std::vector<tensor_id>& by,
                                                  const op_def& accumulate) {
-  std::vector<tensor_id> grads_of_by(by.size(), -1);
+  std::vector<tensor_id> grads_of_by;
+  for (std::size_t i = 0; i < by.size(); ++i) grads_of_by.push_back(-1);
   const program& p = g.peek();
   if (!p.ok()) return grads_of_by;
   if (!p.regions.empty()) {
@@ -26,22 +28,22 @@ constexpr std::vector<tensor_id> append_backward(graph_builder& g, tensor_id los
   }
   const std::size_t nt = p.tensors.size(), ns = p.steps.size();  // the forward part: steps in id order
   // Which tensors need a gradient: those that depend on a tensor of `by` and that the loss depends on.
-  std::vector<bool> from_by(nt, false), to_loss(nt, false);
-  for (tensor_id t : by) from_by[static_cast<std::size_t>(t)] = true;
+  scratch<char> from_by(nt, 0), to_loss(nt, 0);
+  for (tensor_id t : by) from_by[static_cast<std::size_t>(t)] = 1;
   for (std::size_t s = 0; s < ns; ++s) {
     const step& st = p.steps[s];
     for (int k = 0; k < st.n_inputs; ++k)
-      if (from_by[static_cast<std::size_t>(st.inputs[k])]) from_by[static_cast<std::size_t>(st.result)] = true;
+      if (from_by[static_cast<std::size_t>(st.inputs[k])]) from_by[static_cast<std::size_t>(st.result)] = 1;
   }
-  to_loss[static_cast<std::size_t>(loss)] = true;
+  to_loss[static_cast<std::size_t>(loss)] = 1;
   for (std::size_t s = ns; s-- > 0;) {
     const step& st = p.steps[s];
     if (!to_loss[static_cast<std::size_t>(st.result)]) continue;
-    for (int k = 0; k < st.n_inputs; ++k) to_loss[static_cast<std::size_t>(st.inputs[k])] = true;
+    for (int k = 0; k < st.n_inputs; ++k) to_loss[static_cast<std::size_t>(st.inputs[k])] = 1;
   }
-  auto needs = [&](tensor_id t) { return from_by[static_cast<std::size_t>(t)] && to_loss[static_cast<std::size_t>(t)]; };
+  auto needs = [&](tensor_id t) { return from_by[static_cast<std::size_t>(t)] != 0 && to_loss[static_cast<std::size_t>(t)] != 0; };
 
-  std::vector<tensor_id> grad(nt, -1);
+  scratch<tensor_id> grad(nt, -1);
   grad[static_cast<std::size_t>(loss)] = seed;
   for (std::size_t s = ns; s-- > 0;) {
     const step st = g.peek().steps[s];  // a copy: the rule's steps grow the vector

@@ -44,6 +44,7 @@ struct graph_options {
   // Built by graph_builder (the run-time pipeline); a counting builder does not count those steps.
   bool training = false;
   train::options train{};
+  std::int64_t packed = 0;  // training: the rows are sequences of this many tokens back to back (0: one)
 };
 
 template <class Builder>
@@ -110,7 +111,7 @@ class layers {
 
   // Rotary position embedding of `heads` heads, with the config's frequencies (plain or llama3).
   constexpr tensor_id rope(tensor_id x, std::int64_t heads, name_ref result) {
-    attrs a{.i = {heads, cfg.head_dim, 0, 0}, .f = cfg.rope_theta};
+    attrs a{.i = {heads, cfg.head_dim, 0, opt.packed}, .f = cfg.rope_theta};
     if (cfg.rope_type == rope_kind::llama3) {
       a.i[2] = cfg.rope_original_max_position_embeddings;
       a.extra[0] = cfg.rope_factor;
@@ -124,7 +125,8 @@ class layers {
   // Training: causal attention over this call's own keys and values.
   constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
     if (opt.training)
-      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, 0, 0}}, {"layers.{}.attn", l});
+      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, 0}},
+                        {"layers.{}.attn", l});
     const tensor_id k_next = g_.apply(ops::kv_write, {k, kv.key}, {}, {"cache.layers.{}.key.next", l});
     const tensor_id v_next = g_.apply(ops::kv_write, {v, kv.value}, {}, {"cache.layers.{}.value.next", l});
     g_.carry_state(kv.key, k_next);

@@ -3,17 +3,21 @@
 // The state region holds the parameters (f32), AdamW's moments and its step count; each step() is one
 // call of the program, which updates them in place.
 //
-//   decoder::trainer t(*info.family, info.arch, 16, {.train = {.optimizer = {.weight_decay = 0.01}}});
+//   decoder::trainer t(*info.family, info.arch, {.sequences = 8, .tokens = 256}, {.train = {.optimizer = {.weight_decay = 0.01}}});
 //   t.load(weights);                     // a weight_store bound to t.checkpoint_tensors()
-//   float loss = t.step(ids, 1e-3f);     // labels: ids shifted by one, the last position skipped
+//   float loss = t.step(ids, 1e-3f);     // 8 x 256 ids; labels: each sequence's ids shifted by one
+// A batch is its sequences packed as rows (graph_options::packed): rope positions restart and
+// attention stays within each sequence, and the loss is the mean over all predicted positions.
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "../io/safetensors.hpp"
 #include "../runtime/execute.hpp"
 #include "../runtime/session.hpp"
 #include "../runtime/weights.hpp"
@@ -21,14 +25,36 @@
 
 namespace fused::decoder {
 
+// The batch of one train step: `sequences` sequences of `tokens` tokens each.
+struct batch_shape {
+  std::int64_t sequences = 1;
+  std::int64_t tokens = 0;
+};
+
 class trainer {
  public:
-  // A train step over sequences of exactly `tokens` tokens.
-  trainer(const family_entry& f, const config& c, std::int64_t tokens, graph_options o = {}) : cfg_(c) {
+  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : cfg_(c), shape_(shape) {
+    if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
+    if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
+    if (shape.tokens > c.max_position_embeddings)
+      throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
+    if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
+    if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
     o.training = true;
     o.logits = logits_rows::all;
-    plan_ = plan_for(f, c, mode::prefill(tokens, tokens), o);
-    tokens_ = tokens;
+    o.packed = shape.sequences > 1 ? shape.tokens : 0;
+    binding b{};
+    b.value[sym_tokens] = shape.sequences * shape.tokens;
+    b.value[sym_ctx] = shape.tokens;
+    plan_.prog = f.graph(c, o);
+    if (!plan_.prog.ok()) throw graph_error(std::string("fused: ") + name_of(plan_.prog.error) + ": " + to_string(plan_.prog.message));
+    if (const auto big = find_oversize(plan_.prog, b))
+      throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens: " +
+                                  (big->tensor >= 0 ? "tensor " + to_string(plan_.prog.tensor(big->tensor).name) : std::string("the total")) +
+                                  " of region " + name_of(big->where) + " needs more than " + std::to_string(max_region_bytes) + " bytes");
+    plan_.mem = plan_memory(plan_.prog, b);
+    if (const verdict v = verify(plan_.prog, plan_.mem); !v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
+    tokens_ = shape.sequences * shape.tokens;
     const std::vector<wire_state> wires(plan_.prog.tensors.size(), wire_state{.bound = true});
     calls_ = runtime::lower_all(plan_.prog, plan_.mem, wires);
     for (const runtime::call& k : calls_)
@@ -39,7 +65,10 @@ class trainer {
 
   const program& prog() const { return plan_.prog; }
   const memory_plan& mem() const { return plan_.mem; }
-  std::int64_t tokens() const { return tokens_; }
+  std::int64_t tokens() const { return tokens_; }  // of the whole batch
+  // The state region: parameters, moments, step count, at the plan's offsets.
+  std::span<std::byte> state() { return {state_.data(), state_.size()}; }
+  batch_shape shape() const { return shape_; }
 
   // The parameters as a checkpoint stores them (bf16 weights under their Hugging Face names, in
   // parameter order): what weight_store::load binds before load().
@@ -70,8 +99,8 @@ class trainer {
     }
   }
 
-  // One train step on `ids` (exactly tokens() of them) against `labels` (the same count; -100 skips
-  // a position) at learning rate `lr`: returns the loss before the update.
+  // One train step on `ids` (tokens() of them: the batch's sequences one after another) against
+  // `labels` (as many; -100 skips a position) at learning rate `lr`: returns the loss before the update.
   float step(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr) {
     if (static_cast<std::int64_t>(ids.size()) != tokens_ || labels.size() != ids.size())
       throw std::invalid_argument("a train step takes " + std::to_string(tokens_) + " token ids and as many labels, got " + std::to_string(ids.size()) + " and " +
@@ -84,10 +113,12 @@ class trainer {
     std::memcpy(&loss, bytes_of(plan_.prog.output("loss")), sizeof loss);
     return loss;
   }
-  // The same with the next-token labels: label t = ids[t + 1], the last position skipped.
+  // The same with next-token labels: in each sequence label t = ids[t + 1], its last position skipped.
   float step(std::span<const std::int32_t> ids, float lr) {
     std::vector<std::int32_t> labels(ids.size(), FK_IGNORE_LABEL);
-    for (std::size_t t = 0; t + 1 < ids.size(); ++t) labels[t] = ids[t + 1];
+    const auto per = static_cast<std::size_t>(shape_.tokens);
+    for (std::size_t t = 0; t + 1 < ids.size(); ++t)
+      if ((t + 1) % per != 0) labels[t] = ids[t + 1];
     return step(ids, labels, lr);
   }
 
@@ -101,10 +132,65 @@ class trainer {
   }
   std::string parameter_name(std::size_t k) const { return to_string(plan_.prog.tensor(plan_.prog.parameters.at(k).value).name.str()); }
 
+  // The parameters rounded to bf16 under their Hugging Face names: a model.safetensors that
+  // `fused run` and transformers load (config.json unchanged).
+  void save_checkpoint(const std::filesystem::path& file) {
+    std::vector<std::vector<std::uint16_t>> bf16(plan_.prog.parameters.size());
+    std::vector<io::tensor_data> out;
+    for (std::size_t k = 0; k < bf16.size(); ++k) {
+      const std::span<const float> p = parameter(k);
+      bf16[k].resize(p.size());
+      fk_f32_to_bf16(p.data(), bf16[k].data(), p.size());
+      out.push_back({parameter_name(k), io::dtype::BF16, dims_of(plan_.prog.parameters[k].value), std::as_bytes(std::span(bf16[k]))});
+    }
+    io::write_safetensors(file, out);
+  }
+  // Everything a step carries to the next (f32 master parameters, AdamW's moments, its step count),
+  // by the program's tensor names: what resume() reads back.
+  void save_state(const std::filesystem::path& file) {
+    std::vector<io::tensor_data> out;
+    for (const tensor_info& t : plan_.prog.tensors)
+      if (t.kind == role::state && t.is_feed)
+        out.push_back({to_string(t.name.str()), t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32, dims_of(t.id),
+                       std::span<const std::byte>(bytes_of(t.id), static_cast<std::size_t>(fused::bytes_of(t, plan_.mem.bind)))});
+    io::write_safetensors(file, out);
+  }
+  // Continues from save_state's file: every state tensor must be there with its dtype and shape.
+  void resume(const std::filesystem::path& file) {
+    const io::safetensors_file f = io::safetensors_file::open(file);
+    for (const tensor_info& t : plan_.prog.tensors) {
+      if (t.kind != role::state || !t.is_feed) continue;
+      const std::string name = to_string(t.name.str());
+      const io::tensor_view* v = f.find(name);
+      const io::dtype want = t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32;
+      if (v == nullptr) throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is missing (a train state holds every parameter, moment and the step count)");
+      if (v->dtype != want || v->shape != dims_of(t.id))
+        throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is " + std::string(io::dtype_name(v->dtype)) + " " + io::shape_string(v->shape) +
+                                    ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(dims_of(t.id)));
+      std::memcpy(bytes_of(t.id), v->data, v->bytes);
+    }
+  }
+  // The optimizer's step count (steps taken since load()).
+  std::int32_t steps_taken() {
+    for (const tensor_info& t : plan_.prog.tensors)
+      if (t.kind == role::state && t.is_feed && t.type == dtype::i32) {
+        std::int32_t n = 0;
+        std::memcpy(&n, bytes_of(t.id), sizeof n);
+        return n;
+      }
+    return 0;
+  }
+
  private:
   std::byte* bytes_of(tensor_id t) {
     const buffer& b = plan_.mem.of(t);
     return (b.where == region::state ? state_.data() : arena_.data()) + b.offset;
+  }
+  std::vector<std::int64_t> dims_of(tensor_id t) const {
+    std::vector<std::int64_t> d;
+    const fused::shape& s = plan_.prog.tensor(t).shp;
+    for (int i = 0; i < s.rank; ++i) d.push_back(plan_.mem.bind(s[i]));
+    return d;
   }
   std::span<float> floats(tensor_id t) {
     return {reinterpret_cast<float*>(bytes_of(t)), static_cast<std::size_t>(plan_.prog.tensor(t).shp.elements(plan_.mem.bind))};
@@ -119,6 +205,7 @@ class trainer {
   }
 
   config cfg_;
+  batch_shape shape_;
   planned plan_;
   std::int64_t tokens_ = 0;
   std::vector<runtime::call> calls_;

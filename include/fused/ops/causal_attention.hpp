@@ -1,5 +1,7 @@
 // causal_attention: causal grouped-query attention of one whole sequence, no KV cache (training):
-// q f32 [T, heads*hd], k and v f32 [T, kv_heads*hd] -> f32 [T, heads*hd]; attrs.i = {heads, kv_heads}.
+// q f32 [T, heads*hd], k and v f32 [T, kv_heads*hd] -> f32 [T, heads*hd]; attrs.i = {heads, kv_heads,
+// period}: with a period P > 0 the rows are sequences of P rows packed (a batch), each attending
+// within its own sequence.
 // Its backward: attention_grad (q, k, v, dy) -> [T, (heads + 2*kv_heads)*hd], each row [dq | dk | dv]
 // (workspace: f32 [2*kv_heads, T]), and take_columns, which copies one of the three out.
 #pragma once
@@ -21,6 +23,7 @@ constexpr inferred causal_attention_shape(const tensor_info* const* in, int n, c
   const attention_sizes z = attention_sizes_of(q, a);
   if (z.heads == 0) return mismatch(0, "queries must be f32 [T, heads*head_dim] with heads a multiple of kv_heads (attrs " + to_text(a.i[0]) + ", " + to_text(a.i[1]) + "), got " + describe(q));
   if (q.type != dtype::f32) return mismatch(0, "queries must be f32, got " + describe(q));
+  if (a.i[2] < 0) return mismatch(-1, "the period (rows per packed sequence) must not be negative");
   const shape kv_shape(q.shp[0], z.kv_heads * z.head_dim);
   if (k.type != dtype::f32 || !(k.shp == kv_shape)) return mismatch(1, "keys must be f32 " + shape_text(kv_shape) + ", got " + describe(k));
   if (v.type != dtype::f32 || !(v.shp == kv_shape)) return mismatch(2, "values must be f32 " + shape_text(kv_shape) + ", got " + describe(v));
@@ -29,7 +32,7 @@ constexpr inferred causal_attention_shape(const tensor_info* const* in, int n, c
 }
 }  // namespace detail
 
-inline constexpr attr_field causal_attention_attributes[] = {{"heads", attr_slot::i0}, {"kv_heads", attr_slot::i1}};
+inline constexpr attr_field causal_attention_attributes[] = {{"heads", attr_slot::i0}, {"kv_heads", attr_slot::i1}, {"period", attr_slot::i2}};
 
 inline constexpr op_def attention_grad{
     .name = "attention_grad",

@@ -1,6 +1,7 @@
 // rope: rotary position embedding in the rotate-half convention (Qwen2, Llama, Mistral), in place.
 // x f32 [T, heads*head_dim]; attrs.i = {heads, head_dim}, attrs.f = theta. Row t is at position pos0+t,
-// pos0 the call's or, given, the value of an i32 [1] second input (op_def::positional).
+// pos0 the call's or, given, the value of an i32 [1] second input (op_def::positional); with
+// attrs.i[3] = P > 0 (a training batch: sequences of P rows packed), at pos0 + t % P.
 // rope_llama3: the same with Llama 3.1's frequencies (transformers' rope_type "llama3"):
 // attrs.i[2] = original_max_position_embeddings, attrs.extra = {factor, low_freq_factor, high_freq_factor}.
 // rope_grad, rope_llama3_grad: their backward, the gradient rotated back by the same angles, in place
@@ -20,6 +21,7 @@ constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& 
   if (!(x.shp[1] == dim{heads * hd, 0}))
     return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of " + to_text(hd));
   if (!(a.f > 0)) return mismatch(-1, "theta must be positive");
+  if (a.i[3] < 0) return mismatch(-1, "the period (rows per packed sequence) must not be negative");
   return result(dtype::f32, x.shp);
 }
 }  // namespace detail

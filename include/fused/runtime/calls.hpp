@@ -79,7 +79,7 @@ enum class arg : std::uint8_t {
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
   elements,                // rows * cols
   pos0,                    // the position of row 0: the call's, or its position input's value
-  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab,  // call::sizes
+  cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab, period,  // call::sizes
   inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
   eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay,  // call::reals
   int0, int1, int2, int3,  // call::ints
@@ -93,7 +93,7 @@ enum class arg : std::uint8_t {
 struct kernel_spec {
   kernel k = kernel::unknown;
   std::string_view name;
-  std::array<arg, 10> args{};
+  std::array<arg, 11> args{};
   std::uint8_t arity = 0;
   int copy_into_output = -1;
   // The C function returns nonzero, writing nothing, when an input is out of its range; this says
@@ -120,8 +120,8 @@ inline constexpr std::array<kernel_spec, 46> kernel_specs{{
     detail::spec(kernel::gemv, "fk_gemv_bf16", -1, arg::input0, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
     detail::spec(kernel::gemm, "fk_gemm_bf16", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output,
                  arg::work),
-    detail::spec(kernel::rope, "fk_rope", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta),
-    detail::spec(kernel::rope_llama3, "fk_rope_llama3", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta,
+    detail::spec(kernel::rope, "fk_rope", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::period, arg::theta),
+    detail::spec(kernel::rope_llama3, "fk_rope_llama3", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::period, arg::theta,
                  arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
     detail::spec(kernel::kv_store, "fk_kv_store", 1, arg::input0, arg::rows, arg::kv_heads, arg::head_dim, arg::output, arg::capacity,
                  arg::pos0),
@@ -151,7 +151,7 @@ inline constexpr std::array<kernel_spec, 46> kernel_specs{{
     detail::spec(kernel::rmsnorm_f32, "fk_rmsnorm_f32", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::linear_f32, "fk_linear_f32", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
     detail::spec(kernel::attention_causal, "fk_attention_causal_f32", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
-                 arg::kv_heads, arg::head_dim, arg::output),
+                 arg::kv_heads, arg::head_dim, arg::period, arg::output),
     detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::output),
                      "a label is outside the vocabulary"),
     detail::refusing(detail::spec(kernel::cross_entropy_backward, "fk_cross_entropy_backward", -1, arg::input0, arg::rows, arg::cols, arg::input1,
@@ -166,12 +166,13 @@ inline constexpr std::array<kernel_spec, 46> kernel_specs{{
                  arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_backward_weight, "fk_rmsnorm_backward_weight", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps,
                  arg::output),
-    detail::spec(kernel::rope_backward, "fk_rope_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::theta),
+    detail::spec(kernel::rope_backward, "fk_rope_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::period,
+                 arg::theta),
     detail::spec(kernel::rope_llama3_backward, "fk_rope_llama3_backward", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0,
-                 arg::theta, arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
+                 arg::period, arg::theta, arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
     detail::spec(kernel::swiglu_backward, "fk_swiglu_backward", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::int0, arg::output),
     detail::spec(kernel::attention_causal_backward, "fk_attention_causal_backward", -1, arg::input0, arg::input1, arg::input2, arg::input3,
-                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::work, arg::output),
+                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::period, arg::work, arg::output),
     detail::spec(kernel::take_columns, "fk_take_columns", -1, arg::input0, arg::rows, arg::cols, arg::int0, arg::out_cols, arg::output),
     detail::spec(kernel::embed_backward, "fk_embed_backward", -1, arg::input0, arg::rows, arg::input1, arg::out_cols, arg::vocab, arg::output),
     detail::spec(kernel::adam_first_moment, "fk_adam_first_moment", -1, arg::input0, arg::input1, arg::elements, arg::beta1, arg::output),
@@ -231,6 +232,7 @@ struct call {
     std::int64_t capacity = 0;      // KV-cache positions
     std::int64_t original_max = 0;  // rope_llama3: original_max_position_embeddings
     std::int64_t vocab = 0;         // embed: rows of the table (for executors' id checks); embed_backward: of its result
+    std::int64_t period = 0;        // rope, causal attention: rows per packed sequence (0: one sequence)
     std::int64_t row_bytes = 0;     // copy_bytes, select_bytes: bytes of a row of the result
     std::int64_t inner0 = 1, extent0 = 1, inner1 = 1, extent1 = 1;  // binary_f32: its inputs' broadcast_span
     friend constexpr bool operator==(const size_fields&, const size_fields&) = default;
@@ -263,6 +265,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
     case arg::capacity: return c.sizes.capacity;
     case arg::original_max: return c.sizes.original_max;
     case arg::vocab: return c.sizes.vocab;
+    case arg::period: return c.sizes.period;
     case arg::inner0: return c.sizes.inner0;
     case arg::extent0: return c.sizes.extent0;
     case arg::inner1: return c.sizes.inner1;
@@ -390,6 +393,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.sizes.heads = s.at.i[0];
         c.sizes.kv_heads = s.at.i[1];
         c.sizes.head_dim = cols / s.at.i[0];
+        c.sizes.period = s.at.i[2];
         if (s.work >= 0) c.work = at(s.work);
         break;
       case kernel::swiglu_backward:
@@ -423,6 +427,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       case kernel::rope_llama3_backward:
         c.sizes.heads = s.at.i[0];
         c.sizes.head_dim = s.at.i[1];
+        c.sizes.period = s.at.i[3];
         c.reals.theta = static_cast<float>(s.at.f);
         if (c.k == kernel::rope_llama3 || c.k == kernel::rope_llama3_backward) {
           c.sizes.original_max = s.at.i[2];

@@ -91,6 +91,7 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::capacity:
     case arg::original_max:
     case arg::vocab:
+    case arg::period:
     case arg::inner0:
     case arg::extent0:
     case arg::inner1:

@@ -233,10 +233,10 @@ static int micro__prefill(micro_model* m, size_t n) {
   fk_gemm_bf16(F(MICRO_PREFILL_LAYERS_0_ATTN_NORM), n, 32, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_WEIGHT), 16, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_BIAS), F(MICRO_PREFILL_LAYERS_0_V), A16(MICRO_PREFILL_LAYERS_0_Q_WORK));
   CANARY_CHECK(0, 4);
   /* layers.0.q_rope = rope(layers.0.q)  f32 [4, 32] */
-  fk_rope(F(MICRO_PREFILL_LAYERS_0_Q_ROPE), n, 2, 16, pos0, 10000.0f);
+  fk_rope(F(MICRO_PREFILL_LAYERS_0_Q_ROPE), n, 2, 16, pos0, 0, 10000.0f);
   CANARY_CHECK(0, 5);
   /* layers.0.k_rope = rope(layers.0.k)  f32 [4, 16] */
-  fk_rope(F(MICRO_PREFILL_LAYERS_0_K_ROPE), n, 1, 16, pos0, 10000.0f);
+  fk_rope(F(MICRO_PREFILL_LAYERS_0_K_ROPE), n, 1, 16, pos0, 0, 10000.0f);
   CANARY_CHECK(0, 6);
   /* cache.layers.0.value.next = kv_write(layers.0.v, cache.layers.0.value)  bf16 [1, 16, 16] */
   fk_kv_store(F(MICRO_PREFILL_LAYERS_0_V), n, 1, 16, S16(MICRO_STATE_CACHE_LAYERS_0_VALUE_NEXT), 16, pos0);
@@ -305,10 +305,10 @@ static int micro__decode(micro_model* m) {
   fk_gemv_bf16(F(MICRO_DECODE_LAYERS_0_ATTN_NORM), 32, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_WEIGHT), 16, W(MICRO_W_MODEL_LAYERS_0_SELF_ATTN_V_PROJ_BIAS), F(MICRO_DECODE_LAYERS_0_V));
   CANARY_CHECK(1, 4);
   /* layers.0.q_rope = rope(layers.0.q)  f32 [1, 32] */
-  fk_rope(F(MICRO_DECODE_LAYERS_0_Q_ROPE), 1, 2, 16, pos0, 10000.0f);
+  fk_rope(F(MICRO_DECODE_LAYERS_0_Q_ROPE), 1, 2, 16, pos0, 0, 10000.0f);
   CANARY_CHECK(1, 5);
   /* layers.0.k_rope = rope(layers.0.k)  f32 [1, 16] */
-  fk_rope(F(MICRO_DECODE_LAYERS_0_K_ROPE), 1, 1, 16, pos0, 10000.0f);
+  fk_rope(F(MICRO_DECODE_LAYERS_0_K_ROPE), 1, 1, 16, pos0, 0, 10000.0f);
   CANARY_CHECK(1, 6);
   /* cache.layers.0.value.next = kv_write(layers.0.v, cache.layers.0.value)  bf16 [1, 16, 16] */
   fk_kv_store(F(MICRO_DECODE_LAYERS_0_V), 1, 1, 16, S16(MICRO_STATE_CACHE_LAYERS_0_VALUE_NEXT), 16, pos0);
