@@ -12,7 +12,6 @@ libopenblas0-pthread for a fair figure (without it Debian's torch uses the refer
 """
 import argparse, json, math, os, statistics, struct, time
 
-import numpy as np
 import torch
 
 
@@ -26,10 +25,9 @@ def load_safetensors(path):
         if name == "__metadata__":
             continue
         a, b = info["data_offsets"]
-        raw = np.frombuffer(data[a:b], dtype={"BF16": np.uint16, "F32": np.float32, "F16": np.float16}[info["dtype"]])
-        if info["dtype"] == "BF16":
-            raw = (raw.astype(np.uint32) << 16).view(np.float32)
-        out[name] = torch.tensor(raw.astype(np.float32).reshape(info["shape"]))
+        kind = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}[info["dtype"]]
+        raw = torch.frombuffer(bytearray(data[a:b]), dtype=kind) if b > a else torch.zeros(0, dtype=kind)
+        out[name] = raw.float().reshape(info["shape"]).clone()
     return out
 
 
