@@ -2521,15 +2521,24 @@ constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& 
 }
 }  // namespace detail
 
-inline constexpr op_def rope_grad{.name = "rope_grad",
-                                  .category = "elementwise",
-                                  .min_inputs = 1,
-                                  .max_inputs = 2,
-                                  .infer = detail::rope_shape,
-                                  .in_place_input = 0,
-                                  .mode_sensitive = true,
-                                  .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_backward"; },
-                                  .positional = true};
+namespace detail {
+inline constexpr char rope_grad_name[] = "rope_grad", rope_backward_kernel[] = "fk_rope_backward", rope_llama3_grad_name[] = "rope_llama3_grad",
+                      rope_llama3_backward_kernel[] = "fk_rope_llama3_backward";
+// The backward op of a rope variant: its shape rule and position input, its own kernel.
+template <const char* Name, const char* Kernel>
+inline constexpr op_def rope_grad_op{.name = Name,
+                                     .category = "elementwise",
+                                     .min_inputs = 1,
+                                     .max_inputs = 2,
+                                     .infer = rope_shape,
+                                     .in_place_input = 0,
+                                     .mode_sensitive = true,
+                                     .kernel = kernel_named<Kernel>,
+                                     .positional = true};
+}  // namespace detail
+
+inline constexpr const op_def& rope_grad = detail::rope_grad_op<detail::rope_grad_name, detail::rope_backward_kernel>;
+inline constexpr const op_def& rope_llama3_grad = detail::rope_grad_op<detail::rope_llama3_grad_name, detail::rope_llama3_backward_kernel>;
 
 namespace detail {
 template <const op_def& Grad>
@@ -2560,17 +2569,6 @@ inline constexpr attr_field rope_llama3_attributes[] = {
     {"heads", attr_slot::i0},         {"head_dim", attr_slot::i1},         {"theta", attr_slot::f},
     {"original_max_position_embeddings", attr_slot::i2},                    {"factor", attr_slot::extra0},
     {"low_freq_factor", attr_slot::extra1}, {"high_freq_factor", attr_slot::extra2}};
-
-inline constexpr op_def rope_llama3_grad{
-    .name = "rope_llama3_grad",
-    .category = "elementwise",
-    .min_inputs = 1,
-    .max_inputs = 2,
-    .infer = detail::rope_shape,
-    .in_place_input = 0,
-    .mode_sensitive = true,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3_backward"; },
-    .positional = true};
 
 inline constexpr op_def rope_llama3{
     .name = "rope_llama3",
@@ -10117,53 +10115,71 @@ FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
 #define FK__GEMM_KC 256
 
 #if FK_X86
-/* mr (<= 6) rows of C's panel block [mr, 16] over one K block: `first` starts from the bias (or 0),
- * otherwise from what C holds; nr (<= 16) columns are stored. */
-FK_TARGET_AVX2 FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, size_t mr, const float* packed_b,
-                                              float* c, size_t ldc, size_t nr, int first, const float* bias) {
-  __m256 acc[FK__GEMM_MR][2];
-  float edge[FK__GEMM_NR];
-  for (size_t r = 0; r < FK__GEMM_MR; ++r) {
-    if (r >= mr) {
-      acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    } else if (first) {
-      for (size_t j = 0; j < FK__GEMM_NR; ++j) edge[j] = bias && j < nr ? bias[j] : 0.0f;
-      acc[r][0] = _mm256_loadu_ps(edge);
-      acc[r][1] = _mm256_loadu_ps(edge + 8);
-    } else {
-      for (size_t j = 0; j < FK__GEMM_NR; ++j) edge[j] = j < nr ? c[r * ldc + j] : 0.0f;
-      acc[r][0] = _mm256_loadu_ps(edge);
-      acc[r][1] = _mm256_loadu_ps(edge + 8);
-    }
+/* The full 6 x 16 block: twelve accumulators in named registers (an array of them would live on
+ * the stack), k in order. `c_in` holds the block's starting values (bias, 0 or C so far). */
+FK_TARGET_AVX2 FK_API void fk__gemm_f32_6x16_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, const float* packed_b,
+                                                 const float* c_in, size_t ld_in, float* c_out, size_t ld_out) {
+  __m256 c00 = _mm256_loadu_ps(c_in), c01 = _mm256_loadu_ps(c_in + 8);
+  __m256 c10 = _mm256_loadu_ps(c_in + ld_in), c11 = _mm256_loadu_ps(c_in + ld_in + 8);
+  __m256 c20 = _mm256_loadu_ps(c_in + 2 * ld_in), c21 = _mm256_loadu_ps(c_in + 2 * ld_in + 8);
+  __m256 c30 = _mm256_loadu_ps(c_in + 3 * ld_in), c31 = _mm256_loadu_ps(c_in + 3 * ld_in + 8);
+  __m256 c40 = _mm256_loadu_ps(c_in + 4 * ld_in), c41 = _mm256_loadu_ps(c_in + 4 * ld_in + 8);
+  __m256 c50 = _mm256_loadu_ps(c_in + 5 * ld_in), c51 = _mm256_loadu_ps(c_in + 5 * ld_in + 8);
+  const float *a0 = a, *a1 = a + a_row, *a2 = a + 2 * a_row, *a3 = a + 3 * a_row, *a4 = a + 4 * a_row, *a5 = a + 5 * a_row;
+  for (size_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(packed_b), b1 = _mm256_loadu_ps(packed_b + 8);
+    packed_b += FK__GEMM_NR;
+    __m256 av = _mm256_broadcast_ss(a0);
+    c00 = _mm256_fmadd_ps(av, b0, c00), c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a1);
+    c10 = _mm256_fmadd_ps(av, b0, c10), c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a2);
+    c20 = _mm256_fmadd_ps(av, b0, c20), c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a3);
+    c30 = _mm256_fmadd_ps(av, b0, c30), c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a4);
+    c40 = _mm256_fmadd_ps(av, b0, c40), c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a5);
+    c50 = _mm256_fmadd_ps(av, b0, c50), c51 = _mm256_fmadd_ps(av, b1, c51);
+    a0 += a_col, a1 += a_col, a2 += a_col, a3 += a_col, a4 += a_col, a5 += a_col;
   }
+  _mm256_storeu_ps(c_out, c00), _mm256_storeu_ps(c_out + 8, c01);
+  _mm256_storeu_ps(c_out + ld_out, c10), _mm256_storeu_ps(c_out + ld_out + 8, c11);
+  _mm256_storeu_ps(c_out + 2 * ld_out, c20), _mm256_storeu_ps(c_out + 2 * ld_out + 8, c21);
+  _mm256_storeu_ps(c_out + 3 * ld_out, c30), _mm256_storeu_ps(c_out + 3 * ld_out + 8, c31);
+  _mm256_storeu_ps(c_out + 4 * ld_out, c40), _mm256_storeu_ps(c_out + 4 * ld_out + 8, c41);
+  _mm256_storeu_ps(c_out + 5 * ld_out, c50), _mm256_storeu_ps(c_out + 5 * ld_out + 8, c51);
+}
+
+/* One row of a block, the same sums in the same order (the rows past the last full 6). */
+FK_TARGET_AVX2 FK_API void fk__gemm_f32_1x16_avx2(size_t kc, const float* a, size_t a_col, const float* packed_b, const float* c_in, float* c_out) {
+  __m256 c0 = _mm256_loadu_ps(c_in), c1 = _mm256_loadu_ps(c_in + 8);
+  for (size_t k = 0; k < kc; ++k, a += a_col, packed_b += FK__GEMM_NR) {
+    const __m256 av = _mm256_broadcast_ss(a);
+    c0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(packed_b), c0);
+    c1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(packed_b + 8), c1);
+  }
+  _mm256_storeu_ps(c_out, c0), _mm256_storeu_ps(c_out + 8, c1);
+}
+
+/* mr (<= 6) rows of C's panel block [mr, 16] over one K block, added to what C holds; nr (<= 16)
+ * columns are read and stored. */
+FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, size_t mr, const float* packed_b, float* c, size_t ldc,
+                                    size_t nr) {
+  float block[FK__GEMM_MR * FK__GEMM_NR];
+  if (mr == FK__GEMM_MR && nr == FK__GEMM_NR) {  /* the common case: C in place */
+    fk__gemm_f32_6x16_avx2(kc, a, a_row, a_col, packed_b, c, ldc, c, ldc);
+    return;
+  }
+  for (size_t r = 0; r < mr; ++r)
+    for (size_t j = 0; j < FK__GEMM_NR; ++j) block[r * FK__GEMM_NR + j] = j < nr ? c[r * ldc + j] : 0.0f;
   if (mr == FK__GEMM_MR) {
-    for (size_t k = 0; k < kc; ++k) {
-      const __m256 b0 = _mm256_loadu_ps(packed_b + k * FK__GEMM_NR), b1 = _mm256_loadu_ps(packed_b + k * FK__GEMM_NR + 8);
-      const float* ak = a + k * a_col;
-      for (size_t r = 0; r < FK__GEMM_MR; ++r) {
-        const __m256 av = _mm256_broadcast_ss(ak + r * a_row);
-        acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-        acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-      }
-    }
+    fk__gemm_f32_6x16_avx2(kc, a, a_row, a_col, packed_b, block, FK__GEMM_NR, block, FK__GEMM_NR);
   } else {
-    for (size_t r = 0; r < mr; ++r)
-      for (size_t k = 0; k < kc; ++k) {
-        const __m256 av = _mm256_broadcast_ss(a + r * a_row + k * a_col);
-        acc[r][0] = _mm256_fmadd_ps(av, _mm256_loadu_ps(packed_b + k * FK__GEMM_NR), acc[r][0]);
-        acc[r][1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(packed_b + k * FK__GEMM_NR + 8), acc[r][1]);
-      }
+    for (size_t r = 0; r < mr; ++r) fk__gemm_f32_1x16_avx2(kc, a + r * a_row, a_col, packed_b, block + r * FK__GEMM_NR, block + r * FK__GEMM_NR);
   }
-  for (size_t r = 0; r < mr; ++r) {
-    if (nr == FK__GEMM_NR) {
-      _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-      _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
-    } else {
-      _mm256_storeu_ps(edge, acc[r][0]);
-      _mm256_storeu_ps(edge + 8, acc[r][1]);
-      for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = edge[j];
-    }
-  }
+  for (size_t r = 0; r < mr; ++r)
+    for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = block[r * FK__GEMM_NR + j];
 }
 
 FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, size_t a_row, size_t a_col, const float* b, size_t b_row,
@@ -10174,16 +10190,15 @@ FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, s
   for (size_t p = 0; p < panels; ++p) {
     const size_t j0 = p * FK__GEMM_NR, nr = n - j0 < FK__GEMM_NR ? n - j0 : FK__GEMM_NR;
     float packed_b[FK__GEMM_KC * FK__GEMM_NR];
-    if (kdim == 0)
-      for (size_t i = 0; i < m; ++i)
-        for (size_t j = 0; j < nr; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
+    for (size_t i = 0; i < m; ++i)  /* the sums start from the bias (or 0) */
+      for (size_t j = 0; j < nr; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
     for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_KC) {
       const size_t kc = kdim - k0 < FK__GEMM_KC ? kdim - k0 : FK__GEMM_KC;
       for (size_t k = 0; k < kc; ++k)
         for (size_t j = 0; j < FK__GEMM_NR; ++j) packed_b[k * FK__GEMM_NR + j] = j < nr ? b[(k0 + k) * b_row + (j0 + j) * b_col] : 0.0f;
       for (size_t i0 = 0; i0 < m; i0 += FK__GEMM_MR)
         fk__gemm_f32_block_avx2(kc, a + i0 * a_row + k0 * a_col, a_row, a_col, m - i0 < FK__GEMM_MR ? m - i0 : FK__GEMM_MR, packed_b, c + i0 * n + j0, n,
-                            nr, k0 == 0, bias ? bias + j0 : NULL);
+                                nr);
     }
   }
 }
@@ -10267,12 +10282,12 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
 /* Label -100 (Hugging Face's ignore index) marks a row the loss skips. */
 #define FK_IGNORE_LABEL (-100)
 
-/* log(sum_j exp(x[j])) of one row, in double. */
+/* log(sum_j exp(x[j])) of one row: f32 exponentials (of x - max, so at most 1), summed in double. */
 FK_API double fk__logsumexp(const float* x, size_t n) {
   float m = -INFINITY;
   for (size_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
   double s = 0.0;
-  for (size_t j = 0; j < n; ++j) s += exp((double)x[j] - (double)m);
+  for (size_t j = 0; j < n; ++j) s += (double)expf(x[j] - m);
   return (double)m + log(s);
 }
 
@@ -10313,8 +10328,8 @@ FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vo
       continue;
     }
     const float* x = logits + r * vocab;
-    const double lse = fk__logsumexp(x, vocab);
-    for (size_t j = 0; j < vocab; ++j) d[j] = (float)exp((double)x[j] - lse) * per_row;
+    const float lse = (float)fk__logsumexp(x, vocab);
+    for (size_t j = 0; j < vocab; ++j) d[j] = expf(x[j] - lse) * per_row;
     d[labels[r]] -= per_row;
   }
   return 0;
@@ -13287,7 +13302,7 @@ struct batch_shape {
 
 class trainer {
  public:
-  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : cfg_(c), shape_(shape) {
+  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : shape_(shape) {
     if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
     if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
     if (shape.tokens > c.max_position_embeddings)
@@ -13458,7 +13473,6 @@ class trainer {
     throw std::logic_error("a train step has no input " + std::string(input));
   }
 
-  config cfg_;
   batch_shape shape_;
   planned plan_;
   std::int64_t tokens_ = 0;

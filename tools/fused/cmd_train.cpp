@@ -76,8 +76,8 @@ int run_train_step(const options& o) {
     out.push_back({names.back(), fused::io::dtype::F32, dims, std::as_bytes(std::span(after[k]))});
   }
   fused::io::write_safetensors(o.out, out);
-  std::fprintf(stderr, "fused train-step: %zu tokens, %zu parameters, %zu steps, arena %lld bytes, state %lld bytes: loss %.6g -> %.6g\n", ids.size(), n,
-               t.prog().steps.size(), static_cast<long long>(t.mem().arena_bytes()),
+  std::fprintf(stderr, "fused train-step: %zu tokens, %zu parameters, %zu steps, arena %lld bytes (lower bound %lld), state %lld bytes: loss %.6g -> %.6g\n",
+               ids.size(), n, t.prog().steps.size(), static_cast<long long>(t.mem().arena_bytes()), static_cast<long long>(t.mem().lower_bound),
                static_cast<long long>(t.mem().region_bytes[static_cast<int>(fused::region::state)]), static_cast<double>(loss),
                static_cast<double>(loss_after));
   return 0;
@@ -134,8 +134,11 @@ int run_train(const train_options& o) {
     t.resume(fs::path(o.resume) / "train_state.safetensors");
   }
   const long long first = t.steps_taken();
-  std::fprintf(stderr, "fused train: %s on %s: %zu tokens; %lld x %lld tokens a step, %lld steps from step %lld; arena %.1f MiB, state %.1f MiB\n",
-               dir.string().c_str(), o.data.c_str(), corpus.size(), o.batch, o.sequence, o.steps, first, static_cast<double>(t.mem().arena_bytes()) / 1048576.0,
+  std::fprintf(stderr,
+               "fused train: %s on %s: %zu tokens; %lld x %lld tokens a step, %lld steps from step %lld; a program of %zu steps, arena %.1f MiB "
+               "(lower bound %.1f), state %.1f MiB\n",
+               dir.string().c_str(), o.data.c_str(), corpus.size(), o.batch, o.sequence, o.steps, first, t.prog().steps.size(),
+               static_cast<double>(t.mem().arena_bytes()) / 1048576.0, static_cast<double>(t.mem().lower_bound) / 1048576.0,
                static_cast<double>(t.mem().region_bytes[static_cast<int>(fused::region::state)]) / 1048576.0);
 
   // Batches: windows of S tokens at seeded uniform starts (the same --seed, the same batches).

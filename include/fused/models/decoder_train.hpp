@@ -33,7 +33,7 @@ struct batch_shape {
 
 class trainer {
  public:
-  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : cfg_(c), shape_(shape) {
+  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : shape_(shape) {
     if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
     if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
     if (shape.tokens > c.max_position_embeddings)
@@ -204,7 +204,6 @@ class trainer {
     throw std::logic_error("a train step has no input " + std::string(input));
   }
 
-  config cfg_;
   batch_shape shape_;
   planned plan_;
   std::int64_t tokens_ = 0;

@@ -26,15 +26,24 @@ constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& 
 }
 }  // namespace detail
 
-inline constexpr op_def rope_grad{.name = "rope_grad",
-                                  .category = "elementwise",
-                                  .min_inputs = 1,
-                                  .max_inputs = 2,
-                                  .infer = detail::rope_shape,
-                                  .in_place_input = 0,
-                                  .mode_sensitive = true,
-                                  .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_backward"; },
-                                  .positional = true};
+namespace detail {
+inline constexpr char rope_grad_name[] = "rope_grad", rope_backward_kernel[] = "fk_rope_backward", rope_llama3_grad_name[] = "rope_llama3_grad",
+                      rope_llama3_backward_kernel[] = "fk_rope_llama3_backward";
+// The backward op of a rope variant: its shape rule and position input, its own kernel.
+template <const char* Name, const char* Kernel>
+inline constexpr op_def rope_grad_op{.name = Name,
+                                     .category = "elementwise",
+                                     .min_inputs = 1,
+                                     .max_inputs = 2,
+                                     .infer = rope_shape,
+                                     .in_place_input = 0,
+                                     .mode_sensitive = true,
+                                     .kernel = kernel_named<Kernel>,
+                                     .positional = true};
+}  // namespace detail
+
+inline constexpr const op_def& rope_grad = detail::rope_grad_op<detail::rope_grad_name, detail::rope_backward_kernel>;
+inline constexpr const op_def& rope_llama3_grad = detail::rope_grad_op<detail::rope_llama3_grad_name, detail::rope_llama3_backward_kernel>;
 
 namespace detail {
 template <const op_def& Grad>
@@ -65,17 +74,6 @@ inline constexpr attr_field rope_llama3_attributes[] = {
     {"heads", attr_slot::i0},         {"head_dim", attr_slot::i1},         {"theta", attr_slot::f},
     {"original_max_position_embeddings", attr_slot::i2},                    {"factor", attr_slot::extra0},
     {"low_freq_factor", attr_slot::extra1}, {"high_freq_factor", attr_slot::extra2}};
-
-inline constexpr op_def rope_llama3_grad{
-    .name = "rope_llama3_grad",
-    .category = "elementwise",
-    .min_inputs = 1,
-    .max_inputs = 2,
-    .infer = detail::rope_shape,
-    .in_place_input = 0,
-    .mode_sensitive = true,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3_backward"; },
-    .positional = true};
 
 inline constexpr op_def rope_llama3{
     .name = "rope_llama3",
