@@ -13234,6 +13234,8 @@ struct static_train_plan {
   static_assert(Tokens >= 2, "fused: a train step's sequences need at least 2 tokens (the loss predicts each next one)");
   static_assert(Sequences >= 1, "fused: a train step needs at least one sequence");
   static_assert(Tokens <= Preset::value.max_position_embeddings, "fused: a train step's sequences exceed the model's max_position_embeddings");
+  static_assert(Preset::value.sliding_window == 0 || Tokens <= Preset::value.sliding_window,
+                "fused: a train step's sequences exceed the model's sliding_window (only full attention is implemented)");
 
   static constexpr graph_options options{.logits = logits_rows::all, .training = true, .train = Train, .packed = Sequences > 1 ? Tokens : 0};
   static constexpr binding bind = [] {
@@ -13307,6 +13309,10 @@ class trainer {
     if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
     if (shape.tokens > c.max_position_embeddings)
       throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
+    if (c.sliding_window != 0 && shape.tokens > c.sliding_window)
+      throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed sliding_window " + std::to_string(c.sliding_window) +
+                                  ": only full attention is implemented, which differs from the model's windowed attention past " +
+                                  std::to_string(c.sliding_window) + " positions");
     if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
     if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
     o.training = true;

@@ -141,7 +141,8 @@ double cross_entropy_ref(const dvec& logits, const std::vector<std::int32_t>& la
 
 TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, threads, every path") {
   // Odd sizes: the lanes' and the GEMM's row and column tails; K over one K block of the GEMM.
-  for (const auto& [T, K, N] : {std::array<std::size_t, 3>{5, 37, 19}, std::array<std::size_t, 3>{13, 300, 35}}) {
+  for (const std::array<std::size_t, 3>& sizes : {std::array<std::size_t, 3>{5, 37, 19}, std::array<std::size_t, 3>{13, 300, 35}}) {
+    const std::size_t T = sizes[0], K = sizes[1], N = sizes[2];  // (no structured binding: clang's OpenMP cannot capture one)
     CAPTURE(T);
     const vec x = random_vec(T * K, 1), w = random_vec(N * K, 2, 0.3f), b = random_vec(N, 3), dy = random_vec(T * N, 4);
     const dvec xd = widen(x), wd = widen(w), bd = widen(b);

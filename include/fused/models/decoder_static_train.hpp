@@ -22,6 +22,8 @@ struct static_train_plan {
   static_assert(Tokens >= 2, "fused: a train step's sequences need at least 2 tokens (the loss predicts each next one)");
   static_assert(Sequences >= 1, "fused: a train step needs at least one sequence");
   static_assert(Tokens <= Preset::value.max_position_embeddings, "fused: a train step's sequences exceed the model's max_position_embeddings");
+  static_assert(Preset::value.sliding_window == 0 || Tokens <= Preset::value.sliding_window,
+                "fused: a train step's sequences exceed the model's sliding_window (only full attention is implemented)");
 
   static constexpr graph_options options{.logits = logits_rows::all, .training = true, .train = Train, .packed = Sequences > 1 ? Tokens : 0};
   static constexpr binding bind = [] {
