@@ -3752,6 +3752,9 @@ struct adamw {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
+// The state tensor counting the optimizer's steps (AdamW's t).
+inline constexpr const char* step_count_name = "optimizer.step";
+
 struct options {
   adamw optimizer{};
   bool keep_gradients = false;  // the gradients stay readable after the call (train-step's outputs)
@@ -3771,7 +3774,7 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
   if (!g.peek().ok()) return;
 
   const tensor_id lr = g.input({"learning_rate"}, dtype::f32, shape(1));
-  const tensor_id count = g.state({"optimizer.step"}, dtype::i32, shape(1));
+  const tensor_id count = g.state({step_count_name}, dtype::i32, shape(1));
   const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
   g.carry_state(count, next_count);
   const adamw& h = o.optimizer;
@@ -13447,13 +13450,9 @@ class trainer {
   }
   // The optimizer's step count (steps taken since load()).
   std::int32_t steps_taken() {
-    for (const tensor_info& t : plan_.prog.tensors)
-      if (t.kind == role::state && t.is_feed && t.type == dtype::i32) {
-        std::int32_t n = 0;
-        std::memcpy(&n, bytes_of(t.id), sizeof n);
-        return n;
-      }
-    return 0;
+    std::int32_t n = 0;
+    std::memcpy(&n, bytes_of(named(role::state, train::step_count_name)), sizeof n);
+    return n;
   }
 
  private:
@@ -13470,14 +13469,14 @@ class trainer {
   std::span<float> floats(tensor_id t) {
     return {reinterpret_cast<float*>(bytes_of(t)), static_cast<std::size_t>(plan_.prog.tensor(t).shp.elements(plan_.mem.bind))};
   }
-  void write(std::string_view input, const void* data, std::size_t bytes) {
+  // The tensor of this role and name (an input, or the step count); the program always has it.
+  tensor_id named(role r, std::string_view name) const {
     for (const tensor_info& t : plan_.prog.tensors)
-      if (t.kind == role::input && to_string(t.name.str()) == input) {
-        std::memcpy(bytes_of(t.id), data, bytes);
-        return;
-      }
-    throw std::logic_error("a train step has no input " + std::string(input));
+      if (t.kind == r && to_string(t.name.str()) == name) return t.id;
+    throw std::logic_error("a train step has no " + std::string(name_of(r)) + " " + std::string(name));
   }
+  void write(std::string_view input, const void* data, std::size_t bytes) { std::memcpy(bytes_of(named(role::input, input)), data, bytes); }
+
 
   batch_shape shape_;
   planned plan_;

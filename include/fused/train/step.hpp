@@ -18,6 +18,9 @@ struct adamw {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
+// The state tensor counting the optimizer's steps (AdamW's t).
+inline constexpr const char* step_count_name = "optimizer.step";
+
 struct options {
   adamw optimizer{};
   bool keep_gradients = false;  // the gradients stay readable after the call (train-step's outputs)
@@ -37,7 +40,7 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
   if (!g.peek().ok()) return;
 
   const tensor_id lr = g.input({"learning_rate"}, dtype::f32, shape(1));
-  const tensor_id count = g.state({"optimizer.step"}, dtype::i32, shape(1));
+  const tensor_id count = g.state({step_count_name}, dtype::i32, shape(1));
   const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
   g.carry_state(count, next_count);
   const adamw& h = o.optimizer;
