@@ -23,13 +23,24 @@
 #include "fk_cpu.h"
 #include "fk_rope.h"
 
+/* No fused multiply-add but where written (the GEMM's intrinsics): this plain C must round the same
+ * whether the target has FMA (generated C built with -march=native) or not (the library's baseline
+ * build), so that the generated train step is bitwise the C++ one. */
+#if defined(__clang__)
+#pragma float_control(push)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 /* sum_k a[k] * b[k] in eight interleaved lanes, then the lanes pairwise: a fixed order. */
 FK_API float fk__dot_f32(const float* a, const float* b, size_t n) {
   float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t k = 0;
   for (; k + 8 <= n; k += 8)
     for (int j = 0; j < 8; ++j) lane[j] += a[k + (size_t)j] * b[k + (size_t)j];
-  for (int j = 0; k < n; ++k, ++j) lane[j] += a[k] * b[k];
+  for (size_t j = 0; j < 8 && k + j < n; ++j) lane[j] += a[k + j] * b[k + j]; /* j < 8: n - k < 8, said for the compiler */
   return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
@@ -437,5 +448,11 @@ FK_API void fk_adamw_update(const float* p, const float* m, const float* v, cons
     out[i] = decayed + (-step_size) * (m[i] / (sqrtf(v[i]) / bias2_sqrt + eps));
   }
 }
+
+#if defined(__clang__)
+#pragma float_control(pop)
+#elif defined(__GNUC__)
+#pragma GCC pop_options
+#endif
 
 #endif /* FK_TRAIN_H */

@@ -10091,13 +10091,24 @@ FK_API void fk_select_bytes(const uint8_t* cond, const void* a, const void* b, s
 #include <math.h>
 
 
+/* No fused multiply-add but where written (the GEMM's intrinsics): this plain C must round the same
+ * whether the target has FMA (generated C built with -march=native) or not (the library's baseline
+ * build), so that the generated train step is bitwise the C++ one. */
+#if defined(__clang__)
+#pragma float_control(push)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 /* sum_k a[k] * b[k] in eight interleaved lanes, then the lanes pairwise: a fixed order. */
 FK_API float fk__dot_f32(const float* a, const float* b, size_t n) {
   float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t k = 0;
   for (; k + 8 <= n; k += 8)
     for (int j = 0; j < 8; ++j) lane[j] += a[k + (size_t)j] * b[k + (size_t)j];
-  for (int j = 0; k < n; ++k, ++j) lane[j] += a[k] * b[k];
+  for (size_t j = 0; j < 8 && k + j < n; ++j) lane[j] += a[k + j] * b[k + j]; /* j < 8: n - k < 8, said for the compiler */
   return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
@@ -10505,6 +10516,12 @@ FK_API void fk_adamw_update(const float* p, const float* m, const float* v, cons
     out[i] = decayed + (-step_size) * (m[i] / (sqrtf(v[i]) / bias2_sqrt + eps));
   }
 }
+
+#if defined(__clang__)
+#pragma float_control(pop)
+#elif defined(__GNUC__)
+#pragma GCC pop_options
+#endif
 
 #endif /* FK_TRAIN_H */
 // ---- end fk_train.h ------------------------------------------------------------------------------------
@@ -12933,6 +12950,7 @@ inline std::optional<size_problem> check_sizes(const config& c) {
 // pipeline at run time for a config known only then (plan_for), which throws graph_error.
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 // ---- begin fused/models/decoder_static_plan.hpp --------------------------------------------------------
 // Compile-time plans of a decoder model of any family: the program built once in constant evaluation, lowered and
@@ -13012,6 +13030,23 @@ struct planned {
   memory_plan mem;
 };
 
+// A built program planned for `b` and verified: graph_error for an invalid program or a plan the
+// verifier rejects, std::invalid_argument when a tensor or region outgrows max_region_bytes (the
+// sentence starts with `sizes(big, prog)`, which names the sizes asked for).
+template <class DescribeSizes>
+planned plan_built(program prog, const binding& b, DescribeSizes sizes) {
+  planned r{std::move(prog), {}};
+  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
+  if (const auto big = find_oversize(r.prog, b)) {
+    const std::string what = big->tensor >= 0 ? "tensor " + to_string(r.prog.tensor(big->tensor).name) : std::string("the total");
+    throw std::invalid_argument(sizes(*big, r.prog) + ": " + what + " of region " + name_of(big->where) + " needs more than " +
+                                std::to_string(max_region_bytes) + " bytes");
+  }
+  r.mem = plan_memory(r.prog, b);
+  if (const verdict v = verify(r.prog, r.mem); !v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
+  return r;
+}
+
 inline planned plan_for(const family_entry& f, const config& c, const mode& m, graph_options o = {}) {
   if (m.tokens < 1) throw std::invalid_argument("a prefill must take at least one token");
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
@@ -13022,24 +13057,17 @@ inline planned plan_for(const family_entry& f, const config& c, const mode& m, g
                                 ": only full attention is implemented, which differs from the model's windowed attention past " +
                                 std::to_string(c.sliding_window) + " positions");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
-  planned r{f.graph(c, o), {}};
-  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
-  if (const auto big = find_oversize(r.prog, m.bind())) {
-    const bool by_ctx = big->tensor >= 0 && [&] {
-      const shape& s = r.prog.tensor(big->tensor).shp;
+  const binding b = m.bind();
+  return plan_built(f.graph(c, o), b, [&](const oversize& big, const program& prog) {
+    const bool by_ctx = big.tensor >= 0 && [&] {
+      const shape& s = prog.tensor(big.tensor).shp;
       for (int i = 0; i < s.rank; ++i)
         if (s.d[i].symbol == sym_ctx) return true;
       return false;
     }();
-    const std::string what = big->tensor >= 0 ? "tensor " + to_string(r.prog.tensor(big->tensor).name) : std::string("the total");
-    throw std::invalid_argument(std::string(by_ctx ? "ctx" : "tokens") + ": " + name_of(m.ph) + " of " + std::to_string(m.tokens) + " tokens with KV capacity " +
-                                std::to_string(m.ctx) + ": " + what + " of region " + name_of(big->where) + " needs more than " +
-                                std::to_string(max_region_bytes) + " bytes");
-  }
-  r.mem = plan_memory(r.prog, m.bind());
-  const verdict v = verify(r.prog, r.mem);
-  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
-  return r;
+    return std::string(by_ctx ? "ctx" : "tokens") + ": " + name_of(m.ph) + " of " + std::to_string(m.tokens) + " tokens with KV capacity " +
+           std::to_string(m.ctx);
+  });
 }
 
 }  // namespace fused::decoder
@@ -13305,33 +13333,35 @@ struct batch_shape {
   std::int64_t tokens = 0;
 };
 
+// A decoder's train step on batches of `shape`, built in training mode (options.train: the optimizer),
+// planned and verified: what trainer runs and `fused gen-c --train` prints. Throws
+// std::invalid_argument naming the size or config field at fault, graph_error for a program the
+// pipeline refuses (an op with no backward rule, a parameter the loss does not reach).
+inline planned plan_train(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) {
+  if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
+  if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
+  if (shape.tokens > c.max_position_embeddings)
+    throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (c.sliding_window != 0 && shape.tokens > c.sliding_window)
+    throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed sliding_window " + std::to_string(c.sliding_window) +
+                                ": only full attention is implemented, which differs from the model's windowed attention past " +
+                                std::to_string(c.sliding_window) + " positions");
+  if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
+  if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
+  o.training = true;
+  o.logits = logits_rows::all;
+  o.packed = shape.sequences > 1 ? shape.tokens : 0;
+  binding b{};
+  b.value[sym_tokens] = shape.sequences * shape.tokens;
+  b.value[sym_ctx] = shape.tokens;
+  return plan_built(f.graph(c, o), b, [&](const oversize&, const program&) {
+    return "a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens";
+  });
+}
+
 class trainer {
  public:
-  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : shape_(shape) {
-    if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
-    if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
-    if (shape.tokens > c.max_position_embeddings)
-      throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
-    if (c.sliding_window != 0 && shape.tokens > c.sliding_window)
-      throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed sliding_window " + std::to_string(c.sliding_window) +
-                                  ": only full attention is implemented, which differs from the model's windowed attention past " +
-                                  std::to_string(c.sliding_window) + " positions");
-    if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
-    if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
-    o.training = true;
-    o.logits = logits_rows::all;
-    o.packed = shape.sequences > 1 ? shape.tokens : 0;
-    binding b{};
-    b.value[sym_tokens] = shape.sequences * shape.tokens;
-    b.value[sym_ctx] = shape.tokens;
-    plan_.prog = f.graph(c, o);
-    if (!plan_.prog.ok()) throw graph_error(std::string("fused: ") + name_of(plan_.prog.error) + ": " + to_string(plan_.prog.message));
-    if (const auto big = find_oversize(plan_.prog, b))
-      throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens: " +
-                                  (big->tensor >= 0 ? "tensor " + to_string(plan_.prog.tensor(big->tensor).name) : std::string("the total")) +
-                                  " of region " + name_of(big->where) + " needs more than " + std::to_string(max_region_bytes) + " bytes");
-    plan_.mem = plan_memory(plan_.prog, b);
-    if (const verdict v = verify(plan_.prog, plan_.mem); !v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
+  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : shape_(shape), plan_(plan_train(f, c, shape, o)) {
     tokens_ = shape.sequences * shape.tokens;
     const std::vector<wire_state> wires(plan_.prog.tensors.size(), wire_state{.bound = true});
     calls_ = runtime::lower_all(plan_.prog, plan_.mem, wires);

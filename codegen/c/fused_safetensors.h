@@ -827,30 +827,40 @@ typedef struct {
   uint64_t bytes;
 } fst_out;
 
-FST_API int fst_write(const char* path, const fst_out* t, int n, char* err, size_t errn) {
-  char header[8192];
+/* The JSON header of `t` into out[0..n) (out may be NULL): its length, as snprintf counts. */
+FST_API size_t fst__write_header(char* out, size_t n, const fst_out* t, int count) {
   size_t at = 0;
-  uint64_t offset = 0, hlen;
-  unsigned char len8[8];
+  uint64_t offset = 0;
   int k, d;
-  FILE* f;
-  at += (size_t)snprintf(header, sizeof header, "{");
-  for (k = 0; k < n && at < sizeof header; ++k) {
-    at += (size_t)snprintf(header + at, sizeof header - at, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", k ? "," : "", t[k].name, t[k].dtype);
-    for (d = 0; d < t[k].rank && at < sizeof header; ++d) at += (size_t)snprintf(header + at, sizeof header - at, d ? ",%lld" : "%lld", (long long)t[k].shape[d]);
-    if (at < sizeof header)
-      at += (size_t)snprintf(header + at, sizeof header - at, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
-                             (unsigned long long)(offset + t[k].bytes));
+#define FST__PUT(...) at += (size_t)snprintf(out ? out + (at < n ? at : n) : NULL, out && at < n ? n - at : 0, __VA_ARGS__)
+  FST__PUT("{");
+  for (k = 0; k < count; ++k) {
+    FST__PUT("%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", k ? "," : "", t[k].name, t[k].dtype);
+    for (d = 0; d < t[k].rank; ++d) FST__PUT(d ? ",%lld" : "%lld", (long long)t[k].shape[d]);
+    FST__PUT("],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset, (unsigned long long)(offset + t[k].bytes));
     offset += t[k].bytes;
   }
-  if (at < sizeof header) at += (size_t)snprintf(header + at, sizeof header - at, "}");
-  if (at + 8 >= sizeof header) { fst__fail(err, errn, "%s: header too long", path); return -1; }
+  FST__PUT("}");
+#undef FST__PUT
+  return at;
+}
+
+/* Writes `n` tensors as a safetensors file (the header as long as the tensors need). */
+FST_API int fst_write(const char* path, const fst_out* t, int n, char* err, size_t errn) {
+  const size_t json = fst__write_header(NULL, 0, t, n);
+  size_t at = json;
+  char* header = (char*)malloc(json + 8);
+  unsigned char len8[8];
+  int k, d, ok;
+  FILE* f;
+  if (!header) { fst__fail(err, errn, "%s: out of memory for the header", path); return -1; }
+  fst__write_header(header, json + 1, t, n);
   while (at % 8) header[at++] = ' ';
-  hlen = at;
-  for (d = 0; d < 8; ++d) len8[d] = (unsigned char)(hlen >> (8 * d));
-  if (!(f = fopen(path, "wb"))) { fst__fail(err, errn, "%s: cannot write", path); return -1; }
-  int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(header, 1, at, f) == at;
+  for (d = 0; d < 8; ++d) len8[d] = (unsigned char)((uint64_t)at >> (8 * d));
+  if (!(f = fopen(path, "wb"))) { free(header); fst__fail(err, errn, "%s: cannot write", path); return -1; }
+  ok = fwrite(len8, 1, 8, f) == 8 && fwrite(header, 1, at, f) == at;
   for (k = 0; k < n && ok; ++k) ok = !t[k].bytes || fwrite(t[k].data, 1, (size_t)t[k].bytes, f) == (size_t)t[k].bytes;
+  free(header);
   if (fclose(f) || !ok) { fst__fail(err, errn, "%s: cannot write", path); return -1; }
   return 0;
 }

@@ -19,24 +19,7 @@ cc -O2 -march=native -std=c11 -Wall -Wextra -Werror -pedantic "$work"/out/*.c -o
 "$work/scorer" --model "$model" --input-ids "$in" --continue-ids "$cont" --out "$work/gen_c.safetensors"
 "$fused" score --model "$model" --input-ids "$in" --continue-ids "$cont" --out "$work/cpp.safetensors"
 
-# The same tensors with the same bytes. Not cmp of the files: the JSON headers' key order is each
-# writer's own (the C scorer's as written, `fused score`'s sorted).
-python3 - "$work/gen_c.safetensors" "$work/cpp.safetensors" <<'PY'
-import json, struct, sys
-def read(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    header = json.loads(b[8:8 + n])
-    header.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in header.items()}
-c, cpp = read(sys.argv[1]), read(sys.argv[2])
-if sorted(c) != sorted(cpp) or any(c[k][:2] != cpp[k][:2] for k in c):
-    sys.exit("the two files hold different tensors: %s / %s" % ({k: v[:2] for k, v in c.items()}, {k: v[:2] for k, v in cpp.items()}))
-for k in sorted(c):
-    if c[k][2] != cpp[k][2]:
-        sys.exit("the generated C's %s differ from the C++ model's" % k)
-print("logits byte-identical: " + ", ".join("%s %s" % (k, c[k][1]) for k in sorted(c)))
-PY
+python3 "$(dirname "$0")/same_tensors.py" "$work/gen_c.safetensors" "$work/cpp.safetensors" logits
 if [ -n "$cmake_scorer" ]; then
   "$cmake_scorer" --model "$model" --input-ids "$in" --continue-ids "$cont" --out "$work/cmake.safetensors"
   cmp "$work/gen_c.safetensors" "$work/cmake.safetensors" || { echo "the gen-c and fused_generate_c scorers' outputs differ"; exit 1; }

@@ -1,7 +1,8 @@
 // `fused train`: fine-tunes a Hugging Face checkpoint on a text file (AdamW, f32 master weights) and
 // writes a checkpoint `fused run` and transformers load, plus the state to resume from.
-// `fused train-step`: one AdamW step on one sequence, everything f32, written as safetensors: loss
-// [1] (mean next-token cross-entropy over positions 0..T-2), grad.<name> (d loss / d each parameter),
+// `fused train-step`: one AdamW step on one sequence (or --batch B of them, the tokens split evenly),
+// everything f32, written as safetensors: loss [1] (mean next-token cross-entropy over positions
+// 0..T-2 of each sequence), grad.<name> (d loss / d each parameter),
 // after.<name> (each parameter after the step) and loss_after [1] (the loss with the updated
 // parameters) — the definitions of a torch autograd + torch.optim.AdamW reference (docs/TRAINING.md).
 #include <chrono>
@@ -28,13 +29,16 @@ struct options {
   std::string model_dir, tokens, out;
   double lr = 1e-3, eps = 1e-8, weight_decay = 0.01;
   std::vector<double> betas{0.9, 0.999};
-  long long threads = 0;
+  long long threads = 0, batch = 1;
 };
 
 int run_train_step(const options& o) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const std::vector<std::int32_t> ids = fused::cli::parse_ids({o.tokens});
-  if (ids.size() < 2) throw fused::cli::usage_error("--tokens: a train step needs at least two token ids (the loss predicts each next one)");
+  const auto sequences = static_cast<std::size_t>(o.batch);
+  if (ids.size() < 2 * sequences) throw fused::cli::usage_error("--tokens: a train step needs at least two token ids per sequence (the loss predicts each next one)");
+  if (ids.size() % sequences != 0)
+    throw fused::cli::usage_error("--tokens: " + std::to_string(ids.size()) + " ids do not split into " + std::to_string(sequences) + " sequences of equal length (--batch)");
   if (o.betas.size() != 2) throw fused::cli::usage_error("--betas takes two numbers: beta1,beta2");
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
   for (std::size_t t = 0; t < ids.size(); ++t)
@@ -44,7 +48,7 @@ int run_train_step(const options& o) {
 
   fused::decoder::graph_options graph{};
   graph.train = {.optimizer = {.beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps, .weight_decay = o.weight_decay}, .keep_gradients = true};
-  fused::decoder::trainer t(*info.family, info.arch, {.sequences = 1, .tokens = static_cast<std::int64_t>(ids.size())}, graph);
+  fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = static_cast<std::int64_t>(ids.size() / sequences)}, graph);
   const std::vector<fused::tensor_info> stored = t.checkpoint_tensors();
   t.load(fused::runtime::weight_store::load(o.model_dir, stored, info.arch.tie_word_embeddings));
 
@@ -206,6 +210,7 @@ const fused::cli::command train_step_cmd{
       auto o = std::make_shared<options>();
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->required();
       app.add_option("--tokens", o->tokens, "the sequence's token ids: 1,2,3 (the loss predicts each from those before it)")->required();
+      app.add_option("--batch", o->batch, "the tokens are this many sequences of equal length, one after another")->check(fused::cli::integer_in(1, 1 << 20));
       app.add_option("--lr", o->lr, "learning rate")->check(fused::cli::finite_in(0, 1e3));
       app.add_option("--betas", o->betas, "AdamW's beta1,beta2")->delimiter(',')->check(fused::cli::finite_in(0, 0.999999999));
       app.add_option("--eps", o->eps, "AdamW's eps")->check(fused::cli::finite_in(1e-30, 1));

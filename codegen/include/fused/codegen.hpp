@@ -6,3 +6,4 @@
 #include "codegen/emit_json.hpp"
 #include "codegen/write.hpp"
 #include "codegen/emit_program_c.hpp"
+#include "codegen/emit_train_c.hpp"

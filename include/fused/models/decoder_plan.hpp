@@ -3,6 +3,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "../core/text_string.hpp"
 #include "../graph/graph_error.hpp"
@@ -22,6 +23,23 @@ struct planned {
   memory_plan mem;
 };
 
+// A built program planned for `b` and verified: graph_error for an invalid program or a plan the
+// verifier rejects, std::invalid_argument when a tensor or region outgrows max_region_bytes (the
+// sentence starts with `sizes(big, prog)`, which names the sizes asked for).
+template <class DescribeSizes>
+planned plan_built(program prog, const binding& b, DescribeSizes sizes) {
+  planned r{std::move(prog), {}};
+  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
+  if (const auto big = find_oversize(r.prog, b)) {
+    const std::string what = big->tensor >= 0 ? "tensor " + to_string(r.prog.tensor(big->tensor).name) : std::string("the total");
+    throw std::invalid_argument(sizes(*big, r.prog) + ": " + what + " of region " + name_of(big->where) + " needs more than " +
+                                std::to_string(max_region_bytes) + " bytes");
+  }
+  r.mem = plan_memory(r.prog, b);
+  if (const verdict v = verify(r.prog, r.mem); !v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
+  return r;
+}
+
 inline planned plan_for(const family_entry& f, const config& c, const mode& m, graph_options o = {}) {
   if (m.tokens < 1) throw std::invalid_argument("a prefill must take at least one token");
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
@@ -32,24 +50,17 @@ inline planned plan_for(const family_entry& f, const config& c, const mode& m, g
                                 ": only full attention is implemented, which differs from the model's windowed attention past " +
                                 std::to_string(c.sliding_window) + " positions");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
-  planned r{f.graph(c, o), {}};
-  if (!r.prog.ok()) throw graph_error(std::string("fused: ") + name_of(r.prog.error) + ": " + to_string(r.prog.message));
-  if (const auto big = find_oversize(r.prog, m.bind())) {
-    const bool by_ctx = big->tensor >= 0 && [&] {
-      const shape& s = r.prog.tensor(big->tensor).shp;
+  const binding b = m.bind();
+  return plan_built(f.graph(c, o), b, [&](const oversize& big, const program& prog) {
+    const bool by_ctx = big.tensor >= 0 && [&] {
+      const shape& s = prog.tensor(big.tensor).shp;
       for (int i = 0; i < s.rank; ++i)
         if (s.d[i].symbol == sym_ctx) return true;
       return false;
     }();
-    const std::string what = big->tensor >= 0 ? "tensor " + to_string(r.prog.tensor(big->tensor).name) : std::string("the total");
-    throw std::invalid_argument(std::string(by_ctx ? "ctx" : "tokens") + ": " + name_of(m.ph) + " of " + std::to_string(m.tokens) + " tokens with KV capacity " +
-                                std::to_string(m.ctx) + ": " + what + " of region " + name_of(big->where) + " needs more than " +
-                                std::to_string(max_region_bytes) + " bytes");
-  }
-  r.mem = plan_memory(r.prog, m.bind());
-  const verdict v = verify(r.prog, r.mem);
-  if (!v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
-  return r;
+    return std::string(by_ctx ? "ctx" : "tokens") + ": " + name_of(m.ph) + " of " + std::to_string(m.tokens) + " tokens with KV capacity " +
+           std::to_string(m.ctx);
+  });
 }
 
 }  // namespace fused::decoder

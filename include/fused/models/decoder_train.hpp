@@ -31,33 +31,35 @@ struct batch_shape {
   std::int64_t tokens = 0;
 };
 
+// A decoder's train step on batches of `shape`, built in training mode (options.train: the optimizer),
+// planned and verified: what trainer runs and `fused gen-c --train` prints. Throws
+// std::invalid_argument naming the size or config field at fault, graph_error for a program the
+// pipeline refuses (an op with no backward rule, a parameter the loss does not reach).
+inline planned plan_train(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) {
+  if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
+  if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
+  if (shape.tokens > c.max_position_embeddings)
+    throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (c.sliding_window != 0 && shape.tokens > c.sliding_window)
+    throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed sliding_window " + std::to_string(c.sliding_window) +
+                                ": only full attention is implemented, which differs from the model's windowed attention past " +
+                                std::to_string(c.sliding_window) + " positions");
+  if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
+  if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
+  o.training = true;
+  o.logits = logits_rows::all;
+  o.packed = shape.sequences > 1 ? shape.tokens : 0;
+  binding b{};
+  b.value[sym_tokens] = shape.sequences * shape.tokens;
+  b.value[sym_ctx] = shape.tokens;
+  return plan_built(f.graph(c, o), b, [&](const oversize&, const program&) {
+    return "a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens";
+  });
+}
+
 class trainer {
  public:
-  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : shape_(shape) {
-    if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
-    if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
-    if (shape.tokens > c.max_position_embeddings)
-      throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
-    if (c.sliding_window != 0 && shape.tokens > c.sliding_window)
-      throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed sliding_window " + std::to_string(c.sliding_window) +
-                                  ": only full attention is implemented, which differs from the model's windowed attention past " +
-                                  std::to_string(c.sliding_window) + " positions");
-    if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
-    if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
-    o.training = true;
-    o.logits = logits_rows::all;
-    o.packed = shape.sequences > 1 ? shape.tokens : 0;
-    binding b{};
-    b.value[sym_tokens] = shape.sequences * shape.tokens;
-    b.value[sym_ctx] = shape.tokens;
-    plan_.prog = f.graph(c, o);
-    if (!plan_.prog.ok()) throw graph_error(std::string("fused: ") + name_of(plan_.prog.error) + ": " + to_string(plan_.prog.message));
-    if (const auto big = find_oversize(plan_.prog, b))
-      throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens: " +
-                                  (big->tensor >= 0 ? "tensor " + to_string(plan_.prog.tensor(big->tensor).name) : std::string("the total")) +
-                                  " of region " + name_of(big->where) + " needs more than " + std::to_string(max_region_bytes) + " bytes");
-    plan_.mem = plan_memory(plan_.prog, b);
-    if (const verdict v = verify(plan_.prog, plan_.mem); !v.ok) throw graph_error("fused: the memory plan failed verification: " + to_string(v.what));
+  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : shape_(shape), plan_(plan_train(f, c, shape, o)) {
     tokens_ = shape.sequences * shape.tokens;
     const std::vector<wire_state> wires(plan_.prog.tensors.size(), wire_state{.bound = true});
     calls_ = runtime::lower_all(plan_.prog, plan_.mem, wires);

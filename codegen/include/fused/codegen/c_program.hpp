@@ -15,8 +15,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fused/core/text_string.hpp>
@@ -27,6 +29,13 @@
 #include <fused/runtime/session.hpp>
 
 namespace fused::codegen {
+
+// A name as a C macro's part: upper case, anything else '_'.
+inline std::string upper_ident(std::string_view s) {
+  std::string out;
+  for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : '_';
+  return out;
+}
 
 // One mode's plan as plain vectors (the static plan's arrays or the run-time plan, copied).
 struct mode_plan {
@@ -43,6 +52,7 @@ struct mode_plan {
   runtime::io_layout io{};
   std::vector<region_info> regions;  // control flow (the generate mode's loop and conditional)
   std::vector<loop_carry> carries;
+  std::vector<std::string> idents;  // index == tensor id: its C name, unique within its region
 
   std::int64_t bytes(region r) const { return region_bytes[static_cast<std::size_t>(r)]; }
   const tensor_info& tensor(tensor_id t) const { return tensors[static_cast<std::size_t>(t)]; }
@@ -68,6 +78,8 @@ struct c_program {
   std::shared_ptr<const decoder::generation_program> generation_source;  // owns the names its tensors point into
   std::vector<named_output> outputs;  // tensors with role::output, in id order
   std::vector<state_pair> state;      // state feed -> the step result that carries it to the next call
+  std::vector<trained_parameter> trained;  // a train step's parameters (emit_train_c.hpp), else none
+  std::int64_t train_sequences = 0;         // and its batch: sequences of max_seq tokens each
 
   bool all_rows() const { return options.logits == decoder::logits_rows::all; }
   std::int64_t weights_bytes() const { return prefill.bytes(region::weights); }
@@ -107,6 +119,16 @@ mode_plan copy_mode(const char* mode, const binding& b, const Tensors& tensors, 
   m.lower_bound = lower_bound;
   m.chosen = chosen;
   m.calls.assign(calls.begin(), calls.end());
+  // Tensor names need not be unique (a train step's gradient contributions share their tensor's
+  // ".grad" name, and "a.b" and "a_b" spell one C name): a later one takes its id as a suffix.
+  std::array<std::set<std::string>, region_count> taken;
+  for (const tensor_info& t : m.tensors) {
+    std::string ident = upper_ident(to_string(t.name));
+    auto& used = taken[static_cast<std::size_t>(m.of(t.id).where)];
+    while (used.contains(ident)) ident.append(1, '_').append(std::to_string(t.id));
+    used.insert(ident);
+    m.idents.push_back(std::move(ident));
+  }
   return m;
 }
 
@@ -199,12 +221,15 @@ inline void add_generate(c_program& p, const decoder::family_entry& family, cons
   p.generation = generation;
 }
 
+// Every symbol and file the C has starts with the program's name.
+inline void check_c_identifier(const std::string& name) {
+  bool ok = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
+  if (!ok) throw std::invalid_argument("codegen: the name '" + name + "' is not a C identifier");
+}
+
 inline void finish(c_program& p) {
-  if (p.name.empty() || !(std::isalpha(static_cast<unsigned char>(p.name[0])) || p.name[0] == '_'))
-    throw std::invalid_argument("codegen: the name '" + p.name + "' is not a C identifier");
-  for (char ch : p.name)
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'))
-      throw std::invalid_argument("codegen: the name '" + p.name + "' is not a C identifier");
+  check_c_identifier(p.name);
   decoder::detail::check_kernel_limits(p.cfg);
   for (mode_plan* m : {&p.prefill, &p.decode}) {
     check_calls(*m);

@@ -46,13 +46,19 @@ inline std::string rows_times(const runtime::rows_t& r, bool decode, std::int64_
   return k == 1 ? "n" : "n * " + std::to_string(k);
 }
 
-// An operand as C: W(..) a weight, S16(..) the bf16 state, and in the arena F(..) f32, I32(..) i32,
-// U8(..) bool, A16(..) a bf16 workspace. The C compiler checks each against the kernel's parameter type.
+// An operand as C: W(..) a weight; in the state S16(..) bf16 (a KV cache), SF(..) f32 and SI32(..) i32
+// (a train step's parameters, moments and step count); in the arena F(..) f32, I32(..) i32, U8(..)
+// bool, A16(..) a bf16 workspace. The C compiler checks each against the kernel's parameter type.
 inline std::string operand(const c_program& p, const mode_plan& m, const runtime::operand& o) {
   const tensor_info& t = m.tensor(o.tensor);
   const std::string mac = bytes_macro(p, m, o.tensor);
   if (o.where == region::weights) return "W(" + mac + ")";
-  if (o.where == region::state) return "S16(" + mac + ")";
+  if (o.where == region::state) {
+    if (t.type == dtype::bf16) return "S16(" + mac + ")";
+    if (t.type == dtype::f32) return "SF(" + mac + ")";
+    if (t.type == dtype::i32) return "SI32(" + mac + ")";
+    throw std::logic_error("codegen: state tensor '" + tensor_name(t) + "' has a type no kernel reads");
+  }
   if (t.type == dtype::f32) return "F(" + mac + ")";
   if (t.type == dtype::i32) return "I32(" + mac + ")";
   if (t.type == dtype::boolean) return "U8(" + mac + ")";
@@ -279,11 +285,9 @@ inline std::string generate_function(const c_program& p, const mode_plan& m) {
   return s;
 }
 
-// What the generated mains share: parse_ids (token id lists) and check_config (the model directory's
-// config.json must be the one this C was generated for).
-inline std::string main_helpers(const c_program& p) {
-  const std::string P = upper_ident(p.name);
-  std::string c = R"(
+// What the generated mains share: parse_ids (token id lists), check_config (the model directory's
+// config.json must be the one this C was generated for) and, for a decoder's, load_model.
+inline constexpr std::string_view parse_ids_c = R"(
 /* "1,2,3", "1 2 3" and "[1, 2, 3]" are all accepted. */
 static int parse_ids(const char* s, int32_t** ids, size_t* n) {
   size_t cap = 16;
@@ -307,6 +311,11 @@ static int parse_ids(const char* s, int32_t** ids, size_t* n) {
 }
 
 )";
+
+// check_config() reads the fields as <NAME>_<FIELD> macros (config_fields(), printed by the header).
+inline std::string check_config_c(const c_program& p) {
+  const std::string P = upper_ident(p.name);
+  std::string c;
   c += "/* The directory's config.json, when there is one, must describe the model this scorer was generated for. */\n"
        "static int check_config(const char* dir, char* err, size_t errn) {\n"
        "  char path[1024];\n  size_t len = 0;\n  char* text;\n  fst_json j;\n  int rc = 0;\n"
@@ -327,6 +336,11 @@ static int parse_ids(const char* s, int32_t** ids, size_t* n) {
        "      fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file says %.9g\", path, fields[k].key, fields[k].want, got);\n"
        "      rc = -1;\n    }\n  }\n"
        "  fst_json_free(&j);\n  return rc;\n}\n\n";
+  return c;
+}
+
+inline std::string main_helpers(const c_program& p) {
+  std::string c = std::string(parse_ids_c) + check_config_c(p);
   c += "/* The model in DIR (its config.json checked first), or 1 with the reason on stderr. */\n"
        "static int load_model(const char* dir, " + p.name + "_model* m) {\n"
        "  char err[1024];\n  fst_file_list files;\n"

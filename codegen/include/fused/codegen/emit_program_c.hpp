@@ -86,6 +86,7 @@ inline c_program program_for_c(std::string name, const program& prog, const memo
     if (t.kind == role::weight && t.shp.rank > 2)
       throw std::invalid_argument("codegen: parameter '" + to_string(t.name) + "' has rank " + std::to_string(t.shp.rank) +
                                   "; the generated C binds parameters of rank 1 or 2");
+  detail::check_c_identifier(name);
   c_program p;
   p.name = std::move(name);
   p.model_type = "graph";
@@ -118,7 +119,9 @@ inline std::string emit_program_header(const c_program& p, std::string_view by) 
        "typedef struct {\n  const char* name;\n  const char* dtype;\n  int rank;\n  int64_t shape[4];\n  size_t offset, bytes;\n} " + n + "_tensor;\n";
   h += "extern const " + n + "_tensor " + n + "_inputs[];\nextern const size_t " + n + "_inputs_count;\n";
   h += "extern const " + n + "_tensor " + n + "_outputs[];\nextern const size_t " + n + "_outputs_count;\n";
-  h += "extern const " + n + "_tensor " + n + "_parameters[];\nextern const size_t " + n + "_parameters_count;\n\n";
+  h += "extern const " + n + "_tensor " + n + "_parameters[];\nextern const size_t " + n + "_parameters_count;\n";
+  h += "/* What one call carries to the next, in the state region (zero before the first call). */\n";
+  h += "extern const " + n + "_tensor " + n + "_state[];\nextern const size_t " + n + "_state_count;\n\n";
   h += "typedef struct {\n  const uint8_t* weights;\n  uint8_t* state;\n  uint8_t* arena;\n  char error[256];\n} " + n + "_program;\n\n";
   h += "/* Runs the program once: 0, or -1 with m->error naming the step whose kernel refused its input. */\n"
        "int " + n + "_run(" + n + "_program* m);\n\n";
@@ -134,9 +137,11 @@ inline std::string emit_program_source(const c_program& p, std::string_view by) 
   c += "#include \"" + n + ".h\"\n\n#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n\n";
   c += "#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC optimize(\"fp-contract=fast\") /* as the C++ executors round */\n#endif\n";
   c += "#include \"fk_kernels.h\"\n\n";
-  c += "/* Operands: W = bf16 parameters, S16 = bf16 state, F = f32, I32 = i32 and U8 = bool activations. */\n"
+  c += "/* Operands: W = bf16 parameters; S16, SF, SI32 = bf16, f32, i32 state; F = f32, I32 = i32 and U8 = bool activations. */\n"
        "#define W(off) ((const uint16_t*)(const void*)(m->weights + (off)))\n"
        "#define S16(off) ((uint16_t*)(void*)(m->state + (off)))\n"
+       "#define SF(off) ((float*)(void*)(m->state + (off)))\n"
+       "#define SI32(off) ((int32_t*)(void*)(m->state + (off)))\n"
        "#define F(off) ((float*)(void*)(m->arena + (off)))\n"
        "#define I32(off) ((int32_t*)(void*)(m->arena + (off)))\n"
        "#define U8(off) ((uint8_t*)(void*)(m->arena + (off)))\n"
@@ -144,7 +149,8 @@ inline std::string emit_program_source(const c_program& p, std::string_view by) 
        "#define CANARY_CHECK(mode, pos) /* graph programs have no debug layout */\n\n";
   c += detail::tensor_table(p, m, detail::feeds_of(m, role::input), n + "_inputs");
   c += detail::tensor_table(p, m, detail::outputs_of(p), n + "_outputs");  // by their Output names
-  c += detail::tensor_table(p, m, detail::feeds_of(m, role::weight), n + "_parameters") + "\n";
+  c += detail::tensor_table(p, m, detail::feeds_of(m, role::weight), n + "_parameters");
+  c += detail::tensor_table(p, m, detail::feeds_of(m, role::state), n + "_state") + "\n";
   c += "static int " + n + "__fail(" + n + "_program* m, const char* what) {\n"
        "  snprintf(m->error, sizeof m->error, \"%s\", what);\n  return -1;\n}\n\n";
   c += "int " + n + "_run(" + n + "_program* m) {\n  const size_t pos0 = 0; /* a positional kernel's first row */\n";

@@ -26,12 +26,6 @@
 
 namespace fused::codegen {
 
-inline std::string upper_ident(std::string_view s) {
-  std::string out;
-  for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : '_';
-  return out;
-}
-
 inline std::string hex64(std::uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
@@ -44,7 +38,7 @@ inline std::string tensor_name(const tensor_info& t) { return to_string(t.name);
 inline std::string offset_macro(const c_program& p, const mode_plan& m, tensor_id id) {
   const std::string pre = upper_ident(p.name);
   const buffer& b = m.of(id);
-  const std::string t = upper_ident(tensor_name(m.tensor(id)));
+  const std::string& t = m.idents[static_cast<std::size_t>(id)];
   switch (b.where) {
     case region::weights: return pre + "_W_" + t;
     case region::state: return pre + "_STATE_" + t;
