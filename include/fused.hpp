@@ -42,6 +42,7 @@
 #include "fused/ops/linear.hpp"
 #include "fused/ops/registry.hpp"
 #include "fused/ops/adamw.hpp"
+#include "fused/ops/sgd.hpp"
 #include "fused/ops/causal_attention.hpp"
 #include "fused/ops/cross_entropy.hpp"
 #include "fused/ops/rms_norm.hpp"

@@ -12,6 +12,7 @@
  *           fk_swiglu_backward, fk_attention_causal_backward (dq, dk, dv side by side in one row),
  *           fk_take_columns, fk_embed_backward (scatter-add)
  * AdamW:    fk_adam_first_moment, fk_adam_second_moment, fk_adamw_factors, fk_adamw_update
+ * SGD:      fk_sgd_momentum, fk_sgd_update, fk_sgd_momentum_update
  *
  * Threads split rows or output columns, never a sum: each output element is computed by one
  * iteration in one order, so every result is bitwise independent of the thread count. */
@@ -446,6 +447,39 @@ FK_API void fk_adamw_update(const float* p, const float* m, const float* v, cons
   for (size_t i = 0; i < n; ++i) {
     const float decayed = p[i] * decay;
     out[i] = decayed + (-step_size) * (m[i] / (sqrtf(v[i]) / bias2_sqrt + eps));
+  }
+}
+
+/* ---- SGD, as torch.optim.SGD computes it --------------------------------------------------------- */
+
+/* The update direction before momentum: g + weight_decay * p (g itself without weight decay). */
+FK_API float fk__sgd_direction(float g, float p, float weight_decay) { return weight_decay != 0.0f ? g + weight_decay * p : g; }
+
+/* buf' = d on the first step (step[0] == 1: the count is already advanced), else
+ * buf * momentum + (1 - dampening) * d, with d = g + weight_decay * p; out may alias buf. */
+FK_API void fk_sgd_momentum(const float* buf, const float* g, const float* p, const int32_t* step, size_t n, float momentum, float dampening,
+                            float weight_decay, float* out) {
+  const float take = (float)(1.0 - (double)dampening);
+  const int first = step[0] == 1;
+  for (size_t i = 0; i < n; ++i) {
+    const float d = fk__sgd_direction(g[i], p[i], weight_decay);
+    out[i] = first ? d : buf[i] * momentum + take * d;
+  }
+}
+
+/* p' = p - lr * d; out may alias p. */
+FK_API void fk_sgd_update(const float* p, const float* g, const float* lr, size_t n, float weight_decay, float* out) {
+  const float step = -lr[0];
+  for (size_t i = 0; i < n; ++i) out[i] = p[i] + step * fk__sgd_direction(g[i], p[i], weight_decay);
+}
+
+/* p' = p - lr * (nesterov ? d + momentum * buf' : buf'); out may alias p. */
+FK_API void fk_sgd_momentum_update(const float* p, const float* g, const float* buf, const float* lr, size_t n, float momentum, float weight_decay,
+                                   int32_t nesterov, float* out) {
+  const float step = -lr[0];
+  for (size_t i = 0; i < n; ++i) {
+    const float along = nesterov ? fk__sgd_direction(g[i], p[i], weight_decay) + momentum * buf[i] : buf[i];
+    out[i] = p[i] + step * along;
   }
 }
 

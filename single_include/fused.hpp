@@ -1882,7 +1882,8 @@ inline constexpr char rmsnorm_f32[] = "fk_rmsnorm_f32", rmsnorm_backward_input[]
                       attention_causal[] = "fk_attention_causal_f32", attention_causal_backward[] = "fk_attention_causal_backward",
                       cross_entropy[] = "fk_cross_entropy", cross_entropy_backward[] = "fk_cross_entropy_backward",
                       adam_first_moment[] = "fk_adam_first_moment", adam_second_moment[] = "fk_adam_second_moment",
-                      adamw_factors[] = "fk_adamw_factors", adamw_update[] = "fk_adamw_update", increment[] = "fk_increment_i32";
+                      adamw_factors[] = "fk_adamw_factors", adamw_update[] = "fk_adamw_update", increment[] = "fk_increment_i32",
+                      sgd_momentum[] = "fk_sgd_momentum", sgd_update[] = "fk_sgd_update", sgd_momentum_update[] = "fk_sgd_momentum_update";
 }  // namespace kernel_names
 
 // Backward rules (op_def::backward): the name of the gradient of tensor t ("layers.0.q" -> "layers.0.q.grad").
@@ -1972,6 +1973,73 @@ inline constexpr op_def adamw_update{
 
 }  // namespace fused::ops
 // ---- end fused/ops/adamw.hpp ---------------------------------------------------------------------------
+// ---- begin fused/ops/sgd.hpp ---------------------------------------------------------------------------
+// SGD (torch.optim.SGD: L2 weight decay added to the gradient, momentum with dampening, Nesterov) as
+// steps over state. With d = g + weight_decay * p:
+//   sgd_momentum         (buf, g, p, t i32 [1])  -> the momentum buffer after the step, in place: d on
+//                        the first step (t == 1, the count already advanced), else buf*momentum + (1-dampening)*d;
+//                        attrs.f = momentum, extra = {dampening, weight_decay}
+//   sgd_update           (p, g, lr f32 [1])      -> p - lr * d, in place; attrs.f = weight_decay
+//   sgd_momentum_update  (p, g, buf', lr)        -> p - lr * (nesterov ? d + momentum*buf' : buf'), in place;
+//                        attrs.f = momentum, extra = {weight_decay}, i[0] = nesterov (0 or 1)
+
+namespace fused::ops {
+
+namespace detail {
+constexpr inferred same_f32_then(const tensor_info* const* in, int same, int n, bool one_i32_last) {
+  if (inferred r = same_as_first(in, same); !r.error.empty()) return r;
+  for (int k = same; k < n; ++k) {
+    if (one_i32_last && k == n - 1) {
+      if (!is_one_i32(*in[k])) return mismatch(k, "the step count must be i32 [1], got " + describe(*in[k]));
+    } else if (!is_one_f32(*in[k])) {
+      return mismatch(k, "the learning rate must be f32 [1], got " + describe(*in[k]));
+    }
+  }
+  return result(dtype::f32, in[0]->shp);
+}
+constexpr bool is_rate(double v) { return v >= 0 && v < 1; }
+}  // namespace detail
+
+inline constexpr op_def sgd_momentum{
+    .name = "sgd_momentum",
+    .category = "optimizer",
+    .min_inputs = 4,
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+      if (!detail::is_rate(a.f) || !(a.extra[0] >= 0 && a.extra[0] <= 1)) return mismatch(-1, "momentum must be in [0, 1) and dampening in [0, 1]");
+      if (!(a.extra[1] >= 0)) return mismatch(-1, "weight decay must not be negative");
+      return detail::same_f32_then(in, 3, n, true);
+    },
+    .in_place_input = 0,
+    .kernel = kernel_named<kernel_names::sgd_momentum>};
+
+inline constexpr op_def sgd_update{
+    .name = "sgd_update",
+    .category = "optimizer",
+    .min_inputs = 3,
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+      if (!(a.f >= 0)) return mismatch(-1, "weight decay must not be negative");
+      return detail::same_f32_then(in, 2, n, false);
+    },
+    .in_place_input = 0,
+    .kernel = kernel_named<kernel_names::sgd_update>};
+
+inline constexpr op_def sgd_momentum_update{
+    .name = "sgd_momentum_update",
+    .category = "optimizer",
+    .min_inputs = 4,
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+      if (!detail::is_rate(a.f) || !(a.extra[0] >= 0)) return mismatch(-1, "momentum must be in [0, 1) and weight decay not negative");
+      if (a.i[0] != 0 && a.i[0] != 1) return mismatch(-1, "nesterov is 0 or 1");
+      return detail::same_f32_then(in, 3, n, false);
+    },
+    .in_place_input = 0,
+    .kernel = kernel_named<kernel_names::sgd_momentum_update>};
+
+}  // namespace fused::ops
+// ---- end fused/ops/sgd.hpp -----------------------------------------------------------------------------
 // ---- begin fused/ops/attention.hpp ---------------------------------------------------------------------
 // attention: causal grouped-query attention of T queries over a KV cache.
 // q f32 [T, heads*head_dim], k and v caches bf16 [n_kv, capacity, head_dim]; attrs.i = {heads}.
@@ -3737,8 +3805,8 @@ class registry {
 // train: a train step appended to a model's forward pass (loss, backward, AdamW)
 // ---- begin fused/train/step.hpp ------------------------------------------------------------------------
 // A train step as one program: the forward pass a model wrote, then (appended here) its loss, the
-// backward steps (graph/reverse.hpp) and the optimizer's update of every parameter. Parameters, the
-// moments and the step count are state: each update writes its own state's bytes (state in ->
+// backward steps (graph/reverse.hpp) and the optimizer's update of every parameter (AdamW, or SGD
+// with momentum). Parameters, the moments or momentum buffers and the step count are state: each update writes its own state's bytes (state in ->
 // state out), so calling the program again trains another step. The learning rate is an input
 // (f32 [1]), so a schedule needs no new plan.
 #include <cstdint>
@@ -3752,11 +3820,21 @@ struct adamw {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
-// The state tensor counting the optimizer's steps (AdamW's t).
+// torch.optim.SGD's (L2 weight decay added to the gradient; Nesterov needs momentum and no dampening).
+struct sgd_momentum {
+  double momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+
+enum class method { adamw, sgd };
+
+// The state tensor counting the optimizer's steps (AdamW's t; SGD's first step starts its momentum).
 inline constexpr const char* step_count_name = "optimizer.step";
 
 struct options {
-  adamw optimizer{};
+  adamw optimizer{};          // with method::adamw
+  sgd_momentum sgd{};         // with method::sgd
+  method use = method::adamw;
   bool keep_gradients = false;  // the gradients stay readable after the call (train-step's outputs)
 };
 
@@ -3778,7 +3856,14 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
   const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
   g.carry_state(count, next_count);
   const adamw& h = o.optimizer;
-  const tensor_id factors = g.apply(ops::adamw_factors, {next_count, lr}, {.f = h.beta1, .extra = {h.beta2, h.weight_decay, 0}}, {"optimizer.factors"});
+  const sgd_momentum& s = o.sgd;
+  const bool adam = o.use == method::adamw;
+  if (!adam && s.nesterov && (s.momentum <= 0 || s.dampening != 0)) {
+    g.fail(error_kind::bad_program, "Nesterov momentum needs momentum above 0 and no dampening");
+    return;
+  }
+  const tensor_id factors =
+      adam ? g.apply(ops::adamw_factors, {next_count, lr}, {.f = h.beta1, .extra = {h.beta2, h.weight_decay, 0}}, {"optimizer.factors"}) : -1;
   std::vector<trained_parameter> trained;
   trained.reserve(parameters.size());
   for (std::size_t i = 0; i < parameters.size(); ++i) {
@@ -3791,6 +3876,22 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
     }
     if (o.keep_gradients) g.keep(grad);
     const shape ps = pt.shp;
+    if (!adam) {
+      tensor_id p_next = -1;
+      if (s.momentum > 0) {
+        const tensor_id buf = g.state({pn.pattern, pn.index, ".momentum"}, dtype::f32, ps);
+        const tensor_id buf_next = g.apply(ops::sgd_momentum, {buf, grad, p, next_count}, {.f = s.momentum, .extra = {s.dampening, s.weight_decay, 0}},
+                                           {pn.pattern, pn.index, ".momentum.next"});
+        p_next = g.apply(ops::sgd_momentum_update, {p, grad, buf_next, lr}, {.i = {s.nesterov ? 1 : 0, 0, 0, 0}, .f = s.momentum, .extra = {s.weight_decay, 0, 0}},
+                         {pn.pattern, pn.index, ".next"});
+        g.carry_state(buf, buf_next);
+      } else {
+        p_next = g.apply(ops::sgd_update, {p, grad, lr}, {.f = s.weight_decay}, {pn.pattern, pn.index, ".next"});
+      }
+      g.carry_state(p, p_next);
+      trained.push_back({.value = p, .gradient = grad, .next = p_next});
+      continue;
+    }
     const tensor_id m = g.state({pn.pattern, pn.index, ".adam_m"}, dtype::f32, ps), v = g.state({pn.pattern, pn.index, ".adam_v"}, dtype::f32, ps);
     const tensor_id m_next = g.apply(ops::adam_first_moment, {m, grad}, {.f = h.beta1}, {pn.pattern, pn.index, ".adam_m.next"});
     const tensor_id v_next = g.apply(ops::adam_second_moment, {v, grad}, {.f = h.beta2}, {pn.pattern, pn.index, ".adam_v.next"});
@@ -7267,6 +7368,9 @@ enum class kernel : std::uint8_t {
   adam_second_moment,
   adamw_factors,
   adamw_update,
+  sgd_momentum,
+  sgd_update,
+  sgd_momentum_update,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -7283,7 +7387,7 @@ enum class arg : std::uint8_t {
   pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab, period,  // call::sizes
   inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
-  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay,  // call::reals
+  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay, momentum, dampening,  // call::reals
   int0, int1, int2, int3,  // call::ints
   bytes,                   // rows * sizes.row_bytes
 };
@@ -7314,7 +7418,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 46> kernel_specs{{
+inline constexpr std::array<kernel_spec, 49> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -7382,6 +7486,11 @@ inline constexpr std::array<kernel_spec, 46> kernel_specs{{
     detail::spec(kernel::adamw_factors, "fk_adamw_factors", -1, arg::input0, arg::input1, arg::beta1, arg::beta2, arg::weight_decay, arg::output),
     detail::spec(kernel::adamw_update, "fk_adamw_update", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements, arg::eps,
                  arg::output),
+    detail::spec(kernel::sgd_momentum, "fk_sgd_momentum", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements, arg::momentum,
+                 arg::dampening, arg::weight_decay, arg::output),
+    detail::spec(kernel::sgd_update, "fk_sgd_update", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::weight_decay, arg::output),
+    detail::spec(kernel::sgd_momentum_update, "fk_sgd_momentum_update", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements,
+                 arg::momentum, arg::weight_decay, arg::int0, arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -7442,7 +7551,8 @@ struct call {
   struct real_fields {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     float value = 0;  // fill_f32
-    float beta1 = 0, beta2 = 0, weight_decay = 0;  // AdamW
+    float beta1 = 0, beta2 = 0, weight_decay = 0;  // AdamW (weight_decay: SGD's too)
+    float momentum = 0, dampening = 0;             // SGD
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
   std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value,
@@ -7476,7 +7586,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
   }
 }
 constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::extent1; }
-constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::weight_decay; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::dampening; }
 constexpr float real_value(arg a, const call& c) {
   switch (a) {
     case arg::eps: return c.reals.eps;
@@ -7488,6 +7598,8 @@ constexpr float real_value(arg a, const call& c) {
     case arg::beta1: return c.reals.beta1;
     case arg::beta2: return c.reals.beta2;
     case arg::weight_decay: return c.reals.weight_decay;
+    case arg::momentum: return c.reals.momentum;
+    case arg::dampening: return c.reals.dampening;
     default: return 0;
   }
 }
@@ -7608,6 +7720,17 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.reals.weight_decay = static_cast<float>(s.at.extra[1]);
         break;
       case kernel::adamw_update: c.reals.eps = static_cast<float>(s.at.f); break;
+      case kernel::sgd_momentum:
+        c.reals.momentum = static_cast<float>(s.at.f);
+        c.reals.dampening = static_cast<float>(s.at.extra[0]);
+        c.reals.weight_decay = static_cast<float>(s.at.extra[1]);
+        break;
+      case kernel::sgd_update: c.reals.weight_decay = static_cast<float>(s.at.f); break;
+      case kernel::sgd_momentum_update:
+        c.reals.momentum = static_cast<float>(s.at.f);
+        c.reals.weight_decay = static_cast<float>(s.at.extra[0]);
+        c.ints[0] = static_cast<std::int32_t>(s.at.i[0]);
+        break;
       case kernel::linear_f32:
       case kernel::cross_entropy:
       case kernel::cross_entropy_backward:
@@ -10082,6 +10205,7 @@ FK_API void fk_select_bytes(const uint8_t* cond, const void* a, const void* b, s
  *           fk_swiglu_backward, fk_attention_causal_backward (dq, dk, dv side by side in one row),
  *           fk_take_columns, fk_embed_backward (scatter-add)
  * AdamW:    fk_adam_first_moment, fk_adam_second_moment, fk_adamw_factors, fk_adamw_update
+ * SGD:      fk_sgd_momentum, fk_sgd_update, fk_sgd_momentum_update
  *
  * Threads split rows or output columns, never a sum: each output element is computed by one
  * iteration in one order, so every result is bitwise independent of the thread count. */
@@ -10517,6 +10641,39 @@ FK_API void fk_adamw_update(const float* p, const float* m, const float* v, cons
   }
 }
 
+/* ---- SGD, as torch.optim.SGD computes it --------------------------------------------------------- */
+
+/* The update direction before momentum: g + weight_decay * p (g itself without weight decay). */
+FK_API float fk__sgd_direction(float g, float p, float weight_decay) { return weight_decay != 0.0f ? g + weight_decay * p : g; }
+
+/* buf' = d on the first step (step[0] == 1: the count is already advanced), else
+ * buf * momentum + (1 - dampening) * d, with d = g + weight_decay * p; out may alias buf. */
+FK_API void fk_sgd_momentum(const float* buf, const float* g, const float* p, const int32_t* step, size_t n, float momentum, float dampening,
+                            float weight_decay, float* out) {
+  const float take = (float)(1.0 - (double)dampening);
+  const int first = step[0] == 1;
+  for (size_t i = 0; i < n; ++i) {
+    const float d = fk__sgd_direction(g[i], p[i], weight_decay);
+    out[i] = first ? d : buf[i] * momentum + take * d;
+  }
+}
+
+/* p' = p - lr * d; out may alias p. */
+FK_API void fk_sgd_update(const float* p, const float* g, const float* lr, size_t n, float weight_decay, float* out) {
+  const float step = -lr[0];
+  for (size_t i = 0; i < n; ++i) out[i] = p[i] + step * fk__sgd_direction(g[i], p[i], weight_decay);
+}
+
+/* p' = p - lr * (nesterov ? d + momentum * buf' : buf'); out may alias p. */
+FK_API void fk_sgd_momentum_update(const float* p, const float* g, const float* buf, const float* lr, size_t n, float momentum, float weight_decay,
+                                   int32_t nesterov, float* out) {
+  const float step = -lr[0];
+  for (size_t i = 0; i < n; ++i) {
+    const float along = nesterov ? fk__sgd_direction(g[i], p[i], weight_decay) + momentum * buf[i] : buf[i];
+    out[i] = p[i] + step * along;
+  }
+}
+
 #if defined(__clang__)
 #pragma float_control(pop)
 #elif defined(__GNUC__)
@@ -10685,6 +10842,9 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::adam_second_moment: return call_kernel<kernel::adam_second_moment>(&fk_adam_second_moment, c, r, d);
     case kernel::adamw_factors: return call_kernel<kernel::adamw_factors>(&fk_adamw_factors, c, r, d);
     case kernel::adamw_update: return call_kernel<kernel::adamw_update>(&fk_adamw_update, c, r, d);
+    case kernel::sgd_momentum: return call_kernel<kernel::sgd_momentum>(&fk_sgd_momentum, c, r, d);
+    case kernel::sgd_update: return call_kernel<kernel::sgd_update>(&fk_sgd_update, c, r, d);
+    case kernel::sgd_momentum_update: return call_kernel<kernel::sgd_momentum_update>(&fk_sgd_momentum_update, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return 0;
   }
@@ -13471,7 +13631,7 @@ class trainer {
       const std::string name = to_string(t.name.str());
       const io::tensor_view* v = f.find(name);
       const io::dtype want = t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32;
-      if (v == nullptr) throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is missing (a train state holds every parameter, moment and the step count)");
+      if (v == nullptr) throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is missing: a train state holds every parameter, the optimizer's state (AdamW's moments or SGD's momentum) and the step count, saved by the same optimizer");
       if (v->dtype != want || v->shape != dims_of(t.id))
         throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is " + std::string(io::dtype_name(v->dtype)) + " " + io::shape_string(v->shape) +
                                     ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(dims_of(t.id)));

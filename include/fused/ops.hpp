@@ -1,6 +1,7 @@
 // All NN ops: each header holds one op's shape rule, in-place capability and kernel variants.
 #pragma once
 #include "ops/adamw.hpp"
+#include "ops/sgd.hpp"
 #include "ops/attention.hpp"
 #include "ops/causal_attention.hpp"
 #include "ops/cross_entropy.hpp"

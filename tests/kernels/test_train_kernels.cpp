@@ -331,6 +331,44 @@ TEST_CASE("AdamW kernels follow torch.optim.AdamW over three steps") {
   }
 }
 
+TEST_CASE("SGD kernels follow torch.optim.SGD over three steps: momentum, dampening, Nesterov, weight decay") {
+  const std::size_t n = 9;
+  const double lr = 0.05;
+  struct sgd_case {
+    double momentum, dampening, weight_decay;
+    int nesterov;
+  };
+  for (const sgd_case c : {sgd_case{0, 0, 0, 0}, sgd_case{0, 0, 0.1, 0}, sgd_case{0.9, 0, 0.01, 0}, sgd_case{0.8, 0.3, 0.05, 0}, sgd_case{0.9, 0, 0.02, 1}}) {
+    CAPTURE(c.momentum);
+    CAPTURE(c.dampening);
+    CAPTURE(c.nesterov);
+    vec p = random_vec(n, 81), buf(n, 123.0f);  // the buffer's first value must not matter
+    dvec pd = widen(p), bufd(n, 0.0);
+    for (int t = 1; t <= 3; ++t) {
+      const vec g = random_vec(n, 82u + static_cast<std::uint32_t>(t));
+      const std::int32_t step = t;
+      const float rate = static_cast<float>(lr);
+      if (c.momentum > 0) {
+        fk_sgd_momentum(buf.data(), g.data(), p.data(), &step, n, static_cast<float>(c.momentum), static_cast<float>(c.dampening),
+                        static_cast<float>(c.weight_decay), buf.data());
+        fk_sgd_momentum_update(p.data(), g.data(), buf.data(), &rate, n, static_cast<float>(c.momentum), static_cast<float>(c.weight_decay), c.nesterov,
+                               p.data());
+      } else {
+        fk_sgd_update(p.data(), g.data(), &rate, n, static_cast<float>(c.weight_decay), p.data());
+      }
+      for (std::size_t i = 0; i < n; ++i) {  // torch's algorithm, in double
+        double d = g[i] + c.weight_decay * pd[i];
+        if (c.momentum > 0) {
+          bufd[i] = t == 1 ? d : c.momentum * bufd[i] + (1 - c.dampening) * d;
+          d = c.nesterov ? d + c.momentum * bufd[i] : bufd[i];
+        }
+        pd[i] -= lr * d;
+      }
+      for (std::size_t i = 0; i < n; ++i) CHECK(std::fabs(p[i] - pd[i]) < 1e-6);
+    }
+  }
+}
+
 TEST_CASE("packed sequences (period): rope and causal attention restart at each sequence") {
   const std::size_t T = 6, heads = 2, kv = 1, hd = 8, qw = heads * hd, kw = kv * hd;
   const vec q = random_vec(2 * T * qw, 81), k = random_vec(2 * T * kw, 82), v = random_vec(2 * T * kw, 83), dy = random_vec(2 * T * qw, 84);

@@ -64,6 +64,39 @@ TEST_CASE("tiny_a: one train step's loss and the loss after AdamW match torch") 
   CHECK(std::fabs(loss_after - want_after) <= 1e-4 * want_after);
 }
 
+TEST_CASE("tiny_a: three SGD steps (momentum, dampening, Nesterov, weight decay) follow torch.optim.SGD") {
+  std::ifstream f(dir_of("tiny_a") + "/train_sgd_reference.json");
+  REQUIRE(f.good());
+  const nlohmann::json ref = nlohmann::json::parse(f);
+  const std::vector<std::int32_t> ids = ref["tokens"].get<std::vector<std::int32_t>>();
+  const auto lr = ref["lr"].get<float>();
+  for (const auto& c : ref["cases"]) {
+    CAPTURE(c["momentum"].get<double>());
+    CAPTURE(c["dampening"].get<double>());
+    CAPTURE(c["nesterov"].get<bool>());
+    tiny m("tiny_a", static_cast<std::int64_t>(ids.size()),
+           {.sgd = {.momentum = c["momentum"], .dampening = c["dampening"], .weight_decay = c["weight_decay"], .nesterov = c["nesterov"]},
+            .use = fused::train::method::sgd});
+    const auto& want = c["losses"];
+    const auto steps = ref["steps"].get<std::size_t>();
+    REQUIRE(want.size() == steps + 1);
+    for (std::size_t k = 0; k < steps; ++k) {
+      CAPTURE(k);
+      const float loss = m.t.step(ids, lr);
+      CHECK(std::fabs(loss - want[k].get<double>()) <= 1e-5 * want[k].get<double>());
+    }
+    double worst = 0;  // the parameters after `steps` steps, at the reference's sampled elements
+    for (std::size_t k = 0; k < m.t.prog().parameters.size(); ++k) {
+      const std::span<float> p = m.t.parameter(k);
+      for (const auto& [index, value] : c["parameters_after"][m.t.parameter_name(k)].items())
+        worst = std::max(worst, std::fabs(static_cast<double>(p[std::stoul(index)]) - value.get<double>()));
+    }
+    const float after = m.t.step(ids, lr);  // this call's loss is the parameters' after the last step
+    CHECK(std::fabs(after - want[steps].get<double>()) <= 1e-5 * want[steps].get<double>());
+    CHECK(worst < 2e-6);
+  }
+}
+
 TEST_CASE("every family's gradients agree with finite differences of its loss") {
   for (const char* name : {"tiny_a", "tiny_llama", "tiny_qwen3", "tiny_mha"}) {
     CAPTURE(name);
@@ -179,6 +212,10 @@ TEST_CASE("a batch of packed sequences trains as the mean of its sequences") {
 using static_train = fused::decoder::static_train_plan<fused_test::tiny_a, 16>;
 static_assert(static_train::plan.failure.empty());
 static_assert(static_train::plan.arena_bytes() > 0 && static_train::plan.arena_bytes() % 64 == 0);
+// SGD with Nesterov momentum plans and verifies at compile time too (with dampening it does not:
+// compile_fail_nesterov_dampening).
+static_assert(fused::decoder::static_train_plan<fused_test::tiny_a, 8, 1,
+                                                fused::train::options{.sgd = {.momentum = 0.9, .nesterov = true}, .use = fused::train::method::sgd}>::plan.failure.empty());
 
 TEST_CASE("the static train step computes what the run-time one does, bit for bit") {
   tiny m("tiny_a", 16, {});

@@ -6,8 +6,8 @@
 //               [--generate N [--stop-ids A,B]]   also <name>_generate: generation as one program
 //   fused gen-c --graph FILE --out OUTDIR ...     a graph file `fused graph export` wrote: the same C
 //                                                 as its config gives (its logits option is the file's)
-//   fused gen-c --model DIR --train --out OUTDIR [--max-seq S] [--batch B] [--betas B1,B2] [--eps E]
-//               [--weight-decay W]               a train step (forward, loss, backward, AdamW) of B
+//   fused gen-c --model DIR --train --out OUTDIR [--max-seq S] [--batch B] [--optimizer adamw|sgd]
+//               [--betas ..] [--momentum ..] ...  a train step (forward, loss, backward, update) of B
 //                                                 sequences of S tokens: <name>.h, <name>.c and
 //                                                 <name>_main.c with the `fused train-step` interface
 //   fused gen-c --graph FILE --out OUTDIR [--bind NAME=VALUE ...]
@@ -35,6 +35,7 @@
 
 #include "../../codegen/include/fused/codegen.hpp"
 #include "cli.hpp"
+#include "train_flags.hpp"
 
 namespace {
 
@@ -66,19 +67,17 @@ struct options {
   std::vector<std::string> bind;  // a graph program's symbols, NAME=VALUE
   bool train = false;             // a train step instead of prefill and decode
   long long batch = 1;            // its sequences
-  double eps = 1e-8, weight_decay = 0.01;
-  std::vector<double> betas{0.9, 0.999};
+  fused::cli::optimizer_flags optimizer;  // its update
 };
 
 // The train step of --model as C (emit_train_c.hpp).
 int train_step_c(const options& o) {
   if (o.model.empty()) throw fused::cli::usage_error("--train takes --model (the train step is planned from the config)");
   if (o.generate > 0 || o.max_ctx) throw fused::cli::usage_error("--train plans a train step: --generate and --max-ctx are for inference programs");
-  if (o.betas.size() != 2) throw fused::cli::usage_error("--betas takes two numbers: beta1,beta2");
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
   const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(256, info.arch.max_position_embeddings));
   fused::decoder::graph_options graph{};
-  graph.train.optimizer = {.beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps, .weight_decay = o.weight_decay};
+  graph.train = o.optimizer.options();
   const fused::codegen::c_program p = fused::codegen::train_program_for_c(o.name, *info.family, info.arch, {.sequences = o.batch, .tokens = seq}, graph);
   const auto written = fused::codegen::write_bundle(fused::codegen::emit_train(p), o.out, header_dirs(o.kernels));
   std::fprintf(stderr, "fused gen-c: %s (a train step of %lld x %lld tokens: %zu steps, %zu parameters, arena %lld bytes, state %lld bytes) -> %s: %zu files\n",
@@ -164,9 +163,7 @@ const fused::cli::command gen_c_cmd{
       app.add_option("--bind", o->bind, "a graph program's symbol, NAME=VALUE (repeatable)")->needs(graph);
       auto* train = app.add_flag("--train", o->train, "a train step (forward, loss, backward, AdamW) with the `fused train-step` interface")->excludes(graph);
       app.add_option("--batch", o->batch, "--train: sequences per step, each of --max-seq tokens (default: 1 of min(256, max_position_embeddings))")->check(integer_in(1, 1 << 20))->needs(train);
-      app.add_option("--betas", o->betas, "--train: AdamW's beta1,beta2")->delimiter(',')->check(fused::cli::finite_in(0, 0.999999999))->needs(train);
-      app.add_option("--eps", o->eps, "--train: AdamW's eps")->check(fused::cli::finite_in(1e-30, 1))->needs(train);
-      app.add_option("--weight-decay", o->weight_decay, "--train: AdamW's decoupled weight decay")->check(fused::cli::finite_in(0, 1e3))->needs(train);
+      o->optimizer.add_to(app, train);
       app.add_option("--kernels", o->kernels, "where the kernel headers are (default: installed tree, then the source tree)");
       return [o] { return run_gen_c(*o); };
     }};

@@ -1,6 +1,6 @@
-// `fused train`: fine-tunes a Hugging Face checkpoint on a text file (AdamW, f32 master weights) and
+// `fused train`: fine-tunes a Hugging Face checkpoint on a text file (AdamW or SGD, f32 master weights) and
 // writes a checkpoint `fused run` and transformers load, plus the state to resume from.
-// `fused train-step`: one AdamW step on one sequence (or --batch B of them, the tokens split evenly),
+// `fused train-step`: one optimizer step (AdamW, or SGD) on one sequence (or --batch B of them, the tokens split evenly),
 // everything f32, written as safetensors: loss [1] (mean next-token cross-entropy over positions
 // 0..T-2 of each sequence), grad.<name> (d loss / d each parameter),
 // after.<name> (each parameter after the step) and loss_after [1] (the loss with the updated
@@ -22,13 +22,14 @@
 #include <fused/models/hf_config.hpp>
 
 #include "cli.hpp"
+#include "train_flags.hpp"
 
 namespace {
 
 struct options {
   std::string model_dir, tokens, out;
-  double lr = 1e-3, eps = 1e-8, weight_decay = 0.01;
-  std::vector<double> betas{0.9, 0.999};
+  double lr = 1e-3;
+  fused::cli::optimizer_flags optimizer;
   long long threads = 0, batch = 1;
 };
 
@@ -39,7 +40,7 @@ int run_train_step(const options& o) {
   if (ids.size() < 2 * sequences) throw fused::cli::usage_error("--tokens: a train step needs at least two token ids per sequence (the loss predicts each next one)");
   if (ids.size() % sequences != 0)
     throw fused::cli::usage_error("--tokens: " + std::to_string(ids.size()) + " ids do not split into " + std::to_string(sequences) + " sequences of equal length (--batch)");
-  if (o.betas.size() != 2) throw fused::cli::usage_error("--betas takes two numbers: beta1,beta2");
+  const fused::train::options train = o.optimizer.options(true);
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
   for (std::size_t t = 0; t < ids.size(); ++t)
     if (ids[t] >= info.arch.vocab_size)
@@ -47,7 +48,7 @@ int run_train_step(const options& o) {
                                   std::to_string(info.arch.vocab_size));
 
   fused::decoder::graph_options graph{};
-  graph.train = {.optimizer = {.beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps, .weight_decay = o.weight_decay}, .keep_gradients = true};
+  graph.train = train;
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = static_cast<std::int64_t>(ids.size() / sequences)}, graph);
   const std::vector<fused::tensor_info> stored = t.checkpoint_tensors();
   t.load(fused::runtime::weight_store::load(o.model_dir, stored, info.arch.tie_word_embeddings));
@@ -90,8 +91,8 @@ int run_train_step(const options& o) {
 struct train_options {
   std::string model_dir, data, out, resume;
   long long sequence = 256, batch = 8, steps = 100, warmup = 0, seed = 0, log_every = 10, threads = 0;
-  double lr = 1e-3, min_lr_ratio = 0.1, eps = 1e-8, weight_decay = 0.01;
-  std::vector<double> betas{0.9, 0.999};
+  double lr = 1e-3, min_lr_ratio = 0.1;
+  fused::cli::optimizer_flags optimizer;
 };
 
 // The learning rate of step `step` (0-based): a linear warmup over `warmup` steps, then a cosine
@@ -115,7 +116,7 @@ std::string read_text(const std::filesystem::path& path) {
 int run_train(const train_options& o) {
   namespace fs = std::filesystem;
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
-  if (o.betas.size() != 2) throw fused::cli::usage_error("--betas takes two numbers: beta1,beta2");
+  const fused::train::options train = o.optimizer.options();
   if (o.warmup >= o.steps) throw fused::cli::usage_error("--warmup must be fewer steps than --steps");
   const fs::path dir = o.model_dir, out = o.out;
   if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json (the text is tokenized with the model's tokenizer)");
@@ -130,7 +131,7 @@ int run_train(const train_options& o) {
       throw std::invalid_argument(o.data + ": the tokenizer gives id " + std::to_string(id) + ", outside the model's vocabulary of " + std::to_string(info.arch.vocab_size));
 
   fused::decoder::graph_options graph{};
-  graph.train = {.optimizer = {.beta1 = o.betas[0], .beta2 = o.betas[1], .eps = o.eps, .weight_decay = o.weight_decay}};
+  graph.train = train;
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence}, graph);
   if (o.resume.empty()) {
     t.load(fused::runtime::weight_store::load(dir, t.checkpoint_tensors(), info.arch.tie_word_embeddings));
@@ -184,7 +185,7 @@ int run_train(const train_options& o) {
 }
 
 const fused::cli::command train_cmd{
-    "train", "fine-tunes a model on a text file (AdamW) and writes a checkpoint fused run and transformers load", [](CLI::App& app) -> fused::cli::runner {
+    "train", "fine-tunes a model on a text file (AdamW or SGD with momentum) and writes a checkpoint fused run and transformers load", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<train_options>();
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory (config.json, tokenizer.json, *.safetensors)")->required();
       app.add_option("--data", o->data, "the training text (UTF-8), tokenized with the model's tokenizer")->required();
@@ -195,9 +196,7 @@ const fused::cli::command train_cmd{
       app.add_option("--lr", o->lr, "peak learning rate")->check(fused::cli::finite_in(0, 1e3));
       app.add_option("--warmup", o->warmup, "steps of linear warmup before the cosine decay")->check(fused::cli::integer_in(0, 1 << 30));
       app.add_option("--min-lr-ratio", o->min_lr_ratio, "the cosine decay's last learning rate, as a fraction of --lr")->check(fused::cli::finite_in(0, 1));
-      app.add_option("--betas", o->betas, "AdamW's beta1,beta2")->delimiter(',')->check(fused::cli::finite_in(0, 0.999999999));
-      app.add_option("--eps", o->eps, "AdamW's eps")->check(fused::cli::finite_in(1e-30, 1));
-      app.add_option("--weight-decay", o->weight_decay, "AdamW's decoupled weight decay")->check(fused::cli::finite_in(0, 1e3));
+      o->optimizer.add_to(app);
       app.add_option("--seed", o->seed, "seeds the choice of training windows")->check(fused::cli::integer_in(0, INT64_MAX));
       app.add_option("--resume", o->resume, "continue from a directory an earlier fused train wrote (its train_state.safetensors)");
       app.add_option("--log-every", o->log_every, "steps between progress lines")->check(fused::cli::integer_in(1, 1 << 30));
@@ -206,15 +205,13 @@ const fused::cli::command train_cmd{
     }};
 
 const fused::cli::command train_step_cmd{
-    "train-step", "one AdamW step on one sequence: loss, gradients and updated parameters as safetensors", [](CLI::App& app) -> fused::cli::runner {
+    "train-step", "one optimizer step (AdamW or SGD) on one sequence: loss, gradients and updated parameters as safetensors", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->required();
       app.add_option("--tokens", o->tokens, "the sequence's token ids: 1,2,3 (the loss predicts each from those before it)")->required();
       app.add_option("--batch", o->batch, "the tokens are this many sequences of equal length, one after another")->check(fused::cli::integer_in(1, 1 << 20));
       app.add_option("--lr", o->lr, "learning rate")->check(fused::cli::finite_in(0, 1e3));
-      app.add_option("--betas", o->betas, "AdamW's beta1,beta2")->delimiter(',')->check(fused::cli::finite_in(0, 0.999999999));
-      app.add_option("--eps", o->eps, "AdamW's eps")->check(fused::cli::finite_in(1e-30, 1));
-      app.add_option("--weight-decay", o->weight_decay, "AdamW's decoupled weight decay")->check(fused::cli::finite_in(0, 1e3));
+      o->optimizer.add_to(app);
       app.add_option("--out", o->out, "the safetensors file to write")->required();
       app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
       return [o] { return run_train_step(*o); };

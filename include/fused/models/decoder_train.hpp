@@ -169,7 +169,7 @@ class trainer {
       const std::string name = to_string(t.name.str());
       const io::tensor_view* v = f.find(name);
       const io::dtype want = t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32;
-      if (v == nullptr) throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is missing (a train state holds every parameter, moment and the step count)");
+      if (v == nullptr) throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is missing: a train state holds every parameter, the optimizer's state (AdamW's moments or SGD's momentum) and the step count, saved by the same optimizer");
       if (v->dtype != want || v->shape != dims_of(t.id))
         throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is " + std::string(io::dtype_name(v->dtype)) + " " + io::shape_string(v->shape) +
                                     ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(dims_of(t.id)));

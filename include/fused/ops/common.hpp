@@ -56,7 +56,8 @@ inline constexpr char rmsnorm_f32[] = "fk_rmsnorm_f32", rmsnorm_backward_input[]
                       attention_causal[] = "fk_attention_causal_f32", attention_causal_backward[] = "fk_attention_causal_backward",
                       cross_entropy[] = "fk_cross_entropy", cross_entropy_backward[] = "fk_cross_entropy_backward",
                       adam_first_moment[] = "fk_adam_first_moment", adam_second_moment[] = "fk_adam_second_moment",
-                      adamw_factors[] = "fk_adamw_factors", adamw_update[] = "fk_adamw_update", increment[] = "fk_increment_i32";
+                      adamw_factors[] = "fk_adamw_factors", adamw_update[] = "fk_adamw_update", increment[] = "fk_increment_i32",
+                      sgd_momentum[] = "fk_sgd_momentum", sgd_update[] = "fk_sgd_update", sgd_momentum_update[] = "fk_sgd_momentum_update";
 }  // namespace kernel_names
 
 // Backward rules (op_def::backward): the name of the gradient of tensor t ("layers.0.q" -> "layers.0.q.grad").

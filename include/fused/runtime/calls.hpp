@@ -65,6 +65,9 @@ enum class kernel : std::uint8_t {
   adam_second_moment,
   adamw_factors,
   adamw_update,
+  sgd_momentum,
+  sgd_update,
+  sgd_momentum_update,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -81,7 +84,7 @@ enum class arg : std::uint8_t {
   pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab, period,  // call::sizes
   inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
-  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay,  // call::reals
+  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay, momentum, dampening,  // call::reals
   int0, int1, int2, int3,  // call::ints
   bytes,                   // rows * sizes.row_bytes
 };
@@ -112,7 +115,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 46> kernel_specs{{
+inline constexpr std::array<kernel_spec, 49> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -180,6 +183,11 @@ inline constexpr std::array<kernel_spec, 46> kernel_specs{{
     detail::spec(kernel::adamw_factors, "fk_adamw_factors", -1, arg::input0, arg::input1, arg::beta1, arg::beta2, arg::weight_decay, arg::output),
     detail::spec(kernel::adamw_update, "fk_adamw_update", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements, arg::eps,
                  arg::output),
+    detail::spec(kernel::sgd_momentum, "fk_sgd_momentum", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements, arg::momentum,
+                 arg::dampening, arg::weight_decay, arg::output),
+    detail::spec(kernel::sgd_update, "fk_sgd_update", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::weight_decay, arg::output),
+    detail::spec(kernel::sgd_momentum_update, "fk_sgd_momentum_update", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements,
+                 arg::momentum, arg::weight_decay, arg::int0, arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -240,7 +248,8 @@ struct call {
   struct real_fields {
     float eps = 0, theta = 0, factor = 0, low_freq_factor = 0, high_freq_factor = 0;
     float value = 0;  // fill_f32
-    float beta1 = 0, beta2 = 0, weight_decay = 0;  // AdamW
+    float beta1 = 0, beta2 = 0, weight_decay = 0;  // AdamW (weight_decay: SGD's too)
+    float momentum = 0, dampening = 0;             // SGD
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
   std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value,
@@ -274,7 +283,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
   }
 }
 constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::extent1; }
-constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::weight_decay; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::dampening; }
 constexpr float real_value(arg a, const call& c) {
   switch (a) {
     case arg::eps: return c.reals.eps;
@@ -286,6 +295,8 @@ constexpr float real_value(arg a, const call& c) {
     case arg::beta1: return c.reals.beta1;
     case arg::beta2: return c.reals.beta2;
     case arg::weight_decay: return c.reals.weight_decay;
+    case arg::momentum: return c.reals.momentum;
+    case arg::dampening: return c.reals.dampening;
     default: return 0;
   }
 }
@@ -406,6 +417,17 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.reals.weight_decay = static_cast<float>(s.at.extra[1]);
         break;
       case kernel::adamw_update: c.reals.eps = static_cast<float>(s.at.f); break;
+      case kernel::sgd_momentum:
+        c.reals.momentum = static_cast<float>(s.at.f);
+        c.reals.dampening = static_cast<float>(s.at.extra[0]);
+        c.reals.weight_decay = static_cast<float>(s.at.extra[1]);
+        break;
+      case kernel::sgd_update: c.reals.weight_decay = static_cast<float>(s.at.f); break;
+      case kernel::sgd_momentum_update:
+        c.reals.momentum = static_cast<float>(s.at.f);
+        c.reals.weight_decay = static_cast<float>(s.at.extra[0]);
+        c.ints[0] = static_cast<std::int32_t>(s.at.i[0]);
+        break;
       case kernel::linear_f32:
       case kernel::cross_entropy:
       case kernel::cross_entropy_backward:

@@ -168,6 +168,9 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::adam_second_moment: return call_kernel<kernel::adam_second_moment>(&fk_adam_second_moment, c, r, d);
     case kernel::adamw_factors: return call_kernel<kernel::adamw_factors>(&fk_adamw_factors, c, r, d);
     case kernel::adamw_update: return call_kernel<kernel::adamw_update>(&fk_adamw_update, c, r, d);
+    case kernel::sgd_momentum: return call_kernel<kernel::sgd_momentum>(&fk_sgd_momentum, c, r, d);
+    case kernel::sgd_update: return call_kernel<kernel::sgd_update>(&fk_sgd_update, c, r, d);
+    case kernel::sgd_momentum_update: return call_kernel<kernel::sgd_momentum_update>(&fk_sgd_momentum_update, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return 0;
   }

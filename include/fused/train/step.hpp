@@ -1,6 +1,6 @@
 // A train step as one program: the forward pass a model wrote, then (appended here) its loss, the
-// backward steps (graph/reverse.hpp) and the optimizer's update of every parameter. Parameters, the
-// moments and the step count are state: each update writes its own state's bytes (state in ->
+// backward steps (graph/reverse.hpp) and the optimizer's update of every parameter (AdamW, or SGD
+// with momentum). Parameters, the moments or momentum buffers and the step count are state: each update writes its own state's bytes (state in ->
 // state out), so calling the program again trains another step. The learning rate is an input
 // (f32 [1]), so a schedule needs no new plan.
 #pragma once
@@ -18,11 +18,21 @@ struct adamw {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
 
-// The state tensor counting the optimizer's steps (AdamW's t).
+// torch.optim.SGD's (L2 weight decay added to the gradient; Nesterov needs momentum and no dampening).
+struct sgd_momentum {
+  double momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+
+enum class method { adamw, sgd };
+
+// The state tensor counting the optimizer's steps (AdamW's t; SGD's first step starts its momentum).
 inline constexpr const char* step_count_name = "optimizer.step";
 
 struct options {
-  adamw optimizer{};
+  adamw optimizer{};          // with method::adamw
+  sgd_momentum sgd{};         // with method::sgd
+  method use = method::adamw;
   bool keep_gradients = false;  // the gradients stay readable after the call (train-step's outputs)
 };
 
@@ -44,7 +54,14 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
   const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
   g.carry_state(count, next_count);
   const adamw& h = o.optimizer;
-  const tensor_id factors = g.apply(ops::adamw_factors, {next_count, lr}, {.f = h.beta1, .extra = {h.beta2, h.weight_decay, 0}}, {"optimizer.factors"});
+  const sgd_momentum& s = o.sgd;
+  const bool adam = o.use == method::adamw;
+  if (!adam && s.nesterov && (s.momentum <= 0 || s.dampening != 0)) {
+    g.fail(error_kind::bad_program, "Nesterov momentum needs momentum above 0 and no dampening");
+    return;
+  }
+  const tensor_id factors =
+      adam ? g.apply(ops::adamw_factors, {next_count, lr}, {.f = h.beta1, .extra = {h.beta2, h.weight_decay, 0}}, {"optimizer.factors"}) : -1;
   std::vector<trained_parameter> trained;
   trained.reserve(parameters.size());
   for (std::size_t i = 0; i < parameters.size(); ++i) {
@@ -57,6 +74,22 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
     }
     if (o.keep_gradients) g.keep(grad);
     const shape ps = pt.shp;
+    if (!adam) {
+      tensor_id p_next = -1;
+      if (s.momentum > 0) {
+        const tensor_id buf = g.state({pn.pattern, pn.index, ".momentum"}, dtype::f32, ps);
+        const tensor_id buf_next = g.apply(ops::sgd_momentum, {buf, grad, p, next_count}, {.f = s.momentum, .extra = {s.dampening, s.weight_decay, 0}},
+                                           {pn.pattern, pn.index, ".momentum.next"});
+        p_next = g.apply(ops::sgd_momentum_update, {p, grad, buf_next, lr}, {.i = {s.nesterov ? 1 : 0, 0, 0, 0}, .f = s.momentum, .extra = {s.weight_decay, 0, 0}},
+                         {pn.pattern, pn.index, ".next"});
+        g.carry_state(buf, buf_next);
+      } else {
+        p_next = g.apply(ops::sgd_update, {p, grad, lr}, {.f = s.weight_decay}, {pn.pattern, pn.index, ".next"});
+      }
+      g.carry_state(p, p_next);
+      trained.push_back({.value = p, .gradient = grad, .next = p_next});
+      continue;
+    }
     const tensor_id m = g.state({pn.pattern, pn.index, ".adam_m"}, dtype::f32, ps), v = g.state({pn.pattern, pn.index, ".adam_v"}, dtype::f32, ps);
     const tensor_id m_next = g.apply(ops::adam_first_moment, {m, grad}, {.f = h.beta1}, {pn.pattern, pn.index, ".adam_m.next"});
     const tensor_id v_next = g.apply(ops::adam_second_moment, {v, grad}, {.f = h.beta2}, {pn.pattern, pn.index, ".adam_v.next"});

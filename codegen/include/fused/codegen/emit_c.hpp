@@ -110,7 +110,9 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::value:
     case arg::beta1:
     case arg::beta2:
-    case arg::weight_decay: return float_literal(runtime::real_value(a, c));
+    case arg::weight_decay:
+    case arg::momentum:
+    case arg::dampening: return float_literal(runtime::real_value(a, c));
   }
   throw std::logic_error("codegen: an argument of no kind");
 }
