@@ -8,9 +8,9 @@
 //   fused::runtime::static_run<train>::run({nullptr, state, arena});   // one step (runtime/static_run.hpp)
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
-#include "../plan/planner.hpp"
-#include "../plan/static_plan.hpp"
+#include "../plan/static_program.hpp"
 #include "decoder_graph.hpp"
 
 namespace fused::decoder {
@@ -32,32 +32,23 @@ struct static_train_plan {
     b.value[sym_ctx] = Tokens;
     return b;
   }();
-  // The backward and optimizer steps follow from the forward program (graph/reverse.hpp), which a
-  // counting builder does not keep: the sizes come from building the program itself.
-  static constexpr counting_builder::counts size = [] {
-    const program p = family::template graph<graph_builder>(cfg, options);
-    return counting_builder::counts{.tensors = p.tensors.size(), .steps = p.steps.size()};
-  }();
-  using plan_type = static_plan<size.tensors, size.steps>;
-  struct built {
-    error_kind error = error_kind::none;
-    diagnostic message{};
-    plan_type plan{};
-  };
-  static constexpr built result = [] {
-    built b{};
-    const program p = family::template graph<graph_builder>(cfg, options);
-    b.error = p.error;
-    if (!p.ok()) {
-      b.message = diagnostic(p.message.view());
-      return b;
+  // The program as static_program builds it. The backward and optimizer steps follow from the
+  // forward program (graph/reverse.hpp), which a counting builder does not keep: the sizes come from
+  // building the program itself.
+  struct model {
+    template <class B>
+    static constexpr auto build() {
+      const program p = family::template graph<graph_builder>(cfg, options);
+      if constexpr (std::is_same_v<B, counting_builder>) {
+        return counting_builder::counts{.tensors = p.tensors.size(), .steps = p.steps.size(), .regions = p.regions.size(), .carries = p.carries.size()};
+      } else {
+        return p;
+      }
     }
-    b.plan = freeze<size.tensors, size.steps>(p, plan_memory(p, bind));
-    return b;
-  }();
-  static_assert(compile_error<result.error, result.message>::ok);
-  static_assert(invalid_memory_plan<result.plan.failure>::ok);
-  static constexpr const plan_type& plan = result.plan;
+  };
+  using pipeline = static_program<model, bind>;
+  using plan_type = typename pipeline::plan_type;
+  static constexpr const plan_type& plan = pipeline::plan;
 };
 
 }  // namespace fused::decoder
