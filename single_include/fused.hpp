@@ -13207,15 +13207,20 @@ planned plan_built(program prog, const binding& b, DescribeSizes sizes) {
   return r;
 }
 
+// Refuses positions past the config's max_position_embeddings or sliding_window (only full attention
+// is implemented). `exceed`: the positions asked for and the verb, e.g. "the KV capacity 4096 exceeds".
+inline void check_positions(const config& c, std::int64_t positions, const std::string& exceed) {
+  if (positions > c.max_position_embeddings) throw std::invalid_argument(exceed + " max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (c.sliding_window != 0 && positions > c.sliding_window)
+    throw std::invalid_argument(exceed + " sliding_window " + std::to_string(c.sliding_window) +
+                                ": only full attention is implemented, which differs from the model's windowed attention past " +
+                                std::to_string(c.sliding_window) + " positions");
+}
+
 inline planned plan_for(const family_entry& f, const config& c, const mode& m, graph_options o = {}) {
   if (m.tokens < 1) throw std::invalid_argument("a prefill must take at least one token");
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
-  if (m.ctx > c.max_position_embeddings)
-    throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
-  if (c.sliding_window != 0 && m.ctx > c.sliding_window)
-    throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds sliding_window " + std::to_string(c.sliding_window) +
-                                ": only full attention is implemented, which differs from the model's windowed attention past " +
-                                std::to_string(c.sliding_window) + " positions");
+  check_positions(c, m.ctx, "the KV capacity " + std::to_string(m.ctx) + " exceeds");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   const binding b = m.bind();
   return plan_built(f.graph(c, o), b, [&](const oversize& big, const program& prog) {
@@ -13414,6 +13419,7 @@ class model {
 //   static_assert(train::plan.arena_bytes() < (64 << 20));
 //   fused::runtime::static_run<train>::run({nullptr, state, arena});   // one step (runtime/static_run.hpp)
 #include <cstdint>
+#include <type_traits>
 
 
 namespace fused::decoder {
@@ -13435,32 +13441,23 @@ struct static_train_plan {
     b.value[sym_ctx] = Tokens;
     return b;
   }();
-  // The backward and optimizer steps follow from the forward program (graph/reverse.hpp), which a
-  // counting builder does not keep: the sizes come from building the program itself.
-  static constexpr counting_builder::counts size = [] {
-    const program p = family::template graph<graph_builder>(cfg, options);
-    return counting_builder::counts{.tensors = p.tensors.size(), .steps = p.steps.size()};
-  }();
-  using plan_type = static_plan<size.tensors, size.steps>;
-  struct built {
-    error_kind error = error_kind::none;
-    diagnostic message{};
-    plan_type plan{};
-  };
-  static constexpr built result = [] {
-    built b{};
-    const program p = family::template graph<graph_builder>(cfg, options);
-    b.error = p.error;
-    if (!p.ok()) {
-      b.message = diagnostic(p.message.view());
-      return b;
+  // The program as static_program builds it. The backward and optimizer steps follow from the
+  // forward program (graph/reverse.hpp), which a counting builder does not keep: the sizes come from
+  // building the program itself.
+  struct model {
+    template <class B>
+    static constexpr auto build() {
+      const program p = family::template graph<graph_builder>(cfg, options);
+      if constexpr (std::is_same_v<B, counting_builder>) {
+        return counting_builder::counts{.tensors = p.tensors.size(), .steps = p.steps.size(), .regions = p.regions.size(), .carries = p.carries.size()};
+      } else {
+        return p;
+      }
     }
-    b.plan = freeze<size.tensors, size.steps>(p, plan_memory(p, bind));
-    return b;
-  }();
-  static_assert(compile_error<result.error, result.message>::ok);
-  static_assert(invalid_memory_plan<result.plan.failure>::ok);
-  static constexpr const plan_type& plan = result.plan;
+  };
+  using pipeline = static_program<model, bind>;
+  using plan_type = typename pipeline::plan_type;
+  static constexpr const plan_type& plan = pipeline::plan;
 };
 
 }  // namespace fused::decoder
@@ -13500,12 +13497,7 @@ struct batch_shape {
 inline planned plan_train(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) {
   if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
   if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
-  if (shape.tokens > c.max_position_embeddings)
-    throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
-  if (c.sliding_window != 0 && shape.tokens > c.sliding_window)
-    throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed sliding_window " + std::to_string(c.sliding_window) +
-                                ": only full attention is implemented, which differs from the model's windowed attention past " +
-                                std::to_string(c.sliding_window) + " positions");
+  check_positions(c, shape.tokens, "sequences of " + std::to_string(shape.tokens) + " tokens exceed");
   if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   o.training = true;

@@ -40,15 +40,20 @@ planned plan_built(program prog, const binding& b, DescribeSizes sizes) {
   return r;
 }
 
+// Refuses positions past the config's max_position_embeddings or sliding_window (only full attention
+// is implemented). `exceed`: the positions asked for and the verb, e.g. "the KV capacity 4096 exceeds".
+inline void check_positions(const config& c, std::int64_t positions, const std::string& exceed) {
+  if (positions > c.max_position_embeddings) throw std::invalid_argument(exceed + " max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (c.sliding_window != 0 && positions > c.sliding_window)
+    throw std::invalid_argument(exceed + " sliding_window " + std::to_string(c.sliding_window) +
+                                ": only full attention is implemented, which differs from the model's windowed attention past " +
+                                std::to_string(c.sliding_window) + " positions");
+}
+
 inline planned plan_for(const family_entry& f, const config& c, const mode& m, graph_options o = {}) {
   if (m.tokens < 1) throw std::invalid_argument("a prefill must take at least one token");
   if (m.ctx < m.tokens) throw std::invalid_argument("the KV capacity (" + std::to_string(m.ctx) + ") must hold the prefill (" + std::to_string(m.tokens) + " tokens)");
-  if (m.ctx > c.max_position_embeddings)
-    throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
-  if (c.sliding_window != 0 && m.ctx > c.sliding_window)
-    throw std::invalid_argument("the KV capacity " + std::to_string(m.ctx) + " exceeds sliding_window " + std::to_string(c.sliding_window) +
-                                ": only full attention is implemented, which differs from the model's windowed attention past " +
-                                std::to_string(c.sliding_window) + " positions");
+  check_positions(c, m.ctx, "the KV capacity " + std::to_string(m.ctx) + " exceeds");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   const binding b = m.bind();
   return plan_built(f.graph(c, o), b, [&](const oversize& big, const program& prog) {

@@ -38,12 +38,7 @@ struct batch_shape {
 inline planned plan_train(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) {
   if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
   if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
-  if (shape.tokens > c.max_position_embeddings)
-    throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed max_position_embeddings " + std::to_string(c.max_position_embeddings));
-  if (c.sliding_window != 0 && shape.tokens > c.sliding_window)
-    throw std::invalid_argument("sequences of " + std::to_string(shape.tokens) + " tokens exceed sliding_window " + std::to_string(c.sliding_window) +
-                                ": only full attention is implemented, which differs from the model's windowed attention past " +
-                                std::to_string(c.sliding_window) + " positions");
+  check_positions(c, shape.tokens, "sequences of " + std::to_string(shape.tokens) + " tokens exceed");
   if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   o.training = true;
