@@ -11902,6 +11902,7 @@ class weight_store {
       for (int i = 0; i < t.shp.rank; ++i) shp.push_back(t.shp[i].n);
       io::safetensors_file& f = w.file_for(name, shp);
       const io::tensor_view* v = f.find(name);
+      w.sources_.push_back(v);
       if (v->dtype == io::dtype::BF16) {
         w.table_.push_back(reinterpret_cast<const std::uint16_t*>(f.bind(name, io::dtype::BF16, shp).data));
       } else {
@@ -11980,6 +11981,9 @@ class weight_store {
   std::span<const std::byte> blob() const { return {blob_.data(), blob_.size()}; }
   // Bytes of checkpoint tensors converted to bf16 at load (0 for a bf16 checkpoint: used in place).
   std::int64_t converted_bytes() const { return converted_bytes_; }
+  // Weight k as the checkpoint stores it (BF16, F16 or F32), for a reader that wants more than bf16
+  // (a trainer's f32 master weights); nullptr for a blob or synthetic store.
+  const io::tensor_view* source(std::size_t k) const { return k < sources_.size() ? sources_[k] : nullptr; }
 
  private:
   void open_files(const std::filesystem::path& path) {
@@ -12066,6 +12070,7 @@ class weight_store {
   std::vector<std::vector<std::uint16_t>> owned_;
   aligned_bytes blob_;
   std::vector<const std::uint16_t*> table_;
+  std::vector<const io::tensor_view*> sources_;  // slot k's tensor in files_ (load() only)
   std::int64_t converted_bytes_ = 0;
 };
 
@@ -13473,6 +13478,7 @@ struct static_train_plan {
 //   float loss = t.step(ids, 1e-3f);     // 8 x 256 ids; labels: each sequence's ids shifted by one
 // A batch is its sequences packed as rows (graph_options::packed): rope positions restart and
 // attention stays within each sequence, and the loss is the mean over all predicted positions.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -13543,14 +13549,20 @@ class trainer {
     }
     return t;
   }
-  // Sets every parameter from `w` (bound to checkpoint_tensors(), slot k = parameter k), widened to
-  // f32 exactly, and starts the optimizer afresh (moments and step count zero).
+  // Sets every parameter from `w` (bound to checkpoint_tensors(), slot k = parameter k) exactly as
+  // the checkpoint stores it (BF16 and F16 widened, F32 copied; a store without its sources gives
+  // its bf16), and starts the optimizer afresh (moments and step count zero).
   void load(const runtime::weight_store& w) {
     std::memset(state_.data(), 0, state_.size());
     const auto& params = plan_.prog.parameters;
     if (w.count() != params.size()) throw std::invalid_argument("trainer::load: the store binds " + std::to_string(w.count()) + " tensors, the program has " + std::to_string(params.size()) + " parameters");
     for (std::size_t k = 0; k < params.size(); ++k) {
       std::span<float> p = parameter(k);
+      if (const io::tensor_view* stored = w.source(k); stored != nullptr && stored->dtype != io::dtype::BF16) {
+        const std::vector<float> exact = io::to_f32_owned(*stored);
+        std::copy(exact.begin(), exact.end(), p.begin());
+        continue;
+      }
       const std::uint16_t* from = w.table()[k];
       for (std::size_t i = 0; i < p.size(); ++i) {
         const std::uint32_t bits = static_cast<std::uint32_t>(from[i]) << 16;

@@ -621,10 +621,10 @@ FST_API void fst__shape_text(char* out, size_t n, int rank, const int64_t* shape
   if (at < n) snprintf(out + at, n - at, "]");
 }
 
-/* Fills `region` (the weights region, laid out as `table` says) from `files`. `fingerprint`, when not
- * NULL, is the layout's weights fingerprint as "0x%016llx": a file whose metadata names another is refused. */
-FST_API int fst_bind_weights(const fst_weight* table, size_t count, int tied, const char* const* files, int n_files, const char* fingerprint,
-                             unsigned char* region, char* err, size_t errn) {
+/* Fills `region` from `files`, each tensor at its table offset: as BF16 (F32 and F16 rounded to
+ * nearest even), or with `as_f32` as F32 (BF16 and F16 widened exactly, F32 copied). */
+FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const char* const* files, int n_files, const char* fingerprint,
+                      unsigned char* region, int as_f32, char* err, size_t errn) {
   unsigned char* bound = (unsigned char*)calloc(count + 1, 1);
   int fi, rc = -1;
   size_t k, w;
@@ -658,27 +658,34 @@ FST_API int fst_bind_weights(const fst_weight* table, size_t count, int tied, co
         fst_close(&f);
         goto out;
       }
-      if (t->dtype == FST_BF16) {
+      if (t->dtype == FST_BF16 && !as_f32) {
         if (fst_read(&f, t, region + table[w].offset, err, errn)) { fst_close(&f); goto out; }
-      } else if (t->dtype == FST_F32 || t->dtype == FST_F16) {
+      } else if (t->dtype == FST_F32 || t->dtype == FST_F16 || t->dtype == FST_BF16) {
         const size_t bytes = (size_t)(t->end - t->begin), elem = t->dtype == FST_F32 ? 4 : 2, n = bytes / elem;
         unsigned char* tmp = (unsigned char*)malloc(bytes ? bytes : 1);
-        uint16_t* dst = (uint16_t*)(void*)(region + table[w].offset);
+        unsigned char* dst = region + table[w].offset;
         size_t e;
         if (!tmp || fst_read(&f, t, tmp, err, errn)) { free(tmp); fst_close(&f); goto out; }
         for (e = 0; e < n; ++e) {
           float x;
+          uint16_t h;
           if (t->dtype == FST_F32) memcpy(&x, tmp + 4 * e, 4);
           else {
-            uint16_t h;
+            uint32_t bits;
             memcpy(&h, tmp + 2 * e, 2);
-            x = fst__f16_to_f32(h);
+            bits = (uint32_t)h << 16;
+            if (t->dtype == FST_BF16) memcpy(&x, &bits, 4);
+            else x = fst__f16_to_f32(h);
           }
-          dst[e] = fst__f32_to_bf16(x);
+          if (as_f32) memcpy(dst + 4 * e, &x, 4);
+          else {
+            h = fst__f32_to_bf16(x);
+            memcpy(dst + 2 * e, &h, 2);
+          }
         }
         free(tmp);
       } else {
-        fst__fail(err, errn, "%s: tensor \"%s\" has dtype %s; only BF16, F16 and F32 convert to BF16", files[fi], t->name, t->dtype_name);
+        fst__fail(err, errn, "%s: tensor \"%s\" has dtype %s; only BF16, F16 and F32 are read", files[fi], t->name, t->dtype_name);
         fst_close(&f);
         goto out;
       }
@@ -702,6 +709,19 @@ FST_API int fst_bind_weights(const fst_weight* table, size_t count, int tied, co
 out:
   free(bound);
   return rc;
+}
+
+/* Fills `region` (the weights region, laid out as `table` says) with BF16 from `files`. `fingerprint`, when
+ * not NULL, is the layout's weights fingerprint as "0x%016llx": a file whose metadata names another is refused. */
+FST_API int fst_bind_weights(const fst_weight* table, size_t count, int tied, const char* const* files, int n_files, const char* fingerprint,
+                             unsigned char* region, char* err, size_t errn) {
+  return fst__bind(table, count, tied, files, n_files, fingerprint, region, 0, err, errn);
+}
+
+/* The same as F32, exactly as the files store them (a trainer's master weights). */
+FST_API int fst_bind_weights_f32(const fst_weight* table, size_t count, int tied, const char* const* files, int n_files, unsigned char* region,
+                                 char* err, size_t errn) {
+  return fst__bind(table, count, tied, files, n_files, NULL, region, 1, err, errn);
 }
 
 /* ---- a Hugging Face model directory --------------------------------------------------------------- */

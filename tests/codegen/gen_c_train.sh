@@ -1,15 +1,42 @@
 #!/bin/sh
-# usage: gen_c_train.sh FUSED MODEL_DIR NAME WORK_DIR IDS BATCH [GEN_C_AND_TRAIN_STEP_OPTIONS ...]
+# usage: gen_c_train.sh FUSED MODEL_DIR NAME WORK_DIR IDS BATCH [--f32-checkpoint] [GEN_C_AND_TRAIN_STEP_OPTIONS ...]
 # `fused gen-c --train`: the train step of BATCH sequences (IDS, cut to a multiple of BATCH, split
 # evenly) builds with `cc -std=c11` warning-free, and its main writes the tensors `fused train-step`
 # writes for the same batch (loss, loss_after, every grad.* and after.*) byte for byte. The options
-# (--betas, --eps, --weight-decay) go to both. Needs python3.
+# (--optimizer, --betas, --momentum, ...) go to both. --f32-checkpoint: both train from an F32 copy of
+# the checkpoint whose values have low bits no bf16 holds (master weights taken exactly). Needs python3.
 set -eu
 fused=$1 model=$2 name=$3 work=$4 ids=$5 batch=$6
 shift 6
 here=$(dirname "$0")
 rm -rf "$work"
 mkdir -p "$work"
+if [ "${1:-}" = "--f32-checkpoint" ]; then
+  shift
+  mkdir -p "$work/model_f32"
+  cp "$model/config.json" "$work/model_f32/"
+  python3 - "$model/model.safetensors" "$work/model_f32/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+header = json.loads(b[8:8 + n])
+header.pop("__metadata__", None)
+out_header, blobs, at = {}, [], 0
+for name, t in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+    assert t["dtype"] == "BF16", name
+    raw = b[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]
+    f32 = bytearray()
+    for i in range(len(raw) // 2):
+        f32 += struct.pack("<H", ((i * 2654435761) & 0xFFFFFFFF) >> 17) + raw[2 * i:2 * i + 2]
+    out_header[name] = {"dtype": "F32", "shape": t["shape"], "data_offsets": [at, at + len(f32)]}
+    blobs.append(bytes(f32))
+    at += len(f32)
+text = json.dumps(out_header).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+PY
+  model="$work/model_f32"
+fi
 ids=$(python3 -c "import sys; v = sys.argv[1].split(','); b = int(sys.argv[2]); print(','.join(v[:len(v) // b * b]))" "$ids" "$batch")
 seq=$(python3 -c "import sys; print(len(sys.argv[1].split(',')) // int(sys.argv[2]))" "$ids" "$batch")
 "$fused" gen-c --model "$model" --train --max-seq "$seq" --batch "$batch" --out "$work/out" --name "$name" "$@"

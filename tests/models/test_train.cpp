@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -95,6 +96,45 @@ TEST_CASE("tiny_a: three SGD steps (momentum, dampening, Nesterov, weight decay)
     CHECK(std::fabs(after - want[steps].get<double>()) <= 1e-5 * want[steps].get<double>());
     CHECK(worst < 2e-6);
   }
+}
+
+TEST_CASE("an f32 checkpoint's values are the master weights exactly, not rounded to bf16") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "fused_test_train_f32";
+  fs::create_directories(dir);
+  fs::copy_file(dir_of("tiny_a") + "/config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  // tiny_a's bf16 weights widened, with low mantissa bits no bf16 holds.
+  const fused::io::safetensors_file bf16 = fused::io::safetensors_file::open(dir_of("tiny_a") + "/model.safetensors");
+  std::vector<std::vector<float>> values;
+  std::vector<fused::io::tensor_data> out;
+  for (const fused::io::tensor_view& t : bf16.tensors()) {
+    std::vector<float> v = fused::io::to_f32_owned(t);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &v[i], 4);
+      bits |= (static_cast<std::uint32_t>(i) * 2654435761u) >> 17;  // 15 low bits, never all zero for i > 0
+      std::memcpy(&v[i], &bits, 4);
+    }
+    values.push_back(std::move(v));
+    out.push_back({t.name, fused::io::dtype::F32, t.shape, std::as_bytes(std::span(values.back()))});
+  }
+  fused::io::write_safetensors(dir / "model.safetensors", out);
+
+  const auto info = fused::decoder::load_hf_model_info(dir);
+  fused::decoder::trainer t(*info.family, info.arch, {.sequences = 1, .tokens = 4}, {.train = {}});
+  t.load(fused::runtime::weight_store::load(dir, t.checkpoint_tensors(), info.arch.tie_word_embeddings));
+  std::size_t checked = 0;
+  for (std::size_t k = 0; k < t.prog().parameters.size(); ++k) {
+    const auto at = std::find_if(out.begin(), out.end(), [&](const auto& d) { return d.name == t.parameter_name(k); });
+    REQUIRE(at != out.end());
+    const std::vector<float>& want = values[static_cast<std::size_t>(at - out.begin())];
+    const std::span<float> got = t.parameter(k);
+    REQUIRE(got.size() == want.size());
+    CHECK(std::memcmp(got.data(), want.data(), want.size() * 4) == 0);
+    ++checked;
+  }
+  CHECK(checked == t.prog().parameters.size());
+  fs::remove_all(dir);
 }
 
 TEST_CASE("every family's gradients agree with finite differences of its loss") {

@@ -9,6 +9,7 @@
 // A batch is its sequences packed as rows (graph_options::packed): rope positions restart and
 // attention stays within each sequence, and the loss is the mean over all predicted positions.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -84,14 +85,20 @@ class trainer {
     }
     return t;
   }
-  // Sets every parameter from `w` (bound to checkpoint_tensors(), slot k = parameter k), widened to
-  // f32 exactly, and starts the optimizer afresh (moments and step count zero).
+  // Sets every parameter from `w` (bound to checkpoint_tensors(), slot k = parameter k) exactly as
+  // the checkpoint stores it (BF16 and F16 widened, F32 copied; a store without its sources gives
+  // its bf16), and starts the optimizer afresh (moments and step count zero).
   void load(const runtime::weight_store& w) {
     std::memset(state_.data(), 0, state_.size());
     const auto& params = plan_.prog.parameters;
     if (w.count() != params.size()) throw std::invalid_argument("trainer::load: the store binds " + std::to_string(w.count()) + " tensors, the program has " + std::to_string(params.size()) + " parameters");
     for (std::size_t k = 0; k < params.size(); ++k) {
       std::span<float> p = parameter(k);
+      if (const io::tensor_view* stored = w.source(k); stored != nullptr && stored->dtype != io::dtype::BF16) {
+        const std::vector<float> exact = io::to_f32_owned(*stored);
+        std::copy(exact.begin(), exact.end(), p.begin());
+        continue;
+      }
       const std::uint16_t* from = w.table()[k];
       for (std::size_t i = 0; i < p.size(); ++i) {
         const std::uint32_t bits = static_cast<std::uint32_t>(from[i]) << 16;

@@ -70,6 +70,7 @@ class weight_store {
       for (int i = 0; i < t.shp.rank; ++i) shp.push_back(t.shp[i].n);
       io::safetensors_file& f = w.file_for(name, shp);
       const io::tensor_view* v = f.find(name);
+      w.sources_.push_back(v);
       if (v->dtype == io::dtype::BF16) {
         w.table_.push_back(reinterpret_cast<const std::uint16_t*>(f.bind(name, io::dtype::BF16, shp).data));
       } else {
@@ -148,6 +149,9 @@ class weight_store {
   std::span<const std::byte> blob() const { return {blob_.data(), blob_.size()}; }
   // Bytes of checkpoint tensors converted to bf16 at load (0 for a bf16 checkpoint: used in place).
   std::int64_t converted_bytes() const { return converted_bytes_; }
+  // Weight k as the checkpoint stores it (BF16, F16 or F32), for a reader that wants more than bf16
+  // (a trainer's f32 master weights); nullptr for a blob or synthetic store.
+  const io::tensor_view* source(std::size_t k) const { return k < sources_.size() ? sources_[k] : nullptr; }
 
  private:
   void open_files(const std::filesystem::path& path) {
@@ -234,6 +238,7 @@ class weight_store {
   std::vector<std::vector<std::uint16_t>> owned_;
   aligned_bytes blob_;
   std::vector<const std::uint16_t*> table_;
+  std::vector<const io::tensor_view*> sources_;  // slot k's tensor in files_ (load() only)
   std::int64_t converted_bytes_ = 0;
 };
 

@@ -6,8 +6,8 @@
 //                       outputs (loss, every gradient).
 //   <name>_main.c       <name> --model DIR --tokens 1,2,3 [--lr X] --out FILE.safetensors [--threads N]
 //                       writes loss, loss_after, grad.<name> and after.<name> as `fused train-step` does.
-// The bits are the C++ trainer's: the same calls (one lowering), the same checkpoint rounding
-// (fst_bind_weights, as weight_store), the same labels.
+// The bits are the C++ trainer's: the same calls (one lowering), the same master weights (the
+// checkpoint's values exactly: fst_bind_weights_f32, as trainer::load), the same labels.
 #pragma once
 #include <string>
 #include <utility>
@@ -45,27 +45,24 @@ inline std::string emit_train_main(const c_program& p, std::string_view by) {
                   " * --tokens: " + P + "_SEQUENCES x " + P + "_TOKENS ids, the batch's sequences one after another; each position\n"
                   " * learns the next id of its sequence. Writes loss [1] (before the step), loss_after [1] (the same batch\n"
                   " * after it), grad.<name> and after.<name> (f32) for every parameter. DIR: a Hugging Face directory\n"
-                  " * (model.safetensors or an index of shards; BF16, F16 or F32, rounded to BF16 as fused does) or one file. */\n";
+                  " * (model.safetensors or an index of shards; BF16, F16 or F32, taken exactly as f32) or one file. */\n";
   c += "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n#include \"" + n + ".h\"\n#include \"" + support_header +
        "\"\n#include \"fk_kernels.h\"\n\n";
   for (const auto& [k, v] : config_fields(p.cfg)) c += "#define " + P + "_" + upper_ident(k) + " " + v + "\n";
   c += "#define " + P + "_SEQUENCES " + std::to_string(p.train_sequences) + "\n#define " + P + "_TOKENS " + std::to_string(p.max_seq) + "\n\n";
 
-  // The checkpoint as fst_bind_weights binds it (bf16, packed in parameter order), and where each
-  // parameter and its gradient are.
+  // The checkpoint's tensors as fst_bind_weights_f32 binds them (at the parameters' state offsets),
+  // and where each parameter and its gradient are.
   std::string checkpoint = "static const fst_weight checkpoint[] = {\n", where = "static const struct {\n  size_t value, gradient, elements;\n} parameters[] = {\n";
-  std::int64_t packed = 0;
   for (std::size_t k = 0; k < p.trained.size(); ++k) {
     const tensor_info& t = m.tensor(p.trained[k].value);
     if (t.shp.rank > 2) throw std::invalid_argument("codegen: parameter '" + tensor_name(t) + "' has rank " + std::to_string(t.shp.rank) + "; the C binds rank 1 or 2");
     const std::int64_t elements = t.shp.elements(m.bind);
-    checkpoint += "    {\"" + tensor_name(t) + "\", " + std::to_string(packed) + ", " + std::to_string(t.shp.rank) + ", {" + std::to_string(m.bind(t.shp[0])) +
+    checkpoint += "    {\"" + tensor_name(t) + "\", " + bytes_macro(p, m, p.trained[k].value) + ", " + std::to_string(t.shp.rank) + ", {" + std::to_string(m.bind(t.shp[0])) +
                   ", " + std::to_string(t.shp.rank > 1 ? m.bind(t.shp[1]) : 0) + "}, " + std::to_string(k) + "},\n";
     where += "    {" + bytes_macro(p, m, p.trained[k].value) + ", " + bytes_macro(p, m, p.trained[k].gradient) + ", " + std::to_string(elements) + "},\n";
-    packed += (2 * elements + mem_align - 1) / mem_align * mem_align;
   }
-  c += checkpoint + "};\n" + where + "};\n#define PARAMETERS " + std::to_string(p.trained.size()) + "\n#define CHECKPOINT_BYTES " +
-       std::to_string(packed) + "\n";
+  c += checkpoint + "};\n" + where + "};\n#define PARAMETERS " + std::to_string(p.trained.size()) + "\n";
   c += std::string(detail::parse_ids_c) + detail::check_config_c(p);
   c += R"(static int usage(const char* argv0) {
   fprintf(stderr, "usage: %s --model DIR --tokens 1,2,3 [--lr 1e-3] --out FILE.safetensors [--threads N]\n", argv0);
@@ -98,8 +95,8 @@ static unsigned char* aligned_region(size_t bytes) {
        "  const char *model = NULL, *tokens = NULL, *out = NULL;\n"
        "  float lr = 1e-3f, loss = 0, loss_after = 0;\n"
        "  int32_t *ids = NULL, *labels;\n"
-       "  size_t T = 0, t, k, e;\n  int i;\n  char err[1024];\n"
-       "  " + n + "_program m;\n  fst_file_list files;\n  unsigned char* staging;\n"
+       "  size_t T = 0, t, k;\n  int i, allocated;\n  char err[1024];\n"
+       "  " + n + "_program m;\n  fst_file_list files;\n"
        "  float* kept[2 * PARAMETERS];\n  char names[2 * PARAMETERS][256];\n  fst_out outs[2 + 2 * PARAMETERS];\n"
        "  if (argc % 2 == 0) return usage(argv[0]);\n"
        "  for (i = 1; i + 1 < argc; i += 2) {\n"
@@ -126,20 +123,13 @@ static unsigned char* aligned_region(size_t bytes) {
        "    labels[t] = (t + 1) % " + P + "_TOKENS ? ids[t + 1] : FK_IGNORE_LABEL; /* the next id of the same sequence */\n  }\n"
        "  memset(&m, 0, sizeof m);\n"
        "  m.weights = aligned_region(" + P + "_WEIGHTS_BYTES);\n  m.state = aligned_region(" + P + "_STATE_BYTES);\n"
-       "  m.arena = aligned_region(" + P + "_ARENA_BYTES);\n  staging = aligned_region(CHECKPOINT_BYTES);\n"
-       "  for (k = 0, e = 1; k < 2 * PARAMETERS; ++k) e = (kept[k] = (float*)malloc(parameters[k / 2].elements * sizeof(float))) && e;\n"
-       "  if (!m.weights || !m.state || !m.arena || !staging || !e) {\n    fprintf(stderr, \"" + n + ": out of memory\\n\");\n    return 1;\n  }\n"
+       "  m.arena = aligned_region(" + P + "_ARENA_BYTES);\n"
+       "  for (k = 0, allocated = 1; k < 2 * PARAMETERS; ++k) allocated = (kept[k] = (float*)malloc(parameters[k / 2].elements * sizeof(float))) && allocated;\n"
+       "  if (!m.weights || !m.state || !m.arena || !allocated) {\n    fprintf(stderr, \"" + n + ": out of memory\\n\");\n    return 1;\n  }\n"
        "  if (check_config(model, err, sizeof err) || fst_model_files(model, &files, err, sizeof err) ||\n"
-       "      fst_bind_weights(checkpoint, PARAMETERS, " + P + "_TIE_WORD_EMBEDDINGS, (const char* const*)files.files, files.count, NULL, staging, err, sizeof err)) {\n"
+       "      fst_bind_weights_f32(checkpoint, PARAMETERS, " + P + "_TIE_WORD_EMBEDDINGS, (const char* const*)files.files, files.count, m.state, err, sizeof err)) {\n"
        "    fprintf(stderr, \"" + n + ": %s\\n\", err);\n    return 1;\n  }\n"
-       "  fst_file_list_free(&files);\n"
-       "  /* The master parameters: the checkpoint's bf16 widened to f32 exactly; moments and step count zero. */\n"
-       "  for (k = 0; k < PARAMETERS; ++k)\n"
-       "    for (e = 0; e < parameters[k].elements; ++e) {\n"
-       "      uint16_t bf16;\n      uint32_t bits;\n"
-       "      memcpy(&bf16, staging + checkpoint[k].offset + 2 * e, 2);\n"
-       "      bits = (uint32_t)bf16 << 16;\n"
-       "      memcpy(m.state + parameters[k].value + 4 * e, &bits, 4);\n    }\n"
+       "  fst_file_list_free(&files); /* the master parameters are in the state; moments and step count zero */\n"
        "  if (step(&m, ids, labels, lr, &loss)) {\n    fprintf(stderr, \"%s\\n\", m.error);\n    return 1;\n  }\n"
        "  for (k = 0; k < PARAMETERS; ++k) {\n"
        "    memcpy(kept[2 * k], m.arena + parameters[k].gradient, parameters[k].elements * sizeof(float));\n"
@@ -160,7 +150,7 @@ static unsigned char* aligned_region(size_t bytes) {
        "  if (fst_write(out, outs, 2 + 2 * PARAMETERS, err, sizeof err)) {\n    fprintf(stderr, \"" + n + ": %s\\n\", err);\n    return 1;\n  }\n"
        "  fprintf(stderr, \"" + n + ": %zu tokens, %d parameters: loss %.6g -> %.6g\\n\", T, PARAMETERS, (double)loss, (double)loss_after);\n"
        "  for (k = 0; k < 2 * PARAMETERS; ++k) free(kept[k]);\n"
-       "  free(ids);\n  free(labels);\n  free(staging);\n  free((void*)m.weights);\n  free(m.state);\n  free(m.arena);\n  return 0;\n}\n";
+       "  free(ids);\n  free(labels);\n  free((void*)m.weights);\n  free(m.state);\n  free(m.arena);\n  return 0;\n}\n";
   return c;
 }
 
