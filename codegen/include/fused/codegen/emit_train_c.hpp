@@ -1,9 +1,10 @@
-// `fused gen-c --train`: a decoder's train step (decoder::plan_train: forward, loss, backward, AdamW)
-// printed by the program emitter (emit_program_c.hpp), with a main of `fused train-step`'s interface:
+// `fused gen-c --train`: a decoder's train step (decoder::plan_train: forward, loss, backward, the
+// AdamW or SGD update) printed by the program emitter (emit_program_c.hpp), with a main of `fused
+// train-step`'s interface:
 //   <name>.h, <name>.c  int <name>_run(<name>_program* m): one step. The state region holds what a
-//                       step carries to the next (<name>_state: f32 parameters, AdamW's moments, its
-//                       step count); the arena the inputs (input_ids, labels, learning_rate) and the
-//                       outputs (loss, every gradient).
+//                       step carries to the next (<name>_state: f32 parameters, the optimizer's
+//                       moments or momentum, its step count); the arena the inputs (input_ids,
+//                       labels, learning_rate) and the outputs (loss, every gradient).
 //   <name>_main.c       <name> --model DIR --tokens 1,2,3 [--lr X] --out FILE.safetensors [--threads N]
 //                       writes loss, loss_after, grad.<name> and after.<name> as `fused train-step` does.
 // The bits are the C++ trainer's: the same calls (one lowering), the same master weights (the
@@ -143,7 +144,8 @@ static unsigned char* aligned_region(size_t bytes) {
        "  for (k = 0; k < 2 * PARAMETERS; ++k) {\n"
        "    fst_out* o = &outs[2 + k];\n"
        "    const fst_weight* w = &checkpoint[k / 2];\n"
-       "    snprintf(names[k], sizeof names[k], \"%s.%s\", k % 2 ? \"after\" : \"grad\", w->name);\n"
+       "    if (snprintf(names[k], sizeof names[k], \"%s.%s\", k % 2 ? \"after\" : \"grad\", w->name) >= (int)sizeof names[k]) {\n"
+       "      fprintf(stderr, \"" + n + ": parameter name %s is too long for an output name\\n\", w->name);\n      return 1;\n    }\n"
        "    o->name = names[k];\n    o->dtype = \"F32\";\n    o->rank = w->rank;\n"
        "    o->shape[0] = w->shape[0];\n    o->shape[1] = w->shape[1];\n"
        "    o->data = kept[k];\n    o->bytes = parameters[k / 2].elements * sizeof(float);\n  }\n"
