@@ -124,7 +124,10 @@ inline std::string emit_program_header(const c_program& p, std::string_view by) 
   h += "extern const " + n + "_tensor " + n + "_state[];\nextern const size_t " + n + "_state_count;\n\n";
   h += "typedef struct {\n  const uint8_t* weights;\n  uint8_t* state;\n  uint8_t* arena;\n  char error[256];\n} " + n + "_program;\n\n";
   h += "/* Runs the program once: 0, or -1 with m->error naming the step whose kernel refused its input. */\n"
-       "int " + n + "_run(" + n + "_program* m);\n\n";
+       "int " + n + "_run(" + n + "_program* m);\n";
+  h += "/* Threads the kernels use (n <= 0: all cores). The kernels' state is this file's: set it here, not\n"
+       " * with fk_set_threads from another translation unit. */\n"
+       "void " + n + "_set_threads(int n);\n\n";
   h += "#ifdef __cplusplus\n}\n#endif\n\n#endif /* " + P + "_H */\n";
   return h;
 }
@@ -153,6 +156,7 @@ inline std::string emit_program_source(const c_program& p, std::string_view by) 
   c += detail::tensor_table(p, m, detail::feeds_of(m, role::state), n + "_state") + "\n";
   c += "static int " + n + "__fail(" + n + "_program* m, const char* what) {\n"
        "  snprintf(m->error, sizeof m->error, \"%s\", what);\n  return -1;\n}\n\n";
+  c += "void " + n + "_set_threads(int n) { fk_set_threads(n); }\n\n";
   c += "int " + n + "_run(" + n + "_program* m) {\n  const size_t pos0 = 0; /* a positional kernel's first row */\n";
   c += detail::program_code(p, m, false, true);
   c += "  (void)pos0;\n  (void)" + n + "__fail; /* called only where a kernel may refuse */\n  return 0;\n}\n";

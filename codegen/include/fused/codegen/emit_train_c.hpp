@@ -47,6 +47,8 @@ inline std::string emit_train_main(const c_program& p, std::string_view by) {
                   " * learns the next id of its sequence. Writes loss [1] (before the step), loss_after [1] (the same batch\n"
                   " * after it), grad.<name> and after.<name> (f32) for every parameter. DIR: a Hugging Face directory\n"
                   " * (model.safetensors or an index of shards; BF16, F16 or F32, taken exactly as f32) or one file. */\n";
+  // fk_kernels.h for FK_IGNORE_LABEL only: the kernels run in <name>.c, whose thread count
+  // <name>_set_threads sets (C kernels keep their state per translation unit).
   c += "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n#include \"" + n + ".h\"\n#include \"" + support_header +
        "\"\n#include \"fk_kernels.h\"\n\n";
   for (const auto& [k, v] : config_fields(p.cfg)) c += "#define " + P + "_" + upper_ident(k) + " " + v + "\n";
@@ -110,7 +112,7 @@ static unsigned char* aligned_region(size_t bytes) {
        "        fprintf(stderr, \"" + n + ": --lr takes a learning rate in [0, 1000], got %s\\n\", v);\n        return 2;\n      }\n"
        "    }\n"
        "    else if (!strcmp(a, \"--out\")) out = v;\n"
-       "    else if (!strcmp(a, \"--threads\")) fk_set_threads(atoi(v)); /* 0: all cores */\n"
+       "    else if (!strcmp(a, \"--threads\")) " + n + "_set_threads(atoi(v)); /* 0: all cores */\n"
        "    else return usage(argv[0]);\n  }\n"
        "  if (!model || !tokens || !out) return usage(argv[0]);\n"
        "  if (parse_ids(tokens, &ids, &T) || T != " + P + "_SEQUENCES * " + P + "_TOKENS) {\n"
