@@ -108,6 +108,7 @@
 #include "fused/qwen3.hpp"
 
 // io: Hugging Face config.json, safetensors, tokenizer.json
+#include "fused/io/chat_template.hpp"
 #include "fused/io/json_config.hpp"
 #include "fused/io/load_error.hpp"
 #include "fused/io/safetensors.hpp"

@@ -104,7 +104,9 @@ class tokenizer {
   // Token ids of `text`. With allow_special = false, special added tokens ("<|im_start|>", ...)
   // in the text are encoded as ordinary text, so user input cannot forge control tokens;
   // non-special added tokens are still matched (tokenizers' split_special_tokens does the same).
-  std::vector<std::int32_t> encode(std::string_view text, bool allow_special = true) const {
+  // starts_input = false: `text` follows other input (a chat template's control token), so
+  // Metaspace's prepend_scheme "first" does not mark its start.
+  std::vector<std::int32_t> encode(std::string_view text, bool allow_special = true, bool starts_input = true) const {
     std::string valid_storage;
     text = tokenization::to_valid_utf8(text, valid_storage);
     std::vector<std::int32_t> ids;
@@ -114,7 +116,7 @@ class tokenizer {
       std::string normalized_storage;
       const std::string_view normalized = normalizer_.apply(raw, normalized_storage);
       // Whether a stretch starts the input matters to Metaspace's prepend_scheme "first".
-      const bool raw_at_start = raw.data() == text.data();
+      const bool raw_at_start = starts_input && raw.data() == text.data();
       normalized_added_.split(normalized, allow_special, [&](std::string_view s) {
         encode_ordinary(s, 0, raw_at_start && s.data() == normalized.data(), ids);
       }, on_token);

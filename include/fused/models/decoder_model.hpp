@@ -32,6 +32,13 @@ inline void check_kernel_limits(const config& c) {
   if (c.head_dim > FK_MAX_HEAD_DIM)
     throw std::invalid_argument("head_dim " + std::to_string(c.head_dim) + " exceeds the kernels' limit of " + std::to_string(FK_MAX_HEAD_DIM));
 }
+
+inline std::byte* checked_state(std::span<std::byte> state, std::int64_t bytes) {
+  if (state.size() < static_cast<std::size_t>(bytes))
+    throw std::invalid_argument("open_session: the state region needs " + std::to_string(bytes) + " bytes, " + std::to_string(state.size()) + " given");
+  if (reinterpret_cast<std::uintptr_t>(state.data()) % mem_align) throw std::invalid_argument("open_session: the state region must be 64-byte aligned");
+  return state.data();
+}
 }  // namespace detail
 
 // A static model of Preset's family and config: prefill of up to MaxTokens tokens per call (longer prompts run in chunks),
@@ -76,6 +83,12 @@ class static_model {
   void reset() { s_.reset(); }
   std::int64_t position() const { return s_.position(); }
   std::int64_t vocab_size() const { return s_.vocab_size(); }
+
+  // Further conversations on the same weights and arena, each with its own KV cache: `state` is
+  // state_bytes, 64-byte aligned, caller-owned. Calls on different sessions take turns (one arena).
+  runtime::session open_session(std::span<std::byte> state) const { return s_.with_state(detail::checked_state(state, state_bytes)); }
+  std::span<const float> prefill(runtime::session& s, std::span<const std::int32_t> ids) const { return s.prefill(ids, exec); }
+  std::span<const float> decode(runtime::session& s, std::int32_t id) const { return s.decode(id, exec); }
 
  private:
   // One invoke per step, in order. A braced list, not a comma fold: clang nests a fold's operands and
@@ -163,6 +176,11 @@ class model {
   void reset() { s_.reset(); }
   std::int64_t position() const { return s_.position(); }
   std::int64_t capacity() const { return s_.capacity(); }
+
+  // As static_model's: further sessions over caller-owned state regions (after bind).
+  runtime::session open_session(std::span<std::byte> state) const { return s_.with_state(detail::checked_state(state, state_bytes())); }
+  std::span<const float> prefill(runtime::session& s, std::span<const std::int32_t> ids) const { return s.prefill(ids, executor{this}); }
+  std::span<const float> decode(runtime::session& s, std::int32_t id) const { return s.decode(id, executor{this}); }
   std::int64_t max_tokens() const { return s_.max_tokens(); }
   std::int64_t vocab_size() const { return cfg_.vocab_size; }
 

@@ -96,6 +96,18 @@ class session {
   const regions& memory() const { return r_; }
   // Forgets the context: the next prefill starts at position 0 (the cache is overwritten as it goes).
   void reset() { pos_ = 0; }
+  // Keeps the first `pos` cached positions and forgets the rest: the next call writes from there.
+  // For a conversation that shares only a prefix with what is cached (a server reusing a session).
+  void rewind(std::int64_t pos) {
+    if (pos < 0 || pos > pos_)
+      throw std::out_of_range("rewind to position " + std::to_string(pos) + ": the cache holds " + std::to_string(pos_));
+    pos_ = pos;
+  }
+  // The same limits and layouts over another state region (another KV cache), sharing the weights
+  // and the arena: calls on the two may interleave but must not overlap.
+  session with_state(std::byte* state) const {
+    return session(lim_, io_[0], io_[1], {r_.weights, state, r_.arena});
+  }
 
   // Runs `ids` at the current position, in chunks of at most max_tokens, and returns the logits of
   // the last chunk ([1, V] when the plan keeps only the last position; [rows, V] otherwise).
