@@ -5,7 +5,7 @@ set -euo pipefail
 # Debian 12 image (pkg-config is optional for the build, listed so that the lookups take its path).
 pkgs=(cmake ninja-build g++ python3 xz-utils pkg-config
       libboost1.81-dev libfmt-dev doctest-dev nlohmann-json3-dev
-      libpcre2-dev libutf8proc-dev libcli11-dev
+      libpcre2-dev libutf8proc-dev libcli11-dev libcpp-httplib-dev
       clang-16 libclang-rt-16-dev libomp-16-dev)
 missing=()
 for p in "${pkgs[@]}"; do

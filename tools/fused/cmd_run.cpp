@@ -21,24 +21,17 @@
 #include <string>
 #include <vector>
 
-#include <fused/io/tokenizer.hpp>
-#include <fused/qwen2.hpp>
-
 #include "cli.hpp"
-#include "default_model.hpp"
-#include "progress.hpp"
+#include "generation.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
-
-// The default model as a static model: prefill up to 512 tokens per call, its full 512 positions.
-using default_model = fused::qwen2::static_model<fused::qwen2::presets::kjv_qwen2_4m, 512, 512>;
-static_assert(default_model::capacity == fused::qwen2::presets::kjv_qwen2_4m::value.max_position_embeddings);
+using default_model = fused::cli::default_static_model;
 
 struct options {
-  std::string model_dir, prompt, prompt_file, system;
+  std::string model_dir, prompt, prompt_file, system, chat_template;
   long long n = 128, top_k = 40, ctx = 0, threads = 0, repeat_last_n = 64;
   std::optional<std::uint64_t> seed;
   double temp = 0.8, top_p = 0.95, min_p = 0.0, repeat_penalty = 1.0;
@@ -138,11 +131,6 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   return t;
 }
 
-std::string chat_prompt(const options& o) {
-  const std::string system = o.system.empty() ? "You are a helpful assistant." : o.system;
-  return "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\n" + o.prompt + "<|im_end|>\n<|im_start|>assistant\n";
-}
-
 std::string read_prompt_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument(path + ": cannot open the prompt file");
@@ -168,15 +156,20 @@ int run(options o) {
                                 " tokens but the model's vocab_size is " + std::to_string(info.arch.vocab_size) + " (not this model's tokenizer?)");
 
   std::vector<int> stop = info.eos_token_ids;
-  if (o.chat) {
-    const std::int32_t im_end = tok.token_id("<|im_end|>");
-    if (im_end < 0) throw std::invalid_argument((dir / "tokenizer.json").string() + ": --chat needs the <|im_end|> token, which this tokenizer lacks");
-    stop.push_back(im_end);
-  }
   // As transformers' tokenizer(text) before generate(): the post-processor's leading special tokens
-  // (Llama 3's <|begin_of_text|>), then the text; a chat prompt writes its own.
-  std::vector<std::int32_t> prompt = o.chat ? tok.encode(chat_prompt(o), true) : tok.encode(o.prompt, false);
-  if (!o.chat && !prompt.empty()) prompt.insert(prompt.begin(), tok.prompt_prefix().begin(), tok.prompt_prefix().end());
+  // (Llama 3's <|begin_of_text|>), then the text; a chat prompt is the model's chat template's.
+  std::vector<std::int32_t> prompt;
+  if (o.chat) {
+    const fused::io::chat_template tmpl = fused::cli::chat_template_for(dir, o.chat_template);
+    std::vector<fused::io::chat_message> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", o.prompt});
+    prompt = tmpl.encode(tok, messages);
+    for (const std::int32_t id : tmpl.end_of_turn_ids(tok)) stop.push_back(id);
+  } else {
+    prompt = tok.encode(o.prompt, false);
+    if (!prompt.empty()) prompt.insert(prompt.begin(), tok.prompt_prefix().begin(), tok.prompt_prefix().end());
+  }
   if (prompt.empty()) throw fused::cli::usage_error(std::string(o.prompt_file.empty() ? "--prompt" : "--file " + o.prompt_file) + ": the prompt encodes to no tokens");
 
   const auto P = static_cast<std::int64_t>(prompt.size());
@@ -243,8 +236,11 @@ const fused::cli::command run_cmd{
       app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
       app.add_option("-c,--ctx", o->ctx, "KV cache positions (run-time model); 0 = prompt + -n, up to max_position_embeddings")
           ->check(integer_in(0, 1 << 30));
-      auto* chat = app.add_flag("--chat", o->chat, "wrap the prompt in the ChatML template and stop at <|im_end|>");
+      auto* chat = app.add_flag("--chat", o->chat, "the prompt is a user message, in the model's chat template; stop at the end of the answer");
       app.add_option("--system", o->system, "the system message of --chat")->needs(chat);
+      app.add_option("--chat-template", o->chat_template, "the chat format of --chat instead of the model's chat_template")
+          ->check(fused::cli::one_of({"chatml", "llama3", "mistral"}))
+          ->needs(chat);
       return [o, prompt, file] {
         if (prompt->count() == 0 && file->count() == 0) throw fused::cli::usage_error("give the prompt: -p/--prompt TEXT or -f/--file PATH");
         return run(*o);

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""`fused chat` driven through standard input (one message per line), greedy, on the default model.
+
+usage: chat_test.py FUSED
+  - the second turn runs only its own tokens: the cache holds the first turn (prompt and answer);
+  - the second answer is the one the whole conversation gets from scratch (`fused serve` given the
+    first turn's messages and answer), so what was reused is what a fresh prefill computes;
+  - /reset forgets the conversation: the next turn runs from position 0 and answers as the first did;
+  - a message longer than the context is refused with a message, and the chat goes on;
+  - --context-shift drops the oldest turns instead."""
+import http.client
+import json
+import re
+import subprocess
+import sys
+import time
+
+FUSED = sys.argv[1]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def chat(lines, *args):
+    r = subprocess.run([FUSED, "chat", "--temp", "0", "--threads", "1", *args], input="\n".join(lines) + "\n", capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    turns = [tuple(int(x) for x in m.groups())
+             for m in re.finditer(r"turn \d+: prefill (\d+) tokens \((\d+) reused from the cache\).*generated (\d+) tokens.*context (\d+) of",
+                                  r.stderr)]
+    return r.stdout.split("\n")[:-1], turns, r.stderr
+
+
+first, second = "In the beginning", "And what was made on the second day?"
+answers, turns, err = chat([first, second], "-n", "10")
+check(len(answers) == 2 and len(turns) == 2, f"two answers, two turn lines: {answers} {err}")
+(p1, r1, g1, c1), (p2, r2, g2, c2) = turns
+check(r1 == 0 and g1 == 10, f"turn 1 runs from scratch: {turns[0]}")
+# The cache holds turn 1's prompt and all its answer but the last token (sampled, not yet run).
+check(r2 == p1 + g1 - 1, f"turn 2 reuses turn 1 from the cache: {turns[1]} after {turns[0]}")
+check(p2 < p1 + p2 - 8 and c2 == p1 + g1 - 1 + p2 + g2 - 1, f"turn 2 runs only its own tokens: {turns}")
+
+# The same conversation from scratch, through the server: the second answer must be the same.
+p = subprocess.Popen([FUSED, "serve", "--port", "0", "--threads", "1"], stderr=subprocess.PIPE, text=True)
+port = None
+deadline = time.time() + 60
+while time.time() < deadline and port is None:
+    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", p.stderr.readline())
+    port = int(m.group(1)) if m else None
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+c.request("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": first}, {"role": "assistant", "content": answers[0]},
+                                                                   {"role": "user", "content": second}], "temperature": 0, "max_tokens": 10}))
+fresh = json.loads(c.getresponse().read())["choices"][0]["message"]["content"]
+p.terminate()
+p.wait(30)
+check(fresh == answers[1], f"the second answer from the cache {answers[1]!r} equals a fresh prefill's {fresh!r}")
+
+answers, turns, err = chat([first, second, "/reset", first], "-n", "10")
+check(len(answers) == 3 and answers[2] == answers[0] and turns[2][1] == 0, f"/reset starts again: {answers} {turns}")
+
+long = " ".join(["and the earth"] * 200)
+answers, turns, err = chat([long, first], "-n", "4")
+check("the context holds 512" in err and len(turns) == 1, f"an over-long message is refused and the chat goes on: {err}")
+
+answers, turns, err = chat([first, second, "And the third?", "And the fourth?"], "-n", "150", "--context-shift")
+check(len(turns) == 4 and "context shifted" in err, f"--context-shift keeps the chat going: {err[-600:]}")
+check(all(t[3] <= 512 for t in turns), f"never past the context: {turns}")
+
+answers, turns, err = chat([first, second, "And the third?", "And the fourth?"], "-n", "150")
+check("the context is full" in err, f"without --context-shift a full context is said: {err[-400:]}")
+
+if failures:
+    sys.exit(f"{len(failures)} failed")
+print("chat: all checks passed")

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""`fused serve` end to end, over HTTP on a loopback port (python3's http.client, no other client).
+
+usage: serve_test.py FUSED
+On the default model, greedy:
+  - a chat completion, streamed and not, equals `fused run --chat --temp 0` for the same message;
+  - a completion equals `fused run --temp 0`;
+  - 4 concurrent requests are each answered as when sent alone;
+  - bad requests get a 4xx with an OpenAI-style error body while the server stays up;
+  - the API key is enforced on /v1/ (not on /health);
+  - past the sessions and the queue, 503; a client that goes away frees its session;
+  - SIGTERM lets the running request finish, then the server exits 0.
+Every wait is bounded."""
+import http.client
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+FUSED = sys.argv[1]
+KEY = "sesame"
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def start(*args):
+    p = subprocess.Popen([FUSED, "serve", "--port", "0", "--threads", "1", *args], stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if m:
+            log = []
+            threading.Thread(target=lambda: log.extend(p.stderr), daemon=True).start()
+            return p, int(m.group(1)), lines, log
+    p.kill()
+    sys.exit("the server did not start: " + "".join(lines))
+
+
+def request(port, method, path, body=None, key=KEY, raw=None, timeout=60):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    c.request(method, path, body=data, headers=headers)
+    r = c.getresponse()
+    text = r.read().decode()
+    c.close()
+    return r.status, text
+
+
+def events(text):
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("data: ") and line != "data: [DONE]":
+            out.append(json.loads(line[6:]))
+    return out
+
+
+def fused_run(*args):
+    r = subprocess.run([FUSED, "run", "--threads", "1", "--temp", "0", *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout[:-1]  # run ends its text with a newline
+
+
+MESSAGE = "In the beginning"
+chat_want = fused_run("--chat", "-p", MESSAGE, "-n", "12")
+text_want = fused_run("-p", "And God said", "-n", "10")
+
+p, port, startup, log = start("--parallel", "2", "--queue", "8", "--api-key", KEY)
+check(any("2 sessions x 512 positions" in l and "in one region" in l for l in startup), "the start line gives the sessions and their memory")
+
+chat = {"messages": [{"role": "user", "content": MESSAGE}], "temperature": 0, "max_tokens": 12}
+status, text = request(port, "POST", "/v1/chat/completions", chat)
+body = json.loads(text)
+check(status == 200 and body["choices"][0]["message"]["content"] == chat_want, f"chat completion {status} {text!r} != {chat_want!r}")
+check(body["object"] == "chat.completion" and body["usage"]["completion_tokens"] == 12 and body["usage"]["total_tokens"] ==
+      body["usage"]["prompt_tokens"] + 12, f"chat usage {text}")
+check(body["choices"][0]["finish_reason"] == "length", "max_tokens ends with finish_reason length")
+
+status, text = request(port, "POST", "/v1/chat/completions", dict(chat, stream=True, stream_options={"include_usage": True}))
+ev = events(text)
+streamed = "".join(e["choices"][0]["delta"].get("content", "") for e in ev if e["choices"])
+check(status == 200 and streamed == chat_want, f"streamed chat {streamed!r} != {chat_want!r}")
+check(ev and ev[0]["choices"][0]["delta"].get("role") == "assistant", "the first chunk names the role")
+check(ev[-1]["choices"] == [] and ev[-1]["usage"]["completion_tokens"] == 12, "include_usage: a last chunk with the usage")
+check(text.rstrip().endswith("data: [DONE]"), "the stream ends with [DONE]")
+
+status, text = request(port, "POST", "/v1/completions", {"prompt": "And God said", "temperature": 0, "max_tokens": 10})
+check(status == 200 and json.loads(text)["choices"][0]["text"] == text_want, f"completion {text!r} != {text_want!r}")
+
+# A stop string ends the text before it, and is not part of it.
+cut = text_want[3:9]
+status, text = request(port, "POST", "/v1/completions", {"prompt": "And God said", "temperature": 0, "max_tokens": 10, "stop": [cut]})
+c = json.loads(text)["choices"][0]
+check(c["text"] == text_want[:text_want.index(cut)] and c["finish_reason"] == "stop", f"stop string: {text}")
+
+# Four at once, each as when alone.
+prompts = ["In the beginning", "And God said", "The LORD is my shepherd", "Blessed are the"]
+alone = [json.loads(request(port, "POST", "/v1/completions", {"prompt": q, "temperature": 0, "max_tokens": 16})[1])["choices"][0]["text"]
+         for q in prompts]
+together = [None] * 4
+
+
+def one(i):
+    s, t = request(port, "POST", "/v1/completions", {"prompt": prompts[i], "temperature": 0, "max_tokens": 16, "stream": i % 2 == 1})
+    together[i] = (s, "".join(e["choices"][0]["text"] for e in events(t)) if i % 2 == 1 else json.loads(t)["choices"][0]["text"])
+
+
+threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+[t.start() for t in threads]
+[t.join(120) for t in threads]
+check(together == [(200, a) for a in alone], f"concurrent answers {together} != {alone}")
+
+# Bad requests: a 4xx with an error body naming what is wrong; the server stays up.
+bad = [
+    ("malformed JSON", b'{"messages": [', 400, "not valid JSON"),
+    ("not an object", b'[1, 2]', 400, "must be a JSON object"),
+    ("no messages", json.dumps({"model": "x"}).encode(), 400, "messages is required"),
+    ("wrong type", json.dumps({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}).encode(), 400, "temperature must be a number"),
+    ("out of range", json.dumps({"messages": [{"role": "user", "content": "hi"}], "top_p": 3}).encode(), 400, "top_p must be in [0, 1]"),
+    ("bad role", json.dumps({"messages": [{"role": "wizard", "content": "hi"}]}).encode(), 400, "messages[0].role: 'wizard'"),
+    ("n > 1", json.dumps({"messages": [{"role": "user", "content": "hi"}], "n": 2}).encode(), 400, "n must be 1"),
+    ("empty stop", json.dumps({"messages": [{"role": "user", "content": "hi"}], "stop": [""]}).encode(), 400, "stop strings must not be empty"),
+    ("too long", json.dumps({"messages": [{"role": "user", "content": "and the " * 400}]}).encode(), 400, "the context holds 512"),
+    ("not UTF-8", b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 400, "UTF-8"),
+    ("huge body", b'{"prompt": "' + b"a" * (2 << 20) + b'"}', 413, "larger than the server's limit"),
+]
+for what, raw, want_status, want_text in bad:
+    try:
+        status, text = request(port, "POST", "/v1/chat/completions", raw=raw)
+    except (ConnectionError, http.client.HTTPException) as e:
+        check(False, f"{what}: the connection failed ({e})")
+        continue
+    try:
+        err = json.loads(text)["error"]
+    except (ValueError, KeyError, TypeError):
+        err = {"message": text}
+    check(status == want_status and want_text in err.get("message", ""), f"{what}: {status} {text[:200]!r}")
+status, text = request(port, "POST", "/v1/chat/completions", raw=json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 200}).encode())
+check(status == 200, "after the bad requests the server still answers")
+status, text = request(port, "POST", "/v1/completions", {"prompt": "x" * 10, "max_tokens": 1})
+check(status == 200, "completions still answer")
+status, text = request(port, "GET", "/nowhere")
+check(status == 404 and "no route" in text, f"unknown route: {status} {text}")
+
+# The API key.
+status, text = request(port, "GET", "/v1/models", key=None)
+check(status == 401 and json.loads(text)["error"]["code"] == "invalid_api_key", f"no key: {status} {text}")
+status, text = request(port, "GET", "/v1/models", key="wrong")
+check(status == 401, f"wrong key: {status}")
+status, text = request(port, "GET", "/v1/models")
+check(status == 200 and json.loads(text)["data"][0]["id"] == "kjv-qwen2-4m", f"models: {text}")
+status, text = request(port, "GET", "/health", key=None)
+check(status == 200 and json.loads(text)["status"] == "ok", f"health: {text}")
+
+# A client that goes away mid-stream: its request is cancelled and its session freed.
+for attempt in range(5):
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    body = json.dumps({"prompt": "And God said", "max_tokens": 500, "stream": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() + b"\r\nContent-Type: application/json\r\n" +
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    s.recv(1)
+    s.close()
+    deadline = time.time() + 20
+    while time.time() < deadline and not any("cancelled: the client went away" in l for l in log):
+        time.sleep(0.05)
+    if any("cancelled: the client went away" in l for l in log):
+        break
+check(any("cancelled: the client went away" in l for l in log), "a client that went away is cancelled: " + "".join(log[-5:]))
+status, text = request(port, "GET", "/health")
+check(status == 200 and json.loads(text)["busy"] == 0, f"its session is free: {text}")
+
+# SIGTERM while a request runs: it is answered in full, then the server exits 0.
+result = {}
+t = threading.Thread(target=lambda: result.update(r=request(port, "POST", "/v1/completions", {"prompt": "And God said", "max_tokens": 480,
+                                                                                                 "temperature": 0})))
+t.start()
+deadline = time.time() + 20
+while time.time() < deadline and not any(json.loads(request(port, "GET", "/health")[1])["busy"] for _ in [0]):
+    time.sleep(0.002)
+p.send_signal(signal.SIGTERM)
+t.join(60)
+try:
+    rc = p.wait(60)
+except subprocess.TimeoutExpired:
+    p.kill()
+    rc = "hung"
+check(rc == 0, f"SIGTERM: exit status {rc}")
+status, text = result.get("r", (None, ""))
+check(status == 200 and json.loads(text)["usage"]["completion_tokens"] > 0, f"the running request finished: {status} {text[:200]}")
+check(any("stopped" in l for l in log), "the server said it stopped")
+
+# Past the sessions and the queue: 503 (one session, no queue, eight requests at once).
+p, port, _, log = start("--parallel", "1", "--queue", "0")
+statuses = []
+
+
+def long_one():
+    s, t = request(port, "POST", "/v1/completions", {"prompt": "And God said", "max_tokens": 500}, key=None)
+    statuses.append((s, t))
+
+
+threads = [threading.Thread(target=long_one) for _ in range(8)]
+[t.start() for t in threads]
+[t.join(120) for t in threads]
+check(all(s in (200, 503) for s, _ in statuses) and any(s == 503 for s, _ in statuses) and any(s == 200 for s, _ in statuses),
+      f"busy: {[s for s, _ in statuses]}")
+check(all("busy" in json.loads(t)["error"]["message"] for s, t in statuses if s == 503), "503 says the server is busy")
+p.send_signal(signal.SIGINT)
+check(p.wait(60) == 0, "SIGINT: exit 0")
+
+if failures:
+    sys.exit(f"{len(failures)} failed")
+print("serve: all checks passed")

@@ -1,0 +1,251 @@
+// `fused chat`: a conversation in the terminal. The KV cache is kept between turns, so each turn runs
+// only its own tokens (the whole conversation is rendered with the model's chat template and what the
+// cache already holds is reused). /reset starts again, /exit or Ctrl-D ends, Ctrl-C stops the reply
+// being written (not the program). With standard input not a terminal, each line is a message.
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "generation.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct options {
+  std::string model_dir, system, chat_template;
+  long long n = -1, ctx = 0, threads = 0;
+  std::optional<std::uint64_t> seed;
+  fused::cli::sampling how;
+  bool context_shift = false;
+};
+
+// Ctrl-C sets the flag and interrupts a blocking read (no SA_RESTART): the reply loop stops at the
+// next token, the line reader starts a new line. The process is never ended by it.
+std::atomic<int> g_interrupted{0};
+extern "C" void on_chat_interrupt(int) { g_interrupted.store(1, std::memory_order_relaxed); }
+
+struct interrupt_scope {
+  struct sigaction old {};
+  interrupt_scope() {
+    struct sigaction sa {};
+    sa.sa_handler = on_chat_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+  }
+  ~interrupt_scope() { sigaction(SIGINT, &old, nullptr); }
+  interrupt_scope(const interrupt_scope&) = delete;
+  interrupt_scope& operator=(const interrupt_scope&) = delete;
+};
+
+// One line of standard input without its newline; nullopt at end of input. On a terminal, Ctrl-C
+// drops the line typed so far and shows the prompt again.
+std::optional<std::string> read_line(bool terminal) {
+  std::string line;
+  for (;;) {
+    char c = 0;
+    const ssize_t got = ::read(STDIN_FILENO, &c, 1);
+    if (got == 1) {
+      if (c == '\n') return line;
+      line += c;
+      continue;
+    }
+    if (got == 0) return line.empty() ? std::nullopt : std::optional<std::string>(line);
+    if (errno != EINTR) return std::nullopt;
+    if (g_interrupted.exchange(0) && terminal) {
+      line.clear();
+      std::fputs("\n> ", stdout);
+      std::fflush(stdout);
+    }
+  }
+}
+
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+class conversation {
+ public:
+  conversation(fused::cli::loaded_model& l, fused::io::chat_template tmpl, const options& o, std::uint64_t seed)
+      : l_(l),
+        tmpl_(std::move(tmpl)),
+        o_(o),
+        state_(static_cast<std::size_t>(l.model->state_bytes())),
+        slot_(l.model->open_session({state_.data(), state_.size()})),
+        sampler_(o.how, seed, static_cast<std::size_t>(l.model->vocab_size())) {
+    stop_ = l.eos;
+    for (const std::int32_t id : tmpl_.end_of_turn_ids(l.tok)) stop_.push_back(id);
+    reset();
+  }
+
+  void reset() {
+    messages_.clear();
+    if (!o_.system.empty()) messages_.push_back({"system", o_.system});
+    slot_.clear();
+    turn_ = 0;
+  }
+
+  // Answers one user message, streaming the reply to stdout; the reply joins the conversation.
+  void answer(const std::string& text) {
+    ++turn_;
+    messages_.push_back({"user", text});
+    std::vector<std::int32_t> ids = tmpl_.encode(l_.tok, messages_);
+    const std::int64_t capacity = slot_.capacity();
+    while (static_cast<std::int64_t>(ids.size()) + 1 > capacity) {
+      if (!o_.context_shift || !drop_oldest_turn()) {
+        std::fprintf(stderr, "[fused] this turn needs %zu positions (the conversation so far and the message); the context holds %lld: %s\n",
+                     ids.size() + 1, static_cast<long long>(capacity),
+                     o_.context_shift ? "the message alone does not fit" : "/reset to start again, or run with --context-shift");
+        messages_.pop_back();
+        return;
+      }
+      ids = tmpl_.encode(l_.tok, messages_);
+    }
+    g_interrupted = 0;
+    auto start = clock_type::now();
+    std::size_t reused = 0;
+    std::span<const float> logits = slot_.feed(*l_.model, ids, &reused);
+    const double prefill_s = seconds_since(start);
+    const std::size_t prefilled = ids.size() - reused;
+
+    start = clock_type::now();
+    std::vector<std::int32_t> reply;
+    fused::io::tokenizer::stream_decoder out(l_.tok);
+    std::size_t decode_calls = 0, prefilled_again = 0;
+    const char* ended = nullptr;
+    while (!g_interrupted) {
+      std::vector<std::int32_t> history(ids);
+      history.insert(history.end(), reply.begin(), reply.end());
+      const std::int32_t next = sampler_.next(logits, history);
+      if (std::find(stop_.begin(), stop_.end(), next) != stop_.end()) break;
+      reply.push_back(next);
+      const std::string piece = out.push(next);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      if (o_.n >= 0 && static_cast<long long>(reply.size()) >= o_.n) break;
+      if (slot_.position() + 1 > capacity) {
+        // The cache is full: drop the oldest turns and run what remains, this reply included.
+        if (!o_.context_shift || !drop_oldest_turn()) {
+          ended = o_.context_shift ? "the context is full and no older turn is left to drop" : "the context is full: /reset to start again, or run with --context-shift";
+          break;
+        }
+        ids = tmpl_.encode(l_.tok, messages_);
+        std::vector<std::int32_t> all(ids);
+        all.insert(all.end(), reply.begin(), reply.end());
+        if (static_cast<std::int64_t>(all.size()) + 1 > capacity) {
+          ended = "the context is full and this reply alone fills it";
+          break;
+        }
+        std::size_t kept = 0;
+        logits = slot_.feed(*l_.model, all, &kept);
+        prefilled_again += all.size() - kept;
+        continue;
+      }
+      logits = slot_.decode(*l_.model, next);
+      ++decode_calls;
+    }
+    const double decode_s = seconds_since(start);
+    const std::string rest = out.finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    messages_.push_back({"assistant", l_.tok.decode(reply)});
+    if (ended) std::fprintf(stderr, "[fused] reply stopped: %s\n", ended);
+    std::fprintf(stderr, "[fused] turn %d: %sprefill %zu tokens (%zu reused from the cache), %.1f tok/s | generated %zu tokens, %.1f tok/s%s | context %lld of %lld\n",
+                 turn_, g_interrupted ? "interrupted | " : "", prefilled, reused, prefill_s > 0 ? static_cast<double>(prefilled) / prefill_s : 0.0,
+                 reply.size(), decode_calls && decode_s > 0 ? static_cast<double>(decode_calls) / decode_s : 0.0,
+                 prefilled_again ? (" | context shifted, " + std::to_string(prefilled_again) + " tokens run again").c_str() : "",
+                 static_cast<long long>(slot_.position()), static_cast<long long>(capacity));
+    g_interrupted = 0;
+  }
+
+ private:
+  // Drops the oldest user turn and its answer (never the system message or the last message).
+  bool drop_oldest_turn() {
+    const std::size_t first = !messages_.empty() && messages_.front().role == "system" ? 1 : 0;
+    if (messages_.size() < first + 2) return false;
+    std::size_t n = 1;  // the user message, and the answer that follows it unless it is the last
+    if (first + 1 < messages_.size() - 1 && messages_[first + 1].role == "assistant") n = 2;
+    if (first + n >= messages_.size()) return false;
+    messages_.erase(messages_.begin() + static_cast<std::ptrdiff_t>(first), messages_.begin() + static_cast<std::ptrdiff_t>(first + n));
+    return true;
+  }
+
+  fused::cli::loaded_model& l_;
+  fused::io::chat_template tmpl_;
+  const options& o_;
+  fused::runtime::aligned_bytes state_;
+  fused::cli::slot slot_;
+  fused::cli::sampler sampler_;
+  std::vector<int> stop_;
+  std::vector<fused::io::chat_message> messages_;
+  int turn_ = 0;
+};
+
+int chat(const options& o) {
+  if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
+  const std::uint64_t seed = o.seed ? *o.seed : static_cast<std::uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
+  fused::cli::loaded_model l = fused::cli::load_model(o.model_dir, o.ctx);
+  fused::io::chat_template tmpl = fused::cli::chat_template_for(l.dir, o.chat_template);
+  const bool terminal = isatty(STDIN_FILENO) == 1;
+  std::fprintf(stderr, "[fused] chat with %s (%s, %lld positions, %s, %d threads)%s\n", l.name.c_str(), l.model->kind(),
+               static_cast<long long>(l.model->capacity()), fk_isa_name(fk_isa_active()), fk_get_threads(),
+               o.how.temp > 0 ? (", seed " + std::to_string(seed)).c_str() : "");
+  if (terminal) std::fprintf(stderr, "[fused] /reset starts again, /exit or Ctrl-D ends, Ctrl-C stops a reply\n");
+  conversation c(l, std::move(tmpl), o, seed);
+  interrupt_scope ctrl_c;
+  for (;;) {
+    if (terminal) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+    }
+    g_interrupted = 0;
+    const std::optional<std::string> line = read_line(terminal);
+    if (!line) break;
+    if (*line == "/exit") break;
+    if (*line == "/reset") {
+      c.reset();
+      std::fprintf(stderr, "[fused] the conversation starts again\n");
+      continue;
+    }
+    if (line->empty()) continue;
+    c.answer(*line);
+  }
+  if (terminal) std::fputc('\n', stdout);
+  return 0;
+}
+
+const fused::cli::command chat_cmd{
+    "chat", "talk with a model: a conversation that keeps its KV cache between turns", [](CLI::App& app) -> fused::cli::runner {
+      auto o = std::make_shared<options>();
+      using fused::cli::finite_in;
+      using fused::cli::integer_in;
+      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model");
+      app.add_option("--system", o->system, "the system message");
+      app.add_option("--chat-template", o->chat_template, "the chat format instead of the model's chat_template")
+          ->check(fused::cli::one_of({"chatml", "llama3", "mistral"}));
+      app.add_option("-n,--n-predict", o->n, "most tokens in one reply; -1 = until the model ends it or the context is full")
+          ->check(integer_in(-1, 1 << 30));
+      app.add_option("-c,--ctx", o->ctx, "KV cache positions; 0 = max_position_embeddings, at most 4096 (the default model: its 512)")
+          ->check(integer_in(0, 1 << 30));
+      app.add_flag("--context-shift", o->context_shift, "when the context is full, drop the oldest turns and go on");
+      app.add_option("--temp", o->how.temp, "temperature; 0 = greedy")->check(finite_in(0, 100));
+      app.add_option("--top-k", o->how.top_k, "keep the k most likely tokens; 0 = off")->check(integer_in(0, 1 << 30));
+      app.add_option("--top-p", o->how.top_p, "keep the most likely tokens up to this probability mass; 1 = off")->check(finite_in(0, 1));
+      app.add_option("--min-p", o->how.min_p, "drop tokens less likely than min-p times the most likely one; 0 = off")->check(finite_in(0, 1));
+      app.add_option("--repeat-penalty", o->how.repeat_penalty, "divide the logits of recent tokens by this; 1 = off")->check(finite_in(0.01, 100));
+      app.add_option("--repeat-last-n", o->how.repeat_last_n, "how many recent tokens the repetition penalty looks at")->check(integer_in(0, 1 << 20));
+      app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")->default_str("random");
+      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
+      return [o] { return chat(*o); };
+    }};
+
+}  // namespace
