@@ -7,10 +7,12 @@ usage: chat_test.py FUSED
     first turn's messages and answer), so what was reused is what a fresh prefill computes;
   - /reset forgets the conversation: the next turn runs from position 0 and answers as the first did;
   - a message longer than the context is refused with a message, and the chat goes on;
-  - --context-shift drops the oldest turns instead."""
+  - --context-shift drops the oldest turns instead;
+  - Ctrl-C stops the reply being written, and the next message is answered."""
 import http.client
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -72,6 +74,24 @@ check(all(t[3] <= 512 for t in turns), f"never past the context: {turns}")
 
 answers, turns, err = chat([first, second, "And the third?", "And the fourth?"], "-n", "150")
 check("the context is full" in err, f"without --context-shift a full context is said: {err[-400:]}")
+
+# Ctrl-C stops the reply being written, not the program: the next message is answered.
+for attempt in range(10):
+    p = subprocess.Popen([FUSED, "chat", "--threads", "1", "--seed", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(b"In the beginning\n")
+    p.stdin.flush()
+    p.stdout.read(1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(b"And God said\n", timeout=120)
+    err = err.decode()
+    turn_lines = [l for l in err.splitlines() if re.search(r"turn \d+:", l)]
+    if len(turn_lines) == 2 and "interrupted" not in turn_lines[0]:
+        continue  # the reply ended before the signal came: try again
+    check(p.returncode == 0 and len(turn_lines) == 2 and "interrupted" in turn_lines[0] and "interrupted" not in turn_lines[1],
+          f"Ctrl-C stops a reply and the chat goes on: rc {p.returncode}, {err[-600:]}")
+    break
+else:
+    check(False, "every reply ended before SIGINT arrived")
 
 if failures:
     sys.exit(f"{len(failures)} failed")

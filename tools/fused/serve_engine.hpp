@@ -53,8 +53,9 @@ struct request {
 
 class engine {
  public:
-  engine(loaded_model& l, int parallel, std::size_t max_queue)
-      : l_(l), max_queue_(max_queue), state_(static_cast<std::size_t>(l.model->state_bytes()) * static_cast<std::size_t>(parallel)) {
+  // log: a line on stderr for each request answered.
+  engine(loaded_model& l, int parallel, std::size_t max_queue, bool log)
+      : l_(l), max_queue_(max_queue), log_(log), state_(static_cast<std::size_t>(l.model->state_bytes()) * static_cast<std::size_t>(parallel)) {
     const auto each = static_cast<std::size_t>(l.model->state_bytes());
     for (int i = 0; i < parallel; ++i) slots_.push_back({slot(l.model->open_session({state_.data() + each * static_cast<std::size_t>(i), each})), {}});
     worker_ = std::thread([this] { loop(); });
@@ -185,7 +186,8 @@ class engine {
     if (!a.stopper->stopped()) emit(*a.r, a.stopper->push(a.text->finish()));
     emit(*a.r, a.stopper->finish());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - a.started).count();
-    std::fprintf(stderr, "[fused] %s: prompt %zu tokens (%zu reused from the cache), %zu generated in %.3f s, %s\n", a.r->id.c_str(),
+    if (log_)
+      std::fprintf(stderr, "[fused] %s: prompt %zu tokens (%zu reused from the cache), %zu generated in %.3f s, %s\n", a.r->id.c_str(),
                  a.r->prompt.size(), a.r->reused, a.r->completion_tokens, seconds,
                  reason == "cancelled" ? (cancel_running_ ? "cancelled by the shutdown" : "cancelled: the client went away") : reason.c_str());
     end(*a.r, request::phase::done, reason);
@@ -231,6 +233,7 @@ class engine {
 
   loaded_model& l_;
   std::size_t max_queue_;
+  bool log_;
   runtime::aligned_bytes state_;  // every slot's KV cache, one region
   std::vector<slot_state> slots_;
   mutable std::mutex m_;

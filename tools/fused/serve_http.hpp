@@ -1,0 +1,398 @@
+// The HTTP side of `fused serve` (cpp-httplib): routes, request checking, responses in the OpenAI
+// format, streaming. `fused serve` runs it; `fused bench serve` runs it in-process to measure it.
+#pragma once
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "generation.hpp"
+#include "serve_engine.hpp"
+
+namespace fused::cli::serving {
+
+
+using json = nlohmann::json;
+
+struct serve_options {
+  std::string model_dir, host = "127.0.0.1", api_key, alias, chat_template;
+  int port = 8080, parallel = 1;
+  long long ctx = 0, threads = 0, queue = 16, max_body = 1 << 20;
+  fused::cli::sampling how;
+  bool log_requests = true;  // a line on stderr per request
+};
+
+// A request the client got wrong: answered with `status` and an OpenAI-style error body.
+struct bad_request : std::runtime_error {
+  bad_request(int status_, std::string message, std::string param_ = {}, std::string code_ = {})
+      : std::runtime_error(std::move(message)), status(status_), param(std::move(param_)), code(std::move(code_)) {}
+  int status;
+  std::string param, code;
+};
+
+// The offset of the first byte that is not part of well-formed UTF-8; npos when there is none.
+inline std::size_t first_invalid_utf8(std::string_view s) {
+  if (fused::io::tokenization::is_valid_utf8(s)) return std::string_view::npos;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto unit = fused::io::tokenization::next_utf8_unit(s, i);
+    if (unit.kind != fused::io::tokenization::utf8_unit::valid) return i;
+    i += unit.size;
+  }
+  return std::string_view::npos;
+}
+
+inline json error_body(const std::string& message, const std::string& type, const std::string& param = {}, const std::string& code = {}) {
+  return {{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? json(nullptr) : json(param)},
+                     {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+inline void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}, const std::string& code = {}) {
+  const char* type = status == 401 ? "authentication_error" : status == 503 ? "server_busy" : status >= 500 ? "server_error" : "invalid_request_error";
+  res.status = status;
+  res.set_content(error_body(message, type, param, code).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+// The request's fields, checked: a wrong type or value names the field.
+class fields {
+ public:
+  explicit fields(const json& j) : j_(j) {}
+  const json* get(const char* name) const {
+    const auto it = j_.find(name);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  double number(const char* name, double fallback, double lo, double hi) const {
+    const json* v = get(name);
+    if (!v) return fallback;
+    if (!v->is_number()) throw bad_request(400, std::string(name) + " must be a number", name);
+    const double x = v->get<double>();
+    if (!(x >= lo && x <= hi)) throw bad_request(400, std::string(name) + " must be in [" + fmt(lo) + ", " + fmt(hi) + "], got " + v->dump(), name);
+    return x;
+  }
+  long long integer(const char* name, long long fallback, long long lo, long long hi) const {
+    const json* v = get(name);
+    if (!v) return fallback;
+    if (!v->is_number_integer()) throw bad_request(400, std::string(name) + " must be an integer", name);
+    if (v->is_number_unsigned() ? v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi) : (v->get<long long>() < lo || v->get<long long>() > hi))
+      throw bad_request(400, std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v->dump(), name);
+    return v->get<long long>();
+  }
+  bool boolean(const char* name, bool fallback) const {
+    const json* v = get(name);
+    if (!v) return fallback;
+    if (!v->is_boolean()) throw bad_request(400, std::string(name) + " must be true or false", name);
+    return v->get<bool>();
+  }
+
+ private:
+  static std::string fmt(double x) {
+    std::string s = std::to_string(x);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  }
+  const json& j_;
+};
+
+class server {
+ public:
+  server(const serve_options& o, fused::cli::loaded_model& l, std::optional<fused::io::chat_template> tmpl)
+      : o_(o), l_(l), tmpl_(std::move(tmpl)), engine_(l, o.parallel, static_cast<std::size_t>(o.queue), o.log_requests) {
+    // One thread per connection: the sessions, the queue and a few for /health and errors.
+    const std::size_t threads = static_cast<std::size_t>(o.parallel) + static_cast<std::size_t>(o.queue) + 4;
+    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http_.set_payload_max_length(static_cast<std::size_t>(o.max_body));
+    http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (o_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      if (req.get_header_value("Authorization") == "Bearer " + o_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, 401, "invalid or missing API key (send Authorization: Bearer KEY)", "", "invalid_api_key");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    // Whatever httplib answers itself (404, 413 for a body over --max-body, 400 for a malformed
+    // request line) gets the same kind of body as ours.
+    http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      const std::string message = res.status == 404 ? "no route for " + req.method + " " + req.path
+                                  : res.status == 413 ? "the request body is larger than the server's limit (--max-body)"
+                                                      : "the request could not be read (HTTP " + std::to_string(res.status) + ")";
+      res.set_content(error_body(message, "invalid_request_error").dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    });
+    http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
+      std::string what = "internal error";
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        what = x.what();
+      } catch (...) {
+      }
+      send_error(res, 500, what);
+    });
+    http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(json{{"status", "ok"}, {"sessions", o_.parallel}, {"busy", engine_.busy()}, {"queued", engine_.queued()}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    });
+    http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(json{{"object", "list"}, {"data", {{{"id", model_name()}, {"object", "model"}, {"created", started_}, {"owned_by", "fused"}}}}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                      "application/json");
+    });
+    http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
+  }
+
+  int bind(const std::string& host, int port) {
+    if (port == 0) return http_.bind_to_any_port(host);
+    return http_.bind_to_port(host, port) ? port : -1;
+  }
+  bool listen() { return http_.listen_after_bind(); }
+  // SIGINT/SIGTERM: no new requests, the queued ones 503, the running ones finish; then stop.
+  void shutdown(bool cancel) {
+    if (cancel) engine_.cancel_running();
+    engine_.shutdown(!cancel);
+    http_.stop();
+  }
+  void cancel_running() { engine_.cancel_running(); }
+  std::size_t state_bytes() const { return engine_.state_bytes(); }
+
+ private:
+  std::string model_name() const { return o_.alias.empty() ? l_.name : o_.alias; }
+
+  static std::string text_of_content(const json& content, std::size_t i) {
+    const std::string field = "messages[" + std::to_string(i) + "].content";
+    if (content.is_string()) return content.get<std::string>();
+    if (content.is_null()) return {};
+    if (!content.is_array()) throw bad_request(400, field + " must be a string or an array of text parts", field);
+    std::string text;
+    for (std::size_t k = 0; k < content.size(); ++k) {
+      const json& part = content[k];
+      const std::string where = field + "[" + std::to_string(k) + "]";
+      if (!part.is_object() || part.value("type", json()).get<std::string>() != "text" || !part.contains("text") || !part["text"].is_string())
+        throw bad_request(400, where + " must be {\"type\": \"text\", \"text\": \"...\"} (this model reads text only)", where);
+      text += part["text"].get<std::string>();
+    }
+    return text;
+  }
+
+  std::vector<fused::io::chat_message> messages_of(const json& body) const {
+    const auto it = body.find("messages");
+    if (it == body.end()) throw bad_request(400, "messages is required", "messages");
+    if (!it->is_array() || it->empty()) throw bad_request(400, "messages must be a non-empty array", "messages");
+    std::vector<fused::io::chat_message> messages;
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const json& m = (*it)[i];
+      const std::string field = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object()) throw bad_request(400, field + " must be an object", field);
+      const auto role = m.find("role");
+      if (role == m.end() || !role->is_string()) throw bad_request(400, field + ".role must be a string", field + ".role");
+      const auto content = m.find("content");
+      if (content == m.end()) throw bad_request(400, field + ".content is required", field + ".content");
+      messages.push_back({role->get<std::string>(), text_of_content(*content, i)});
+    }
+    return messages;
+  }
+
+  std::vector<std::string> stops_of(const fields& f) const {
+    const json* v = f.get("stop");
+    if (!v) return {};
+    std::vector<std::string> stops;
+    if (v->is_string()) stops.push_back(v->get<std::string>());
+    else if (v->is_array() && v->size() <= 16) {
+      for (const json& s : *v) {
+        if (!s.is_string()) throw bad_request(400, "stop must be a string or an array of up to 16 strings", "stop");
+        stops.push_back(s.get<std::string>());
+      }
+    } else {
+      throw bad_request(400, "stop must be a string or an array of up to 16 strings", "stop");
+    }
+    for (const std::string& s : stops)
+      if (s.empty()) throw bad_request(400, "stop strings must not be empty", "stop");
+    return stops;
+  }
+
+  // The request as the engine takes it, every field checked.
+  std::shared_ptr<request> parse(const httplib::Request& req, bool chat, json& body, bool& stream, bool& usage_in_stream) const {
+    if (const std::size_t bad = first_invalid_utf8(req.body); bad != std::string::npos)
+      throw bad_request(400, "the request body is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    try {
+      body = json::parse(req.body);
+    } catch (const json::exception& e) {
+      throw bad_request(400, std::string("the request body is not valid JSON: ") + e.what());
+    }
+    if (!body.is_object()) throw bad_request(400, "the request body must be a JSON object");
+    const fields f(body);
+    auto r = std::make_shared<request>();
+    if (const json* n = f.get("n"); n && (!n->is_number_integer() || n->get<long long>() != 1))
+      throw bad_request(400, "n must be 1 (one choice per request)", "n");
+    for (const char* unsupported : {"frequency_penalty", "presence_penalty"})
+      if (f.number(unsupported, 0, -2, 2) != 0) throw bad_request(400, std::string(unsupported) + " is not supported (use repeat_penalty)", unsupported);
+    if (f.boolean("logprobs", false)) throw bad_request(400, "logprobs is not supported", "logprobs");
+    if (const json* model = f.get("model"); model && !model->is_string()) throw bad_request(400, "model must be a string", "model");
+    stream = f.boolean("stream", false);
+    usage_in_stream = false;
+    if (const json* so = f.get("stream_options")) {
+      if (!so->is_object()) throw bad_request(400, "stream_options must be an object", "stream_options");
+      usage_in_stream = fields(*so).boolean("include_usage", false);
+    }
+    r->how = o_.how;
+    r->how.temp = f.number("temperature", o_.how.temp, 0, 100);
+    r->how.top_p = f.number("top_p", o_.how.top_p, 0, 1);
+    r->how.min_p = f.number("min_p", o_.how.min_p, 0, 1);
+    r->how.top_k = f.integer("top_k", o_.how.top_k, 0, 1 << 30);
+    r->how.repeat_penalty = f.number("repeat_penalty", o_.how.repeat_penalty, 0.01, 100);
+    r->seed = static_cast<std::uint64_t>(f.integer("seed", static_cast<long long>(std::random_device{}() >> 1), 0, INT64_MAX));
+    const long long max_tokens = f.integer("max_completion_tokens", -1, 0, 1 << 30);
+    r->max_tokens = f.integer("max_tokens", max_tokens, 0, 1 << 30);
+    r->stops = stops_of(f);
+    r->stop_ids = l_.eos;
+    if (chat) {
+      if (!tmpl_) throw bad_request(400, "this model has no chat template fused renders: start the server with --chat-template chatml|llama3|mistral");
+      const std::vector<fused::io::chat_message> messages = messages_of(body);
+      try {
+        r->prompt = tmpl_->encode(l_.tok, messages);
+      } catch (const std::invalid_argument& e) {
+        throw bad_request(400, e.what(), "messages");
+      }
+      for (const std::int32_t id : tmpl_->end_of_turn_ids(l_.tok)) r->stop_ids.push_back(id);
+    } else {
+      const json* prompt = f.get("prompt");
+      if (prompt && prompt->is_array() && prompt->size() == 1) prompt = &(*prompt)[0];
+      if (!prompt || !prompt->is_string()) throw bad_request(400, "prompt must be a string (or an array of one string)", "prompt");
+      r->prompt = l_.tok.encode(prompt->get<std::string>(), false);
+      if (r->prompt.empty()) throw bad_request(400, "the prompt encodes to no tokens", "prompt");
+      r->prompt.insert(r->prompt.begin(), l_.tok.prompt_prefix().begin(), l_.tok.prompt_prefix().end());
+    }
+    const std::int64_t capacity = l_.model->capacity();
+    if (static_cast<std::int64_t>(r->prompt.size()) + 1 > capacity)
+      throw bad_request(400,
+                        "the prompt is " + std::to_string(r->prompt.size()) + " tokens; the context holds " + std::to_string(capacity) +
+                            " (and one more to generate)",
+                        chat ? "messages" : "prompt", "context_length_exceeded");
+    return r;
+  }
+
+  json usage_of(const request& r) const {
+    return {{"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens}, {"total_tokens", r.prompt_tokens + r.completion_tokens}};
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+    json body;
+    bool stream = false, usage_in_stream = false;
+    std::shared_ptr<request> r;
+    try {
+      r = parse(req, chat, body, stream, usage_in_stream);
+    } catch (const bad_request& e) {
+      return send_error(res, e.status, e.what(), e.param, e.code);
+    }
+    r->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
+    if (!engine_.submit(r)) return send_error(res, 503, "the server is busy: every session is in use and the queue is full; try again later");
+    // Wait for a session (or the shutdown's rejection) before answering, so a rejection is a 503.
+    {
+      std::unique_lock lk(r->m);
+      r->cv.wait(lk, [&] { return r->at != request::phase::queued; });
+      if (r->at == request::phase::rejected) {
+        lk.unlock();
+        return send_error(res, 503, r->error);
+      }
+    }
+    const std::string id = r->id;
+    const std::time_t created = std::time(nullptr);
+    const std::string model = model_name();
+    const auto on_end = [r](bool success) {
+      if (!success) r->cancelled = true;  // the client went away: its session is freed
+    };
+    if (stream) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [this, r, id, created, model, chat, usage_in_stream, first = true](std::size_t, httplib::DataSink& sink) mutable {
+            bool finished = false;
+            const std::string text = r->take(std::chrono::milliseconds(500), &finished);
+            const auto send = [&](const json& chunk) {
+              const std::string event = "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+              return sink.write(event.data(), event.size());
+            };
+            const auto chunk_of = [&](const std::string& piece, const json& finish) {
+              json choice = chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", finish}}
+                                 : json{{"index", 0}, {"text", piece}, {"logprobs", nullptr}, {"finish_reason", finish}};
+              if (chat && first) choice["delta"]["role"] = "assistant";
+              if (chat && !piece.empty()) choice["delta"]["content"] = piece;
+              first = false;
+              return json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", model},
+                          {"choices", json::array({choice})}};
+            };
+            if (!text.empty() && !send(chunk_of(text, nullptr))) return false;
+            if (!finished) {
+              // Nothing new: a comment line, so that a client that has gone away is noticed.
+              static constexpr char keep_alive[] = ": waiting\n\n";
+              return text.empty() ? sink.write(keep_alive, sizeof keep_alive - 1) : true;
+            }
+            std::lock_guard lk(r->m);
+            if (!r->error.empty()) {
+              const std::string event = "data: " + error_body(r->error, "server_error").dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+              sink.write(event.data(), event.size());
+            } else {
+              if (!send(chunk_of("", r->finish_reason))) return false;
+              if (usage_in_stream) {
+                json u = chunk_of("", nullptr);
+                u["choices"] = json::array();
+                u["usage"] = usage_of(*r);
+                if (!send(u)) return false;
+              }
+            }
+            static constexpr char done[] = "data: [DONE]\n\n";
+            sink.write(done, sizeof done - 1);
+            sink.done();
+            return true;
+          },
+          on_end);
+      return;
+    }
+    // Not streamed: the body is sent when the reply is complete; until then a space now and then
+    // (JSON allows leading whitespace) finds out whether the client is still there.
+    res.set_chunked_content_provider(
+        "application/json",
+        [this, r, id, created, model, chat, reply = std::string(), last_write = std::chrono::steady_clock::now()](std::size_t,
+                                                                                                                 httplib::DataSink& sink) mutable {
+          bool finished = false;
+          reply += r->take(std::chrono::milliseconds(250), &finished);
+          if (!finished) {
+            if (std::chrono::steady_clock::now() - last_write < std::chrono::milliseconds(250)) return true;
+            last_write = std::chrono::steady_clock::now();
+            return sink.write(" ", 1);
+          }
+          std::lock_guard lk(r->m);
+          json out;
+          if (!r->error.empty()) {
+            out = error_body(r->error, "server_error");
+          } else {
+            json choice = chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", reply}}}, {"finish_reason", r->finish_reason}}
+                               : json{{"index", 0}, {"text", reply}, {"logprobs", nullptr}, {"finish_reason", r->finish_reason}};
+            out = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", model},
+                   {"choices", json::array({choice})}, {"usage", usage_of(*r)}};
+          }
+          const std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+          sink.write(text.data(), text.size());
+          sink.done();
+          return true;
+        },
+        on_end);
+  }
+
+  const serve_options& o_;
+  fused::cli::loaded_model& l_;
+  std::optional<fused::io::chat_template> tmpl_;
+  fused::cli::engine engine_;
+  httplib::Server http_;
+  std::atomic<std::uint64_t> next_id_{0};
+  std::time_t started_ = std::time(nullptr);
+};
+
+}  // namespace fused::cli::serving
