@@ -109,6 +109,10 @@ status, text = request(port, "POST", "/v1/completions", {"prompt": "And God said
 c = json.loads(text)["choices"][0]
 check(c["text"] == text_want[:text_want.index(cut)] and c["finish_reason"] == "stop", f"stop string: {text}")
 
+status, text = request(port, "POST", "/v1/completions", {"prompt": "And God said", "max_tokens": 0})
+c = json.loads(text)
+check(status == 200 and c["choices"][0]["text"] == "" and c["usage"]["completion_tokens"] == 0, f"max_tokens 0: {text}")
+
 # Four at once, each as when alone.
 prompts = ["In the beginning", "And God said", "The LORD is my shepherd", "Blessed are the"]
 alone = [json.loads(request(port, "POST", "/v1/completions", {"prompt": q, "temperature": 0, "max_tokens": 16})[1])["choices"][0]["text"]

@@ -69,6 +69,7 @@ int serve(const options& o) {
     s.shutdown(false);
   });
   const bool ok = s.listen();
+  if (!ok) pthread_kill(on_signal.native_handle(), SIGTERM);  // listening failed: the signal thread must not wait for ever
   on_signal.join();
   std::fprintf(stderr, "[fused] stopped\n");
   return ok ? 0 : 1;

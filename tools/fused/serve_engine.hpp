@@ -200,6 +200,7 @@ class engine {
     active& a = *st.job;
     request& r = *a.r;
     if (r.cancelled || cancel_running_) return finish(st, "cancelled");
+    if (r.max_tokens == 0) return finish(st, "length");
     const std::int64_t capacity = st.s.capacity();
     try {
       std::span<const float> logits;
