@@ -138,6 +138,8 @@ bad = [
     ("wrong type", json.dumps({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}).encode(), 400, "temperature must be a number"),
     ("out of range", json.dumps({"messages": [{"role": "user", "content": "hi"}], "top_p": 3}).encode(), 400, "top_p must be in [0, 1]"),
     ("bad role", json.dumps({"messages": [{"role": "wizard", "content": "hi"}]}).encode(), 400, "messages[0].role: 'wizard'"),
+    ("bad content part", json.dumps({"messages": [{"role": "user", "content": [{"type": 7, "text": "hi"}]}]}).encode(), 400,
+     "messages[0].content[0] must be"),
     ("n > 1", json.dumps({"messages": [{"role": "user", "content": "hi"}], "n": 2}).encode(), 400, "n must be 1"),
     ("empty stop", json.dumps({"messages": [{"role": "user", "content": "hi"}], "stop": [""]}).encode(), 400, "stop strings must not be empty"),
     ("too long", json.dumps({"messages": [{"role": "user", "content": "and the " * 400}]}).encode(), 400, "the context holds 512"),
@@ -157,6 +159,10 @@ for what, raw, want_status, want_text in bad:
     check(status == want_status and want_text in err.get("message", ""), f"{what}: {status} {text[:200]!r}")
 status, text = request(port, "POST", "/v1/chat/completions", raw=json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 200}).encode())
 check(status == 200, "after the bad requests the server still answers")
+parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "In the "}, {"type": "text", "text": "beginning"}]}],
+         "temperature": 0, "max_tokens": 12}
+status, text = request(port, "POST", "/v1/chat/completions", parts)
+check(status == 200 and json.loads(text)["choices"][0]["message"]["content"] == chat_want, f"text parts are one message: {text}")
 status, text = request(port, "POST", "/v1/completions", {"prompt": "x" * 10, "max_tokens": 1})
 check(status == 200, "completions still answer")
 status, text = request(port, "GET", "/nowhere")

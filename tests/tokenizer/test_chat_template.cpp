@@ -49,7 +49,7 @@ nlohmann::json reference() {
 
 TEST_CASE("chat templates render as transformers does, with the template's tokens as control ids") {
   const nlohmann::json ref = reference();
-  int checked = 0, refused = 0;
+  int checked = 0;
   for (const auto& c : ref.at("cases")) {
     const std::string name = c.at("template").get<std::string>();
     const auto& t = ref.at("templates").at(name);
@@ -63,7 +63,6 @@ TEST_CASE("chat templates render as transformers does, with the template's token
     const bool generation = c.at("add_generation_prompt").get<bool>();
     if (c.contains("error")) {
       CHECK_THROWS_AS(tmpl->encode(tok, messages, generation), std::invalid_argument);
-      ++refused;
       continue;
     }
     const std::string text = c.at("text").get<std::string>();

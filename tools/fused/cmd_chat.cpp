@@ -226,7 +226,6 @@ int chat(const options& o) {
 const fused::cli::command chat_cmd{
     "chat", "talk with a model: a conversation that keeps its KV cache between turns", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
-      using fused::cli::finite_in;
       using fused::cli::integer_in;
       app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model");
       app.add_option("--system", o->system, "the system message");
@@ -237,12 +236,7 @@ const fused::cli::command chat_cmd{
       app.add_option("-c,--ctx", o->ctx, "KV cache positions; 0 = max_position_embeddings, at most 4096 (the default model: its 512)")
           ->check(integer_in(0, 1 << 30));
       app.add_flag("--context-shift", o->context_shift, "when the context is full, drop the oldest turns and go on");
-      app.add_option("--temp", o->how.temp, "temperature; 0 = greedy")->check(finite_in(0, 100));
-      app.add_option("--top-k", o->how.top_k, "keep the k most likely tokens; 0 = off")->check(integer_in(0, 1 << 30));
-      app.add_option("--top-p", o->how.top_p, "keep the most likely tokens up to this probability mass; 1 = off")->check(finite_in(0, 1));
-      app.add_option("--min-p", o->how.min_p, "drop tokens less likely than min-p times the most likely one; 0 = off")->check(finite_in(0, 1));
-      app.add_option("--repeat-penalty", o->how.repeat_penalty, "divide the logits of recent tokens by this; 1 = off")->check(finite_in(0.01, 100));
-      app.add_option("--repeat-last-n", o->how.repeat_last_n, "how many recent tokens the repetition penalty looks at")->check(integer_in(0, 1 << 20));
+      fused::cli::add_sampling_flags(app, o->how);
       app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")->default_str("random");
       app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
       return [o] { return chat(*o); };

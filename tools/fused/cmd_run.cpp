@@ -32,9 +32,9 @@ using default_model = fused::cli::default_static_model;
 
 struct options {
   std::string model_dir, prompt, prompt_file, system, chat_template;
-  long long n = 128, top_k = 40, ctx = 0, threads = 0, repeat_last_n = 64;
+  long long n = 128, ctx = 0, threads = 0;
   std::optional<std::uint64_t> seed;
-  double temp = 0.8, top_p = 0.95, min_p = 0.0, repeat_penalty = 1.0;
+  fused::cli::sampling how;
   bool chat = false;
 };
 
@@ -74,17 +74,11 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   timing t;
   t.prompt_tokens = prompt.size();
   const auto V = static_cast<std::size_t>(m.vocab_size());
-  std::vector<float> scratch(V), penalized;
-  fk_rng rng;
-  fk_rng_seed(&rng, seed);
-  const fk_sampler how{.temp = static_cast<float>(o.temp),
-                       .top_k = static_cast<std::size_t>(o.top_k),
-                       .top_p = static_cast<float>(o.top_p),
-                       .min_p = static_cast<float>(o.min_p)};
+  fused::cli::sampler draw(o.how, seed, V);
   std::vector<std::int32_t> history(prompt);  // what the repetition penalty looks back on
   fused::io::tokenizer::stream_decoder out(tok);
   interrupt_scope ctrl_c;
-  if (o.temp > 0) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));  // every check has passed
+  if (o.how.temp > 0) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));  // every check has passed
 
   auto start = clock_type::now();
   std::span<const float> logits;
@@ -100,14 +94,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   t.prefill_s = seconds_since(start);
   start = clock_type::now();
   for (long long i = 0; i < o.n && !g_interrupted; ++i) {
-    std::span<const float> scores = logits;
-    if (o.repeat_penalty != 1.0) {
-      penalized.assign(logits.begin(), logits.end());
-      const std::size_t window = std::min(history.size(), static_cast<std::size_t>(o.repeat_last_n));
-      fk_repeat_penalty(penalized.data(), V, history.data() + (history.size() - window), window, static_cast<float>(o.repeat_penalty));
-      scores = penalized;
-    }
-    const auto next = static_cast<std::int32_t>(fk_sample_with(scores.data(), V, &how, &rng, scratch.data()));
+    const std::int32_t next = draw.next(logits, history);
     if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
     history.push_back(next);
     const std::string piece = out.push(next);
@@ -216,7 +203,6 @@ int run(options o) {
 const fused::cli::command run_cmd{
     "run", "generate text from a prompt (the default model, or --model DIR)", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
-      using fused::cli::finite_in;
       using fused::cli::integer_in;
       app.add_option("-m,--model", o->model_dir, "Hugging Face model directory (config.json, tokenizer.json, *.safetensors); default: the default model (fused --version says where), run as a static model")
           ;
@@ -225,13 +211,7 @@ const fused::cli::command run_cmd{
       prompt->excludes(file);
       file->excludes(prompt);
       app.add_option("-n,--n-predict", o->n, "most tokens to generate")->check(integer_in(0, 1 << 30));
-      app.add_option("--temp", o->temp, "temperature; 0 = greedy")->check(finite_in(0, 100));
-      app.add_option("--top-k", o->top_k, "keep the k most likely tokens; 0 = off")->check(integer_in(0, 1 << 30));
-      app.add_option("--top-p", o->top_p, "keep the most likely tokens up to this probability mass; 1 = off")->check(finite_in(0, 1));
-      app.add_option("--min-p", o->min_p, "drop tokens less likely than min-p times the most likely one; 0 = off")->check(finite_in(0, 1));
-      app.add_option("--repeat-penalty", o->repeat_penalty, "divide the logits of recent tokens by this (CTRL's penalty); 1 = off")
-          ->check(finite_in(0.01, 100));
-      app.add_option("--repeat-last-n", o->repeat_last_n, "how many recent tokens the repetition penalty looks at")->check(integer_in(0, 1 << 20));
+      fused::cli::add_sampling_flags(app, o->how);
       app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")->default_str("random");
       app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
       app.add_option("-c,--ctx", o->ctx, "KV cache positions (run-time model); 0 = prompt + -n, up to max_position_embeddings")

@@ -78,7 +78,6 @@ int serve(const options& o) {
 const fused::cli::command serve_cmd{
     "serve", "an OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, /health", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
-      using fused::cli::finite_in;
       using fused::cli::integer_in;
       app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model");
       app.add_option("--host", o->host, "the address to listen on")->capture_default_str();
@@ -92,11 +91,7 @@ const fused::cli::command serve_cmd{
       app.add_option("--chat-template", o->chat_template, "the chat format instead of the model's chat_template")
           ->check(fused::cli::one_of({"chatml", "llama3", "mistral"}));
       app.add_option("--max-body", o->max_body, "largest request body in bytes; larger ones get 413")->check(integer_in(1024, 1LL << 30))->capture_default_str();
-      app.add_option("--temp", o->how.temp, "temperature when a request gives none")->check(finite_in(0, 100));
-      app.add_option("--top-k", o->how.top_k, "top-k when a request gives none; 0 = off")->check(integer_in(0, 1 << 30));
-      app.add_option("--top-p", o->how.top_p, "top-p when a request gives none")->check(finite_in(0, 1));
-      app.add_option("--min-p", o->how.min_p, "min-p when a request gives none")->check(finite_in(0, 1));
-      app.add_option("--repeat-penalty", o->how.repeat_penalty, "repetition penalty when a request gives none")->check(finite_in(0.01, 100));
+      fused::cli::add_sampling_flags(app, o->how);  // the defaults of requests that give none
       app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
       return [o] { return serve(*o); };
     }};

@@ -207,6 +207,17 @@ struct sampling {
   long long top_k = 40, repeat_last_n = 64;
 };
 
+// The sampling flags of run, chat and serve (for serve, what a request that gives none gets).
+inline void add_sampling_flags(CLI::App& app, sampling& how) {
+  app.add_option("--temp", how.temp, "temperature; 0 = greedy")->check(finite_in(0, 100));
+  app.add_option("--top-k", how.top_k, "keep the k most likely tokens; 0 = off")->check(integer_in(0, 1 << 30));
+  app.add_option("--top-p", how.top_p, "keep the most likely tokens up to this probability mass; 1 = off")->check(finite_in(0, 1));
+  app.add_option("--min-p", how.min_p, "drop tokens less likely than min-p times the most likely one; 0 = off")->check(finite_in(0, 1));
+  app.add_option("--repeat-penalty", how.repeat_penalty, "divide the logits of recent tokens by this (CTRL's penalty); 1 = off")
+      ->check(finite_in(0.01, 100));
+  app.add_option("--repeat-last-n", how.repeat_last_n, "how many recent tokens the repetition penalty looks at")->check(integer_in(0, 1 << 20));
+}
+
 // Draws tokens with a seeded generator; the repetition penalty looks back on the ids it was given.
 class sampler {
  public:

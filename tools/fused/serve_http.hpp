@@ -174,7 +174,7 @@ class server {
     for (std::size_t k = 0; k < content.size(); ++k) {
       const json& part = content[k];
       const std::string where = field + "[" + std::to_string(k) + "]";
-      if (!part.is_object() || part.value("type", json()).get<std::string>() != "text" || !part.contains("text") || !part["text"].is_string())
+      if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
         throw bad_request(400, where + " must be {\"type\": \"text\", \"text\": \"...\"} (this model reads text only)", where);
       text += part["text"].get<std::string>();
     }

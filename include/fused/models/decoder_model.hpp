@@ -176,13 +176,13 @@ class model {
   void reset() { s_.reset(); }
   std::int64_t position() const { return s_.position(); }
   std::int64_t capacity() const { return s_.capacity(); }
+  std::int64_t max_tokens() const { return s_.max_tokens(); }
+  std::int64_t vocab_size() const { return cfg_.vocab_size; }
 
   // As static_model's: further sessions over caller-owned state regions (after bind).
   runtime::session open_session(std::span<std::byte> state) const { return s_.with_state(detail::checked_state(state, state_bytes())); }
   std::span<const float> prefill(runtime::session& s, std::span<const std::int32_t> ids) const { return s.prefill(ids, executor{this}); }
   std::span<const float> decode(runtime::session& s, std::int32_t id) const { return s.decode(id, executor{this}); }
-  std::int64_t max_tokens() const { return s_.max_tokens(); }
-  std::int64_t vocab_size() const { return cfg_.vocab_size; }
 
  private:
   static std::vector<runtime::call> lower(const planned& p) {
