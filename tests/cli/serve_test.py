@@ -168,6 +168,33 @@ check(status == 200, "completions still answer")
 status, text = request(port, "GET", "/nowhere")
 check(status == 404 and "no route" in text, f"unknown route: {status} {text}")
 
+# Damaged bodies (seeded byte flips, insertions, cuts of a valid request): each answered 200 or
+# 4xx with an error body, never a 5xx or a dropped connection.
+import random
+rng = random.Random(7)
+base = json.dumps({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                   "max_tokens": 2, "temperature": 0.5, "top_k": 5, "stop": ["\n"], "stream": False}).encode()
+for i in range(300):
+    b = bytearray(base)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(b))
+        op = rng.randrange(3)
+        if op == 0:
+            b[at] = rng.randrange(256)
+        elif op == 1:
+            b.insert(at, rng.choice(b'{}[]",:0123456789-eE.\\ntrufalsn\x00\xff'))
+        else:
+            del b[at:at + rng.randint(1, 8)]
+    try:
+        status, text = request(port, "POST", "/v1/chat/completions", raw=bytes(b))
+    except (ConnectionError, http.client.HTTPException) as e:
+        check(False, f"damaged body {bytes(b)!r}: the connection failed ({e})")
+        break
+    ok = status == 200 or (400 <= status < 500 and "error" in json.loads(text))
+    check(ok, f"damaged body {bytes(b)!r}: {status} {text[:200]!r}")
+    if not ok:
+        break
+
 # The API key.
 status, text = request(port, "GET", "/v1/models", key=None)
 check(status == 401 and json.loads(text)["error"]["code"] == "invalid_api_key", f"no key: {status} {text}")
