@@ -16,19 +16,10 @@
 
 #include <fused/io/chat_template.hpp>
 
-namespace {
-const fused::io::tokenizer& tok() {
-  static const auto t = fused::io::tokenizer::from_file(FUSED_SOURCE_DIR "/examples/models/kjv-qwen2-4m/tokenizer.json");
-  return t;
-}
+#include "demo_tokenizer.hpp"
 
-void require(bool ok, const char* what) {
-  if (!ok) {
-    __builtin_printf("invariant broken: %s\n", what);
-    std::abort();
-  }
-}
-}  // namespace
+using fuzz::require;
+using fuzz::demo_tokenizer;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -50,13 +41,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const bool generation = size % 2 == 0;
   std::vector<std::int32_t> ids;
   try {
-    ids = t->encode(tok(), messages, generation);
+    ids = t->encode(demo_tokenizer(), messages, generation);
   } catch (const std::invalid_argument&) {
     for (const auto& m : messages)
       if (m.role == "tool") return 0;
     require(false, "a conversation of system, user and assistant messages was refused");
   }
-  const std::int32_t im_start = tok().token_id("<|im_start|>"), im_end = tok().token_id("<|im_end|>");
+  const std::int32_t im_start = demo_tokenizer().token_id("<|im_start|>"), im_end = demo_tokenizer().token_id("<|im_end|>");
   const bool default_system = (messages.empty() || messages.front().role != "system") && !t->default_system.empty();
   const std::size_t turns = messages.size() + (default_system ? 1 : 0);
   std::size_t starts = 0, ends = 0;
@@ -67,10 +58,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   require(starts == turns + (generation ? 1 : 0), "<|im_start|> count differs from the turns");
   require(ends == turns, "<|im_end|> count differs from the turns");
   if (!t->strip_reasoning) {
-    const std::string text = tok().decode(ids);
+    const std::string text = demo_tokenizer().decode(ids);
     // Each message as the tokenizer gives text back (NFC, U+FFFD for ill-formed UTF-8).
     for (const auto& m : messages)
-      require(text.find(tok().decode(tok().encode(m.content, false))) != std::string::npos, "a message's text is missing");
+      require(text.find(demo_tokenizer().decode(demo_tokenizer().encode(m.content, false))) != std::string::npos, "a message's text is missing");
   }
   return 0;
 }

@@ -11,38 +11,27 @@
 
 #include <fused/io/tokenizer.hpp>
 
-namespace {
-const fused::io::tokenizer& tok() {
-  // The demo model's tokenizer: the Qwen2 pre-tokenizer and normalizer with a 4k vocabulary, so
-  // words take many merges (more of the merge loop is exercised) and it loads in milliseconds.
-  static const auto t = fused::io::tokenizer::from_file(FUSED_SOURCE_DIR "/examples/models/kjv-qwen2-4m/tokenizer.json");
-  return t;
-}
+#include "demo_tokenizer.hpp"
 
-void require(bool ok, const char* what) {
-  if (!ok) {
-    __builtin_printf("invariant broken: %s\n", what);
-    std::abort();
-  }
-}
-}  // namespace
+using fuzz::require;
+using fuzz::demo_tokenizer;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const bool allow_special = (data[0] & 1) != 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
 
-  const auto ids = tok().encode(text, allow_special);
-  for (const std::int32_t id : ids) require(!tok().token(id).empty(), "encode produced an unknown id");
+  const auto ids = demo_tokenizer().encode(text, allow_special);
+  for (const std::int32_t id : ids) require(!demo_tokenizer().token(id).empty(), "encode produced an unknown id");
 
   std::string valid;
   fused::io::tokenization::append_utf8_lossy(text, valid);
   std::string nfc_storage;
   const std::string_view expected = fused::io::tokenization::normalizer({fused::io::tokenization::normal_form::nfc}).apply(valid, nfc_storage);
-  const std::string decoded = tok().decode(ids);
+  const std::string decoded = demo_tokenizer().decode(ids);
   require(decoded == expected, "decode(encode(x)) != NFC(x)");
 
-  fused::io::tokenizer::stream_decoder stream(tok());
+  fused::io::tokenizer::stream_decoder stream(demo_tokenizer());
   std::string streamed;
   for (const std::int32_t id : ids) streamed += stream.push(id);
   streamed += stream.finish();
