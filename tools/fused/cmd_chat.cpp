@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -121,12 +120,12 @@ class conversation {
     fused::io::tokenizer::stream_decoder out(l_.tok);
     std::size_t decode_calls = 0, prefilled_again = 0;
     const char* ended = nullptr;
+    std::vector<std::int32_t> history(ids);  // the prompt, then the reply: the repetition penalty's window
     while (!g_interrupted) {
-      std::vector<std::int32_t> history(ids);
-      history.insert(history.end(), reply.begin(), reply.end());
       const std::int32_t next = sampler_.next(logits, history);
       if (std::find(stop_.begin(), stop_.end(), next) != stop_.end()) break;
       reply.push_back(next);
+      history.push_back(next);
       const std::string piece = out.push(next);
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -192,7 +191,7 @@ class conversation {
 
 int chat(const options& o) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
-  const std::uint64_t seed = o.seed ? *o.seed : static_cast<std::uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
+  const std::uint64_t seed = fused::cli::seed_or_fresh(o.seed);
   fused::cli::loaded_model l = fused::cli::load_model(o.model_dir, o.ctx);
   fused::io::chat_template tmpl = fused::cli::chat_template_for(l.dir, o.chat_template);
   const bool terminal = isatty(STDIN_FILENO) == 1;

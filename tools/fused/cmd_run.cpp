@@ -17,7 +17,6 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -127,20 +126,11 @@ std::string read_prompt_file(const std::string& path) {
 int run(options o) {
   if (!o.prompt_file.empty()) o.prompt = read_prompt_file(o.prompt_file);
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
-  // A fresh seed per run unless one is given; printed, so that any run can be repeated.
-  const std::uint64_t seed = o.seed ? *o.seed : static_cast<std::uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
-
-  const bool custom = !o.model_dir.empty();
-  const fs::path dir = custom ? fs::path(o.model_dir) : fused::cli::default_model_dir();
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw std::invalid_argument(dir.string() + ": not a model directory");
-  if (!fs::exists(dir / "config.json")) throw std::invalid_argument(dir.string() + ": no config.json (not a Hugging Face model directory)");
-  if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json");
-  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
-  const auto tok = fused::io::tokenizer::from_file(dir / "tokenizer.json");
-  if (static_cast<std::int64_t>(tok.vocab_size()) > info.arch.vocab_size)
-    throw std::invalid_argument((dir / "tokenizer.json").string() + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
-                                " tokens but the model's vocab_size is " + std::to_string(info.arch.vocab_size) + " (not this model's tokenizer?)");
+  const std::uint64_t seed = fused::cli::seed_or_fresh(o.seed);
+  const fused::cli::model_files files = fused::cli::open_model_dir(o.model_dir);
+  const fs::path& dir = files.dir;
+  const fused::decoder::hf_model_info& info = files.info;
+  const fused::io::tokenizer& tok = files.tok;
 
   std::vector<int> stop = info.eos_token_ids;
   // As transformers' tokenizer(text) before generate(): the post-processor's leading special tokens
@@ -162,11 +152,8 @@ int run(options o) {
   const auto P = static_cast<std::int64_t>(prompt.size());
   timing t;
   std::string how;
-  const auto load_weights = [&](const auto& tensors) {
-    fused::cli::progress bar("loading weights", "MB", 0);
-    return fused::runtime::weight_store::load(dir, tensors, info.arch.tie_word_embeddings, fused::cli::weights_progress(bar));
-  };
-  if (!custom && fused::decoder::is_model_of<fused::qwen2::presets::kjv_qwen2_4m>(info)) {
+  const auto load_weights = [&](const auto& tensors) { return fused::cli::load_weights_shown(files, tensors); };
+  if (files.is_default && fused::decoder::is_model_of<fused::qwen2::presets::kjv_qwen2_4m>(info)) {
     // The static model's cache holds its whole context; -c may only ask for less.
     if (o.ctx > default_model::capacity)
       throw fused::cli::usage_error("--ctx " + std::to_string(o.ctx) + " exceeds the default model's context of " +

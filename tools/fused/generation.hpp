@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -95,36 +96,55 @@ struct loaded_model {
 // session a KV cache of 32k positions; llama.cpp's default is 4096 too).
 inline constexpr std::int64_t default_ctx = 4096;
 
-// Checks a model directory and reads what every command needs before loading weights.
-inline void check_model_dir(const std::filesystem::path& dir) {
+// A model directory, checked, with what every command reads before the weights: its config and
+// its tokenizer (which must fit the model's vocabulary).
+struct model_files {
+  std::filesystem::path dir;
+  bool is_default = false;  // no -m: the default model
+  decoder::hf_model_info info;
+  io::tokenizer tok;
+};
+
+// `model_dir` empty: the default model.
+inline model_files open_model_dir(const std::string& model_dir) {
   namespace fs = std::filesystem;
+  const bool is_default = model_dir.empty();
+  const fs::path dir = is_default ? default_model_dir() : fs::path(model_dir);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw std::invalid_argument(dir.string() + ": not a model directory");
   if (!fs::exists(dir / "config.json")) throw std::invalid_argument(dir.string() + ": no config.json (not a Hugging Face model directory)");
   if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json");
-}
-
-// Loads `model_dir` (empty: the default model, as the static model) with KV caches of `ctx`
-// positions (0: max_position_embeddings up to default_ctx; the static model's is fixed).
-inline loaded_model load_model(const std::string& model_dir, std::int64_t ctx) {
-  const bool custom = !model_dir.empty();
-  const std::filesystem::path dir = custom ? std::filesystem::path(model_dir) : default_model_dir();
-  check_model_dir(dir);
-  const std::filesystem::path full = std::filesystem::absolute(dir).lexically_normal();
-  std::string name = full.filename().string();
-  if (name.empty()) name = full.parent_path().filename().string();  // "models/x/"
   decoder::hf_model_info info = decoder::load_hf_model_info(dir);
   io::tokenizer tok = io::tokenizer::from_file(dir / "tokenizer.json");
   if (static_cast<std::int64_t>(tok.vocab_size()) > info.arch.vocab_size)
     throw std::invalid_argument((dir / "tokenizer.json").string() + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
                                 " tokens but the model's vocab_size is " + std::to_string(info.arch.vocab_size) + " (not this model's tokenizer?)");
-  std::vector<int> eos = info.eos_token_ids;
-  loaded_model l{.dir = dir, .name = std::move(name), .info = std::move(info), .tok = std::move(tok), .weights = {}, .model = {}, .eos = std::move(eos)};
-  const auto load_weights = [&](const auto& tensors) {
-    progress bar("loading weights", "MB", 0);
-    return std::make_unique<runtime::weight_store>(runtime::weight_store::load(l.dir, tensors, l.info.arch.tie_word_embeddings, weights_progress(bar)));
-  };
-  if (!custom && decoder::is_model_of<qwen2::presets::kjv_qwen2_4m>(l.info)) {
+  return {.dir = dir, .is_default = is_default, .info = std::move(info), .tok = std::move(tok)};
+}
+
+// The weights a plan's tensors name, with a progress bar on a terminal.
+template <class Tensors>
+runtime::weight_store load_weights_shown(const model_files& f, const Tensors& tensors) {
+  progress bar("loading weights", "MB", 0);
+  return runtime::weight_store::load(f.dir, tensors, f.info.arch.tie_word_embeddings, weights_progress(bar));
+}
+
+// -s SEED, or a fresh one (which the commands print, so that a run can be repeated).
+inline std::uint64_t seed_or_fresh(const std::optional<std::uint64_t>& given) {
+  return given ? *given : static_cast<std::uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
+}
+
+// Loads `model_dir` (empty: the default model, as the static model) with KV caches of `ctx`
+// positions (0: max_position_embeddings up to default_ctx; the static model's is fixed).
+inline loaded_model load_model(const std::string& model_dir, std::int64_t ctx) {
+  model_files f = open_model_dir(model_dir);
+  const std::filesystem::path full = std::filesystem::absolute(f.dir).lexically_normal();
+  std::string name = full.filename().string();
+  if (name.empty()) name = full.parent_path().filename().string();  // "models/x/"
+  const bool is_default = f.is_default;
+  loaded_model l{.dir = f.dir, .name = std::move(name), .info = f.info, .tok = std::move(f.tok), .weights = {}, .model = {}, .eos = f.info.eos_token_ids};
+  const auto load_weights = [&](const auto& tensors) { return std::make_unique<runtime::weight_store>(load_weights_shown(f, tensors)); };
+  if (is_default && decoder::is_model_of<qwen2::presets::kjv_qwen2_4m>(l.info)) {
     if (ctx && ctx != default_static_model::capacity)
       throw usage_error("--ctx " + std::to_string(ctx) + ": the default model runs as a static model, whose context is " +
                         std::to_string(default_static_model::capacity) + " positions");
