@@ -31,7 +31,7 @@
 #include "cli.hpp"
 #include "progress.hpp"
 
-namespace {
+namespace fused::cli::cmd_bench {
 
 using namespace fused::bench;
 
@@ -239,4 +239,4 @@ const fused::cli::command bench_cmd{
       return [o] { return run_bench(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_bench

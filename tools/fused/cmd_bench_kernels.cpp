@@ -22,7 +22,7 @@
 #include "cli.hpp"
 #include "fk_kernels.h"
 
-namespace {
+namespace fused::cli::cmd_bench_kernels {
 
 using namespace fused::bench;
 
@@ -341,4 +341,4 @@ const fused::cli::command reg{
       };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_bench_kernels

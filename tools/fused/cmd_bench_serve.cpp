@@ -21,7 +21,7 @@
 #include "generation.hpp"
 #include "serve_http.hpp"
 
-namespace {
+namespace fused::cli::cmd_bench_serve {
 
 struct options {
   std::string model_dir;
@@ -120,4 +120,4 @@ const fused::cli::command bench_serve_cmd{
       return [o] { return bench_serve(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_bench_serve

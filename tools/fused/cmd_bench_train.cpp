@@ -13,7 +13,7 @@
 #include "bench_util.hpp"
 #include "cli.hpp"
 
-namespace {
+namespace fused::cli::cmd_bench_train {
 
 struct options {
   std::string model_dir;
@@ -58,4 +58,4 @@ const fused::cli::command bench_train_cmd{
       return [o] { return run_bench_train(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_bench_train

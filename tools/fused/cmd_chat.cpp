@@ -17,7 +17,7 @@
 #include "cli.hpp"
 #include "generation.hpp"
 
-namespace {
+namespace fused::cli::cmd_chat {
 
 using clock_type = std::chrono::steady_clock;
 
@@ -241,4 +241,4 @@ const fused::cli::command chat_cmd{
       return [o] { return chat(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_chat

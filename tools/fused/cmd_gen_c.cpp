@@ -37,7 +37,7 @@
 #include "cli.hpp"
 #include "train_flags.hpp"
 
-namespace {
+namespace fused::cli::cmd_gen_c {
 
 namespace fs = std::filesystem;
 
@@ -168,4 +168,4 @@ const fused::cli::command gen_c_cmd{
       return [o] { return run_gen_c(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_gen_c

@@ -29,7 +29,7 @@
 
 #include "cli.hpp"
 
-namespace {
+namespace fused::cli::cmd_graph {
 
 using fused::cli::usage_error;
 
@@ -240,4 +240,4 @@ const fused::cli::command run_cmd{
       return [o] { return run_graph(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_graph

@@ -30,7 +30,7 @@
 
 #include "cli.hpp"
 
-namespace {
+namespace fused::cli::cmd_plan {
 
 using fused::cli::usage_error;
 
@@ -181,4 +181,4 @@ const fused::cli::command plan_cmd{
       return [o] { return run_plan(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_plan

@@ -23,7 +23,7 @@
 #include "cli.hpp"
 #include "generation.hpp"
 
-namespace {
+namespace fused::cli::cmd_run {
 
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
@@ -214,4 +214,4 @@ const fused::cli::command run_cmd{
       };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_run

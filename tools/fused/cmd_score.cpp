@@ -13,7 +13,7 @@
 
 #include "cli.hpp"
 
-namespace {
+namespace fused::cli::cmd_score {
 
 std::span<const std::byte> bytes_of(const std::vector<float>& v) { return std::as_bytes(std::span(v)); }
 
@@ -74,4 +74,4 @@ const fused::cli::command score_cmd{
     }};
 
 
-}  // namespace
+}  // namespace fused::cli::cmd_score

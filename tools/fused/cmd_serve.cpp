@@ -18,7 +18,7 @@
 #include "generation.hpp"
 #include "serve_http.hpp"
 
-namespace {
+namespace fused::cli::cmd_serve {
 
 using options = fused::cli::serving::serve_options;
 using fused::cli::serving::server;
@@ -96,4 +96,4 @@ const fused::cli::command serve_cmd{
       return [o] { return serve(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_serve

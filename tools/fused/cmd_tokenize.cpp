@@ -22,7 +22,7 @@
 
 #include "cli.hpp"
 
-namespace {
+namespace fused::cli::cmd_tokenize {
 
 std::string read_all(const std::string& path) {
   if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
@@ -113,4 +113,4 @@ const fused::cli::command detokenize_cmd{
       return [o] { return run_detokenize(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_tokenize

@@ -24,7 +24,7 @@
 #include "cli.hpp"
 #include "train_flags.hpp"
 
-namespace {
+namespace fused::cli::cmd_train {
 
 struct options {
   std::string model_dir, tokens, out;
@@ -217,4 +217,4 @@ const fused::cli::command train_step_cmd{
       return [o] { return run_train_step(*o); };
     }};
 
-}  // namespace
+}  // namespace fused::cli::cmd_train

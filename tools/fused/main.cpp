@@ -19,7 +19,7 @@
 #include "default_model.hpp"
 #include "fk_kernels.h"
 
-namespace {
+namespace fused::cli::front_door {
 
 std::string version_text() {
   std::string text = "fused " FUSED_VERSION_STRING " (";
@@ -97,9 +97,10 @@ std::vector<std::string> protect_text(const CLI::App& sub, std::vector<std::stri
   return out;
 }
 
-}  // namespace
+}  // namespace fused::cli::front_door
 
 int main(int argc, char** argv) {
+  using namespace fused::cli::front_door;
   CLI::App app{"fused: a neural network as a compile-time program (static plans, BF16 kernels, C generator)", "fused"};
   app.set_version_flag("--version", version_text(), "print the version, the compiler and the kernels this CPU runs, then exit");
   app.require_subcommand(1);
