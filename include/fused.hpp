@@ -51,8 +51,9 @@
 
 // plan: memory planning, verification, and the plan printers (JSON, text, SVG)
 
-// train: a train step appended to a model's forward pass (loss, backward, AdamW)
+// train: a train step appended to a model's forward pass (loss, backward, optimizer); data-parallel sums
 #include "fused/train/step.hpp"
+#include "fused/train/shards.hpp"
 
 #include "fused/plan/canaries.hpp"
 #include "fused/plan/json.hpp"

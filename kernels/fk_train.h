@@ -238,9 +238,12 @@ FK_API double fk__logsumexp(const float* x, size_t n) {
   return (double)m + log(s);
 }
 
-/* loss[0] = mean over rows with labels[r] != FK_IGNORE_LABEL of logsumexp(logits[r]) - logits[r][labels[r]]
- * (0 when every row is ignored). Labels outside [0, vocab) other than the ignore index: refused (1). */
-FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, const int32_t* labels, float* loss) {
+/* loss[0] = the sum over rows with labels[r] != FK_IGNORE_LABEL of logsumexp(logits[r]) - logits[r][labels[r]],
+ * divided by label_count[0], or where label_count is NULL by the number of those rows: their mean (0 when
+ * every row is ignored). A data-parallel shard divides by the labels of the whole batch, so that the shards'
+ * losses and gradients add up to the batch's. Labels outside [0, vocab) other than the ignore index:
+ * refused (1). */
+FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, const int32_t* labels, const float* label_count, float* loss) {
   double total = 0.0;
   size_t counted = 0;
   for (size_t r = 0; r < rows; ++r)
@@ -251,21 +254,24 @@ FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, cons
     total += fk__logsumexp(x, vocab) - (double)x[labels[r]];
     ++counted;
   }
-  loss[0] = counted ? (float)(total / (double)counted) : 0.0f;
+  const double divisor = label_count ? (double)label_count[0] : (double)counted;
+  loss[0] = counted && divisor > 0 ? (float)(total / divisor) : 0.0f;
   return 0;
 }
 
 /* ---- backward ----------------------------------------------------------------------------------- */
 
-/* dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * dloss / counted; ignored rows get 0. */
+/* dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * dloss / (label_count[0], or the rows counted where
+ * label_count is NULL); ignored rows get 0. */
 FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vocab, const int32_t* labels, const float* dloss,
-                                     float* dlogits) {
+                                     const float* label_count, float* dlogits) {
   size_t counted = 0;
   for (size_t r = 0; r < rows; ++r) {
     if (labels[r] != FK_IGNORE_LABEL && (labels[r] < 0 || (size_t)labels[r] >= vocab)) return 1;
     counted += labels[r] != FK_IGNORE_LABEL;
   }
-  const float per_row = counted ? dloss[0] / (float)counted : 0.0f;
+  const float divisor = label_count ? label_count[0] : (float)counted;
+  const float per_row = counted && divisor > 0 ? dloss[0] / divisor : 0.0f;
   const int nt = fk__threads_for(rows, (double)vocab * 8);
   FK_PARALLEL_FOR(nt)
   for (size_t r = 0; r < rows; ++r) {

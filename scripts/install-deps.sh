@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ python3 xz-utils pkg-config
       libboost1.81-dev libfmt-dev doctest-dev nlohmann-json3-dev
       libpcre2-dev libutf8proc-dev libcli11-dev libcpp-httplib-dev
-      clang-16 libclang-rt-16-dev libomp-16-dev)
+      clang-16 libclang-rt-16-dev libomp-16-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

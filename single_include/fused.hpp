@@ -2170,8 +2170,11 @@ inline constexpr op_def causal_attention{
 // ---- begin fused/ops/cross_entropy.hpp -----------------------------------------------------------------
 // cross_entropy: the mean next-token loss of a training program. logits f32 [T, V], labels i32 [T]
 // (label -100, Hugging Face's ignore index, skips its row) -> f32 [1] = the mean over the other rows
-// of logsumexp(logits[t]) - logits[t][labels[t]] (0 when every row is skipped).
-// cross_entropy_grad (logits, labels, d loss [1]) -> d logits [T, V]: softmax fused with the one-hot.
+// of logsumexp(logits[t]) - logits[t][labels[t]] (0 when every row is skipped). An optional third
+// input, label_count f32 [1], divides the sum instead of the rows' own count: a data-parallel shard's
+// loss and gradients are then its part of the whole batch's mean (train/shards.hpp).
+// cross_entropy_grad (logits, labels, d loss [1] [, label_count]) -> d logits [T, V]: softmax fused
+// with the one-hot.
 
 namespace fused::ops {
 
@@ -2182,16 +2185,23 @@ constexpr inferred logits_and_labels(const tensor_info& logits, const tensor_inf
     return mismatch(1, "labels must be i32 [" + dim_text(logits.shp[0]) + "], got " + describe(labels));
   return {};
 }
+constexpr inferred label_count(const tensor_info& count, int slot) {
+  if (count.type != dtype::f32 || !(count.shp == shape(1))) return mismatch(slot, "the label count must be f32 [1], got " + describe(count));
+  return {};
+}
 }  // namespace detail
 
 inline constexpr op_def cross_entropy_grad{
     .name = "cross_entropy_grad",
     .category = "loss",
     .min_inputs = 3,
-    .max_inputs = 3,
-    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) -> inferred {
       if (inferred r = detail::logits_and_labels(*in[0], *in[1]); !r.error.empty()) return r;
       if (in[2]->type != dtype::f32 || !(in[2]->shp == shape(1))) return mismatch(2, "the loss's gradient must be f32 [1], got " + describe(*in[2]));
+      if (n > 3) {
+        if (inferred r = detail::label_count(*in[3], 3); !r.error.empty()) return r;
+      }
       return result(dtype::f32, in[0]->shp);
     },
     .kernel = kernel_named<kernel_names::cross_entropy_backward>};
@@ -2200,14 +2210,19 @@ inline constexpr op_def cross_entropy{
     .name = "cross_entropy",
     .category = "loss",
     .min_inputs = 2,
-    .max_inputs = 2,
-    .infer = [](const tensor_info* const* in, int, const attrs&) -> inferred {
+    .max_inputs = 3,
+    .infer = [](const tensor_info* const* in, int n, const attrs&) -> inferred {
       if (inferred r = detail::logits_and_labels(*in[0], *in[1]); !r.error.empty()) return r;
+      if (n > 2) {
+        if (inferred r = detail::label_count(*in[2], 2); !r.error.empty()) return r;
+      }
       return result(dtype::f32, shape(1));
     },
     .kernel = kernel_named<kernel_names::cross_entropy>,
     .backward = [](graph_builder& g, backward_args& a) {
-      if (a.wants[0]) a.out[0] = g.apply(cross_entropy_grad, {input_of(a, 0), input_of(a, 1), a.grad}, {}, grad_name(g, input_of(a, 0)));
+      if (!a.wants[0]) return;
+      a.out[0] = a.forward->n_inputs > 2 ? g.apply(cross_entropy_grad, {input_of(a, 0), input_of(a, 1), a.grad, input_of(a, 2)}, {}, grad_name(g, input_of(a, 0)))
+                                         : g.apply(cross_entropy_grad, {input_of(a, 0), input_of(a, 1), a.grad}, {}, grad_name(g, input_of(a, 0)));
     },
     .has_backward = true};
 
@@ -3802,7 +3817,7 @@ class registry {
 
 // plan: memory planning, verification, and the plan printers (JSON, text, SVG)
 
-// train: a train step appended to a model's forward pass (loss, backward, AdamW)
+// train: a train step appended to a model's forward pass (loss, backward, optimizer); data-parallel sums
 // ---- begin fused/train/step.hpp ------------------------------------------------------------------------
 // A train step as one program: the forward pass a model wrote, then (appended here) its loss, the
 // backward steps (graph/reverse.hpp) and the optimizer's update of every parameter (AdamW, or SGD
@@ -3836,21 +3851,18 @@ struct options {
   sgd_momentum sgd{};         // with method::sgd
   method use = method::adamw;
   bool keep_gradients = false;  // the gradients stay readable after the call (train-step's outputs)
+  // One shard of a data-parallel step (train/shards.hpp): the program ends at the gradients (kept),
+  // its loss divides by the input "label_count" (the labels of the whole batch, so that the shards'
+  // losses and gradients add up to the batch's), and the update is a program of its own
+  // (update_program), run once the shards' gradients are summed.
+  bool gradients_only = false;
 };
 
-// Appends to `g` the loss (mean next-token cross-entropy of `logits` [T, V] against the input
-// "labels" i32 [T], -100 skipping a row), output "loss"; the gradients of every tensor of `parameters`
-// (f32 state feeds); one AdamW step over each; and marks the program as training.
-constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o) {
-  if (!g.peek().ok()) return;
-  const dim rows = g.peek().tensor(logits).shp[0];
-  const tensor_id labels = g.input({"labels"}, dtype::i32, shape(rows));
-  const tensor_id loss = g.apply(ops::cross_entropy, {logits, labels}, {}, {"loss"});
-  g.output("loss", loss);
-  const tensor_id seed = g.apply(ops::full, {}, {.i = {1, no_value, no_value, no_value}, .f = 1.0}, {"loss.grad"});
-  const std::vector<tensor_id> grads = append_backward(g, loss, seed, parameters, ops::add);
-  if (!g.peek().ok()) return;
-
+// The optimizer's update of each parameter (f32 state) by its gradient: new parameters, moments or
+// momentum buffers and step count as state out. The tail of a train step, or a whole update program.
+constexpr std::vector<trained_parameter> append_update(graph_builder& g, const std::vector<tensor_id>& parameters, const std::vector<tensor_id>& grads,
+                                                       const options& o) {
+  std::vector<trained_parameter> trained;
   const tensor_id lr = g.input({"learning_rate"}, dtype::f32, shape(1));
   const tensor_id count = g.state({step_count_name}, dtype::i32, shape(1));
   const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
@@ -3860,21 +3872,15 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
   const bool adam = o.use == method::adamw;
   if (!adam && s.nesterov && (s.momentum <= 0 || s.dampening != 0)) {
     g.fail(error_kind::bad_program, "Nesterov momentum needs momentum above 0 and no dampening");
-    return;
+    return trained;
   }
   const tensor_id factors =
       adam ? g.apply(ops::adamw_factors, {next_count, lr}, {.f = h.beta1, .extra = {h.beta2, h.weight_decay, 0}}, {"optimizer.factors"}) : -1;
-  std::vector<trained_parameter> trained;
   trained.reserve(parameters.size());
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     const tensor_id p = parameters[i], grad = grads[i];
     const tensor_info& pt = g.peek().tensor(p);
     const name_ref pn = pt.name;
-    if (grad < 0) {
-      g.fail(error_kind::bad_program, "parameter '" + pn.str() + "' does not reach the loss, so it has no gradient to train it with");
-      return;
-    }
-    if (o.keep_gradients) g.keep(grad);
     const shape ps = pt.shp;
     if (!adam) {
       tensor_id p_next = -1;
@@ -3901,11 +3907,166 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
     g.carry_state(p, p_next);
     trained.push_back({.value = p, .gradient = grad, .next = p_next});
   }
+  return trained;
+}
+
+// Appends to `g` the loss (mean next-token cross-entropy of `logits` [T, V] against the input
+// "labels" i32 [T], -100 skipping a row), output "loss"; the gradients of every tensor of `parameters`
+// (f32 state feeds); one optimizer step over each (none with options::gradients_only); and marks the
+// program as training.
+constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o) {
+  if (!g.peek().ok()) return;
+  const dim rows = g.peek().tensor(logits).shp[0];
+  const tensor_id labels = g.input({"labels"}, dtype::i32, shape(rows));
+  const tensor_id loss = o.gradients_only ? g.apply(ops::cross_entropy, {logits, labels, g.input({"label_count"}, dtype::f32, shape(1))}, {}, {"loss"})
+                                          : g.apply(ops::cross_entropy, {logits, labels}, {}, {"loss"});
+  g.output("loss", loss);
+  const tensor_id seed = g.apply(ops::full, {}, {.i = {1, no_value, no_value, no_value}, .f = 1.0}, {"loss.grad"});
+  const std::vector<tensor_id> grads = append_backward(g, loss, seed, parameters, ops::add);
+  if (!g.peek().ok()) return;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (grads[i] >= 0) continue;
+    g.fail(error_kind::bad_program, "parameter '" + g.peek().tensor(parameters[i]).name.str() + "' does not reach the loss, so it has no gradient to train it with");
+    return;
+  }
+  if (o.gradients_only) {
+    std::vector<trained_parameter> trained;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      g.keep(grads[i]);
+      trained.push_back({.value = parameters[i], .gradient = grads[i]});
+    }
+    g.train(loss, std::move(trained));
+    return;
+  }
+  if (o.keep_gradients)
+    for (tensor_id grad : grads) g.keep(grad);
+  std::vector<trained_parameter> trained = append_update(g, parameters, grads, o);
   g.train(loss, std::move(trained));
+}
+
+// A parameter as an update program declares it: its name (the gradient program's) and shape.
+struct parameter_shape {
+  name_ref name;
+  shape shp;
+};
+
+// The update of a data-parallel step (options::gradients_only): each parameter f32 state, its gradient
+// (summed over the shards) the input "<name>.grad", the learning rate the input "learning_rate"; the
+// optimizer's steps exactly as a whole train step appends them.
+constexpr program update_program(const std::vector<parameter_shape>& parameters, const options& o) {
+  graph_builder g;
+  std::vector<tensor_id> values, grads;
+  for (const parameter_shape& p : parameters) {
+    values.push_back(g.state(p.name, dtype::f32, p.shp));
+    grads.push_back(g.input({p.name.pattern, p.name.index, ".grad"}, dtype::f32, p.shp));
+  }
+  std::vector<trained_parameter> trained = append_update(g, values, grads, o);
+  g.train(-1, std::move(trained));
+  return std::move(g).finish();
 }
 
 }  // namespace fused::train
 // ---- end fused/train/step.hpp --------------------------------------------------------------------------
+// ---- begin fused/train/shards.hpp ----------------------------------------------------------------------
+// Data-parallel training: a batch split into K micro-batches of equal shape, each rank computing the
+// gradients of a contiguous block of K / R of them, and the sum over all K formed in one fixed
+// pairwise tree whatever R is. Each node of the tree is added by the rank holding its first
+// micro-batch, which receives the node's right half from the rank holding that half's first; a rank
+// adds its own micro-batches in the same tree. So 1, 2 or any R ranks dividing K form bit for bit the
+// same sum, and take the same optimizer step (docs/TRAINING.md, "Data parallelism").
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fused::train {
+
+// How the ranks of a data-parallel run exchange values: point to point, blocking, messages between
+// two ranks arriving in the order they were sent (MPI_Send / MPI_Recv in `fused train`).
+class communicator {
+ public:
+  virtual ~communicator() = default;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  virtual void send(int to, std::span<const float> values) = 0;
+  virtual void receive(int from, std::span<float> values) = 0;
+};
+
+// One process alone: nothing to exchange.
+class single_rank final : public communicator {
+ public:
+  int rank() const override { return 0; }
+  int ranks() const override { return 1; }
+  void send(int, std::span<const float>) override { throw std::logic_error("single_rank: there is no other rank to send to"); }
+  void receive(int, std::span<float>) override { throw std::logic_error("single_rank: there is no other rank to receive from"); }
+};
+
+// K micro-batches over R ranks: rank r holds micro-batches [r K/R, (r+1) K/R).
+struct shard_layout {
+  std::int64_t micro_batches = 1;
+  int ranks = 1;
+
+  // Throws std::invalid_argument unless R divides K.
+  void check() const {
+    if (micro_batches < 1 || ranks < 1 || micro_batches % ranks != 0)
+      throw std::invalid_argument("a batch of " + std::to_string(micro_batches) + " micro-batches does not split evenly over " + std::to_string(ranks) +
+                                  " ranks (the rank count must divide the micro-batch count)");
+  }
+  std::int64_t per_rank() const { return micro_batches / ranks; }
+  int owner(std::int64_t micro_batch) const { return static_cast<int>(micro_batch / per_rank()); }
+  std::int64_t first_of(int rank) const { return rank * per_rank(); }
+};
+
+namespace detail {
+// The sum over micro-batches [lo, hi) into `out` on the rank owning lo; the tree splits at
+// lo + ceil((hi - lo) / 2). Ranks outside [owner(lo), owner(hi - 1)] take no part.
+template <class Leaf>
+void tree_node(communicator& c, const shard_layout& l, std::int64_t lo, std::int64_t hi, std::span<float> out, std::vector<std::vector<float>>& scratch,
+               std::size_t depth, Leaf& leaf) {
+  const int me = c.rank();
+  if (me < l.owner(lo) || me > l.owner(hi - 1)) return;
+  if (hi - lo == 1) {
+    leaf(lo, out);
+    return;
+  }
+  const std::int64_t mid = lo + (hi - lo + 1) / 2;
+  std::vector<float>& right = scratch.at(depth);  // sized by tree_sum: no reallocation under this reference
+  right.resize(out.size());
+  tree_node(c, l, lo, mid, out, scratch, depth + 1, leaf);
+  tree_node(c, l, mid, hi, std::span<float>(right), scratch, depth + 1, leaf);
+  const int left_owner = l.owner(lo), right_owner = l.owner(mid);
+  if (left_owner != right_owner) {
+    if (me == right_owner) c.send(left_owner, right);
+    if (me != left_owner) return;
+    c.receive(right_owner, right);
+  }
+  if (me != left_owner) return;
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] += right[i];
+}
+}  // namespace detail
+
+// Sums, over the K micro-batches of `layout`, the values `leaf(k, out)` writes for micro-batch k
+// (called on the rank holding k, for its micro-batches in increasing order), in the fixed tree; every
+// rank gets the total in `total`. `scratch` keeps its buffers (one per tree level) from call to call.
+template <class Leaf>
+void tree_sum(communicator& c, const shard_layout& layout, std::span<float> total, std::vector<std::vector<float>>& scratch, Leaf&& leaf) {
+  layout.check();
+  if (layout.ranks != c.ranks()) throw std::invalid_argument("tree_sum: the layout has " + std::to_string(layout.ranks) + " ranks, the communicator " + std::to_string(c.ranks()));
+  std::size_t levels = 0;
+  for (std::int64_t n = layout.micro_batches; n > 1; n = (n + 1) / 2) ++levels;
+  if (scratch.size() < levels) scratch.resize(levels);
+  detail::tree_node(c, layout, 0, layout.micro_batches, total, scratch, 0, leaf);
+  if (c.rank() == 0) {
+    for (int r = 1; r < c.ranks(); ++r) c.send(r, total);
+  } else {
+    c.receive(0, total);
+  }
+}
+
+}  // namespace fused::train
+// ---- end fused/train/shards.hpp ------------------------------------------------------------------------
 
 // ---- begin fused/plan/canaries.hpp ---------------------------------------------------------------------
 // Canary words for debug builds: a memory plan moved apart so that `canary_bytes` of a known pattern
@@ -7380,6 +7541,7 @@ enum class kernel : std::uint8_t {
 enum class arg : std::uint8_t {
   input0, input1, input2, input3,  // the step's inputs, in its order
   bias,                    // input 2 when the step has three inputs, else NULL
+  optional2, optional3,    // input 2 / 3 when the step has that many inputs, else NULL
   output,                  // the step's result
   work,                    // the step's workspace, or NULL
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
@@ -7458,10 +7620,11 @@ inline constexpr std::array<kernel_spec, 49> kernel_specs{{
     detail::spec(kernel::linear_f32, "fk_linear_f32", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
     detail::spec(kernel::attention_causal, "fk_attention_causal_f32", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
                  arg::kv_heads, arg::head_dim, arg::period, arg::output),
-    detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::output),
+    detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::optional2,
+                                  arg::output),
                      "a label is outside the vocabulary"),
     detail::refusing(detail::spec(kernel::cross_entropy_backward, "fk_cross_entropy_backward", -1, arg::input0, arg::rows, arg::cols, arg::input1,
-                                  arg::input2, arg::output),
+                                  arg::input2, arg::optional3, arg::output),
                      "a label is outside the vocabulary"),
     detail::spec(kernel::linear_backward_input, "fk_linear_backward_input", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols,
                  arg::output),
@@ -10429,9 +10592,12 @@ FK_API double fk__logsumexp(const float* x, size_t n) {
   return (double)m + log(s);
 }
 
-/* loss[0] = mean over rows with labels[r] != FK_IGNORE_LABEL of logsumexp(logits[r]) - logits[r][labels[r]]
- * (0 when every row is ignored). Labels outside [0, vocab) other than the ignore index: refused (1). */
-FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, const int32_t* labels, float* loss) {
+/* loss[0] = the sum over rows with labels[r] != FK_IGNORE_LABEL of logsumexp(logits[r]) - logits[r][labels[r]],
+ * divided by label_count[0], or where label_count is NULL by the number of those rows: their mean (0 when
+ * every row is ignored). A data-parallel shard divides by the labels of the whole batch, so that the shards'
+ * losses and gradients add up to the batch's. Labels outside [0, vocab) other than the ignore index:
+ * refused (1). */
+FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, const int32_t* labels, const float* label_count, float* loss) {
   double total = 0.0;
   size_t counted = 0;
   for (size_t r = 0; r < rows; ++r)
@@ -10442,21 +10608,24 @@ FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, cons
     total += fk__logsumexp(x, vocab) - (double)x[labels[r]];
     ++counted;
   }
-  loss[0] = counted ? (float)(total / (double)counted) : 0.0f;
+  const double divisor = label_count ? (double)label_count[0] : (double)counted;
+  loss[0] = counted && divisor > 0 ? (float)(total / divisor) : 0.0f;
   return 0;
 }
 
 /* ---- backward ----------------------------------------------------------------------------------- */
 
-/* dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * dloss / counted; ignored rows get 0. */
+/* dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * dloss / (label_count[0], or the rows counted where
+ * label_count is NULL); ignored rows get 0. */
 FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vocab, const int32_t* labels, const float* dloss,
-                                     float* dlogits) {
+                                     const float* label_count, float* dlogits) {
   size_t counted = 0;
   for (size_t r = 0; r < rows; ++r) {
     if (labels[r] != FK_IGNORE_LABEL && (labels[r] < 0 || (size_t)labels[r] >= vocab)) return 1;
     counted += labels[r] != FK_IGNORE_LABEL;
   }
-  const float per_row = counted ? dloss[0] / (float)counted : 0.0f;
+  const float divisor = label_count ? label_count[0] : (float)counted;
+  const float per_row = counted && divisor > 0 ? dloss[0] / divisor : 0.0f;
   const int nt = fk__threads_for(rows, (double)vocab * 8);
   FK_PARALLEL_FOR(nt)
   for (size_t r = 0; r < rows; ++r) {
@@ -10718,7 +10887,7 @@ FUSED_ALWAYS_INLINE T* data_ptr(const operand& o, const regions& r) {
   return reinterpret_cast<T*>(base + o.offset);
 }
 
-// The operand an argument names, or nullptr (no bias, no workspace).
+// The operand an argument names, or nullptr (no bias, no optional input, no workspace).
 FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
   switch (a) {
     case arg::input0: return &c.in[0];
@@ -10726,6 +10895,8 @@ FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
     case arg::input2: return &c.in[2];
     case arg::input3: return &c.in[3];
     case arg::bias: return c.n_in == 3 ? &c.in[2] : nullptr;
+    case arg::optional2: return c.n_in > 2 ? &c.in[2] : nullptr;
+    case arg::optional3: return c.n_in > 3 ? &c.in[3] : nullptr;
     case arg::output: return &c.out;
     case arg::work: return c.work.tensor >= 0 ? &c.work : nullptr;
     default: return nullptr;
@@ -13508,10 +13679,14 @@ struct static_train_plan {
 //   float loss = t.step(ids, 1e-3f);     // 8 x 256 ids; labels: each sequence's ids shifted by one
 // A batch is its sequences packed as rows (graph_options::packed): rope positions restart and
 // attention stays within each sequence, and the loss is the mean over all predicted positions.
+// Data parallel (data_parallel): the batch in K micro-batches, over R ranks; the program then stops at
+// the gradients, their sum over the micro-batches is formed in a fixed tree (train/shards.hpp), and an
+// update program of its own applies it, so the result is the same bits for any R dividing K.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -13547,31 +13722,95 @@ inline planned plan_train(const family_entry& f, const config& c, batch_shape sh
   });
 }
 
-class trainer {
+namespace detail {
+// A planned program on regions of its own: the state region (kept from call to call) and the arena.
+class bound_program {
  public:
-  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) : shape_(shape), plan_(plan_train(f, c, shape, o)) {
-    tokens_ = shape.sequences * shape.tokens;
-    const std::vector<wire_state> wires(plan_.prog.tensors.size(), wire_state{.bound = true});
-    calls_ = runtime::lower_all(plan_.prog, plan_.mem, wires);
-    for (const runtime::call& k : calls_)
+  explicit bound_program(planned p) : plan(std::move(p)) {
+    const std::vector<wire_state> wires(plan.prog.tensors.size(), wire_state{.bound = true});
+    calls = runtime::lower_all(plan.prog, plan.mem, wires);
+    for (const runtime::call& k : calls)
       if (k.k == runtime::kernel::host) throw graph_error("step " + std::to_string(k.step) + ": a train step runs C kernels only, not an op's host function");
-    state_ = runtime::aligned_bytes(static_cast<std::size_t>(plan_.mem.region_bytes[static_cast<int>(region::state)]));
-    arena_ = runtime::aligned_bytes(static_cast<std::size_t>(plan_.mem.arena_bytes()));
+    state = runtime::aligned_bytes(static_cast<std::size_t>(plan.mem.region_bytes[static_cast<int>(region::state)]));
+    arena = runtime::aligned_bytes(static_cast<std::size_t>(plan.mem.arena_bytes()));
   }
 
-  const program& prog() const { return plan_.prog; }
-  const memory_plan& mem() const { return plan_.mem; }
+  planned plan;
+  std::vector<runtime::call> calls;
+  runtime::aligned_bytes state, arena;
+
+  void run() { runtime::execute(plan.prog, plan.mem, calls, {nullptr, state.data(), arena.data()}, plan.mem.bind); }
+  std::byte* bytes_of(tensor_id t) {
+    const buffer& b = plan.mem.of(t);
+    return (b.where == region::state ? state.data() : arena.data()) + b.offset;
+  }
+  std::span<float> floats(tensor_id t) {
+    return {reinterpret_cast<float*>(bytes_of(t)), static_cast<std::size_t>(plan.prog.tensor(t).shp.elements(plan.mem.bind))};
+  }
+  std::vector<std::int64_t> dims_of(tensor_id t) const {
+    std::vector<std::int64_t> d;
+    const fused::shape& s = plan.prog.tensor(t).shp;
+    for (int i = 0; i < s.rank; ++i) d.push_back(plan.mem.bind(s[i]));
+    return d;
+  }
+  // The tensor of this role and name (an input, or the step count); the program always has it.
+  tensor_id named(role r, std::string_view name) const {
+    for (const tensor_info& t : plan.prog.tensors)
+      if (t.kind == r && to_string(t.name.str()) == name) return t.id;
+    throw std::logic_error("a train step has no " + std::string(name_of(r)) + " " + std::string(name));
+  }
+  void write(std::string_view input, const void* data, std::size_t bytes) { std::memcpy(bytes_of(named(role::input, input)), data, bytes); }
+};
+}  // namespace detail
+
+// How a trainer splits its batch: into `micro_batches` micro-batches of equal size, shared by the ranks
+// of `ranks` (nullptr: this process alone), their gradients summed in a fixed tree (train/shards.hpp).
+// One micro-batch on one rank is the whole step as one program.
+struct data_parallel {
+  std::int64_t micro_batches = 1;
+  train::communicator* ranks = nullptr;
+};
+
+class trainer {
+ public:
+  trainer(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}, data_parallel parallel = {})
+      : shape_(shape), step_(plan_train(f, c, sharded_shape(shape, parallel), gradients_only(o, parallel))) {
+    tokens_ = shape.sequences * shape.tokens;
+    if (!sharded(parallel)) return;
+    ranks_ = parallel.ranks;
+    layout_ = {.micro_batches = parallel.micro_batches, .ranks = ranks().ranks()};
+    layout_.check();
+    std::vector<train::parameter_shape> shapes;
+    std::size_t values = 0;
+    for (const trained_parameter& p : step_.plan.prog.parameters) {
+      const tensor_info& t = step_.plan.prog.tensor(p.value);
+      shapes.push_back({.name = t.name, .shp = t.shp});
+      gradient_at_.push_back(values);
+      values += static_cast<std::size_t>(t.shp.elements(step_.plan.mem.bind));
+    }
+    update_.emplace(plan_built(train::update_program(shapes, o.train), binding{}, [](const oversize&, const program&) { return std::string("the parameters"); }));
+    sums_.assign(values + 1, 0.0f);  // every gradient, then the loss
+  }
+
+  // The forward and backward program (with the update, unless the batch is sharded).
+  const program& prog() const { return step_.plan.prog; }
+  const memory_plan& mem() const { return step_.plan.mem; }
   std::int64_t tokens() const { return tokens_; }  // of the whole batch
-  // The state region: parameters, moments, step count, at the plan's offsets.
-  std::span<std::byte> state() { return {state_.data(), state_.size()}; }
+  // The state region that holds the parameters, the optimizer's state and its step count.
+  std::span<std::byte> state() {
+    detail::bound_program& k = keeper();
+    return {k.state.data(), k.state.size()};
+  }
   batch_shape shape() const { return shape_; }
+  // Micro-batches and ranks (1 and 1 for a step run as one program).
+  train::shard_layout layout() const { return layout_; }
 
   // The parameters as a checkpoint stores them (bf16 weights under their Hugging Face names, in
   // parameter order): what weight_store::load binds before load().
   std::vector<tensor_info> checkpoint_tensors() const {
     std::vector<tensor_info> t;
-    for (const trained_parameter& p : plan_.prog.parameters) {
-      tensor_info w = plan_.prog.tensor(p.value);
+    for (const trained_parameter& p : step_.plan.prog.parameters) {
+      tensor_info w = step_.plan.prog.tensor(p.value);
       w.id = static_cast<tensor_id>(t.size());
       w.kind = role::weight;
       w.type = dtype::bf16;
@@ -13583,37 +13822,64 @@ class trainer {
   // the checkpoint stores it (BF16 and F16 widened, F32 copied; a store without its sources gives
   // its bf16), and starts the optimizer afresh (moments and step count zero).
   void load(const runtime::weight_store& w) {
-    std::memset(state_.data(), 0, state_.size());
-    const auto& params = plan_.prog.parameters;
-    if (w.count() != params.size()) throw std::invalid_argument("trainer::load: the store binds " + std::to_string(w.count()) + " tensors, the program has " + std::to_string(params.size()) + " parameters");
-    for (std::size_t k = 0; k < params.size(); ++k) {
-      std::span<float> p = parameter(k);
-      if (const io::tensor_view* stored = w.source(k); stored != nullptr && stored->dtype != io::dtype::BF16) {
+    detail::bound_program& k = keeper();
+    std::memset(k.state.data(), 0, k.state.size());
+    const std::size_t count = k.plan.prog.parameters.size();
+    if (w.count() != count) throw std::invalid_argument("trainer::load: the store binds " + std::to_string(w.count()) + " tensors, the program has " + std::to_string(count) + " parameters");
+    for (std::size_t i = 0; i < count; ++i) {
+      std::span<float> p = parameter(i);
+      if (const io::tensor_view* stored = w.source(i); stored != nullptr && stored->dtype != io::dtype::BF16) {
         const std::vector<float> exact = io::to_f32_owned(*stored);
         std::copy(exact.begin(), exact.end(), p.begin());
         continue;
       }
-      const std::uint16_t* from = w.table()[k];
-      for (std::size_t i = 0; i < p.size(); ++i) {
-        const std::uint32_t bits = static_cast<std::uint32_t>(from[i]) << 16;
-        std::memcpy(&p[i], &bits, 4);
+      const std::uint16_t* from = w.table()[i];
+      for (std::size_t e = 0; e < p.size(); ++e) {
+        const std::uint32_t bits = static_cast<std::uint32_t>(from[e]) << 16;
+        std::memcpy(&p[e], &bits, 4);
       }
     }
+    share_parameters();
   }
 
   // One train step on `ids` (tokens() of them: the batch's sequences one after another) against
   // `labels` (as many; -100 skips a position) at learning rate `lr`: returns the loss before the update.
+  // Every rank of a data-parallel trainer passes the whole batch and gets the same loss and update.
   float step(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr) {
     if (static_cast<std::int64_t>(ids.size()) != tokens_ || labels.size() != ids.size())
       throw std::invalid_argument("a train step takes " + std::to_string(tokens_) + " token ids and as many labels, got " + std::to_string(ids.size()) + " and " +
                                   std::to_string(labels.size()));
-    write("input_ids", ids.data(), ids.size_bytes());
-    write("labels", labels.data(), labels.size_bytes());
-    write("learning_rate", &lr, sizeof lr);
-    runtime::execute(plan_.prog, plan_.mem, calls_, {nullptr, state_.data(), arena_.data()}, plan_.mem.bind);
-    float loss = 0;
-    std::memcpy(&loss, bytes_of(plan_.prog.output("loss")), sizeof loss);
-    return loss;
+    if (!update_) {
+      step_.write("input_ids", ids.data(), ids.size_bytes());
+      step_.write("labels", labels.data(), labels.size_bytes());
+      step_.write("learning_rate", &lr, sizeof lr);
+      step_.run();
+      return loss_of(step_);
+    }
+    const auto label_count = static_cast<float>(std::count_if(labels.begin(), labels.end(), [](std::int32_t l) { return l != FK_IGNORE_LABEL; }));
+    const auto micro_tokens = static_cast<std::size_t>(tokens_ / layout_.micro_batches);
+    const program& g = step_.plan.prog;
+    train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
+      const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
+      step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
+      step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
+      step_.write("label_count", &label_count, sizeof label_count);
+      step_.run();
+      for (std::size_t k = 0; k < g.parameters.size(); ++k) {
+        const std::span<const float> grad = step_.floats(g.parameters[k].gradient);
+        std::copy(grad.begin(), grad.end(), out.begin() + static_cast<std::ptrdiff_t>(gradient_at_[k]));
+      }
+      out.back() = loss_of(step_);
+    });
+    detail::bound_program& u = *update_;
+    for (std::size_t k = 0; k < g.parameters.size(); ++k) {
+      const std::span<const float> sum = gradient(k);
+      std::copy(sum.begin(), sum.end(), u.floats(u.plan.prog.parameters[k].gradient).begin());
+    }
+    u.write("learning_rate", &lr, sizeof lr);
+    u.run();
+    share_parameters();
+    return sums_.back();
   }
   // The same with next-token labels: in each sequence label t = ids[t + 1], its last position skipped.
   float step(std::span<const std::int32_t> ids, float lr) {
@@ -13625,88 +13891,113 @@ class trainer {
   }
 
   // Parameter k (program order: prog().parameters) as it is now, and d loss / d it from the last
-  // step (graph_options::train.keep_gradients must be set for the gradients).
-  std::span<float> parameter(std::size_t k) { return floats(plan_.prog.parameters.at(k).value); }
-  std::span<const float> gradient(std::size_t k) const {
-    const tensor_id g = plan_.prog.parameters.at(k).gradient;
-    if (plan_.prog.tensor(g).kind != role::output) throw std::logic_error("trainer::gradient: the program does not keep its gradients (train.keep_gradients)");
-    return const_cast<trainer*>(this)->floats(g);
+  // step (a step run as one program keeps its gradients only with graph_options::train.keep_gradients;
+  // a sharded step always has their sum).
+  std::span<float> parameter(std::size_t k) {
+    detail::bound_program& p = keeper();
+    return p.floats(p.plan.prog.parameters.at(k).value);
   }
-  std::string parameter_name(std::size_t k) const { return to_string(plan_.prog.tensor(plan_.prog.parameters.at(k).value).name.str()); }
+  std::span<const float> gradient(std::size_t k) const {
+    if (update_) {
+      const std::size_t n = static_cast<std::size_t>(step_.plan.prog.tensor(step_.plan.prog.parameters.at(k).value).shp.elements(step_.plan.mem.bind));
+      return std::span<const float>(sums_).subspan(gradient_at_[k], n);
+    }
+    const tensor_id g = step_.plan.prog.parameters.at(k).gradient;
+    if (step_.plan.prog.tensor(g).kind != role::output) throw std::logic_error("trainer::gradient: the program does not keep its gradients (train.keep_gradients)");
+    return const_cast<detail::bound_program&>(step_).floats(g);
+  }
+  std::string parameter_name(std::size_t k) const { return to_string(step_.plan.prog.tensor(step_.plan.prog.parameters.at(k).value).name.str()); }
 
   // The parameters rounded to bf16 under their Hugging Face names: a model.safetensors that
   // `fused run` and transformers load (config.json unchanged).
   void save_checkpoint(const std::filesystem::path& file) {
-    std::vector<std::vector<std::uint16_t>> bf16(plan_.prog.parameters.size());
+    detail::bound_program& p = keeper();
+    std::vector<std::vector<std::uint16_t>> bf16(p.plan.prog.parameters.size());
     std::vector<io::tensor_data> out;
     for (std::size_t k = 0; k < bf16.size(); ++k) {
-      const std::span<const float> p = parameter(k);
-      bf16[k].resize(p.size());
-      fk_f32_to_bf16(p.data(), bf16[k].data(), p.size());
-      out.push_back({parameter_name(k), io::dtype::BF16, dims_of(plan_.prog.parameters[k].value), std::as_bytes(std::span(bf16[k]))});
+      const std::span<const float> values = parameter(k);
+      bf16[k].resize(values.size());
+      fk_f32_to_bf16(values.data(), bf16[k].data(), values.size());
+      out.push_back({parameter_name(k), io::dtype::BF16, p.dims_of(p.plan.prog.parameters[k].value), std::as_bytes(std::span(bf16[k]))});
     }
     io::write_safetensors(file, out);
   }
-  // Everything a step carries to the next (f32 master parameters, AdamW's moments, its step count),
-  // by the program's tensor names: what resume() reads back.
+  // Everything a step carries to the next (f32 master parameters, the optimizer's state, its step
+  // count), by the program's tensor names: what resume() reads back.
   void save_state(const std::filesystem::path& file) {
+    detail::bound_program& p = keeper();
     std::vector<io::tensor_data> out;
-    for (const tensor_info& t : plan_.prog.tensors)
+    for (const tensor_info& t : p.plan.prog.tensors)
       if (t.kind == role::state && t.is_feed)
-        out.push_back({to_string(t.name.str()), t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32, dims_of(t.id),
-                       std::span<const std::byte>(bytes_of(t.id), static_cast<std::size_t>(fused::bytes_of(t, plan_.mem.bind)))});
+        out.push_back({to_string(t.name.str()), t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32, p.dims_of(t.id),
+                       std::span<const std::byte>(p.bytes_of(t.id), static_cast<std::size_t>(fused::bytes_of(t, p.plan.mem.bind)))});
     io::write_safetensors(file, out);
   }
   // Continues from save_state's file: every state tensor must be there with its dtype and shape.
   void resume(const std::filesystem::path& file) {
+    detail::bound_program& p = keeper();
     const io::safetensors_file f = io::safetensors_file::open(file);
-    for (const tensor_info& t : plan_.prog.tensors) {
+    for (const tensor_info& t : p.plan.prog.tensors) {
       if (t.kind != role::state || !t.is_feed) continue;
       const std::string name = to_string(t.name.str());
       const io::tensor_view* v = f.find(name);
       const io::dtype want = t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32;
       if (v == nullptr) throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is missing: a train state holds every parameter, the optimizer's state (AdamW's moments or SGD's momentum) and the step count, saved by the same optimizer");
-      if (v->dtype != want || v->shape != dims_of(t.id))
+      if (v->dtype != want || v->shape != p.dims_of(t.id))
         throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is " + std::string(io::dtype_name(v->dtype)) + " " + io::shape_string(v->shape) +
-                                    ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(dims_of(t.id)));
-      std::memcpy(bytes_of(t.id), v->data, v->bytes);
+                                    ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(p.dims_of(t.id)));
+      std::memcpy(p.bytes_of(t.id), v->data, v->bytes);
     }
+    share_parameters();
   }
   // The optimizer's step count (steps taken since load()).
   std::int32_t steps_taken() {
+    detail::bound_program& p = keeper();
     std::int32_t n = 0;
-    std::memcpy(&n, bytes_of(named(role::state, train::step_count_name)), sizeof n);
+    std::memcpy(&n, p.bytes_of(p.named(role::state, train::step_count_name)), sizeof n);
     return n;
   }
 
  private:
-  std::byte* bytes_of(tensor_id t) {
-    const buffer& b = plan_.mem.of(t);
-    return (b.where == region::state ? state_.data() : arena_.data()) + b.offset;
+  static bool sharded(const data_parallel& p) { return p.micro_batches > 1 || (p.ranks != nullptr && p.ranks->ranks() > 1); }
+  static batch_shape sharded_shape(batch_shape whole, const data_parallel& p) {
+    if (!sharded(p)) return whole;
+    if (p.micro_batches < 1 || whole.sequences % p.micro_batches != 0)
+      throw std::invalid_argument("a batch of " + std::to_string(whole.sequences) + " sequences does not split into " + std::to_string(p.micro_batches) +
+                                  " micro-batches of equal size");
+    return {.sequences = whole.sequences / p.micro_batches, .tokens = whole.tokens};
   }
-  std::vector<std::int64_t> dims_of(tensor_id t) const {
-    std::vector<std::int64_t> d;
-    const fused::shape& s = plan_.prog.tensor(t).shp;
-    for (int i = 0; i < s.rank; ++i) d.push_back(plan_.mem.bind(s[i]));
-    return d;
+  static graph_options gradients_only(graph_options o, const data_parallel& p) {
+    if (sharded(p)) o.train.gradients_only = true;
+    return o;
   }
-  std::span<float> floats(tensor_id t) {
-    return {reinterpret_cast<float*>(bytes_of(t)), static_cast<std::size_t>(plan_.prog.tensor(t).shp.elements(plan_.mem.bind))};
+  static float loss_of(detail::bound_program& p) {
+    float loss = 0;
+    std::memcpy(&loss, p.bytes_of(p.plan.prog.output("loss")), sizeof loss);
+    return loss;
   }
-  // The tensor of this role and name (an input, or the step count); the program always has it.
-  tensor_id named(role r, std::string_view name) const {
-    for (const tensor_info& t : plan_.prog.tensors)
-      if (t.kind == r && to_string(t.name.str()) == name) return t.id;
-    throw std::logic_error("a train step has no " + std::string(name_of(r)) + " " + std::string(name));
+  train::communicator& ranks() { return ranks_ != nullptr ? *ranks_ : alone_; }
+  // The program whose state holds the parameters: the update program of a sharded step.
+  detail::bound_program& keeper() { return update_ ? *update_ : step_; }
+  // A sharded step's gradient program reads the parameters from a state region of its own.
+  void share_parameters() {
+    if (!update_) return;
+    for (std::size_t k = 0; k < step_.plan.prog.parameters.size(); ++k) {
+      const std::span<const float> from = parameter(k);
+      std::copy(from.begin(), from.end(), step_.floats(step_.plan.prog.parameters[k].value).begin());
+    }
   }
-  void write(std::string_view input, const void* data, std::size_t bytes) { std::memcpy(bytes_of(named(role::input, input)), data, bytes); }
-
 
   batch_shape shape_;
-  planned plan_;
+  detail::bound_program step_;
+  std::optional<detail::bound_program> update_;
   std::int64_t tokens_ = 0;
-  std::vector<runtime::call> calls_;
-  runtime::aligned_bytes state_, arena_;
+  train::single_rank alone_;
+  train::communicator* ranks_ = nullptr;  // the caller's; nullptr: alone_
+  train::shard_layout layout_{};
+  std::vector<std::size_t> gradient_at_;  // where parameter k's gradient starts in sums_
+  std::vector<float> sums_;
+  std::vector<std::vector<float>> scratch_;
 };
 
 }  // namespace fused::decoder

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "fk_kernels.h"
@@ -269,24 +270,43 @@ TEST_CASE("fk_cross_entropy and its backward: ignored rows, out-of-range labels 
   const vec logits = random_vec(rows * vocab, 51, 5.0f);
   const std::vector<std::int32_t> labels{3, FK_IGNORE_LABEL, 10, 0};
   float loss = 0;
-  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, labels.data(), &loss) == 0);
+  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, labels.data(), nullptr, &loss) == 0);
   const dvec ld = widen(logits);
   CHECK(std::fabs(loss - cross_entropy_ref(ld, labels, vocab)) < 1e-6 * std::fabs(cross_entropy_ref(ld, labels, vocab)));
   const float dloss = 0.75f;
   vec dlogits(rows * vocab);
-  REQUIRE(fk_cross_entropy_backward(logits.data(), rows, vocab, labels.data(), &dloss, dlogits.data()) == 0);
+  REQUIRE(fk_cross_entropy_backward(logits.data(), rows, vocab, labels.data(), &dloss, nullptr, dlogits.data()) == 0);
   const vec dy{dloss};
   CHECK(rel_err(dlogits, numeric_grad([&](const dvec& v) { return dvec{cross_entropy_ref(v, labels, vocab)}; }, ld, dy)) < 1e-5);
   for (std::size_t j = 0; j < vocab; ++j) CHECK(dlogits[vocab + j] == 0.0f);  // the ignored row
 
   const std::vector<std::int32_t> bad{3, 11, 0, 0}, negative{3, -1, 0, 0};
   float untouched = 42.0f;
-  CHECK(fk_cross_entropy(logits.data(), rows, vocab, bad.data(), &untouched) != 0);
-  CHECK(fk_cross_entropy(logits.data(), rows, vocab, negative.data(), &untouched) != 0);
+  CHECK(fk_cross_entropy(logits.data(), rows, vocab, bad.data(), nullptr, &untouched) != 0);
+  CHECK(fk_cross_entropy(logits.data(), rows, vocab, negative.data(), nullptr, &untouched) != 0);
   CHECK(untouched == 42.0f);
   const std::vector<std::int32_t> none(rows, FK_IGNORE_LABEL);
-  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, none.data(), &loss) == 0);
+  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, none.data(), nullptr, &loss) == 0);
   CHECK(loss == 0.0f);
+}
+
+TEST_CASE("fk_cross_entropy with a label count: a shard's part of the whole batch's mean") {
+  const std::size_t rows = 6, vocab = 9;
+  const vec logits = random_vec(rows * vocab, 53, 4.0f);
+  const std::vector<std::int32_t> labels{1, 8, FK_IGNORE_LABEL, 0, 4, 2};
+  const std::span<const std::int32_t> all(labels);
+  // The batch's 5 labels split 2 + 3 over two shards of 3 rows.
+  const float whole_count = 5.0f, dloss = 1.0f;
+  float whole = 0, first = 0, second = 0;
+  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, labels.data(), nullptr, &whole) == 0);
+  REQUIRE(fk_cross_entropy(logits.data(), 3, vocab, all.data(), &whole_count, &first) == 0);
+  REQUIRE(fk_cross_entropy(logits.data() + 3 * vocab, 3, vocab, all.data() + 3, &whole_count, &second) == 0);
+  CHECK(std::fabs(first + second - whole) <= 1e-6f * whole);
+  vec d_whole(rows * vocab), d_shards(rows * vocab);
+  REQUIRE(fk_cross_entropy_backward(logits.data(), rows, vocab, labels.data(), &dloss, nullptr, d_whole.data()) == 0);
+  REQUIRE(fk_cross_entropy_backward(logits.data(), 3, vocab, all.data(), &dloss, &whole_count, d_shards.data()) == 0);
+  REQUIRE(fk_cross_entropy_backward(logits.data() + 3 * vocab, 3, vocab, all.data() + 3, &dloss, &whole_count, d_shards.data() + 3 * vocab) == 0);
+  CHECK(d_shards == d_whole);  // each row divides by the same count: the same bits
 }
 
 TEST_CASE("fk_embed_f32 and fk_embed_backward: gather, and scatter-add of repeated ids") {

@@ -6,11 +6,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <memory>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fused/core/text_string.hpp>
@@ -245,6 +251,136 @@ TEST_CASE("a batch of packed sequences trains as the mean of its sequences") {
     }
     CHECK(worst <= 1e-4f * scale);
   }
+}
+
+// Ranks as threads of one process: each pair of ranks a queue of messages.
+class mailbox {
+ public:
+  explicit mailbox(int ranks) : ranks_(ranks), queues_(static_cast<std::size_t>(ranks * ranks)) {}
+  void post(int from, int to, std::span<const float> v) {
+    {
+      const std::lock_guard<std::mutex> lock(m_);
+      queue(from, to).emplace_back(v.begin(), v.end());
+    }
+    ready_.notify_all();
+  }
+  void take(int from, int to, std::span<float> v) {
+    std::unique_lock<std::mutex> lock(m_);
+    ready_.wait(lock, [&] { return !queue(from, to).empty(); });
+    const std::vector<float> got = std::move(queue(from, to).front());
+    queue(from, to).pop_front();
+    if (got.size() != v.size()) throw std::logic_error("a message of the wrong size");
+    std::copy(got.begin(), got.end(), v.begin());
+  }
+
+ private:
+  std::deque<std::vector<float>>& queue(int from, int to) { return queues_[static_cast<std::size_t>(from * ranks_ + to)]; }
+  int ranks_;
+  std::vector<std::deque<std::vector<float>>> queues_;
+  std::mutex m_;
+  std::condition_variable ready_;
+};
+
+class thread_rank final : public fused::train::communicator {
+ public:
+  thread_rank(mailbox& box, int rank, int ranks) : box_(box), rank_(rank), ranks_(ranks) {}
+  int rank() const override { return rank_; }
+  int ranks() const override { return ranks_; }
+  void send(int to, std::span<const float> v) override { box_.post(rank_, to, v); }
+  void receive(int from, std::span<float> v) override { box_.take(from, rank_, v); }
+
+ private:
+  mailbox& box_;
+  int rank_, ranks_;
+};
+
+// Two steps of a batch in `micro` micro-batches over `ranks` ranks: every rank's losses, gradients of
+// the second step and parameters after it, one vector each.
+struct parallel_run {
+  std::vector<float> losses, gradients, parameters;
+};
+std::vector<parallel_run> train_in_parallel(const fused::decoder::hf_model_info& info, const fused::runtime::weight_store& w, fused::decoder::batch_shape shape,
+                                            std::int64_t micro, int ranks, std::span<const std::int32_t> ids) {
+  mailbox box(ranks);
+  std::vector<thread_rank> comms;
+  for (int r = 0; r < ranks; ++r) comms.emplace_back(box, r, ranks);
+  std::vector<std::unique_ptr<fused::decoder::trainer>> trainers;
+  for (int r = 0; r < ranks; ++r) {
+    trainers.push_back(std::make_unique<fused::decoder::trainer>(*info.family, info.arch, shape, fused::decoder::graph_options{},
+                                                                 fused::decoder::data_parallel{.micro_batches = micro, .ranks = &comms[static_cast<std::size_t>(r)]}));
+    trainers.back()->load(w);
+  }
+  std::vector<parallel_run> runs(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      fused::decoder::trainer& t = *trainers[static_cast<std::size_t>(r)];
+      parallel_run& run = runs[static_cast<std::size_t>(r)];
+      for (int s = 0; s < 2; ++s) run.losses.push_back(t.step(ids, 1e-2f));
+      for (std::size_t k = 0; k < t.prog().parameters.size(); ++k) {
+        const auto g = t.gradient(k);
+        const auto p = t.parameter(k);
+        run.gradients.insert(run.gradients.end(), g.begin(), g.end());
+        run.parameters.insert(run.parameters.end(), p.begin(), p.end());
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  return runs;
+}
+
+TEST_CASE("data parallel: any rank count dividing the micro-batches takes the same step, bit for bit") {
+  const std::int64_t T = 9;
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir_of("tiny_llama"));
+  const std::vector<fused::tensor_info> stored = fused::decoder::trainer(*info.family, info.arch, {.tokens = T}).checkpoint_tensors();
+  const fused::runtime::weight_store w = fused::runtime::weight_store::load(dir_of("tiny_llama"), stored, info.arch.tie_word_embeddings);
+  const fused::decoder::batch_shape batch{.sequences = 6, .tokens = T};
+  std::vector<std::int32_t> ids = tokens_of(6 * T, info.arch.vocab_size, 23);
+
+  const parallel_run alone = train_in_parallel(info, w, batch, 6, 1, ids).front();
+  for (const int ranks : {2, 3, 6}) {
+    CAPTURE(ranks);
+    for (const parallel_run& r : train_in_parallel(info, w, batch, 6, ranks, ids)) {
+      CHECK(r.losses == alone.losses);
+      CHECK(r.gradients == alone.gradients);
+      CHECK(r.parameters == alone.parameters);
+    }
+  }
+  const parallel_run pairs = train_in_parallel(info, w, batch, 2, 1, ids).front();
+  for (const parallel_run& r : train_in_parallel(info, w, batch, 2, 2, ids)) CHECK(r.parameters == pairs.parameters);
+
+  // The same step as one program: the same mean, summed in another order.
+  fused::decoder::trainer whole(*info.family, info.arch, batch, {.train = {.keep_gradients = true}});
+  whole.load(w);
+  std::vector<float> losses, gradients;
+  for (int s = 0; s < 2; ++s) losses.push_back(whole.step(ids, 1e-2f));
+  for (std::size_t k = 0; k < whole.prog().parameters.size(); ++k) {
+    const auto g = whole.gradient(k);
+    gradients.insert(gradients.end(), g.begin(), g.end());
+  }
+  for (std::size_t s = 0; s < 2; ++s) CHECK(std::fabs(losses[s] - alone.losses[s]) <= 1e-5f * losses[s]);
+  float scale = 0, worst = 0;
+  for (std::size_t i = 0; i < gradients.size(); ++i) {
+    scale = std::max(scale, std::fabs(gradients[i]));
+    worst = std::max(worst, std::fabs(gradients[i] - alone.gradients[i]));
+  }
+  CHECK(worst <= 1e-4f * scale);
+
+  // One micro-batch on one rank is the whole step, the same bits.
+  fused::decoder::trainer one(*info.family, info.arch, batch, {}, {.micro_batches = 1});
+  one.load(w);
+  CHECK(one.layout().micro_batches == 1);
+  CHECK(one.step(ids, 1e-2f) == losses[0]);
+}
+
+TEST_CASE("data parallel: batches and rank counts that do not split are refused") {
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir_of("tiny_llama"));
+  CHECK_THROWS_WITH_AS(fused::decoder::trainer(*info.family, info.arch, {.sequences = 6, .tokens = 4}, {}, {.micro_batches = 4}),
+                       "a batch of 6 sequences does not split into 4 micro-batches of equal size", std::invalid_argument);
+  mailbox box(4);
+  thread_rank four(box, 0, 4);
+  CHECK_THROWS_WITH_AS(fused::decoder::trainer(*info.family, info.arch, {.sequences = 6, .tokens = 4}, {}, {.micro_batches = 6, .ranks = &four}),
+                       "a batch of 6 micro-batches does not split evenly over 4 ranks (the rank count must divide the micro-batch count)",
+                       std::invalid_argument);
 }
 
 // tiny_a's train step planned in constant evaluation: verified by static_assert, and run through the

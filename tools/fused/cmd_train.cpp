@@ -22,6 +22,7 @@
 #include <fused/models/hf_config.hpp>
 
 #include "cli.hpp"
+#include "mpi_ranks.hpp"
 #include "train_flags.hpp"
 
 namespace fused::cli::cmd_train {
@@ -30,10 +31,37 @@ struct options {
   std::string model_dir, tokens, out;
   double lr = 1e-3;
   fused::cli::optimizer_flags optimizer;
-  long long threads = 0, batch = 1;
+  long long threads = 0, batch = 1, micro_batch = 0;
 };
 
-int run_train_step(const options& o) {
+// The micro-batches of a batch of `batch` sequences, `micro_batch` each (0: one per rank).
+std::int64_t micro_batches(long long batch, long long micro_batch, int ranks) {
+  if (micro_batch == 0) {
+    if (batch % ranks != 0) throw fused::cli::usage_error("--batch " + std::to_string(batch) + " does not split over " + std::to_string(ranks) + " ranks");
+    return ranks;
+  }
+  if (batch % micro_batch != 0) throw fused::cli::usage_error("--micro-batch " + std::to_string(micro_batch) + " does not divide --batch " + std::to_string(batch));
+  const long long count = batch / micro_batch;
+  if (count % ranks != 0)
+    throw fused::cli::usage_error("--batch " + std::to_string(batch) + " is " + std::to_string(count) + " micro-batches of " + std::to_string(micro_batch) +
+                                  ", which do not split evenly over " + std::to_string(ranks) + " ranks");
+  return count;
+}
+
+// Runs `work` as this rank of the launch; after an error on one rank of several, ends them all.
+template <class Work>
+int as_rank(fused::cli::launch& l, const char* command, Work&& work) {
+  try {
+    return work();
+  } catch (const std::exception& e) {
+    if (l.count() <= 1) throw;
+    std::fprintf(stderr, "fused %s: error on rank %d of %d: %s\n", command, l.rank(), l.count(), e.what());
+    l.fail(1);
+    throw;
+  }
+}
+
+int train_step(const options& o, fused::cli::launch& l) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const std::vector<std::int32_t> ids = fused::cli::parse_ids({o.tokens});
   const auto sequences = static_cast<std::size_t>(o.batch);
@@ -49,7 +77,8 @@ int run_train_step(const options& o) {
 
   fused::decoder::graph_options graph{};
   graph.train = train;
-  fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = static_cast<std::int64_t>(ids.size() / sequences)}, graph);
+  const fused::decoder::data_parallel parallel{.micro_batches = micro_batches(o.batch, o.micro_batch, l.count()), .ranks = l.ranks.get()};
+  fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = static_cast<std::int64_t>(ids.size() / sequences)}, graph, parallel);
   const std::vector<fused::tensor_info> stored = t.checkpoint_tensors();
   t.load(fused::runtime::weight_store::load(o.model_dir, stored, info.arch.tie_word_embeddings));
 
@@ -80,6 +109,7 @@ int run_train_step(const options& o) {
     names.push_back("after." + t.parameter_name(k));
     out.push_back({names.back(), fused::io::dtype::F32, dims, std::as_bytes(std::span(after[k]))});
   }
+  if (l.rank() != 0) return 0;  // every rank holds the same values: rank 0 writes them
   fused::io::write_safetensors(o.out, out);
   std::fprintf(stderr, "fused train-step: %zu tokens, %zu parameters, %zu steps, arena %lld bytes (lower bound %lld), state %lld bytes: loss %.6g -> %.6g\n",
                ids.size(), n, t.prog().steps.size(), static_cast<long long>(t.mem().arena_bytes()), static_cast<long long>(t.mem().lower_bound),
@@ -88,9 +118,14 @@ int run_train_step(const options& o) {
   return 0;
 }
 
+int run_train_step(const options& o) {
+  fused::cli::launch l = fused::cli::join_launch();
+  return as_rank(l, "train-step", [&] { return train_step(o, l); });
+}
+
 struct train_options {
   std::string model_dir, data, out, resume;
-  long long sequence = 256, batch = 8, steps = 100, warmup = 0, seed = 0, log_every = 10, threads = 0;
+  long long sequence = 256, batch = 8, micro_batch = 0, steps = 100, warmup = 0, seed = 0, log_every = 10, threads = 0;
   double lr = 1e-3, min_lr_ratio = 0.1;
   fused::cli::optimizer_flags optimizer;
 };
@@ -113,7 +148,7 @@ std::string read_text(const std::filesystem::path& path) {
   return s.str();
 }
 
-int run_train(const train_options& o) {
+int train(const train_options& o, fused::cli::launch& l) {
   namespace fs = std::filesystem;
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const fused::train::options train = o.optimizer.options();
@@ -132,14 +167,20 @@ int run_train(const train_options& o) {
 
   fused::decoder::graph_options graph{};
   graph.train = train;
-  fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence}, graph);
+  const fused::decoder::data_parallel parallel{.micro_batches = micro_batches(o.batch, o.micro_batch, l.count()), .ranks = l.ranks.get()};
+  fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence}, graph, parallel);
+  const bool speaks = l.rank() == 0;  // every rank computes the same: rank 0 reports and writes
   if (o.resume.empty()) {
     t.load(fused::runtime::weight_store::load(dir, t.checkpoint_tensors(), info.arch.tie_word_embeddings));
   } else {
     t.resume(fs::path(o.resume) / "train_state.safetensors");
   }
   const long long first = t.steps_taken();
-  std::fprintf(stderr,
+  if (speaks && t.layout().micro_batches > 1)
+    std::fprintf(stderr, "fused train: each step in %lld micro-batches of %lld sequences over %d rank%s, gradients summed in a fixed tree\n",
+                 static_cast<long long>(t.layout().micro_batches), o.batch / static_cast<long long>(t.layout().micro_batches), l.count(), l.count() == 1 ? "" : "s");
+  if (speaks)
+    std::fprintf(stderr,
                "fused train: %s on %s: %zu tokens; %lld x %lld tokens a step, %lld steps from step %lld; a program of %zu steps, arena %.1f MiB "
                "(lower bound %.1f), state %.1f MiB\n",
                dir.string().c_str(), o.data.c_str(), corpus.size(), o.batch, o.sequence, o.steps, first, t.prog().steps.size(),
@@ -168,13 +209,15 @@ int run_train(const train_options& o) {
     window_loss += loss;
     ++window_steps;
     if (window_steps == o.log_every || step + 1 == first + o.steps) {
-      std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.0f tok/s\n", step + 1, window_loss / static_cast<double>(window_steps), lr,
+      if (speaks)
+        std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.0f tok/s\n", step + 1, window_loss / static_cast<double>(window_steps), lr,
                    static_cast<double>(window_steps * o.batch * o.sequence) / window_seconds);
       window_loss = window_seconds = 0;
       window_steps = 0;
     }
   }
 
+  if (!speaks) return 0;
   fs::create_directories(out);
   for (const char* file : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
     if (fs::exists(dir / file) && !fs::equivalent(dir, out)) fs::copy_file(dir / file, out / file, fs::copy_options::overwrite_existing);
@@ -182,6 +225,11 @@ int run_train(const train_options& o) {
   t.save_state(out / "train_state.safetensors");
   std::fprintf(stderr, "fused train: wrote %s (model.safetensors, bf16; train_state.safetensors, f32, for --resume)\n", out.string().c_str());
   return 0;
+}
+
+int run_train(const train_options& o) {
+  fused::cli::launch l = fused::cli::join_launch();
+  return as_rank(l, "train", [&] { return train(o, l); });
 }
 
 const fused::cli::command train_cmd{
@@ -192,6 +240,10 @@ const fused::cli::command train_cmd{
       app.add_option("--out", o->out, "the directory to write: config.json, model.safetensors, train_state.safetensors, the tokenizer")->required();
       app.add_option("--seq", o->sequence, "tokens per sequence")->check(fused::cli::integer_in(2, 1 << 16));
       app.add_option("--batch", o->batch, "sequences per step")->check(fused::cli::integer_in(1, 4096));
+      app.add_option("--micro-batch", o->micro_batch,
+                     "sequences per gradient pass: the batch's gradients summed over its micro-batches in a fixed tree, the same bits "
+                     "on any number of ranks (mpirun -np R); 0 = the batch over the ranks, in one program on one rank")
+          ->check(fused::cli::integer_in(0, 4096));
       app.add_option("--steps", o->steps, "optimizer steps")->check(fused::cli::integer_in(1, 1 << 30));
       app.add_option("--lr", o->lr, "peak learning rate")->check(fused::cli::finite_in(0, 1e3));
       app.add_option("--warmup", o->warmup, "steps of linear warmup before the cosine decay")->check(fused::cli::integer_in(0, 1 << 30));
@@ -210,6 +262,8 @@ const fused::cli::command train_step_cmd{
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->required();
       app.add_option("--tokens", o->tokens, "the sequence's token ids: 1,2,3 (the loss predicts each from those before it)")->required();
       app.add_option("--batch", o->batch, "the tokens are this many sequences of equal length, one after another")->check(fused::cli::integer_in(1, 1 << 20));
+      app.add_option("--micro-batch", o->micro_batch, "sequences per gradient pass, as fused train's (the same bits on any number of ranks)")
+          ->check(fused::cli::integer_in(0, 1 << 20));
       app.add_option("--lr", o->lr, "learning rate")->check(fused::cli::finite_in(0, 1e3));
       o->optimizer.add_to(app);
       app.add_option("--out", o->out, "the safetensors file to write")->required();

@@ -33,6 +33,9 @@ std::string version_text() {
 #else
   text += ", no OpenMP";
 #endif
+#ifdef FUSED_HAVE_MPI
+  text += ", MPI";
+#endif
   text += std::string("; kernels here: ") + fk_isa_name(fk_isa_active()) + ")";
   try {
     text += "\ndefault model: " + fused::cli::default_model_dir().string();

@@ -77,6 +77,7 @@ enum class kernel : std::uint8_t {
 enum class arg : std::uint8_t {
   input0, input1, input2, input3,  // the step's inputs, in its order
   bias,                    // input 2 when the step has three inputs, else NULL
+  optional2, optional3,    // input 2 / 3 when the step has that many inputs, else NULL
   output,                  // the step's result
   work,                    // the step's workspace, or NULL
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
@@ -155,10 +156,11 @@ inline constexpr std::array<kernel_spec, 49> kernel_specs{{
     detail::spec(kernel::linear_f32, "fk_linear_f32", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
     detail::spec(kernel::attention_causal, "fk_attention_causal_f32", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
                  arg::kv_heads, arg::head_dim, arg::period, arg::output),
-    detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::output),
+    detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::optional2,
+                                  arg::output),
                      "a label is outside the vocabulary"),
     detail::refusing(detail::spec(kernel::cross_entropy_backward, "fk_cross_entropy_backward", -1, arg::input0, arg::rows, arg::cols, arg::input1,
-                                  arg::input2, arg::output),
+                                  arg::input2, arg::optional3, arg::output),
                      "a label is outside the vocabulary"),
     detail::spec(kernel::linear_backward_input, "fk_linear_backward_input", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols,
                  arg::output),

@@ -44,7 +44,7 @@ FUSED_ALWAYS_INLINE T* data_ptr(const operand& o, const regions& r) {
   return reinterpret_cast<T*>(base + o.offset);
 }
 
-// The operand an argument names, or nullptr (no bias, no workspace).
+// The operand an argument names, or nullptr (no bias, no optional input, no workspace).
 FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
   switch (a) {
     case arg::input0: return &c.in[0];
@@ -52,6 +52,8 @@ FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
     case arg::input2: return &c.in[2];
     case arg::input3: return &c.in[3];
     case arg::bias: return c.n_in == 3 ? &c.in[2] : nullptr;
+    case arg::optional2: return c.n_in > 2 ? &c.in[2] : nullptr;
+    case arg::optional3: return c.n_in > 3 ? &c.in[3] : nullptr;
     case arg::output: return &c.out;
     case arg::work: return c.work.tensor >= 0 ? &c.work : nullptr;
     default: return nullptr;

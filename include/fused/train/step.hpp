@@ -34,21 +34,18 @@ struct options {
   sgd_momentum sgd{};         // with method::sgd
   method use = method::adamw;
   bool keep_gradients = false;  // the gradients stay readable after the call (train-step's outputs)
+  // One shard of a data-parallel step (train/shards.hpp): the program ends at the gradients (kept),
+  // its loss divides by the input "label_count" (the labels of the whole batch, so that the shards'
+  // losses and gradients add up to the batch's), and the update is a program of its own
+  // (update_program), run once the shards' gradients are summed.
+  bool gradients_only = false;
 };
 
-// Appends to `g` the loss (mean next-token cross-entropy of `logits` [T, V] against the input
-// "labels" i32 [T], -100 skipping a row), output "loss"; the gradients of every tensor of `parameters`
-// (f32 state feeds); one AdamW step over each; and marks the program as training.
-constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o) {
-  if (!g.peek().ok()) return;
-  const dim rows = g.peek().tensor(logits).shp[0];
-  const tensor_id labels = g.input({"labels"}, dtype::i32, shape(rows));
-  const tensor_id loss = g.apply(ops::cross_entropy, {logits, labels}, {}, {"loss"});
-  g.output("loss", loss);
-  const tensor_id seed = g.apply(ops::full, {}, {.i = {1, no_value, no_value, no_value}, .f = 1.0}, {"loss.grad"});
-  const std::vector<tensor_id> grads = append_backward(g, loss, seed, parameters, ops::add);
-  if (!g.peek().ok()) return;
-
+// The optimizer's update of each parameter (f32 state) by its gradient: new parameters, moments or
+// momentum buffers and step count as state out. The tail of a train step, or a whole update program.
+constexpr std::vector<trained_parameter> append_update(graph_builder& g, const std::vector<tensor_id>& parameters, const std::vector<tensor_id>& grads,
+                                                       const options& o) {
+  std::vector<trained_parameter> trained;
   const tensor_id lr = g.input({"learning_rate"}, dtype::f32, shape(1));
   const tensor_id count = g.state({step_count_name}, dtype::i32, shape(1));
   const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
@@ -58,21 +55,15 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
   const bool adam = o.use == method::adamw;
   if (!adam && s.nesterov && (s.momentum <= 0 || s.dampening != 0)) {
     g.fail(error_kind::bad_program, "Nesterov momentum needs momentum above 0 and no dampening");
-    return;
+    return trained;
   }
   const tensor_id factors =
       adam ? g.apply(ops::adamw_factors, {next_count, lr}, {.f = h.beta1, .extra = {h.beta2, h.weight_decay, 0}}, {"optimizer.factors"}) : -1;
-  std::vector<trained_parameter> trained;
   trained.reserve(parameters.size());
   for (std::size_t i = 0; i < parameters.size(); ++i) {
     const tensor_id p = parameters[i], grad = grads[i];
     const tensor_info& pt = g.peek().tensor(p);
     const name_ref pn = pt.name;
-    if (grad < 0) {
-      g.fail(error_kind::bad_program, "parameter '" + pn.str() + "' does not reach the loss, so it has no gradient to train it with");
-      return;
-    }
-    if (o.keep_gradients) g.keep(grad);
     const shape ps = pt.shp;
     if (!adam) {
       tensor_id p_next = -1;
@@ -99,7 +90,62 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
     g.carry_state(p, p_next);
     trained.push_back({.value = p, .gradient = grad, .next = p_next});
   }
+  return trained;
+}
+
+// Appends to `g` the loss (mean next-token cross-entropy of `logits` [T, V] against the input
+// "labels" i32 [T], -100 skipping a row), output "loss"; the gradients of every tensor of `parameters`
+// (f32 state feeds); one optimizer step over each (none with options::gradients_only); and marks the
+// program as training.
+constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o) {
+  if (!g.peek().ok()) return;
+  const dim rows = g.peek().tensor(logits).shp[0];
+  const tensor_id labels = g.input({"labels"}, dtype::i32, shape(rows));
+  const tensor_id loss = o.gradients_only ? g.apply(ops::cross_entropy, {logits, labels, g.input({"label_count"}, dtype::f32, shape(1))}, {}, {"loss"})
+                                          : g.apply(ops::cross_entropy, {logits, labels}, {}, {"loss"});
+  g.output("loss", loss);
+  const tensor_id seed = g.apply(ops::full, {}, {.i = {1, no_value, no_value, no_value}, .f = 1.0}, {"loss.grad"});
+  const std::vector<tensor_id> grads = append_backward(g, loss, seed, parameters, ops::add);
+  if (!g.peek().ok()) return;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (grads[i] >= 0) continue;
+    g.fail(error_kind::bad_program, "parameter '" + g.peek().tensor(parameters[i]).name.str() + "' does not reach the loss, so it has no gradient to train it with");
+    return;
+  }
+  if (o.gradients_only) {
+    std::vector<trained_parameter> trained;
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      g.keep(grads[i]);
+      trained.push_back({.value = parameters[i], .gradient = grads[i]});
+    }
+    g.train(loss, std::move(trained));
+    return;
+  }
+  if (o.keep_gradients)
+    for (tensor_id grad : grads) g.keep(grad);
+  std::vector<trained_parameter> trained = append_update(g, parameters, grads, o);
   g.train(loss, std::move(trained));
+}
+
+// A parameter as an update program declares it: its name (the gradient program's) and shape.
+struct parameter_shape {
+  name_ref name;
+  shape shp;
+};
+
+// The update of a data-parallel step (options::gradients_only): each parameter f32 state, its gradient
+// (summed over the shards) the input "<name>.grad", the learning rate the input "learning_rate"; the
+// optimizer's steps exactly as a whole train step appends them.
+constexpr program update_program(const std::vector<parameter_shape>& parameters, const options& o) {
+  graph_builder g;
+  std::vector<tensor_id> values, grads;
+  for (const parameter_shape& p : parameters) {
+    values.push_back(g.state(p.name, dtype::f32, p.shp));
+    grads.push_back(g.input({p.name.pattern, p.name.index, ".grad"}, dtype::f32, p.shp));
+  }
+  std::vector<trained_parameter> trained = append_update(g, values, grads, o);
+  g.train(-1, std::move(trained));
+  return std::move(g).finish();
 }
 
 }  // namespace fused::train

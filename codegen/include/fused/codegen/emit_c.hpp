@@ -79,6 +79,8 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::input2: return operand(p, m, c.in[2]);
     case arg::input3: return operand(p, m, c.in[3]);
     case arg::bias: return c.n_in == 3 ? operand(p, m, c.in[2]) : "NULL";
+    case arg::optional2: return c.n_in > 2 ? operand(p, m, c.in[2]) : "NULL";
+    case arg::optional3: return c.n_in > 3 ? operand(p, m, c.in[3]) : "NULL";
     case arg::output: return operand(p, m, c.out);
     case arg::work: return c.work.tensor >= 0 ? operand(p, m, c.work) : "NULL";
     case arg::rows: return rows_times(c.rows, dec, 1);
