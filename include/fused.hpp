@@ -45,6 +45,7 @@
 #include "fused/ops/sgd.hpp"
 #include "fused/ops/causal_attention.hpp"
 #include "fused/ops/cross_entropy.hpp"
+#include "fused/ops/dropout.hpp"
 #include "fused/ops/rms_norm.hpp"
 #include "fused/ops/rope.hpp"
 #include "fused/ops/take_last.hpp"

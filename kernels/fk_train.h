@@ -5,7 +5,8 @@
  *
  * The linear kernels run an AVX2 register-blocked GEMM where the CPU has AVX2 (fk__gemm_f32_avx2).
  *
- * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy
+ * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy,
+ *           fk_dropout_f32 (its own backward too)
  * Backward: fk_cross_entropy_backward, fk_linear_backward_input (dX = dY W),
  *           fk_linear_backward_weight (dW = dY^T X), fk_sum_rows (a bias's gradient),
  *           fk_rmsnorm_backward_input / _weight, fk_rope_backward / fk_rope_llama3_backward (fk_rope.h),
@@ -151,6 +152,52 @@ FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, s
 }
 #endif
 
+/* ---- dropout ------------------------------------------------------------------------------------ */
+
+/* Dropout's mask is a pure function of (key, step, element): no state, no order, the same bits on any
+ * thread count, and the backward recomputes the forward's mask. `key` names the dropout site in a
+ * seeded run (train::dropout_key); `step` is the train step's number, so each train step draws a
+ * new mask. splitmix64's finalizer mixes them. */
+FK_API uint64_t fk__mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/* Element `index` of a mask keeping 1 - p: 24 uniform bits against p's threshold. */
+typedef struct {
+  uint64_t stream;     /* key and step mixed */
+  uint32_t threshold;  /* p * 2^24: elements whose bits fall below are dropped */
+  float scale;         /* 1 / (1 - p), what kept elements are multiplied by */
+} fk__dropout_mask;
+
+FK_API fk__dropout_mask fk__dropout_mask_of(float p, int32_t key, const int32_t* step) {
+  fk__dropout_mask m;
+  m.stream = fk__mix64(((uint64_t)(uint32_t)key << 32) ^ (uint64_t)(uint32_t)(step ? step[0] : 0) ^ 0x9e3779b97f4a7c15ULL);
+  m.threshold = p >= 1.0f ? (1u << 24) : (uint32_t)((double)p * 16777216.0 + 0.5);
+  m.scale = p >= 1.0f ? 0.0f : (float)(1.0 / (1.0 - (double)p));
+  return m;
+}
+
+FK_API float fk__dropout_factor(const fk__dropout_mask* m, uint64_t index) {
+  const uint32_t bits = (uint32_t)(fk__mix64(m->stream + index * 0x9e3779b97f4a7c15ULL) >> 40);
+  return bits < m->threshold ? 0.0f : m->scale;
+}
+
+/* y[i] = x[i] / (1 - p) where the mask keeps element i, else 0 (torch.nn.functional.dropout's
+ * arithmetic; its random numbers are torch's own). p = 0: y = x, the same bits. The same call with
+ * the same key and step is its own backward: dx = dropout(dy). y may alias x. */
+FK_API void fk_dropout_f32(const float* x, size_t n, float p, int32_t key, const int32_t* step, float* y) {
+  if (p <= 0.0f) {
+    if (y != x) memmove(y, x, n * sizeof(float));
+    return;
+  }
+  const fk__dropout_mask m = fk__dropout_mask_of(p, key, step);
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] * fk__dropout_factor(&m, i);
+}
+
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 /* out[i, :] = table[ids[i], :] (ids checked by the executors) */
@@ -195,13 +242,20 @@ FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float*
  * after another; period 0: all rows are one sequence). */
 FK_API size_t fk__sequence_start(size_t t, size_t period) { return period ? t - t % period : 0; }
 
+/* The attention probability of head h, query row t, key row j in a dropout mask over [heads, rows, rows]. */
+FK_API uint64_t fk__attention_element(size_t h, size_t t, size_t j, size_t rows) { return ((uint64_t)h * rows + t) * rows + j; }
+
 /* Causal grouped-query attention: q[rows, heads*hd], k and v [rows, kv_heads*hd], out[rows, heads*hd];
  * head h reads kv head h / (heads / kv_heads); row t sees the rows of its sequence up to its own.
- * Softmax of q.k / sqrt(hd) in two passes (max, then sum). */
+ * Softmax of q.k / sqrt(hd) in two passes (max, then sum). With dropout p > 0 (and its key and step,
+ * as fk_dropout_f32's), the probabilities go through a mask over [heads, rows, rows] before they
+ * weigh the values, as Hugging Face's attention_dropout does in training. */
 FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
-                                    size_t head_dim, size_t period, float* out) {
+                                    size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step, float* out) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
+  const int masked = dropout > 0.0f;
+  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
   FK_PARALLEL_FOR(nt)
   for (size_t job = 0; job < rows * heads; ++job) {
@@ -219,7 +273,8 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
     for (size_t j = first; j <= t; ++j) {
       const float p = expf(fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale - m);
       sum += p;
-      fk__axpy_f32(p, v + j * kw + g * head_dim, head_dim, o);
+      const float weight = masked ? p * fk__dropout_factor(&mask, fk__attention_element(h, t, j, rows)) : p;
+      fk__axpy_f32(weight, v + j * kw + g * head_dim, head_dim, o);
     }
     const float inv = 1.0f / sum;
     for (size_t i = 0; i < head_dim; ++i) o[i] *= inv;
@@ -365,13 +420,17 @@ FK_API void fk_swiglu_backward(const float* gate, const float* up, const float* 
 }
 
 /* The gradients of fk_attention_causal_f32 with respect to q, k and v, side by side in one row:
- * dqkv[rows, (heads + 2*kv_heads) * hd] = [dq | dk | dv]. The probabilities are recomputed row by row;
- * work holds 2 * rows floats per kv head. Threads split the kv heads: each owns its dk and dv and
- * the dq of its query heads, and adds rows in order. */
+ * dqkv[rows, (heads + 2*kv_heads) * hd] = [dq | dk | dv]. The probabilities (and a dropout's mask) are
+ * recomputed row by row; work holds 2 * rows floats per kv head. Threads split the kv heads: each owns
+ * its dk and dv and the dq of its query heads, and adds rows in order. With dropout, dp_j is the mask's
+ * factor times dO.v_j, and sum_j p_j dp_j is still dO.O. */
 FK_API void fk_attention_causal_backward(const float* q, const float* k, const float* v, const float* dout, size_t rows, size_t heads,
-                                         size_t kv_heads, size_t head_dim, size_t period, float* work, float* dqkv) {
+                                         size_t kv_heads, size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step,
+                                         float* work, float* dqkv) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
   const float scale = 1.0f / sqrtf((float)head_dim);
+  const int masked = dropout > 0.0f;
+  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   for (size_t t = 0; t < rows; ++t)
     for (size_t i = 0; i < row; ++i) dqkv[t * row + i] = 0.0f;
   const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
@@ -399,14 +458,16 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
         for (size_t j = first; j <= t; ++j) {
           p[j] *= inv;
           dp[j] = fk__dot_f32(dor, v + j * kw + g * head_dim, head_dim);
+          if (masked) dp[j] *= fk__dropout_factor(&mask, fk__attention_element(h, t, j, rows));
           delta += p[j] * dp[j];
         }
         float* dq = dqkv + t * row + h * head_dim;
         for (size_t j = first; j <= t; ++j) {
           const float ds = p[j] * (dp[j] - delta) * scale;
+          const float weight = masked ? p[j] * fk__dropout_factor(&mask, fk__attention_element(h, t, j, rows)) : p[j];
           fk__axpy_f32(ds, k + j * kw + g * head_dim, head_dim, dq);
           fk__axpy_f32(ds, qr, head_dim, dqkv + j * row + qw + g * head_dim);
-          fk__axpy_f32(p[j], dor, head_dim, dqkv + j * row + qw + kw + g * head_dim);
+          fk__axpy_f32(weight, dor, head_dim, dqkv + j * row + qw + kw + g * head_dim);
         }
       }
   }

@@ -483,7 +483,7 @@ constexpr const char* name_of(role r) {
 }
 
 using tensor_id = int;
-inline constexpr int max_inputs = 4;
+inline constexpr int max_inputs = 5;
 
 struct tensor_info {
   tensor_id id = -1;
@@ -523,7 +523,7 @@ struct attr_field {
 struct step {
   int id = -1;                       // stable: the order in which the model added it
   const op_def* op = nullptr;
-  tensor_id inputs[max_inputs]{-1, -1, -1, -1};
+  tensor_id inputs[max_inputs]{-1, -1, -1, -1, -1};
   int n_inputs = 0;
   attrs at{};
   tensor_id result = -1;
@@ -582,7 +582,7 @@ struct backward_args {
   const step* forward = nullptr;
   tensor_id grad = -1;
   bool wants[max_inputs]{};
-  tensor_id out[max_inputs]{-1, -1, -1, -1};
+  tensor_id out[max_inputs]{-1, -1, -1, -1, -1};
 };
 
 // The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
@@ -596,7 +596,9 @@ struct op_def {
   int max_inputs;
   inferred (*infer)(const tensor_info* const* in, int n, const attrs& a);
   int in_place_input = -1;  // input slot whose bytes the result may take over, or -1
-  bool mode_sensitive = false;  // kernel or behaviour depends on the mode (sequence length, position)
+  // Honours the program's `training` flag: dropout's mask, which the executors leave out (the
+  // identity) when the program does not train. Written to graph.json per step.
+  bool mode_sensitive = false;
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
   const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out) = nullptr;
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
@@ -2069,7 +2071,7 @@ inline constexpr op_def attention{
       return result(dtype::f32, q.shp);
     },
     .in_place_input = -1,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
     },
@@ -2081,10 +2083,12 @@ inline constexpr op_def attention{
 // ---- begin fused/ops/causal_attention.hpp --------------------------------------------------------------
 // causal_attention: causal grouped-query attention of one whole sequence, no KV cache (training):
 // q f32 [T, heads*hd], k and v f32 [T, kv_heads*hd] -> f32 [T, heads*hd]; attrs.i = {heads, kv_heads,
-// period}: with a period P > 0 the rows are sequences of P rows packed (a batch), each attending
-// within its own sequence.
-// Its backward: attention_grad (q, k, v, dy) -> [T, (heads + 2*kv_heads)*hd], each row [dq | dk | dv]
-// (workspace: f32 [2*kv_heads, T]), and take_columns, which copies one of the three out.
+// period, dropout key}: with a period P > 0 the rows are sequences of P rows packed (a batch), each
+// attending within its own sequence. Attention dropout: attrs.f = p, and a fourth input, the step
+// number i32 [1] (the train step's), draws the mask (fk_dropout_f32's, keyed by attrs.i[3]); mode
+// sensitive: a program that does not train attends without it.
+// Its backward: attention_grad (q, k, v, dy [, step]) -> [T, (heads + 2*kv_heads)*hd], each row
+// [dq | dk | dv] (workspace: f32 [2*kv_heads, T]), and take_columns, which copies one of the three out.
 
 namespace fused::ops {
 
@@ -2097,7 +2101,7 @@ constexpr attention_sizes attention_sizes_of(const tensor_info& q, const attrs& 
   if (heads <= 0 || kv <= 0 || heads % kv || q.shp.rank != 2 || q.shp[1].symbol != 0 || q.shp[1].n % heads) return {};
   return {heads, kv, q.shp[1].n / heads};
 }
-constexpr inferred causal_attention_shape(const tensor_info* const* in, int n, const attrs& a) {
+constexpr inferred causal_attention_shape(const tensor_info* const* in, int, const attrs& a) {
   const auto &q = *in[0], &k = *in[1], &v = *in[2];
   const attention_sizes z = attention_sizes_of(q, a);
   if (z.heads == 0) return mismatch(0, "queries must be f32 [T, heads*head_dim] with heads a multiple of kv_heads (attrs " + to_text(a.i[0]) + ", " + to_text(a.i[1]) + "), got " + describe(q));
@@ -2106,24 +2110,34 @@ constexpr inferred causal_attention_shape(const tensor_info* const* in, int n, c
   const shape kv_shape(q.shp[0], z.kv_heads * z.head_dim);
   if (k.type != dtype::f32 || !(k.shp == kv_shape)) return mismatch(1, "keys must be f32 " + shape_text(kv_shape) + ", got " + describe(k));
   if (v.type != dtype::f32 || !(v.shp == kv_shape)) return mismatch(2, "values must be f32 " + shape_text(kv_shape) + ", got " + describe(v));
-  if (n == 4 && (in[3]->type != dtype::f32 || !(in[3]->shp == q.shp))) return mismatch(3, "the gradient must be " + describe(q) + ", got " + describe(*in[3]));
+  if (!(a.f >= 0 && a.f < 1)) return mismatch(-1, "the dropout probability must be in [0, 1)");
   return result(dtype::f32, q.shp);
+}
+// The optional step count after the `others` inputs: needed exactly when there is dropout.
+constexpr inferred dropout_step(const tensor_info* const* in, int n, const attrs& a, int others) {
+  if (n > others && !is_one_i32(*in[others])) return mismatch(others, "the dropout's step count must be i32 [1], got " + describe(*in[others]));
+  if (a.f > 0 && n <= others) return mismatch(-1, "attention dropout needs the step count as input " + to_text(others));
+  return {};
 }
 }  // namespace detail
 
-inline constexpr attr_field causal_attention_attributes[] = {{"heads", attr_slot::i0}, {"kv_heads", attr_slot::i1}, {"period", attr_slot::i2}};
+inline constexpr attr_field causal_attention_attributes[] = {{"heads", attr_slot::i0}, {"kv_heads", attr_slot::i1}, {"period", attr_slot::i2},
+                                                             {"dropout_key", attr_slot::i3}, {"dropout", attr_slot::f}};
 
 inline constexpr op_def attention_grad{
     .name = "attention_grad",
     .category = "attention",
     .min_inputs = 4,
-    .max_inputs = 4,
+    .max_inputs = 5,
     .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
       inferred r = detail::causal_attention_shape(in, n, a);
       if (!r.error.empty()) return r;
+      if (in[3]->type != dtype::f32 || !(in[3]->shp == in[0]->shp)) return mismatch(3, "the gradient must be " + describe(*in[0]) + ", got " + describe(*in[3]));
+      if (inferred s = detail::dropout_step(in, n, a, 4); !s.error.empty()) return s;
       const detail::attention_sizes z = detail::attention_sizes_of(*in[0], a);
       return result(dtype::f32, shape(in[0]->shp[0], (z.heads + 2 * z.kv_heads) * z.head_dim));
     },
+    .mode_sensitive = true,
     .kernel = kernel_named<kernel_names::attention_causal_backward>,
     .work = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
       return result(dtype::f32, shape(2 * a.i[1], in[0]->shp[0]));
@@ -2149,15 +2163,22 @@ inline constexpr op_def causal_attention{
     .name = "causal_attention",
     .category = "attention",
     .min_inputs = 3,
-    .max_inputs = 3,
-    .infer = detail::causal_attention_shape,
+    .max_inputs = 4,
+    .infer = [](const tensor_info* const* in, int n, const attrs& a) -> inferred {
+      inferred r = detail::causal_attention_shape(in, n, a);
+      if (!r.error.empty()) return r;
+      if (inferred s = detail::dropout_step(in, n, a, 3); !s.error.empty()) return s;
+      return r;
+    },
+    .mode_sensitive = true,
     .kernel = kernel_named<kernel_names::attention_causal>,
     .attributes = causal_attention_attributes,
     .backward = [](graph_builder& g, backward_args& a) {
       const tensor_id q = input_of(a, 0), k = input_of(a, 1), v = input_of(a, 2);
       const detail::attention_sizes z = detail::attention_sizes_of(g.peek().tensor(q), a.forward->at);
-      const tensor_id all = g.apply(attention_grad, {q, k, v, a.grad}, a.forward->at, {g.peek().tensor(a.forward->result).name.pattern,
-                                                                                          g.peek().tensor(a.forward->result).name.index, ".grad_qkv"});
+      const name_ref all_name{g.peek().tensor(a.forward->result).name.pattern, g.peek().tensor(a.forward->result).name.index, ".grad_qkv"};
+      const tensor_id all = a.forward->n_inputs > 3 ? g.apply(attention_grad, {q, k, v, a.grad, input_of(a, 3)}, a.forward->at, all_name)
+                                                    : g.apply(attention_grad, {q, k, v, a.grad}, a.forward->at, all_name);
       const std::int64_t first[3] = {0, z.heads * z.head_dim, (z.heads + z.kv_heads) * z.head_dim};
       const std::int64_t count[3] = {z.heads * z.head_dim, z.kv_heads * z.head_dim, z.kv_heads * z.head_dim};
       for (int i = 0; i < 3; ++i)
@@ -2228,6 +2249,57 @@ inline constexpr op_def cross_entropy{
 
 }  // namespace fused::ops
 // ---- end fused/ops/cross_entropy.hpp -------------------------------------------------------------------
+// ---- begin fused/ops/dropout.hpp -----------------------------------------------------------------------
+// dropout: x f32 [...] and the step count i32 [1] -> f32 [...]: in a training program each element
+// kept with probability 1 - p and scaled by 1 / (1 - p), else 0; attrs.f = p, attrs.i[0] = the key
+// that names this dropout site (train::dropout_key). The mask is a function of (key, step, element)
+// (fk_dropout_f32): seeded, the same on any thread count, new at every optimizer step. Mode
+// sensitive: in a program that does not train it is the identity. Its backward is itself, applied to
+// the gradient with the same key and step.
+#include <cstdint>
+
+
+namespace fused::ops {
+
+inline constexpr char dropout_kernel[] = "fk_dropout_f32";
+inline constexpr attr_field dropout_attributes[] = {{"p", attr_slot::f}, {"key", attr_slot::i0}};
+
+inline constexpr op_def dropout{
+    .name = "dropout",
+    .category = "elementwise",
+    .min_inputs = 2,
+    .max_inputs = 2,
+    .infer = [](const tensor_info* const* in, int, const attrs& a) -> inferred {
+      if (in[0]->type != dtype::f32) return mismatch(0, "input must be f32, got " + describe(*in[0]));
+      if (!is_one_i32(*in[1])) return mismatch(1, "the step count must be i32 [1], got " + describe(*in[1]));
+      if (!(a.f >= 0 && a.f < 1)) return mismatch(-1, "p must be in [0, 1)");
+      return result(dtype::f32, in[0]->shp);
+    },
+    .in_place_input = 0,
+    .mode_sensitive = true,
+    .kernel = kernel_named<dropout_kernel>,
+    .attributes = dropout_attributes,
+    .backward = [](graph_builder& g, backward_args& a) {
+      if (a.wants[0]) a.out[0] = g.apply(dropout, {a.grad, input_of(a, 1)}, a.forward->at, grad_name(g, input_of(a, 0)));
+    },
+    .has_backward = true};
+
+}  // namespace fused::ops
+
+namespace fused::train {
+
+// The key of dropout site `site` (a layer's attention, say) in a run seeded `seed`: the pair hashed
+// (splitmix64's finalizer), so that nearby seeds and sites give unrelated masks.
+constexpr std::int64_t dropout_key(std::uint64_t seed, std::uint32_t site) {
+  std::uint64_t x = (seed << 20) ^ site ^ 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(x >> 32));
+}
+
+}  // namespace fused::train
+// ---- end fused/ops/dropout.hpp -------------------------------------------------------------------------
 // ---- begin fused/ops/elementwise.hpp -------------------------------------------------------------------
 // Elementwise ops on f32 tensors of one shape; the result may take over the first input's bytes.
 //   add:    a + b            (the residual stream)
@@ -2352,7 +2424,7 @@ inline constexpr op_def kv_write{
       return result(dtype::bf16, cache.shp);
     },
     .in_place_input = 1,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; },
     .positional = true};
 
@@ -2397,7 +2469,7 @@ inline constexpr op_def linear{
     .max_inputs = 3,
     .infer = [](const tensor_info* const* in, int n, const attrs&) { return detail::linear_shape(in, n, dtype::bf16); },
     .in_place_input = -1,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_gemv_bf16" : "fk_gemm_bf16";
     },
@@ -2615,7 +2687,7 @@ inline constexpr op_def rope_grad_op{.name = Name,
                                      .max_inputs = 2,
                                      .infer = rope_shape,
                                      .in_place_input = 0,
-                                     .mode_sensitive = true,
+                                     .mode_sensitive = false,
                                      .kernel = kernel_named<Kernel>,
                                      .positional = true};
 }  // namespace detail
@@ -2641,7 +2713,7 @@ inline constexpr op_def rope{.name = "rope",
                              .max_inputs = 2,
                              .infer = detail::rope_shape,
                              .in_place_input = 0,
-                             .mode_sensitive = true,
+                             .mode_sensitive = false,
                              .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope"; },
     .attributes = rope_attributes,
     .positional = true,
@@ -2665,7 +2737,7 @@ inline constexpr op_def rope_llama3{
       return detail::rope_shape(in, n, a);
     },
     .in_place_input = 0,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_rope_llama3"; },
     .attributes = rope_llama3_attributes,
     .positional = true,
@@ -2691,7 +2763,7 @@ inline constexpr op_def take_last{
       return result(dtype::f32, shape(1, x.shp[1]));
     },
     .in_place_input = -1,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_copy_last_row"; }};
 
 }  // namespace fused::ops
@@ -3787,7 +3859,7 @@ class registry {
                              &ops::sigmoid, &ops::silu, &ops::gelu, &ops::sub, &ops::mul, &ops::div, &ops::gt, &ops::lt, &ops::ge,
                              &ops::le, &ops::eq, &ops::ne, &ops::where, &ops::matmul, &ops::softmax, &ops::layer_norm, &ops::sum,
                              &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange, &ops::argmax, &ops::not_in, &ops::store_at,
-                             &ops::increment, &ops::next_position, &ops::full_int, &control::copy})
+                             &ops::increment, &ops::next_position, &ops::full_int, &ops::dropout, &control::copy})
       ops_.push_back(op);
   }
   static std::size_t distance(std::string_view a, std::string_view b) {
@@ -3856,15 +3928,17 @@ struct options {
   // losses and gradients add up to the batch's), and the update is a program of its own
   // (update_program), run once the shards' gradients are summed.
   bool gradients_only = false;
+  std::uint64_t seed = 0;  // draws dropout's masks (train::dropout_key)
 };
 
 // The optimizer's update of each parameter (f32 state) by its gradient: new parameters, moments or
 // momentum buffers and step count as state out. The tail of a train step, or a whole update program.
+// `step_count`: the step count state when the forward pass made it already (its dropout reads it), else -1.
 constexpr std::vector<trained_parameter> append_update(graph_builder& g, const std::vector<tensor_id>& parameters, const std::vector<tensor_id>& grads,
-                                                       const options& o) {
+                                                       const options& o, tensor_id step_count = -1) {
   std::vector<trained_parameter> trained;
   const tensor_id lr = g.input({"learning_rate"}, dtype::f32, shape(1));
-  const tensor_id count = g.state({step_count_name}, dtype::i32, shape(1));
+  const tensor_id count = step_count >= 0 ? step_count : g.state({step_count_name}, dtype::i32, shape(1));
   const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
   g.carry_state(count, next_count);
   const adamw& h = o.optimizer;
@@ -3913,8 +3987,9 @@ constexpr std::vector<trained_parameter> append_update(graph_builder& g, const s
 // Appends to `g` the loss (mean next-token cross-entropy of `logits` [T, V] against the input
 // "labels" i32 [T], -100 skipping a row), output "loss"; the gradients of every tensor of `parameters`
 // (f32 state feeds); one optimizer step over each (none with options::gradients_only); and marks the
-// program as training.
-constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o) {
+// program as training. `step_count`: the optimizer's step count if the forward pass made it (-1: none).
+constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o,
+                                 tensor_id step_count = -1) {
   if (!g.peek().ok()) return;
   const dim rows = g.peek().tensor(logits).shp[0];
   const tensor_id labels = g.input({"labels"}, dtype::i32, shape(rows));
@@ -3940,7 +4015,7 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
   }
   if (o.keep_gradients)
     for (tensor_id grad : grads) g.keep(grad);
-  std::vector<trained_parameter> trained = append_update(g, parameters, grads, o);
+  std::vector<trained_parameter> trained = append_update(g, parameters, grads, o, step_count);
   g.train(loss, std::move(trained));
 }
 
@@ -4264,6 +4339,7 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
   doc["lower_bound_bytes"] = m.lower_bound;
   doc["alignment"] = mem_align;
   doc["strategy"] = name_of(m.chosen);
+  if (p.training) doc["training"] = true;  // its mode-sensitive steps run their training behaviour
   doc["arena_by_strategy"] = json{{name_of(strategy::greedy_by_size), m.arena_by_strategy[0]},
                                   {name_of(strategy::greedy_by_first_use), nullptr}};
   if (m.arena_by_strategy[1] >= 0) doc["arena_by_strategy"][name_of(strategy::greedy_by_first_use)] = m.arena_by_strategy[1];
@@ -4307,6 +4383,7 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
     j["level"] = st.level;
     j["kernel"] = s < m.kernels.size() && m.kernels[s] ? json(m.kernels[s]) : json(nullptr);
     j["category"] = st.op->category;
+    if (st.mode_sensitive) j["mode_sensitive"] = true;  // honours the program's training flag (dropout)
     steps.push_back(std::move(j));
   }
   doc["steps"] = std::move(steps);
@@ -5548,6 +5625,7 @@ struct static_plan {
   std::array<const char*, NS> kernels{};
   std::array<std::int64_t, region_count> region_bytes{};
   std::int64_t lower_bound = 0;
+  bool training = false;  // the program's flag (mode-sensitive steps honour it)
   strategy chosen = strategy::greedy_by_size;
   diagnostic failure{};  // empty: verified
 
@@ -5597,6 +5675,7 @@ constexpr static_plan<NT, NS, NR, NC> freeze(const program& p, const memory_plan
   for (std::size_t i = 0; i < NC && i < p.carries.size(); ++i) s.carries[i] = p.carries[i];
   s.region_bytes = m.region_bytes;
   s.lower_bound = m.lower_bound;
+  s.training = p.training;
   s.chosen = m.chosen;
   if (p.tensors.size() != NT || p.steps.size() != NS || p.regions.size() != NR || p.carries.size() != NC) {
     s.failure = diagnostic("the program's size differs from the size it was counted at");
@@ -7532,6 +7611,7 @@ enum class kernel : std::uint8_t {
   sgd_momentum,
   sgd_update,
   sgd_momentum_update,
+  dropout,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -7539,9 +7619,9 @@ enum class kernel : std::uint8_t {
 // One argument of a kernel's C function, in the call's terms. Each names exactly one field of
 // `call` (operands, rows, sizes, reals) or the one dynamic value, pos0.
 enum class arg : std::uint8_t {
-  input0, input1, input2, input3,  // the step's inputs, in its order
+  input0, input1, input2, input3, input4,  // the step's inputs, in its order
   bias,                    // input 2 when the step has three inputs, else NULL
-  optional2, optional3,    // input 2 / 3 when the step has that many inputs, else NULL
+  optional2, optional3, optional4,  // input 2 / 3 / 4 when the step has that many inputs, else NULL
   output,                  // the step's result
   work,                    // the step's workspace, or NULL
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
@@ -7549,7 +7629,7 @@ enum class arg : std::uint8_t {
   pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab, period,  // call::sizes
   inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
-  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay, momentum, dampening,  // call::reals
+  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay, momentum, dampening, dropout,  // call::reals
   int0, int1, int2, int3,  // call::ints
   bytes,                   // rows * sizes.row_bytes
 };
@@ -7561,7 +7641,7 @@ enum class arg : std::uint8_t {
 struct kernel_spec {
   kernel k = kernel::unknown;
   std::string_view name;
-  std::array<arg, 11> args{};
+  std::array<arg, 16> args{};
   std::uint8_t arity = 0;
   int copy_into_output = -1;
   // The C function returns nonzero, writing nothing, when an input is out of its range; this says
@@ -7580,7 +7660,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 49> kernel_specs{{
+inline constexpr std::array<kernel_spec, 50> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -7619,7 +7699,7 @@ inline constexpr std::array<kernel_spec, 49> kernel_specs{{
     detail::spec(kernel::rmsnorm_f32, "fk_rmsnorm_f32", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::linear_f32, "fk_linear_f32", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
     detail::spec(kernel::attention_causal, "fk_attention_causal_f32", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
-                 arg::kv_heads, arg::head_dim, arg::period, arg::output),
+                 arg::kv_heads, arg::head_dim, arg::period, arg::dropout, arg::int0, arg::optional3, arg::output),
     detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::optional2,
                                   arg::output),
                      "a label is outside the vocabulary"),
@@ -7641,7 +7721,7 @@ inline constexpr std::array<kernel_spec, 49> kernel_specs{{
                  arg::period, arg::theta, arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
     detail::spec(kernel::swiglu_backward, "fk_swiglu_backward", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::int0, arg::output),
     detail::spec(kernel::attention_causal_backward, "fk_attention_causal_backward", -1, arg::input0, arg::input1, arg::input2, arg::input3,
-                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::period, arg::work, arg::output),
+                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::period, arg::dropout, arg::int0, arg::optional4, arg::work, arg::output),
     detail::spec(kernel::take_columns, "fk_take_columns", -1, arg::input0, arg::rows, arg::cols, arg::int0, arg::out_cols, arg::output),
     detail::spec(kernel::embed_backward, "fk_embed_backward", -1, arg::input0, arg::rows, arg::input1, arg::out_cols, arg::vocab, arg::output),
     detail::spec(kernel::adam_first_moment, "fk_adam_first_moment", -1, arg::input0, arg::input1, arg::elements, arg::beta1, arg::output),
@@ -7654,6 +7734,7 @@ inline constexpr std::array<kernel_spec, 49> kernel_specs{{
     detail::spec(kernel::sgd_update, "fk_sgd_update", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::weight_decay, arg::output),
     detail::spec(kernel::sgd_momentum_update, "fk_sgd_momentum_update", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements,
                  arg::momentum, arg::weight_decay, arg::int0, arg::output),
+    detail::spec(kernel::dropout, "fk_dropout_f32", -1, arg::input0, arg::elements, arg::dropout, arg::int0, arg::input1, arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -7716,6 +7797,7 @@ struct call {
     float value = 0;  // fill_f32
     float beta1 = 0, beta2 = 0, weight_decay = 0;  // AdamW (weight_decay: SGD's too)
     float momentum = 0, dampening = 0;             // SGD
+    float dropout = 0;  // dropout, causal attention: the probability; 0 unless the program trains
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
   std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value,
@@ -7749,7 +7831,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
   }
 }
 constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::extent1; }
-constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::dampening; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::dropout; }
 constexpr float real_value(arg a, const call& c) {
   switch (a) {
     case arg::eps: return c.reals.eps;
@@ -7763,6 +7845,7 @@ constexpr float real_value(arg a, const call& c) {
     case arg::weight_decay: return c.reals.weight_decay;
     case arg::momentum: return c.reals.momentum;
     case arg::dampening: return c.reals.dampening;
+    case arg::dropout: return c.reals.dropout;
     default: return 0;
   }
 }
@@ -7790,13 +7873,14 @@ struct lowering_error {
 };
 
 // Lowers every step in schedule order. `Tensors`, `Steps`, `Buffers`, `Kernels` are ranges (a
-// program + memory_plan at run time, or a frozen static_plan's arrays); `b` is the mode's binding.
+// program + memory_plan at run time, or a frozen static_plan's arrays); `b` is the mode's binding;
+// `training` the program's flag, which mode-sensitive steps honour (dropout only when it is set).
 // Every symbol is resolved through `b` except `dynamic` (the tokens of one call), which stays in
 // `rows` so that one plan serves any token count up to the planned one. On a step no kernel here
 // implements, the result is empty and `err` says which.
 template <class Tensors, class Steps, class Buffers, class Kernels>
 constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& steps, const Buffers& buffers,
-                                        const Kernels& kernels, const binding& b, std::uint8_t dynamic,
+                                        const Kernels& kernels, const binding& b, bool training, std::uint8_t dynamic,
                                         lowering_error* err = nullptr) {
   const std::vector<std::int32_t> slot = weight_slots(tensors);
   auto at = [&](tensor_id id) {
@@ -7871,7 +7955,13 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.sizes.kv_heads = s.at.i[1];
         c.sizes.head_dim = cols / s.at.i[0];
         c.sizes.period = s.at.i[2];
+        c.reals.dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
+        c.ints[0] = static_cast<std::int32_t>(s.at.i[3]);
         if (s.work >= 0) c.work = at(s.work);
+        break;
+      case kernel::dropout:
+        c.reals.dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
+        c.ints[0] = static_cast<std::int32_t>(s.at.i[0]);
         break;
       case kernel::swiglu_backward:
       case kernel::take_columns: c.ints[0] = static_cast<std::int32_t>(s.at.i[0]); break;
@@ -7984,7 +8074,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
 template <std::size_t N, class Plan>
 constexpr std::array<call, N> freeze_calls(const Plan& p, std::uint8_t dynamic) {
   std::array<call, N> out{};
-  const std::vector<call> calls = lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, dynamic);
+  const std::vector<call> calls = lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, p.training, dynamic);
   for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
   return out;
 }
@@ -10361,7 +10451,8 @@ FK_API void fk_select_bytes(const uint8_t* cond, const void* a, const void* b, s
  *
  * The linear kernels run an AVX2 register-blocked GEMM where the CPU has AVX2 (fk__gemm_f32_avx2).
  *
- * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy
+ * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy,
+ *           fk_dropout_f32 (its own backward too)
  * Backward: fk_cross_entropy_backward, fk_linear_backward_input (dX = dY W),
  *           fk_linear_backward_weight (dW = dY^T X), fk_sum_rows (a bias's gradient),
  *           fk_rmsnorm_backward_input / _weight, fk_rope_backward / fk_rope_llama3_backward (fk_rope.h),
@@ -10505,6 +10596,52 @@ FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, s
 }
 #endif
 
+/* ---- dropout ------------------------------------------------------------------------------------ */
+
+/* Dropout's mask is a pure function of (key, step, element): no state, no order, the same bits on any
+ * thread count, and the backward recomputes the forward's mask. `key` names the dropout site in a
+ * seeded run (train::dropout_key); `step` is the train step's number, so each train step draws a
+ * new mask. splitmix64's finalizer mixes them. */
+FK_API uint64_t fk__mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/* Element `index` of a mask keeping 1 - p: 24 uniform bits against p's threshold. */
+typedef struct {
+  uint64_t stream;     /* key and step mixed */
+  uint32_t threshold;  /* p * 2^24: elements whose bits fall below are dropped */
+  float scale;         /* 1 / (1 - p), what kept elements are multiplied by */
+} fk__dropout_mask;
+
+FK_API fk__dropout_mask fk__dropout_mask_of(float p, int32_t key, const int32_t* step) {
+  fk__dropout_mask m;
+  m.stream = fk__mix64(((uint64_t)(uint32_t)key << 32) ^ (uint64_t)(uint32_t)(step ? step[0] : 0) ^ 0x9e3779b97f4a7c15ULL);
+  m.threshold = p >= 1.0f ? (1u << 24) : (uint32_t)((double)p * 16777216.0 + 0.5);
+  m.scale = p >= 1.0f ? 0.0f : (float)(1.0 / (1.0 - (double)p));
+  return m;
+}
+
+FK_API float fk__dropout_factor(const fk__dropout_mask* m, uint64_t index) {
+  const uint32_t bits = (uint32_t)(fk__mix64(m->stream + index * 0x9e3779b97f4a7c15ULL) >> 40);
+  return bits < m->threshold ? 0.0f : m->scale;
+}
+
+/* y[i] = x[i] / (1 - p) where the mask keeps element i, else 0 (torch.nn.functional.dropout's
+ * arithmetic; its random numbers are torch's own). p = 0: y = x, the same bits. The same call with
+ * the same key and step is its own backward: dx = dropout(dy). y may alias x. */
+FK_API void fk_dropout_f32(const float* x, size_t n, float p, int32_t key, const int32_t* step, float* y) {
+  if (p <= 0.0f) {
+    if (y != x) memmove(y, x, n * sizeof(float));
+    return;
+  }
+  const fk__dropout_mask m = fk__dropout_mask_of(p, key, step);
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] * fk__dropout_factor(&m, i);
+}
+
 /* ---- forward ------------------------------------------------------------------------------------ */
 
 /* out[i, :] = table[ids[i], :] (ids checked by the executors) */
@@ -10549,13 +10686,20 @@ FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float*
  * after another; period 0: all rows are one sequence). */
 FK_API size_t fk__sequence_start(size_t t, size_t period) { return period ? t - t % period : 0; }
 
+/* The attention probability of head h, query row t, key row j in a dropout mask over [heads, rows, rows]. */
+FK_API uint64_t fk__attention_element(size_t h, size_t t, size_t j, size_t rows) { return ((uint64_t)h * rows + t) * rows + j; }
+
 /* Causal grouped-query attention: q[rows, heads*hd], k and v [rows, kv_heads*hd], out[rows, heads*hd];
  * head h reads kv head h / (heads / kv_heads); row t sees the rows of its sequence up to its own.
- * Softmax of q.k / sqrt(hd) in two passes (max, then sum). */
+ * Softmax of q.k / sqrt(hd) in two passes (max, then sum). With dropout p > 0 (and its key and step,
+ * as fk_dropout_f32's), the probabilities go through a mask over [heads, rows, rows] before they
+ * weigh the values, as Hugging Face's attention_dropout does in training. */
 FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
-                                    size_t head_dim, size_t period, float* out) {
+                                    size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step, float* out) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
+  const int masked = dropout > 0.0f;
+  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
   FK_PARALLEL_FOR(nt)
   for (size_t job = 0; job < rows * heads; ++job) {
@@ -10573,7 +10717,8 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
     for (size_t j = first; j <= t; ++j) {
       const float p = expf(fk__dot_f32(qr, k + j * kw + g * head_dim, head_dim) * scale - m);
       sum += p;
-      fk__axpy_f32(p, v + j * kw + g * head_dim, head_dim, o);
+      const float weight = masked ? p * fk__dropout_factor(&mask, fk__attention_element(h, t, j, rows)) : p;
+      fk__axpy_f32(weight, v + j * kw + g * head_dim, head_dim, o);
     }
     const float inv = 1.0f / sum;
     for (size_t i = 0; i < head_dim; ++i) o[i] *= inv;
@@ -10719,13 +10864,17 @@ FK_API void fk_swiglu_backward(const float* gate, const float* up, const float* 
 }
 
 /* The gradients of fk_attention_causal_f32 with respect to q, k and v, side by side in one row:
- * dqkv[rows, (heads + 2*kv_heads) * hd] = [dq | dk | dv]. The probabilities are recomputed row by row;
- * work holds 2 * rows floats per kv head. Threads split the kv heads: each owns its dk and dv and
- * the dq of its query heads, and adds rows in order. */
+ * dqkv[rows, (heads + 2*kv_heads) * hd] = [dq | dk | dv]. The probabilities (and a dropout's mask) are
+ * recomputed row by row; work holds 2 * rows floats per kv head. Threads split the kv heads: each owns
+ * its dk and dv and the dq of its query heads, and adds rows in order. With dropout, dp_j is the mask's
+ * factor times dO.v_j, and sum_j p_j dp_j is still dO.O. */
 FK_API void fk_attention_causal_backward(const float* q, const float* k, const float* v, const float* dout, size_t rows, size_t heads,
-                                         size_t kv_heads, size_t head_dim, size_t period, float* work, float* dqkv) {
+                                         size_t kv_heads, size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step,
+                                         float* work, float* dqkv) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
   const float scale = 1.0f / sqrtf((float)head_dim);
+  const int masked = dropout > 0.0f;
+  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   for (size_t t = 0; t < rows; ++t)
     for (size_t i = 0; i < row; ++i) dqkv[t * row + i] = 0.0f;
   const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
@@ -10753,14 +10902,16 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
         for (size_t j = first; j <= t; ++j) {
           p[j] *= inv;
           dp[j] = fk__dot_f32(dor, v + j * kw + g * head_dim, head_dim);
+          if (masked) dp[j] *= fk__dropout_factor(&mask, fk__attention_element(h, t, j, rows));
           delta += p[j] * dp[j];
         }
         float* dq = dqkv + t * row + h * head_dim;
         for (size_t j = first; j <= t; ++j) {
           const float ds = p[j] * (dp[j] - delta) * scale;
+          const float weight = masked ? p[j] * fk__dropout_factor(&mask, fk__attention_element(h, t, j, rows)) : p[j];
           fk__axpy_f32(ds, k + j * kw + g * head_dim, head_dim, dq);
           fk__axpy_f32(ds, qr, head_dim, dqkv + j * row + qw + g * head_dim);
-          fk__axpy_f32(p[j], dor, head_dim, dqkv + j * row + qw + kw + g * head_dim);
+          fk__axpy_f32(weight, dor, head_dim, dqkv + j * row + qw + kw + g * head_dim);
         }
       }
   }
@@ -10894,9 +11045,11 @@ FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
     case arg::input1: return &c.in[1];
     case arg::input2: return &c.in[2];
     case arg::input3: return &c.in[3];
+    case arg::input4: return &c.in[4];
     case arg::bias: return c.n_in == 3 ? &c.in[2] : nullptr;
     case arg::optional2: return c.n_in > 2 ? &c.in[2] : nullptr;
     case arg::optional3: return c.n_in > 3 ? &c.in[3] : nullptr;
+    case arg::optional4: return c.n_in > 4 ? &c.in[4] : nullptr;
     case arg::output: return &c.out;
     case arg::work: return c.work.tensor >= 0 ? &c.work : nullptr;
     default: return nullptr;
@@ -11016,6 +11169,7 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::sgd_momentum: return call_kernel<kernel::sgd_momentum>(&fk_sgd_momentum, c, r, d);
     case kernel::sgd_update: return call_kernel<kernel::sgd_update>(&fk_sgd_update, c, r, d);
     case kernel::sgd_momentum_update: return call_kernel<kernel::sgd_momentum_update>(&fk_sgd_momentum_update, c, r, d);
+    case kernel::dropout: return call_kernel<kernel::dropout>(&fk_dropout_f32, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return 0;
   }
@@ -11031,7 +11185,7 @@ namespace fused::runtime {
 // the cut-wire report of the first step no kernel implements (wires: what the runner has bound).
 inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::span<const wire_state> wires) {
   lowering_error err{};
-  std::vector<call> calls = lower_calls(p.tensors, p.steps, m.buffers, m.kernels, m.bind, 0, &err);
+  std::vector<call> calls = lower_calls(p.tensors, p.steps, m.buffers, m.kernels, m.bind, p.training, 0, &err);
   const scratch<int> position = p.position_of_step();
   if (calls.size() != p.steps.size()) {
     if (err.step < 0 || static_cast<std::size_t>(err.step) >= p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));
@@ -12300,6 +12454,7 @@ struct config {
   double rope_high_freq_factor = 0;          // llama3: rope_scaling.high_freq_factor
   int rope_original_max_position_embeddings = 0;  // llama3: rope_scaling.original_max_position_embeddings
   int sliding_window = 0;           // Mistral: attention window in positions; 0 = none (full attention)
+  double attention_dropout = 0;     // training: dropout on the attention probabilities (config.json's attention_dropout)
 
   friend constexpr bool operator==(const config&, const config&) = default;
 };
@@ -12337,7 +12492,8 @@ inline constexpr int always_printed_fields = 11;
 BOOST_HANA_ADAPT_STRUCT(fused::decoder::config, vocab_size, hidden_size, intermediate_size, num_hidden_layers,
                         num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings, rms_norm_eps,
                         rope_theta, tie_word_embeddings, attention_bias, mlp_bias, rope_type, rope_factor,
-                        rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position_embeddings, sliding_window);
+                        rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position_embeddings, sliding_window,
+                        attention_dropout);
 
 namespace fused::decoder::detail {
 
@@ -12535,10 +12691,18 @@ class layers {
 
   // Writes this call's keys and values into the layer's cache and attends causally over it.
   // Training: causal attention over this call's own keys and values.
+  // Training with attention_dropout: the probabilities through a dropout mask keyed by the layer and
+  // drawn anew at each optimizer step (its step count is an input).
   constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
-    if (opt.training)
-      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, 0}},
+    if (opt.training) {
+      if (cfg.attention_dropout > 0)
+        return g_.apply(ops::causal_attention, {q, k, v, step_count()},
+                        {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, train::dropout_key(opt.train.seed, static_cast<std::uint32_t>(l))},
+                         .f = cfg.attention_dropout},
                         {"layers.{}.attn", l});
+      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, 0}},
+                      {"layers.{}.attn", l});
+    }
     const tensor_id k_next = g_.apply(ops::kv_write, {k, kv.key}, {}, {"cache.layers.{}.key.next", l});
     const tensor_id v_next = g_.apply(ops::kv_write, {v, kv.value}, {}, {"cache.layers.{}.value.next", l});
     g_.carry_state(kv.key, k_next);
@@ -12572,7 +12736,7 @@ class layers {
     const tensor_id out = g_.apply(opt.training ? ops::linear_f32 : ops::linear, {hf, head}, {}, {"logits"});
     if (!opt.training) g_.output("logits", out);
     if constexpr (std::is_same_v<Builder, graph_builder>)
-      if (opt.training) train::append_train_step(g_, out, params_, opt.train);
+      if (opt.training) train::append_train_step(g_, out, params_, opt.train, step_count_state_);
     return std::move(g_).finish();
   }
 
@@ -12585,8 +12749,19 @@ class layers {
     return p;
   }
 
+  // The number of the step being taken (the optimizer's step count + 1), which draws dropout's masks:
+  // an activation of its own, made by the first dropout that needs it, since the update advances the
+  // count state in place (train/step.hpp) while the backward still draws the forward's masks.
+  constexpr tensor_id step_count() {
+    if (step_number_ < 0) {
+      step_count_state_ = g_.state({train::step_count_name}, dtype::i32, shape(1));
+      step_number_ = g_.apply(ops::increment, {step_count_state_}, {.i = {1, 0, 0, 0}}, {"optimizer.step.this"});
+    }
+    return step_number_;
+  }
+
   Builder g_;
-  tensor_id embed_w_ = -1;
+  tensor_id embed_w_ = -1, step_count_state_ = -1, step_number_ = -1;
   std::vector<tensor_id> params_;
 };
 
@@ -12665,7 +12840,7 @@ inline void replay(const program& fwd, graph_builder& b, std::vector<tensor_id>&
   const scratch<int> at = fwd.position_of_step();
   for (std::size_t id = 0; id < fwd.steps.size(); ++id) {
     const step& s = fwd.steps[static_cast<std::size_t>(at[id])];
-    tensor_id in[max_inputs]{-1, -1, -1, -1};
+    tensor_id in[max_inputs]{-1, -1, -1, -1, -1};
     int n = s.n_inputs;
     for (int k = 0; k < n; ++k) {
       const tensor_id t = s.inputs[k];
@@ -13588,7 +13763,7 @@ class model {
  private:
   static std::vector<runtime::call> lower(const planned& p) {
     runtime::lowering_error e{};
-    std::vector<runtime::call> c = runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, p.mem.bind, sym_tokens, &e);
+    std::vector<runtime::call> c = runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, p.mem.bind, p.prog.training, sym_tokens, &e);
     if (c.size() != p.prog.steps.size())
       throw graph_error("step " + std::to_string(e.step) + ": " + std::string(e.what));
     for (const runtime::call& k : c)
@@ -13839,7 +14014,7 @@ class trainer {
         std::memcpy(&p[e], &bits, 4);
       }
     }
-    share_parameters();
+    share_state();
   }
 
   // One train step on `ids` (tokens() of them: the batch's sequences one after another) against
@@ -13878,7 +14053,7 @@ class trainer {
     }
     u.write("learning_rate", &lr, sizeof lr);
     u.run();
-    share_parameters();
+    share_state();
     return sums_.back();
   }
   // The same with next-token labels: in each sequence label t = ids[t + 1], its last position skipped.
@@ -13948,7 +14123,7 @@ class trainer {
                                     ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(p.dims_of(t.id)));
       std::memcpy(p.bytes_of(t.id), v->data, v->bytes);
     }
-    share_parameters();
+    share_state();
   }
   // The optimizer's step count (steps taken since load()).
   std::int32_t steps_taken() {
@@ -13979,12 +14154,14 @@ class trainer {
   train::communicator& ranks() { return ranks_ != nullptr ? *ranks_ : alone_; }
   // The program whose state holds the parameters: the update program of a sharded step.
   detail::bound_program& keeper() { return update_ ? *update_ : step_; }
-  // A sharded step's gradient program reads the parameters from a state region of its own.
-  void share_parameters() {
+  // A sharded step's gradient program reads the parameters (and the step count that draws dropout's
+  // masks) from a state region of its own: the update program's values, by name.
+  void share_state() {
     if (!update_) return;
-    for (std::size_t k = 0; k < step_.plan.prog.parameters.size(); ++k) {
-      const std::span<const float> from = parameter(k);
-      std::copy(from.begin(), from.end(), step_.floats(step_.plan.prog.parameters[k].value).begin());
+    for (const tensor_info& t : step_.plan.prog.tensors) {
+      if (t.kind != role::state || !t.is_feed) continue;
+      const tensor_id from = update_->named(role::state, to_string(t.name.str()));
+      std::memcpy(step_.bytes_of(t.id), update_->bytes_of(from), static_cast<std::size_t>(fused::bytes_of(t, step_.plan.mem.bind)));
     }
   }
 
@@ -14183,6 +14360,7 @@ inline std::string read_text_file(const std::filesystem::path& file) {
 #include <nlohmann/json.hpp>
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -14376,6 +14554,11 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   c.max_position_embeddings = r.positive("max_position_embeddings");
   c.rms_norm_eps = r.positive_real("rms_norm_eps", r.require("rms_norm_eps"), 1.0);
   detail::read_rope(r, c);
+  if (const nlohmann::json* p = r.get("attention_dropout")) {
+    if (!p->is_number() || !std::isfinite(p->get<double>()) || p->get<double>() < 0 || p->get<double>() >= 1)
+      r.fail("attention_dropout", "must be a probability in [0, 1), got {}", detail::config_reader::excerpt(*p));
+    c.attention_dropout = p->get<double>();
+  }
   const nlohmann::json* tie = r.get("tie_word_embeddings");
   c.tie_word_embeddings = tie != nullptr && r.boolean("tie_word_embeddings", *tie);
   info.family->read(detail::json_source(r), c);

@@ -5,6 +5,7 @@
 #include "ops/attention.hpp"
 #include "ops/causal_attention.hpp"
 #include "ops/cross_entropy.hpp"
+#include "ops/dropout.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/embed.hpp"
 #include "ops/kv_write.hpp"

@@ -1,10 +1,12 @@
 #!/bin/sh
-# usage: gen_c_train.sh FUSED MODEL_DIR NAME WORK_DIR IDS BATCH [--f32-checkpoint] [GEN_C_AND_TRAIN_STEP_OPTIONS ...]
+# usage: gen_c_train.sh FUSED MODEL_DIR NAME WORK_DIR IDS BATCH [--f32-checkpoint | --attention-dropout P] [GEN_C_AND_TRAIN_STEP_OPTIONS ...]
 # `fused gen-c --train`: the train step of BATCH sequences (IDS, cut to a multiple of BATCH, split
 # evenly) builds with `cc -std=c11` warning-free, and its main writes the tensors `fused train-step`
 # writes for the same batch (loss, loss_after, every grad.* and after.*) byte for byte. The options
 # (--optimizer, --betas, --momentum, ...) go to both. --f32-checkpoint: both train from an F32 copy of
-# the checkpoint whose values have low bits no bf16 holds (master weights taken exactly). Needs python3.
+# the checkpoint whose values have low bits no bf16 holds (master weights taken exactly).
+# --attention-dropout P: both train a copy of the model whose config.json asks for that attention
+# dropout (the masks must agree bit for bit). Needs python3.
 set -eu
 fused=$1 model=$2 name=$3 work=$4 ids=$5 batch=$6
 shift 6
@@ -36,6 +38,17 @@ text += b" " * (-len(text) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 PY
   model="$work/model_f32"
+elif [ "${1:-}" = "--attention-dropout" ]; then
+  mkdir -p "$work/model_dropout"
+  cp "$model/model.safetensors" "$work/model_dropout/"
+  python3 - "$model/config.json" "$work/model_dropout/config.json" "$2" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["attention_dropout"] = float(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+PY
+  shift 2
+  model="$work/model_dropout"
 fi
 ids=$(python3 -c "import sys; v = sys.argv[1].split(','); b = int(sys.argv[2]); print(','.join(v[:len(v) // b * b]))" "$ids" "$batch")
 seq=$(python3 -c "import sys; print(len(sys.argv[1].split(',')) // int(sys.argv[2]))" "$ids" "$batch")

@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       check(m.arena_bytes() >= m.lower_bound);
       // Every step lowers to a kernel call (an op's kernel choice and the lowering agree, e.g. on
       // which broadcasts fk_binary_f32 reads as spans).
-      const auto calls = fused::runtime::lower_calls(g.prog.tensors, g.prog.steps, m.buffers, m.kernels, m.bind, 0);
+      const auto calls = fused::runtime::lower_calls(g.prog.tensors, g.prog.steps, m.buffers, m.kernels, m.bind, g.prog.training, 0);
       check(calls.size() == g.prog.steps.size());
     } catch (const std::invalid_argument&) {
       // a tensor or region over max_region_bytes under this binding

@@ -89,7 +89,9 @@ dvec rmsnorm_ref(const dvec& x, const dvec& w, std::size_t rows, std::size_t dim
   }
   return y;
 }
-dvec attention_ref(const dvec& q, const dvec& k, const dvec& v, std::size_t rows, std::size_t heads, std::size_t kv_heads, std::size_t hd) {
+// `mask` (optional): each probability's dropout factor, [heads, rows, rows].
+dvec attention_ref(const dvec& q, const dvec& k, const dvec& v, std::size_t rows, std::size_t heads, std::size_t kv_heads, std::size_t hd,
+                   const vec* mask = nullptr) {
   const std::size_t qw = heads * hd, kw = kv_heads * hd, group = heads / kv_heads;
   dvec o(rows * qw, 0.0);
   for (std::size_t t = 0; t < rows; ++t)
@@ -105,8 +107,10 @@ dvec attention_ref(const dvec& q, const dvec& k, const dvec& v, std::size_t rows
       }
       double z = 0;
       for (double& e : s) z += (e = std::exp(e - m));
-      for (std::size_t j = 0; j <= t; ++j)
-        for (std::size_t i = 0; i < hd; ++i) o[t * qw + h * hd + i] += s[j] / z * v[j * kw + g * hd + i];
+      for (std::size_t j = 0; j <= t; ++j) {
+        const double keep = mask ? static_cast<double>((*mask)[(h * rows + t) * rows + j]) : 1.0;
+        for (std::size_t i = 0; i < hd; ++i) o[t * qw + h * hd + i] += s[j] / z * keep * v[j * kw + g * hd + i];
+      }
     }
   return o;
 }
@@ -200,12 +204,12 @@ TEST_CASE("fk_attention_causal_f32 and its backward (GQA): reference, finite dif
   const std::size_t T = 7, heads = 4, kv = 2, hd = 8, qw = heads * hd, kw = kv * hd;
   const vec q = random_vec(T * qw, 21), k = random_vec(T * kw, 22), v = random_vec(T * kw, 23), dy = random_vec(T * qw, 24);
   vec o(T * qw);
-  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, o.data());
+  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, 0, nullptr, o.data());
   const dvec qd = widen(q), kd = widen(k), vd = widen(v);
   CHECK(rel_err(o, attention_ref(qd, kd, vd, T, heads, kv, hd)) < 1e-6);
 
   vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
-  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, 0, work.data(), all.data());
+  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, 0, 0.0f, 0, nullptr, work.data(), all.data());
   fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
   fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
   fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
@@ -217,8 +221,82 @@ TEST_CASE("fk_attention_causal_f32 and its backward (GQA): reference, finite dif
     const std::size_t bt = 40;
     const vec bq = random_vec(bt * qw, 25), bk = random_vec(bt * kw, 26), bv = random_vec(bt * kw, 27), bdy = random_vec(bt * qw, 28);
     vec bwork(2 * kv * bt), out(bt * (qw + 2 * kw) + bt * qw);
-    fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, 0, bwork.data(), out.data());
-    fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, 0, out.data() + bt * (qw + 2 * kw));
+    fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, 0, 0.0f, 0, nullptr, bwork.data(), out.data());
+    fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, 0, 0.0f, 0, nullptr, out.data() + bt * (qw + 2 * kw));
+    return out;
+  });
+}
+
+TEST_CASE("fk_dropout_f32: a seeded mask keeping 1 - p, scaled by 1 / (1 - p), new at each step") {
+  const std::size_t n = 200000;
+  const vec x = random_vec(n, 91);
+  const float p = 0.25f, scale = static_cast<float>(1.0 / (1.0 - 0.25));
+  const std::int32_t step = 3, next_step = 4;
+  vec y(n), again(n), next(n), other_key(n);
+  fk_dropout_f32(x.data(), n, p, 7, &step, y.data());
+  fk_dropout_f32(x.data(), n, p, 7, &step, again.data());
+  fk_dropout_f32(x.data(), n, p, 7, &next_step, next.data());
+  fk_dropout_f32(x.data(), n, p, 8, &step, other_key.data());
+  CHECK(y == again);
+  std::size_t dropped = 0, wrong = 0, moved = 0, moved_key = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    dropped += y[i] == 0.0f;
+    wrong += y[i] != 0.0f && y[i] != x[i] * scale;
+    moved += (y[i] == 0.0f) != (next[i] == 0.0f);
+    moved_key += (y[i] == 0.0f) != (other_key[i] == 0.0f);
+  }
+  CHECK(wrong == 0);
+  CHECK(std::fabs(static_cast<double>(dropped) / n - 0.25) < 0.005);
+  // Independent masks differ in 2 p (1 - p) = 37.5 % of the places.
+  CHECK(std::fabs(static_cast<double>(moved) / n - 0.375) < 0.01);
+  CHECK(std::fabs(static_cast<double>(moved_key) / n - 0.375) < 0.01);
+
+  vec same(n), in_place = x;
+  fk_dropout_f32(x.data(), n, 0.0f, 7, &step, same.data());
+  CHECK(same == x);  // p = 0: the identity, bit for bit
+  fk_dropout_f32(in_place.data(), n, p, 7, &step, in_place.data());
+  CHECK(in_place == y);
+  // Linear in x with the mask fixed: the same call is its own backward.
+  vec doubled = x, y2(n);
+  for (float& e : doubled) e *= 2.0f;
+  fk_dropout_f32(doubled.data(), n, p, 7, &step, y2.data());
+  for (std::size_t i = 0; i < n; ++i) wrong += y2[i] != 2.0f * y[i];
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("attention dropout: fk_dropout_f32's mask over [heads, rows, rows], finite differences, threads") {
+  const std::size_t T = 7, heads = 4, kv = 2, hd = 8, qw = heads * hd, kw = kv * hd;
+  const float p = 0.3f;
+  const std::int32_t key = 11, step = 5;
+  const vec q = random_vec(T * qw, 121), k = random_vec(T * kw, 122), v = random_vec(T * kw, 123), dy = random_vec(T * qw, 124);
+  const vec ones(heads * T * T, 1.0f);
+  vec mask(ones.size());
+  fk_dropout_f32(ones.data(), ones.size(), p, key, &step, mask.data());
+  vec o(T * qw);
+  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, p, key, &step, o.data());
+  const dvec qd = widen(q), kd = widen(k), vd = widen(v);
+  CHECK(rel_err(o, attention_ref(qd, kd, vd, T, heads, kv, hd, &mask)) < 1e-6);
+  vec plain(T * qw), zero_p(T * qw);
+  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, 0, nullptr, plain.data());
+  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, key, &step, zero_p.data());
+  CHECK(zero_p == plain);
+  CHECK(o != plain);
+
+  vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
+  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, 0, p, key, &step, work.data(), all.data());
+  fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
+  fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
+  fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
+  CHECK(rel_err(dq, numeric_grad([&](const dvec& x) { return attention_ref(x, kd, vd, T, heads, kv, hd, &mask); }, qd, dy)) < 1e-5);
+  CHECK(rel_err(dk, numeric_grad([&](const dvec& x) { return attention_ref(qd, x, vd, T, heads, kv, hd, &mask); }, kd, dy)) < 1e-5);
+  CHECK(rel_err(dv, numeric_grad([&](const dvec& x) { return attention_ref(qd, kd, x, T, heads, kv, hd, &mask); }, vd, dy)) < 1e-5);
+
+  same_on_1_and_2_threads([&] {
+    const std::size_t bt = 40;
+    const vec bq = random_vec(bt * qw, 125), bk = random_vec(bt * kw, 126), bv = random_vec(bt * kw, 127), bdy = random_vec(bt * qw, 128);
+    vec bwork(2 * kv * bt), out(bt * (qw + 2 * kw) + bt * qw);
+    fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, 0, p, key, &step, bwork.data(), out.data());
+    fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, 0, p, key, &step, out.data() + bt * (qw + 2 * kw));
     return out;
   });
 }
@@ -393,15 +471,15 @@ TEST_CASE("packed sequences (period): rope and causal attention restart at each 
   const std::size_t T = 6, heads = 2, kv = 1, hd = 8, qw = heads * hd, kw = kv * hd;
   const vec q = random_vec(2 * T * qw, 81), k = random_vec(2 * T * kw, 82), v = random_vec(2 * T * kw, 83), dy = random_vec(2 * T * qw, 84);
   vec packed(2 * T * qw), apart(2 * T * qw);
-  fk_attention_causal_f32(q.data(), 2 * T, heads, k.data(), v.data(), kv, hd, T, packed.data());
+  fk_attention_causal_f32(q.data(), 2 * T, heads, k.data(), v.data(), kv, hd, T, 0.0f, 0, nullptr, packed.data());
   for (std::size_t s = 0; s < 2; ++s)
-    fk_attention_causal_f32(q.data() + s * T * qw, T, heads, k.data() + s * T * kw, v.data() + s * T * kw, kv, hd, 0, apart.data() + s * T * qw);
+    fk_attention_causal_f32(q.data() + s * T * qw, T, heads, k.data() + s * T * kw, v.data() + s * T * kw, kv, hd, 0, 0.0f, 0, nullptr, apart.data() + s * T * qw);
   CHECK(packed == apart);
   const std::size_t row = qw + 2 * kw;
   vec work(2 * kv * 2 * T), grads(2 * T * row), grads_apart(2 * T * row);
-  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), 2 * T, heads, kv, hd, T, work.data(), grads.data());
+  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), 2 * T, heads, kv, hd, T, 0.0f, 0, nullptr, work.data(), grads.data());
   for (std::size_t s = 0; s < 2; ++s)
-    fk_attention_causal_backward(q.data() + s * T * qw, k.data() + s * T * kw, v.data() + s * T * kw, dy.data() + s * T * qw, T, heads, kv, hd, 0,
+    fk_attention_causal_backward(q.data() + s * T * qw, k.data() + s * T * kw, v.data() + s * T * kw, dy.data() + s * T * qw, T, heads, kv, hd, 0, 0.0f, 0, nullptr,
                                  work.data(), grads_apart.data() + s * T * row);
   CHECK(grads == grads_apart);
   vec x = q, y = q;

@@ -24,6 +24,7 @@
 #include <fused/models/decoder_train.hpp>
 #include <fused/models/hf_config.hpp>
 #include <fused/ops/graph_ops.hpp>
+#include <fused/plan/json.hpp>
 #include <fused/runtime/static_run.hpp>
 
 #include "../reference_presets.hpp"
@@ -381,6 +382,111 @@ TEST_CASE("data parallel: batches and rank counts that do not split are refused"
   CHECK_THROWS_WITH_AS(fused::decoder::trainer(*info.family, info.arch, {.sequences = 6, .tokens = 4}, {}, {.micro_batches = 6, .ranks = &four}),
                        "a batch of 6 micro-batches does not split evenly over 4 ranks (the rank count must divide the micro-batch count)",
                        std::invalid_argument);
+}
+
+TEST_CASE("dropout honours the program's training flag: the identity in eval, its mask when training") {
+  for (const bool training : {false, true}) {
+    CAPTURE(training);
+    fused::graph_builder g;
+    const fused::tensor_id x = g.input({"x"}, fused::dtype::f32, fused::shape(4096));
+    const fused::tensor_id step = g.input({"step"}, fused::dtype::i32, fused::shape(1));
+    g.output("y", g.apply(fused::ops::dropout, {x, step}, {.i = {5, 0, 0, 0}, .f = 0.5}, {"y"}));
+    if (training) g.train(-1, {});
+    fused::decoder::detail::bound_program run(fused::decoder::plan_built(std::move(g).finish(), fused::binding{}, [](const fused::oversize&, const fused::program&) {
+      return std::string("a dropout");
+    }));
+    REQUIRE(run.plan.prog.steps.size() == 1);
+    CHECK(run.plan.prog.steps[0].mode_sensitive);
+    const nlohmann::ordered_json plan_json = fused::plan_to_json(run.plan.prog, run.plan.mem);
+    CHECK(plan_json["steps"][0].value("mode_sensitive", false));
+    CHECK(plan_json.value("training", false) == training);
+    std::vector<float> values(4096);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + static_cast<float>(i);
+    const std::int32_t count = 9;
+    run.write("x", values.data(), values.size() * sizeof(float));
+    run.write("step", &count, sizeof count);
+    run.run();
+    const std::span<const float> y = run.floats(run.plan.prog.output("y"));
+    std::size_t dropped = 0, doubled = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      dropped += y[i] == 0.0f;
+      doubled += y[i] == 2.0f * values[i];
+    }
+    if (!training) {
+      CHECK(std::equal(y.begin(), y.end(), values.begin()));
+    } else {
+      CHECK(dropped + doubled == values.size());
+      CHECK(dropped > 1800);
+      CHECK(dropped < 2300);
+    }
+  }
+}
+
+namespace {
+// tiny_llama trained with attention dropout p: the loss of one step with lr 0 (the parameters
+// unchanged) from the loaded weights, plus `direction` times eps.
+struct dropout_model {
+  fused::decoder::hf_model_info info;
+  std::vector<fused::tensor_info> stored;
+  fused::runtime::weight_store w;
+  explicit dropout_model(double p)
+      : info(with_dropout(fused::decoder::load_hf_model_info(dir_of("tiny_llama")), p)),
+        stored(fused::decoder::trainer(*info.family, info.arch, {.tokens = 9}).checkpoint_tensors()),
+        w(fused::runtime::weight_store::load(dir_of("tiny_llama"), stored, info.arch.tie_word_embeddings)) {}
+  static fused::decoder::hf_model_info with_dropout(fused::decoder::hf_model_info i, double p) {
+    i.arch.attention_dropout = p;
+    return i;
+  }
+};
+}  // namespace
+
+TEST_CASE("attention dropout in a train step: seeded, new at each step, and differentiated with its own mask") {
+  const dropout_model plain(0.0), dropped(0.3);
+  const std::vector<std::int32_t> ids = tokens_of(2 * 9, plain.info.arch.vocab_size, 31);
+  auto losses = [&](const dropout_model& m, std::uint32_t seed) {
+    fused::decoder::trainer t(*m.info.family, m.info.arch, {.sequences = 2, .tokens = 9}, {.train = {.seed = seed}});
+    t.load(m.w);
+    std::vector<float> l;
+    for (int s = 0; s < 3; ++s) l.push_back(t.step(ids, 0.0f));  // lr 0: the same parameters, a new mask each step
+    return l;
+  };
+  const std::vector<float> none = losses(plain, 1), a = losses(dropped, 1), again = losses(dropped, 1), other = losses(dropped, 2);
+  CHECK(none[0] == none[1]);
+  CHECK(a == again);
+  CHECK(a[0] != none[0]);
+  CHECK(a[0] != a[1]);
+  CHECK(a[0] != other[0]);
+
+  // d loss along the gradient's own direction, by central differences with the mask fixed (a fresh
+  // load: the same step count), against the gradient's norm: a backward with another mask than the
+  // forward's would not agree.
+  for (const dropout_model* m : {&plain, &dropped}) {
+    CAPTURE(m->info.arch.attention_dropout);
+    fused::decoder::trainer t(*m->info.family, m->info.arch, {.sequences = 2, .tokens = 9}, {.train = {.keep_gradients = true, .seed = 4}});
+    t.load(m->w);
+    t.step(ids, 0.0f);
+    double squares = 0;
+    std::vector<std::vector<float>> direction;
+    for (std::size_t k = 0; k < t.prog().parameters.size(); ++k) {
+      const auto g = t.gradient(k);
+      direction.emplace_back(g.begin(), g.end());
+      for (const float e : g) squares += static_cast<double>(e) * e;
+    }
+    const double analytic = std::sqrt(squares);
+    for (auto& d : direction)
+      for (float& e : d) e = static_cast<float>(e / analytic);
+    auto loss_at = [&](float eps) {
+      t.load(m->w);
+      for (std::size_t k = 0; k < direction.size(); ++k) {
+        const auto p = t.parameter(k);
+        for (std::size_t i = 0; i < p.size(); ++i) p[i] += eps * direction[k][i];
+      }
+      return static_cast<double>(t.step(ids, 0.0f));
+    };
+    const float eps = 1e-2f;
+    const double numeric = (loss_at(eps) - loss_at(-eps)) / (2.0 * eps);
+    CHECK(std::fabs(numeric - analytic) <= 2e-2 * std::fabs(analytic));
+  }
 }
 
 // tiny_a's train step planned in constant evaluation: verified by static_assert, and run through the

@@ -25,7 +25,7 @@ TEST_CASE("every GEMM's planned workspace is exactly what fk_gemm_bf16 asks for,
     const binding b = m.bind();
     runtime::lowering_error err{};
     const std::vector<runtime::call> calls =
-        runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, b, decoder::sym_tokens, &err);
+        runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, b, p.prog.training, decoder::sym_tokens, &err);
     REQUIRE(err.what.empty());
     int gemms = 0;
     struct use {

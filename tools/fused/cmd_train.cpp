@@ -31,7 +31,7 @@ struct options {
   std::string model_dir, tokens, out;
   double lr = 1e-3;
   fused::cli::optimizer_flags optimizer;
-  long long threads = 0, batch = 1, micro_batch = 0;
+  long long threads = 0, batch = 1, micro_batch = 0, seed = 0;
 };
 
 // The micro-batches of a batch of `batch` sequences, `micro_batch` each (0: one per rank).
@@ -77,6 +77,7 @@ int train_step(const options& o, fused::cli::launch& l) {
 
   fused::decoder::graph_options graph{};
   graph.train = train;
+  graph.train.seed = static_cast<std::uint64_t>(o.seed);
   const fused::decoder::data_parallel parallel{.micro_batches = micro_batches(o.batch, o.micro_batch, l.count()), .ranks = l.ranks.get()};
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = static_cast<std::int64_t>(ids.size() / sequences)}, graph, parallel);
   const std::vector<fused::tensor_info> stored = t.checkpoint_tensors();
@@ -167,6 +168,7 @@ int train(const train_options& o, fused::cli::launch& l) {
 
   fused::decoder::graph_options graph{};
   graph.train = train;
+  graph.train.seed = static_cast<std::uint64_t>(o.seed);
   const fused::decoder::data_parallel parallel{.micro_batches = micro_batches(o.batch, o.micro_batch, l.count()), .ranks = l.ranks.get()};
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence}, graph, parallel);
   const bool speaks = l.rank() == 0;  // every rank computes the same: rank 0 reports and writes
@@ -249,7 +251,8 @@ const fused::cli::command train_cmd{
       app.add_option("--warmup", o->warmup, "steps of linear warmup before the cosine decay")->check(fused::cli::integer_in(0, 1 << 30));
       app.add_option("--min-lr-ratio", o->min_lr_ratio, "the cosine decay's last learning rate, as a fraction of --lr")->check(fused::cli::finite_in(0, 1));
       o->optimizer.add_to(app);
-      app.add_option("--seed", o->seed, "seeds the choice of training windows")->check(fused::cli::integer_in(0, INT64_MAX));
+      app.add_option("--seed", o->seed, "seeds the choice of training windows and dropout's masks (a config's attention_dropout)")
+          ->check(fused::cli::integer_in(0, INT64_MAX));
       app.add_option("--resume", o->resume, "continue from a directory an earlier fused train wrote (its train_state.safetensors)");
       app.add_option("--log-every", o->log_every, "steps between progress lines")->check(fused::cli::integer_in(1, 1 << 30));
       app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
@@ -266,6 +269,7 @@ const fused::cli::command train_step_cmd{
           ->check(fused::cli::integer_in(0, 1 << 20));
       app.add_option("--lr", o->lr, "learning rate")->check(fused::cli::finite_in(0, 1e3));
       o->optimizer.add_to(app);
+      app.add_option("--seed", o->seed, "seeds dropout's masks (a config's attention_dropout)")->check(fused::cli::integer_in(0, INT64_MAX));
       app.add_option("--out", o->out, "the safetensors file to write")->required();
       app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
       return [o] { return run_train_step(*o); };

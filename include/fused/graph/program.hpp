@@ -31,7 +31,7 @@ constexpr const char* name_of(role r) {
 }
 
 using tensor_id = int;
-inline constexpr int max_inputs = 4;
+inline constexpr int max_inputs = 5;
 
 struct tensor_info {
   tensor_id id = -1;
@@ -71,7 +71,7 @@ struct attr_field {
 struct step {
   int id = -1;                       // stable: the order in which the model added it
   const op_def* op = nullptr;
-  tensor_id inputs[max_inputs]{-1, -1, -1, -1};
+  tensor_id inputs[max_inputs]{-1, -1, -1, -1, -1};
   int n_inputs = 0;
   attrs at{};
   tensor_id result = -1;
@@ -130,7 +130,7 @@ struct backward_args {
   const step* forward = nullptr;
   tensor_id grad = -1;
   bool wants[max_inputs]{};
-  tensor_id out[max_inputs]{-1, -1, -1, -1};
+  tensor_id out[max_inputs]{-1, -1, -1, -1, -1};
 };
 
 // The kernel name of an op whose work is its host function (op_def::host), not a C kernel.
@@ -144,7 +144,9 @@ struct op_def {
   int max_inputs;
   inferred (*infer)(const tensor_info* const* in, int n, const attrs& a);
   int in_place_input = -1;  // input slot whose bytes the result may take over, or -1
-  bool mode_sensitive = false;  // kernel or behaviour depends on the mode (sequence length, position)
+  // Honours the program's `training` flag: dropout's mask, which the executors leave out (the
+  // identity) when the program does not train. Written to graph.json per step.
+  bool mode_sensitive = false;
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
   const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out) = nullptr;
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro

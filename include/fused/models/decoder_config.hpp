@@ -37,6 +37,7 @@ struct config {
   double rope_high_freq_factor = 0;          // llama3: rope_scaling.high_freq_factor
   int rope_original_max_position_embeddings = 0;  // llama3: rope_scaling.original_max_position_embeddings
   int sliding_window = 0;           // Mistral: attention window in positions; 0 = none (full attention)
+  double attention_dropout = 0;     // training: dropout on the attention probabilities (config.json's attention_dropout)
 
   friend constexpr bool operator==(const config&, const config&) = default;
 };

@@ -27,7 +27,8 @@
 BOOST_HANA_ADAPT_STRUCT(fused::decoder::config, vocab_size, hidden_size, intermediate_size, num_hidden_layers,
                         num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings, rms_norm_eps,
                         rope_theta, tie_word_embeddings, attention_bias, mlp_bias, rope_type, rope_factor,
-                        rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position_embeddings, sliding_window);
+                        rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position_embeddings, sliding_window,
+                        attention_dropout);
 
 namespace fused::decoder::detail {
 

@@ -63,7 +63,7 @@ inline void replay(const program& fwd, graph_builder& b, std::vector<tensor_id>&
   const scratch<int> at = fwd.position_of_step();
   for (std::size_t id = 0; id < fwd.steps.size(); ++id) {
     const step& s = fwd.steps[static_cast<std::size_t>(at[id])];
-    tensor_id in[max_inputs]{-1, -1, -1, -1};
+    tensor_id in[max_inputs]{-1, -1, -1, -1, -1};
     int n = s.n_inputs;
     for (int k = 0; k < n; ++k) {
       const tensor_id t = s.inputs[k];

@@ -22,6 +22,7 @@
 
 #include "../graph/builder.hpp"
 #include "../ops.hpp"
+#include "../ops/sequence_ops.hpp"
 #include "../train/step.hpp"
 #include "decoder_config.hpp"
 
@@ -123,10 +124,18 @@ class layers {
 
   // Writes this call's keys and values into the layer's cache and attends causally over it.
   // Training: causal attention over this call's own keys and values.
+  // Training with attention_dropout: the probabilities through a dropout mask keyed by the layer and
+  // drawn anew at each optimizer step (its step count is an input).
   constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
-    if (opt.training)
-      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, 0}},
+    if (opt.training) {
+      if (cfg.attention_dropout > 0)
+        return g_.apply(ops::causal_attention, {q, k, v, step_count()},
+                        {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, train::dropout_key(opt.train.seed, static_cast<std::uint32_t>(l))},
+                         .f = cfg.attention_dropout},
                         {"layers.{}.attn", l});
+      return g_.apply(ops::causal_attention, {q, k, v}, {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, 0}},
+                      {"layers.{}.attn", l});
+    }
     const tensor_id k_next = g_.apply(ops::kv_write, {k, kv.key}, {}, {"cache.layers.{}.key.next", l});
     const tensor_id v_next = g_.apply(ops::kv_write, {v, kv.value}, {}, {"cache.layers.{}.value.next", l});
     g_.carry_state(kv.key, k_next);
@@ -160,7 +169,7 @@ class layers {
     const tensor_id out = g_.apply(opt.training ? ops::linear_f32 : ops::linear, {hf, head}, {}, {"logits"});
     if (!opt.training) g_.output("logits", out);
     if constexpr (std::is_same_v<Builder, graph_builder>)
-      if (opt.training) train::append_train_step(g_, out, params_, opt.train);
+      if (opt.training) train::append_train_step(g_, out, params_, opt.train, step_count_state_);
     return std::move(g_).finish();
   }
 
@@ -173,8 +182,19 @@ class layers {
     return p;
   }
 
+  // The number of the step being taken (the optimizer's step count + 1), which draws dropout's masks:
+  // an activation of its own, made by the first dropout that needs it, since the update advances the
+  // count state in place (train/step.hpp) while the backward still draws the forward's masks.
+  constexpr tensor_id step_count() {
+    if (step_number_ < 0) {
+      step_count_state_ = g_.state({train::step_count_name}, dtype::i32, shape(1));
+      step_number_ = g_.apply(ops::increment, {step_count_state_}, {.i = {1, 0, 0, 0}}, {"optimizer.step.this"});
+    }
+    return step_number_;
+  }
+
   Builder g_;
-  tensor_id embed_w_ = -1;
+  tensor_id embed_w_ = -1, step_count_state_ = -1, step_number_ = -1;
   std::vector<tensor_id> params_;
 };
 

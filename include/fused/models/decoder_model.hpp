@@ -187,7 +187,7 @@ class model {
  private:
   static std::vector<runtime::call> lower(const planned& p) {
     runtime::lowering_error e{};
-    std::vector<runtime::call> c = runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, p.mem.bind, sym_tokens, &e);
+    std::vector<runtime::call> c = runtime::lower_calls(p.prog.tensors, p.prog.steps, p.mem.buffers, p.mem.kernels, p.mem.bind, p.prog.training, sym_tokens, &e);
     if (c.size() != p.prog.steps.size())
       throw graph_error("step " + std::to_string(e.step) + ": " + std::string(e.what));
     for (const runtime::call& k : c)

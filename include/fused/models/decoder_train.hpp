@@ -175,7 +175,7 @@ class trainer {
         std::memcpy(&p[e], &bits, 4);
       }
     }
-    share_parameters();
+    share_state();
   }
 
   // One train step on `ids` (tokens() of them: the batch's sequences one after another) against
@@ -214,7 +214,7 @@ class trainer {
     }
     u.write("learning_rate", &lr, sizeof lr);
     u.run();
-    share_parameters();
+    share_state();
     return sums_.back();
   }
   // The same with next-token labels: in each sequence label t = ids[t + 1], its last position skipped.
@@ -284,7 +284,7 @@ class trainer {
                                     ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(p.dims_of(t.id)));
       std::memcpy(p.bytes_of(t.id), v->data, v->bytes);
     }
-    share_parameters();
+    share_state();
   }
   // The optimizer's step count (steps taken since load()).
   std::int32_t steps_taken() {
@@ -315,12 +315,14 @@ class trainer {
   train::communicator& ranks() { return ranks_ != nullptr ? *ranks_ : alone_; }
   // The program whose state holds the parameters: the update program of a sharded step.
   detail::bound_program& keeper() { return update_ ? *update_ : step_; }
-  // A sharded step's gradient program reads the parameters from a state region of its own.
-  void share_parameters() {
+  // A sharded step's gradient program reads the parameters (and the step count that draws dropout's
+  // masks) from a state region of its own: the update program's values, by name.
+  void share_state() {
     if (!update_) return;
-    for (std::size_t k = 0; k < step_.plan.prog.parameters.size(); ++k) {
-      const std::span<const float> from = parameter(k);
-      std::copy(from.begin(), from.end(), step_.floats(step_.plan.prog.parameters[k].value).begin());
+    for (const tensor_info& t : step_.plan.prog.tensors) {
+      if (t.kind != role::state || !t.is_feed) continue;
+      const tensor_id from = update_->named(role::state, to_string(t.name.str()));
+      std::memcpy(step_.bytes_of(t.id), update_->bytes_of(from), static_cast<std::size_t>(fused::bytes_of(t, step_.plan.mem.bind)));
     }
   }
 

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -219,6 +220,11 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   c.max_position_embeddings = r.positive("max_position_embeddings");
   c.rms_norm_eps = r.positive_real("rms_norm_eps", r.require("rms_norm_eps"), 1.0);
   detail::read_rope(r, c);
+  if (const nlohmann::json* p = r.get("attention_dropout")) {
+    if (!p->is_number() || !std::isfinite(p->get<double>()) || p->get<double>() < 0 || p->get<double>() >= 1)
+      r.fail("attention_dropout", "must be a probability in [0, 1), got {}", detail::config_reader::excerpt(*p));
+    c.attention_dropout = p->get<double>();
+  }
   const nlohmann::json* tie = r.get("tie_word_embeddings");
   c.tie_word_embeddings = tie != nullptr && r.boolean("tie_word_embeddings", *tie);
   info.family->read(detail::json_source(r), c);

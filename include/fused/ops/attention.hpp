@@ -28,7 +28,7 @@ inline constexpr op_def attention{
       return result(dtype::f32, q.shp);
     },
     .in_place_input = -1,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
     },

@@ -21,7 +21,7 @@ inline constexpr op_def kv_write{
       return result(dtype::bf16, cache.shp);
     },
     .in_place_input = 1,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; },
     .positional = true};
 

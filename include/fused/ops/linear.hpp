@@ -38,7 +38,7 @@ inline constexpr op_def linear{
     .max_inputs = 3,
     .infer = [](const tensor_info* const* in, int n, const attrs&) { return detail::linear_shape(in, n, dtype::bf16); },
     .in_place_input = -1,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_gemv_bf16" : "fk_gemm_bf16";
     },

@@ -74,7 +74,7 @@ class registry {
                              &ops::sigmoid, &ops::silu, &ops::gelu, &ops::sub, &ops::mul, &ops::div, &ops::gt, &ops::lt, &ops::ge,
                              &ops::le, &ops::eq, &ops::ne, &ops::where, &ops::matmul, &ops::softmax, &ops::layer_norm, &ops::sum,
                              &ops::mean, &ops::max, &ops::reshape, &ops::transpose, &ops::concat, &ops::slice, &ops::full, &ops::zeros, &ops::arange, &ops::argmax, &ops::not_in, &ops::store_at,
-                             &ops::increment, &ops::next_position, &ops::full_int, &control::copy})
+                             &ops::increment, &ops::next_position, &ops::full_int, &ops::dropout, &control::copy})
       ops_.push_back(op);
   }
   static std::size_t distance(std::string_view a, std::string_view b) {

@@ -16,7 +16,7 @@ inline constexpr op_def take_last{
       return result(dtype::f32, shape(1, x.shp[1]));
     },
     .in_place_input = -1,
-    .mode_sensitive = true,
+    .mode_sensitive = false,
     .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_copy_last_row"; }};
 
 }  // namespace fused::ops

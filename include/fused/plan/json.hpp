@@ -51,6 +51,7 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
   doc["lower_bound_bytes"] = m.lower_bound;
   doc["alignment"] = mem_align;
   doc["strategy"] = name_of(m.chosen);
+  if (p.training) doc["training"] = true;  // its mode-sensitive steps run their training behaviour
   doc["arena_by_strategy"] = json{{name_of(strategy::greedy_by_size), m.arena_by_strategy[0]},
                                   {name_of(strategy::greedy_by_first_use), nullptr}};
   if (m.arena_by_strategy[1] >= 0) doc["arena_by_strategy"][name_of(strategy::greedy_by_first_use)] = m.arena_by_strategy[1];
@@ -94,6 +95,7 @@ inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& 
     j["level"] = st.level;
     j["kernel"] = s < m.kernels.size() && m.kernels[s] ? json(m.kernels[s]) : json(nullptr);
     j["category"] = st.op->category;
+    if (st.mode_sensitive) j["mode_sensitive"] = true;  // honours the program's training flag (dropout)
     steps.push_back(std::move(j));
   }
   doc["steps"] = std::move(steps);

@@ -26,6 +26,7 @@ struct static_plan {
   std::array<const char*, NS> kernels{};
   std::array<std::int64_t, region_count> region_bytes{};
   std::int64_t lower_bound = 0;
+  bool training = false;  // the program's flag (mode-sensitive steps honour it)
   strategy chosen = strategy::greedy_by_size;
   diagnostic failure{};  // empty: verified
 
@@ -75,6 +76,7 @@ constexpr static_plan<NT, NS, NR, NC> freeze(const program& p, const memory_plan
   for (std::size_t i = 0; i < NC && i < p.carries.size(); ++i) s.carries[i] = p.carries[i];
   s.region_bytes = m.region_bytes;
   s.lower_bound = m.lower_bound;
+  s.training = p.training;
   s.chosen = m.chosen;
   if (p.tensors.size() != NT || p.steps.size() != NS || p.regions.size() != NR || p.carries.size() != NC) {
     s.failure = diagnostic("the program's size differs from the size it was counted at");

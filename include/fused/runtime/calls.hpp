@@ -68,6 +68,7 @@ enum class kernel : std::uint8_t {
   sgd_momentum,
   sgd_update,
   sgd_momentum_update,
+  dropout,
   host,  // the op's host function (op_def::host): run-time executors only (execute.hpp)
   unknown,
 };
@@ -75,9 +76,9 @@ enum class kernel : std::uint8_t {
 // One argument of a kernel's C function, in the call's terms. Each names exactly one field of
 // `call` (operands, rows, sizes, reals) or the one dynamic value, pos0.
 enum class arg : std::uint8_t {
-  input0, input1, input2, input3,  // the step's inputs, in its order
+  input0, input1, input2, input3, input4,  // the step's inputs, in its order
   bias,                    // input 2 when the step has three inputs, else NULL
-  optional2, optional3,    // input 2 / 3 when the step has that many inputs, else NULL
+  optional2, optional3, optional4,  // input 2 / 3 / 4 when the step has that many inputs, else NULL
   output,                  // the step's result
   work,                    // the step's workspace, or NULL
   rows,                    // rows of input 0 (this call's tokens, when they follow them)
@@ -85,7 +86,7 @@ enum class arg : std::uint8_t {
   pos0,                    // the position of row 0: the call's, or its position input's value
   cols, out_cols, heads, kv_heads, head_dim, capacity, original_max, vocab, period,  // call::sizes
   inner0, extent0, inner1, extent1,                                   // ... an input's broadcast_span
-  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay, momentum, dampening,  // call::reals
+  eps, theta, factor, low_freq_factor, high_freq_factor, value, beta1, beta2, weight_decay, momentum, dampening, dropout,  // call::reals
   int0, int1, int2, int3,  // call::ints
   bytes,                   // rows * sizes.row_bytes
 };
@@ -97,7 +98,7 @@ enum class arg : std::uint8_t {
 struct kernel_spec {
   kernel k = kernel::unknown;
   std::string_view name;
-  std::array<arg, 11> args{};
+  std::array<arg, 16> args{};
   std::uint8_t arity = 0;
   int copy_into_output = -1;
   // The C function returns nonzero, writing nothing, when an input is out of its range; this says
@@ -116,7 +117,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 49> kernel_specs{{
+inline constexpr std::array<kernel_spec, 50> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -155,7 +156,7 @@ inline constexpr std::array<kernel_spec, 49> kernel_specs{{
     detail::spec(kernel::rmsnorm_f32, "fk_rmsnorm_f32", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::linear_f32, "fk_linear_f32", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::out_cols, arg::bias, arg::output),
     detail::spec(kernel::attention_causal, "fk_attention_causal_f32", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
-                 arg::kv_heads, arg::head_dim, arg::period, arg::output),
+                 arg::kv_heads, arg::head_dim, arg::period, arg::dropout, arg::int0, arg::optional3, arg::output),
     detail::refusing(detail::spec(kernel::cross_entropy, "fk_cross_entropy", -1, arg::input0, arg::rows, arg::cols, arg::input1, arg::optional2,
                                   arg::output),
                      "a label is outside the vocabulary"),
@@ -177,7 +178,7 @@ inline constexpr std::array<kernel_spec, 49> kernel_specs{{
                  arg::period, arg::theta, arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
     detail::spec(kernel::swiglu_backward, "fk_swiglu_backward", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::int0, arg::output),
     detail::spec(kernel::attention_causal_backward, "fk_attention_causal_backward", -1, arg::input0, arg::input1, arg::input2, arg::input3,
-                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::period, arg::work, arg::output),
+                 arg::rows, arg::heads, arg::kv_heads, arg::head_dim, arg::period, arg::dropout, arg::int0, arg::optional4, arg::work, arg::output),
     detail::spec(kernel::take_columns, "fk_take_columns", -1, arg::input0, arg::rows, arg::cols, arg::int0, arg::out_cols, arg::output),
     detail::spec(kernel::embed_backward, "fk_embed_backward", -1, arg::input0, arg::rows, arg::input1, arg::out_cols, arg::vocab, arg::output),
     detail::spec(kernel::adam_first_moment, "fk_adam_first_moment", -1, arg::input0, arg::input1, arg::elements, arg::beta1, arg::output),
@@ -190,6 +191,7 @@ inline constexpr std::array<kernel_spec, 49> kernel_specs{{
     detail::spec(kernel::sgd_update, "fk_sgd_update", -1, arg::input0, arg::input1, arg::input2, arg::elements, arg::weight_decay, arg::output),
     detail::spec(kernel::sgd_momentum_update, "fk_sgd_momentum_update", -1, arg::input0, arg::input1, arg::input2, arg::input3, arg::elements,
                  arg::momentum, arg::weight_decay, arg::int0, arg::output),
+    detail::spec(kernel::dropout, "fk_dropout_f32", -1, arg::input0, arg::elements, arg::dropout, arg::int0, arg::input1, arg::output),
 }};
 
 constexpr const kernel_spec& spec_of(kernel k) {
@@ -252,6 +254,7 @@ struct call {
     float value = 0;  // fill_f32
     float beta1 = 0, beta2 = 0, weight_decay = 0;  // AdamW (weight_decay: SGD's too)
     float momentum = 0, dampening = 0;             // SGD
+    float dropout = 0;  // dropout, causal attention: the probability; 0 unless the program trains
     friend constexpr bool operator==(const real_fields&, const real_fields&) = default;
   } reals{};
   std::array<std::int32_t, 4> ints{};       // int0..int3: not_in's values (-1: none), increment's by, fill_i32's value,
@@ -285,7 +288,7 @@ constexpr std::int64_t size_value(arg a, const call& c) {
   }
 }
 constexpr bool is_size(arg a) { return a >= arg::cols && a <= arg::extent1; }
-constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::dampening; }
+constexpr bool is_real(arg a) { return a >= arg::eps && a <= arg::dropout; }
 constexpr float real_value(arg a, const call& c) {
   switch (a) {
     case arg::eps: return c.reals.eps;
@@ -299,6 +302,7 @@ constexpr float real_value(arg a, const call& c) {
     case arg::weight_decay: return c.reals.weight_decay;
     case arg::momentum: return c.reals.momentum;
     case arg::dampening: return c.reals.dampening;
+    case arg::dropout: return c.reals.dropout;
     default: return 0;
   }
 }
@@ -326,13 +330,14 @@ struct lowering_error {
 };
 
 // Lowers every step in schedule order. `Tensors`, `Steps`, `Buffers`, `Kernels` are ranges (a
-// program + memory_plan at run time, or a frozen static_plan's arrays); `b` is the mode's binding.
+// program + memory_plan at run time, or a frozen static_plan's arrays); `b` is the mode's binding;
+// `training` the program's flag, which mode-sensitive steps honour (dropout only when it is set).
 // Every symbol is resolved through `b` except `dynamic` (the tokens of one call), which stays in
 // `rows` so that one plan serves any token count up to the planned one. On a step no kernel here
 // implements, the result is empty and `err` says which.
 template <class Tensors, class Steps, class Buffers, class Kernels>
 constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& steps, const Buffers& buffers,
-                                        const Kernels& kernels, const binding& b, std::uint8_t dynamic,
+                                        const Kernels& kernels, const binding& b, bool training, std::uint8_t dynamic,
                                         lowering_error* err = nullptr) {
   const std::vector<std::int32_t> slot = weight_slots(tensors);
   auto at = [&](tensor_id id) {
@@ -407,7 +412,13 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.sizes.kv_heads = s.at.i[1];
         c.sizes.head_dim = cols / s.at.i[0];
         c.sizes.period = s.at.i[2];
+        c.reals.dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
+        c.ints[0] = static_cast<std::int32_t>(s.at.i[3]);
         if (s.work >= 0) c.work = at(s.work);
+        break;
+      case kernel::dropout:
+        c.reals.dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
+        c.ints[0] = static_cast<std::int32_t>(s.at.i[0]);
         break;
       case kernel::swiglu_backward:
       case kernel::take_columns: c.ints[0] = static_cast<std::int32_t>(s.at.i[0]); break;
@@ -520,7 +531,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
 template <std::size_t N, class Plan>
 constexpr std::array<call, N> freeze_calls(const Plan& p, std::uint8_t dynamic) {
   std::array<call, N> out{};
-  const std::vector<call> calls = lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, dynamic);
+  const std::vector<call> calls = lower_calls(p.tensors, p.steps, p.buffers, p.kernels, p.bind, p.training, dynamic);
   for (std::size_t i = 0; i < N && i < calls.size(); ++i) out[i] = calls[i];
   return out;
 }

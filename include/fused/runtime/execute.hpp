@@ -20,7 +20,7 @@ namespace fused::runtime {
 // the cut-wire report of the first step no kernel implements (wires: what the runner has bound).
 inline std::vector<call> lower_all(const program& p, const memory_plan& m, std::span<const wire_state> wires) {
   lowering_error err{};
-  std::vector<call> calls = lower_calls(p.tensors, p.steps, m.buffers, m.kernels, m.bind, 0, &err);
+  std::vector<call> calls = lower_calls(p.tensors, p.steps, m.buffers, m.kernels, m.bind, p.training, 0, &err);
   const scratch<int> position = p.position_of_step();
   if (calls.size() != p.steps.size()) {
     if (err.step < 0 || static_cast<std::size_t>(err.step) >= p.steps.size()) throw graph_error("cannot lower the program: " + std::string(err.what));

@@ -51,9 +51,11 @@ FUSED_ALWAYS_INLINE const operand* operand_of(arg a, const call& c) {
     case arg::input1: return &c.in[1];
     case arg::input2: return &c.in[2];
     case arg::input3: return &c.in[3];
+    case arg::input4: return &c.in[4];
     case arg::bias: return c.n_in == 3 ? &c.in[2] : nullptr;
     case arg::optional2: return c.n_in > 2 ? &c.in[2] : nullptr;
     case arg::optional3: return c.n_in > 3 ? &c.in[3] : nullptr;
+    case arg::optional4: return c.n_in > 4 ? &c.in[4] : nullptr;
     case arg::output: return &c.out;
     case arg::work: return c.work.tensor >= 0 ? &c.work : nullptr;
     default: return nullptr;
@@ -173,6 +175,7 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::sgd_momentum: return call_kernel<kernel::sgd_momentum>(&fk_sgd_momentum, c, r, d);
     case kernel::sgd_update: return call_kernel<kernel::sgd_update>(&fk_sgd_update, c, r, d);
     case kernel::sgd_momentum_update: return call_kernel<kernel::sgd_momentum_update>(&fk_sgd_momentum_update, c, r, d);
+    case kernel::dropout: return call_kernel<kernel::dropout>(&fk_dropout_f32, c, r, d);
     case kernel::host:     // execute.hpp calls the op's host function; static models have none
     case kernel::unknown: return 0;
   }

@@ -39,15 +39,17 @@ struct options {
   // losses and gradients add up to the batch's), and the update is a program of its own
   // (update_program), run once the shards' gradients are summed.
   bool gradients_only = false;
+  std::uint64_t seed = 0;  // draws dropout's masks (train::dropout_key)
 };
 
 // The optimizer's update of each parameter (f32 state) by its gradient: new parameters, moments or
 // momentum buffers and step count as state out. The tail of a train step, or a whole update program.
+// `step_count`: the step count state when the forward pass made it already (its dropout reads it), else -1.
 constexpr std::vector<trained_parameter> append_update(graph_builder& g, const std::vector<tensor_id>& parameters, const std::vector<tensor_id>& grads,
-                                                       const options& o) {
+                                                       const options& o, tensor_id step_count = -1) {
   std::vector<trained_parameter> trained;
   const tensor_id lr = g.input({"learning_rate"}, dtype::f32, shape(1));
-  const tensor_id count = g.state({step_count_name}, dtype::i32, shape(1));
+  const tensor_id count = step_count >= 0 ? step_count : g.state({step_count_name}, dtype::i32, shape(1));
   const tensor_id next_count = g.apply(ops::advance_step, {count}, {.i = {1, 0, 0, 0}}, {"optimizer.step.next"});
   g.carry_state(count, next_count);
   const adamw& h = o.optimizer;
@@ -96,8 +98,9 @@ constexpr std::vector<trained_parameter> append_update(graph_builder& g, const s
 // Appends to `g` the loss (mean next-token cross-entropy of `logits` [T, V] against the input
 // "labels" i32 [T], -100 skipping a row), output "loss"; the gradients of every tensor of `parameters`
 // (f32 state feeds); one optimizer step over each (none with options::gradients_only); and marks the
-// program as training.
-constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o) {
+// program as training. `step_count`: the optimizer's step count if the forward pass made it (-1: none).
+constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::vector<tensor_id>& parameters, const options& o,
+                                 tensor_id step_count = -1) {
   if (!g.peek().ok()) return;
   const dim rows = g.peek().tensor(logits).shp[0];
   const tensor_id labels = g.input({"labels"}, dtype::i32, shape(rows));
@@ -123,7 +126,7 @@ constexpr void append_train_step(graph_builder& g, tensor_id logits, const std::
   }
   if (o.keep_gradients)
     for (tensor_id grad : grads) g.keep(grad);
-  std::vector<trained_parameter> trained = append_update(g, parameters, grads, o);
+  std::vector<trained_parameter> trained = append_update(g, parameters, grads, o, step_count);
   g.train(loss, std::move(trained));
 }
 

@@ -213,7 +213,7 @@ inline void add_generate(c_program& p, const decoder::family_entry& family, cons
   const memory_plan mem = plan_memory(prog, p.prefill.bind);
   if (const verdict v = verify(prog, mem); !v.ok) throw graph_error("codegen: the generate plan failed verification: " + to_string(v.what));
   runtime::lowering_error e{};
-  const std::vector<runtime::call> calls = runtime::lower_calls(prog.tensors, prog.steps, mem.buffers, mem.kernels, mem.bind, decoder::sym_tokens, &e);
+  const std::vector<runtime::call> calls = runtime::lower_calls(prog.tensors, prog.steps, mem.buffers, mem.kernels, mem.bind, prog.training, decoder::sym_tokens, &e);
   if (calls.size() != prog.steps.size()) throw graph_error("codegen: generate: step " + std::to_string(e.step) + ": " + std::string(e.what));
   p.generate = copy_mode("generate", mem.bind, prog.tensors, prog.steps, mem.buffers, mem.kernels, mem.region_bytes, mem.lower_bound, mem.chosen, calls);
   p.generate->regions = prog.regions;

@@ -78,9 +78,11 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::input1: return operand(p, m, c.in[1]);
     case arg::input2: return operand(p, m, c.in[2]);
     case arg::input3: return operand(p, m, c.in[3]);
+    case arg::input4: return operand(p, m, c.in[4]);
     case arg::bias: return c.n_in == 3 ? operand(p, m, c.in[2]) : "NULL";
     case arg::optional2: return c.n_in > 2 ? operand(p, m, c.in[2]) : "NULL";
     case arg::optional3: return c.n_in > 3 ? operand(p, m, c.in[3]) : "NULL";
+    case arg::optional4: return c.n_in > 4 ? operand(p, m, c.in[4]) : "NULL";
     case arg::output: return operand(p, m, c.out);
     case arg::work: return c.work.tensor >= 0 ? operand(p, m, c.work) : "NULL";
     case arg::rows: return rows_times(c.rows, dec, 1);
@@ -114,7 +116,8 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
     case arg::beta2:
     case arg::weight_decay:
     case arg::momentum:
-    case arg::dampening: return float_literal(runtime::real_value(a, c));
+    case arg::dampening:
+    case arg::dropout: return float_literal(runtime::real_value(a, c));
   }
   throw std::logic_error("codegen: an argument of no kind");
 }

@@ -134,14 +134,16 @@ inline std::string emit_graph(const c_program& p) {
     json at = json::object();
     at["i"] = s.at.i;
     at["f"] = s.at.f;
-    steps.push_back(json{{"id", s.id},
-                         {"op", s.op->name},
-                         {"inputs", inputs},
-                         {"result", s.result},
-                         {"work", s.work >= 0 ? json(s.work) : json(nullptr)},
-                         {"attrs", at},
-                         {"level", s.level},
-                         {"kernels", {{"prefill", m.kernels[i] ? m.kernels[i] : ""}, {"decode", p.decode.kernels[i] ? p.decode.kernels[i] : ""}}}});
+    json entry{{"id", s.id},
+               {"op", s.op->name},
+               {"inputs", inputs},
+               {"result", s.result},
+               {"work", s.work >= 0 ? json(s.work) : json(nullptr)},
+               {"attrs", at},
+               {"level", s.level},
+               {"kernels", {{"prefill", m.kernels[i] ? m.kernels[i] : ""}, {"decode", p.decode.kernels[i] ? p.decode.kernels[i] : ""}}}};
+    if (s.mode_sensitive) entry["mode_sensitive"] = true;  // honours training (dropout); absent: false
+    steps.push_back(std::move(entry));
   }
   doc["steps"] = std::move(steps);
   json outputs = json::array(), state = json::array();

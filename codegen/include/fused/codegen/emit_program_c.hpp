@@ -69,7 +69,7 @@ inline named_tensors outputs_of(const c_program& p) {
 inline c_program program_for_c(std::string name, const program& prog, const memory_plan& mem) {
   if (const verdict v = verify(prog, mem); !v.ok) throw graph_error("codegen: the plan failed verification: " + to_string(v.what));
   runtime::lowering_error e{};
-  const std::vector<runtime::call> calls = runtime::lower_calls(prog.tensors, prog.steps, mem.buffers, mem.kernels, mem.bind, 0, &e);
+  const std::vector<runtime::call> calls = runtime::lower_calls(prog.tensors, prog.steps, mem.buffers, mem.kernels, mem.bind, prog.training, 0, &e);
   if (calls.size() != prog.steps.size()) throw graph_error("codegen: step " + std::to_string(e.step) + ": " + std::string(e.what));
   for (std::size_t i = 0; i < calls.size(); ++i)
     if (calls[i].k == runtime::kernel::host)
