@@ -125,11 +125,11 @@ class layers {
   // Writes this call's keys and values into the layer's cache and attends causally over it.
   // Training: causal attention over this call's own keys and values.
   // Training with attention_dropout: the probabilities through a dropout mask keyed by the layer and
-  // drawn anew at each optimizer step (its step count is an input).
+  // drawn anew at each optimizer step (the step's number is an input).
   constexpr tensor_id attention(int l, cache kv, tensor_id q, tensor_id k, tensor_id v) {
     if (opt.training) {
       if (cfg.attention_dropout > 0)
-        return g_.apply(ops::causal_attention, {q, k, v, step_count()},
+        return g_.apply(ops::causal_attention, {q, k, v, step_number()},
                         {.i = {cfg.num_attention_heads, cfg.num_key_value_heads, opt.packed, train::dropout_key(opt.train.seed, static_cast<std::uint32_t>(l))},
                          .f = cfg.attention_dropout},
                         {"layers.{}.attn", l});
@@ -185,7 +185,7 @@ class layers {
   // The number of the step being taken (the optimizer's step count + 1), which draws dropout's masks:
   // an activation of its own, made by the first dropout that needs it, since the update advances the
   // count state in place (train/step.hpp) while the backward still draws the forward's masks.
-  constexpr tensor_id step_count() {
+  constexpr tensor_id step_number() {
     if (step_number_ < 0) {
       step_count_state_ = g_.state({train::step_count_name}, dtype::i32, shape(1));
       step_number_ = g_.apply(ops::increment, {step_count_state_}, {.i = {1, 0, 0, 0}}, {"optimizer.step.this"});
