@@ -3917,6 +3917,9 @@ enum class method { adamw, sgd };
 
 // The state tensor counting the optimizer's steps (AdamW's t; SGD's first step starts its momentum).
 inline constexpr const char* step_count_name = "optimizer.step";
+// A data-parallel shard's input numbering its dropout draw: (steps taken) * micro-batches + the
+// micro-batch + 1, so that every micro-batch of every step draws its own masks, whatever the ranks.
+inline constexpr const char* dropout_draw_name = "dropout_draw";
 
 struct options {
   adamw optimizer{};          // with method::adamw
@@ -12751,9 +12754,13 @@ class layers {
 
   // The number of the step being taken (the optimizer's step count + 1), which draws dropout's masks:
   // an activation of its own, made by the first dropout that needs it, since the update advances the
-  // count state in place (train/step.hpp) while the backward still draws the forward's masks.
+  // count state in place (train/step.hpp) while the backward still draws the forward's masks. A
+  // data-parallel shard has no count: the trainer numbers each micro-batch's draw (input "dropout_draw").
   constexpr tensor_id step_number() {
-    if (step_number_ < 0) {
+    if (step_number_ >= 0) return step_number_;
+    if (opt.train.gradients_only) {
+      step_number_ = g_.input({train::dropout_draw_name}, dtype::i32, shape(1));
+    } else {
       step_count_state_ = g_.state({train::step_count_name}, dtype::i32, shape(1));
       step_number_ = g_.apply(ops::increment, {step_count_state_}, {.i = {1, 0, 0, 0}}, {"optimizer.step.this"});
     }
@@ -14034,11 +14041,17 @@ class trainer {
     const auto label_count = static_cast<float>(std::count_if(labels.begin(), labels.end(), [](std::int32_t l) { return l != FK_IGNORE_LABEL; }));
     const auto micro_tokens = static_cast<std::size_t>(tokens_ / layout_.micro_batches);
     const program& g = step_.plan.prog;
+    const bool draws = has_input(step_, train::dropout_draw_name);
+    const std::int64_t first_draw = std::int64_t{steps_taken()} * layout_.micro_batches + 1;
     train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
       const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
       step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
       step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
       step_.write("label_count", &label_count, sizeof label_count);
+      if (draws) {
+        const auto draw = static_cast<std::int32_t>(first_draw + m);
+        step_.write(train::dropout_draw_name, &draw, sizeof draw);
+      }
       step_.run();
       for (std::size_t k = 0; k < g.parameters.size(); ++k) {
         const std::span<const float> grad = step_.floats(g.parameters[k].gradient);
@@ -14145,6 +14158,11 @@ class trainer {
   static graph_options gradients_only(graph_options o, const data_parallel& p) {
     if (sharded(p)) o.train.gradients_only = true;
     return o;
+  }
+  static bool has_input(const detail::bound_program& p, std::string_view name) {
+    for (const tensor_info& t : p.plan.prog.tensors)
+      if (t.kind == role::input && to_string(t.name.str()) == name) return true;
+    return false;
   }
   static float loss_of(detail::bound_program& p) {
     float loss = 0;

@@ -348,6 +348,16 @@ TEST_CASE("data parallel: any rank count dividing the micro-batches takes the sa
   }
   const parallel_run pairs = train_in_parallel(info, w, batch, 2, 1, ids).front();
   for (const parallel_run& r : train_in_parallel(info, w, batch, 2, 2, ids)) CHECK(r.parameters == pairs.parameters);
+  // With attention dropout each micro-batch draws its own masks (dropout_draw), whatever the ranks.
+  fused::decoder::hf_model_info dropping = info;
+  dropping.arch.attention_dropout = 0.2;
+  const parallel_run masked = train_in_parallel(dropping, w, batch, 6, 1, ids).front();
+  CHECK(masked.losses != alone.losses);
+  for (const int ranks : {2, 3})
+    for (const parallel_run& r : train_in_parallel(dropping, w, batch, 6, ranks, ids)) {
+      CHECK(r.losses == masked.losses);
+      CHECK(r.parameters == masked.parameters);
+    }
 
   // The same step as one program: the same mean, summed in another order.
   fused::decoder::trainer whole(*info.family, info.arch, batch, {.train = {.keep_gradients = true}});

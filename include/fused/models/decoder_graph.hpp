@@ -184,9 +184,13 @@ class layers {
 
   // The number of the step being taken (the optimizer's step count + 1), which draws dropout's masks:
   // an activation of its own, made by the first dropout that needs it, since the update advances the
-  // count state in place (train/step.hpp) while the backward still draws the forward's masks.
+  // count state in place (train/step.hpp) while the backward still draws the forward's masks. A
+  // data-parallel shard has no count: the trainer numbers each micro-batch's draw (input "dropout_draw").
   constexpr tensor_id step_number() {
-    if (step_number_ < 0) {
+    if (step_number_ >= 0) return step_number_;
+    if (opt.train.gradients_only) {
+      step_number_ = g_.input({train::dropout_draw_name}, dtype::i32, shape(1));
+    } else {
       step_count_state_ = g_.state({train::step_count_name}, dtype::i32, shape(1));
       step_number_ = g_.apply(ops::increment, {step_count_state_}, {.i = {1, 0, 0, 0}}, {"optimizer.step.this"});
     }

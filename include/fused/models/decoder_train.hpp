@@ -195,11 +195,17 @@ class trainer {
     const auto label_count = static_cast<float>(std::count_if(labels.begin(), labels.end(), [](std::int32_t l) { return l != FK_IGNORE_LABEL; }));
     const auto micro_tokens = static_cast<std::size_t>(tokens_ / layout_.micro_batches);
     const program& g = step_.plan.prog;
+    const bool draws = has_input(step_, train::dropout_draw_name);
+    const std::int64_t first_draw = std::int64_t{steps_taken()} * layout_.micro_batches + 1;
     train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
       const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
       step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
       step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
       step_.write("label_count", &label_count, sizeof label_count);
+      if (draws) {
+        const auto draw = static_cast<std::int32_t>(first_draw + m);
+        step_.write(train::dropout_draw_name, &draw, sizeof draw);
+      }
       step_.run();
       for (std::size_t k = 0; k < g.parameters.size(); ++k) {
         const std::span<const float> grad = step_.floats(g.parameters[k].gradient);
@@ -306,6 +312,11 @@ class trainer {
   static graph_options gradients_only(graph_options o, const data_parallel& p) {
     if (sharded(p)) o.train.gradients_only = true;
     return o;
+  }
+  static bool has_input(const detail::bound_program& p, std::string_view name) {
+    for (const tensor_info& t : p.plan.prog.tensors)
+      if (t.kind == role::input && to_string(t.name.str()) == name) return true;
+    return false;
   }
   static float loss_of(detail::bound_program& p) {
     float loss = 0;

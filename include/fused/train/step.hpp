@@ -28,6 +28,9 @@ enum class method { adamw, sgd };
 
 // The state tensor counting the optimizer's steps (AdamW's t; SGD's first step starts its momentum).
 inline constexpr const char* step_count_name = "optimizer.step";
+// A data-parallel shard's input numbering its dropout draw: (steps taken) * micro-batches + the
+// micro-batch + 1, so that every micro-batch of every step draws its own masks, whatever the ranks.
+inline constexpr const char* dropout_draw_name = "dropout_draw";
 
 struct options {
   adamw optimizer{};          // with method::adamw
