@@ -4115,12 +4115,11 @@ void tree_node(communicator& c, const shard_layout& l, std::int64_t lo, std::int
   tree_node(c, l, lo, mid, out, scratch, depth + 1, leaf);
   tree_node(c, l, mid, hi, std::span<float>(right), scratch, depth + 1, leaf);
   const int left_owner = l.owner(lo), right_owner = l.owner(mid);
-  if (left_owner != right_owner) {
+  if (me != left_owner) {
     if (me == right_owner) c.send(left_owner, right);
-    if (me != left_owner) return;
-    c.receive(right_owner, right);
+    return;
   }
-  if (me != left_owner) return;
+  if (right_owner != me) c.receive(right_owner, right);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] += right[i];
 }
 }  // namespace detail
@@ -7929,6 +7928,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     };
     c.sizes.cols = cols;
     c.sizes.out_cols = result.rank ? result.back().n : 1;
+    // A mode-sensitive step runs its training behaviour (dropout's probability) only when training.
+    const float dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
     switch (c.k) {
       case kernel::embed:
         c.rows = rows_of(x[0]);
@@ -7958,12 +7959,12 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.sizes.kv_heads = s.at.i[1];
         c.sizes.head_dim = cols / s.at.i[0];
         c.sizes.period = s.at.i[2];
-        c.reals.dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
+        c.reals.dropout = dropout;
         c.ints[0] = static_cast<std::int32_t>(s.at.i[3]);
         if (s.work >= 0) c.work = at(s.work);
         break;
       case kernel::dropout:
-        c.reals.dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
+        c.reals.dropout = dropout;
         c.ints[0] = static_cast<std::int32_t>(s.at.i[0]);
         break;
       case kernel::swiglu_backward:
@@ -13935,10 +13936,15 @@ class bound_program {
     for (int i = 0; i < s.rank; ++i) d.push_back(plan.mem.bind(s[i]));
     return d;
   }
-  // The tensor of this role and name (an input, or the step count); the program always has it.
-  tensor_id named(role r, std::string_view name) const {
+  // The tensor of this role and name, or -1.
+  tensor_id find(role r, std::string_view name) const {
     for (const tensor_info& t : plan.prog.tensors)
       if (t.kind == r && to_string(t.name.str()) == name) return t.id;
+    return -1;
+  }
+  // The same where the program always has it (an input, or the step count).
+  tensor_id named(role r, std::string_view name) const {
+    if (const tensor_id t = find(r, name); t >= 0) return t;
     throw std::logic_error("a train step has no " + std::string(name_of(r)) + " " + std::string(name));
   }
   void write(std::string_view input, const void* data, std::size_t bytes) { std::memcpy(bytes_of(named(role::input, input)), data, bytes); }
@@ -13971,6 +13977,7 @@ class trainer {
       values += static_cast<std::size_t>(t.shp.elements(step_.plan.mem.bind));
     }
     update_.emplace(plan_built(train::update_program(shapes, o.train), binding{}, [](const oversize&, const program&) { return std::string("the parameters"); }));
+    draw_input_ = step_.find(role::input, train::dropout_draw_name);
     sums_.assign(values + 1, 0.0f);  // every gradient, then the loss
   }
 
@@ -14041,16 +14048,15 @@ class trainer {
     const auto label_count = static_cast<float>(std::count_if(labels.begin(), labels.end(), [](std::int32_t l) { return l != FK_IGNORE_LABEL; }));
     const auto micro_tokens = static_cast<std::size_t>(tokens_ / layout_.micro_batches);
     const program& g = step_.plan.prog;
-    const bool draws = has_input(step_, train::dropout_draw_name);
     const std::int64_t first_draw = std::int64_t{steps_taken()} * layout_.micro_batches + 1;
     train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
       const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
       step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
       step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
       step_.write("label_count", &label_count, sizeof label_count);
-      if (draws) {
+      if (draw_input_ >= 0) {
         const auto draw = static_cast<std::int32_t>(first_draw + m);
-        step_.write(train::dropout_draw_name, &draw, sizeof draw);
+        std::memcpy(step_.bytes_of(draw_input_), &draw, sizeof draw);
       }
       step_.run();
       for (std::size_t k = 0; k < g.parameters.size(); ++k) {
@@ -14159,11 +14165,6 @@ class trainer {
     if (sharded(p)) o.train.gradients_only = true;
     return o;
   }
-  static bool has_input(const detail::bound_program& p, std::string_view name) {
-    for (const tensor_info& t : p.plan.prog.tensors)
-      if (t.kind == role::input && to_string(t.name.str()) == name) return true;
-    return false;
-  }
   static float loss_of(detail::bound_program& p) {
     float loss = 0;
     std::memcpy(&loss, p.bytes_of(p.plan.prog.output("loss")), sizeof loss);
@@ -14172,14 +14173,13 @@ class trainer {
   train::communicator& ranks() { return ranks_ != nullptr ? *ranks_ : alone_; }
   // The program whose state holds the parameters: the update program of a sharded step.
   detail::bound_program& keeper() { return update_ ? *update_ : step_; }
-  // A sharded step's gradient program reads the parameters (and the step count that draws dropout's
-  // masks) from a state region of its own: the update program's values, by name.
+  // A sharded step's gradient program reads the parameters, its only state, from a state region of
+  // its own: the update program's values (both list the parameters in one order).
   void share_state() {
     if (!update_) return;
-    for (const tensor_info& t : step_.plan.prog.tensors) {
-      if (t.kind != role::state || !t.is_feed) continue;
-      const tensor_id from = update_->named(role::state, to_string(t.name.str()));
-      std::memcpy(step_.bytes_of(t.id), update_->bytes_of(from), static_cast<std::size_t>(fused::bytes_of(t, step_.plan.mem.bind)));
+    for (std::size_t k = 0; k < step_.plan.prog.parameters.size(); ++k) {
+      const std::span<const float> from = parameter(k);
+      std::copy(from.begin(), from.end(), step_.floats(step_.plan.prog.parameters[k].value).begin());
     }
   }
 
@@ -14191,6 +14191,7 @@ class trainer {
   train::communicator* ranks_ = nullptr;  // the caller's; nullptr: alone_
   train::shard_layout layout_{};
   std::vector<std::size_t> gradient_at_;  // where parameter k's gradient starts in sums_
+  tensor_id draw_input_ = -1;             // a sharded program's dropout_draw input, if it has dropout
   std::vector<float> sums_;
   std::vector<std::vector<float>> scratch_;
 };

@@ -383,6 +383,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
     };
     c.sizes.cols = cols;
     c.sizes.out_cols = result.rank ? result.back().n : 1;
+    // A mode-sensitive step runs its training behaviour (dropout's probability) only when training.
+    const float dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
     switch (c.k) {
       case kernel::embed:
         c.rows = rows_of(x[0]);
@@ -412,12 +414,12 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.sizes.kv_heads = s.at.i[1];
         c.sizes.head_dim = cols / s.at.i[0];
         c.sizes.period = s.at.i[2];
-        c.reals.dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
+        c.reals.dropout = dropout;
         c.ints[0] = static_cast<std::int32_t>(s.at.i[3]);
         if (s.work >= 0) c.work = at(s.work);
         break;
       case kernel::dropout:
-        c.reals.dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
+        c.reals.dropout = dropout;
         c.ints[0] = static_cast<std::int32_t>(s.at.i[0]);
         break;
       case kernel::swiglu_backward:

@@ -68,12 +68,11 @@ void tree_node(communicator& c, const shard_layout& l, std::int64_t lo, std::int
   tree_node(c, l, lo, mid, out, scratch, depth + 1, leaf);
   tree_node(c, l, mid, hi, std::span<float>(right), scratch, depth + 1, leaf);
   const int left_owner = l.owner(lo), right_owner = l.owner(mid);
-  if (left_owner != right_owner) {
+  if (me != left_owner) {
     if (me == right_owner) c.send(left_owner, right);
-    if (me != left_owner) return;
-    c.receive(right_owner, right);
+    return;
   }
-  if (me != left_owner) return;
+  if (right_owner != me) c.receive(right_owner, right);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] += right[i];
 }
 }  // namespace detail
