@@ -1,9 +1,12 @@
 /* fk_train.h: the kernels of a training step, all f32 (master weights and activations in f32, so
- * that losses and gradients match an f32 reference to its own rounding). One path, plain C: every
- * inner loop is contiguous (dot products as eight explicit lanes, the rest as axpy rows), which the
- * compiler vectorizes without reassociating anything.
+ * that losses and gradients match an f32 reference to its own rounding). The reference path is plain
+ * C: every inner loop is contiguous (dot products as eight explicit lanes, the rest as axpy rows),
+ * which the compiler vectorizes without reassociating anything.
  *
- * The linear kernels run an AVX2 register-blocked GEMM where the CPU has AVX2 (fk__gemm_f32_avx2).
+ * Where the CPU has AVX2 the hot kernels take an AVX2 path: the linear kernels a blocked GEMM
+ * (fk__gemm_f32_avx2), causal attention and its backward 8 keys at a time with an online softmax
+ * (head_dim a multiple of 8), and the exponentials of cross-entropy and SwiGLU's backward 8 at a
+ * time (fk__exp256). Each path has its own rounding, the same on every thread count.
  *
  * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy,
  *           fk_dropout_f32 (its own backward too)
@@ -54,19 +57,26 @@ FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
 /* ---- the f32 GEMM under the linear kernels ------------------------------------------------------- */
 
 /* C[m, n] = A B (+ bias[j]) with A(i, k) = a[i*a_row + k*a_col] and B(k, j) = b[k*b_row + j*b_col]: the
- * strides let one routine serve x W^T, dY W and dY^T X without copying a transpose. Threads take
- * panels of 16 columns; within a panel B is packed in blocks of FK__GEMM_KC rows, and 6 x 16 blocks of
- * C accumulate in registers, k in order: each element sees the same sum in the same order whatever
- * the thread count (the scalar path's order differs from the AVX2 path's, as any two ISAs may). */
+ * strides let one routine serve x W^T, dY W and dY^T X without copying a transpose. Blocked as
+ * GotoBLAS does, in buffers on the stack: for each block of FK__GEMM_KC k's, B's columns are packed
+ * 16 at a time (a panel, read from L1 by the micro-kernel) for up to FK__GEMM_NC_PANELS panels, and
+ * A's rows FK__GEMM_MC at a time (kept in L2) as 6-row micro-panels, k-major, so every load of the
+ * inner loop is sequential whatever A's strides. Threads take groups of panels. Each element of C
+ * starts from the bias (or 0) and adds its products k in order, one FMA each, so the result does not
+ * depend on the blocking or on the thread count (the scalar path's order differs from this one's,
+ * as any two ISAs may). */
 #define FK__GEMM_MR 6
 #define FK__GEMM_NR 16
 #define FK__GEMM_KC 256
+#define FK__GEMM_MC 120
+#define FK__GEMM_NC_PANELS 8
 
 #if FK_X86
-/* The full 6 x 16 block: twelve accumulators in named registers (an array of them would live on
- * the stack), k in order. `c_in` holds the block's starting values (bias, 0 or C so far). */
-FK_TARGET_AVX2 FK_API void fk__gemm_f32_6x16_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, const float* packed_b,
-                                                 const float* c_in, size_t ld_in, float* c_out, size_t ld_out) {
+/* A 6 x 16 block of C over kc k's: twelve accumulators in named registers (an array of them would
+ * live on the stack), k in order. `a` is a packed micro-panel (a[k*6 + r]); `c_in` holds the block's
+ * starting values (bias, 0 or C so far). */
+FK_TARGET_AVX2 FK_API void fk__gemm_f32_6x16_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, const float* packed_b, const float* c_in,
+                                                 size_t ld_in, float* c_out, size_t ld_out) {
   __m256 c00 = _mm256_loadu_ps(c_in), c01 = _mm256_loadu_ps(c_in + 8);
   __m256 c10 = _mm256_loadu_ps(c_in + ld_in), c11 = _mm256_loadu_ps(c_in + ld_in + 8);
   __m256 c20 = _mm256_loadu_ps(c_in + 2 * ld_in), c21 = _mm256_loadu_ps(c_in + 2 * ld_in + 8);
@@ -74,9 +84,8 @@ FK_TARGET_AVX2 FK_API void fk__gemm_f32_6x16_avx2(size_t kc, const float* a, siz
   __m256 c40 = _mm256_loadu_ps(c_in + 4 * ld_in), c41 = _mm256_loadu_ps(c_in + 4 * ld_in + 8);
   __m256 c50 = _mm256_loadu_ps(c_in + 5 * ld_in), c51 = _mm256_loadu_ps(c_in + 5 * ld_in + 8);
   const float *a0 = a, *a1 = a + a_row, *a2 = a + 2 * a_row, *a3 = a + 3 * a_row, *a4 = a + 4 * a_row, *a5 = a + 5 * a_row;
-  for (size_t k = 0; k < kc; ++k) {
+  for (size_t k = 0; k < kc; ++k, packed_b += FK__GEMM_NR) {
     const __m256 b0 = _mm256_loadu_ps(packed_b), b1 = _mm256_loadu_ps(packed_b + 8);
-    packed_b += FK__GEMM_NR;
     __m256 av = _mm256_broadcast_ss(a0);
     c00 = _mm256_fmadd_ps(av, b0, c00), c01 = _mm256_fmadd_ps(av, b1, c01);
     av = _mm256_broadcast_ss(a1);
@@ -99,6 +108,25 @@ FK_TARGET_AVX2 FK_API void fk__gemm_f32_6x16_avx2(size_t kc, const float* a, siz
   _mm256_storeu_ps(c_out + 5 * ld_out, c50), _mm256_storeu_ps(c_out + 5 * ld_out + 8, c51);
 }
 
+/* B's k's [0, kc) x columns [0, cols) as panels of 16 columns, k-major (columns past cols are 0);
+ * B is read along whichever of its strides is 1. */
+FK_API void fk__gemm_f32_pack_b(size_t kc, size_t cols, const float* b, size_t b_row, size_t b_col, float* packed) {
+  for (size_t j0 = 0; j0 < cols; j0 += FK__GEMM_NR, packed += FK__GEMM_NR * kc) {
+    const size_t nr = cols - j0 < FK__GEMM_NR ? cols - j0 : FK__GEMM_NR;
+    if (b_col == 1) {
+      for (size_t k = 0; k < kc; ++k) {
+        const float* row = b + k * b_row + j0;
+        for (size_t j = 0; j < FK__GEMM_NR; ++j) packed[k * FK__GEMM_NR + j] = j < nr ? row[j] : 0.0f;
+      }
+    } else {
+      for (size_t j = 0; j < FK__GEMM_NR; ++j) {
+        const float* column = b + (j0 + j) * b_col;
+        for (size_t k = 0; k < kc; ++k) packed[k * FK__GEMM_NR + j] = j < nr ? column[k * b_row] : 0.0f;
+      }
+    }
+  }
+}
+
 /* One row of a block, the same sums in the same order (the rows past the last full 6). */
 FK_TARGET_AVX2 FK_API void fk__gemm_f32_1x16_avx2(size_t kc, const float* a, size_t a_col, const float* packed_b, const float* c_in, float* c_out) {
   __m256 c0 = _mm256_loadu_ps(c_in), c1 = _mm256_loadu_ps(c_in + 8);
@@ -110,17 +138,17 @@ FK_TARGET_AVX2 FK_API void fk__gemm_f32_1x16_avx2(size_t kc, const float* a, siz
   _mm256_storeu_ps(c_out, c0), _mm256_storeu_ps(c_out + 8, c1);
 }
 
-/* mr (<= 6) rows of C's panel block [mr, 16] over one K block, added to what C holds; nr (<= 16)
- * columns are read and stored. */
-FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, size_t mr, const float* packed_b, float* c, size_t ldc,
-                                    size_t nr) {
+/* The rows [0, mr) and columns [0, nr) of a 6 x 16 block of C over one K block: C = C_in + A B, where
+ * C_in's rows are ld_in apart (0: one row for all, a bias); a partial block goes through a copy. */
+FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, size_t mr, const float* packed_b, const float* c_in,
+                                    size_t ld_in, float* c, size_t ldc, size_t nr) {
   float block[FK__GEMM_MR * FK__GEMM_NR];
   if (mr == FK__GEMM_MR && nr == FK__GEMM_NR) {  /* the common case: C in place */
-    fk__gemm_f32_6x16_avx2(kc, a, a_row, a_col, packed_b, c, ldc, c, ldc);
+    fk__gemm_f32_6x16_avx2(kc, a, a_row, a_col, packed_b, c_in, ld_in, c, ldc);
     return;
   }
   for (size_t r = 0; r < mr; ++r)
-    for (size_t j = 0; j < FK__GEMM_NR; ++j) block[r * FK__GEMM_NR + j] = j < nr ? c[r * ldc + j] : 0.0f;
+    for (size_t j = 0; j < FK__GEMM_NR; ++j) block[r * FK__GEMM_NR + j] = j < nr ? c_in[r * ld_in + j] : 0.0f;
   if (mr == FK__GEMM_MR) {
     fk__gemm_f32_6x16_avx2(kc, a, a_row, a_col, packed_b, block, FK__GEMM_NR, block, FK__GEMM_NR);
   } else {
@@ -134,19 +162,34 @@ FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, s
                               size_t b_col, const float* bias, float* c) {
   const size_t panels = (n + FK__GEMM_NR - 1) / FK__GEMM_NR;
   const int nt = fk__threads_for(panels, (double)m * (double)kdim * FK__GEMM_NR * 2);
+  const size_t per_thread = (panels + (size_t)nt - 1) / (size_t)nt;
+  const size_t group_panels = per_thread < FK__GEMM_NC_PANELS ? per_thread : FK__GEMM_NC_PANELS;
+  const size_t groups = (panels + group_panels - 1) / group_panels;
   FK_PARALLEL_FOR(nt)
-  for (size_t p = 0; p < panels; ++p) {
-    const size_t j0 = p * FK__GEMM_NR, nr = n - j0 < FK__GEMM_NR ? n - j0 : FK__GEMM_NR;
-    float packed_b[FK__GEMM_KC * FK__GEMM_NR];
-    for (size_t i = 0; i < m; ++i)  /* the sums start from the bias (or 0) */
-      for (size_t j = 0; j < nr; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
+  for (size_t group = 0; group < groups; ++group) {
+    const size_t j0 = group * group_panels * FK__GEMM_NR;
+    const size_t cols = n - j0 < group_panels * FK__GEMM_NR ? n - j0 : group_panels * FK__GEMM_NR;
+    float packed_b[FK__GEMM_KC * FK__GEMM_NC_PANELS * FK__GEMM_NR];
+    const float zero_row[FK__GEMM_NR] = {0};
+    if (kdim == 0)
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < cols; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
     for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_KC) {
       const size_t kc = kdim - k0 < FK__GEMM_KC ? kdim - k0 : FK__GEMM_KC;
-      for (size_t k = 0; k < kc; ++k)
-        for (size_t j = 0; j < FK__GEMM_NR; ++j) packed_b[k * FK__GEMM_NR + j] = j < nr ? b[(k0 + k) * b_row + (j0 + j) * b_col] : 0.0f;
-      for (size_t i0 = 0; i0 < m; i0 += FK__GEMM_MR)
-        fk__gemm_f32_block_avx2(kc, a + i0 * a_row + k0 * a_col, a_row, a_col, m - i0 < FK__GEMM_MR ? m - i0 : FK__GEMM_MR, packed_b, c + i0 * n + j0, n,
-                                nr);
+      fk__gemm_f32_pack_b(kc, cols, b + k0 * b_row + j0 * b_col, b_row, b_col, packed_b);
+      for (size_t i0 = 0; i0 < m; i0 += FK__GEMM_MC) {
+        const size_t mc = m - i0 < FK__GEMM_MC ? m - i0 : FK__GEMM_MC;
+        for (size_t p = 0; p * FK__GEMM_NR < cols; ++p) {
+          const size_t j = j0 + p * FK__GEMM_NR, nr = cols - p * FK__GEMM_NR < FK__GEMM_NR ? cols - p * FK__GEMM_NR : FK__GEMM_NR;
+          for (size_t ir = 0; ir < mc; ir += FK__GEMM_MR) {
+            float* block = c + (i0 + ir) * n + j;
+            /* the first K block starts from the bias (or 0), one row for every row of C: C is written once, never cleared first */
+            const float* start = k0 > 0 ? block : bias ? bias + j : zero_row;
+            fk__gemm_f32_block_avx2(kc, a + (i0 + ir) * a_row + k0 * a_col, a_row, a_col, mc - ir < FK__GEMM_MR ? mc - ir : FK__GEMM_MR,
+                                    packed_b + p * FK__GEMM_NR * kc, start, k0 > 0 ? n : 0, block, n, nr);
+          }
+        }
+      }
     }
   }
 }
@@ -245,6 +288,213 @@ FK_API size_t fk__sequence_start(size_t t, size_t period) { return period ? t - 
 /* The attention probability of head h, query row t, key row j in a dropout mask over [heads, rows, rows]. */
 FK_API uint64_t fk__attention_element(size_t h, size_t t, size_t j, size_t rows) { return ((uint64_t)h * rows + t) * rows + j; }
 
+#if FK_X86
+/* x . y over hd (a multiple of 8) floats: one FMA chain of 8 lanes, summed as fk__dot8_rows_avx2 sums
+ * each of its rows, so a key scores the same bits alone or in a group of 8. */
+FK_TARGET_AVX2 FK_API float fk__dot_avx2(const float* x, const float* y, size_t hd) {
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc);
+  acc = _mm256_hadd_ps(acc, acc);
+  acc = _mm256_hadd_ps(acc, acc);
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
+}
+
+/* x . rows[r * stride] for the 8 rows r, hd a multiple of 8: eight FMA chains, then one transposing sum. */
+FK_TARGET_AVX2 FK_API __m256 fk__dot8_rows_avx2(const float* x, const float* rows, size_t stride, size_t hd) {
+  __m256 d0 = _mm256_setzero_ps(), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0, d6 = d0, d7 = d0;
+  for (size_t i = 0; i < hd; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    d0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(rows + i), d0);
+    d1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(rows + stride + i), d1);
+    d2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(rows + 2 * stride + i), d2);
+    d3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(rows + 3 * stride + i), d3);
+    d4 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(rows + 4 * stride + i), d4);
+    d5 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(rows + 5 * stride + i), d5);
+    d6 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(rows + 6 * stride + i), d6);
+    d7 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(rows + 7 * stride + i), d7);
+  }
+  /* hadd pairs lanes within each 128-bit half: the low halves end up holding lanes 0-3 of each row,
+   * the high halves lanes 4-7; the two halves added give the eight sums in row order. */
+  const __m256 rows0123 = _mm256_hadd_ps(_mm256_hadd_ps(d0, d1), _mm256_hadd_ps(d2, d3));
+  const __m256 rows4567 = _mm256_hadd_ps(_mm256_hadd_ps(d4, d5), _mm256_hadd_ps(d6, d7));
+  return _mm256_add_ps(_mm256_permute2f128_ps(rows0123, rows4567, 0x20), _mm256_permute2f128_ps(rows0123, rows4567, 0x31));
+}
+
+/* s[i] = (x . rows[i * stride]) * scale for i < n. */
+FK_TARGET_AVX2 FK_API void fk__scores_avx2(const float* x, const float* rows, size_t stride, size_t hd, size_t n, float scale, float* s) {
+  const size_t full = n - n % 8;
+  for (size_t i = 0; i < full; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(fk__dot8_rows_avx2(x, rows + i * stride, stride, hd), _mm256_set1_ps(scale)));
+  for (size_t i = full; i < full + n % 8; ++i) s[i] = fk__dot_avx2(x, rows + i * stride, hd) * scale;
+}
+
+/* s[i] = exp(s[i] - max) for i < n; returns their sum. */
+FK_TARGET_AVX2 FK_API float fk__exp_shifted_avx2(float* s, size_t n, float max) {
+  const __m256 mv = _mm256_set1_ps(max);
+  __m256 sum = _mm256_setzero_ps();
+  const size_t full = n - n % 8;
+  for (size_t i = 0; i < full; i += 8) {
+    const __m256 e = fk__exp256(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
+    _mm256_storeu_ps(s + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (n % 8) {  /* the last n % 8, through a tile whose unused lanes add 0 */
+    float tile[8];
+    for (size_t r = 0; r < 8; ++r) tile[r] = r < n % 8 ? s[full + r] : max;
+    _mm256_storeu_ps(tile, fk__exp256(_mm256_sub_ps(_mm256_loadu_ps(tile), mv)));
+    for (size_t r = 0; r < 8; ++r) {
+      if (r < n % 8) s[full + r] = tile[r];
+      else tile[r] = 0.0f;
+    }
+    sum = _mm256_add_ps(sum, _mm256_loadu_ps(tile));
+  }
+  return fk__hsum256(sum);
+}
+
+/* Keys scored at a time by the AVX2 attention (a stack tile; the softmax runs online across tiles). */
+#define FK__ATTENTION_KEYS 64
+
+/* fk_attention_causal_f32 for hd a multiple of 8: the keys 64 at a time, their scores 8 at a time, the
+ * softmax online (a running max and sum; the output rescaled when the max grows), the values added
+ * 32 columns (four FMA chains) at a time. */
+FK_TARGET_AVX2 FK_API void fk__attention_causal_f32_avx2(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
+                                                        size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step,
+                                                        float* out) {
+  const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
+  const float scale = 1.0f / sqrtf((float)head_dim);
+  const int masked = dropout > 0.0f;
+  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
+  const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t job = 0; job < rows * heads; ++job) {
+    const size_t t = job / heads, h = job % heads, g = h / group;
+    const float* qr = q + t * qw + h * head_dim;
+    const float* k_head = k + g * head_dim;
+    const float* v_head = v + g * head_dim;
+    float* o = out + t * qw + h * head_dim;
+    const size_t first = fk__sequence_start(t, period);
+    float weight[FK__ATTENTION_KEYS];
+    float running_max = -INFINITY, running_sum = 0.0f;
+    for (size_t i = 0; i < head_dim; ++i) o[i] = 0.0f;
+    for (size_t j0 = first; j0 <= t; j0 += FK__ATTENTION_KEYS) {
+      const size_t n = t + 1 - j0 < FK__ATTENTION_KEYS ? t + 1 - j0 : FK__ATTENTION_KEYS;
+      fk__scores_avx2(qr, k_head + j0 * kw, kw, head_dim, n, scale, weight);
+      float new_max = running_max;
+      for (size_t i = 0; i < n; ++i) new_max = weight[i] > new_max ? weight[i] : new_max;
+      const float rescale = expf(running_max - new_max); /* exp(-inf) = 0 on the first tile, where o is 0 */
+      running_sum = running_sum * rescale + fk__exp_shifted_avx2(weight, n, new_max);
+      running_max = new_max;
+      if (masked)
+        for (size_t i = 0; i < n; ++i) weight[i] *= fk__dropout_factor(&mask, fk__attention_element(h, t, j0 + i, rows));
+      const __m256 rv = _mm256_set1_ps(rescale);
+      size_t d = 0;
+      for (; d + 32 <= head_dim; d += 32) {
+        __m256 o0 = _mm256_mul_ps(_mm256_loadu_ps(o + d), rv), o1 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 8), rv);
+        __m256 o2 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 16), rv), o3 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 24), rv);
+        for (size_t i = 0; i < n; ++i) {
+          const __m256 w = _mm256_set1_ps(weight[i]);
+          const float* vr = v_head + (j0 + i) * kw + d;
+          o0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr), o0), o1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8), o1);
+          o2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 16), o2), o3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 24), o3);
+        }
+        _mm256_storeu_ps(o + d, o0), _mm256_storeu_ps(o + d + 8, o1), _mm256_storeu_ps(o + d + 16, o2), _mm256_storeu_ps(o + d + 24, o3);
+      }
+      for (; d < head_dim; d += 8) {
+        __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(o + d), rv);
+        for (size_t i = 0; i < n; ++i) acc = _mm256_fmadd_ps(_mm256_set1_ps(weight[i]), _mm256_loadu_ps(v_head + (j0 + i) * kw + d), acc);
+        _mm256_storeu_ps(o + d, acc);
+      }
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / running_sum);
+    for (size_t d = 0; d < head_dim; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), inv));
+  }
+}
+
+/* fk_attention_causal_backward for hd a multiple of 8 (dqkv already zero): per query row, the scores
+ * and dO . v 8 keys at a time, then, 8 columns at a time, dq in a register while dk and dv rows take
+ * their terms. */
+FK_TARGET_AVX2 FK_API void fk__attention_causal_backward_avx2(const float* q, const float* k, const float* v, const float* dout, size_t rows,
+                                                             size_t heads, size_t kv_heads, size_t head_dim, size_t period, float dropout,
+                                                             int32_t key, const int32_t* step, float* work, float* dqkv) {
+  const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
+  const float scale = 1.0f / sqrtf((float)head_dim);
+  const int masked = dropout > 0.0f;
+  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
+  const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
+  FK_PARALLEL_FOR(nt)
+  for (size_t g = 0; g < kv_heads; ++g) {
+    float* weight = work + g * 2 * rows; /* p_j, then p_j times the dropout factor */
+    float* dscore = weight + rows;       /* dp_j, then ds_j */
+    const float* k_head = k + g * head_dim;
+    const float* v_head = v + g * head_dim;
+    float* dk_head = dqkv + qw + g * head_dim;
+    float* dv_head = dqkv + qw + kw + g * head_dim;
+    for (size_t h = g * group; h < (g + 1) * group; ++h)
+      for (size_t t = 0; t < rows; ++t) {
+        const float* qr = q + t * qw + h * head_dim;
+        const float* dor = dout + t * qw + h * head_dim;
+        const size_t first = fk__sequence_start(t, period), n = t + 1 - first;
+        float* p = weight + first;
+        float* ds = dscore + first;
+        fk__scores_avx2(qr, k_head + first * kw, kw, head_dim, n, scale, p);
+        float max = -INFINITY;
+        for (size_t i = 0; i < n; ++i) max = p[i] > max ? p[i] : max;
+        const float inv = 1.0f / fk__exp_shifted_avx2(p, n, max);
+        fk__scores_avx2(dor, v_head + first * kw, kw, head_dim, n, 1.0f, ds);
+        float delta = 0.0f; /* sum_j p_j dp_j = dO . O */
+        for (size_t i = 0; i < n; ++i) {
+          p[i] *= inv;
+          if (masked) ds[i] *= fk__dropout_factor(&mask, fk__attention_element(h, t, first + i, rows));
+          delta += p[i] * ds[i];
+        }
+        for (size_t i = 0; i < n; ++i) {
+          ds[i] = p[i] * (ds[i] - delta) * scale;
+          if (masked) p[i] *= fk__dropout_factor(&mask, fk__attention_element(h, t, first + i, rows));
+        }
+        float* dq = dqkv + t * row + h * head_dim;
+        size_t d = 0;
+        for (; d + 32 <= head_dim; d += 32) {  /* four independent dq chains */
+          const __m256 q0 = _mm256_loadu_ps(qr + d), q1 = _mm256_loadu_ps(qr + d + 8), q2 = _mm256_loadu_ps(qr + d + 16), q3 = _mm256_loadu_ps(qr + d + 24);
+          const __m256 do0 = _mm256_loadu_ps(dor + d), do1 = _mm256_loadu_ps(dor + d + 8), do2 = _mm256_loadu_ps(dor + d + 16),
+                       do3 = _mm256_loadu_ps(dor + d + 24);
+          __m256 dq0 = _mm256_setzero_ps(), dq1 = dq0, dq2 = dq0, dq3 = dq0;
+          for (size_t i = 0; i < n; ++i) {
+            const size_t j = first + i;
+            const __m256 dsv = _mm256_set1_ps(ds[i]), pv = _mm256_set1_ps(p[i]);
+            const float* kr = k_head + j * kw + d;
+            float* dk = dk_head + j * row + d;
+            float* dv = dv_head + j * row + d;
+            dq0 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr), dq0), dq1 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 8), dq1);
+            dq2 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 16), dq2), dq3 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 24), dq3);
+            _mm256_storeu_ps(dk, _mm256_fmadd_ps(dsv, q0, _mm256_loadu_ps(dk)));
+            _mm256_storeu_ps(dk + 8, _mm256_fmadd_ps(dsv, q1, _mm256_loadu_ps(dk + 8)));
+            _mm256_storeu_ps(dk + 16, _mm256_fmadd_ps(dsv, q2, _mm256_loadu_ps(dk + 16)));
+            _mm256_storeu_ps(dk + 24, _mm256_fmadd_ps(dsv, q3, _mm256_loadu_ps(dk + 24)));
+            _mm256_storeu_ps(dv, _mm256_fmadd_ps(pv, do0, _mm256_loadu_ps(dv)));
+            _mm256_storeu_ps(dv + 8, _mm256_fmadd_ps(pv, do1, _mm256_loadu_ps(dv + 8)));
+            _mm256_storeu_ps(dv + 16, _mm256_fmadd_ps(pv, do2, _mm256_loadu_ps(dv + 16)));
+            _mm256_storeu_ps(dv + 24, _mm256_fmadd_ps(pv, do3, _mm256_loadu_ps(dv + 24)));
+          }
+          _mm256_storeu_ps(dq + d, dq0), _mm256_storeu_ps(dq + d + 8, dq1), _mm256_storeu_ps(dq + d + 16, dq2), _mm256_storeu_ps(dq + d + 24, dq3);
+        }
+        for (; d < head_dim; d += 8) {
+          const __m256 qv = _mm256_loadu_ps(qr + d), dov = _mm256_loadu_ps(dor + d);
+          __m256 dqv = _mm256_setzero_ps();
+          for (size_t i = 0; i < n; ++i) {
+            const size_t j = first + i;
+            const __m256 dsv = _mm256_set1_ps(ds[i]);
+            dqv = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(k_head + j * kw + d), dqv);
+            float* dk = dk_head + j * row + d;
+            float* dv = dv_head + j * row + d;
+            _mm256_storeu_ps(dk, _mm256_fmadd_ps(dsv, qv, _mm256_loadu_ps(dk)));
+            _mm256_storeu_ps(dv, _mm256_fmadd_ps(_mm256_set1_ps(p[i]), dov, _mm256_loadu_ps(dv)));
+          }
+          _mm256_storeu_ps(dq + d, dqv);
+        }
+      }
+  }
+}
+#endif
+
 /* Causal grouped-query attention: q[rows, heads*hd], k and v [rows, kv_heads*hd], out[rows, heads*hd];
  * head h reads kv head h / (heads / kv_heads); row t sees the rows of its sequence up to its own.
  * Softmax of q.k / sqrt(hd) in two passes (max, then sum). With dropout p > 0 (and its key and step,
@@ -252,6 +502,12 @@ FK_API uint64_t fk__attention_element(size_t h, size_t t, size_t j, size_t rows)
  * weigh the values, as Hugging Face's attention_dropout does in training. */
 FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
                                     size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step, float* out) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2 && head_dim % 8 == 0) {
+    fk__attention_causal_f32_avx2(q, rows, heads, k, v, kv_heads, head_dim, period, dropout, key, step, out);
+    return;
+  }
+#endif
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
   const int masked = dropout > 0.0f;
@@ -284,8 +540,47 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
 /* Label -100 (Hugging Face's ignore index) marks a row the loss skips. */
 #define FK_IGNORE_LABEL (-100)
 
+#if FK_X86
+/* fk__logsumexp with the exponentials 8 at a time (fk__exp256), summed in four double lanes. */
+FK_TARGET_AVX2 FK_API double fk__logsumexp_avx2(const float* x, size_t n) {
+  const size_t full = n - n % 8; /* the tails count n % 8, which the compiler sees is < 8 */
+  float m = -INFINITY;
+  if (full > 0) {
+    __m256 mv = _mm256_loadu_ps(x);
+    for (size_t j = 8; j < full; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + j));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, mv);
+    for (int l = 0; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
+  }
+  for (size_t r = 0; r < n % 8; ++r) m = x[full + r] > m ? x[full + r] : m;
+  const __m256 shift = _mm256_set1_ps(m);
+  __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+  for (size_t j = 0; j < full; j += 8) {
+    const __m256 e = fk__exp256(_mm256_sub_ps(_mm256_loadu_ps(x + j), shift));
+    low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  double lanes[4];
+  _mm256_storeu_pd(lanes, _mm256_add_pd(low, high));
+  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (size_t r = 0; r < n % 8; ++r) s += (double)expf(x[full + r] - m);
+  return (double)m + log(s);
+}
+
+/* d[j] = exp(x[j] - shift) * factor, 8 at a time. */
+FK_TARGET_AVX2 FK_API void fk__exp_scaled_avx2(const float* x, size_t n, float shift, float factor, float* d) {
+  const size_t full = n - n % 8;
+  for (size_t j = 0; j < full; j += 8)
+    _mm256_storeu_ps(d + j, _mm256_mul_ps(fk__exp256(_mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_set1_ps(shift))), _mm256_set1_ps(factor)));
+  for (size_t r = 0; r < n % 8; ++r) d[full + r] = expf(x[full + r] - shift) * factor;
+}
+#endif
+
 /* log(sum_j exp(x[j])) of one row: f32 exponentials (of x - max, so at most 1), summed in double. */
 FK_API double fk__logsumexp(const float* x, size_t n) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) return fk__logsumexp_avx2(x, n);
+#endif
   float m = -INFINITY;
   for (size_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
   double s = 0.0;
@@ -337,7 +632,12 @@ FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vo
     }
     const float* x = logits + r * vocab;
     const float lse = (float)fk__logsumexp(x, vocab);
-    for (size_t j = 0; j < vocab; ++j) d[j] = expf(x[j] - lse) * per_row;
+#if FK_X86
+    if (fk_isa_active() >= FK_ISA_AVX2) {
+      fk__exp_scaled_avx2(x, vocab, lse, per_row, d);
+    } else
+#endif
+      for (size_t j = 0; j < vocab; ++j) d[j] = expf(x[j] - lse) * per_row;
     d[labels[r]] -= per_row;
   }
   return 0;
@@ -412,7 +712,32 @@ FK_API void fk_rmsnorm_backward_weight(const float* x, const float* dy, size_t r
 
 /* silu(g) * u: which == 0 -> d gate = dy * u * silu'(g), silu'(g) = sig(g) * (1 + g * (1 - sig(g)));
  * which == 1 -> d up = dy * silu(g). */
+#if FK_X86
+FK_TARGET_AVX2 FK_API void fk__swiglu_backward_avx2(const float* gate, const float* up, const float* dy, size_t n, int32_t which, float* out) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const size_t full = n - n % 8;
+  for (size_t i = 0; i < full; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i), grad = _mm256_loadu_ps(dy + i);
+    const __m256 sig = _mm256_div_ps(one, _mm256_add_ps(one, fk__exp256(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    const __m256 result = which == 0
+        ? _mm256_mul_ps(_mm256_mul_ps(grad, _mm256_loadu_ps(up + i)), _mm256_mul_ps(sig, _mm256_add_ps(one, _mm256_mul_ps(g, _mm256_sub_ps(one, sig)))))
+        : _mm256_mul_ps(grad, _mm256_mul_ps(g, sig));
+    _mm256_storeu_ps(out + i, result);
+  }
+  for (size_t i = full; i < full + n % 8; ++i) {
+    const float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
+    out[i] = which == 0 ? dy[i] * up[i] * (sig * (1.0f + g * (1.0f - sig))) : dy[i] * (g * sig);
+  }
+}
+#endif
+
 FK_API void fk_swiglu_backward(const float* gate, const float* up, const float* dy, size_t n, int32_t which, float* out) {
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__swiglu_backward_avx2(gate, up, dy, n, which, out);
+    return;
+  }
+#endif
   for (size_t i = 0; i < n; ++i) {
     const float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
     out[i] = which == 0 ? dy[i] * up[i] * (sig * (1.0f + g * (1.0f - sig))) : dy[i] * (g * sig);
@@ -433,6 +758,12 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
   const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   for (size_t t = 0; t < rows; ++t)
     for (size_t i = 0; i < row; ++i) dqkv[t * row + i] = 0.0f;
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2 && head_dim % 8 == 0) {
+    fk__attention_causal_backward_avx2(q, k, v, dout, rows, heads, kv_heads, head_dim, period, dropout, key, step, work, dqkv);
+    return;
+  }
+#endif
   const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
   FK_PARALLEL_FOR(nt)
   for (size_t g = 0; g < kv_heads; ++g) {

@@ -114,6 +114,47 @@ dvec attention_ref(const dvec& q, const dvec& k, const dvec& v, std::size_t rows
     }
   return o;
 }
+// The forward and, by the chain rule in double, the gradients of causal attention with packed
+// sequences of `period` rows (0: one sequence) for the output gradient dy.
+struct attention_grads {
+  dvec out, dq, dk, dv;
+};
+attention_grads attention_grads_ref(const dvec& q, const dvec& k, const dvec& v, const vec& dy, std::size_t rows, std::size_t heads,
+                                    std::size_t kv_heads, std::size_t hd, std::size_t period) {
+  const std::size_t qw = heads * hd, kw = kv_heads * hd, group = heads / kv_heads;
+  const double scale = 1 / std::sqrt(static_cast<double>(hd));
+  attention_grads r{dvec(rows * qw, 0.0), dvec(rows * qw, 0.0), dvec(rows * kw, 0.0), dvec(rows * kw, 0.0)};
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t h = 0; h < heads; ++h) {
+      const std::size_t g = h / group, first = period ? t - t % period : 0;
+      const double* qr = &q[t * qw + h * hd];
+      dvec p(t + 1, 0.0), dp(t + 1, 0.0);
+      double m = -1e300, z = 0, delta = 0;
+      for (std::size_t j = first; j <= t; ++j) {
+        double d = 0;
+        for (std::size_t i = 0; i < hd; ++i) d += qr[i] * k[j * kw + g * hd + i];
+        m = std::max(m, p[j] = d * scale);
+      }
+      for (std::size_t j = first; j <= t; ++j) z += (p[j] = std::exp(p[j] - m));
+      for (std::size_t j = first; j <= t; ++j) {
+        p[j] /= z;
+        for (std::size_t i = 0; i < hd; ++i) {
+          r.out[t * qw + h * hd + i] += p[j] * v[j * kw + g * hd + i];
+          dp[j] += static_cast<double>(dy[t * qw + h * hd + i]) * v[j * kw + g * hd + i];
+        }
+        delta += p[j] * dp[j];
+      }
+      for (std::size_t j = first; j <= t; ++j) {
+        const double ds = p[j] * (dp[j] - delta) * scale;
+        for (std::size_t i = 0; i < hd; ++i) {
+          r.dq[t * qw + h * hd + i] += ds * k[j * kw + g * hd + i];
+          r.dk[j * kw + g * hd + i] += ds * qr[i];
+          r.dv[j * kw + g * hd + i] += p[j] * static_cast<double>(dy[t * qw + h * hd + i]);
+        }
+      }
+    }
+  return r;
+}
 dvec rope_ref(const dvec& x, std::size_t rows, std::size_t heads, std::size_t hd, std::size_t pos0, const float* inv_freq) {
   dvec y(x);
   const std::size_t half = hd / 2;
@@ -168,6 +209,29 @@ TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, thread
     });
   }
 
+  {  // the GEMM's blocks: rows past two blocks of 120 (and a 4-row tail), K over two K blocks, columns over groups of panels
+    const std::size_t T = 250, K = 520, N = 300;
+    const vec x = random_vec(T * K, 8), w = random_vec(N * K, 9, 0.3f), b = random_vec(N, 10), dy = random_vec(T * N, 11);
+    const dvec xd = widen(x), wd = widen(w);
+    const dvec y_ref = linear_ref(xd, wd, widen(b), T, K, N);
+    dvec dx_ref(T * K, 0.0), dw_ref(N * K, 0.0);
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t i = 0; i < K; ++i) {
+          dx_ref[t * K + i] += static_cast<double>(dy[t * N + n]) * wd[n * K + i];
+          dw_ref[n * K + i] += static_cast<double>(dy[t * N + n]) * xd[t * K + i];
+        }
+    fkt::for_each_isa([&](fk_isa) {
+      vec y(T * N), dx(T * K), dw(N * K);
+      fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), y.data());
+      fk_linear_backward_input(dy.data(), T, N, w.data(), K, dx.data());
+      fk_linear_backward_weight(dy.data(), T, N, x.data(), K, dw.data());
+      CHECK(rel_err(y, y_ref) < 4e-6);  // sums of 250 to 520 products in f32
+      CHECK(rel_err(dx, dx_ref) < 4e-6);
+      CHECK(rel_err(dw, dw_ref) < 4e-6);
+    });
+  }
+
   same_on_1_and_2_threads([&] {
     const std::size_t big_t = 64, big_k = 96, big_n = 160;
     const vec bx = random_vec(big_t * big_k, 5), bw = random_vec(big_n * big_k, 6), bdy = random_vec(big_t * big_n, 7);
@@ -200,31 +264,57 @@ TEST_CASE("fk_rmsnorm_f32 and its backward, whole rows and heads") {
   });
 }
 
-TEST_CASE("fk_attention_causal_f32 and its backward (GQA): reference, finite differences, threads") {
-  const std::size_t T = 7, heads = 4, kv = 2, hd = 8, qw = heads * hd, kw = kv * hd;
-  const vec q = random_vec(T * qw, 21), k = random_vec(T * kw, 22), v = random_vec(T * kw, 23), dy = random_vec(T * qw, 24);
-  vec o(T * qw);
-  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, 0, nullptr, o.data());
-  const dvec qd = widen(q), kd = widen(k), vd = widen(v);
-  CHECK(rel_err(o, attention_ref(qd, kd, vd, T, heads, kv, hd)) < 1e-6);
+TEST_CASE("fk_attention_causal_f32 and its backward (GQA): reference, finite differences, threads, every path") {
+  fkt::for_each_isa([&](fk_isa) {
+    const std::size_t T = 7, heads = 4, kv = 2, hd = 8, qw = heads * hd, kw = kv * hd;
+    const vec q = random_vec(T * qw, 21), k = random_vec(T * kw, 22), v = random_vec(T * kw, 23), dy = random_vec(T * qw, 24);
+    vec o(T * qw);
+    fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, 0, nullptr, o.data());
+    const dvec qd = widen(q), kd = widen(k), vd = widen(v);
+    CHECK(rel_err(o, attention_ref(qd, kd, vd, T, heads, kv, hd)) < 1e-6);
 
-  vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
-  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, 0, 0.0f, 0, nullptr, work.data(), all.data());
-  fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
-  fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
-  fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
-  CHECK(rel_err(dq, numeric_grad([&](const dvec& x) { return attention_ref(x, kd, vd, T, heads, kv, hd); }, qd, dy)) < 1e-5);
-  CHECK(rel_err(dk, numeric_grad([&](const dvec& x) { return attention_ref(qd, x, vd, T, heads, kv, hd); }, kd, dy)) < 1e-5);
-  CHECK(rel_err(dv, numeric_grad([&](const dvec& x) { return attention_ref(qd, kd, x, T, heads, kv, hd); }, vd, dy)) < 1e-5);
+    vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
+    fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, 0, 0.0f, 0, nullptr, work.data(), all.data());
+    fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
+    fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
+    fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
+    CHECK(rel_err(dq, numeric_grad([&](const dvec& x) { return attention_ref(x, kd, vd, T, heads, kv, hd); }, qd, dy)) < 1e-5);
+    CHECK(rel_err(dk, numeric_grad([&](const dvec& x) { return attention_ref(qd, x, vd, T, heads, kv, hd); }, kd, dy)) < 1e-5);
+    CHECK(rel_err(dv, numeric_grad([&](const dvec& x) { return attention_ref(qd, kd, x, T, heads, kv, hd); }, vd, dy)) < 1e-5);
 
-  same_on_1_and_2_threads([&] {
-    const std::size_t bt = 40;
-    const vec bq = random_vec(bt * qw, 25), bk = random_vec(bt * kw, 26), bv = random_vec(bt * kw, 27), bdy = random_vec(bt * qw, 28);
-    vec bwork(2 * kv * bt), out(bt * (qw + 2 * kw) + bt * qw);
-    fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, 0, 0.0f, 0, nullptr, bwork.data(), out.data());
-    fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, 0, 0.0f, 0, nullptr, out.data() + bt * (qw + 2 * kw));
-    return out;
+    same_on_1_and_2_threads([&] {
+      const std::size_t bt = 40;
+      const vec bq = random_vec(bt * qw, 25), bk = random_vec(bt * kw, 26), bv = random_vec(bt * kw, 27), bdy = random_vec(bt * qw, 28);
+      vec bwork(2 * kv * bt), out(bt * (qw + 2 * kw) + bt * qw);
+      fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, 0, 0.0f, 0, nullptr, bwork.data(), out.data());
+      fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, 0, 0.0f, 0, nullptr, out.data() + bt * (qw + 2 * kw));
+      return out;
+    });
   });
+}
+
+TEST_CASE("causal attention on every path: head_dim 32 and 40, 70 rows (past a 64-key tile), packed sequences") {
+  for (const std::size_t hd : {std::size_t{32}, std::size_t{40}})
+    for (const std::size_t period : {std::size_t{0}, std::size_t{33}}) {
+      const std::size_t T = 70, heads = 4, kv = 2, qw = heads * hd, kw = kv * hd;
+      const auto seed = static_cast<std::uint32_t>(hd + period);
+      const vec q = random_vec(T * qw, seed), k = random_vec(T * kw, seed + 1), v = random_vec(T * kw, seed + 2), dy = random_vec(T * qw, seed + 3);
+      const attention_grads want = attention_grads_ref(widen(q), widen(k), widen(v), dy, T, heads, kv, hd, period);
+      fkt::for_each_isa([&](fk_isa) {
+        INFO("head_dim " << hd << ", period " << period);
+        vec o(T * qw);
+        fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, period, 0.0f, 0, nullptr, o.data());
+        CHECK(rel_err(o, want.out) < 1e-6);
+        vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
+        fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, period, 0.0f, 0, nullptr, work.data(), all.data());
+        fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
+        fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
+        fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
+        CHECK(rel_err(dq, want.dq) < 1e-5);
+        CHECK(rel_err(dk, want.dk) < 1e-5);
+        CHECK(rel_err(dv, want.dv) < 1e-5);
+      });
+    }
 }
 
 TEST_CASE("fk_dropout_f32: a seeded mask keeping 1 - p, scaled by 1 / (1 - p), new at each step") {
@@ -265,56 +355,60 @@ TEST_CASE("fk_dropout_f32: a seeded mask keeping 1 - p, scaled by 1 / (1 - p), n
 }
 
 TEST_CASE("attention dropout: fk_dropout_f32's mask over [heads, rows, rows], finite differences, threads") {
-  const std::size_t T = 7, heads = 4, kv = 2, hd = 8, qw = heads * hd, kw = kv * hd;
-  const float p = 0.3f;
-  const std::int32_t key = 11, step = 5;
-  const vec q = random_vec(T * qw, 121), k = random_vec(T * kw, 122), v = random_vec(T * kw, 123), dy = random_vec(T * qw, 124);
-  const vec ones(heads * T * T, 1.0f);
-  vec mask(ones.size());
-  fk_dropout_f32(ones.data(), ones.size(), p, key, &step, mask.data());
-  vec o(T * qw);
-  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, p, key, &step, o.data());
-  const dvec qd = widen(q), kd = widen(k), vd = widen(v);
-  CHECK(rel_err(o, attention_ref(qd, kd, vd, T, heads, kv, hd, &mask)) < 1e-6);
-  vec plain(T * qw), zero_p(T * qw);
-  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, 0, nullptr, plain.data());
-  fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, key, &step, zero_p.data());
-  CHECK(zero_p == plain);
-  CHECK(o != plain);
+  fkt::for_each_isa([&](fk_isa) {
+    const std::size_t T = 7, heads = 4, kv = 2, hd = 8, qw = heads * hd, kw = kv * hd;
+    const float p = 0.3f;
+    const std::int32_t key = 11, step = 5;
+    const vec q = random_vec(T * qw, 121), k = random_vec(T * kw, 122), v = random_vec(T * kw, 123), dy = random_vec(T * qw, 124);
+    const vec ones(heads * T * T, 1.0f);
+    vec mask(ones.size());
+    fk_dropout_f32(ones.data(), ones.size(), p, key, &step, mask.data());
+    vec o(T * qw);
+    fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, p, key, &step, o.data());
+    const dvec qd = widen(q), kd = widen(k), vd = widen(v);
+    CHECK(rel_err(o, attention_ref(qd, kd, vd, T, heads, kv, hd, &mask)) < 1e-6);
+    vec plain(T * qw), zero_p(T * qw);
+    fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, 0, nullptr, plain.data());
+    fk_attention_causal_f32(q.data(), T, heads, k.data(), v.data(), kv, hd, 0, 0.0f, key, &step, zero_p.data());
+    CHECK(zero_p == plain);
+    CHECK(o != plain);
 
-  vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
-  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, 0, p, key, &step, work.data(), all.data());
-  fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
-  fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
-  fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
-  CHECK(rel_err(dq, numeric_grad([&](const dvec& x) { return attention_ref(x, kd, vd, T, heads, kv, hd, &mask); }, qd, dy)) < 1e-5);
-  CHECK(rel_err(dk, numeric_grad([&](const dvec& x) { return attention_ref(qd, x, vd, T, heads, kv, hd, &mask); }, kd, dy)) < 1e-5);
-  CHECK(rel_err(dv, numeric_grad([&](const dvec& x) { return attention_ref(qd, kd, x, T, heads, kv, hd, &mask); }, vd, dy)) < 1e-5);
+    vec work(2 * kv * T), all(T * (qw + 2 * kw)), dq(T * qw), dk(T * kw), dv(T * kw);
+    fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), T, heads, kv, hd, 0, p, key, &step, work.data(), all.data());
+    fk_take_columns(all.data(), T, qw + 2 * kw, 0, qw, dq.data());
+    fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw), kw, dk.data());
+    fk_take_columns(all.data(), T, qw + 2 * kw, static_cast<std::int32_t>(qw + kw), kw, dv.data());
+    CHECK(rel_err(dq, numeric_grad([&](const dvec& x) { return attention_ref(x, kd, vd, T, heads, kv, hd, &mask); }, qd, dy)) < 1e-5);
+    CHECK(rel_err(dk, numeric_grad([&](const dvec& x) { return attention_ref(qd, x, vd, T, heads, kv, hd, &mask); }, kd, dy)) < 1e-5);
+    CHECK(rel_err(dv, numeric_grad([&](const dvec& x) { return attention_ref(qd, kd, x, T, heads, kv, hd, &mask); }, vd, dy)) < 1e-5);
 
-  same_on_1_and_2_threads([&] {
-    const std::size_t bt = 40;
-    const vec bq = random_vec(bt * qw, 125), bk = random_vec(bt * kw, 126), bv = random_vec(bt * kw, 127), bdy = random_vec(bt * qw, 128);
-    vec bwork(2 * kv * bt), out(bt * (qw + 2 * kw) + bt * qw);
-    fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, 0, p, key, &step, bwork.data(), out.data());
-    fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, 0, p, key, &step, out.data() + bt * (qw + 2 * kw));
-    return out;
+    same_on_1_and_2_threads([&] {
+      const std::size_t bt = 40;
+      const vec bq = random_vec(bt * qw, 125), bk = random_vec(bt * kw, 126), bv = random_vec(bt * kw, 127), bdy = random_vec(bt * qw, 128);
+      vec bwork(2 * kv * bt), out(bt * (qw + 2 * kw) + bt * qw);
+      fk_attention_causal_backward(bq.data(), bk.data(), bv.data(), bdy.data(), bt, heads, kv, hd, 0, p, key, &step, bwork.data(), out.data());
+      fk_attention_causal_f32(bq.data(), bt, heads, bk.data(), bv.data(), kv, hd, 0, p, key, &step, out.data() + bt * (qw + 2 * kw));
+      return out;
+    });
   });
 }
 
-TEST_CASE("fk_swiglu_backward: finite differences of silu(gate) * up") {
-  const std::size_t n = 50;
-  const vec gate = random_vec(n, 31, 4.0f), up = random_vec(n, 32), dy = random_vec(n, 33);
-  auto f = [&](const dvec& g, const dvec& u) {
-    dvec y(n);
-    for (std::size_t i = 0; i < n; ++i) y[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
-    return y;
-  };
-  vec dgate(n), dup(n);
-  fk_swiglu_backward(gate.data(), up.data(), dy.data(), n, 0, dgate.data());
-  fk_swiglu_backward(gate.data(), up.data(), dy.data(), n, 1, dup.data());
-  const dvec gd = widen(gate), ud = widen(up);
-  CHECK(rel_err(dgate, numeric_grad([&](const dvec& x) { return f(x, ud); }, gd, dy)) < 1e-5);
-  CHECK(rel_err(dup, numeric_grad([&](const dvec& x) { return f(gd, x); }, ud, dy)) < 1e-5);
+TEST_CASE("fk_swiglu_backward: finite differences of silu(gate) * up, every path") {
+  fkt::for_each_isa([&](fk_isa) {
+    const std::size_t n = 50;
+    const vec gate = random_vec(n, 31, 4.0f), up = random_vec(n, 32), dy = random_vec(n, 33);
+    auto f = [&](const dvec& g, const dvec& u) {
+      dvec y(n);
+      for (std::size_t i = 0; i < n; ++i) y[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      return y;
+    };
+    vec dgate(n), dup(n);
+    fk_swiglu_backward(gate.data(), up.data(), dy.data(), n, 0, dgate.data());
+    fk_swiglu_backward(gate.data(), up.data(), dy.data(), n, 1, dup.data());
+    const dvec gd = widen(gate), ud = widen(up);
+    CHECK(rel_err(dgate, numeric_grad([&](const dvec& x) { return f(x, ud); }, gd, dy)) < 1e-5);
+    CHECK(rel_err(dup, numeric_grad([&](const dvec& x) { return f(gd, x); }, ud, dy)) < 1e-5);
+  });
 }
 
 TEST_CASE("fk_rope_backward and fk_rope_llama3_backward rotate back, on every path") {
@@ -344,28 +438,30 @@ TEST_CASE("fk_rope_backward and fk_rope_llama3_backward rotate back, on every pa
 }
 
 TEST_CASE("fk_cross_entropy and its backward: ignored rows, out-of-range labels refused") {
-  const std::size_t rows = 4, vocab = 11;
-  const vec logits = random_vec(rows * vocab, 51, 5.0f);
-  const std::vector<std::int32_t> labels{3, FK_IGNORE_LABEL, 10, 0};
-  float loss = 0;
-  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, labels.data(), nullptr, &loss) == 0);
-  const dvec ld = widen(logits);
-  CHECK(std::fabs(loss - cross_entropy_ref(ld, labels, vocab)) < 1e-6 * std::fabs(cross_entropy_ref(ld, labels, vocab)));
-  const float dloss = 0.75f;
-  vec dlogits(rows * vocab);
-  REQUIRE(fk_cross_entropy_backward(logits.data(), rows, vocab, labels.data(), &dloss, nullptr, dlogits.data()) == 0);
-  const vec dy{dloss};
-  CHECK(rel_err(dlogits, numeric_grad([&](const dvec& v) { return dvec{cross_entropy_ref(v, labels, vocab)}; }, ld, dy)) < 1e-5);
-  for (std::size_t j = 0; j < vocab; ++j) CHECK(dlogits[vocab + j] == 0.0f);  // the ignored row
+  fkt::for_each_isa([&](fk_isa) {
+    const std::size_t rows = 4, vocab = 11;
+    const vec logits = random_vec(rows * vocab, 51, 5.0f);
+    const std::vector<std::int32_t> labels{3, FK_IGNORE_LABEL, 10, 0};
+    float loss = 0;
+    REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, labels.data(), nullptr, &loss) == 0);
+    const dvec ld = widen(logits);
+    CHECK(std::fabs(loss - cross_entropy_ref(ld, labels, vocab)) < 1e-6 * std::fabs(cross_entropy_ref(ld, labels, vocab)));
+    const float dloss = 0.75f;
+    vec dlogits(rows * vocab);
+    REQUIRE(fk_cross_entropy_backward(logits.data(), rows, vocab, labels.data(), &dloss, nullptr, dlogits.data()) == 0);
+    const vec dy{dloss};
+    CHECK(rel_err(dlogits, numeric_grad([&](const dvec& v) { return dvec{cross_entropy_ref(v, labels, vocab)}; }, ld, dy)) < 1e-5);
+    for (std::size_t j = 0; j < vocab; ++j) CHECK(dlogits[vocab + j] == 0.0f);  // the ignored row
 
-  const std::vector<std::int32_t> bad{3, 11, 0, 0}, negative{3, -1, 0, 0};
-  float untouched = 42.0f;
-  CHECK(fk_cross_entropy(logits.data(), rows, vocab, bad.data(), nullptr, &untouched) != 0);
-  CHECK(fk_cross_entropy(logits.data(), rows, vocab, negative.data(), nullptr, &untouched) != 0);
-  CHECK(untouched == 42.0f);
-  const std::vector<std::int32_t> none(rows, FK_IGNORE_LABEL);
-  REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, none.data(), nullptr, &loss) == 0);
-  CHECK(loss == 0.0f);
+    const std::vector<std::int32_t> bad{3, 11, 0, 0}, negative{3, -1, 0, 0};
+    float untouched = 42.0f;
+    CHECK(fk_cross_entropy(logits.data(), rows, vocab, bad.data(), nullptr, &untouched) != 0);
+    CHECK(fk_cross_entropy(logits.data(), rows, vocab, negative.data(), nullptr, &untouched) != 0);
+    CHECK(untouched == 42.0f);
+    const std::vector<std::int32_t> none(rows, FK_IGNORE_LABEL);
+    REQUIRE(fk_cross_entropy(logits.data(), rows, vocab, none.data(), nullptr, &loss) == 0);
+    CHECK(loss == 0.0f);
+  });
 }
 
 TEST_CASE("fk_cross_entropy with a label count: a shard's part of the whole batch's mean") {
@@ -468,23 +564,25 @@ TEST_CASE("SGD kernels follow torch.optim.SGD over three steps: momentum, dampen
 }
 
 TEST_CASE("packed sequences (period): rope and causal attention restart at each sequence") {
-  const std::size_t T = 6, heads = 2, kv = 1, hd = 8, qw = heads * hd, kw = kv * hd;
-  const vec q = random_vec(2 * T * qw, 81), k = random_vec(2 * T * kw, 82), v = random_vec(2 * T * kw, 83), dy = random_vec(2 * T * qw, 84);
-  vec packed(2 * T * qw), apart(2 * T * qw);
-  fk_attention_causal_f32(q.data(), 2 * T, heads, k.data(), v.data(), kv, hd, T, 0.0f, 0, nullptr, packed.data());
-  for (std::size_t s = 0; s < 2; ++s)
-    fk_attention_causal_f32(q.data() + s * T * qw, T, heads, k.data() + s * T * kw, v.data() + s * T * kw, kv, hd, 0, 0.0f, 0, nullptr, apart.data() + s * T * qw);
-  CHECK(packed == apart);
-  const std::size_t row = qw + 2 * kw;
-  vec work(2 * kv * 2 * T), grads(2 * T * row), grads_apart(2 * T * row);
-  fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), 2 * T, heads, kv, hd, T, 0.0f, 0, nullptr, work.data(), grads.data());
-  for (std::size_t s = 0; s < 2; ++s)
-    fk_attention_causal_backward(q.data() + s * T * qw, k.data() + s * T * kw, v.data() + s * T * kw, dy.data() + s * T * qw, T, heads, kv, hd, 0, 0.0f, 0, nullptr,
-                                 work.data(), grads_apart.data() + s * T * row);
-  CHECK(grads == grads_apart);
-  vec x = q, y = q;
-  fk_rope(x.data(), 2 * T, heads, hd, 0, T, 10000.0f);
-  fk_rope(y.data(), T, heads, hd, 0, 0, 10000.0f);
-  fk_rope(y.data() + T * qw, T, heads, hd, 0, 0, 10000.0f);
-  CHECK(x == y);
+  fkt::for_each_isa([&](fk_isa) {
+    const std::size_t T = 6, heads = 2, kv = 1, hd = 8, qw = heads * hd, kw = kv * hd;
+    const vec q = random_vec(2 * T * qw, 81), k = random_vec(2 * T * kw, 82), v = random_vec(2 * T * kw, 83), dy = random_vec(2 * T * qw, 84);
+    vec packed(2 * T * qw), apart(2 * T * qw);
+    fk_attention_causal_f32(q.data(), 2 * T, heads, k.data(), v.data(), kv, hd, T, 0.0f, 0, nullptr, packed.data());
+    for (std::size_t s = 0; s < 2; ++s)
+      fk_attention_causal_f32(q.data() + s * T * qw, T, heads, k.data() + s * T * kw, v.data() + s * T * kw, kv, hd, 0, 0.0f, 0, nullptr, apart.data() + s * T * qw);
+    CHECK(packed == apart);
+    const std::size_t row = qw + 2 * kw;
+    vec work(2 * kv * 2 * T), grads(2 * T * row), grads_apart(2 * T * row);
+    fk_attention_causal_backward(q.data(), k.data(), v.data(), dy.data(), 2 * T, heads, kv, hd, T, 0.0f, 0, nullptr, work.data(), grads.data());
+    for (std::size_t s = 0; s < 2; ++s)
+      fk_attention_causal_backward(q.data() + s * T * qw, k.data() + s * T * kw, v.data() + s * T * kw, dy.data() + s * T * qw, T, heads, kv, hd, 0, 0.0f, 0, nullptr,
+                                   work.data(), grads_apart.data() + s * T * row);
+    CHECK(grads == grads_apart);
+    vec x = q, y = q;
+    fk_rope(x.data(), 2 * T, heads, hd, 0, T, 10000.0f);
+    fk_rope(y.data(), T, heads, hd, 0, 0, 10000.0f);
+    fk_rope(y.data() + T * qw, T, heads, hd, 0, 0, 10000.0f);
+    CHECK(x == y);
+  });
 }

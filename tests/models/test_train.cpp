@@ -301,7 +301,7 @@ struct parallel_run {
   std::vector<float> losses, gradients, parameters;
 };
 std::vector<parallel_run> train_in_parallel(const fused::decoder::hf_model_info& info, const fused::runtime::weight_store& w, fused::decoder::batch_shape shape,
-                                            std::int64_t micro, int ranks, std::span<const std::int32_t> ids) {
+                                            std::int64_t micro, int ranks, std::span<const std::int32_t> ids, int steps = 2) {
   mailbox box(ranks);
   std::vector<thread_rank> comms;
   for (int r = 0; r < ranks; ++r) comms.emplace_back(box, r, ranks);
@@ -317,7 +317,7 @@ std::vector<parallel_run> train_in_parallel(const fused::decoder::hf_model_info&
     threads.emplace_back([&, r] {
       fused::decoder::trainer& t = *trainers[static_cast<std::size_t>(r)];
       parallel_run& run = runs[static_cast<std::size_t>(r)];
-      for (int s = 0; s < 2; ++s) run.losses.push_back(t.step(ids, 1e-2f));
+      for (int s = 0; s < steps; ++s) run.losses.push_back(t.step(ids, 1e-2f));
       for (std::size_t k = 0; k < t.prog().parameters.size(); ++k) {
         const auto g = t.gradient(k);
         const auto p = t.parameter(k);
@@ -359,22 +359,29 @@ TEST_CASE("data parallel: any rank count dividing the micro-batches takes the sa
       CHECK(r.parameters == masked.parameters);
     }
 
-  // The same step as one program: the same mean, summed in another order.
+  // The same step as one program: the same mean, summed in another order. The gradients are
+  // compared after the first step: AdamW's first step moves a parameter by about lr whatever its
+  // gradient's size, so where rounding gives a near-zero gradient another sign the second step starts
+  // from parameters 2 lr apart (at lr 1e-2 the second step's gradients differ by ~1e-4 of their largest).
   fused::decoder::trainer whole(*info.family, info.arch, batch, {.train = {.keep_gradients = true}});
   whole.load(w);
   std::vector<float> losses, gradients;
-  for (int s = 0; s < 2; ++s) losses.push_back(whole.step(ids, 1e-2f));
-  for (std::size_t k = 0; k < whole.prog().parameters.size(); ++k) {
-    const auto g = whole.gradient(k);
-    gradients.insert(gradients.end(), g.begin(), g.end());
+  for (int s = 0; s < 2; ++s) {
+    losses.push_back(whole.step(ids, 1e-2f));
+    if (s > 0) continue;
+    for (std::size_t k = 0; k < whole.prog().parameters.size(); ++k) {
+      const auto g = whole.gradient(k);
+      gradients.insert(gradients.end(), g.begin(), g.end());
+    }
   }
   for (std::size_t s = 0; s < 2; ++s) CHECK(std::fabs(losses[s] - alone.losses[s]) <= 1e-5f * losses[s]);
+  const parallel_run first_step = train_in_parallel(info, w, batch, 6, 1, ids, 1).front();
   float scale = 0, worst = 0;
   for (std::size_t i = 0; i < gradients.size(); ++i) {
     scale = std::max(scale, std::fabs(gradients[i]));
-    worst = std::max(worst, std::fabs(gradients[i] - alone.gradients[i]));
+    worst = std::max(worst, std::fabs(gradients[i] - first_step.gradients[i]));
   }
-  CHECK(worst <= 1e-4f * scale);
+  CHECK(worst <= 1e-5f * scale);
 
   // One micro-batch on one rank is the whole step, the same bits.
   fused::decoder::trainer one(*info.family, info.arch, batch, {}, {.micro_batches = 1});
