@@ -165,6 +165,9 @@ FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, s
   const size_t per_thread = (panels + (size_t)nt - 1) / (size_t)nt;
   const size_t group_panels = per_thread < FK__GEMM_NC_PANELS ? per_thread : FK__GEMM_NC_PANELS;
   const size_t groups = (panels + group_panels - 1) / group_panels;
+  /* A read across its rows (dY^T in dW = dY^T X) touches a cache line per k: half the K block keeps
+   * those lines and B's panel together in L1 (the K blocking does not change any sum). */
+  const size_t k_block = a_row == 1 && a_col > 1 ? FK__GEMM_KC / 2 : FK__GEMM_KC;
   FK_PARALLEL_FOR(nt)
   for (size_t group = 0; group < groups; ++group) {
     const size_t j0 = group * group_panels * FK__GEMM_NR;
@@ -174,8 +177,8 @@ FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, s
     if (kdim == 0)
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < cols; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
-    for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_KC) {
-      const size_t kc = kdim - k0 < FK__GEMM_KC ? kdim - k0 : FK__GEMM_KC;
+    for (size_t k0 = 0; k0 < kdim; k0 += k_block) {
+      const size_t kc = kdim - k0 < k_block ? kdim - k0 : k_block;
       fk__gemm_f32_pack_b(kc, cols, b + k0 * b_row + j0 * b_col, b_row, b_col, packed_b);
       for (size_t i0 = 0; i0 < m; i0 += FK__GEMM_MC) {
         const size_t mc = m - i0 < FK__GEMM_MC ? m - i0 : FK__GEMM_MC;
