@@ -356,19 +356,15 @@ FK_TARGET_AVX2 FK_API float fk__exp_shifted_avx2(float* s, size_t n, float max) 
 /* Keys scored at a time by the AVX2 attention (a stack tile; the softmax runs online across tiles). */
 #define FK__ATTENTION_KEYS 64
 
-/* fk_attention_causal_f32 for hd a multiple of 8: the keys 64 at a time, their scores 8 at a time, the
- * softmax online (a running max and sum; the output rescaled when the max grows), the values added
- * 32 columns (four FMA chains) at a time. */
-FK_TARGET_AVX2 FK_API void fk__attention_causal_f32_avx2(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
-                                                        size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step,
-                                                        float* out) {
+/* One query row and head (job = t * heads + h) of fk_attention_causal_f32, hd a multiple of 8: the
+ * keys 64 at a time, their scores 8 at a time, the softmax online (a running max and sum; the output
+ * rescaled when the max grows), the values added 32 columns (four FMA chains) at a time. `mask`:
+ * the dropout mask, NULL for none. */
+FK_TARGET_AVX2 FK_API void fk__attention_row_avx2(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
+                                                 size_t head_dim, size_t period, const fk__dropout_mask* mask, size_t job, float* out) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
-  const int masked = dropout > 0.0f;
-  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
-  const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t job = 0; job < rows * heads; ++job) {
+  {
     const size_t t = job / heads, h = job % heads, g = h / group;
     const float* qr = q + t * qw + h * head_dim;
     const float* k_head = k + g * head_dim;
@@ -386,8 +382,8 @@ FK_TARGET_AVX2 FK_API void fk__attention_causal_f32_avx2(const float* q, size_t 
       const float rescale = expf(running_max - new_max); /* exp(-inf) = 0 on the first tile, where o is 0 */
       running_sum = running_sum * rescale + fk__exp_shifted_avx2(weight, n, new_max);
       running_max = new_max;
-      if (masked)
-        for (size_t i = 0; i < n; ++i) weight[i] *= fk__dropout_factor(&mask, fk__attention_element(h, t, j0 + i, rows));
+      if (mask)
+        for (size_t i = 0; i < n; ++i) weight[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, j0 + i, rows));
       const __m256 rv = _mm256_set1_ps(rescale);
       size_t d = 0;
       for (; d + 32 <= head_dim; d += 32) {
@@ -412,19 +408,26 @@ FK_TARGET_AVX2 FK_API void fk__attention_causal_f32_avx2(const float* q, size_t 
   }
 }
 
-/* fk_attention_causal_backward for hd a multiple of 8 (dqkv already zero): per query row, the scores
- * and dO . v 8 keys at a time, then, 8 columns at a time, dq in a register while dk and dv rows take
- * their terms. */
-FK_TARGET_AVX2 FK_API void fk__attention_causal_backward_avx2(const float* q, const float* k, const float* v, const float* dout, size_t rows,
-                                                             size_t heads, size_t kv_heads, size_t head_dim, size_t period, float dropout,
-                                                             int32_t key, const int32_t* step, float* work, float* dqkv) {
+/* The threads' loops of the AVX2 attention stay outside FK_TARGET_AVX2 functions: clang outlines an
+ * OpenMP loop's body into a function that does not inherit the target attribute. */
+FK_API void fk__attention_causal_f32_avx2(const float* q, size_t rows, size_t heads, const float* k, const float* v, size_t kv_heads,
+                                         size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step, float* out) {
+  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
+  const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
+  FK_PARALLEL_FOR(nt)
+  for (size_t job = 0; job < rows * heads; ++job)
+    fk__attention_row_avx2(q, rows, heads, k, v, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, job, out);
+}
+
+/* KV head g of fk_attention_causal_backward, hd a multiple of 8 (dqkv already zero): per query row,
+ * the scores and dO . v 8 keys at a time, then dq in registers while dk and dv rows take their
+ * terms. `mask`: the dropout mask, NULL for none. */
+FK_TARGET_AVX2 FK_API void fk__attention_backward_head_avx2(const float* q, const float* k, const float* v, const float* dout, size_t rows,
+                                                           size_t heads, size_t kv_heads, size_t head_dim, size_t period,
+                                                           const fk__dropout_mask* mask, size_t g, float* work, float* dqkv) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
   const float scale = 1.0f / sqrtf((float)head_dim);
-  const int masked = dropout > 0.0f;
-  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
-  const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t g = 0; g < kv_heads; ++g) {
+  {
     float* weight = work + g * 2 * rows; /* p_j, then p_j times the dropout factor */
     float* dscore = weight + rows;       /* dp_j, then ds_j */
     const float* k_head = k + g * head_dim;
@@ -446,12 +449,12 @@ FK_TARGET_AVX2 FK_API void fk__attention_causal_backward_avx2(const float* q, co
         float delta = 0.0f; /* sum_j p_j dp_j = dO . O */
         for (size_t i = 0; i < n; ++i) {
           p[i] *= inv;
-          if (masked) ds[i] *= fk__dropout_factor(&mask, fk__attention_element(h, t, first + i, rows));
+          if (mask) ds[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, first + i, rows));
           delta += p[i] * ds[i];
         }
         for (size_t i = 0; i < n; ++i) {
           ds[i] = p[i] * (ds[i] - delta) * scale;
-          if (masked) p[i] *= fk__dropout_factor(&mask, fk__attention_element(h, t, first + i, rows));
+          if (mask) p[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, first + i, rows));
         }
         float* dq = dqkv + t * row + h * head_dim;
         size_t d = 0;
@@ -495,6 +498,17 @@ FK_TARGET_AVX2 FK_API void fk__attention_causal_backward_avx2(const float* q, co
         }
       }
   }
+}
+
+/* Threads split the kv heads (each owns its dk, dv and its query heads' dq). */
+FK_API void fk__attention_causal_backward_avx2(const float* q, const float* k, const float* v, const float* dout, size_t rows, size_t heads,
+                                              size_t kv_heads, size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step,
+                                              float* work, float* dqkv) {
+  const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
+  const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)(heads / kv_heads) * 4);
+  FK_PARALLEL_FOR(nt)
+  for (size_t g = 0; g < kv_heads; ++g)
+    fk__attention_backward_head_avx2(q, k, v, dout, rows, heads, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, g, work, dqkv);
 }
 #endif
 
