@@ -10812,48 +10812,46 @@ FK_TARGET_AVX2 FK_API void fk__attention_row_avx2(const float* q, size_t rows, s
                                                  size_t head_dim, size_t period, const fk__dropout_mask* mask, size_t job, float* out) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim;
   const float scale = 1.0f / sqrtf((float)head_dim);
-  {
-    const size_t t = job / heads, h = job % heads, g = h / group;
-    const float* qr = q + t * qw + h * head_dim;
-    const float* k_head = k + g * head_dim;
-    const float* v_head = v + g * head_dim;
-    float* o = out + t * qw + h * head_dim;
-    const size_t first = fk__sequence_start(t, period);
-    float weight[FK__ATTENTION_KEYS];
-    float running_max = -INFINITY, running_sum = 0.0f;
-    for (size_t i = 0; i < head_dim; ++i) o[i] = 0.0f;
-    for (size_t j0 = first; j0 <= t; j0 += FK__ATTENTION_KEYS) {
-      const size_t n = t + 1 - j0 < FK__ATTENTION_KEYS ? t + 1 - j0 : FK__ATTENTION_KEYS;
-      fk__scores_avx2(qr, k_head + j0 * kw, kw, head_dim, n, scale, weight);
-      float new_max = running_max;
-      for (size_t i = 0; i < n; ++i) new_max = weight[i] > new_max ? weight[i] : new_max;
-      const float rescale = expf(running_max - new_max); /* exp(-inf) = 0 on the first tile, where o is 0 */
-      running_sum = running_sum * rescale + fk__exp_shifted_avx2(weight, n, new_max);
-      running_max = new_max;
-      if (mask)
-        for (size_t i = 0; i < n; ++i) weight[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, j0 + i, rows));
-      const __m256 rv = _mm256_set1_ps(rescale);
-      size_t d = 0;
-      for (; d + 32 <= head_dim; d += 32) {
-        __m256 o0 = _mm256_mul_ps(_mm256_loadu_ps(o + d), rv), o1 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 8), rv);
-        __m256 o2 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 16), rv), o3 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 24), rv);
-        for (size_t i = 0; i < n; ++i) {
-          const __m256 w = _mm256_set1_ps(weight[i]);
-          const float* vr = v_head + (j0 + i) * kw + d;
-          o0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr), o0), o1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8), o1);
-          o2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 16), o2), o3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 24), o3);
-        }
-        _mm256_storeu_ps(o + d, o0), _mm256_storeu_ps(o + d + 8, o1), _mm256_storeu_ps(o + d + 16, o2), _mm256_storeu_ps(o + d + 24, o3);
+  const size_t t = job / heads, h = job % heads, g = h / group;
+  const float* qr = q + t * qw + h * head_dim;
+  const float* k_head = k + g * head_dim;
+  const float* v_head = v + g * head_dim;
+  float* o = out + t * qw + h * head_dim;
+  const size_t first = fk__sequence_start(t, period);
+  float weight[FK__ATTENTION_KEYS];
+  float running_max = -INFINITY, running_sum = 0.0f;
+  for (size_t i = 0; i < head_dim; ++i) o[i] = 0.0f;
+  for (size_t j0 = first; j0 <= t; j0 += FK__ATTENTION_KEYS) {
+    const size_t n = t + 1 - j0 < FK__ATTENTION_KEYS ? t + 1 - j0 : FK__ATTENTION_KEYS;
+    fk__scores_avx2(qr, k_head + j0 * kw, kw, head_dim, n, scale, weight);
+    float new_max = running_max;
+    for (size_t i = 0; i < n; ++i) new_max = weight[i] > new_max ? weight[i] : new_max;
+    const float rescale = expf(running_max - new_max); /* exp(-inf) = 0 on the first tile, where o is 0 */
+    running_sum = running_sum * rescale + fk__exp_shifted_avx2(weight, n, new_max);
+    running_max = new_max;
+    if (mask)
+      for (size_t i = 0; i < n; ++i) weight[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, j0 + i, rows));
+    const __m256 rv = _mm256_set1_ps(rescale);
+    size_t d = 0;
+    for (; d + 32 <= head_dim; d += 32) {
+      __m256 o0 = _mm256_mul_ps(_mm256_loadu_ps(o + d), rv), o1 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 8), rv);
+      __m256 o2 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 16), rv), o3 = _mm256_mul_ps(_mm256_loadu_ps(o + d + 24), rv);
+      for (size_t i = 0; i < n; ++i) {
+        const __m256 w = _mm256_set1_ps(weight[i]);
+        const float* vr = v_head + (j0 + i) * kw + d;
+        o0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr), o0), o1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8), o1);
+        o2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 16), o2), o3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 24), o3);
       }
-      for (; d < head_dim; d += 8) {
-        __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(o + d), rv);
-        for (size_t i = 0; i < n; ++i) acc = _mm256_fmadd_ps(_mm256_set1_ps(weight[i]), _mm256_loadu_ps(v_head + (j0 + i) * kw + d), acc);
-        _mm256_storeu_ps(o + d, acc);
-      }
+      _mm256_storeu_ps(o + d, o0), _mm256_storeu_ps(o + d + 8, o1), _mm256_storeu_ps(o + d + 16, o2), _mm256_storeu_ps(o + d + 24, o3);
     }
-    const __m256 inv = _mm256_set1_ps(1.0f / running_sum);
-    for (size_t d = 0; d < head_dim; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), inv));
+    for (; d < head_dim; d += 8) {
+      __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(o + d), rv);
+      for (size_t i = 0; i < n; ++i) acc = _mm256_fmadd_ps(_mm256_set1_ps(weight[i]), _mm256_loadu_ps(v_head + (j0 + i) * kw + d), acc);
+      _mm256_storeu_ps(o + d, acc);
+    }
   }
+  const __m256 inv = _mm256_set1_ps(1.0f / running_sum);
+  for (size_t d = 0; d < head_dim; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), inv));
 }
 
 /* The threads' loops of the AVX2 attention stay outside FK_TARGET_AVX2 functions: clang outlines an
@@ -10875,77 +10873,75 @@ FK_TARGET_AVX2 FK_API void fk__attention_backward_head_avx2(const float* q, cons
                                                            const fk__dropout_mask* mask, size_t g, float* work, float* dqkv) {
   const size_t group = heads / kv_heads, qw = heads * head_dim, kw = kv_heads * head_dim, row = qw + 2 * kw;
   const float scale = 1.0f / sqrtf((float)head_dim);
-  {
-    float* weight = work + g * 2 * rows; /* p_j, then p_j times the dropout factor */
-    float* dscore = weight + rows;       /* dp_j, then ds_j */
-    const float* k_head = k + g * head_dim;
-    const float* v_head = v + g * head_dim;
-    float* dk_head = dqkv + qw + g * head_dim;
-    float* dv_head = dqkv + qw + kw + g * head_dim;
-    for (size_t h = g * group; h < (g + 1) * group; ++h)
-      for (size_t t = 0; t < rows; ++t) {
-        const float* qr = q + t * qw + h * head_dim;
-        const float* dor = dout + t * qw + h * head_dim;
-        const size_t first = fk__sequence_start(t, period), n = t + 1 - first;
-        float* p = weight + first;
-        float* ds = dscore + first;
-        fk__scores_avx2(qr, k_head + first * kw, kw, head_dim, n, scale, p);
-        float max = -INFINITY;
-        for (size_t i = 0; i < n; ++i) max = p[i] > max ? p[i] : max;
-        const float inv = 1.0f / fk__exp_shifted_avx2(p, n, max);
-        fk__scores_avx2(dor, v_head + first * kw, kw, head_dim, n, 1.0f, ds);
-        float delta = 0.0f; /* sum_j p_j dp_j = dO . O */
-        for (size_t i = 0; i < n; ++i) {
-          p[i] *= inv;
-          if (mask) ds[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, first + i, rows));
-          delta += p[i] * ds[i];
-        }
-        for (size_t i = 0; i < n; ++i) {
-          ds[i] = p[i] * (ds[i] - delta) * scale;
-          if (mask) p[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, first + i, rows));
-        }
-        float* dq = dqkv + t * row + h * head_dim;
-        size_t d = 0;
-        for (; d + 32 <= head_dim; d += 32) {  /* four independent dq chains */
-          const __m256 q0 = _mm256_loadu_ps(qr + d), q1 = _mm256_loadu_ps(qr + d + 8), q2 = _mm256_loadu_ps(qr + d + 16), q3 = _mm256_loadu_ps(qr + d + 24);
-          const __m256 do0 = _mm256_loadu_ps(dor + d), do1 = _mm256_loadu_ps(dor + d + 8), do2 = _mm256_loadu_ps(dor + d + 16),
-                       do3 = _mm256_loadu_ps(dor + d + 24);
-          __m256 dq0 = _mm256_setzero_ps(), dq1 = dq0, dq2 = dq0, dq3 = dq0;
-          for (size_t i = 0; i < n; ++i) {
-            const size_t j = first + i;
-            const __m256 dsv = _mm256_set1_ps(ds[i]), pv = _mm256_set1_ps(p[i]);
-            const float* kr = k_head + j * kw + d;
-            float* dk = dk_head + j * row + d;
-            float* dv = dv_head + j * row + d;
-            dq0 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr), dq0), dq1 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 8), dq1);
-            dq2 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 16), dq2), dq3 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 24), dq3);
-            _mm256_storeu_ps(dk, _mm256_fmadd_ps(dsv, q0, _mm256_loadu_ps(dk)));
-            _mm256_storeu_ps(dk + 8, _mm256_fmadd_ps(dsv, q1, _mm256_loadu_ps(dk + 8)));
-            _mm256_storeu_ps(dk + 16, _mm256_fmadd_ps(dsv, q2, _mm256_loadu_ps(dk + 16)));
-            _mm256_storeu_ps(dk + 24, _mm256_fmadd_ps(dsv, q3, _mm256_loadu_ps(dk + 24)));
-            _mm256_storeu_ps(dv, _mm256_fmadd_ps(pv, do0, _mm256_loadu_ps(dv)));
-            _mm256_storeu_ps(dv + 8, _mm256_fmadd_ps(pv, do1, _mm256_loadu_ps(dv + 8)));
-            _mm256_storeu_ps(dv + 16, _mm256_fmadd_ps(pv, do2, _mm256_loadu_ps(dv + 16)));
-            _mm256_storeu_ps(dv + 24, _mm256_fmadd_ps(pv, do3, _mm256_loadu_ps(dv + 24)));
-          }
-          _mm256_storeu_ps(dq + d, dq0), _mm256_storeu_ps(dq + d + 8, dq1), _mm256_storeu_ps(dq + d + 16, dq2), _mm256_storeu_ps(dq + d + 24, dq3);
-        }
-        for (; d < head_dim; d += 8) {
-          const __m256 qv = _mm256_loadu_ps(qr + d), dov = _mm256_loadu_ps(dor + d);
-          __m256 dqv = _mm256_setzero_ps();
-          for (size_t i = 0; i < n; ++i) {
-            const size_t j = first + i;
-            const __m256 dsv = _mm256_set1_ps(ds[i]);
-            dqv = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(k_head + j * kw + d), dqv);
-            float* dk = dk_head + j * row + d;
-            float* dv = dv_head + j * row + d;
-            _mm256_storeu_ps(dk, _mm256_fmadd_ps(dsv, qv, _mm256_loadu_ps(dk)));
-            _mm256_storeu_ps(dv, _mm256_fmadd_ps(_mm256_set1_ps(p[i]), dov, _mm256_loadu_ps(dv)));
-          }
-          _mm256_storeu_ps(dq + d, dqv);
-        }
+  float* weight = work + g * 2 * rows; /* p_j, then p_j times the dropout factor */
+  float* dscore = weight + rows;       /* dp_j, then ds_j */
+  const float* k_head = k + g * head_dim;
+  const float* v_head = v + g * head_dim;
+  float* dk_head = dqkv + qw + g * head_dim;
+  float* dv_head = dqkv + qw + kw + g * head_dim;
+  for (size_t h = g * group; h < (g + 1) * group; ++h)
+    for (size_t t = 0; t < rows; ++t) {
+      const float* qr = q + t * qw + h * head_dim;
+      const float* dor = dout + t * qw + h * head_dim;
+      const size_t first = fk__sequence_start(t, period), n = t + 1 - first;
+      float* p = weight + first;
+      float* ds = dscore + first;
+      fk__scores_avx2(qr, k_head + first * kw, kw, head_dim, n, scale, p);
+      float max = -INFINITY;
+      for (size_t i = 0; i < n; ++i) max = p[i] > max ? p[i] : max;
+      const float inv = 1.0f / fk__exp_shifted_avx2(p, n, max);
+      fk__scores_avx2(dor, v_head + first * kw, kw, head_dim, n, 1.0f, ds);
+      float delta = 0.0f; /* sum_j p_j dp_j = dO . O */
+      for (size_t i = 0; i < n; ++i) {
+        p[i] *= inv;
+        if (mask) ds[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, first + i, rows));
+        delta += p[i] * ds[i];
       }
-  }
+      for (size_t i = 0; i < n; ++i) {
+        ds[i] = p[i] * (ds[i] - delta) * scale;
+        if (mask) p[i] *= fk__dropout_factor(mask, fk__attention_element(h, t, first + i, rows));
+      }
+      float* dq = dqkv + t * row + h * head_dim;
+      size_t d = 0;
+      for (; d + 32 <= head_dim; d += 32) {  /* four independent dq chains */
+        const __m256 q0 = _mm256_loadu_ps(qr + d), q1 = _mm256_loadu_ps(qr + d + 8), q2 = _mm256_loadu_ps(qr + d + 16), q3 = _mm256_loadu_ps(qr + d + 24);
+        const __m256 do0 = _mm256_loadu_ps(dor + d), do1 = _mm256_loadu_ps(dor + d + 8), do2 = _mm256_loadu_ps(dor + d + 16),
+                     do3 = _mm256_loadu_ps(dor + d + 24);
+        __m256 dq0 = _mm256_setzero_ps(), dq1 = dq0, dq2 = dq0, dq3 = dq0;
+        for (size_t i = 0; i < n; ++i) {
+          const size_t j = first + i;
+          const __m256 dsv = _mm256_set1_ps(ds[i]), pv = _mm256_set1_ps(p[i]);
+          const float* kr = k_head + j * kw + d;
+          float* dk = dk_head + j * row + d;
+          float* dv = dv_head + j * row + d;
+          dq0 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr), dq0), dq1 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 8), dq1);
+          dq2 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 16), dq2), dq3 = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(kr + 24), dq3);
+          _mm256_storeu_ps(dk, _mm256_fmadd_ps(dsv, q0, _mm256_loadu_ps(dk)));
+          _mm256_storeu_ps(dk + 8, _mm256_fmadd_ps(dsv, q1, _mm256_loadu_ps(dk + 8)));
+          _mm256_storeu_ps(dk + 16, _mm256_fmadd_ps(dsv, q2, _mm256_loadu_ps(dk + 16)));
+          _mm256_storeu_ps(dk + 24, _mm256_fmadd_ps(dsv, q3, _mm256_loadu_ps(dk + 24)));
+          _mm256_storeu_ps(dv, _mm256_fmadd_ps(pv, do0, _mm256_loadu_ps(dv)));
+          _mm256_storeu_ps(dv + 8, _mm256_fmadd_ps(pv, do1, _mm256_loadu_ps(dv + 8)));
+          _mm256_storeu_ps(dv + 16, _mm256_fmadd_ps(pv, do2, _mm256_loadu_ps(dv + 16)));
+          _mm256_storeu_ps(dv + 24, _mm256_fmadd_ps(pv, do3, _mm256_loadu_ps(dv + 24)));
+        }
+        _mm256_storeu_ps(dq + d, dq0), _mm256_storeu_ps(dq + d + 8, dq1), _mm256_storeu_ps(dq + d + 16, dq2), _mm256_storeu_ps(dq + d + 24, dq3);
+      }
+      for (; d < head_dim; d += 8) {
+        const __m256 qv = _mm256_loadu_ps(qr + d), dov = _mm256_loadu_ps(dor + d);
+        __m256 dqv = _mm256_setzero_ps();
+        for (size_t i = 0; i < n; ++i) {
+          const size_t j = first + i;
+          const __m256 dsv = _mm256_set1_ps(ds[i]);
+          dqv = _mm256_fmadd_ps(dsv, _mm256_loadu_ps(k_head + j * kw + d), dqv);
+          float* dk = dk_head + j * row + d;
+          float* dv = dv_head + j * row + d;
+          _mm256_storeu_ps(dk, _mm256_fmadd_ps(dsv, qv, _mm256_loadu_ps(dk)));
+          _mm256_storeu_ps(dv, _mm256_fmadd_ps(_mm256_set1_ps(p[i]), dov, _mm256_loadu_ps(dv)));
+        }
+        _mm256_storeu_ps(dq + d, dqv);
+      }
+    }
 }
 
 /* Threads split the kv heads (each owns its dk, dv and its query heads' dq). */
