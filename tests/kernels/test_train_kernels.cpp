@@ -89,6 +89,22 @@ dvec rmsnorm_ref(const dvec& x, const dvec& w, std::size_t rows, std::size_t dim
   }
   return y;
 }
+// Query row t of head h: its softmax over the keys of its sequence (packed sequences of `period`
+// rows, 0: one sequence) up to its own; p[j] for j <= t, 0 before the sequence's first row.
+dvec attention_probs(const dvec& q, const dvec& k, std::size_t heads, std::size_t kv_heads, std::size_t hd, std::size_t period, std::size_t t,
+                     std::size_t h) {
+  const std::size_t qw = heads * hd, kw = kv_heads * hd, g = h / (heads / kv_heads), first = period ? t - t % period : 0;
+  dvec p(t + 1, 0.0);
+  double m = -1e300, z = 0;
+  for (std::size_t j = first; j <= t; ++j) {
+    double d = 0;
+    for (std::size_t i = 0; i < hd; ++i) d += q[t * qw + h * hd + i] * k[j * kw + g * hd + i];
+    m = std::max(m, p[j] = d / std::sqrt(static_cast<double>(hd)));
+  }
+  for (std::size_t j = first; j <= t; ++j) z += (p[j] = std::exp(p[j] - m));
+  for (std::size_t j = first; j <= t; ++j) p[j] /= z;
+  return p;
+}
 // `mask` (optional): each probability's dropout factor, [heads, rows, rows].
 dvec attention_ref(const dvec& q, const dvec& k, const dvec& v, std::size_t rows, std::size_t heads, std::size_t kv_heads, std::size_t hd,
                    const vec* mask = nullptr) {
@@ -97,19 +113,10 @@ dvec attention_ref(const dvec& q, const dvec& k, const dvec& v, std::size_t rows
   for (std::size_t t = 0; t < rows; ++t)
     for (std::size_t h = 0; h < heads; ++h) {
       const std::size_t g = h / group;
-      dvec s(t + 1);
-      double m = -1e300;
-      for (std::size_t j = 0; j <= t; ++j) {
-        double d = 0;
-        for (std::size_t i = 0; i < hd; ++i) d += q[t * qw + h * hd + i] * k[j * kw + g * hd + i];
-        s[j] = d / std::sqrt(static_cast<double>(hd));
-        m = std::max(m, s[j]);
-      }
-      double z = 0;
-      for (double& e : s) z += (e = std::exp(e - m));
+      const dvec p = attention_probs(q, k, heads, kv_heads, hd, 0, t, h);
       for (std::size_t j = 0; j <= t; ++j) {
         const double keep = mask ? static_cast<double>((*mask)[(h * rows + t) * rows + j]) : 1.0;
-        for (std::size_t i = 0; i < hd; ++i) o[t * qw + h * hd + i] += s[j] / z * keep * v[j * kw + g * hd + i];
+        for (std::size_t i = 0; i < hd; ++i) o[t * qw + h * hd + i] += p[j] * keep * v[j * kw + g * hd + i];
       }
     }
   return o;
@@ -128,16 +135,10 @@ attention_grads attention_grads_ref(const dvec& q, const dvec& k, const dvec& v,
     for (std::size_t h = 0; h < heads; ++h) {
       const std::size_t g = h / group, first = period ? t - t % period : 0;
       const double* qr = &q[t * qw + h * hd];
-      dvec p(t + 1, 0.0), dp(t + 1, 0.0);
-      double m = -1e300, z = 0, delta = 0;
+      const dvec p = attention_probs(q, k, heads, kv_heads, hd, period, t, h);
+      dvec dp(t + 1, 0.0);
+      double delta = 0;
       for (std::size_t j = first; j <= t; ++j) {
-        double d = 0;
-        for (std::size_t i = 0; i < hd; ++i) d += qr[i] * k[j * kw + g * hd + i];
-        m = std::max(m, p[j] = d * scale);
-      }
-      for (std::size_t j = first; j <= t; ++j) z += (p[j] = std::exp(p[j] - m));
-      for (std::size_t j = first; j <= t; ++j) {
-        p[j] /= z;
         for (std::size_t i = 0; i < hd; ++i) {
           r.out[t * qw + h * hd + i] += p[j] * v[j * kw + g * hd + i];
           dp[j] += static_cast<double>(dy[t * qw + h * hd + i]) * v[j * kw + g * hd + i];
