@@ -10454,9 +10454,10 @@ FK_API void fk_select_bytes(const uint8_t* cond, const void* a, const void* b, s
  * which the compiler vectorizes without reassociating anything.
  *
  * Where the CPU has AVX2 the hot kernels take an AVX2 path: the linear kernels a blocked GEMM
- * (fk__gemm_f32_avx2), causal attention and its backward 8 keys at a time with an online softmax
- * (head_dim a multiple of 8), and the exponentials of cross-entropy and SwiGLU's backward 8 at a
- * time (fk__exp256). Each path has its own rounding, the same on every thread count.
+ * (fk__gemm_f32, with an AVX-512 micro-kernel on the AVX-512 paths that rounds as the AVX2 one does),
+ * causal attention and its backward 8 keys at a time with an online softmax (head_dim a multiple of
+ * 8), and the exponentials of cross-entropy and SwiGLU's backward 8 at a time (fk__exp256). Each path
+ * has its own rounding, the same on every thread count.
  *
  * Forward:  fk_embed_f32, fk_rmsnorm_f32, fk_linear_f32, fk_attention_causal_f32, fk_cross_entropy,
  *           fk_dropout_f32 (its own backward too)
@@ -10508,21 +10509,24 @@ FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
  * strides let one routine serve x W^T, dY W and dY^T X without copying a transpose. Blocked as
  * GotoBLAS does, in buffers on the stack: for each block of FK__GEMM_KC k's, B's columns are packed
  * 16 at a time (a panel, read from L1 by the micro-kernel) for up to FK__GEMM_NC_PANELS panels, and
- * A's rows FK__GEMM_MC at a time (kept in L2) as 6-row micro-panels, k-major, so every load of the
- * inner loop is sequential whatever A's strides. Threads take groups of panels. Each element of C
- * starts from the bias (or 0) and adds its products k in order, one FMA each, so the result does not
- * depend on the blocking or on the thread count (the scalar path's order differs from this one's,
- * as any two ISAs may). */
+ * A's rows are taken FK__GEMM_MC at a time, so that they stay in L2 while every panel passes them.
+ * The AVX2 micro-kernel (6 rows x 1 panel) reads A through its strides; the AVX-512 one (12 rows x 2
+ * panels) reads A packed as 12-row micro-panels, k-major, since its 12 rows would take 12 pointers.
+ * Threads take groups of panels. Each element of C starts from the bias (or 0) and adds its products
+ * k in order, one FMA each, so the result depends neither on the blocking nor on the thread count,
+ * and the AVX2 and AVX-512 paths agree bit for bit (the scalar path's order differs, as any two
+ * ISAs may). */
 #define FK__GEMM_MR 6
 #define FK__GEMM_NR 16
 #define FK__GEMM_KC 256
 #define FK__GEMM_MC 120
 #define FK__GEMM_NC_PANELS 8
+#define FK__GEMM_MR512 12
 
 #if FK_X86
 /* A 6 x 16 block of C over kc k's: twelve accumulators in named registers (an array of them would
- * live on the stack), k in order. `a` is a packed micro-panel (a[k*6 + r]); `c_in` holds the block's
- * starting values (bias, 0 or C so far). */
+ * live on the stack), k in order. Row r of A is a + r*a_row, its k's a_col apart; `c_in` holds the
+ * block's starting values (bias, 0 or C so far), its rows ld_in apart (0: one row for all). */
 FK_TARGET_AVX2 FK_API void fk__gemm_f32_6x16_avx2(size_t kc, const float* a, size_t a_row, size_t a_col, const float* packed_b, const float* c_in,
                                                  size_t ld_in, float* c_out, size_t ld_out) {
   __m256 c00 = _mm256_loadu_ps(c_in), c01 = _mm256_loadu_ps(c_in + 8);
@@ -10606,40 +10610,116 @@ FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, siz
     for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = block[r * FK__GEMM_NR + j];
 }
 
-FK_API void fk__gemm_f32_avx2(size_t m, size_t n, size_t kdim, const float* a, size_t a_row, size_t a_col, const float* b, size_t b_row,
-                              size_t b_col, const float* bias, float* c) {
+/* The rows [i0, i0 + mc) of C (c points at row i0, column j0) and the group's `cols` columns over one K
+ * block, AVX2: each panel passes every 6-row block of the mc rows. */
+FK_API void fk__gemm_f32_rows_avx2(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, size_t cols, const float* packed_b,
+                                   const float* c_in, size_t ld_in, float* c, size_t ldc) {
+  for (size_t p = 0; p * FK__GEMM_NR < cols; ++p) {
+    const size_t j = p * FK__GEMM_NR, nr = cols - j < FK__GEMM_NR ? cols - j : FK__GEMM_NR;
+    for (size_t ir = 0; ir < mc; ir += FK__GEMM_MR)
+      fk__gemm_f32_block_avx2(kc, a + ir * a_row, a_row, a_col, mc - ir < FK__GEMM_MR ? mc - ir : FK__GEMM_MR, packed_b + j * kc,
+                              c_in + ir * ld_in + j, ld_in, c + ir * ldc + j, ldc, nr);
+  }
+}
+
+/* A's rows [0, mc) over k's [0, kc) as micro-panels of 12 rows, k-major: packed[(i / 12) 12 kc + 12 k + i % 12],
+ * rows past mc 0. A is read along whichever of its strides is 1. */
+FK_API void fk__gemm_f32_pack_a(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, float* packed) {
+  for (size_t i0 = 0; i0 < mc; i0 += FK__GEMM_MR512, packed += FK__GEMM_MR512 * kc) {
+    const size_t mr = mc - i0 < FK__GEMM_MR512 ? mc - i0 : FK__GEMM_MR512;
+    if (a_row == 1) {
+      for (size_t k = 0; k < kc; ++k)
+        for (size_t r = 0; r < FK__GEMM_MR512; ++r) packed[k * FK__GEMM_MR512 + r] = r < mr ? a[(i0 + r) + k * a_col] : 0.0f;
+    } else {
+      for (size_t r = 0; r < FK__GEMM_MR512; ++r)
+        for (size_t k = 0; k < kc; ++k) packed[k * FK__GEMM_MR512 + r] = r < mr ? a[(i0 + r) * a_row + k * a_col] : 0.0f;
+    }
+  }
+}
+
+/* A 12-row block of C over kc k's and one panel (panels = 1) or two side by side (2): 24 accumulators,
+ * each a column vector's one FMA chain, k in order. Rows past `rows` are computed from A's zero
+ * padding and never stored; columns_lo / columns_hi select the columns of each panel that C has. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_12x32_avx512(int panels, size_t kc, const float* packed_a, const float* packed_b,
+                                                                          const float* c_in, size_t ld_in, float* c, size_t ldc, size_t rows,
+                                                                          __mmask16 columns_lo, __mmask16 columns_hi) {
+  __m512 acc[FK__GEMM_MR512][2];
+  for (size_t r = 0; r < FK__GEMM_MR512; ++r) {
+    acc[r][0] = r < rows ? _mm512_maskz_loadu_ps(columns_lo, c_in + r * ld_in) : _mm512_setzero_ps();
+    acc[r][1] = r < rows && panels > 1 ? _mm512_maskz_loadu_ps(columns_hi, c_in + r * ld_in + FK__GEMM_NR) : _mm512_setzero_ps();
+  }
+  const float* packed_b_hi = packed_b + FK__GEMM_NR * kc;
+  for (size_t k = 0; k < kc; ++k, packed_a += FK__GEMM_MR512) {
+    const __m512 b_lo = _mm512_loadu_ps(packed_b + k * FK__GEMM_NR);
+    const __m512 b_hi = panels > 1 ? _mm512_loadu_ps(packed_b_hi + k * FK__GEMM_NR) : b_lo;
+    for (size_t r = 0; r < FK__GEMM_MR512; ++r) {
+      const __m512 a_rk = _mm512_set1_ps(packed_a[r]);
+      acc[r][0] = _mm512_fmadd_ps(a_rk, b_lo, acc[r][0]);
+      if (panels > 1) acc[r][1] = _mm512_fmadd_ps(a_rk, b_hi, acc[r][1]);
+    }
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    _mm512_mask_storeu_ps(c + r * ldc, columns_lo, acc[r][0]);
+    if (panels > 1) _mm512_mask_storeu_ps(c + r * ldc + FK__GEMM_NR, columns_hi, acc[r][1]);
+  }
+}
+
+/* fk__gemm_f32_rows_avx2's work on AVX-512: A's mc rows packed once, then each pair of panels passes
+ * every 12-row micro-panel. */
+FK_TARGET_AVX512 FK_API void fk__gemm_f32_rows_avx512(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, size_t cols,
+                                                      const float* packed_b, const float* c_in, size_t ld_in, float* c, size_t ldc) {
+  float packed_a[FK__GEMM_MC * FK__GEMM_KC];
+  fk__gemm_f32_pack_a(kc, mc, a, a_row, a_col, packed_a);
+  for (size_t j = 0; j < cols; j += 2 * FK__GEMM_NR) {
+    const size_t width = cols - j < 2 * FK__GEMM_NR ? cols - j : 2 * FK__GEMM_NR;
+    const __mmask16 lo = width >= FK__GEMM_NR ? (__mmask16)0xFFFF : (__mmask16)((1u << width) - 1);
+    const __mmask16 hi = width >= 2 * FK__GEMM_NR ? (__mmask16)0xFFFF : width > FK__GEMM_NR ? (__mmask16)((1u << (width - FK__GEMM_NR)) - 1) : 0;
+    for (size_t ir = 0; ir < mc; ir += FK__GEMM_MR512) {
+      const size_t rows = mc - ir < FK__GEMM_MR512 ? mc - ir : FK__GEMM_MR512;
+      const float* a_block = packed_a + ir * kc;
+      if (width > FK__GEMM_NR)
+        fk__gemm_f32_12x32_avx512(2, kc, a_block, packed_b + j * kc, c_in + ir * ld_in + j, ld_in, c + ir * ldc + j, ldc, rows, lo, hi);
+      else
+        fk__gemm_f32_12x32_avx512(1, kc, a_block, packed_b + j * kc, c_in + ir * ld_in + j, ld_in, c + ir * ldc + j, ldc, rows, lo, hi);
+    }
+  }
+}
+
+/* The driver of both SIMD paths (isa >= FK_ISA_AVX2): threads, K blocks and row blocks. */
+FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const float* a, size_t a_row, size_t a_col, const float* b, size_t b_row,
+                         size_t b_col, const float* bias, float* c) {
+  if (m == 0 || n == 0) return;
+  const int avx512 = isa >= FK_ISA_AVX512BF16;
   const size_t panels = (n + FK__GEMM_NR - 1) / FK__GEMM_NR;
   const int nt = fk__threads_for(panels, (double)m * (double)kdim * FK__GEMM_NR * 2);
   const size_t per_thread = (panels + (size_t)nt - 1) / (size_t)nt;
   const size_t group_panels = per_thread < FK__GEMM_NC_PANELS ? per_thread : FK__GEMM_NC_PANELS;
   const size_t groups = (panels + group_panels - 1) / group_panels;
-  /* A read across its rows (dY^T in dW = dY^T X) touches a cache line per k: half the K block keeps
-   * those lines and B's panel together in L1 (the K blocking does not change any sum). */
-  const size_t k_block = a_row == 1 && a_col > 1 ? FK__GEMM_KC / 2 : FK__GEMM_KC;
+  /* AVX2 reading A across its rows (dY^T in dW = dY^T X) touches a cache line per k: half the K block
+   * keeps those lines and B's panel together in L1 (the K blocking does not change any sum). */
+  const size_t k_block = !avx512 && a_row == 1 && a_col > 1 ? FK__GEMM_KC / 2 : FK__GEMM_KC;
   FK_PARALLEL_FOR(nt)
   for (size_t group = 0; group < groups; ++group) {
     const size_t j0 = group * group_panels * FK__GEMM_NR;
     const size_t cols = n - j0 < group_panels * FK__GEMM_NR ? n - j0 : group_panels * FK__GEMM_NR;
     float packed_b[FK__GEMM_KC * FK__GEMM_NC_PANELS * FK__GEMM_NR];
-    const float zero_row[FK__GEMM_NR] = {0};
+    const float zero_row[FK__GEMM_NC_PANELS * FK__GEMM_NR] = {0};
     if (kdim == 0)
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < cols; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
     for (size_t k0 = 0; k0 < kdim; k0 += k_block) {
       const size_t kc = kdim - k0 < k_block ? kdim - k0 : k_block;
       fk__gemm_f32_pack_b(kc, cols, b + k0 * b_row + j0 * b_col, b_row, b_col, packed_b);
+      /* the first K block starts from the bias (or 0), one row for every row of C: C is written once, never cleared first */
+      const float* start = k0 > 0 ? NULL : bias ? bias + j0 : zero_row;
       for (size_t i0 = 0; i0 < m; i0 += FK__GEMM_MC) {
         const size_t mc = m - i0 < FK__GEMM_MC ? m - i0 : FK__GEMM_MC;
-        for (size_t p = 0; p * FK__GEMM_NR < cols; ++p) {
-          const size_t j = j0 + p * FK__GEMM_NR, nr = cols - p * FK__GEMM_NR < FK__GEMM_NR ? cols - p * FK__GEMM_NR : FK__GEMM_NR;
-          for (size_t ir = 0; ir < mc; ir += FK__GEMM_MR) {
-            float* block = c + (i0 + ir) * n + j;
-            /* the first K block starts from the bias (or 0), one row for every row of C: C is written once, never cleared first */
-            const float* start = k0 > 0 ? block : bias ? bias + j : zero_row;
-            fk__gemm_f32_block_avx2(kc, a + (i0 + ir) * a_row + k0 * a_col, a_row, a_col, mc - ir < FK__GEMM_MR ? mc - ir : FK__GEMM_MR,
-                                    packed_b + p * FK__GEMM_NR * kc, start, k0 > 0 ? n : 0, block, n, nr);
-          }
-        }
+        float* block = c + i0 * n + j0;
+        const float* a_block = a + i0 * a_row + k0 * a_col;
+        if (avx512)
+          fk__gemm_f32_rows_avx512(kc, mc, a_block, a_row, a_col, cols, packed_b, start ? start : block, start ? 0 : n, block, n);
+        else
+          fk__gemm_f32_rows_avx2(kc, mc, a_block, a_row, a_col, cols, packed_b, start ? start : block, start ? 0 : n, block, n);
       }
     }
   }
@@ -10718,8 +10798,9 @@ FK_API void fk_rmsnorm_f32(const float* x, const float* w, size_t rows, size_t d
 /* y[rows, n_out] = x[rows, n_in] w[n_out, n_in]^T (+ bias[n_out]); bias may be NULL. */
 FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float* w, size_t n_out, const float* bias, float* y) {
 #if FK_X86
-  if (fk_isa_active() >= FK_ISA_AVX2) {
-    fk__gemm_f32_avx2(rows, n_out, n_in, x, n_in, 1, w, 1, n_in, bias, y);
+  const fk_isa isa = fk_isa_active();
+  if (isa >= FK_ISA_AVX2) {
+    fk__gemm_f32(isa, rows, n_out, n_in, x, n_in, 1, w, 1, n_in, bias, y);
     return;
   }
 #endif
@@ -11107,8 +11188,9 @@ FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vo
 /* dx[rows, n_in] = dy[rows, n_out] w[n_out, n_in] */
 FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out, const float* w, size_t n_in, float* dx) {
 #if FK_X86
-  if (fk_isa_active() >= FK_ISA_AVX2) {
-    fk__gemm_f32_avx2(rows, n_in, n_out, dy, n_out, 1, w, n_in, 1, NULL, dx);
+  const fk_isa isa = fk_isa_active();
+  if (isa >= FK_ISA_AVX2) {
+    fk__gemm_f32(isa, rows, n_in, n_out, dy, n_out, 1, w, n_in, 1, NULL, dx);
     return;
   }
 #endif
@@ -11124,8 +11206,9 @@ FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out,
 /* dw[n_out, n_in] = dy[rows, n_out]^T x[rows, n_in] */
 FK_API void fk_linear_backward_weight(const float* dy, size_t rows, size_t n_out, const float* x, size_t n_in, float* dw) {
 #if FK_X86
-  if (fk_isa_active() >= FK_ISA_AVX2) {
-    fk__gemm_f32_avx2(n_out, n_in, rows, dy, 1, n_out, x, n_in, 1, NULL, dw);
+  const fk_isa isa = fk_isa_active();
+  if (isa >= FK_ISA_AVX2) {
+    fk__gemm_f32(isa, n_out, n_in, rows, dy, 1, n_out, x, n_in, 1, NULL, dw);
     return;
   }
 #endif

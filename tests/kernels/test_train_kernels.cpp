@@ -244,6 +244,44 @@ TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, thread
   });
 }
 
+TEST_CASE("the AVX-512 f32 GEMM rounds as the AVX2 one: the same bits for every shape and thread count") {
+  // Each element of C is the bias (or 0) plus its products k in order, one FMA each, on both paths:
+  // the 12 x 32 AVX-512 micro-kernel must give exactly the 6 x 16 AVX2 one's results. Shapes: rows
+  // of 1, under one 12-row micro-panel, past 120-row blocks with a tail; columns of 1, a partial
+  // panel, an odd count of panels (a lone 16-column panel after the pairs), several panel groups; K
+  // of 1 and over two K blocks; each of the three GEMMs a training step runs (x W^T, dY W, dY^T X).
+  if (!fk_isa_force(FK_ISA_AVX2) || !fk_isa_force(FK_ISA_AVX512BF16)) {
+    MESSAGE("skipping: this CPU lacks AVX-512 (test_kernels_emulated runs this test on its software model)");
+    fk_isa_force(fk_isa_detect());
+    return;
+  }
+  fkt::threads_guard guard;
+  for (const std::array<std::size_t, 3>& sizes :
+       {std::array<std::size_t, 3>{1, 7, 1}, std::array<std::size_t, 3>{11, 3, 40}, std::array<std::size_t, 3>{13, 260, 48},
+        std::array<std::size_t, 3>{130, 31, 150}, std::array<std::size_t, 3>{245, 513, 72}, std::array<std::size_t, 3>{24, 64, 272}}) {
+    const std::size_t T = sizes[0], K = sizes[1], N = sizes[2];
+    CAPTURE(T);
+    CAPTURE(K);
+    CAPTURE(N);
+    const vec x = random_vec(T * K, 21), w = random_vec(N * K, 22, 0.3f), b = random_vec(N, 23), dy = random_vec(T * N, 24);
+    auto run = [&](fk_isa isa, int threads) {
+      fk_isa_force(isa);
+      fk_set_threads(threads);
+      vec out(T * N + T * K + N * K);
+      fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), out.data());
+      fk_linear_backward_input(dy.data(), T, N, w.data(), K, out.data() + T * N);
+      fk_linear_backward_weight(dy.data(), T, N, x.data(), K, out.data() + T * N + T * K);
+      return out;
+    };
+    const vec avx2 = run(FK_ISA_AVX2, 1);
+    for (const int threads : {1, 2}) {
+      const vec avx512 = run(FK_ISA_AVX512BF16, threads);
+      CHECK(std::memcmp(avx2.data(), avx512.data(), avx2.size() * sizeof(float)) == 0);
+    }
+  }
+  fk_isa_force(fk_isa_detect());
+}
+
 TEST_CASE("fk_rmsnorm_f32 and its backward, whole rows and heads") {
   const std::size_t rows = 6, dim = 24;
   const float eps = 1e-6f;
