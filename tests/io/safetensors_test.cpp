@@ -19,6 +19,8 @@
 
 #include <unistd.h>
 
+#include "load_error_of.hpp"
+
 namespace fs = std::filesystem;
 using fused::io::dtype;
 using fused::io::load_error;
@@ -26,20 +28,13 @@ using fused::io::safetensors_file;
 using fused::io::safetensors_view;
 using fused::io::tensor_data;
 
+using fused_test::load_error_of;
+
 namespace {
 
-const fs::path data_dir = FUSED_TEST_DATA;
-const fs::path tiny_a = data_dir / "reference" / "tiny_a";
+const fs::path test_data = FUSED_TEST_DATA;
+const fs::path tiny_a = test_data / "reference" / "tiny_a";
 
-// The message of the load_error `f` throws, or "no error".
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const load_error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // A file with `header` as its JSON header (length field computed) followed by `data_bytes` zeros.
 std::vector<std::byte> craft(const std::string& header, std::size_t data_bytes = 0) {
@@ -51,7 +46,7 @@ std::vector<std::byte> craft(const std::string& header, std::size_t data_bytes =
 }
 
 std::string parse_error(const std::vector<std::byte>& file) {
-  return error_of([&] { (void)safetensors_view::parse(file, "t.safetensors"); });
+  return load_error_of([&] { (void)safetensors_view::parse(file, "t.safetensors"); });
 }
 
 // A fresh path in the system temp directory, removed when the test case ends.
@@ -134,11 +129,11 @@ TEST_CASE("a transformers checkpoint: every Qwen2 weight binds in place, nothing
 TEST_CASE("bind reports the missing, the misshapen, the mistyped and the unused, by name") {
   const std::string path = (tiny_a / "model.safetensors").string();
   safetensors_file f = safetensors_file::open(path);
-  CHECK(error_of([&] { f.bind("model.layers.1.mlp.up_proj.weight", dtype::BF16, {896, 128}); }) ==
+  CHECK(load_error_of([&] { f.bind("model.layers.1.mlp.up_proj.weight", dtype::BF16, {896, 128}); }) ==
         path + ": tensor \"model.layers.1.mlp.up_proj.weight\" has shape [352, 128], the config needs [896, 128]");
-  CHECK(error_of([&] { f.bind("lm_head.weight", dtype::BF16, {1000, 128}); }) ==
+  CHECK(load_error_of([&] { f.bind("lm_head.weight", dtype::BF16, {1000, 128}); }) ==
         path + ": tensor \"lm_head.weight\" is missing; the config needs it with shape [1000, 128]");
-  CHECK(error_of([&] { f.bind("model.norm.weight", dtype::F32, {128}); }) ==
+  CHECK(load_error_of([&] { f.bind("model.norm.weight", dtype::F32, {128}); }) ==
         path + ": tensor \"model.norm.weight\" has dtype BF16, the config needs F32");
   CHECK(f.unbound().size() == 26);  // a failed bind binds nothing
 
@@ -146,7 +141,7 @@ TEST_CASE("bind reports the missing, the misshapen, the mistyped and the unused,
   std::vector<std::string> unused = f.unbound();
   CHECK(unused.size() == 25);
   CHECK(std::ranges::find(unused, "model.norm.weight") == unused.end());
-  CHECK(error_of([&] { f.require_all_bound(); }) ==
+  CHECK(load_error_of([&] { f.require_all_bound(); }) ==
         path + ": 25 unexpected tensors the config does not use: \"model.embed_tokens.weight\", "
                "\"model.layers.0.input_layernorm.weight\", \"model.layers.0.mlp.down_proj.weight\", "
                "\"model.layers.0.mlp.gate_proj.weight\", \"model.layers.0.mlp.up_proj.weight\", "
@@ -267,7 +262,7 @@ TEST_CASE("f32 and f16 convert to bf16 with round-to-nearest-even; NaN stays NaN
   const std::vector<std::int32_t> ints{1};
   const auto int_file = fused::io::serialize_safetensors(
       std::vector<tensor_data>{{"i", dtype::I32, {1}, std::as_bytes(std::span(ints))}});
-  CHECK(error_of([&] { fused::io::to_bf16_owned(*safetensors_view::parse(int_file, "i").find("i")); }) ==
+  CHECK(load_error_of([&] { fused::io::to_bf16_owned(*safetensors_view::parse(int_file, "i").find("i")); }) ==
         "tensor \"i\" has dtype I32; only BF16, F16 and F32 convert to BF16");
 }
 
@@ -356,7 +351,7 @@ TEST_CASE("a tensor not aligned to its element size is refused for in-place use,
   temp_file tmp("odd.safetensors");
   write_bytes(tmp.path, file);
   safetensors_file f = safetensors_file::open(tmp.path);
-  CHECK(error_of([&] { f.bind("w", dtype::BF16, {2}); }) ==
+  CHECK(load_error_of([&] { f.bind("w", dtype::BF16, {2}); }) ==
         tmp.path.string() +
             ": tensor \"w\" (BF16) starts at file offset 63, which is not a multiple of its element size 2; it "
             "cannot be used in place");
@@ -364,13 +359,13 @@ TEST_CASE("a tensor not aligned to its element size is refused for in-place use,
 }
 
 TEST_CASE("opening: missing, empty, directory, truncated checkpoint") {
-  const fs::path missing = data_dir / "no_such.safetensors";
-  CHECK(error_of([&] { safetensors_file::open(missing); }) == missing.string() + ": cannot open: No such file or directory");
-  CHECK(error_of([&] { safetensors_file::open(data_dir); }) == data_dir.string() + ": not a regular file");
+  const fs::path missing = test_data / "no_such.safetensors";
+  CHECK(load_error_of([&] { safetensors_file::open(missing); }) == missing.string() + ": cannot open: No such file or directory");
+  CHECK(load_error_of([&] { safetensors_file::open(test_data); }) == test_data.string() + ": not a regular file");
 
   temp_file empty("empty.safetensors");
   write_bytes(empty.path, {});
-  CHECK(error_of([&] { safetensors_file::open(empty.path); }) ==
+  CHECK(load_error_of([&] { safetensors_file::open(empty.path); }) ==
         empty.path.string() + ": file is 0 bytes, shorter than the 8-byte header length of a safetensors file");
 
   // A download cut short: the header is intact, the first tensor (by name) past the end is named.
@@ -378,7 +373,7 @@ TEST_CASE("opening: missing, empty, directory, truncated checkpoint") {
   model.resize(100000);
   temp_file cut("cut.safetensors");
   write_bytes(cut.path, model);
-  CHECK(error_of([&] { safetensors_file::open(cut.path); }) ==
+  CHECK(load_error_of([&] { safetensors_file::open(cut.path); }) ==
         cut.path.string() + ": tensor \"model.embed_tokens.weight\": data_offsets [0, 256000] reach past the data "
                             "area of 97288 bytes");
 }
@@ -388,7 +383,7 @@ TEST_CASE("safetensors_file is movable; views stay valid across moves") {
   const std::byte* data = a.find("model.norm.weight")->data;
   safetensors_file b = std::move(a);
   CHECK(b.find("model.norm.weight")->data == data);
-  safetensors_file c = safetensors_file::open(data_dir / "reference" / "tiny_mha" / "model.safetensors");
+  safetensors_file c = safetensors_file::open(test_data / "reference" / "tiny_mha" / "model.safetensors");
   c = std::move(b);  // c's old mapping is released, b's is adopted
   CHECK(c.find("model.norm.weight")->data == data);
   CHECK(fused::io::to_f32_owned(*c.find("model.norm.weight"))[0] == 1.1015625f);

@@ -22,25 +22,20 @@
 
 #include <unistd.h>
 
+#include "load_error_of.hpp"
+
 namespace fs = std::filesystem;
 using fused::io::load_error;
 using fused::io::safetensors_file;
 using fused::io::tensor_data;
 using fused::runtime::weight_store;
 
+using fused_test::load_error_of;
+
 namespace {
 
 const fs::path tiny_mha = fs::path(FUSED_TEST_DATA) / "reference" / "tiny_mha" / "model.safetensors";
 
-// The message of the load_error `f` throws, or "no error".
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const load_error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // What weight_store::load reads of a plan's tensors: role, name, shape.
 struct plan_tensor {
@@ -163,7 +158,7 @@ TEST_CASE("an index that is not a JSON object with a non-empty weight_map object
   const std::string index = dir.index().string();
   const auto error_for = [&](const std::string& text) {
     write_text(dir.index(), text);
-    return error_of([&] { weight_store::load(dir.path, plan, false); });
+    return load_error_of([&] { weight_store::load(dir.path, plan, false); });
   };
   const std::string not_object = index + ": not a JSON object with a \"weight_map\" object";
   CHECK(error_for("{\"weight_map\": ") == not_object);
@@ -178,7 +173,7 @@ TEST_CASE("an index that is not a JSON object with a non-empty weight_map object
         index + ": weight_map[\"model.norm.weight\"] is not a file name");
 
   model_dir none("none");
-  CHECK(error_of([&] { weight_store::load(none.path, plan, false); }) ==
+  CHECK(load_error_of([&] { weight_store::load(none.path, plan, false); }) ==
         none.path.string() + ": neither model.safetensors nor model.safetensors.index.json is there");
 }
 
@@ -196,7 +191,7 @@ TEST_CASE("a shard name outside the model directory is refused before anything i
     CAPTURE(bad);
     map["model.embed_tokens.weight"] = bad;
     write_index(dir, map);
-    CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) ==
+    CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
           dir.index().string() + ": weight_map[\"model.embed_tokens.weight\"] names " + nlohmann::json(bad).dump() +
               ", which is not a file in the model directory");
   }
@@ -206,7 +201,7 @@ TEST_CASE("a shard name outside the model directory is refused before anything i
   for (auto& file : map)
     if (file == shard_file(0, 3)) file = "model..00001.safetensors";
   write_index(dir, map);
-  CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) == "no error");
+  CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) == "no error");
 }
 
 TEST_CASE("a shard that is missing or not a safetensors file is named with the tensor that maps to it") {
@@ -218,12 +213,12 @@ TEST_CASE("a shard that is missing or not a safetensors file is named with the t
 
   map["model.norm.weight"] = "model-00004-of-00003.safetensors";
   write_index(dir, map);
-  CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) ==
+  CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
         index + ": weight_map[\"model.norm.weight\"] names shard \"model-00004-of-00003.safetensors\": " +
             (dir.path / "model-00004-of-00003.safetensors").string() + ": cannot open: No such file or directory");
 
   write_text(dir.path / "model-00004-of-00003.safetensors", "12345");
-  CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) ==
+  CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
         index + ": weight_map[\"model.norm.weight\"] names shard \"model-00004-of-00003.safetensors\": " +
             (dir.path / "model-00004-of-00003.safetensors").string() +
             ": file is 5 bytes, shorter than the 8-byte header length of a safetensors file");
@@ -231,7 +226,7 @@ TEST_CASE("a shard that is missing or not a safetensors file is named with the t
   fs::create_directories(dir.path / "model-00004-of-00003.safetensors.d");
   map["model.norm.weight"] = "model-00004-of-00003.safetensors.d";
   write_index(dir, map);
-  CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) ==
+  CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
         index + ": weight_map[\"model.norm.weight\"] names shard \"model-00004-of-00003.safetensors.d\": " +
             (dir.path / "model-00004-of-00003.safetensors.d").string() + ": not a regular file");
 }
@@ -247,7 +242,7 @@ TEST_CASE("the map and the shards disagree: misplaced, ambiguous, missing, unuse
     REQUIRE(map["model.norm.weight"] != shard_file(0, 3));
     map["model.norm.weight"] = shard_file(0, 3);
     write_index(dir, map);
-    CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) ==
+    CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
           index + ": weight_map puts tensor \"model.norm.weight\" in \"model-00001-of-00003.safetensors\", which does "
                   "not contain it");
   }
@@ -255,7 +250,7 @@ TEST_CASE("the map and the shards disagree: misplaced, ambiguous, missing, unuse
     nlohmann::json map = write_three_shards(dir, source);
     map["lm_head.weight.extra"] = shard_file(2, 3);
     write_index(dir, map);
-    CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) ==
+    CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
           index + ": weight_map puts tensor \"lm_head.weight.extra\" in \"model-00003-of-00003.safetensors\", which "
                   "does not contain it");
   }
@@ -271,7 +266,7 @@ TEST_CASE("the map and the shards disagree: misplaced, ambiguous, missing, unuse
       }
     fused::io::write_safetensors(dir.path / shard_file(0, 3), first);
     write_index(dir, map);
-    CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) ==
+    CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
           index + ": tensor \"model.norm.weight\" is in two shards, \"model-00001-of-00003.safetensors\" and \"" +
               home + "\"; which one to load is ambiguous");
   }
@@ -284,7 +279,7 @@ TEST_CASE("the map and the shards disagree: misplaced, ambiguous, missing, unuse
     fused::io::write_safetensors(dir.path / "extra.safetensors",
                                  {{"model.norm.weight", fused::io::dtype::BF16, {64},
                                    std::span(source.find("model.norm.weight")->data, 128)}});
-    CHECK(error_of([&] { weight_store::load(dir.path, plan, false); }) ==
+    CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
           index + ": tensor \"model.norm.weight\" is in none of the 3 shards it lists; the config needs it with shape "
                   "[64]");
   }
@@ -295,7 +290,7 @@ TEST_CASE("the map and the shards disagree: misplaced, ambiguous, missing, unuse
     const std::string shard = (dir.path / shard_file(static_cast<int>(std::ranges::find_if(source.tensors(), [](const auto& t) {
                                                                          return t.name == "model.norm.weight";
                                                                        }) - source.tensors().begin()) % 3, 3)).string();
-    CHECK(error_of([&] { weight_store::load(dir.path, fewer, false); }) ==
+    CHECK(load_error_of([&] { weight_store::load(dir.path, fewer, false); }) ==
           shard + ": 1 unexpected tensor the config does not use: \"model.norm.weight\"");
   }
 }
@@ -304,6 +299,6 @@ TEST_CASE("one file: a missing tensor is still named by that file") {
   const safetensors_file source = safetensors_file::open(tiny_mha);
   std::vector<plan_tensor> plan = plan_of(source);
   plan.push_back({fused::role::weight, fused::text("model.extra.weight"), fused::shape(std::int64_t{4}, std::int64_t{2})});
-  CHECK(error_of([&] { weight_store::load(tiny_mha, plan, false); }) ==
+  CHECK(load_error_of([&] { weight_store::load(tiny_mha, plan, false); }) ==
         tiny_mha.string() + ": tensor \"model.extra.weight\" is missing; the config needs it with shape [4, 2]");
 }

@@ -54,13 +54,13 @@ static_assert(qwen3_all::plans::prefill.arena_bytes() == qwen3_all::plans::prefi
 
 std::string dir_of(const char* name) { return std::string(FUSED_TEST_DATA) + "/reference/" + name; }
 
-struct reference {
+struct reference_ids {
   std::vector<std::int32_t> input_ids, generated_ids;
 };
-reference load_reference(const std::string& dir) {
+reference_ids load_reference_ids(const std::string& dir) {
   std::ifstream in(dir + "/reference.json");
   const auto j = nlohmann::json::parse(in);
-  reference r;
+  reference_ids r;
   for (auto v : j["input_ids"]) r.input_ids.push_back(v.get<std::int32_t>());
   for (auto v : j["generated_ids"]) r.generated_ids.push_back(v.get<std::int32_t>());
   return r;
@@ -76,7 +76,7 @@ template <class Case, std::int64_t MaxTokens, std::int64_t Ctx, fused::decoder::
 void check_static_equals_runtime(std::size_t steps) {
   using st_model = typename Case::template static_model<typename Case::preset, MaxTokens, Ctx, O>;
   const std::string dir = dir_of(Case::dir);
-  const reference ref = load_reference(dir);
+  const reference_ids ref = load_reference_ids(dir);
   REQUIRE(ref.generated_ids.size() >= steps);
   fused::decoder::model rt(Case::entry, Case::preset::value, MaxTokens, Ctx, O);
   const auto w = fused::runtime::weight_store::load(dir, st_model::plans::prefill.tensors, true);

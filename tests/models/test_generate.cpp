@@ -26,7 +26,7 @@ struct loaded {
   std::vector<std::int32_t> prompt;  // the reference's input_ids
 };
 
-loaded load(const std::string& name) {
+loaded load_prompt(const std::string& name) {
   loaded l{std::string(FUSED_TEST_DATA) + "/reference/" + name, {}, {}};
   l.info = dec::load_hf_config(l.dir + "/config.json");
   const auto ref = fused::io::safetensors_file::open(l.dir + "/reference.safetensors");
@@ -90,7 +90,7 @@ generated program_ids(const loaded& l, std::int64_t n, const std::vector<int>& s
 }
 
 void check_family(const std::string& name) {
-  const loaded l = load(name);
+  const loaded l = load_prompt(name);
   const std::vector<int> eos = l.info.eos_token_ids;
   for (const std::int64_t n : {1, 2, 12}) {
     CAPTURE(n);
@@ -125,7 +125,7 @@ TEST_CASE("generation as one program: tiny_llama (llama3 RoPE) gives the session
 TEST_CASE("generation as one program: tiny_qwen3 (q/k norm) gives the session's greedy ids") { check_family("tiny_qwen3"); }
 
 TEST_CASE("generation as one program: bounds are refused with a sentence") {
-  const loaded l = load("tiny_a");
+  const loaded l = load_prompt("tiny_a");
   CHECK_THROWS_WITH_AS(dec::generation(*l.info.family, l.info.arch, {.max_new_tokens = 0, .stop_ids = {}}), doctest::Contains("1 .. 2^31-1"), fused::graph_error);
   CHECK_THROWS_WITH_AS(dec::generation(*l.info.family, l.info.arch, {.max_new_tokens = 4, .stop_ids = {1, 2, 3, 4, 5}}),
                        doctest::Contains("at most 4 stop ids"), fused::graph_error);

@@ -19,7 +19,7 @@
 
 namespace {
 
-struct reference {
+struct fp32_reference {
   fused::decoder::hf_model_info info;
   nlohmann::json meta;
   std::vector<std::int32_t> input_ids, generated_ids;
@@ -35,8 +35,8 @@ std::vector<std::int32_t> ids_of(const fused::io::tensor_view& t) {
   return out;
 }
 
-reference load(const std::string& name) {
-  reference r;
+fp32_reference load_fp32_reference(const std::string& name) {
+  fp32_reference r;
   r.dir = std::string(FUSED_TEST_DATA) + "/reference/" + name;
   r.info = fused::decoder::load_hf_config(r.dir + "/config.json");
   std::ifstream in(r.dir + "/reference.json");
@@ -59,18 +59,18 @@ double max_abs_diff(std::span<const float> a, std::span<const float> b) {
   return m;
 }
 
-fused::decoder::graph_options all_rows() {
+fused::decoder::graph_options every_row_logits() {
   fused::decoder::graph_options o;
   o.logits = fused::decoder::logits_rows::all;
   return o;
 }
 
 void check_model(const std::string& name) {
-  const reference ref = load(name);
+  const fp32_reference ref = load_fp32_reference(name);
   const auto T = static_cast<std::int64_t>(ref.input_ids.size());
   const auto N = static_cast<std::int64_t>(ref.generated_ids.size());
   const auto V = ref.info.arch.vocab_size;
-  fused::decoder::model m(*ref.info.family, ref.info.arch, T, T + N, all_rows());
+  fused::decoder::model m(*ref.info.family, ref.info.arch, T, T + N, every_row_logits());
   const auto w = fused::runtime::weight_store::load(ref.dir, m.tensors(), ref.info.arch.tie_word_embeddings);
   m.bind(w);
 
@@ -94,9 +94,9 @@ void check_model(const std::string& name) {
 
 // Debugging aid and a finer check: each layer's output and the final norm against transformers'.
 void check_layers(const std::string& name) {
-  const reference ref = load(name);
+  const fp32_reference ref = load_fp32_reference(name);
   const auto T = static_cast<std::int64_t>(ref.input_ids.size());
-  fused::decoder::model m(*ref.info.family, ref.info.arch, T, T, all_rows());
+  fused::decoder::model m(*ref.info.family, ref.info.arch, T, T, every_row_logits());
   const auto w = fused::runtime::weight_store::load(ref.dir, m.tensors(), ref.info.arch.tie_word_embeddings);
   m.bind(w);
   std::map<std::string, double> dev;
@@ -128,10 +128,10 @@ TEST_CASE("layer outputs follow the reference's (tiny_a, tiny_mha, tiny_llama, t
 TEST_CASE("tiny_a (GQA 4:2, tied) matches transformers within its bf16 yardstick") { check_model("tiny_a"); }
 TEST_CASE("tiny_mha (MHA) matches transformers within its bf16 yardstick") { check_model("tiny_mha"); }
 TEST_CASE("tiny_llama (Llama 3.1-style llama3 RoPE, untied) matches its reference within its bf16 yardstick") {
-  CHECK(load("tiny_llama").info.family->model_type == "llama");
+  CHECK(load_fp32_reference("tiny_llama").info.family->model_type == "llama");
   check_model("tiny_llama");
 }
 TEST_CASE("tiny_qwen3 (q/k norm, heads x head_dim != hidden) matches its reference within its bf16 yardstick") {
-  CHECK(load("tiny_qwen3").info.family->model_type == "qwen3");
+  CHECK(load_fp32_reference("tiny_qwen3").info.family->model_type == "qwen3");
   check_model("tiny_qwen3");
 }

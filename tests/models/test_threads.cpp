@@ -17,7 +17,7 @@ struct run_result {
 
 // Prefill 9 tokens, then 12 greedy decode steps, from a fresh model; `rounds` times over (reset
 // between), so that the two threads overlap for a while.
-run_result run(const std::string& name, int rounds) {
+run_result run_rounds(const std::string& name, int rounds) {
   const std::string dir = std::string(FUSED_TEST_DATA) + "/reference/" + name;
   const auto info = fused::decoder::load_hf_config(dir + "/config.json");
   fused::qwen2::model m(info.arch, 16, 32);
@@ -42,11 +42,11 @@ run_result run(const std::string& name, int rounds) {
 }  // namespace
 
 TEST_CASE("two models used from two threads at once give the logits each gives alone") {
-  const run_result alone_a = run("tiny_a", 1), alone_mha = run("tiny_mha", 1);
+  const run_result alone_a = run_rounds("tiny_a", 1), alone_mha = run_rounds("tiny_mha", 1);
   SUBCASE("different checkpoints") {
     run_result a, mha;
-    std::thread ta([&] { a = run("tiny_a", 20); });
-    std::thread tb([&] { mha = run("tiny_mha", 20); });
+    std::thread ta([&] { a = run_rounds("tiny_a", 20); });
+    std::thread tb([&] { mha = run_rounds("tiny_mha", 20); });
     ta.join();
     tb.join();
     CHECK(a.logits == alone_a.logits);
@@ -54,8 +54,8 @@ TEST_CASE("two models used from two threads at once give the logits each gives a
   }
   SUBCASE("the same checkpoint, one model per thread") {
     run_result first, second;
-    std::thread ta([&] { first = run("tiny_a", 20); });
-    std::thread tb([&] { second = run("tiny_a", 20); });
+    std::thread ta([&] { first = run_rounds("tiny_a", 20); });
+    std::thread tb([&] { second = run_rounds("tiny_a", 20); });
     ta.join();
     tb.join();
     CHECK(first.logits == alone_a.logits);

@@ -30,7 +30,7 @@ using nlohmann::json;
 
 namespace {
 
-const std::string config_file = std::string(FUSED_TEST_DATA) + "/configs/qwen2-0.5b.json";
+const std::string qwen2_0_5b_config = std::string(FUSED_TEST_DATA) + "/configs/qwen2-0.5b.json";
 
 // x (input, f32 [2, 8]) and w (weight, bf16 [8]); h = rms_norm(x, w); y = add(h, x) written in
 // place of h; y is the output. Names carry XML's special characters.
@@ -267,7 +267,7 @@ TEST_CASE("text and SVG of a hand-computed plan: escaped, balanced, one box per 
 }
 
 TEST_CASE("Qwen2-0.5B from config.json: the JSON stands on its own, in both modes") {
-  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
+  const auto cfg = fused::decoder::load_hf_config(qwen2_0_5b_config).arch;
   for (const auto& m : {fused::decoder::mode::prefill(512, 4096), fused::decoder::mode::decode(4096)}) {
     CAPTURE(fused::decoder::name_of(m.ph));
     const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, m);
@@ -296,7 +296,7 @@ TEST_CASE("Qwen2-0.5B from config.json: the JSON stands on its own, in both mode
 }
 
 TEST_CASE("Qwen2-0.5B from config.json: SVG and text show every buffer and step") {
-  const auto cfg = fused::decoder::load_hf_config(config_file).arch;
+  const auto cfg = fused::decoder::load_hf_config(qwen2_0_5b_config).arch;
   for (const auto& m : {fused::decoder::mode::prefill(512, 4096), fused::decoder::mode::decode(4096)}) {
     CAPTURE(fused::decoder::name_of(m.ph));
     const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, m);

@@ -20,7 +20,7 @@ using namespace fused;
 
 // t0 ids [$1] -> t2 x = embed(ids, t1 embed.weight) -> t4 h = rms_norm(x, t3 norm.weight)
 //   -> t6 y = linear(h, t5 w) (t7 y.work: its workspace) -> t8 z = add(x, y), the output.
-program chain() {
+program wired_chain() {
   graph_builder g;
   const auto ids = g.input({"ids"}, dtype::i32, shape(sym(1)));
   const auto x = g.apply(ops::embed, {ids, g.weight({"embed.weight"}, dtype::bf16, shape(16, 8))}, {}, {"x"});
@@ -49,13 +49,13 @@ std::string error_of(const program& p, const std::vector<wire_state>& w) {
 }  // namespace
 
 TEST_CASE("cut wire: a program with every feed bound runs") {
-  const program p = chain();
+  const program p = wired_chain();
   REQUIRE(p.ok());
   CHECK_NOTHROW(check_wires(p, all_bound(p)));
 }
 
 TEST_CASE("cut wire: a missing weight names the step, both inputs, the producer and the consumers") {
-  const program p = chain();
+  const program p = wired_chain();
   auto w = all_bound(p);
   w[5].bound = false;  // w
   CHECK(error_of(p, w) ==
@@ -66,7 +66,7 @@ TEST_CASE("cut wire: a missing weight names the step, both inputs, the producer 
 }
 
 TEST_CASE("cut wire: a weight of the wrong shape shows expected and actual") {
-  const program p = chain();
+  const program p = wired_chain();
   auto w = all_bound(p);
   w[3].actual = shape(16);  // norm.weight
   CHECK(error_of(p, w) ==
@@ -77,7 +77,7 @@ TEST_CASE("cut wire: a weight of the wrong shape shows expected and actual") {
 }
 
 TEST_CASE("cut wire: a missing input lists every consumer of the step's result") {
-  const program p = chain();
+  const program p = wired_chain();
   auto w = all_bound(p);
   w[0].bound = false;       // ids
   w[1].actual = shape(16, 8);  // embed.weight: right shape, reported as bound
@@ -89,7 +89,7 @@ TEST_CASE("cut wire: a missing input lists every consumer of the step's result")
 }
 
 TEST_CASE("cut wire: the report of the last step says its result is a program output") {
-  const program p = chain();
+  const program p = wired_chain();
   const auto w = all_bound(p);
   CHECK(cut_wire_report(p, 3, w) ==
         "cut wire at step 3 'add' -> 'z' (schedule position 3, level 4)\n"
@@ -99,7 +99,7 @@ TEST_CASE("cut wire: the report of the last step says its result is a program ou
 }
 
 TEST_CASE("cut wire: a runner that describes the wrong number of tensors") {
-  const program p = chain();
+  const program p = wired_chain();
   const std::vector<wire_state> w(3);
   CHECK(error_of(p, w) == "cut wire: the runner describes 3 tensors, the program has 9");
 }

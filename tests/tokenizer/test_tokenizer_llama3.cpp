@@ -27,7 +27,7 @@ const tokenizer& llama3_tiny() {
 
 // Checks every line of a reference_encodings.jsonl: ids, the tokens when given, and the decode.
 // Returns the number of lines.
-int check_reference(const tokenizer& tok, const std::string& path) {
+int check_llama3_reference(const tokenizer& tok, const std::string& path) {
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), path);
   int lines = 0;
@@ -52,7 +52,7 @@ int check_reference(const tokenizer& tok, const std::string& path) {
 }  // namespace
 
 TEST_CASE("Llama 3 tiny: reference encodings from @lenml/tokenizers") {
-  CHECK(check_reference(llama3_tiny(), tiny_dir + "/reference_encodings.jsonl") == 43);
+  CHECK(check_llama3_reference(llama3_tiny(), tiny_dir + "/reference_encodings.jsonl") == 43);
 }
 
 TEST_CASE("Llama 3 tiny: the regex's contractions and digit groups show in the ids") {
@@ -86,5 +86,5 @@ TEST_CASE("Llama 3 (Meta's tokenizer.json in ../shared): reference encodings fro
   }
   const auto tok = tokenizer::from_file(dir / "tokenizer.json");
   CHECK(tok.vocab_size() == 128256);
-  CHECK(check_reference(tok, (dir / "reference_encodings.jsonl").string()) > 0);
+  CHECK(check_llama3_reference(tok, (dir / "reference_encodings.jsonl").string()) > 0);
 }

@@ -21,7 +21,7 @@ namespace {
 
 const std::string sp_dir = std::string(FUSED_TEST_DATA) + "/tokenizer/sentencepiece_tiny";
 
-json read_json(const std::string& path) {
+json read_sp_json(const std::string& path) {
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), path);
   return json::parse(in);
@@ -35,7 +35,7 @@ std::string stream_decode(const tokenizer& tok, const std::vector<std::int32_t>&
 }
 
 // Every line of a reference file: ids, tokens, decode, and the stream decode adding up to it.
-int check_reference(const tokenizer& tok, const std::string& path) {
+int check_sentencepiece_reference(const tokenizer& tok, const std::string& path) {
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), path);
   int lines = 0;
@@ -59,7 +59,7 @@ int check_reference(const tokenizer& tok, const std::string& path) {
 
 // The message of loading the Llama 2 style file after `edit`.
 std::string load_error(const std::function<void(json&)>& edit) {
-  json j = read_json(sp_dir + "/tokenizer.json");
+  json j = read_sp_json(sp_dir + "/tokenizer.json");
   edit(j);
   try {
     (void)tokenizer::from_json(j.dump(), "sp.json");
@@ -73,7 +73,7 @@ std::string load_error(const std::function<void(json&)>& edit) {
 
 TEST_CASE("SentencePiece-style BPE, Llama 2 form (Prepend + Replace): reference encodings from @lenml/tokenizers") {
   const auto tok = tokenizer::from_file(sp_dir + "/tokenizer.json");
-  CHECK(check_reference(tok, sp_dir + "/reference_tokenizer.jsonl") == 31);
+  CHECK(check_sentencepiece_reference(tok, sp_dir + "/reference_tokenizer.jsonl") == 31);
   CHECK(tok.token_id("<0x0A>") == 13);
   CHECK(tok.decode_one(tok.token_id("<0x0A>")) == "\n");
   CHECK(tok.decode_one(tok.token_id("▁the")) == " the");
@@ -81,7 +81,7 @@ TEST_CASE("SentencePiece-style BPE, Llama 2 form (Prepend + Replace): reference 
 
 TEST_CASE("SentencePiece-style BPE, Mistral form (Metaspace, prepend_scheme first): reference encodings from @lenml/tokenizers") {
   const auto tok = tokenizer::from_file(sp_dir + "/tokenizer_metaspace.json");
-  CHECK(check_reference(tok, sp_dir + "/reference_tokenizer_metaspace.jsonl") == 31);
+  CHECK(check_sentencepiece_reference(tok, sp_dir + "/reference_tokenizer_metaspace.jsonl") == 31);
 }
 
 TEST_CASE("ByteFallback decode: a run of byte tokens that is not UTF-8 gives one U+FFFD per byte, in the stream too") {
