@@ -23,7 +23,6 @@
 
 namespace fs = std::filesystem;
 using fused::io::dtype;
-using fused::io::load_error;
 using fused::io::safetensors_file;
 using fused::io::safetensors_view;
 using fused::io::tensor_data;
@@ -34,7 +33,6 @@ namespace {
 
 const fs::path test_data = FUSED_TEST_DATA;
 const fs::path tiny_a = test_data / "reference" / "tiny_a";
-
 
 // A file with `header` as its JSON header (length field computed) followed by `data_bytes` zeros.
 std::vector<std::byte> craft(const std::string& header, std::size_t data_bytes = 0) {

@@ -25,7 +25,6 @@
 #include "load_error_of.hpp"
 
 namespace fs = std::filesystem;
-using fused::io::load_error;
 using fused::io::safetensors_file;
 using fused::io::tensor_data;
 using fused::runtime::weight_store;
@@ -35,7 +34,6 @@ using fused_test::load_error_of;
 namespace {
 
 const fs::path tiny_mha = fs::path(FUSED_TEST_DATA) / "reference" / "tiny_mha" / "model.safetensors";
-
 
 // What weight_store::load reads of a plan's tensors: role, name, shape.
 struct plan_tensor {
