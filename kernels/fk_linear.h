@@ -80,9 +80,9 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * of one 64-row block (L = 8), 21-25 GB/s on both K = 896 and K = 4864 shapes, where 8 adjacent rows at
  * a time (8 streams of one short row each, with a software prefetch of the next group) reached 12-13
  * GB/s for K = 896 rows (1.75 KiB) and 20-22 for K = 4864; slabs of a whole matrix (fk_gemv_bf16: one
- * range per thread), not of one block, read Qwen3-0.6B's decode GEMVs 1.06x faster again (paired
- * medians). Rows past the 8 slabs, and a range under 64 rows, take adjacent rows with the next group
- * prefetched. */
+ * range per thread), not of one block, read the decode GEMVs of Qwen2-0.5B, Qwen3-0.6B and
+ * Llama-3.2-1B 1.01-1.04x faster again (paired medians). Rows past the 8 slabs, and a range under 64
+ * rows, take adjacent rows with the next group prefetched. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
