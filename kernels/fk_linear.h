@@ -16,18 +16,19 @@
  *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero), in
  *      the workspace once per call or else into a 6-row stack tile shared by the item's panels; a 6 x 64
  *      register tile (24 zmm) accumulates with vdpbf16ps. M < 4 takes the GEMV row kernel instead.
- *    AMX-BF16 (M >= 16): the same VNNI panels (64 columns x 256 k, two per work item) are exactly the
- *      B-tile layout; A tiles load straight from the workspace (row stride K rounded up to 32), or from
- *      a 32-row stack tile rounded per item (no workspace, or a last block of fewer than 32 rows);
- *      2 x 2 C tiles of 16 x 16 f32 per 32 columns, kept in y between k chunks.
- *      NOT YET RUN ON AMX HARDWARE (the development machine has none); its logic is tested with the tile
- *      instructions emulated in software (FK_AMX_EMULATE, tests/kernels). See docs/history/PERFORMANCE-2026-11.md.
+ *    AMX-BF16 (M >= 16): a work item is up to 4 strips of 32 columns; per chunk of 256 k its strips are
+ *      packed into B tiles (16 k pairs x 16 columns, 1 KiB contiguous each); A tiles load straight from
+ *      the workspace (row stride K rounded up to 32), or from a 32-row stack tile rounded per item (no
+ *      workspace, or a last block of fewer than 32 rows); 2 x 2 C tiles of 16 x 16 f32 per strip, kept
+ *      in y between k chunks. Run and timed on a Xeon with AMX (fk__gemm_block_amx); the tile
+ *      instructions also have a software model (FK_AMX_EMULATE) that tests/kernels runs everywhere.
  *    AVX2 (M >= 4): W widened once per 64 columns x 256 k into f32 panels, a 6 x 16 register tile of f32
  *      FMAs with x unrounded (fk__gemm_block_avx2). M < 4 takes the GEMV row kernel.
  *    Scalar: the GEMV row kernel for every row of x.
- * Threads split the output columns in blocks of 64-column panels, never the reduction dimension: every y element is computed by one thread in one order, so results are bitwise
- * identical for any thread count. No heap: packed panels (64 KiB) and x tiles (<= 16 KiB) are
- * per-thread stack arrays (< 90 KiB in all). */
+ * Threads split the output columns in blocks of panels or strips, never the reduction dimension: every
+ * y element is computed by one thread in one order, so results are bitwise identical for any thread
+ * count. No heap: packed panels or strips (64 KiB) and x tiles (<= 32 KiB) are per-thread stack arrays
+ * (< 120 KiB in all). */
 #ifndef FK_LINEAR_H
 #define FK_LINEAR_H
 
@@ -40,8 +41,11 @@
 #define FK_LIN_MR 6   /* x rows per AVX-512 register tile */
 #define FK_LIN_MIN_M_DP 4   /* below this, GEMM uses the widening row kernel */
 #define FK_LIN_MIN_M_AMX 16 /* AMX needs a full A tile to pay off */
-#define FK_LIN_AMX_PANELS 4 /* AMX GEMM: at most this many 64-column panels per work item (4 x 32 KiB) */
-#define FK_LIN_AMX_ITEM 2   /* ... of which fk_gemm_bf16 uses up to this many (see docs/history/PERFORMANCE-2026-11.md) */
+#define FK_LIN_AMX_KC_MAX 512        /* AMX GEMM: the most k per packed chunk (sizes its stack arrays) */
+#define FK_LIN_AMX_STRIP_BYTES 65536 /* ... and the most bytes of packed strips per chunk: strips x kc x 64 */
+#define FK_LIN_AMX_MAX_STRIPS 8      /* ... and the most 32-column strips per work item */
+#define FK_LIN_AMX_STRIPS 4          /* what fk_gemm_bf16 uses: up to 4 strips per item, */
+#define FK_LIN_AMX_KC 256            /* 256 k per chunk (see fk__gemm_block_amx) */
 
 /* The optional workspace of fk_gemm_bf16: x rounded to bf16 once per call, row stride K rounded up to
  * 32 (one AMX tile row), zero padded. fk_gemm_bf16_work_bytes(M, K) is its size. */
@@ -544,32 +548,73 @@ FK_API void fk__amx_emu_dp(int c, int a, int b) {
       }
   memcpy(e->t[c], C, sizeof C);
 }
+FK_API void fk__amx_emu_zero(int t) {
+  fk__amx_emu_tiles* e = fk__amx_emu_tile(t, "tilezero: tile not configured");
+  memset(e->t[t], 0, sizeof e->t[t]);
+}
 #define FK_TILE_LOADCONFIG(cfg) fk__amx_emu_config(cfg)
 #define FK_TILE_LOADD(t, p, s) fk__amx_emu_load(t, p, (size_t)(s))
 #define FK_TILE_STORED(t, p, s) fk__amx_emu_store(t, p, (size_t)(s))
 #define FK_TILE_DPBF16PS(c, a, b) fk__amx_emu_dp(c, a, b)
 #define FK_TILE_RELEASE() fk__amx_emu_release()
+#define FK_TILE_ZERO(t) fk__amx_emu_zero(t)
 #else
 #define FK_TILE_LOADCONFIG(cfg) _tile_loadconfig(cfg)
 #define FK_TILE_LOADD(t, p, s) _tile_loadd(t, p, s)
 #define FK_TILE_STORED(t, p, s) _tile_stored(t, p, s)
 #define FK_TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
 #define FK_TILE_RELEASE() _tile_release()
+#define FK_TILE_ZERO(t) _tile_zero(t)
 #endif
 
-/* Tiles: 0..3 C (m-half i, n-half j -> 2i+j), 4..5 A (x rows 0-15, 16-31), 6..7 B (16 columns each);
- * every tile is 16 rows x 64 bytes. A work item is np (<= FK_LIN_AMX_PANELS) 64-column panels; per
- * 256-k chunk the panels are packed once; the A tiles come straight from xb (x rounded once per call by
- * fk__round_x_work) or, without it, from a 32-row tile converted once for all of the item's panels (x
- * then converted N / (64 np) times per GEMM: np trades that against thread balance).
- * C lives in y between chunks: a full 32 x 32 block is loaded and stored by the tile instructions
- * straight from y; the first chunk (bias or zero) and ragged edges go through a stack staging block. */
+/* strip[h][p][j] (u32) = {W[c0+16h+j][k0+2p], W[c0+16h+j][k0+2p+1]} for h < 2, p < kpad/2, j < 16: the
+ * two 16-column B tiles of a 32-column strip over one chunk, each tile 16 pairs x 64 bytes = 1 KiB
+ * contiguous; zero outside W (columns >= N, k >= k0 + kc), so padding contributes exactly 0. */
+FK_TARGET_AVX512 FK_API void fk__pack_w_strip(const uint16_t* W, size_t N, size_t K, size_t c0, size_t k0, size_t kc,
+                                              uint32_t* strip) {
+  const size_t kpad = (kc + 31) & ~(size_t)31;
+  for (size_t h = 0; h < 2; ++h)
+    for (size_t kb = 0; kb < kpad; kb += 32) {
+      __m512i r[16];
+      const size_t left = kc > kb ? kc - kb : 0;
+      const __mmask32 km = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
+      for (int i = 0; i < 16; ++i) {
+        const size_t n = c0 + h * 16 + (size_t)i;
+        r[i] = n < N ? _mm512_maskz_loadu_epi16(km, W + n * K + k0 + kb) : _mm512_setzero_si512();
+      }
+      fk__transpose16x16(r);
+      for (int p = 0; p < 16; ++p) _mm512_storeu_si512(strip + (h * (kpad / 2) + kb / 2 + (size_t)p) * 16, r[p]);
+    }
+}
+
+/* Columns [n0, n0 + 32 ns) as ns strips of 32 (ns <= FK_LIN_AMX_MAX_STRIPS), k in chunks of kc_max
+ * (a multiple of 32, <= FK_LIN_AMX_KC_MAX, ns * kc_max * 64 <= FK_LIN_AMX_STRIP_BYTES).
+ * Per chunk the item's strips are packed once (fk__pack_w_strip: every B tile 1 KiB contiguous) and
+ * each 32-row block of x then meets all of them: tiles 4, 5 = x rows 0-15, 16-31 (straight from xb,
+ * the rounded x, or a zero-padded stack copy for a last block of fewer rows or without xb), 6, 7 = a
+ * strip's two column halves, 0..3 = C (x half i, column half j -> 2i + j). C starts as a bias tile or
+ * tilezero and lives in y between chunks; full 32 x 32 blocks move by tile loads and stores straight
+ * from y, ragged ones through a stack block. Measured on a 16-core Xeon with AMX (paired, 1 thread;
+ * docs/PERFORMANCE.md): 1.5-2.5x the earlier kernel (64-column panels whose B tiles were spread over
+ * 4 KiB, C started by a scalar loop over a staging block) on [512x896]x[896x4864], 1.2-1.4x on
+ * [512x4864]x[4864x896]; 4 strips x 256 k beat 1-2 strips x 256-512 k and 8 x 128 on 1 thread. */
 FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
-                                             size_t N, const uint16_t* bias, float* y, size_t n0, size_t np) {
+                                             size_t N, const uint16_t* bias, float* y, size_t n0, size_t ns, size_t kc_max) {
   const size_t ldb = fk__work_ld(K);
-  uint32_t panel[FK_LIN_AMX_PANELS][FK_LIN_KC / 2 * FK_LIN_NB]; /* 32 KiB each: VNNI panels = the B-tile layout */
-  uint16_t xt[32 * FK_LIN_KC]; /* 16 KiB: 32 rows of x in bf16 = two A tiles */
-  float cb[32 * 32];           /* C staging block */
+  uint32_t strips[FK_LIN_AMX_STRIP_BYTES / 4];
+  uint16_t xt[32 * FK_LIN_AMX_KC_MAX]; /* 32 rows of x in bf16 = two A tiles */
+  float cb[32 * 32];                   /* C staging block for ragged edges */
+  float bias_tile[FK_LIN_AMX_MAX_STRIPS][2][16 * 16]; /* each row: the bias of a column half */
+  size_t nstrips = 0;
+  while (nstrips < ns && n0 + nstrips * 32 < N) ++nstrips;
+  if (bias)
+    for (size_t s = 0; s < nstrips; ++s)
+      for (size_t h = 0; h < 2; ++h)
+        for (size_t c = 0; c < 16; ++c) {
+          const size_t n = n0 + s * 32 + h * 16 + c;
+          const float v = n < N ? fk_bf16_to_f32_1(bias[n]) : 0.0f;
+          for (size_t r = 0; r < 16; ++r) bias_tile[s][h][r * 16 + c] = v;
+        }
   fk__amx_tilecfg cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.palette_id = 1;
@@ -579,45 +624,49 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
   }
   FK_TILE_LOADCONFIG(&cfg);
   const int ldy = (int)(N * sizeof(float));
-  for (size_t k0 = 0; k0 < K; k0 += FK_LIN_KC) {
-    const size_t kc = K - k0 < FK_LIN_KC ? K - k0 : FK_LIN_KC, kpad = (kc + 31) & ~(size_t)31;
-    const int first = k0 == 0;
-    for (size_t h = 0; h < np && n0 + h * FK_LIN_NB < N; ++h) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
+  for (size_t k0 = 0; k0 < K; k0 += kc_max) {
+    const size_t kc = K - k0 < kc_max ? K - k0 : kc_max, kpad = (kc + 31) & ~(size_t)31, strip_u32 = kpad * 16;
+    for (size_t s = 0; s < nstrips; ++s) fk__pack_w_strip(W, N, K, n0 + s * 32, k0, kc, strips + s * strip_u32);
     for (size_t m0 = 0; m0 < M; m0 += 32) {
       const size_t mr = M - m0 < 32 ? M - m0 : 32;
-      /* A tiles straight from the rounded x (work given) when all 32 rows exist; else a padded stack copy */
       const int in_place = xb && mr == 32;
       const uint16_t* xa = in_place ? xb + m0 * ldb + k0 : xt;
-      const int lda = (int)((in_place ? ldb : kpad) * 2);
+      const size_t lda = in_place ? ldb : kpad; /* in bf16 elements */
       if (!in_place) fk__pack_x_bf16(x, K, m0, mr, 32, k0, kc, xt, kpad);
-      for (size_t q = 0; q < 2 * np; ++q) { /* 32-column quarter q of the item */
-        const size_t c0 = n0 + q * 32;
-        if (c0 >= N) break;
-        const size_t nc = N - c0 < 32 ? N - c0 : 32;
-        const uint32_t* pq = panel[q / 2] + (q % 2) * 32;
+      for (size_t s = 0; s < nstrips; ++s) {
+        const size_t c0 = n0 + s * 32, nc = N - c0 < 32 ? N - c0 : 32;
+        const uint32_t* b0 = strips + s * strip_u32;
+        const uint32_t* b1 = b0 + kpad / 2 * 16;
         float* yb = y + m0 * N + c0;
         const int direct = mr == 32 && nc == 32; /* a whole 32 x 32 block of y */
-        if (direct && !first) {
+        if (k0 == 0 && bias) {
+          FK_TILE_LOADD(0, bias_tile[s][0], 64);
+          FK_TILE_LOADD(1, bias_tile[s][1], 64);
+          FK_TILE_LOADD(2, bias_tile[s][0], 64);
+          FK_TILE_LOADD(3, bias_tile[s][1], 64);
+        } else if (k0 == 0) {
+          FK_TILE_ZERO(0);
+          FK_TILE_ZERO(1);
+          FK_TILE_ZERO(2);
+          FK_TILE_ZERO(3);
+        } else if (direct) {
           FK_TILE_LOADD(0, yb, ldy);
           FK_TILE_LOADD(1, yb + 16, ldy);
           FK_TILE_LOADD(2, yb + 16 * N, ldy);
           FK_TILE_LOADD(3, yb + 16 * N + 16, ldy);
         } else {
           for (size_t r = 0; r < 32; ++r)
-            for (size_t c = 0; c < 32; ++c)
-              cb[r * 32 + c] = r >= mr || c >= nc ? 0.0f
-                               : first            ? (bias ? fk_bf16_to_f32_1(bias[c0 + c]) : 0.0f)
-                                                  : yb[r * N + c];
+            for (size_t c = 0; c < 32; ++c) cb[r * 32 + c] = r < mr && c < nc ? yb[r * N + c] : 0.0f;
           FK_TILE_LOADD(0, cb, 128);
           FK_TILE_LOADD(1, cb + 16, 128);
           FK_TILE_LOADD(2, cb + 16 * 32, 128);
           FK_TILE_LOADD(3, cb + 16 * 32 + 16, 128);
         }
         for (size_t kk = 0; kk < kpad; kk += 32) {
-          FK_TILE_LOADD(4, xa + kk, lda);
-          FK_TILE_LOADD(5, xa + 16 * (size_t)(lda / 2) + kk, lda);
-          FK_TILE_LOADD(6, pq + (kk / 2) * FK_LIN_NB, FK_LIN_NB * 4);
-          FK_TILE_LOADD(7, pq + (kk / 2) * FK_LIN_NB + 16, FK_LIN_NB * 4);
+          FK_TILE_LOADD(4, xa + kk, (int)(lda * 2));
+          FK_TILE_LOADD(5, xa + 16 * lda + kk, (int)(lda * 2));
+          FK_TILE_LOADD(6, b0 + kk / 2 * 16, 64);
+          FK_TILE_LOADD(7, b1 + kk / 2 * 16, 64);
           FK_TILE_DPBF16PS(0, 4, 6);
           FK_TILE_DPBF16PS(1, 4, 7);
           FK_TILE_DPBF16PS(2, 5, 6);
@@ -726,9 +775,10 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K * (double)M);
 #if FK_X86
   if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
-    const size_t np = fk__panels_per_item(nb, nt, FK_LIN_AMX_ITEM), items = (nb + np - 1) / np;
+    const size_t S = (N + 31) / 32; /* 32-column strips */
+    const size_t ns = fk__panels_per_item(S, nt, FK_LIN_AMX_STRIPS), items = (S + ns - 1) / ns;
     FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * ns * 32, ns, FK_LIN_AMX_KC);
     return;
   }
   if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {

@@ -259,7 +259,7 @@ TEST_CASE("gemm: every path, M across tile tails, odd K and N") {
   });
 }
 
-TEST_CASE("amx gemm: 1 to FK_LIN_AMX_PANELS panels per work item give the same bits") {
+TEST_CASE("amx gemm: strips per work item and k per chunk never change a bit") {
 #if FK_X86
   if (!fk_isa_force(FK_ISA_AMX)) {
     MESSAGE("skipping: this CPU/OS lacks AMX (detected: " << std::string(fk_isa_name(fk_isa_detect())) << ")");
@@ -267,23 +267,32 @@ TEST_CASE("amx gemm: 1 to FK_LIN_AMX_PANELS panels per work item give the same b
   }
   threads_guard tg;
   fk_set_threads(1);
-  const std::size_t M = 37, K = 300, N = 7 * 64 + 13, nb = (N + 63) / 64;
+  // ragged everywhere: a last x block of 5 rows, a last strip of 13 columns, k chunks ending mid-tile
+  const std::size_t M = 37, K = 600, N = 7 * 64 + 13, S = (N + 31) / 32;
   unaligned<float> x(M * K);
   unaligned<uint16_t> W(N * K), bias(N);
   fill_f32(x.data(), M * K);
   fill_bf16(W.data(), N * K);
   fill_bf16(bias.data(), N);
-  std::vector<float> want(M * N);
-  fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), want.data(), nullptr);  // fk_gemm_bf16's own item size
+  std::vector<float> want(M * N), want_no_bias(M * N);  // fk_gemm_bf16's own item size and chunk
+  fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), want.data(), nullptr);
+  fk_gemm_bf16(x.data(), M, K, W.data(), N, nullptr, want_no_bias.data(), nullptr);
   std::vector<uint16_t> work(fk_gemm_bf16_work_bytes(M, K) / 2);
   fk__round_x_work(x.data(), M, K, work.data());
-  for (std::size_t np = 1; np <= FK_LIN_AMX_PANELS; ++np)
-    for (const uint16_t* xb : {static_cast<const uint16_t*>(nullptr), static_cast<const uint16_t*>(work.data())}) {
-      std::vector<float> y(M * N, NAN);
-      for (std::size_t b = 0; b * np < nb; ++b) fk__gemm_block_amx(x.data(), xb, M, K, W.data(), N, bias.data(), y.data(), b * np * 64, np);
-      INFO("panels per item: " << np << (xb ? ", x rounded beforehand" : ", x rounded per item"));
-      CHECK(std::memcmp(y.data(), want.data(), y.size() * 4) == 0);
-    }
+  struct shape {
+    std::size_t strips, kc;
+  };
+  for (const shape sh : {shape{1, 32}, shape{1, 512}, shape{2, 256}, shape{3, 160}, shape{4, 256}, shape{FK_LIN_AMX_MAX_STRIPS, 128}})
+    for (const uint16_t* xb : {static_cast<const uint16_t*>(nullptr), static_cast<const uint16_t*>(work.data())})
+      for (const uint16_t* b : {static_cast<const uint16_t*>(bias.data()), static_cast<const uint16_t*>(nullptr)}) {
+        REQUIRE(sh.strips * sh.kc * 64 <= FK_LIN_AMX_STRIP_BYTES);
+        std::vector<float> y(M * N, NAN);
+        for (std::size_t i = 0; i * sh.strips < S; ++i)
+          fk__gemm_block_amx(x.data(), xb, M, K, W.data(), N, b, y.data(), i * sh.strips * 32, sh.strips, sh.kc);
+        INFO("strips per item: " << sh.strips << ", k per chunk: " << sh.kc << (xb ? ", x rounded beforehand" : ", x rounded per item")
+                                 << (b ? ", bias" : ", no bias"));
+        CHECK(std::memcmp(y.data(), (b ? want : want_no_bias).data(), y.size() * 4) == 0);
+      }
   fk_isa_force(fk_isa_detect());
 #endif
 }

@@ -259,21 +259,25 @@ int run(const options& o) {
     if (fk_isa_detect() >= FK_ISA_AMX) {
       gemm_case(FK_ISA_AMX, "gemm [512x896]x[896x4864] amx", [&] { return peak_gflops(nt, 1000000, peak_amx_flops); },
                 "tdpbf16ps peak");
-      // study: panels per AMX work item (with the workspace: x rounded once per call, then read in
-      // place). The item's W panels are packed once; fk_gemm_bf16 uses up to FK_LIN_AMX_ITEM per item.
+      // study: strips per AMX work item and k per chunk (with the workspace: x rounded once per call,
+      // then read in place); fk_gemm_bf16 uses FK_LIN_AMX_STRIPS and FK_LIN_AMX_KC.
+      struct amx_shape {
+        std::size_t strips, kc;
+      };
       if (study && fk_isa_force(FK_ISA_AMX))
-        for (const std::size_t np : {std::size_t{1}, std::size_t{FK_LIN_AMX_PANELS}}) {
-          const std::size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB, items = (nb + np - 1) / np;
+        for (const amx_shape sh : {amx_shape{1, 256}, amx_shape{1, 512}, amx_shape{2, 256}, amx_shape{4, 128}, amx_shape{4, 256}}) {
+          const std::size_t S = (N + 31) / 32, items = (S + sh.strips - 1) / sh.strips;
           auto items_pass = [&] {
             fk__round_x_work(x.data(), M, K, work.data());
             BENCH_OMP(omp parallel for schedule(static) num_threads(nt))
             for (std::size_t b = 0; b < items; ++b)
-              fk__gemm_block_amx(x.data(), work.data(), M, K, big.data(), N, nullptr, y.data(), b * np * FK_LIN_NB, np);
+              fk__gemm_block_amx(x.data(), work.data(), M, K, big.data(), N, nullptr, y.data(), b * sh.strips * 32, sh.strips, sh.kc);
           };
           items_pass();
           const auto [pk, gf] = paired(reps, [&] { return peak_gflops(nt, 1000000, peak_amx_flops); },
                                        [&] { return flops / seconds(items_pass) / 1e9; });
-          cases.push_back({"study: gemm amx, " + std::to_string(np) + " panel(s) per item", nt, gf, "GFLOP/s", pk, "tdpbf16ps peak"});
+          cases.push_back({"study: gemm amx, " + std::to_string(sh.strips) + " strip(s) x " + std::to_string(sh.kc) + " k", nt, gf,
+                           "GFLOP/s", pk, "tdpbf16ps peak"});
         }
     } else {
       note("gemm amx: skipped, this CPU/OS lacks AMX-BF16 (or the kernel refused tile permission)");
