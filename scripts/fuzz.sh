@@ -9,7 +9,7 @@
 # A crashing input is kept as build-fuzz/crashes/<harness>/crash-*; reproduce it with
 #   build-fuzz/tests/fuzz/<harness> build-fuzz/crashes/<harness>/crash-...
 # Exits non-zero if any harness found a problem. CXX / CC override the compilers,
-# FUSED_FUZZ_JOBS the build parallelism (default 2).
+# FUSED_FUZZ_JOBS the build parallelism and how many harnesses run at once (default 2).
 set -euo pipefail
 
 seconds=${1:-60}
@@ -49,11 +49,11 @@ for src in "$root"/tests/fuzz/fuzz_*.cpp; do
 done
 cmake --build "$build" -j "${FUSED_FUZZ_JOBS:-2}" --target "${harnesses[@]}"
 
-failed=()
-for harness in "${harnesses[@]}"; do
+# Each harness is one process on one core: run FUSED_FUZZ_JOBS (default 2) at a time, each into its
+# own log, printed in harness order once all have ended. Each still gets `seconds` of its own.
+run_one() {  # harness log
+  local harness=$1 log=$2 corpus i=0 name options
   corpus=$(mktemp -d)
-  trap 'rm -rf "$corpus"' EXIT
-  i=0
   for seed in $(seeds_for "$harness"); do  # numbered: several seeds are called config.json
     cp "$seed" "$corpus/$((i++))-$(basename "$seed")"
   done
@@ -62,12 +62,26 @@ for harness in "${harnesses[@]}"; do
   options=(-max_total_time="$seconds" -timeout=10 -print_final_stats=1 $(options_for "$harness"))
   if [[ -f $root/tests/fuzz/$name.dict ]]; then options+=(-dict="$root/tests/fuzz/$name.dict"); fi
   mkdir -p "$build/crashes/$harness"
-  echo "== $harness: ${seconds}s, $(ls "$corpus" | wc -l) seeds"
-  if ! "$build/tests/fuzz/$harness" "${options[@]}" -artifact_prefix="$build/crashes/$harness/" "$corpus"; then
-    failed+=("$harness")
-  fi
+  local status=0
+  { echo "== $harness: ${seconds}s, $(ls "$corpus" | wc -l) seeds"
+    "$build/tests/fuzz/$harness" "${options[@]}" -artifact_prefix="$build/crashes/$harness/" "$corpus" 2>&1 || status=$?
+    echo "exit $status"; } > "$log"
   rm -rf "$corpus"
+  return $status
+}
+
+logs=$build/fuzz-logs
+rm -rf "$logs" && mkdir -p "$logs"
+pids=() failed=()
+for harness in "${harnesses[@]}"; do
+  while (( $(jobs -rp | wc -l) >= ${FUSED_FUZZ_JOBS:-2} )); do wait -n || true; done
+  run_one "$harness" "$logs/$harness.log" &
+  pids+=($!)
 done
+for i in "${!harnesses[@]}"; do
+  wait "${pids[$i]}" || failed+=("${harnesses[$i]}")
+done
+for harness in "${harnesses[@]}"; do cat "$logs/$harness.log"; done
 
 if (( ${#failed[@]} )); then
   echo "fuzz.sh: FAILED: ${failed[*]} (inputs in $build/crashes/)" >&2
