@@ -336,23 +336,26 @@ FK_TARGET_AVX512 FK_API void fk__rows_avx512(const float* x, size_t M, size_t K,
 }
 
 /* ---- AVX-512 BF16 GEMM ------------------------------------------------------------------------- */
+/* out[p * ld + j] (u32) = {W[n + j][k + 2p], W[n + j][k + 2p + 1]} for p, j < 16: 32 k of 16 rows of W
+ * as 16 VNNI pair rows (a 16 x 16 32-bit transpose); rows >= N and k past `left` read as 0. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__vnni_16x32(const uint16_t* W, size_t N, size_t K, size_t n, size_t k,
+                                                                    size_t left, uint32_t* out, size_t ld) {
+  __m512i r[16];
+  const __mmask32 km = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
+  for (int i = 0; i < 16; ++i)
+    r[i] = n + (size_t)i < N ? _mm512_maskz_loadu_epi16(km, W + (n + (size_t)i) * K + k) : _mm512_setzero_si512();
+  fk__transpose16x16(r);
+  for (int p = 0; p < 16; ++p) _mm512_storeu_si512(out + (size_t)p * ld, r[p]);
+}
+
 /* panel[p][c] (u32) = {W[n0+c][k0+2p], W[n0+c][k0+2p+1]} for p < FK_LIN_KC/2, c < 64; zero outside
  * W (rows >= N, k >= k0+kc), so padded columns and pairs contribute exactly 0. */
 FK_TARGET_AVX512 FK_API void fk__pack_w_vnni(const uint16_t* W, size_t N, size_t K, size_t n0, size_t k0, size_t kc,
                                              uint32_t* panel) {
   const size_t kpad = (kc + 31) & ~(size_t)31;
   for (size_t s = 0; s < FK_LIN_NB / 16; ++s)
-    for (size_t kb = 0; kb < kpad; kb += 32) {
-      __m512i r[16];
-      const size_t left = kc > kb ? kc - kb : 0;
-      const __mmask32 km = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
-      for (int i = 0; i < 16; ++i) {
-        const size_t n = n0 + s * 16 + (size_t)i;
-        r[i] = n < N ? _mm512_maskz_loadu_epi16(km, W + n * K + k0 + kb) : _mm512_setzero_si512();
-      }
-      fk__transpose16x16(r);
-      for (int i = 0; i < 16; ++i) _mm512_storeu_si512(panel + (kb / 2 + (size_t)i) * FK_LIN_NB + s * 16, r[i]);
-    }
+    for (size_t kb = 0; kb < kpad; kb += 32)
+      fk__vnni_16x32(W, N, K, n0 + s * 16, k0 + kb, kc > kb ? kc - kb : 0, panel + kb / 2 * FK_LIN_NB + s * 16, FK_LIN_NB);
 }
 
 /* rows x[m0 .. m0+mr) k [k0, k0+kc) -> bf16 tile t[rows][ldt], zero padded to ldt (a multiple of 32).
@@ -574,17 +577,8 @@ FK_TARGET_AVX512 FK_API void fk__pack_w_strip(const uint16_t* W, size_t N, size_
                                               uint32_t* strip) {
   const size_t kpad = (kc + 31) & ~(size_t)31;
   for (size_t h = 0; h < 2; ++h)
-    for (size_t kb = 0; kb < kpad; kb += 32) {
-      __m512i r[16];
-      const size_t left = kc > kb ? kc - kb : 0;
-      const __mmask32 km = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
-      for (int i = 0; i < 16; ++i) {
-        const size_t n = c0 + h * 16 + (size_t)i;
-        r[i] = n < N ? _mm512_maskz_loadu_epi16(km, W + n * K + k0 + kb) : _mm512_setzero_si512();
-      }
-      fk__transpose16x16(r);
-      for (int p = 0; p < 16; ++p) _mm512_storeu_si512(strip + (h * (kpad / 2) + kb / 2 + (size_t)p) * 16, r[p]);
-    }
+    for (size_t kb = 0; kb < kpad; kb += 32)
+      fk__vnni_16x32(W, N, K, c0 + h * 16, k0 + kb, kc > kb ? kc - kb : 0, strip + (h * (kpad / 2) + kb / 2) * 16, 16);
 }
 
 /* Columns [n0, n0 + 32 ns) as ns strips of 32 (ns <= FK_LIN_AMX_MAX_STRIPS), k in chunks of kc_max
