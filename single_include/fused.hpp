@@ -9182,7 +9182,8 @@ FK_TARGET_AVX512 FK_API void fk__pack_w_strip(const uint16_t* W, size_t N, size_
  * from y, ragged ones through a stack block. Measured on a 16-core Xeon with AMX (paired, 1 thread;
  * docs/PERFORMANCE.md): 1.5-2.5x the earlier kernel (64-column panels whose B tiles were spread over
  * 4 KiB, C started by a scalar loop over a staging block) on [512x896]x[896x4864], 1.2-1.4x on
- * [512x4864]x[4864x896]; 4 strips x 256 k beat 1-2 strips x 256-512 k and 8 x 128 on 1 thread. */
+ * [512x4864]x[4864x896]. Of 1, 2, 4 and 8 strips x 512-128 k, 4 x 256 was the most consistent on 1
+ * thread (docs/history/PERFORMANCE-2026-11.md). */
 FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
                                              size_t N, const uint16_t* bias, float* y, size_t n0, size_t ns, size_t kc_max) {
   const size_t ldb = fk__work_ld(K);
