@@ -8632,7 +8632,8 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
 #define FK_LIN_MR 6   /* x rows per AVX-512 register tile */
 #define FK_LIN_MIN_M_DP 4   /* below this, GEMM uses the widening row kernel */
 #define FK_LIN_MIN_M_AMX 16 /* AMX needs a full A tile to pay off */
-#define FK_LIN_AMX_KC_MAX 512        /* AMX GEMM: the most k per packed chunk (sizes its stack arrays) */
+#define FK_LIN_AMX_STRIP 32          /* AMX GEMM: output columns per packed strip (two 16-column B tiles) */
+#define FK_LIN_AMX_KC_MAX 512        /* ... the most k per packed chunk (sizes its stack arrays) */
 #define FK_LIN_AMX_STRIP_BYTES 65536 /* ... and the most bytes of packed strips per chunk: strips x kc x 64 */
 #define FK_LIN_AMX_MAX_STRIPS 8      /* ... and the most 32-column strips per work item */
 #define FK_LIN_AMX_STRIPS 4          /* what fk_gemm_bf16 uses: up to 4 strips per item, */
@@ -9361,10 +9362,10 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K * (double)M);
 #if FK_X86
   if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
-    const size_t S = (N + 31) / 32; /* 32-column strips */
+    const size_t S = (N + FK_LIN_AMX_STRIP - 1) / FK_LIN_AMX_STRIP;
     const size_t ns = fk__panels_per_item(S, nt, FK_LIN_AMX_STRIPS), items = (S + ns - 1) / ns;
     FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * ns * 32, ns, FK_LIN_AMX_KC);
+    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * ns * FK_LIN_AMX_STRIP, ns, FK_LIN_AMX_KC);
     return;
   }
   if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {

@@ -268,7 +268,7 @@ TEST_CASE("amx gemm: strips per work item and k per chunk never change a bit") {
   threads_guard tg;
   fk_set_threads(1);
   // ragged everywhere: a last x block of 5 rows, a last strip of 13 columns, k chunks ending mid-tile
-  const std::size_t M = 37, K = 600, N = 7 * 64 + 13, S = (N + 31) / 32;
+  const std::size_t M = 37, K = 600, N = 7 * 64 + 13, S = (N + FK_LIN_AMX_STRIP - 1) / FK_LIN_AMX_STRIP;
   unaligned<float> x(M * K);
   unaligned<uint16_t> W(N * K), bias(N);
   fill_f32(x.data(), M * K);
@@ -288,7 +288,7 @@ TEST_CASE("amx gemm: strips per work item and k per chunk never change a bit") {
         REQUIRE(sh.strips * sh.kc * 64 <= FK_LIN_AMX_STRIP_BYTES);
         std::vector<float> y(M * N, NAN);
         for (std::size_t i = 0; i * sh.strips < S; ++i)
-          fk__gemm_block_amx(x.data(), xb, M, K, W.data(), N, b, y.data(), i * sh.strips * 32, sh.strips, sh.kc);
+          fk__gemm_block_amx(x.data(), xb, M, K, W.data(), N, b, y.data(), i * sh.strips * FK_LIN_AMX_STRIP, sh.strips, sh.kc);
         INFO("strips per item: " << sh.strips << ", k per chunk: " << sh.kc << (xb ? ", x rounded beforehand" : ", x rounded per item")
                                  << (b ? ", bias" : ", no bias"));
         CHECK(std::memcmp(y.data(), (b ? want : want_no_bias).data(), y.size() * 4) == 0);

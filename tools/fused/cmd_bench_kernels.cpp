@@ -266,12 +266,12 @@ int run(const options& o) {
       };
       if (study && fk_isa_force(FK_ISA_AMX))
         for (const amx_shape sh : {amx_shape{1, 256}, amx_shape{1, 512}, amx_shape{2, 256}, amx_shape{4, 128}, amx_shape{4, 256}}) {
-          const std::size_t S = (N + 31) / 32, items = (S + sh.strips - 1) / sh.strips;
+          const std::size_t S = (N + FK_LIN_AMX_STRIP - 1) / FK_LIN_AMX_STRIP, items = (S + sh.strips - 1) / sh.strips;
           auto items_pass = [&] {
             fk__round_x_work(x.data(), M, K, work.data());
             BENCH_OMP(omp parallel for schedule(static) num_threads(nt))
             for (std::size_t b = 0; b < items; ++b)
-              fk__gemm_block_amx(x.data(), work.data(), M, K, big.data(), N, nullptr, y.data(), b * sh.strips * 32, sh.strips, sh.kc);
+              fk__gemm_block_amx(x.data(), work.data(), M, K, big.data(), N, nullptr, y.data(), b * sh.strips * FK_LIN_AMX_STRIP, sh.strips, sh.kc);
           };
           items_pass();
           const auto [pk, gf] = paired(reps, [&] { return peak_gflops(nt, 1000000, peak_amx_flops); },
