@@ -20,8 +20,9 @@
  *      packed into B tiles (16 k pairs x 16 columns, 1 KiB contiguous each); A tiles load straight from
  *      the workspace (row stride K rounded up to 32), or from a 32-row stack tile rounded per item (no
  *      workspace, or a last block of fewer than 32 rows); 2 x 2 C tiles of 16 x 16 f32 per strip, kept
- *      in y between k chunks. Run and timed on a Xeon with AMX (fk__gemm_block_amx); the tile
- *      instructions also have a software model (FK_AMX_EMULATE) that tests/kernels runs everywhere.
+ *      in y between k chunks; the W rows of the next chunk are prefetched into L2 while the tiles work.
+ *      Run and timed on a Xeon with AMX (fk__gemm_block_amx); the tile instructions also have a
+ *      software model (FK_AMX_EMULATE) that tests/kernels runs everywhere.
  *    AVX2 (M >= 4): W widened once per 64 columns x 256 k into f32 panels, a 6 x 16 register tile of f32
  *      FMAs with x unrounded (fk__gemm_block_avx2). M < 4 takes the GEMV row kernel.
  *    Scalar: the GEMV row kernel for every row of x.
@@ -47,6 +48,7 @@
 #define FK_LIN_AMX_MAX_STRIPS 8      /* ... and the most 32-column strips per work item */
 #define FK_LIN_AMX_STRIPS 4          /* what fk_gemm_bf16 uses: up to 4 strips per item, */
 #define FK_LIN_AMX_KC 256            /* 256 k per chunk (see fk__gemm_block_amx) */
+#define FK_LIN_AMX_PREFETCH_MAX 4    /* the most W lines prefetched per k step (see fk__gemm_block_amx) */
 
 /* The optional workspace of fk_gemm_bf16: x rounded to bf16 once per call, row stride K rounded up to
  * 32 (one AMX tile row), zero padded. fk_gemm_bf16_work_bytes(M, K) is its size. */
@@ -623,6 +625,16 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
   for (size_t k0 = 0; k0 < K; k0 += kc_max) {
     const size_t kc = K - k0 < kc_max ? K - k0 : kc_max, kpad = (kc + 31) & ~(size_t)31, strip_u32 = kpad * 16;
     for (size_t s = 0; s < nstrips; ++s) fk__pack_w_strip(W, N, K, n0 + s * 32, k0, kc, strips + s * strip_u32);
+    /* The W rows the next packing reads (this item's next chunk, else the next item's first), brought
+     * into L2 a few lines per k step while the tiles work: the packing otherwise waits on DRAM
+     * (docs/PERFORMANCE.md). Where a step would need more than FK_LIN_AMX_PREFETCH_MAX lines (few rows
+     * of x), the prefetches cost more than they hide. */
+    const size_t pf_k0 = k0 + kc_max < K ? k0 + kc_max : 0, pf_n0 = pf_k0 ? n0 : n0 + ns * 32;
+    const size_t pf_cols = (pf_k0 ? nstrips : ns) * 32, pf_rows = pf_n0 >= N ? 0 : N - pf_n0 < pf_cols ? N - pf_n0 : pf_cols;
+    const size_t pf_kc = K - pf_k0 < kc_max ? K - pf_k0 : kc_max, pf_row_lines = (pf_kc * sizeof(uint16_t) + 63) / 64;
+    const size_t k_steps = (M + 31) / 32 * nstrips * (kpad / 32);
+    const size_t pf_per_step = (pf_rows * pf_row_lines + k_steps - 1) / k_steps;
+    size_t pf_row = pf_per_step <= FK_LIN_AMX_PREFETCH_MAX ? 0 : pf_rows, pf_line = 0;
     for (size_t m0 = 0; m0 < M; m0 += 32) {
       const size_t mr = M - m0 < 32 ? M - m0 : 32;
       const int in_place = xb && mr == 32;
@@ -667,6 +679,10 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
           FK_TILE_DPBF16PS(1, 4, 7);
           FK_TILE_DPBF16PS(2, 5, 6);
           FK_TILE_DPBF16PS(3, 5, 7);
+          for (size_t i = 0; i < pf_per_step && pf_row < pf_rows; ++i) {
+            _mm_prefetch((const char*)(W + (pf_n0 + pf_row) * K + pf_k0) + pf_line * 64, _MM_HINT_T1);
+            if (++pf_line == pf_row_lines) pf_line = 0, ++pf_row;
+          }
         }
         if (direct) {
           FK_TILE_STORED(0, yb, ldy);

@@ -2,6 +2,7 @@
 // GEMV/GEMM, RoPE, argmax, sampling; thread-count invariance; the C11 build.
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <numeric>
 
 #include "kernel_test_util.hpp"
@@ -267,32 +268,38 @@ TEST_CASE("amx gemm: strips per work item and k per chunk never change a bit") {
   }
   threads_guard tg;
   fk_set_threads(1);
-  // ragged everywhere: a last x block of 5 rows, a last strip of 13 columns, k chunks ending mid-tile
-  const std::size_t M = 37, K = 600, N = 7 * 64 + 13, S = (N + FK_LIN_AMX_STRIP - 1) / FK_LIN_AMX_STRIP;
-  unaligned<float> x(M * K);
-  unaligned<uint16_t> W(N * K), bias(N);
-  fill_f32(x.data(), M * K);
-  fill_bf16(W.data(), N * K);
-  fill_bf16(bias.data(), N);
-  std::vector<float> want(M * N), want_no_bias(M * N);  // fk_gemm_bf16's own item size and chunk
-  fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), want.data(), nullptr);
-  fk_gemm_bf16(x.data(), M, K, W.data(), N, nullptr, want_no_bias.data(), nullptr);
-  std::vector<uint16_t> work(fk_gemm_bf16_work_bytes(M, K) / 2);
-  fk__round_x_work(x.data(), M, K, work.data());
   struct shape {
     std::size_t strips, kc;
   };
-  for (const shape sh : {shape{1, 32}, shape{1, 512}, shape{2, 256}, shape{3, 160}, shape{4, 256}, shape{FK_LIN_AMX_MAX_STRIPS, 128}})
-    for (const uint16_t* xb : {static_cast<const uint16_t*>(nullptr), static_cast<const uint16_t*>(work.data())})
-      for (const uint16_t* b : {static_cast<const uint16_t*>(bias.data()), static_cast<const uint16_t*>(nullptr)}) {
-        REQUIRE(sh.strips * sh.kc * 64 <= FK_LIN_AMX_STRIP_BYTES);
-        std::vector<float> y(M * N, NAN);
-        for (std::size_t i = 0; i * sh.strips < S; ++i)
-          fk__gemm_block_amx(x.data(), xb, M, K, W.data(), N, b, y.data(), i * sh.strips * FK_LIN_AMX_STRIP, sh.strips, sh.kc);
-        INFO("strips per item: " << sh.strips << ", k per chunk: " << sh.kc << (xb ? ", x rounded beforehand" : ", x rounded per item")
-                                 << (b ? ", bias" : ", no bias"));
-        CHECK(std::memcmp(y.data(), (b ? want : want_no_bias).data(), y.size() * 4) == 0);
-      }
+  auto check = [](std::size_t M, std::size_t K, std::size_t N, std::initializer_list<shape> shapes) {
+    const std::size_t S = (N + FK_LIN_AMX_STRIP - 1) / FK_LIN_AMX_STRIP;
+    unaligned<float> x(M * K);
+    unaligned<uint16_t> W(N * K), bias(N);
+    fill_f32(x.data(), M * K);
+    fill_bf16(W.data(), N * K);
+    fill_bf16(bias.data(), N);
+    std::vector<float> want(M * N), want_no_bias(M * N);  // fk_gemm_bf16's own item size and chunk
+    fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), want.data(), nullptr);
+    fk_gemm_bf16(x.data(), M, K, W.data(), N, nullptr, want_no_bias.data(), nullptr);
+    std::vector<uint16_t> work(fk_gemm_bf16_work_bytes(M, K) / 2);
+    fk__round_x_work(x.data(), M, K, work.data());
+    for (const shape sh : shapes)
+      for (const uint16_t* xb : {static_cast<const uint16_t*>(nullptr), static_cast<const uint16_t*>(work.data())})
+        for (const uint16_t* b : {static_cast<const uint16_t*>(bias.data()), static_cast<const uint16_t*>(nullptr)}) {
+          REQUIRE(sh.strips * sh.kc * 64 <= FK_LIN_AMX_STRIP_BYTES);
+          std::vector<float> y(M * N, NAN);
+          for (std::size_t i = 0; i * sh.strips < S; ++i)
+            fk__gemm_block_amx(x.data(), xb, M, K, W.data(), N, b, y.data(), i * sh.strips * FK_LIN_AMX_STRIP, sh.strips, sh.kc);
+          INFO(M << " x " << K << " x " << N << ", strips per item: " << sh.strips << ", k per chunk: " << sh.kc
+                 << (xb ? ", x rounded beforehand" : ", x rounded per item") << (b ? ", bias" : ", no bias"));
+          CHECK(std::memcmp(y.data(), (b ? want : want_no_bias).data(), y.size() * 4) == 0);
+        }
+  };
+  // ragged everywhere: a last x block of 5 rows, a last strip of 13 columns, k chunks ending mid-tile
+  check(37, 600, 7 * 64 + 13,
+        {shape{1, 32}, shape{1, 512}, shape{2, 256}, shape{3, 160}, shape{4, 256}, shape{FK_LIN_AMX_MAX_STRIPS, 128}});
+  // 9 blocks of x (M >= 256): the kernel prefetches the next chunk's W rows, across items too
+  check(8 * 32 + 5, 300, 3 * 32 + 13, {shape{1, 32}, shape{2, 256}, shape{4, 256}});
   fk_isa_force(fk_isa_detect());
 #endif
 }
