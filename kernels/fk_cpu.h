@@ -163,12 +163,14 @@ FK_API int fk_get_threads(void) {
 }
 
 /* Threads worth using for `units` independent work items of `cost` flops/bytes each: small problems run
- * on the calling thread (a fork/join costs a few microseconds). Never changes results. */
+ * on the calling thread (a fork/join costs a few microseconds), the others on every thread, even with
+ * fewer units than threads (the idle ones only wait at the end of the region). Never a team size in
+ * between: libgomp ends the pool threads that a smaller team leaves out and creates new ones for the
+ * next larger team, which halved Qwen2-0.5B's prefill GEMMs on 16 threads (docs/PERFORMANCE.md).
+ * Never changes results. */
 FK_API int fk__threads_for(size_t units, double cost) {
-  int nt = fk_get_threads();
   if (units < 2 || (double)units * cost < 32768.0) return 1;
-  if ((size_t)nt > units) nt = (int)units;
-  return nt;
+  return fk_get_threads();
 }
 
 #endif /* FK_CPU_H */

@@ -775,9 +775,8 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   if (xb) fk__round_x_work(x, M, K, work);
   if (bf16_x && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
     const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
-    const int nt0 = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
-    const size_t np = fk__panels_per_item(P, nt0, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
-    const int nt = nt0 < (int)nb ? nt0 : (int)nb;
+    const int nt = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
+    const size_t np = fk__panels_per_item(P, nt, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
     FK_PARALLEL_FOR(nt)
     for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;

@@ -8311,12 +8311,14 @@ FK_API int fk_get_threads(void) {
 }
 
 /* Threads worth using for `units` independent work items of `cost` flops/bytes each: small problems run
- * on the calling thread (a fork/join costs a few microseconds). Never changes results. */
+ * on the calling thread (a fork/join costs a few microseconds), the others on every thread, even with
+ * fewer units than threads (the idle ones only wait at the end of the region). Never a team size in
+ * between: libgomp ends the pool threads that a smaller team leaves out and creates new ones for the
+ * next larger team, which halved Qwen2-0.5B's prefill GEMMs on 16 threads (docs/PERFORMANCE.md).
+ * Never changes results. */
 FK_API int fk__threads_for(size_t units, double cost) {
-  int nt = fk_get_threads();
   if (units < 2 || (double)units * cost < 32768.0) return 1;
-  if ((size_t)nt > units) nt = (int)units;
-  return nt;
+  return fk_get_threads();
 }
 
 #endif /* FK_CPU_H */
@@ -9366,9 +9368,8 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   if (xb) fk__round_x_work(x, M, K, work);
   if (bf16_x && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
     const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
-    const int nt0 = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
-    const size_t np = fk__panels_per_item(P, nt0, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
-    const int nt = nt0 < (int)nb ? nt0 : (int)nb;
+    const int nt = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
+    const size_t np = fk__panels_per_item(P, nt, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
     FK_PARALLEL_FOR(nt)
     for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
     return;

@@ -345,6 +345,36 @@ TEST_CASE("gemv and gemm are bitwise independent of the thread count") {
   });
 }
 
+TEST_CASE("work runs on one thread or on all of them, never on a team in between") {
+  // libgomp ends the pool threads a smaller team leaves out and creates them again for the next larger
+  // one: kernels that sized their team by their work items ran half as fast on 16 threads.
+  threads_guard tg;
+  fk_set_threads(8);
+  CHECK(fk__threads_for(1, 1e9) == 1);     // one item
+  CHECK(fk__threads_for(100, 10.0) == 1);  // too little work to fork
+  CHECK(fk__threads_for(2, 1e9) == 8);     // fewer items than threads: every thread, the idle ones wait
+  CHECK(fk__threads_for(1000, 1e9) == 8);
+  // and more threads than items computes the same bits as one thread
+  for_each_isa([&](fk_isa) {
+    const std::size_t M = 37, K = 300, N = 2 * 64 + 13;
+    unaligned<float> x(M * K);
+    unaligned<uint16_t> W(N * K), bias(N);
+    fill_f32(x.data(), M * K);
+    fill_bf16(W.data(), N * K);
+    fill_bf16(bias.data(), N);
+    std::vector<float> y[2], v[2];
+    for (int i = 0; i < 2; ++i) {
+      fk_set_threads(i == 0 ? 1 : 8);
+      y[i].resize(M * N);
+      v[i].resize(N);
+      fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), y[i].data(), nullptr);
+      fk_gemv_bf16(x.data(), K, W.data(), N, bias.data(), v[i].data());
+    }
+    CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4) == 0);
+    CHECK(std::memcmp(v[0].data(), v[1].data(), v[0].size() * 4) == 0);
+  });
+}
+
 TEST_CASE("elementwise kernels are bitwise independent of the thread count") {
   threads_guard tg;
   for_each_isa([&](fk_isa) {
