@@ -354,9 +354,10 @@ TEST_CASE("work runs on one thread or on all of them, never on a team in between
   CHECK(fk__threads_for(100, 10.0) == 1);  // too little work to fork
   CHECK(fk__threads_for(2, 1e9) == 8);     // fewer items than threads: every thread, the idle ones wait
   CHECK(fk__threads_for(1000, 1e9) == 8);
-  // and more threads than items computes the same bits as one thread
+  // and more threads than items computes the same bits as one thread: 3 threads, 2 column blocks (3,
+  // not 8: LLVM's libomp, under the sanitizer build, leaks the state of a team that large on 2 cores)
   for_each_isa([&](fk_isa) {
-    const std::size_t M = 37, K = 300, N = 2 * 64 + 13;
+    const std::size_t M = 37, K = 300, N = 64 + 13;
     unaligned<float> x(M * K);
     unaligned<uint16_t> W(N * K), bias(N);
     fill_f32(x.data(), M * K);
@@ -364,7 +365,7 @@ TEST_CASE("work runs on one thread or on all of them, never on a team in between
     fill_bf16(bias.data(), N);
     std::vector<float> y[2], v[2];
     for (int i = 0; i < 2; ++i) {
-      fk_set_threads(i == 0 ? 1 : 8);
+      fk_set_threads(i == 0 ? 1 : 3);
       y[i].resize(M * N);
       v[i].resize(N);
       fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), y[i].data(), nullptr);
