@@ -9222,8 +9222,8 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
      * into L2 a few lines per k step while the tiles work: the packing otherwise waits on DRAM
      * (docs/PERFORMANCE.md). Where a step would need more than FK_LIN_AMX_PREFETCH_MAX lines (few rows
      * of x), the prefetches cost more than they hide. */
-    const size_t pf_k0 = k0 + kc_max < K ? k0 + kc_max : 0, pf_n0 = pf_k0 ? n0 : n0 + ns * 32;
-    const size_t pf_cols = (pf_k0 ? nstrips : ns) * 32, pf_rows = pf_n0 >= N ? 0 : N - pf_n0 < pf_cols ? N - pf_n0 : pf_cols;
+    const size_t pf_k0 = k0 + kc_max < K ? k0 + kc_max : 0, pf_n0 = pf_k0 ? n0 : n0 + ns * FK_LIN_AMX_STRIP;
+    const size_t pf_cols = (pf_k0 ? nstrips : ns) * FK_LIN_AMX_STRIP, pf_rows = pf_n0 >= N ? 0 : N - pf_n0 < pf_cols ? N - pf_n0 : pf_cols;
     const size_t pf_kc = K - pf_k0 < kc_max ? K - pf_k0 : kc_max, pf_row_lines = (pf_kc * sizeof(uint16_t) + 63) / 64;
     const size_t k_steps = (M + 31) / 32 * nstrips * (kpad / 32);
     const size_t pf_per_step = (pf_rows * pf_row_lines + k_steps - 1) / k_steps;
