@@ -6,10 +6,12 @@
  *
  * Paths
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
- *    f32 x, so x is NOT rounded. Each output row is one dot product with a fixed accumulation order
- *    (AVX-512 path: 256-bit steps of 16 k into one accumulator per row, a masked tail, one horizontal
- *    sum), 16 rows at a time with the next 16 prefetched (see fk__dot_rows_avx512). vdpbf16ps would need x in bf16 and measured no faster:
- *    memory is the limit (`fused bench kernels --study`, docs/history/PERFORMANCE-2026-11.md).
+ *    f32 x, so x is NOT rounded. Each output row is one dot product with one accumulation order on
+ *    every SIMD path (256-bit steps of 16 k into one accumulator per row, a zero padded tail, one
+ *    horizontal sum): the AVX2 row kernel, each thread's rows as 8 long streams (AVX2 and AMX paths;
+ *    fk__rows_avx2), or the AVX-512 one, 16 adjacent rows at a time (fk__rows_avx512). vdpbf16ps would
+ *    need x in bf16 and measured no faster: memory is the limit (`fused bench kernels --study`,
+ *    docs/history/PERFORMANCE-2026-11.md).
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
  *      of 128 k, W is packed into VNNI panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
@@ -78,9 +80,14 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
 
 #if FK_X86
 /* ---- AVX2: R (<= 8) W rows against one x row -------------------------------------------------- */
-/* 8 rows at a time in 16 ymm registers, one accumulator each. Row order: per 16 k, the first then the
- * second 8 products into one accumulator; an 8-k step; a scalar fmaf tail; fixed for a given K, whichever
- * rows share a call, so the grouping below never changes a bit.
+/* The row kernel of the AVX2 and AMX paths. 8 rows at a time
+ * in 8 ymm accumulators, one per row: per 16 k, one 32-byte load of a row whose even bf16 become f32 by
+ * a shift and odd ones by a mask (fk__bf16_even/odd, no shuffles), the even then the odd products into
+ * the row's accumulator against x split into its even and odd elements (4 shuffles per 16 k, shared by
+ * the rows); then 8-wide steps, the last one zero padded; one horizontal sum. Fixed for a given K
+ * whichever rows share a call, so the grouping below never changes a bit; and the AVX-512 row kernel
+ * (fk__dot_rows_avx512) computes the same bits, so a model decodes alike on every x86 host with AVX2
+ * (tests/kernels checks both against one model of this order).
  * Grouping (fk__rows_avx2): a range of at least 64 rows is cut into 8 slabs of L rows and runs as L
  * groups of rows {i, i+L, ..., i+7L}: each accumulator walks its own slab, i.e. 8 contiguous streams,
  * which the hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): with slabs
@@ -88,31 +95,48 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * a time (8 streams of one short row each, with a software prefetch of the next group) reached 12-13
  * GB/s for K = 896 rows (1.75 KiB) and 20-22 for K = 4864; slabs of a whole matrix (fk_gemv_bf16: one
  * range per thread), not of one block, read the decode GEMVs of Qwen2-0.5B, Qwen3-0.6B and
- * Llama-3.2-1B 1.01-1.04x faster again (paired medians). Rows past the 8 slabs, and a range under 64
- * rows, take adjacent rows with the next group prefetched. */
+ * Llama-3.2-1B 1.01-1.04x faster again (paired medians). Each stream also requests its line 256 bytes
+ * ahead (FK_LIN_ROWS_PREFETCH; it runs on into the slab's next row): 1.06-1.09x on those sequences on
+ * Zen 3, 0.97-0.99 of the same 8 streams summed without arithmetic (512 bytes ahead: 0.83-1.04x).
+ * On a Sapphire Rapids with AMX it read them 0.92-1.08x (Qwen3), 1.11-1.19x (Llama) and 1.12-1.32x
+ * (Qwen2) as fast as the AVX-512 row kernel (three runs, 1 and 2 threads; 16 slabs of that kernel did
+ * no better), so the AMX path runs it. The AVX-512 BF16 path keeps its own kernel: on a Zen 5, the
+ * only such host measured, it read 1.1-1.4x faster than the AVX2 one of the time (slabs of a block).
+ * Rows past the 8 slabs, and a range under 64 rows, take adjacent rows with the next group prefetched. */
+#define FK_LIN_ROWS_PREFETCH 128 /* bf16 elements (256 bytes) ahead in each slab's stream */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
   for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
   size_t k = 0;
   for (; k + 16 <= K; k += 16) {
-    const __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
     if (pf && k % 32 == 0)
       for (int r = 0; r < R; ++r) _mm_prefetch((const char*)(pf + (size_t)r * ldw + k), _MM_HINT_T0);
+    const __m256 xa = _mm256_loadu_ps(x + k), xb = _mm256_loadu_ps(x + k + 8);
+    /* within each 128-bit lane: {a0 a2 b0 b2 | a4 a6 b4 b6}; swapping the middle 64-bit pairs orders them */
+    const __m256 xe = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(xa, xb, 0x88)), 0xD8));
+    const __m256 xo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(xa, xb, 0xDD)), 0xD8));
     for (int r = 0; r < R; ++r) {
-      a[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k), x0, a[r]);
-      a[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k + 8), x1, a[r]);
+      const __m256i wv = _mm256_loadu_si256((const __m256i*)(const void*)(w + (size_t)r * ldw + k));
+      a[r] = _mm256_fmadd_ps(fk__bf16_even(wv), xe, a[r]);
+      a[r] = _mm256_fmadd_ps(fk__bf16_odd(wv), xo, a[r]);
     }
   }
   for (; k + 8 <= K; k += 8) {
     const __m256 x0 = _mm256_loadu_ps(x + k);
     for (int r = 0; r < R; ++r) a[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k), x0, a[r]);
   }
-  for (int r = 0; r < R; ++r) {
-    float s = fk__hsum256(a[r]);
-    for (size_t t = k; t < K; ++t) s = fmaf(x[t], fk_bf16_to_f32_1(w[(size_t)r * ldw + t]), s); /* explicit: C and C++ contract differently */
-    out[r] = s;
+  if (k < K) { /* zero padded, as the AVX-512 kernel's masked loads are: each padded lane adds 0 x 0 */
+    float xt[8] = {0};
+    uint16_t wt[8] = {0};
+    for (size_t t = k; t < K; ++t) xt[t - k] = x[t];
+    const __m256 x0 = _mm256_loadu_ps(xt);
+    for (int r = 0; r < R; ++r) {
+      for (size_t t = k; t < K; ++t) wt[t - k] = w[(size_t)r * ldw + t];
+      a[r] = _mm256_fmadd_ps(fk__load_bf16x8(wt), x0, a[r]);
+    }
   }
+  for (int r = 0; r < R; ++r) out[r] = fk__hsum256(a[r]);
 }
 
 FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias,
@@ -123,7 +147,8 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
     const size_t slab = (n1 - n0) / 8;
     for (size_t i = 0; i < slab; ++i)
       for (size_t m = 0; m < M; ++m) {
-        fk__dot_rows_avx2(x + m * K, K, W + (n0 + i) * K, slab * K, 8, o, NULL);
+        fk__dot_rows_avx2(x + m * K, K, W + (n0 + i) * K, slab * K, 8, o,
+                          m == 0 ? W + (n0 + i) * K + FK_LIN_ROWS_PREFETCH : NULL);
         for (size_t r = 0; r < 8; ++r) {
           const size_t c = n0 + i + slab * r;
           y[m * N + c] = o[r] + (bias ? fk_bf16_to_f32_1(bias[c]) : 0.0f);
@@ -275,7 +300,7 @@ FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t 
  * ones by masking off the low half; x is split into its even and odd elements to match (two permutes
  * per 16 k, shared by the rows). The accumulation order of a row depends only on K: per 16 k, the even
  * then the odd products into one accumulator; then 8-wide masked steps; one horizontal sum. Never on
- * R, the prefetch or the thread count. */
+ * R, the prefetch or the thread count; and it is the AVX2 row kernel's order, bit for bit. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const float* x, size_t K, const uint16_t* w,
                                                                          size_t ldw, int R, float* out, const uint16_t* pf) {
   __m256 a[16];
@@ -723,8 +748,8 @@ FK_API void fk__linear_rows(fk_isa isa, const float* x, size_t M, size_t K, cons
                             const uint16_t* bias, float* y, size_t n0, size_t n1) {
   switch (isa) {
 #if FK_X86
-    case FK_ISA_AMX:
     case FK_ISA_AVX512BF16: fk__rows_avx512(x, M, K, W, N, bias, y, n0, n1); return;
+    case FK_ISA_AMX: /* the AVX2 row kernel, whose long streams read faster there (see it) */
     case FK_ISA_AVX2: fk__rows_avx2(x, M, K, W, N, bias, y, n0, n1); return;
 #endif
     default: fk__rows_scalar(x, M, K, W, N, bias, y, n0, n1); return;
@@ -736,7 +761,7 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K);
 #if FK_X86
-  if (isa == FK_ISA_AVX2) { /* one range of whole blocks per thread, read as 8 long streams (fk__rows_avx2) */
+  if (isa == FK_ISA_AVX2 || isa == FK_ISA_AMX) { /* a range of whole blocks per thread, as 8 long streams (fk__rows_avx2) */
     FK_PARALLEL_FOR(nt)
     for (int t = 0; t < nt; ++t) {
       const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;

@@ -240,12 +240,69 @@ TEST_CASE("gemv: every path, odd sizes, unaligned, bias or not") {
         check_linear(1, K, N, (K + N) % 2 == 0, true, isa);
     check_linear(1, 4864, 67, true, true, isa);
     check_linear(1, 896, 1000, false, true, isa);
-    // the AVX-512 row kernel's three regimes: K <= 1024 (8 rows, two accumulators), longer rows
-    // (16 rows, one accumulator), and rows a multiple of 4 KiB long (16 rows, no prefetch)
+    // the AVX-512 row kernel with and without its prefetch (none where rows are a multiple of 4 KiB)
     check_linear(1, 1024, 77, true, true, isa);
     check_linear(1, 1025, 77, false, true, isa);
     check_linear(1, 2048, 83, true, true, isa);
   });
+}
+
+// The arithmetic of fk_linear.h's row kernel (every SIMD path's GEMV and small-M GEMM), one lane at a time:
+// 8 fused chains, lane i taking k = 16c + 2i then 16c + 2i + 1 for each whole 16 k, then the 8-wide
+// steps (lane i: k = 8c + i; lanes past K add 0 x 0), then fk__hsum256's tree and the bias.
+static float row_model(const float* x, const std::uint16_t* w, std::size_t K, float bias) {
+  float lane[8] = {};
+  std::size_t k = 0;
+  for (; k + 16 <= K; k += 16)
+    for (std::size_t i = 0; i < 8; ++i) {
+      lane[i] = std::fma(bf(w[k + 2 * i]), x[k + 2 * i], lane[i]);
+      lane[i] = std::fma(bf(w[k + 2 * i + 1]), x[k + 2 * i + 1], lane[i]);
+    }
+  for (; k < K; k += 8)
+    for (std::size_t i = 0; i < 8; ++i) {
+      const bool in = k + i < K;
+      lane[i] = std::fma(in ? bf(w[k + i]) : 0.0f, in ? x[k + i] : 0.0f, lane[i]);
+    }
+  const float s0 = lane[0] + lane[4], s1 = lane[1] + lane[5], s2 = lane[2] + lane[6], s3 = lane[3] + lane[7];
+  return ((s0 + s2) + (s1 + s3)) + bias;
+}
+
+TEST_CASE("gemv and small-M gemm: every SIMD path computes each row exactly as the row model does") {
+  // AVX2, and AVX-512 BF16 / AMX where the CPU has them or the build emulates them: one arithmetic for
+  // all, so a model decodes to the same bits on every x86 host with AVX2.
+  const fk_isa detected = fk_isa_detect();
+  int paths = 0;
+  for (fk_isa isa : {FK_ISA_AVX2, FK_ISA_AVX512BF16, FK_ISA_AMX}) {
+    if (!fk_isa_force(isa)) continue;
+    INFO("path " << std::string(fk_isa_name(isa)));
+    ++paths;
+    for (std::size_t M : {std::size_t{1}, std::size_t{3}})
+      for (std::size_t K : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+                            std::size_t{63}, std::size_t{896}, std::size_t{1029}, std::size_t{2048}})
+        for (std::size_t N : {std::size_t{1}, std::size_t{9}, std::size_t{67}, std::size_t{200}}) {
+          CAPTURE(M);
+          CAPTURE(K);
+          CAPTURE(N);
+          unaligned<float> x(M * K);
+          unaligned<uint16_t> W(N * K), bias(N);
+          fill_f32(x.data(), M * K);
+          fill_bf16(W.data(), N * K);
+          fill_bf16(bias.data(), N);
+          std::vector<float> y(M * N, NAN);
+          if (M == 1) fk_gemv_bf16(x.data(), K, W.data(), N, bias.data(), y.data());
+          else fk_gemm_bf16(x.data(), M, K, W.data(), N, bias.data(), y.data(), nullptr);
+          int bad = 0;
+          for (std::size_t m = 0; m < M; ++m)
+            for (std::size_t n = 0; n < N; ++n) {
+              const float want = row_model(x.data() + m * K, W.data() + n * K, K, bf(bias[n]));
+              if (std::memcmp(&want, &y[m * N + n], sizeof want) != 0 && bad++ < 3)
+                CHECK_MESSAGE(false, "y[" << m << "," << n << "] = " << y[m * N + n] << ", the model " << want);
+            }
+          CHECK(bad == 0);
+        }
+  }
+  fk_isa_force(detected);
+  if (paths == 0) MESSAGE("skipped: this CPU has none of the SIMD row kernels");
 }
 
 TEST_CASE("gemm: every path, M across tile tails, odd K and N") {
