@@ -80,11 +80,11 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
 
 #if FK_X86
 /* ---- AVX2: R (<= 8) W rows against one x row -------------------------------------------------- */
-/* The row kernel of the AVX2 and AMX paths. 8 rows at a time
- * in 8 ymm accumulators, one per row: per 16 k, one 32-byte load of a row whose even bf16 become f32 by
- * a shift and odd ones by a mask (fk__bf16_even/odd, no shuffles), the even then the odd products into
- * the row's accumulator against x split into its even and odd elements (4 shuffles per 16 k, shared by
- * the rows); then 8-wide steps, the last one zero padded; one horizontal sum. Fixed for a given K
+/* The row kernel of the AVX2 and AMX paths. 8 rows at a time in 8 ymm accumulators, one per row: per
+ * 16 k, one 32-byte load of a row whose even bf16 become f32 by a shift and odd ones by a mask
+ * (fk__bf16_even/odd, no shuffles), the even then the odd products into the row's accumulator against
+ * x split into its even and odd elements (4 shuffles per 16 k, shared by the rows); then 8-wide steps,
+ * the last one zero padded; one horizontal sum. Fixed for a given K
  * whichever rows share a call, so the grouping below never changes a bit; and the AVX-512 row kernel
  * (fk__dot_rows_avx512) computes the same bits, so a model decodes alike on every x86 host with AVX2
  * (tests/kernels checks both against one model of this order).
