@@ -112,7 +112,8 @@ FK_TARGET_AMX double peak_amx_flops(long iters) {
 
 // Study for the GEMV design (not a kernel): vdpbf16ps against x rounded to bf16 once, with the
 // 4-row blocking and next-group prefetch fk_gemv_bf16's widening loop had when this study was made
-// (it now reads 16 rows at a time, docs/history/PERFORMANCE-2026-11.md). K % 32 == 0 and N % 4 == 0 here.
+// (it now reads 8 long streams, or 16 rows at a time on the AVX-512 BF16 path;
+// docs/history/PERFORMANCE-2026-11.md). K % 32 == 0 and N % 4 == 0 here.
 FK_TARGET_AVX512 void gemv_dpbf16_study(const uint16_t* xb, std::size_t K, const uint16_t* W, std::size_t N, float* y,
                                         std::size_t n0, std::size_t n1) {
   for (std::size_t n = n0; n < n1; n += 4) {
