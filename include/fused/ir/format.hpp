@@ -455,11 +455,16 @@ inline read_result from_json(const json& doc) {
       edge e{};
       const auto s = r.index(j["source"], where, "source"), t = r.index(j["target"], where, "target");
       if (const std::string* name = r.text(j, "name", where, false)) e.name = *name;
-      std::optional<std::int64_t> slot = std::int64_t{0};
-      if (j.contains("slot")) slot = r.index(j["slot"], where, "slot");
-      if (slot && *slot > 64) r.fail(where, "format", "\"slot\" " + std::to_string(*slot) + " is larger than any op's arity"), slot.reset();
-      if (!s || !t || !slot) continue;
-      e.source = *s, e.target = *t, e.slot = static_cast<int>(*slot);
+      std::int64_t slot = 0;  // a plain value and a flag: g++ -O1 misreads an optional<int64_t> here as uninitialized
+      bool slot_ok = true;
+      if (j.contains("slot")) {
+        const auto v = r.index(j["slot"], where, "slot");
+        slot_ok = v.has_value();
+        slot = v.value_or(0);
+      }
+      if (slot_ok && slot > 64) r.fail(where, "format", "\"slot\" " + std::to_string(slot) + " is larger than any op's arity"), slot_ok = false;
+      if (!s || !t || !slot_ok) continue;
+      e.source = *s, e.target = *t, e.slot = static_cast<int>(slot);
       out.doc.edges.push_back(std::move(e));
     }
   if (auto in = detail::id_list(r, doc, "inputs")) out.doc.inputs = std::move(*in);
