@@ -8682,10 +8682,10 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * 16 k, one 32-byte load of a row whose even bf16 become f32 by a shift and odd ones by a mask
  * (fk__bf16_even/odd, no shuffles), the even then the odd products into the row's accumulator against
  * x split into its even and odd elements (4 shuffles per 16 k, shared by the rows); then 8-wide steps,
- * the last one zero padded; one horizontal sum. Fixed for a given K
- * whichever rows share a call, so the grouping below never changes a bit; and the AVX-512 row kernel
- * (fk__dot_rows_avx512) computes the same bits, so a model decodes alike on every x86 host with AVX2
- * (tests/kernels checks both against one model of this order).
+ * the last one zero padded; one horizontal sum. Fixed for a given K whichever rows share a call, so
+ * the grouping below never changes a bit; and the AVX-512 row kernel (fk__dot_rows_avx512) computes
+ * the same bits, so a model decodes alike on every x86 host with AVX2 (tests/kernels checks both
+ * against one model of this order).
  * Grouping (fk__rows_avx2): a range of at least 64 rows is cut into 8 slabs of L rows and runs as L
  * groups of rows {i, i+L, ..., i+7L}: each accumulator walks its own slab, i.e. 8 contiguous streams,
  * which the hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): with slabs
