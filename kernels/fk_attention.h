@@ -1,7 +1,13 @@
 /* fk_attention.h: KV cache store and causal grouped-query attention (Qwen2).
  *
- * Cache layout per layer: kc/vc are bf16 [n_kv][cap][hd]. Query head h reads kv head h / (n_heads/n_kv).
- * Scores are scaled by 1/sqrt(hd); query at position p attends to keys 0..p.
+ * Cache: per layer, kc and vc are bf16 with n_kv * cap * hd elements, KV head g's at g * cap * hd. Within a
+ * head, positions are in blocks of FK_ATT_BK (the capacity's last block holds cap % FK_ATT_BK when that is
+ * not 0), block b0 / FK_ATT_BK at element b0 * hd; a block of width w holds its dims in 16-dim chunks, chunk
+ * c0 = 0, 16, .. at c0 * w, each chunk its w positions' min(16, hd - c0) dims in position order
+ * (fk_kv_index). K and V share the layout, so one store serves both, and attention reads each key block's
+ * K and V as sequential runs (every chunk's keys in one piece), which the hardware prefetchers follow;
+ * with [cap][hd] rows a block's 16-dim column is 32 lines a row apart. Query head h reads KV head
+ * h / (n_heads / n_kv). Scores are scaled by 1/sqrt(hd); query at position p attends to keys 0..p.
  *
  * Keys are visited in blocks of FK_ATT_BK with an online softmax (running max m, running sum l, output
  * rescaled by exp(m_old - m_new)), so memory is a few stack tiles whatever S is: the K block transposed
@@ -24,10 +30,20 @@
 #define FK_ATT_BQ 32
 #define FK_ATT_BK 32
 
-/* kv[S, n_kv*hd] (f32) -> cache[g][pos0+s][:] (bf16, RNE). */
+/* The element of position p, dim d in one KV head's cache of capacity cap (layout above). */
+static inline size_t fk_kv_index(size_t cap, size_t hd, size_t p, size_t d) {
+  const size_t b0 = p / FK_ATT_BK * FK_ATT_BK, w = cap - b0 < FK_ATT_BK ? cap - b0 : FK_ATT_BK;
+  const size_t c0 = d / 16 * 16, cw = hd - c0 < 16 ? hd - c0 : 16;
+  return b0 * hd + c0 * w + (p - b0) * cw + (d - c0);
+}
+
+/* kv[S, n_kv*hd] (f32) -> cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
 FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
   for (size_t s = 0; s < S; ++s)
-    for (size_t g = 0; g < n_kv; ++g) fk__f32_to_bf16_run(kv + s * n_kv * hd + g * hd, cache + (g * cap + pos0 + s) * hd, hd);
+    for (size_t g = 0; g < n_kv; ++g)
+      for (size_t c0 = 0; c0 < hd; c0 += 16)
+        fk__f32_to_bf16_run(kv + s * n_kv * hd + g * hd + c0, cache + g * cap * hd + fk_kv_index(cap, hd, pos0 + s, c0),
+                            hd - c0 < 16 ? hd - c0 : 16);
 }
 
 /* ---- one query row x one key block --------------------------------------------------------------
@@ -80,18 +96,25 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
 #endif
 
 /* Prefetch the next step's share [*at, *at + step) of the next key block's K and V lines (bf16), spread
- * over the block's phases (see the AVX2 block below for why and what it measured). */
+ * over the block's steps (see the AVX2 block below for why and what it measured). */
 static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const char* pf_v, size_t* at, size_t step, size_t bytes) {
   for (const size_t end = *at + step < bytes ? *at + step : bytes; *at < end; *at += 64) {
     _mm_prefetch(pf_k + *at, _MM_HINT_T0);
     _mm_prefetch(pf_v + *at, _MM_HINT_T0);
   }
 }
-/* The share per step of a block's `steps` (score groups + softmax rows + PV groups): whole lines, 0
- * when there is no next block. */
+/* The share per step of a block's `steps` (AVX-512: score groups + softmax rows + PV groups; AVX2: the
+ * ticks of fk__att_pf): whole lines, 0 when there is no next block. */
 static inline size_t fk__att_pf_step(const char* pf_k, size_t pf_bytes, size_t steps) {
   return pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0;
 }
+/* The AVX2 block's prefetch in flight: the next block's K and V lines from k and v, bytes of each, step
+ * bytes of each per tick; the block ticks once per score tile (or kt pass), softmax row and PV chunk. */
+typedef struct {
+  const char *k, *v;
+  size_t at, step, bytes;
+} fk__att_pf;
+static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_prefetch(pf->k, pf->v, &pf->at, pf->step, pf->bytes); }
 
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
  * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound).
@@ -245,13 +268,14 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
   }
 }
 
-/* K block -> kt (transposed f32), 16 keys x 16 dims at a time through the 16x16 transpose. hd % 16 == 0. */
-FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd, size_t bk, float* kt) {
-  for (size_t jb = 0; jb < FK_ATT_BK; jb += 16)
-    for (size_t d0 = 0; d0 < hd; d0 += 16) {
+/* K block k (width w in the cache, bk <= w keys visible) -> kt (transposed f32), 16 keys x 16 dims at a
+ * time through the 16x16 transpose. hd % 16 == 0. */
+FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd, size_t w, size_t bk, float* kt) {
+  for (size_t d0 = 0; d0 < hd; d0 += 16) /* chunk by chunk: the block read in address order */
+    for (size_t jb = 0; jb < FK_ATT_BK; jb += 16) {
       __m512i r[16];
       for (size_t i = 0; i < 16; ++i)
-        r[i] = jb + i < bk ? _mm512_castps_si512(fk__load_bf16x16(k + (jb + i) * hd + d0)) : _mm512_setzero_si512();
+        r[i] = jb + i < bk ? _mm512_castps_si512(fk__load_bf16x16(k + d0 * w + (jb + i) * 16)) : _mm512_setzero_si512();
       fk__transpose16x16(r);
       for (size_t t = 0; t < 16; ++t) _mm512_storeu_si512(kt + (d0 + t) * FK_ATT_BK + jb, r[t]);
     }
@@ -261,28 +285,28 @@ FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd,
  * 8 keys x 16 dims are transposed as they are in memory, and each transposed vector then gives two kt
  * rows, dim d (the word shifted left 16) and dim d + 1 (the word's high half). A third of the shuffles of
  * widening first and transposing f32 (24 per 128 elements instead of 48 + 16 widening shuffles); same kt.
- * A last 8 dims (hd % 16 == 8) are widened first. hd % 8 == 0. */
-FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, size_t bk, float* kt) {
-  for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) {
-    size_t d0 = 0;
-    for (; d0 + 16 <= hd; d0 += 16) {
+ * A last 8 dims (hd % 16 == 8) are widened first. hd % 8 == 0; k, w, bk as for fk__att_load_k_avx512. */
+FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, size_t w, size_t bk, float* kt) {
+  size_t d0 = 0;
+  for (; d0 + 16 <= hd; d0 += 16) /* chunk by chunk, each chunk's keys in order: the block read in address order */
+    for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) {
       __m256 r[8];
       for (size_t i = 0; i < 8; ++i)
-        r[i] = jb + i < bk ? _mm256_loadu_ps((const float*)(const void*)(k + (jb + i) * hd + d0)) : _mm256_setzero_ps();
+        r[i] = jb + i < bk ? _mm256_loadu_ps((const float*)(const void*)(k + d0 * w + (jb + i) * 16)) : _mm256_setzero_ps();
       fk__transpose8x8(r); /* r[t]: the 8 keys' words of dims (d0 + 2t, d0 + 2t + 1) */
       for (size_t t = 0; t < 8; ++t) {
-        const __m256i w = _mm256_castps_si256(r[t]);
-        _mm256_storeu_ps(kt + (d0 + 2 * t) * FK_ATT_BK + jb, fk__bf16_even(w));
-        _mm256_storeu_ps(kt + (d0 + 2 * t + 1) * FK_ATT_BK + jb, fk__bf16_odd(w));
+        const __m256i wd = _mm256_castps_si256(r[t]);
+        _mm256_storeu_ps(kt + (d0 + 2 * t) * FK_ATT_BK + jb, fk__bf16_even(wd));
+        _mm256_storeu_ps(kt + (d0 + 2 * t + 1) * FK_ATT_BK + jb, fk__bf16_odd(wd));
       }
     }
-    if (d0 < hd) {
+  if (d0 < hd)
+    for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) {
       __m256 r[8];
-      for (size_t i = 0; i < 8; ++i) r[i] = jb + i < bk ? fk__load_bf16x8(k + (jb + i) * hd + d0) : _mm256_setzero_ps();
+      for (size_t i = 0; i < 8; ++i) r[i] = jb + i < bk ? fk__load_bf16x8(k + d0 * w + (jb + i) * 8) : _mm256_setzero_ps();
       fk__transpose8x8(r);
       for (size_t t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (d0 + t) * FK_ATT_BK + jb, r[t]);
     }
-  }
 }
 
 /* V dims d .. d + 8 DV of key row v (bf16) as f32 vectors. DV = 2: one 256-bit load of 16 dims split into
@@ -299,17 +323,17 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_load_v_avx2(int DV, c
   }
 }
 
-/* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors from d; j0 is even; vb is the
- * bf16 V block (key j at vb + j hd). R and DV are constants after inlining and callers pass e and f at
+/* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors of a V chunk; j0 is even; key
+ * j's dims at vk + j * stride (bf16). R and DV are constants after inlining and callers pass e and f at
  * constant row offsets, so they stay in registers (R = 3, DV = 2: 12 accumulators, one key's 2 vectors,
  * 1 broadcast). */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const uint16_t* vb,
-                                                                        size_t hd, size_t d, size_t j0, size_t j1,
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const uint16_t* vk,
+                                                                        size_t stride, size_t j0, size_t j1,
                                                                         __m256 (*e)[2], __m256 (*f)[2]) {
   size_t j = j0;
   for (; j + 2 <= j1; j += 2) {
     __m256 v0, v1;
-    fk__att_load_v_avx2(DV, vb + j * hd + d, &v0, &v1);
+    fk__att_load_v_avx2(DV, vk + j * stride, &v0, &v1);
     FK_KEEP_IN_REG2(v0, v1);
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
@@ -317,7 +341,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
       if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
     }
     __m256 w0, w1;
-    fk__att_load_v_avx2(DV, vb + (j + 1) * hd + d, &w0, &w1);
+    fk__att_load_v_avx2(DV, vk + (j + 1) * stride, &w0, &w1);
     FK_KEEP_IN_REG2(w0, w1);
     for (int r = 0; r < R; ++r) {
       const __m256 pk = _mm256_broadcast_ss(p[r] + j + 1);
@@ -327,7 +351,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
   }
   if (j < j1) { /* an even key: chain e */
     __m256 v0, v1;
-    fk__att_load_v_avx2(DV, vb + j * hd + d, &v0, &v1);
+    fk__att_load_v_avx2(DV, vk + j * stride, &v0, &v1);
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
@@ -337,9 +361,9 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
 }
 
 /* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys all R rows see together, then each
- * row's own remaining keys alone, into the same chains. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const uint16_t* vb,
-                                                                   size_t hd, size_t d, const size_t* nv, size_t nboth,
+ * row's own remaining keys alone, into the same chains. vk, stride: the V chunk that starts at dim d. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const uint16_t* vk,
+                                                                   size_t stride, size_t d, const size_t* nv, size_t nboth,
                                                                    const float* corr, float* const* o) {
   __m256 e[3][2], f[3][2];
   for (int r = 0; r < R; ++r)
@@ -347,10 +371,10 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
       e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
       f[r][v] = _mm256_setzero_ps();
     }
-  fk__att_pv_keys_avx2(R, DV, p, vb, hd, d, 0, nboth, e, f);
-  fk__att_pv_keys_avx2(1, DV, p, vb, hd, d, nboth, nv[0], e, f);
-  if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vb, hd, d, nboth, nv[1], e + 1, f + 1);
-  if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vb, hd, d, nboth, nv[2], e + 2, f + 2);
+  fk__att_pv_keys_avx2(R, DV, p, vk, stride, 0, nboth, e, f);
+  fk__att_pv_keys_avx2(1, DV, p, vk, stride, nboth, nv[0], e, f);
+  if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vk, stride, nboth, nv[1], e + 1, f + 1);
+  if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vk, stride, nboth, nv[2], e + 2, f + 2);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
@@ -368,10 +392,12 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
  * a group shares every kt / vf load, one key's (or one dim's) at a time, 2 loads and 3 broadcasts per
  * 6 FMAs (16 ymm registers: 12 accumulators, 2 shared loads, 1 broadcast); pairs loading two keys at a
  * time were load-port bound, 8 loads per 8 FMAs (scores of 7 rows: 0.85 -> 0.93 of the FMA peak).
- * The next key block (pf_k, pf_v: pf_bytes each; none if pf_k is NULL) is prefetched a few lines per
- * step of the three phases: spread out like this it arrives while this block computes (the hardware
- * prefetcher alone leaves the K/V widening stalled on DRAM; in one burst at the top of the block the
- * prefetches only stall). Decode at 4096 keys from DRAM, Zen 3: 1.1-1.3x faster. */
+ * The next key block (pf_k, pf_v: pf_bytes each; none if pf_k is NULL) is prefetched in address order,
+ * a line or two of K and of V at each tick of the inner loops (fk__att_pf): spread out like this it
+ * arrives while this block computes. The hardware prefetcher alone leaves the loads stalled on DRAM; in
+ * one burst at the top of the block the prefetches only stall; a burst per phase (4 per block at 2
+ * rows) left decode of 2 query heads per KV head 1.3x slower; K in the order the scores read it, or all
+ * of K before V, 0.8-0.9x (Zen 3; the hardware prefetchers follow the address order). */
 
 
 /* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 3) rows, keys past a row's nv included (masked later). */
@@ -415,6 +441,45 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, co
   }
 }
 
+/* The same scores straight from the bf16 K block kb (width w in the cache, bk keys loaded, the rest 0;
+ * hd % 8 == 0): per 8 keys and 16-dim chunk, the 8 keys' 32-byte runs transposed in registers as 8 x 8
+ * 32-bit words (dim pairs), each word split into its even and odd dim, fed to the rows' chains in dim
+ * order. The same products in the same order as through kt, without writing and rereading it: the kt
+ * stores (16 per 8 x 16 tile, a line each) were what bound decode's transposition. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_kb_avx2(int R, const float* const* q, const uint16_t* kb,
+                                                                          size_t hd, size_t w, size_t bk, float scale,
+                                                                          float* const* s, fk__att_pf* pf) {
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) { /* keys jb .. jb+7: one key vector */
+    __m256 a[3][2];                             /* [row][even dims, odd dims] */
+    for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    size_t c0 = 0;
+    for (; c0 + 16 <= hd; c0 += 16) {
+      __m256 t[8];
+      for (size_t i = 0; i < 8; ++i)
+        t[i] = jb + i < bk ? _mm256_loadu_ps((const float*)(const void*)(kb + c0 * w + (jb + i) * 16)) : _mm256_setzero_ps();
+      fk__att_pf_tick(pf);
+      fk__transpose8x8(t); /* t[u]: the 8 keys' words of dims (c0 + 2u, c0 + 2u + 1) */
+      for (size_t u = 0; u < 8; ++u) {
+        const __m256i wd = _mm256_castps_si256(t[u]);
+        const __m256 ke = fk__bf16_even(wd), ko = fk__bf16_odd(wd);
+        for (int r = 0; r < R; ++r) {
+          a[r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + c0 + 2 * u), ke, a[r][0]);
+          a[r][1] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + c0 + 2 * u + 1), ko, a[r][1]);
+        }
+      }
+    }
+    if (c0 < hd) { /* a last 8 dims: dim c0 + u into the even chain for even u */
+      __m256 t[8];
+      for (size_t i = 0; i < 8; ++i) t[i] = jb + i < bk ? fk__load_bf16x8(kb + c0 * w + (jb + i) * 8) : _mm256_setzero_ps();
+      fk__transpose8x8(t);
+      for (size_t u = 0; u < 8; ++u)
+        for (int r = 0; r < R; ++r) a[r][u & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + c0 + u), t[u], a[r][u & 1]);
+    }
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(s[r] + jb, _mm256_mul_ps(_mm256_add_ps(a[r][0], a[r][1]), sc));
+  }
+}
+
 /* One row's softmax bookkeeping against the block, in vectors: scores s (keys past nv masked to -inf for
  * the max, to 0 after exp) become p_j = e^(s_j - m') in place; m, l updated; returns corr = e^(m - m'). */
 FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, float* m, float* l) {
@@ -443,22 +508,29 @@ FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, flo
   return corr;
 }
 
-/* PV of R (1 to 3) rows: o[r] = o[r] corr[r] + sum_j p[r][j] v_j over the row's nv[r] keys. */
+/* PV of R (1 to 3) rows: o[r] = o[r] corr[r] + sum_j p[r][j] v_j over the row's nv[r] keys; vb: the bf16
+ * V block, of width w in the cache. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, const float* const* p, const uint16_t* vb, size_t hd,
-                                                                        const size_t* nv, const float* corr, float* const* o) {
+                                                                        size_t w, const size_t* nv, const float* corr, float* const* o,
+                                                                        fk__att_pf* pf) {
   size_t nboth = nv[0]; /* keys every row of the group sees (an even count when the group has two or more) */
   for (int r = 1; r < R; ++r) nboth = nv[r] < nboth ? nv[r] : nboth;
   if (R > 1) nboth &= ~(size_t)1;
   size_t d = 0;
-  for (; d + 16 <= hd; d += 16) fk__att_pv_avx2(R, 2, p, vb, hd, d, nv, nboth, corr, o);
+  for (; d + 16 <= hd; d += 16) {
+    fk__att_pf_tick(pf);
+    fk__att_pv_avx2(R, 2, p, vb + d * w, 16, d, nv, nboth, corr, o);
+  }
+  const size_t cw = hd - d; /* the last chunk's dims, if it has fewer than 16 */
   if (d + 8 <= hd) {
-    fk__att_pv_avx2(R, 1, p, vb, hd, d, nv, nboth, corr, o);
+    fk__att_pv_avx2(R, 1, p, vb + d * w, cw, d, nv, nboth, corr, o);
     d += 8;
   }
   for (int r = 0; r < R; ++r)
     for (size_t dd = d; dd < hd; ++dd) {
+      const uint16_t* vd = vb + hd / 16 * 16 * w + (dd - hd / 16 * 16);
       float acc = o[r][dd] * corr[r];
-      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(p[r][j], fk_bf16_to_f32_1(vb[j * hd + dd]), acc); /* explicit: C and C++ contract differently */
+      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(p[r][j], fk_bf16_to_f32_1(vd[j * cw]), acc); /* explicit: C and C++ contract differently */
       o[r][dd] = acc;
     }
 }
@@ -467,40 +539,65 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, c
 static inline size_t fk__att_group(size_t rem) { return rem == 1 ? 1 : rem == 2 || rem == 4 ? 2 : 3; }
 
 /* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd, 16-dim chunks in
- * even/odd order), each seeing nv[i] keys of the block; vb: the block's bf16 V rows. */
+ * even/odd order), each seeing nv[i] keys of the block; vb: the block's bf16 V, of width w in the cache. */
 FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_t* rows, size_t n, const size_t* nv, const float* kt,
-                                              const uint16_t* vb, size_t hd, float scale, float* m, float* l, float* o,
+                                              const uint16_t* kb, size_t bk, const uint16_t* vb, size_t hd, size_t w, float scale,
+                                              float* m, float* l, float* o,
                                               const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
-  const size_t groups = (n + 2) / 3; /* fk__att_group's split: ceil(n / 3) groups */
-  const size_t pf_step = fk__att_pf_step(pf_k, pf_bytes, 2 * groups + n);
-  size_t pf = 0;
+  const size_t groups = (n + 2) / 3, chunks = hd / 16; /* fk__att_group's split: ceil(n / 3) groups */
+  /* ticks: each group's score tiles (or its kt pass) and PV chunks, and each row's softmax */
+  const size_t ticks = groups * ((kt ? 1 : FK_ATT_BK / 8 * chunks) + chunks) + n;
+  fk__att_pf pf = {pf_k, pf_v, 0, fk__att_pf_step(pf_k, pf_bytes, ticks ? ticks : 1), pf_bytes};
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group(n - k);
-    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
     const float* qq[3] = {q[rows[k]], q[rows[k + (R > 1)]], q[rows[k + (R > 2) * 2]]};
     float* ss[3] = {s[k], s[k + (R > 1)], s[k + (R > 2) * 2]};
-    if (R == 3) fk__att_scores_avx2(3, qq, kt, hd, scale, ss);
-    else if (R == 2) fk__att_scores_avx2(2, qq, kt, hd, scale, ss);
-    else fk__att_scores_avx2(1, qq, kt, hd, scale, ss);
+    if (!kt && R == 3) fk__att_scores_kb_avx2(3, qq, kb, hd, w, bk, scale, ss, &pf);
+    else if (!kt && R == 2) fk__att_scores_kb_avx2(2, qq, kb, hd, w, bk, scale, ss, &pf);
+    else if (!kt) fk__att_scores_kb_avx2(1, qq, kb, hd, w, bk, scale, ss, &pf);
+    else {
+      fk__att_pf_tick(&pf);
+      if (R == 3) fk__att_scores_avx2(3, qq, kt, hd, scale, ss);
+      else if (R == 2) fk__att_scores_avx2(2, qq, kt, hd, scale, ss);
+      else fk__att_scores_avx2(1, qq, kt, hd, scale, ss);
+    }
   }
   for (size_t k = 0; k < n; ++k) {
-    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
+    fk__att_pf_tick(&pf);
     corr[k] = fk__att_softmax_avx2(s[k], nv[rows[k]], m + rows[k], l + rows[k]);
   }
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group(n - k);
-    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
     const size_t k1 = k + (R > 1), k2 = k + (R > 2) * 2;
     const float* pp[3] = {s[k], s[k1], s[k2]};
     const size_t nn[3] = {nv[rows[k]], nv[rows[k1]], nv[rows[k2]]};
     float* oo[3] = {o + rows[k] * hd, o + rows[k1] * hd, o + rows[k2] * hd};
-    if (R == 3) fk__att_pv_rows_avx2(3, pp, vb, hd, nn, corr + k, oo);
-    else if (R == 2) fk__att_pv_rows_avx2(2, pp, vb, hd, nn, corr + k, oo);
-    else fk__att_pv_rows_avx2(1, pp, vb, hd, nn, corr + k, oo);
+    if (R == 3) fk__att_pv_rows_avx2(3, pp, vb, hd, w, nn, corr + k, oo, &pf);
+    else if (R == 2) fk__att_pv_rows_avx2(2, pp, vb, hd, w, nn, corr + k, oo, &pf);
+    else fk__att_pv_rows_avx2(1, pp, vb, hd, w, nn, corr + k, oo, &pf);
   }
 }
 #endif
+
+/* K block kb (width w in the cache) -> kt[d][j] (f32), its first bk keys, the rest 0: the ISA's transposition. */
+static inline void fk__att_load_k(fk_isa isa, const uint16_t* kb, size_t hd, size_t w, size_t bk, float* kt) {
+#if FK_X86
+  if (isa >= FK_ISA_AVX512BF16 && hd % 16 == 0) {
+    fk__att_load_k_avx512(kb, hd, w, bk, kt);
+    return;
+  }
+  if (isa >= FK_ISA_AVX2 && hd % 8 == 0) {
+    fk__att_load_k_avx2(kb, hd, w, bk, kt);
+    return;
+  }
+#endif
+  (void)isa;
+  for (size_t d = 0; d < hd; ++d) {
+    const size_t c0 = d / 16 * 16, cw = hd - c0 < 16 ? hd - c0 : 16;
+    for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kb[c0 * w + j * cw + d - c0]) : 0.0f;
+  }
+}
 
 /* ---- a work item: up to FK_ATT_BQ query rows that share one KV head ----------------------------------
  * Prefill: rows are consecutive positions of one query head. Decode: rows are the query heads of one
@@ -512,7 +609,7 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
  * of a split decode), writes each row's unnormalized output, running max and running sum to
  * part_o/part_m/part_l (row i at index i * part_stride) and leaves orow alone. */
 FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow, const size_t* pos, size_t nr,
-                         const uint16_t* kc, const uint16_t* vc, size_t hd, float scale, size_t kbeg, size_t klim,
+                         const uint16_t* kc, const uint16_t* vc, size_t hd, size_t cap, float scale, size_t kbeg, size_t klim,
                          float* part_o, float* part_m, float* part_l, size_t part_stride) {
   float kt[FK_MAX_HEAD_DIM * FK_ATT_BK]; /* K block, transposed: kt[d][j] */
   float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block widened: vf[j][d] (the AVX2 path reads V as bf16) */
@@ -529,16 +626,21 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   /* the AVX2 path reads V as bf16, and its rows hold each whole 16-dim chunk as its 8 even dims, then
    * its 8 odd dims (fk__att_load_v_avx2) */
   const int avx2 = FK_X86 && isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16;
+  /* AVX2, up to 4 rows (decode of up to 4 query heads per KV head): the scores read each K block
+   * themselves, no kt. Transposing once per row group beats writing and rereading kt up to two groups
+   * of 2 (Zen 3, from DRAM: 1.76x at 2 rows of 128 dims, 1.13-1.18x at 4 rows of 64); at 5-6 rows it
+   * is even, at 7 (3 groups) 0.92x, and prefill's 32 rows transpose once. */
+  const int k_direct = avx2 && hd % 8 == 0 && nr <= 4;
   for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
-    if (!avx2) fk__bf16_to_f32_run(vc + j0 * hd, vf, bk * hd);
-#if FK_X86
-    if (isa >= FK_ISA_AVX512BF16 && hd % 16 == 0) fk__att_load_k_avx512(kc + j0 * hd, hd, bk, kt);
-    else if (isa >= FK_ISA_AVX2 && hd % 8 == 0) fk__att_load_k_avx2(kc + j0 * hd, hd, bk, kt);
-    else
-#endif
-      for (size_t d = 0; d < hd; ++d)
-        for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kc[(j0 + j) * hd + d]) : 0.0f;
+    const size_t w = cap - j0 < FK_ATT_BK ? cap - j0 : FK_ATT_BK; /* the block's width in the cache */
+    const uint16_t *kb = kc + j0 * hd, *vb = vc + j0 * hd;
+    if (!avx2)
+      for (size_t c0 = 0; c0 < hd; c0 += 16) {
+        const size_t cw = hd - c0 < 16 ? hd - c0 : 16;
+        for (size_t j = 0; j < bk; ++j) fk__bf16_to_f32_run(vb + c0 * w + j * cw, vf + j * hd + c0, cw);
+      }
+    if (!k_direct) fk__att_load_k(isa, kb, hd, w, bk, kt);
 #if FK_X86
     if (isa >= FK_ISA_AVX2) {
       size_t rows[FK_ATT_BQ], nvs[FK_ATT_BQ], n = 0;
@@ -547,13 +649,15 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
           rows[n++] = i;
           nvs[i] = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
         }
-      const size_t next = j0 + FK_ATT_BK < kend ? kend - j0 - FK_ATT_BK : 0, nbk = next < FK_ATT_BK ? next : FK_ATT_BK;
-      const char* pf_k = next ? (const char*)(kc + (j0 + FK_ATT_BK) * hd) : NULL;
-      const char* pf_v = next ? (const char*)(vc + (j0 + FK_ATT_BK) * hd) : NULL;
+      /* the next block, if any keys of it are visible: all of it (its visible keys' dims are in every chunk) */
+      const size_t j1 = j0 + FK_ATT_BK, next_w = j1 < kend ? (cap - j1 < FK_ATT_BK ? cap - j1 : FK_ATT_BK) : 0;
+      const char* pf_k = next_w ? (const char*)(kc + j1 * hd) : NULL;
+      const char* pf_v = next_w ? (const char*)(vc + j1 * hd) : NULL;
       if (n && isa >= FK_ISA_AVX512BF16)
-        fk__att_block_avx512(qr, rows, n, nvs, kt, vf, hd, scale, mrow, lrow, o, pf_k, pf_v, nbk * hd * sizeof(uint16_t));
+        fk__att_block_avx512(qr, rows, n, nvs, kt, vf, hd, scale, mrow, lrow, o, pf_k, pf_v, next_w * hd * sizeof(uint16_t));
       else if (n)
-        fk__att_block_avx2(qr, rows, n, nvs, kt, vc + j0 * hd, hd, scale, mrow, lrow, o, pf_k, pf_v, nbk * hd * sizeof(uint16_t));
+        fk__att_block_avx2(qr, rows, n, nvs, k_direct ? NULL : kt, kb, bk, vb, hd, w, scale, mrow, lrow, o, pf_k, pf_v,
+                           next_w * hd * sizeof(uint16_t));
       continue;
     }
 #endif
@@ -601,7 +705,7 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
       orow[i] = out + (q0 + i) * ld + h * hd;
       pos[i] = pos0 + q0 + i;
     }
-    fk__att_rows(isa, qr, orow, pos, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale, 0, (size_t)-1, NULL, NULL, NULL, 0);
+    fk__att_rows(isa, qr, orow, pos, nr, kc + g * cap * hd, vc + g * cap * hd, hd, cap, scale, 0, (size_t)-1, NULL, NULL, NULL, 0);
   }
 }
 
@@ -666,9 +770,9 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
       ps[i] = pos;
     }
     if (nseg == 1)
-      fk__att_rows(isa, qr, orow, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale, 0, L, NULL, NULL, NULL, 0);
+      fk__att_rows(isa, qr, orow, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, cap, scale, 0, L, NULL, NULL, NULL, 0);
     else /* partial of head h, segment seg at index h * nseg + seg */
-      fk__att_rows(isa, qr, NULL, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, scale, seg * seglen, (seg + 1) * seglen,
+      fk__att_rows(isa, qr, NULL, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, cap, scale, seg * seglen, (seg + 1) * seglen,
                    part_o + (h0 * nseg + seg) * hd, part_m + h0 * nseg + seg, part_l + h0 * nseg + seg, nseg);
   }
   if (nseg == 1) return;

@@ -1,6 +1,7 @@
 // kv_write: store T rows of keys or values (f32 [T, n_kv*head_dim]) into a bf16 cache
 // [n_kv, capacity, head_dim] at positions pos0..pos0+T-1 (pos0: the call's, or an optional i32 [1] third input). The result is the cache's next value, in
-// the cache's own bytes (in place over a state feed).
+// the cache's own bytes (in place over a state feed). A head's elements are in the attention kernels' key-block order
+// (fk_kv_index in kernels/fk_attention.h), not [capacity][head_dim] rows: a cache is read through attention only.
 #pragma once
 #include "common.hpp"
 
