@@ -539,7 +539,10 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, c
 static inline size_t fk__att_group(size_t rem) { return rem == 1 ? 1 : rem == 2 || rem == 4 ? 2 : 3; }
 
 /* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd, 16-dim chunks in
- * even/odd order), each seeing nv[i] keys of the block; vb: the block's bf16 V, of width w in the cache. */
+ * even/odd order), each seeing nv[i] keys of the block. kb, vb: the block's bf16 K and V, of width w in
+ * the cache, bk keys visible to some row; kt: the K block transposed to f32, or NULL for scores read
+ * straight from kb. The next block's K and V (pf_k, pf_v, pf_bytes each; NULL when there is none) are
+ * prefetched along the way. */
 FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_t* rows, size_t n, const size_t* nv, const float* kt,
                                               const uint16_t* kb, size_t bk, const uint16_t* vb, size_t hd, size_t w, float scale,
                                               float* m, float* l, float* o,
@@ -548,7 +551,7 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
   const size_t groups = (n + 2) / 3, chunks = hd / 16; /* fk__att_group's split: ceil(n / 3) groups */
   /* ticks: each group's score tiles (or its kt pass) and PV chunks, and each row's softmax */
   const size_t ticks = groups * ((kt ? 1 : FK_ATT_BK / 8 * chunks) + chunks) + n;
-  fk__att_pf pf = {pf_k, pf_v, 0, fk__att_pf_step(pf_k, pf_bytes, ticks ? ticks : 1), pf_bytes};
+  fk__att_pf pf = {.k = pf_k, .v = pf_v, .at = 0, .step = fk__att_pf_step(pf_k, pf_bytes, ticks), .bytes = pf_bytes};
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group(n - k);
     const float* qq[3] = {q[rows[k]], q[rows[k + (R > 1)]], q[rows[k + (R > 2) * 2]]};
