@@ -30,11 +30,17 @@
 #define FK_ATT_BQ 32
 #define FK_ATT_BK 32
 
+/* The dims of the 16-dim chunk that starts at dim c0 (16, or the last chunk's fewer). */
+static inline size_t fk__kv_chunk_dims(size_t hd, size_t c0) { return hd - c0 < 16 ? hd - c0 : 16; }
+/* The element of key j, dim d within a key block of width w (layout above). */
+static inline size_t fk__kv_block_index(size_t hd, size_t w, size_t j, size_t d) {
+  const size_t c0 = d / 16 * 16;
+  return c0 * w + j * fk__kv_chunk_dims(hd, c0) + (d - c0);
+}
 /* The element of position p, dim d in one KV head's cache of capacity cap (layout above). */
 static inline size_t fk_kv_index(size_t cap, size_t hd, size_t p, size_t d) {
   const size_t b0 = p / FK_ATT_BK * FK_ATT_BK, w = cap - b0 < FK_ATT_BK ? cap - b0 : FK_ATT_BK;
-  const size_t c0 = d / 16 * 16, cw = hd - c0 < 16 ? hd - c0 : 16;
-  return b0 * hd + c0 * w + (p - b0) * cw + (d - c0);
+  return b0 * hd + fk__kv_block_index(hd, w, p - b0, d);
 }
 
 /* kv[S, n_kv*hd] (f32) -> cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
@@ -43,7 +49,7 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
     for (size_t g = 0; g < n_kv; ++g)
       for (size_t c0 = 0; c0 < hd; c0 += 16)
         fk__f32_to_bf16_run(kv + s * n_kv * hd + g * hd + c0, cache + g * cap * hd + fk_kv_index(cap, hd, pos0 + s, c0),
-                            hd - c0 < 16 ? hd - c0 : 16);
+                            fk__kv_chunk_dims(hd, c0));
 }
 
 /* ---- one query row x one key block --------------------------------------------------------------
@@ -521,16 +527,15 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, c
     fk__att_pf_tick(pf);
     fk__att_pv_avx2(R, 2, p, vb + d * w, 16, d, nv, nboth, corr, o);
   }
-  const size_t cw = hd - d; /* the last chunk's dims, if it has fewer than 16 */
-  if (d + 8 <= hd) {
-    fk__att_pv_avx2(R, 1, p, vb + d * w, cw, d, nv, nboth, corr, o);
+  if (d + 8 <= hd) { /* the last chunk, of 8 to 15 dims */
+    fk__att_pv_avx2(R, 1, p, vb + d * w, fk__kv_chunk_dims(hd, d), d, nv, nboth, corr, o);
     d += 8;
   }
   for (int r = 0; r < R; ++r)
     for (size_t dd = d; dd < hd; ++dd) {
-      const uint16_t* vd = vb + hd / 16 * 16 * w + (dd - hd / 16 * 16);
       float acc = o[r][dd] * corr[r];
-      for (size_t j = 0; j < nv[r]; ++j) acc = fmaf(p[r][j], fk_bf16_to_f32_1(vd[j * cw]), acc); /* explicit: C and C++ contract differently */
+      for (size_t j = 0; j < nv[r]; ++j) /* explicit fmaf: C and C++ contract differently */
+        acc = fmaf(p[r][j], fk_bf16_to_f32_1(vb[fk__kv_block_index(hd, w, j, dd)]), acc);
       o[r][dd] = acc;
     }
 }
@@ -596,10 +601,8 @@ static inline void fk__att_load_k(fk_isa isa, const uint16_t* kb, size_t hd, siz
   }
 #endif
   (void)isa;
-  for (size_t d = 0; d < hd; ++d) {
-    const size_t c0 = d / 16 * 16, cw = hd - c0 < 16 ? hd - c0 : 16;
-    for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kb[c0 * w + j * cw + d - c0]) : 0.0f;
-  }
+  for (size_t d = 0; d < hd; ++d)
+    for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kb[fk__kv_block_index(hd, w, j, d)]) : 0.0f;
 }
 
 /* ---- a work item: up to FK_ATT_BQ query rows that share one KV head ----------------------------------
@@ -639,10 +642,8 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     const size_t w = cap - j0 < FK_ATT_BK ? cap - j0 : FK_ATT_BK; /* the block's width in the cache */
     const uint16_t *kb = kc + j0 * hd, *vb = vc + j0 * hd;
     if (!avx2)
-      for (size_t c0 = 0; c0 < hd; c0 += 16) {
-        const size_t cw = hd - c0 < 16 ? hd - c0 : 16;
-        for (size_t j = 0; j < bk; ++j) fk__bf16_to_f32_run(vb + c0 * w + j * cw, vf + j * hd + c0, cw);
-      }
+      for (size_t c0 = 0; c0 < hd; c0 += 16)
+        for (size_t j = 0; j < bk; ++j) fk__bf16_to_f32_run(vb + fk__kv_block_index(hd, w, j, c0), vf + j * hd + c0, fk__kv_chunk_dims(hd, c0));
     if (!k_direct) fk__att_load_k(isa, kb, hd, w, bk, kt);
 #if FK_X86
     if (isa >= FK_ISA_AVX2) {
