@@ -52,6 +52,11 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
                             fk__kv_chunk_dims(hd, c0));
 }
 
+/* k[S, n_kv*hd] (f32) -> the key cache's positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
+FK_API void fk_k_store(const float* k, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
+  fk_kv_store(k, S, n_kv, hd, cache, cap, pos0);
+}
+
 /* ---- one query row x one key block --------------------------------------------------------------
  * kt: the key block transposed to f32, kt[d * FK_ATT_BK + j]; vf: the value block, vf[j * hd + d];
  * nv <= FK_ATT_BK visible keys. Updates the row's running max m, running sum l and unnormalized output

@@ -520,6 +520,25 @@ struct attr_field {
   attr_slot slot;
 };
 
+// How a tensor's elements are arranged in its bytes, where a pair of kernels agrees on more than
+// row-major order: the attention kernels read a KV cache's keys and its values in orders of their
+// own (kernels/fk_attention.h), which the cache's writer must use. An op declares the layout it reads
+// an input in (op_def::input_layouts); graph_builder::finish gives every value on the same bytes
+// (in place, a merge's branches, a loop carry, a state's next value) that layout, or refuses a
+// program that reads one set of bytes in two; an op that writes a laid-out value takes the kernel
+// for its layout (op_def::kernels_by_layout).
+enum class data_layout : std::uint8_t { plain, key_cache, value_cache };
+inline constexpr int data_layout_count = 3;
+
+constexpr const char* name_of(data_layout l) {
+  switch (l) {
+    case data_layout::plain: return "plain";
+    case data_layout::key_cache: return "key cache";
+    case data_layout::value_cache: return "value cache";
+  }
+  return "?";
+}
+
 struct step {
   int id = -1;                       // stable: the order in which the model added it
   const op_def* op = nullptr;
@@ -531,6 +550,7 @@ struct step {
   bool mode_sensitive = false;
   int level = 0;                     // longest path from the feeds (set by the scheduler)
   int region = -1;                   // the region it runs in (program::regions), -1: the top level
+  data_layout layout = data_layout::plain;  // its result's, as its readers read it (graph_builder::finish)
 
   // The input whose bytes the result takes over (the op's in-place input slot), or -1.
   constexpr tensor_id in_place_source() const;
@@ -601,6 +621,10 @@ struct op_def {
   bool mode_sensitive = false;
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
   const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out) = nullptr;
+  // Layouts (data_layout): the one each input slot is read in (none listed: plain), and for an op
+  // whose result's layout is its readers' (kv_write), its kernel per layout instead of `kernel`.
+  std::span<const data_layout> input_layouts{};
+  std::span<const char* const> kernels_by_layout{};
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
   // "scratch buffer" idea); a kernel writes what it reads there within the same call. The builder
   // makes it a tensor named after the result + ".work", written by the step and read by none, so the
@@ -1329,6 +1353,7 @@ class graph_builder {
           break;
         }
     if (p_.ok() && !p_.regions.empty()) check_scopes();
+    if (p_.ok()) resolve_layouts();
     if (p_.ok()) schedule(p_);
     return std::move(p_);
   }
@@ -1381,6 +1406,51 @@ class graph_builder {
     if (const int loop = p_.carried_by(t); loop >= 0) return p_.within(reader, p_.regions[static_cast<std::size_t>(loop)].parent);
     return p_.within(reader, home_of(t));
   }
+  // data_layout: the values on one set of bytes (joined through in-place results, merges, loop
+  // carries and states' next values) take the layout their readers read them in; two readers that
+  // disagree are refused. Each step whose op picks its kernel by layout records its result's.
+  constexpr void resolve_layouts() {
+    const std::size_t nt = p_.tensors.size();
+    scratch<int> up(nt);  // union-find over tensor ids
+    for (std::size_t t = 0; t < nt; ++t) up[t] = static_cast<int>(t);
+    auto find = [&](int t) {
+      while (up[static_cast<std::size_t>(t)] != t) t = up[static_cast<std::size_t>(t)] = up[static_cast<std::size_t>(up[static_cast<std::size_t>(t)])];
+      return t;
+    };
+    auto join = [&](tensor_id a, tensor_id b) {
+      if (a >= 0 && b >= 0) up[static_cast<std::size_t>(find(a))] = find(b);
+    };
+    for (const step& s : p_.steps) {
+      join(s.in_place_source(), s.result);
+      if (s.op->selects) {
+        join(s.inputs[1], s.result);
+        join(s.inputs[2], s.result);
+      }
+    }
+    for (const loop_carry& c : p_.carries) join(c.value, c.next);
+    for (const state_pair& sp : p_.state) join(sp.in, sp.out);
+    scratch<data_layout> layout(nt, data_layout::plain);
+    scratch<int> read_by(nt, -1);  // the step whose read set a set of bytes' layout
+    for (const step& s : p_.steps)
+      for (int k = 0; k < s.n_inputs && k < static_cast<int>(s.op->input_layouts.size()); ++k) {
+        const data_layout want = s.op->input_layouts[static_cast<std::size_t>(k)];
+        if (want == data_layout::plain) continue;
+        const auto g = static_cast<std::size_t>(find(s.inputs[k]));
+        if (layout[g] == data_layout::plain) {
+          layout[g] = want;
+          read_by[g] = s.id;
+        } else if (layout[g] != want) {
+          const step& first = p_.steps[static_cast<std::size_t>(read_by[g])];
+          return fail(error_kind::bad_program, "step " + to_text(s.id) + " '" + s.op->name + "' reads '" + p_.tensor(s.inputs[k]).name.str() +
+                                                   "' as a " + name_of(want) + ", but step " + to_text(first.id) + " '" + first.op->name +
+                                                   "' reads the same bytes as a " + name_of(layout[g]) +
+                                                   ", and one set of bytes holds one layout");
+        }
+      }
+    for (step& s : p_.steps)
+      if (!s.op->kernels_by_layout.empty()) s.layout = layout[static_cast<std::size_t>(find(s.result))];
+  }
+
   constexpr void check_scopes() {
     auto where = [&](const step& s) { return "step " + to_text(s.id) + " '" + s.op->name + "'"; };
     for (const step& s : p_.steps) {
@@ -2052,6 +2122,7 @@ inline constexpr op_def sgd_momentum_update{
 namespace fused::ops {
 
 inline constexpr attr_field attention_attributes[] = {{"heads", attr_slot::i0}};
+inline constexpr data_layout attention_input_layouts[] = {data_layout::plain, data_layout::key_cache, data_layout::value_cache};
 
 inline constexpr op_def attention{
     .name = "attention",
@@ -2075,6 +2146,7 @@ inline constexpr op_def attention{
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
     },
+    .input_layouts = attention_input_layouts,
     .attributes = attention_attributes,
     .positional = true};
 
@@ -2405,10 +2477,15 @@ inline constexpr op_def embed{
 // ---- begin fused/ops/kv_write.hpp ----------------------------------------------------------------------
 // kv_write: store T rows of keys or values (f32 [T, n_kv*head_dim]) into a bf16 cache
 // [n_kv, capacity, head_dim] at positions pos0..pos0+T-1 (pos0: the call's, or an optional i32 [1] third input). The result is the cache's next value, in
-// the cache's own bytes (in place over a state feed). A head's elements are in the attention kernels' key-block order
-// (fk_kv_index in kernels/fk_attention.h), not [capacity][head_dim] rows: a cache is read through attention only.
+// the cache's own bytes (in place over a state feed). A head's elements are in the order attention reads
+// them, which differs for keys and values (fk_k_index, fk_kv_index in kernels/fk_attention.h), not
+// [capacity][head_dim] rows: a cache is read through attention only. Which order is its readers' to say
+// (data_layout): attention reads its key cache as a key cache, so the kv_write under it stores keys.
 
 namespace fused::ops {
+
+// By the layout the cache is read in (data_layout): values, and a cache no step reads, in fk_kv_store's order.
+inline constexpr const char* kv_write_kernels[data_layout_count] = {"fk_kv_store", "fk_k_store", "fk_kv_store"};
 
 inline constexpr op_def kv_write{
     .name = "kv_write",
@@ -2426,7 +2503,7 @@ inline constexpr op_def kv_write{
     },
     .in_place_input = 1,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; },
+    .kernels_by_layout = kv_write_kernels,
     .positional = true};
 
 }  // namespace fused::ops
@@ -4856,7 +4933,9 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
     const auto& in = st.inputs;
     const tensor_info* ins[max_inputs]{};
     for (int k = 0; k < st.n_inputs; ++k) ins[k] = tensors + in[k];
-    m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
+    const auto& by_layout = st.op->kernels_by_layout;
+    m.kernels.push_back(by_layout.empty() ? st.op->kernel(bind, ins, st.n_inputs, tensors[st.result])
+                                          : by_layout[static_cast<std::size_t>(st.layout)]);
   }
 
   // Buffers: sizes under the binding, lifetimes and chains from `lt`.
@@ -7576,7 +7655,8 @@ enum class kernel : std::uint8_t {
   gemm,
   rope,
   rope_llama3,
-  kv_store,
+  kv_store,  // values (and a cache no attention reads)
+  k_store,   // keys
   attention_prefill,
   attention_decode,
   add,
@@ -7668,7 +7748,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 50> kernel_specs{{
+inline constexpr std::array<kernel_spec, 51> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -7680,6 +7760,8 @@ inline constexpr std::array<kernel_spec, 50> kernel_specs{{
     detail::spec(kernel::rope_llama3, "fk_rope_llama3", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::period, arg::theta,
                  arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
     detail::spec(kernel::kv_store, "fk_kv_store", 1, arg::input0, arg::rows, arg::kv_heads, arg::head_dim, arg::output, arg::capacity,
+                 arg::pos0),
+    detail::spec(kernel::k_store, "fk_k_store", 1, arg::input0, arg::rows, arg::kv_heads, arg::head_dim, arg::output, arg::capacity,
                  arg::pos0),
     detail::spec(kernel::attention_prefill, "fk_attention_prefill", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
                  arg::kv_heads, arg::head_dim, arg::capacity, arg::pos0, arg::output),
@@ -8027,13 +8109,14 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.copy_follows_rows = true;
         break;
       case kernel::kv_store:
+      case kernel::k_store:
       case kernel::attention_prefill:
       case kernel::attention_decode: {
         const shape& cache = shp(s.inputs[1]);
         c.sizes.kv_heads = cache[0].n;
         c.sizes.head_dim = cache[2].n;
         c.sizes.capacity = b(cache[1]);
-        if (c.k == kernel::kv_store) c.copy_row_bytes = c.sizes.kv_heads * c.sizes.capacity * c.sizes.head_dim * 2;
+        if (c.k == kernel::kv_store || c.k == kernel::k_store) c.copy_row_bytes = c.sizes.kv_heads * c.sizes.capacity * c.sizes.head_dim * 2;
         else c.sizes.heads = s.at.i[0];
         break;
       }
@@ -9621,6 +9704,11 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
       for (size_t c0 = 0; c0 < hd; c0 += 16)
         fk__f32_to_bf16_run(kv + s * n_kv * hd + g * hd + c0, cache + g * cap * hd + fk_kv_index(cap, hd, pos0 + s, c0),
                             fk__kv_chunk_dims(hd, c0));
+}
+
+/* k[S, n_kv*hd] (f32) -> the key cache's positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
+FK_API void fk_k_store(const float* k, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
+  fk_kv_store(k, S, n_kv, hd, cache, cap, pos0);
 }
 
 /* ---- one query row x one key block --------------------------------------------------------------
@@ -11774,6 +11862,7 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::rope: return call_kernel<kernel::rope>(&fk_rope, c, r, d);
     case kernel::rope_llama3: return call_kernel<kernel::rope_llama3>(&fk_rope_llama3, c, r, d);
     case kernel::kv_store: return call_kernel<kernel::kv_store>(&fk_kv_store, c, r, d);
+    case kernel::k_store: return call_kernel<kernel::k_store>(&fk_k_store, c, r, d);
     case kernel::attention_prefill: return call_kernel<kernel::attention_prefill>(&fk_attention_prefill, c, r, d);
     case kernel::attention_decode: return call_kernel<kernel::attention_decode>(&fk_attention_decode, c, r, d);
     case kernel::add: return call_kernel<kernel::add>(&fk_add, c, r, d);
@@ -11897,7 +11986,7 @@ inline void execute(const plan_view& p, std::span<const call> calls, const regio
   };
   auto run_call = [&](const call& c) {
     const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
-    const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
+    const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::k_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
     const std::int64_t start = detail::position_of(c, r, d);
     if (start < 0) throw std::out_of_range("step " + std::to_string(c.step) + ": position " + std::to_string(start) + " is negative");
     if (uses_cache && start + rows > c.sizes.capacity)

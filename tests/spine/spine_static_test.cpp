@@ -242,8 +242,12 @@ static_assert([] {
 //   t0 x input f32 [$1, 8]            t1 cache state bf16 [1, $2, 8]     t2 wk bf16 [8, 8]
 //   t3 k  = linear(x, wk)             step 0, level 1
 //   t4 kn = kv_write(k, cache)        step 1, level 2: in place over the state feed, so it is state
-//   t5 att = attention(x, kn, kn)     step 2, level 3 (1 head of 8 over 1 KV head); output "att"
-//   carry_state(cache, kn)
+//   t5 values state bf16 [1, $2, 8]
+//   t6 vn = kv_write(k, values)       step 2, level 2 (the same rows as values)
+//   t7 att = attention(x, kn, vn)     step 3, level 3 (1 head of 8 over 1 KV head); output "att"
+//   carry_state(cache, kn), carry_state(values, vn)
+// Attention reads kn as its key cache and vn as its value cache, so kv_write stores keys into one
+// and values into the other (data_layout).
 constexpr program stateful() {
   graph_builder g;
   const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
@@ -251,40 +255,46 @@ constexpr program stateful() {
   const auto k = g.apply(linear_no_work, {x, g.weight({"wk"}, dtype::bf16, shape(8, 8))}, {}, {"k"});
   const auto kn = g.apply(ops::kv_write, {k, cache}, {}, {"cache.next"});
   g.carry_state(cache, kn);
-  const auto att = g.apply(ops::attention, {x, kn, kn}, {.i = {1, 0, 0, 0}}, {"att"});
+  const auto values = g.state({"values"}, dtype::bf16, shape(1, sym(C), 8));
+  const auto vn = g.apply(ops::kv_write, {k, values}, {}, {"values.next"});
+  g.carry_state(values, vn);
+  const auto att = g.apply(ops::attention, {x, kn, vn}, {.i = {1, 0, 0, 0}}, {"att"});
   g.output("att", att);
   return std::move(g).finish();
 }
 
-// $1 = 4, $2 = 16: x, k, att 128 bytes; cache and cache.next 16*8*2 = 256.
-// Weights: wk 128 at 0. State: cache 256 at 0; cache.next is in its group, so at 0 too; region 256.
-// Activations: x [0,2]; k [0,1]; att [2,2]. Both strategies: x 0; k 128; att 128 (k is dead by then).
+// $1 = 4, $2 = 16: x, k, att 128 bytes; each cache and its next value 16*8*2 = 256.
+// Weights: wk 128 at 0. State: cache 256 at 0, values 256 at 256; each next value is in its feed's
+// group, so on its bytes; region 512.
+// Activations: x [0,3]; k [0,2]; att [3,3]. Both strategies: x 0; k 128; att 128 (k is dead by then).
 // Arena 256 = lower bound (two 128-byte buffers live at every position).
 constexpr auto state_plan = [] {
   const program p = stateful();
-  return freeze<6, 3>(p, plan_memory(p, bind(4, 16)));
+  return freeze<8, 4>(p, plan_memory(p, bind(4, 16)));
 }();
 static_assert(state_plan.failure.empty());
 static_assert(state_plan.tensors[4].kind == role::state && state_plan.of(4).where == region::state);
 static_assert(state_plan.of(1).offset == 0 && state_plan.of(4).offset == 0 && state_plan.of(4).group == 1);
-static_assert(state_plan.of(1).bytes == 256 && state_plan.state_bytes() == 256 && state_plan.weights_bytes() == 128);
-static_assert(state_plan.of(0).offset == 0 && state_plan.of(3).offset == 128 && state_plan.of(5).offset == 128);
+static_assert(state_plan.of(5).offset == 256 && state_plan.of(6).offset == 256 && state_plan.of(6).group == 5);
+static_assert(state_plan.of(1).bytes == 256 && state_plan.state_bytes() == 512 && state_plan.weights_bytes() == 128);
+static_assert(state_plan.of(0).offset == 0 && state_plan.of(3).offset == 128 && state_plan.of(7).offset == 128);
 static_assert(state_plan.arena_bytes() == 256 && state_plan.lower_bound == 256);
-static_assert(state_plan.steps[0].level == 1 && state_plan.steps[1].level == 2 && state_plan.steps[2].level == 3);
-static_assert(std::string_view(state_plan.kernels[1]) == "fk_kv_store" &&
-              std::string_view(state_plan.kernels[2]) == "fk_attention_prefill");
+static_assert(state_plan.steps[0].level == 1 && state_plan.steps[1].level == 2 && state_plan.steps[2].level == 2 &&
+              state_plan.steps[3].level == 3);
+static_assert(std::string_view(state_plan.kernels[1]) == "fk_k_store" && std::string_view(state_plan.kernels[2]) == "fk_kv_store" &&
+              std::string_view(state_plan.kernels[3]) == "fk_attention_prefill");
 
 // Decode ($1 = 1): activations of 32 bytes each take 64: x 0, k 64, att 64; arena 128. The state
 // layout does not depend on the mode.
 constexpr auto state_decode = [] {
   const program p = stateful();
-  return freeze<6, 3>(p, plan_memory(p, bind(1, 16)));
+  return freeze<8, 4>(p, plan_memory(p, bind(1, 16)));
 }();
 static_assert(state_decode.failure.empty() && state_decode.arena_bytes() == 128 && state_decode.lower_bound == 128);
-static_assert(state_decode.of(3).offset == 64 && state_decode.of(5).offset == 64);
+static_assert(state_decode.of(3).offset == 64 && state_decode.of(7).offset == 64);
 static_assert(state_decode.state_bytes() == state_plan.state_bytes() && state_decode.of(4).offset == state_plan.of(4).offset);
-static_assert(std::string_view(state_decode.kernels[0]) == "fk_gemv_bf16" &&
-              std::string_view(state_decode.kernels[2]) == "fk_attention_decode");
+static_assert(std::string_view(state_decode.kernels[0]) == "fk_gemv_bf16" && std::string_view(state_decode.kernels[1]) == "fk_k_store" &&
+              std::string_view(state_decode.kernels[3]) == "fk_attention_decode");
 
 // ---- 4. static_program: the same pipeline, with its diagnostics, for a model type ------------------------
 struct mlp {
@@ -319,6 +329,37 @@ constexpr bool records(error_kind k, std::string_view sentence, program (*build)
   const program p = build();
   return p.error == k && p.message.view() == sentence;
 }
+// A KV cache read as attention's keys and as its values: the two orders differ (data_layout).
+static_assert(records(error_kind::bad_program,
+                      "step 2 'attention' reads 'cache.next' as a value cache, but step 2 'attention' reads the same bytes as a "
+                      "key cache, and one set of bytes holds one layout",
+                      [] {
+                        graph_builder g;
+                        const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
+                        const auto cache = g.state({"cache"}, dtype::bf16, shape(1, sym(C), 8));
+                        const auto k = g.apply(linear_no_work, {x, g.weight({"wk"}, dtype::bf16, shape(8, 8))}, {}, {"k"});
+                        const auto kn = g.apply(ops::kv_write, {k, cache}, {}, {"cache.next"});
+                        g.carry_state(cache, kn);
+                        g.output("att", g.apply(ops::attention, {x, kn, kn}, {.i = {1, 0, 0, 0}}, {"att"}));
+                        return std::move(g).finish();
+                      }));
+// The same through the state's bytes: a second attention reads the cache feed itself as values.
+static_assert(records(error_kind::bad_program,
+                      "step 3 'attention' reads 'cache' as a value cache, but step 2 'attention' reads the same bytes as a "
+                      "key cache, and one set of bytes holds one layout",
+                      [] {
+                        graph_builder g;
+                        const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
+                        const auto cache = g.state({"cache"}, dtype::bf16, shape(1, sym(C), 8));
+                        const auto values = g.state({"values"}, dtype::bf16, shape(1, sym(C), 8));
+                        const auto k = g.apply(linear_no_work, {x, g.weight({"wk"}, dtype::bf16, shape(8, 8))}, {}, {"k"});
+                        const auto kn = g.apply(ops::kv_write, {k, cache}, {}, {"cache.next"});
+                        g.carry_state(cache, kn);
+                        g.output("a", g.apply(ops::attention, {x, kn, values}, {.i = {1, 0, 0, 0}}, {"a"}));
+                        const auto other = g.state({"other"}, dtype::bf16, shape(1, sym(C), 8));
+                        g.output("b", g.apply(ops::attention, {x, other, cache}, {.i = {1, 0, 0, 0}}, {"b"}));
+                        return std::move(g).finish();
+                      }));
 static_assert(records(error_kind::shape_mismatch,
                       "step 1 'linear' (y) input 1 'w': weight bf16 [8, 16] has 16 input features but the input f32 [$1, 8] "
                       "has 8 [inputs: x, w]",
@@ -424,8 +465,8 @@ TEST_CASE("verifier: weights that share bytes") {
 TEST_CASE("verifier: state updated in place must sit on its feed's bytes") {
   const program p = stateful();
   memory_plan m = plan_memory(p, bind(4, 16));
-  m.buffers[4].offset = 64;  // cache.next away from cache, inside a state region grown to hold it
-  m.region_bytes[static_cast<std::size_t>(region::state)] = 320;
+  m.buffers[4].offset = 512;  // cache.next away from cache, inside a state region grown to hold it
+  m.region_bytes[static_cast<std::size_t>(region::state)] = 768;
   const verdict v = verify(p, m);
   CHECK_FALSE(v.ok);
   CHECK(to_string(v.what) == "tensor 'cache.next' updates state in place but does not sit on its bytes");

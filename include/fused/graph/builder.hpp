@@ -215,6 +215,7 @@ class graph_builder {
           break;
         }
     if (p_.ok() && !p_.regions.empty()) check_scopes();
+    if (p_.ok()) resolve_layouts();
     if (p_.ok()) schedule(p_);
     return std::move(p_);
   }
@@ -267,6 +268,51 @@ class graph_builder {
     if (const int loop = p_.carried_by(t); loop >= 0) return p_.within(reader, p_.regions[static_cast<std::size_t>(loop)].parent);
     return p_.within(reader, home_of(t));
   }
+  // data_layout: the values on one set of bytes (joined through in-place results, merges, loop
+  // carries and states' next values) take the layout their readers read them in; two readers that
+  // disagree are refused. Each step whose op picks its kernel by layout records its result's.
+  constexpr void resolve_layouts() {
+    const std::size_t nt = p_.tensors.size();
+    scratch<int> up(nt);  // union-find over tensor ids
+    for (std::size_t t = 0; t < nt; ++t) up[t] = static_cast<int>(t);
+    auto find = [&](int t) {
+      while (up[static_cast<std::size_t>(t)] != t) t = up[static_cast<std::size_t>(t)] = up[static_cast<std::size_t>(up[static_cast<std::size_t>(t)])];
+      return t;
+    };
+    auto join = [&](tensor_id a, tensor_id b) {
+      if (a >= 0 && b >= 0) up[static_cast<std::size_t>(find(a))] = find(b);
+    };
+    for (const step& s : p_.steps) {
+      join(s.in_place_source(), s.result);
+      if (s.op->selects) {
+        join(s.inputs[1], s.result);
+        join(s.inputs[2], s.result);
+      }
+    }
+    for (const loop_carry& c : p_.carries) join(c.value, c.next);
+    for (const state_pair& sp : p_.state) join(sp.in, sp.out);
+    scratch<data_layout> layout(nt, data_layout::plain);
+    scratch<int> read_by(nt, -1);  // the step whose read set a set of bytes' layout
+    for (const step& s : p_.steps)
+      for (int k = 0; k < s.n_inputs && k < static_cast<int>(s.op->input_layouts.size()); ++k) {
+        const data_layout want = s.op->input_layouts[static_cast<std::size_t>(k)];
+        if (want == data_layout::plain) continue;
+        const auto g = static_cast<std::size_t>(find(s.inputs[k]));
+        if (layout[g] == data_layout::plain) {
+          layout[g] = want;
+          read_by[g] = s.id;
+        } else if (layout[g] != want) {
+          const step& first = p_.steps[static_cast<std::size_t>(read_by[g])];
+          return fail(error_kind::bad_program, "step " + to_text(s.id) + " '" + s.op->name + "' reads '" + p_.tensor(s.inputs[k]).name.str() +
+                                                   "' as a " + name_of(want) + ", but step " + to_text(first.id) + " '" + first.op->name +
+                                                   "' reads the same bytes as a " + name_of(layout[g]) +
+                                                   ", and one set of bytes holds one layout");
+        }
+      }
+    for (step& s : p_.steps)
+      if (!s.op->kernels_by_layout.empty()) s.layout = layout[static_cast<std::size_t>(find(s.result))];
+  }
+
   constexpr void check_scopes() {
     auto where = [&](const step& s) { return "step " + to_text(s.id) + " '" + s.op->name + "'"; };
     for (const step& s : p_.steps) {

@@ -68,6 +68,25 @@ struct attr_field {
   attr_slot slot;
 };
 
+// How a tensor's elements are arranged in its bytes, where a pair of kernels agrees on more than
+// row-major order: the attention kernels read a KV cache's keys and its values in orders of their
+// own (kernels/fk_attention.h), which the cache's writer must use. An op declares the layout it reads
+// an input in (op_def::input_layouts); graph_builder::finish gives every value on the same bytes
+// (in place, a merge's branches, a loop carry, a state's next value) that layout, or refuses a
+// program that reads one set of bytes in two; an op that writes a laid-out value takes the kernel
+// for its layout (op_def::kernels_by_layout).
+enum class data_layout : std::uint8_t { plain, key_cache, value_cache };
+inline constexpr int data_layout_count = 3;
+
+constexpr const char* name_of(data_layout l) {
+  switch (l) {
+    case data_layout::plain: return "plain";
+    case data_layout::key_cache: return "key cache";
+    case data_layout::value_cache: return "value cache";
+  }
+  return "?";
+}
+
 struct step {
   int id = -1;                       // stable: the order in which the model added it
   const op_def* op = nullptr;
@@ -79,6 +98,7 @@ struct step {
   bool mode_sensitive = false;
   int level = 0;                     // longest path from the feeds (set by the scheduler)
   int region = -1;                   // the region it runs in (program::regions), -1: the top level
+  data_layout layout = data_layout::plain;  // its result's, as its readers read it (graph_builder::finish)
 
   // The input whose bytes the result takes over (the op's in-place input slot), or -1.
   constexpr tensor_id in_place_source() const;
@@ -149,6 +169,10 @@ struct op_def {
   bool mode_sensitive = false;
   // Kernel variant for a bound mode: the name both the C++ runtime and the C generator call.
   const char* (*kernel)(const binding& b, const tensor_info* const* in, int n, const tensor_info& out) = nullptr;
+  // Layouts (data_layout): the one each input slot is read in (none listed: plain), and for an op
+  // whose result's layout is its readers' (kv_write), its kernel per layout instead of `kernel`.
+  std::span<const data_layout> input_layouts{};
+  std::span<const char* const> kernels_by_layout{};
   // Optional workspace: scratch memory the kernels may use during the step only (the TFLite Micro
   // "scratch buffer" idea); a kernel writes what it reads there within the same call. The builder
   // makes it a tensor named after the result + ".work", written by the step and read by none, so the

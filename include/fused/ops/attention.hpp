@@ -9,6 +9,7 @@
 namespace fused::ops {
 
 inline constexpr attr_field attention_attributes[] = {{"heads", attr_slot::i0}};
+inline constexpr data_layout attention_input_layouts[] = {data_layout::plain, data_layout::key_cache, data_layout::value_cache};
 
 inline constexpr op_def attention{
     .name = "attention",
@@ -32,6 +33,7 @@ inline constexpr op_def attention{
     .kernel = [](const binding& b, const tensor_info* const* in, int, const tensor_info&) {
       return rows_of(in[0]->shp, b) == 1 ? "fk_attention_decode" : "fk_attention_prefill";
     },
+    .input_layouts = attention_input_layouts,
     .attributes = attention_attributes,
     .positional = true};
 

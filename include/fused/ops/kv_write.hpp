@@ -1,11 +1,16 @@
 // kv_write: store T rows of keys or values (f32 [T, n_kv*head_dim]) into a bf16 cache
 // [n_kv, capacity, head_dim] at positions pos0..pos0+T-1 (pos0: the call's, or an optional i32 [1] third input). The result is the cache's next value, in
-// the cache's own bytes (in place over a state feed). A head's elements are in the attention kernels' key-block order
-// (fk_kv_index in kernels/fk_attention.h), not [capacity][head_dim] rows: a cache is read through attention only.
+// the cache's own bytes (in place over a state feed). A head's elements are in the order attention reads
+// them, which differs for keys and values (fk_k_index, fk_kv_index in kernels/fk_attention.h), not
+// [capacity][head_dim] rows: a cache is read through attention only. Which order is its readers' to say
+// (data_layout): attention reads its key cache as a key cache, so the kv_write under it stores keys.
 #pragma once
 #include "common.hpp"
 
 namespace fused::ops {
+
+// By the layout the cache is read in (data_layout): values, and a cache no step reads, in fk_kv_store's order.
+inline constexpr const char* kv_write_kernels[data_layout_count] = {"fk_kv_store", "fk_k_store", "fk_kv_store"};
 
 inline constexpr op_def kv_write{
     .name = "kv_write",
@@ -23,7 +28,7 @@ inline constexpr op_def kv_write{
     },
     .in_place_input = 1,
     .mode_sensitive = false,
-    .kernel = [](const binding&, const tensor_info* const*, int, const tensor_info&) { return "fk_kv_store"; },
+    .kernels_by_layout = kv_write_kernels,
     .positional = true};
 
 }  // namespace fused::ops

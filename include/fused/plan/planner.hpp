@@ -414,7 +414,9 @@ constexpr memory_plan plan_memory(const program& p, const lifetimes& lt, const b
     const auto& in = st.inputs;
     const tensor_info* ins[max_inputs]{};
     for (int k = 0; k < st.n_inputs; ++k) ins[k] = tensors + in[k];
-    m.kernels.push_back(st.op->kernel(bind, ins, st.n_inputs, tensors[st.result]));
+    const auto& by_layout = st.op->kernels_by_layout;
+    m.kernels.push_back(by_layout.empty() ? st.op->kernel(bind, ins, st.n_inputs, tensors[st.result])
+                                          : by_layout[static_cast<std::size_t>(st.layout)]);
   }
 
   // Buffers: sizes under the binding, lifetimes and chains from `lt`.

@@ -25,7 +25,8 @@ enum class kernel : std::uint8_t {
   gemm,
   rope,
   rope_llama3,
-  kv_store,
+  kv_store,  // values (and a cache no attention reads)
+  k_store,   // keys
   attention_prefill,
   attention_decode,
   add,
@@ -117,7 +118,7 @@ constexpr kernel_spec refusing(kernel_spec s, const char* why) {
 }
 }  // namespace detail
 
-inline constexpr std::array<kernel_spec, 50> kernel_specs{{
+inline constexpr std::array<kernel_spec, 51> kernel_specs{{
     detail::spec(kernel::embed, "fk_embed", -1, arg::input1, arg::out_cols, arg::input0, arg::rows, arg::output),
     detail::spec(kernel::rmsnorm, "fk_rmsnorm", -1, arg::input0, arg::input1, arg::rows, arg::cols, arg::eps, arg::output),
     detail::spec(kernel::rmsnorm_heads, "fk_rmsnorm_heads", -1, arg::input0, arg::input1, arg::rows, arg::heads, arg::head_dim, arg::eps,
@@ -129,6 +130,8 @@ inline constexpr std::array<kernel_spec, 50> kernel_specs{{
     detail::spec(kernel::rope_llama3, "fk_rope_llama3", 0, arg::output, arg::rows, arg::heads, arg::head_dim, arg::pos0, arg::period, arg::theta,
                  arg::factor, arg::low_freq_factor, arg::high_freq_factor, arg::original_max),
     detail::spec(kernel::kv_store, "fk_kv_store", 1, arg::input0, arg::rows, arg::kv_heads, arg::head_dim, arg::output, arg::capacity,
+                 arg::pos0),
+    detail::spec(kernel::k_store, "fk_k_store", 1, arg::input0, arg::rows, arg::kv_heads, arg::head_dim, arg::output, arg::capacity,
                  arg::pos0),
     detail::spec(kernel::attention_prefill, "fk_attention_prefill", -1, arg::input0, arg::rows, arg::heads, arg::input1, arg::input2,
                  arg::kv_heads, arg::head_dim, arg::capacity, arg::pos0, arg::output),
@@ -476,13 +479,14 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         c.copy_follows_rows = true;
         break;
       case kernel::kv_store:
+      case kernel::k_store:
       case kernel::attention_prefill:
       case kernel::attention_decode: {
         const shape& cache = shp(s.inputs[1]);
         c.sizes.kv_heads = cache[0].n;
         c.sizes.head_dim = cache[2].n;
         c.sizes.capacity = b(cache[1]);
-        if (c.k == kernel::kv_store) c.copy_row_bytes = c.sizes.kv_heads * c.sizes.capacity * c.sizes.head_dim * 2;
+        if (c.k == kernel::kv_store || c.k == kernel::k_store) c.copy_row_bytes = c.sizes.kv_heads * c.sizes.capacity * c.sizes.head_dim * 2;
         else c.sizes.heads = s.at.i[0];
         break;
       }

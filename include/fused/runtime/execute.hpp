@@ -86,7 +86,7 @@ inline void execute(const plan_view& p, std::span<const call> calls, const regio
   };
   auto run_call = [&](const call& c) {
     const std::int64_t rows = c.rows.n * b.value[c.rows.symbol];
-    const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
+    const bool uses_cache = c.k == kernel::kv_store || c.k == kernel::k_store || c.k == kernel::attention_prefill || c.k == kernel::attention_decode;
     const std::int64_t start = detail::position_of(c, r, d);
     if (start < 0) throw std::out_of_range("step " + std::to_string(c.step) + ": position " + std::to_string(start) + " is negative");
     if (uses_cache && start + rows > c.sizes.capacity)

@@ -134,6 +134,7 @@ FUSED_ALWAYS_INLINE int invoke(const call& c, const regions& r, const call_dims&
     case kernel::rope: return call_kernel<kernel::rope>(&fk_rope, c, r, d);
     case kernel::rope_llama3: return call_kernel<kernel::rope_llama3>(&fk_rope_llama3, c, r, d);
     case kernel::kv_store: return call_kernel<kernel::kv_store>(&fk_kv_store, c, r, d);
+    case kernel::k_store: return call_kernel<kernel::k_store>(&fk_k_store, c, r, d);
     case kernel::attention_prefill: return call_kernel<kernel::attention_prefill>(&fk_attention_prefill, c, r, d);
     case kernel::attention_decode: return call_kernel<kernel::attention_decode>(&fk_attention_decode, c, r, d);
     case kernel::add: return call_kernel<kernel::add>(&fk_add, c, r, d);

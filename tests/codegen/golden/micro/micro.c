@@ -99,7 +99,7 @@ static const micro__step micro__prefill_steps[] = {
     {5, "layers.0.q_rope", "rope", "fk_rope", 0, MICRO_PREFILL_LAYERS_0_Q_ROPE, 512},
     {6, "layers.0.k_rope", "rope", "fk_rope", 0, MICRO_PREFILL_LAYERS_0_K_ROPE, 256},
     {8, "cache.layers.0.value.next", "kv_write", "fk_kv_store", 1, MICRO_STATE_CACHE_LAYERS_0_VALUE_NEXT, 512},
-    {7, "cache.layers.0.key.next", "kv_write", "fk_kv_store", 1, MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT, 512},
+    {7, "cache.layers.0.key.next", "kv_write", "fk_k_store", 1, MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT, 512},
     {9, "layers.0.attn", "attention", "fk_attention_prefill", 0, MICRO_PREFILL_LAYERS_0_ATTN, 512},
     {10, "layers.0.attn_out", "linear", "fk_gemm_bf16", 0, MICRO_PREFILL_LAYERS_0_ATTN_OUT, 512},
     {11, "layers.0.resid_attn", "add", "fk_add", 0, MICRO_PREFILL_LAYERS_0_RESID_ATTN, 512},
@@ -147,7 +147,7 @@ static const micro__step micro__decode_steps[] = {
     {5, "layers.0.q_rope", "rope", "fk_rope", 0, MICRO_DECODE_LAYERS_0_Q_ROPE, 128},
     {6, "layers.0.k_rope", "rope", "fk_rope", 0, MICRO_DECODE_LAYERS_0_K_ROPE, 64},
     {8, "cache.layers.0.value.next", "kv_write", "fk_kv_store", 1, MICRO_STATE_CACHE_LAYERS_0_VALUE_NEXT, 512},
-    {7, "cache.layers.0.key.next", "kv_write", "fk_kv_store", 1, MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT, 512},
+    {7, "cache.layers.0.key.next", "kv_write", "fk_k_store", 1, MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT, 512},
     {9, "layers.0.attn", "attention", "fk_attention_decode", 0, MICRO_DECODE_LAYERS_0_ATTN, 128},
     {10, "layers.0.attn_out", "linear", "fk_gemv_bf16", 0, MICRO_DECODE_LAYERS_0_ATTN_OUT, 128},
     {11, "layers.0.resid_attn", "add", "fk_add", 0, MICRO_DECODE_LAYERS_0_RESID_ATTN, 128},
@@ -242,7 +242,7 @@ static int micro__prefill(micro_model* m, size_t n) {
   fk_kv_store(F(MICRO_PREFILL_LAYERS_0_V), n, 1, 16, S16(MICRO_STATE_CACHE_LAYERS_0_VALUE_NEXT), 16, pos0);
   CANARY_CHECK(0, 7);
   /* cache.layers.0.key.next = kv_write(layers.0.k_rope, cache.layers.0.key)  bf16 [1, 16, 16] */
-  fk_kv_store(F(MICRO_PREFILL_LAYERS_0_K_ROPE), n, 1, 16, S16(MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT), 16, pos0);
+  fk_k_store(F(MICRO_PREFILL_LAYERS_0_K_ROPE), n, 1, 16, S16(MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT), 16, pos0);
   CANARY_CHECK(0, 8);
   /* layers.0.attn = attention(layers.0.q_rope, cache.layers.0.key.next, cache.layers.0.value.next)  f32 [4, 32] */
   fk_attention_prefill(F(MICRO_PREFILL_LAYERS_0_Q_ROPE), n, 2, S16(MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT), S16(MICRO_STATE_CACHE_LAYERS_0_VALUE_NEXT), 1, 16, 16, pos0, F(MICRO_PREFILL_LAYERS_0_ATTN));
@@ -314,7 +314,7 @@ static int micro__decode(micro_model* m) {
   fk_kv_store(F(MICRO_DECODE_LAYERS_0_V), 1, 1, 16, S16(MICRO_STATE_CACHE_LAYERS_0_VALUE_NEXT), 16, pos0);
   CANARY_CHECK(1, 7);
   /* cache.layers.0.key.next = kv_write(layers.0.k_rope, cache.layers.0.key)  bf16 [1, 16, 16] */
-  fk_kv_store(F(MICRO_DECODE_LAYERS_0_K_ROPE), 1, 1, 16, S16(MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT), 16, pos0);
+  fk_k_store(F(MICRO_DECODE_LAYERS_0_K_ROPE), 1, 1, 16, S16(MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT), 16, pos0);
   CANARY_CHECK(1, 8);
   /* layers.0.attn = attention(layers.0.q_rope, cache.layers.0.key.next, cache.layers.0.value.next)  f32 [1, 32] */
   fk_attention_decode(F(MICRO_DECODE_LAYERS_0_Q_ROPE), 2, S16(MICRO_STATE_CACHE_LAYERS_0_KEY_NEXT), S16(MICRO_STATE_CACHE_LAYERS_0_VALUE_NEXT), 1, 16, 16, pos0, F(MICRO_DECODE_LAYERS_0_ATTN));
