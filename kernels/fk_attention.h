@@ -2,15 +2,19 @@
  *
  * Cache: per layer, kc and vc are bf16 with n_kv * cap * hd elements, KV head g's at g * cap * hd. Within a
  * head, positions are in blocks of FK_ATT_BK (the capacity's last block holds cap % FK_ATT_BK when that is
- * not 0), block b0 / FK_ATT_BK at element b0 * hd; a block of width w holds its dims in 16-dim chunks, chunk
- * c0 = 0, 16, .. at c0 * w, each chunk its w positions' min(16, hd - c0) dims in position order
- * (fk_kv_index). K and V share the layout, so one store serves both, and attention reads each key block's
- * K and V as sequential runs (every chunk's keys in one piece), which the hardware prefetchers follow;
- * with [cap][hd] rows a block's 16-dim column is 32 lines a row apart. Query head h reads KV head
- * h / (n_heads / n_kv). Scores are scaled by 1/sqrt(hd); query at position p attends to keys 0..p.
+ * not 0), block b0 / FK_ATT_BK at element b0 * hd, each block in the order its reader wants:
+ *   values (fk_kv_index): 16-dim chunks, chunk c0 = 0, 16, .. at c0 * w (w: the block's width), each its
+ *     w positions' min(16, hd - c0) dims in position order: PV takes a key's dims as one vector;
+ *   keys (fk_k_index): dim pairs, pair (d, d + 1) at d * w, its w positions' two dims side by side (an
+ *     odd hd's last dim alone): one load is 8 (AVX2) or 16 (AVX-512) keys' values of two dims, the two
+ *     split apart by a shift and a mask, so the scores take keys as vector lanes with no transposition.
+ * fk_kv_store and fk_k_store write them; a graph says which cache is which by the attention input that
+ * reads it (data_layout). Either block is sequential runs the hardware prefetchers follow. Query head h
+ * reads KV head h / (n_heads / n_kv). Scores are scaled by 1/sqrt(hd); query at position p attends to
+ * keys 0..p.
  *
  * Keys are visited in blocks of FK_ATT_BK with an online softmax (running max m, running sum l, output
- * rescaled by exp(m_old - m_new)), so memory is a few stack tiles whatever S is: the K block transposed
+ * rescaled by exp(m_old - m_new)), so memory is a few stack tiles whatever S is: the K block widened
  * to f32 [hd][BK] (a query's scores become a vector over keys: no horizontal sums), the V block widened
  * to f32 [BK][hd] (AVX-512 and scalar; AVX2 reads V as bf16, see fk__att_load_v_avx2), the rows'
  * outputs [BQ][hd] (48 KiB in all at FK_MAX_HEAD_DIM = 128). The widening is amortized over the rows of
@@ -43,18 +47,30 @@ static inline size_t fk_kv_index(size_t cap, size_t hd, size_t p, size_t d) {
   return b0 * hd + fk__kv_block_index(hd, w, p - b0, d);
 }
 
-/* kv[S, n_kv*hd] (f32) -> cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
+/* The element of key j, dim d within a K block of width w (layout above). */
+static inline size_t fk__k_block_index(size_t hd, size_t w, size_t j, size_t d) {
+  return d + 1 < hd || hd % 2 == 0 ? d / 2 * 2 * w + 2 * j + d % 2 : d * w + j;
+}
+/* The element of position p, dim d in one KV head's key cache of capacity cap (layout above). */
+static inline size_t fk_k_index(size_t cap, size_t hd, size_t p, size_t d) {
+  const size_t b0 = p / FK_ATT_BK * FK_ATT_BK, w = cap - b0 < FK_ATT_BK ? cap - b0 : FK_ATT_BK;
+  return b0 * hd + fk__k_block_index(hd, w, p - b0, d);
+}
+/* k[S, n_kv*hd] (f32) -> key cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
+FK_API void fk_k_store(const float* k, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
+  for (size_t s = 0; s < S; ++s)
+    for (size_t g = 0; g < n_kv; ++g)
+      for (size_t d = 0; d < hd; ++d)
+        cache[g * cap * hd + fk_k_index(cap, hd, pos0 + s, d)] = fk_f32_to_bf16_1(k[s * n_kv * hd + g * hd + d]);
+}
+
+/* v[S, n_kv*hd] (f32) -> value cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
 FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
   for (size_t s = 0; s < S; ++s)
     for (size_t g = 0; g < n_kv; ++g)
       for (size_t c0 = 0; c0 < hd; c0 += 16)
         fk__f32_to_bf16_run(kv + s * n_kv * hd + g * hd + c0, cache + g * cap * hd + fk_kv_index(cap, hd, pos0 + s, c0),
                             fk__kv_chunk_dims(hd, c0));
-}
-
-/* k[S, n_kv*hd] (f32) -> the key cache's positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
-FK_API void fk_k_store(const float* k, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
-  fk_kv_store(k, S, n_kv, hd, cache, cap, pos0);
 }
 
 /* ---- one query row x one key block --------------------------------------------------------------
@@ -279,44 +295,36 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
   }
 }
 
-/* K block k (width w in the cache, bk <= w keys visible) -> kt (transposed f32), 16 keys x 16 dims at a
- * time through the 16x16 transpose. hd % 16 == 0. */
+/* The K block's dim pairs -> kt (f32, kt[d][j]; keys past bk 0): one load of 16 keys' (d, d + 1) words,
+ * split into the two kt rows by a shift and a mask (fk_attention.h's key layout). An odd hd's last dim
+ * is fk__att_load_k's. k: the block, of width w in the cache, bk <= w keys visible. */
 FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd, size_t w, size_t bk, float* kt) {
-  for (size_t d0 = 0; d0 < hd; d0 += 16) /* chunk by chunk: the block read in address order */
+  const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+  for (size_t d = 0; d + 1 < hd; d += 2)
     for (size_t jb = 0; jb < FK_ATT_BK; jb += 16) {
-      __m512i r[16];
-      for (size_t i = 0; i < 16; ++i)
-        r[i] = jb + i < bk ? _mm512_castps_si512(fk__load_bf16x16(k + d0 * w + (jb + i) * 16)) : _mm512_setzero_si512();
-      fk__transpose16x16(r);
-      for (size_t t = 0; t < 16; ++t) _mm512_storeu_si512(kt + (d0 + t) * FK_ATT_BK + jb, r[t]);
+      const __mmask16 m = jb >= bk ? (__mmask16)0 : bk - jb >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (bk - jb)) - 1);
+      const __m512i wd = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, k + d * w + 2 * jb));
+      _mm512_storeu_ps(kt + d * FK_ATT_BK + jb, _mm512_castsi512_ps(_mm512_slli_epi32(wd, 16)));
+      _mm512_storeu_ps(kt + (d + 1) * FK_ATT_BK + jb, _mm512_castsi512_ps(_mm512_and_si512(wd, high)));
     }
 }
 
-/* The same through 8 x 8 transposes of 32-bit words, each word a pair of adjacent bf16 dims (d, d + 1):
- * 8 keys x 16 dims are transposed as they are in memory, and each transposed vector then gives two kt
- * rows, dim d (the word shifted left 16) and dim d + 1 (the word's high half). A third of the shuffles of
- * widening first and transposing f32 (24 per 128 elements instead of 48 + 16 widening shuffles); same kt.
- * A last 8 dims (hd % 16 == 8) are widened first. hd % 8 == 0; k, w, bk as for fk__att_load_k_avx512. */
+/* Keys jb .. jb + 7's words of the K block's dim pair at kp, keys past bk 0 (not read: the capacity's
+ * last block may end before jb + 8). */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256i fk__att_k_words_avx2(const uint16_t* kp, size_t jb, size_t bk) {
+  if (jb + 8 <= bk) return _mm256_loadu_si256((const __m256i*)(const void*)kp);
+  const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(bk > jb ? bk - jb : 0)), lane);
+  return _mm256_maskload_epi32((const int*)(const void*)kp, m);
+}
+
+/* The same 8 keys at a time. */
 FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, size_t w, size_t bk, float* kt) {
-  size_t d0 = 0;
-  for (; d0 + 16 <= hd; d0 += 16) /* chunk by chunk, each chunk's keys in order: the block read in address order */
+  for (size_t d = 0; d + 1 < hd; d += 2)
     for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) {
-      __m256 r[8];
-      for (size_t i = 0; i < 8; ++i)
-        r[i] = jb + i < bk ? _mm256_loadu_ps((const float*)(const void*)(k + d0 * w + (jb + i) * 16)) : _mm256_setzero_ps();
-      fk__transpose8x8(r); /* r[t]: the 8 keys' words of dims (d0 + 2t, d0 + 2t + 1) */
-      for (size_t t = 0; t < 8; ++t) {
-        const __m256i wd = _mm256_castps_si256(r[t]);
-        _mm256_storeu_ps(kt + (d0 + 2 * t) * FK_ATT_BK + jb, fk__bf16_even(wd));
-        _mm256_storeu_ps(kt + (d0 + 2 * t + 1) * FK_ATT_BK + jb, fk__bf16_odd(wd));
-      }
-    }
-  if (d0 < hd)
-    for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) {
-      __m256 r[8];
-      for (size_t i = 0; i < 8; ++i) r[i] = jb + i < bk ? fk__load_bf16x8(k + d0 * w + (jb + i) * 8) : _mm256_setzero_ps();
-      fk__transpose8x8(r);
-      for (size_t t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (d0 + t) * FK_ATT_BK + jb, r[t]);
+      const __m256i wd = fk__att_k_words_avx2(k + d * w + 2 * jb, jb, bk);
+      _mm256_storeu_ps(kt + d * FK_ATT_BK + jb, fk__bf16_even(wd));
+      _mm256_storeu_ps(kt + (d + 1) * FK_ATT_BK + jb, fk__bf16_odd(wd));
     }
 }
 
@@ -452,42 +460,45 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, co
   }
 }
 
-/* The same scores straight from the bf16 K block kb (width w in the cache, bk keys loaded, the rest 0;
- * hd % 8 == 0): per 8 keys and 16-dim chunk, the 8 keys' 32-byte runs transposed in registers as 8 x 8
- * 32-bit words (dim pairs), each word split into its even and odd dim, fed to the rows' chains in dim
- * order. The same products in the same order as through kt, without writing and rereading it: the kt
- * stores (16 per 8 x 16 tile, a line each) were what bound decode's transposition. */
+/* The same scores straight from the bf16 K block kb (width w in the cache, bk keys loaded, the rest 0):
+ * per dim pair, one load of 8 keys' words split into the pair's two dims (fk__att_k_words_avx2), fed
+ * to the rows' chains in dim order: the same products in the same order as through kt, without writing
+ * and rereading it. Up to 2 rows take 2 key vectors at a time, so that 8 chains are in flight. Ticks
+ * the prefetch once per 16 dims of each key step. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_kb_avx2(int R, const float* const* q, const uint16_t* kb,
                                                                           size_t hd, size_t w, size_t bk, float scale,
                                                                           float* const* s, fk__att_pf* pf) {
   const __m256 sc = _mm256_set1_ps(scale);
-  for (size_t jb = 0; jb < FK_ATT_BK; jb += 8) { /* keys jb .. jb+7: one key vector */
-    __m256 a[3][2];                             /* [row][even dims, odd dims] */
-    for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = _mm256_setzero_ps();
-    size_t c0 = 0;
-    for (; c0 + 16 <= hd; c0 += 16) {
-      __m256 t[8];
-      for (size_t i = 0; i < 8; ++i)
-        t[i] = jb + i < bk ? _mm256_loadu_ps((const float*)(const void*)(kb + c0 * w + (jb + i) * 16)) : _mm256_setzero_ps();
-      fk__att_pf_tick(pf);
-      fk__transpose8x8(t); /* t[u]: the 8 keys' words of dims (c0 + 2u, c0 + 2u + 1) */
-      for (size_t u = 0; u < 8; ++u) {
-        const __m256i wd = _mm256_castps_si256(t[u]);
-        const __m256 ke = fk__bf16_even(wd), ko = fk__bf16_odd(wd);
-        for (int r = 0; r < R; ++r) {
-          a[r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + c0 + 2 * u), ke, a[r][0]);
-          a[r][1] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + c0 + 2 * u + 1), ko, a[r][1]);
+  const size_t KV = R <= 2 ? 2 : 1; /* key vectors per step */
+  for (size_t jb = 0; jb < FK_ATT_BK; jb += 8 * KV) {
+    __m256 a[2][3][2]; /* [key vector][row][even dims, odd dims] */
+    for (size_t x = 0; x < KV; ++x)
+      for (int r = 0; r < R; ++r) a[x][r][0] = a[x][r][1] = _mm256_setzero_ps();
+    size_t d = 0;
+    for (; d + 1 < hd; d += 2) {
+      if (d % 16 == 0) fk__att_pf_tick(pf);
+      __m256 ke[2], ko[2];
+      for (size_t x = 0; x < KV; ++x) {
+        const __m256i wd = fk__att_k_words_avx2(kb + d * w + 2 * (jb + 8 * x), jb + 8 * x, bk);
+        ke[x] = fk__bf16_even(wd);
+        ko[x] = fk__bf16_odd(wd);
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256 q0 = _mm256_broadcast_ss(q[r] + d), q1 = _mm256_broadcast_ss(q[r] + d + 1);
+        for (size_t x = 0; x < KV; ++x) {
+          a[x][r][0] = _mm256_fmadd_ps(q0, ke[x], a[x][r][0]);
+          a[x][r][1] = _mm256_fmadd_ps(q1, ko[x], a[x][r][1]);
         }
       }
     }
-    if (c0 < hd) { /* a last 8 dims: dim c0 + u into the even chain for even u */
-      __m256 t[8];
-      for (size_t i = 0; i < 8; ++i) t[i] = jb + i < bk ? fk__load_bf16x8(kb + c0 * w + (jb + i) * 8) : _mm256_setzero_ps();
-      fk__transpose8x8(t);
-      for (size_t u = 0; u < 8; ++u)
-        for (int r = 0; r < R; ++r) a[r][u & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + c0 + u), t[u], a[r][u & 1]);
-    }
-    for (int r = 0; r < R; ++r) _mm256_storeu_ps(s[r] + jb, _mm256_mul_ps(_mm256_add_ps(a[r][0], a[r][1]), sc));
+    if (d < hd) /* an odd hd's last dim, into the even chain */
+      for (size_t x = 0; x < KV; ++x) {
+        float t[8];
+        for (size_t i = 0; i < 8; ++i) t[i] = jb + 8 * x + i < bk ? fk_bf16_to_f32_1(kb[d * w + jb + 8 * x + i]) : 0.0f;
+        for (int r = 0; r < R; ++r) a[x][r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + d), _mm256_loadu_ps(t), a[x][r][0]);
+      }
+    for (size_t x = 0; x < KV; ++x)
+      for (int r = 0; r < R; ++r) _mm256_storeu_ps(s[r] + jb + 8 * x, _mm256_mul_ps(_mm256_add_ps(a[x][r][0], a[x][r][1]), sc));
   }
 }
 
@@ -560,7 +571,11 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
   const size_t groups = (n + 2) / 3, chunks = hd / 16; /* fk__att_group's split: ceil(n / 3) groups */
   /* ticks: each group's score tiles (or its kt pass) and PV chunks, and each row's softmax */
-  const size_t ticks = groups * ((kt ? 1 : FK_ATT_BK / 8 * chunks) + chunks) + n;
+  size_t ticks = groups * chunks + n;
+  for (size_t k = 0, R; k < n; k += R) { /* a group's scores: one kt pass, or fk__att_scores_kb_avx2's */
+    R = fk__att_group(n - k);
+    ticks += kt ? 1 : FK_ATT_BK / (R <= 2 ? 16 : 8) * ((hd + 14) / 16);
+  }
   fk__att_pf pf = {.k = pf_k, .v = pf_v, .at = 0, .step = fk__att_pf_step(pf_k, pf_bytes, ticks), .bytes = pf_bytes};
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group(n - k);
@@ -593,21 +608,17 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
 }
 #endif
 
-/* K block kb (width w in the cache) -> kt[d][j] (f32), its first bk keys, the rest 0: the ISA's transposition. */
+/* K block kb (width w in the cache) -> kt[d][j] (f32), its first bk keys, the rest 0. */
 static inline void fk__att_load_k(fk_isa isa, const uint16_t* kb, size_t hd, size_t w, size_t bk, float* kt) {
+  size_t d0 = 0; /* dims done */
 #if FK_X86
-  if (isa >= FK_ISA_AVX512BF16 && hd % 16 == 0) {
-    fk__att_load_k_avx512(kb, hd, w, bk, kt);
-    return;
-  }
-  if (isa >= FK_ISA_AVX2 && hd % 8 == 0) {
-    fk__att_load_k_avx2(kb, hd, w, bk, kt);
-    return;
-  }
+  if (isa >= FK_ISA_AVX512BF16) fk__att_load_k_avx512(kb, hd, w, bk, kt);
+  else if (isa >= FK_ISA_AVX2) fk__att_load_k_avx2(kb, hd, w, bk, kt);
+  if (isa >= FK_ISA_AVX2) d0 = hd / 2 * 2;
 #endif
   (void)isa;
-  for (size_t d = 0; d < hd; ++d)
-    for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kb[fk__kv_block_index(hd, w, j, d)]) : 0.0f;
+  for (size_t d = d0; d < hd; ++d)
+    for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kb[fk__k_block_index(hd, w, j, d)]) : 0.0f;
 }
 
 /* ---- a work item: up to FK_ATT_BQ query rows that share one KV head ----------------------------------
@@ -638,10 +649,10 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
    * its 8 odd dims (fk__att_load_v_avx2) */
   const int avx2 = FK_X86 && isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16;
   /* AVX2, up to 4 rows (decode of up to 4 query heads per KV head): the scores read each K block
-   * themselves, no kt. Transposing once per row group beats writing and rereading kt up to two groups
-   * of 2 (Zen 3, from DRAM: 1.76x at 2 rows of 128 dims, 1.13-1.18x at 4 rows of 64); at 5-6 rows it
-   * is even, at 7 (3 groups) 0.92x, and prefill's 32 rows transpose once. */
-  const int k_direct = avx2 && hd % 8 == 0 && nr <= 4;
+   * themselves, no kt. Splitting the dim pairs once per row group beats writing and rereading kt up to
+   * two groups of 2; at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32 rows
+   * widen each block once (Zen 3, from DRAM). */
+  const int k_direct = avx2 && nr <= 4;
   for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
     const size_t w = cap - j0 < FK_ATT_BK ? cap - j0 : FK_ATT_BK; /* the block's width in the cache */

@@ -11,7 +11,7 @@
  *                   fk_gemm_bf16_work_bytes                  its optional workspace (x rounded to bf16 once)
  *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency),
  *                   fk_rope_llama3, fk_rope_llama3_inv_freq  (transformers' rope_type "llama3")
- *   fk_attention.h  fk_kv_store, fk_attention_prefill, fk_attention_decode   (cache: n_kv x cap x hd bf16 in key blocks, fk_kv_index)
+ *   fk_attention.h  fk_k_store, fk_kv_store, fk_attention_prefill, fk_attention_decode   (caches: n_kv x cap x hd bf16 in key blocks, fk_k_index / fk_kv_index)
  *   fk_sample.h     fk_argmax, fk_rng, fk_rng_seed, fk_rng_next, fk_rng_uniform, fk_sample, fk_sample_with, fk_repeat_penalty
  *   fk_sequence.h   fk_argmax_rows, fk_not_in, fk_store_at, fk_increment_i32, fk_next_position, fk_fill_i32,
  *                   fk_copy_bytes, fk_select_bytes           (a generation loop's ids and positions; control flow)

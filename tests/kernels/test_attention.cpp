@@ -10,7 +10,7 @@ namespace {
 struct att_problem {
   std::size_t S, n_heads, n_kv, hd, cap, pos0;
   unaligned<float> q;       // [S, n_heads*hd]
-  unaligned<uint16_t> kc, vc;  // n_kv heads of cap positions in the cache layout (fk_kv_index)
+  unaligned<uint16_t> kc, vc;  // n_kv heads of cap positions in the caches' layouts (fk_k_index, fk_kv_index)
   att_problem(std::size_t S_, std::size_t nh, std::size_t nkv, std::size_t hd_, std::size_t pos0_)
       : S(S_), n_heads(nh), n_kv(nkv), hd(hd_), cap(pos0_ + S_ + 3), pos0(pos0_), q(S_ * nh * hd_),
         kc(nkv * (pos0_ + S_ + 3) * hd_), vc(nkv * (pos0_ + S_ + 3) * hd_) {
@@ -28,7 +28,7 @@ struct att_problem {
     for (std::size_t j = 0; j < L; ++j) {
       double a = 0, mag = 0;
       for (std::size_t d = 0; d < hd; ++d) {
-        const double t = static_cast<double>(qr[d]) * bf(kc[g * cap * hd + fk_kv_index(cap, hd, j, d)]);
+        const double t = static_cast<double>(qr[d]) * bf(kc[g * cap * hd + fk_k_index(cap, hd, j, d)]);
         a += t;
         mag += std::fabs(t);
       }
@@ -98,43 +98,52 @@ void run_case(std::size_t S, std::size_t group, std::size_t n_kv, std::size_t hd
 
 }  // namespace
 
-TEST_CASE("the cache layout places every (position, dim) of a head at its own element") {
-  // fk_kv_index is a bijection of [0, cap) x [0, hd) onto [0, cap * hd): whole and partial key blocks,
-  // whole and partial 16-dim chunks
-  for (std::size_t cap : {std::size_t{1}, std::size_t{11}, std::size_t{32}, std::size_t{40}, std::size_t{97}})
-    for (std::size_t hd : {std::size_t{8}, std::size_t{17}, std::size_t{24}, std::size_t{64}}) {
-      CAPTURE(cap);
-      CAPTURE(hd);
-      std::vector<int> seen(cap * hd, 0);
-      for (std::size_t p = 0; p < cap; ++p)
-        for (std::size_t d = 0; d < hd; ++d) {
-          const std::size_t at = fk_kv_index(cap, hd, p, d);
-          REQUIRE(at < cap * hd);
-          ++seen[at];
-        }
-      CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(cap * hd));
-    }
-  // the documented arrangement: block 32..39 of a 40-position cache has width 8; dim 20 is in the chunk of
-  // dims 16..23 (8 wide), which starts at 32 * 24 + 16 * 8
+TEST_CASE("the cache layouts place every (position, dim) of a head at its own element") {
+  // fk_kv_index and fk_k_index are bijections of [0, cap) x [0, hd) onto [0, cap * hd): whole and partial
+  // key blocks, whole and partial 16-dim chunks, an odd hd's lone last dim
+  for (auto index : {&fk_kv_index, &fk_k_index})
+    for (std::size_t cap : {std::size_t{1}, std::size_t{11}, std::size_t{32}, std::size_t{40}, std::size_t{97}})
+      for (std::size_t hd : {std::size_t{8}, std::size_t{17}, std::size_t{24}, std::size_t{64}}) {
+        CAPTURE(cap);
+        CAPTURE(hd);
+        std::vector<int> seen(cap * hd, 0);
+        for (std::size_t p = 0; p < cap; ++p)
+          for (std::size_t d = 0; d < hd; ++d) {
+            const std::size_t at = index(cap, hd, p, d);
+            REQUIRE(at < cap * hd);
+            ++seen[at];
+          }
+        CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(cap * hd));
+      }
+  // the documented arrangements: block 32..39 of a 40-position cache has width 8. Values: dim 20 is in the
+  // chunk of dims 16..23 (8 wide), which starts at 32 * 24 + 16 * 8
   CHECK(fk_kv_index(40, 24, 33, 20) == 32 * 24 + 16 * 8 + 1 * 8 + 4);
   CHECK(fk_kv_index(40, 24, 5, 3) == 5 * 16 + 3);         // first block (width 32), chunk 0 (16 wide)
   CHECK(fk_kv_index(40, 24, 5, 19) == 16 * 32 + 5 * 8 + 3);  // first block, chunk 16 (8 wide)
+  // keys: dims 20 and 21 are the pair at 20 * 8 in that block, position 33 its second
+  CHECK(fk_k_index(40, 24, 33, 20) == 32 * 24 + 20 * 8 + 1 * 2);
+  CHECK(fk_k_index(40, 24, 33, 21) == 32 * 24 + 20 * 8 + 1 * 2 + 1);
+  CHECK(fk_k_index(40, 24, 5, 3) == 2 * 32 + 5 * 2 + 1);  // first block (width 32): pair (2, 3)
+  CHECK(fk_k_index(40, 17, 5, 16) == 16 * 32 + 5);        // hd 17: dim 16 alone, its 32 positions in a row
 }
 
-TEST_CASE("kv_store writes bf16 rows at their positions (fk_kv_index) and nothing else") {
+TEST_CASE("kv_store and k_store write bf16 rows at their positions (fk_kv_index, fk_k_index) and nothing else") {
   for_each_isa([&](fk_isa) {
     const std::size_t S = 5, n_kv = 3, hd = 17, cap = 11, pos0 = 4;
     unaligned<float> kv(S * n_kv * hd);
     fill_f32(kv.data(), kv.size());
-    unaligned<uint16_t> cache(n_kv * cap * hd, 0xBEEF);
-    fk_kv_store(kv.data(), S, n_kv, hd, cache.data(), cap, pos0);
-    for (std::size_t g = 0; g < n_kv; ++g)
-      for (std::size_t p = 0; p < cap; ++p)
-        for (std::size_t d = 0; d < hd; ++d) {
-          const uint16_t got = cache[g * cap * hd + fk_kv_index(cap, hd, p, d)];
-          if (p >= pos0 && p < pos0 + S) CHECK(got == fk_f32_to_bf16_1(kv[(p - pos0) * n_kv * hd + g * hd + d]));
-          else CHECK(got == 0xBEEF);
-        }
+    for (const bool keys : {false, true}) {
+      CAPTURE(keys);
+      unaligned<uint16_t> cache(n_kv * cap * hd, 0xBEEF);
+      (keys ? fk_k_store : fk_kv_store)(kv.data(), S, n_kv, hd, cache.data(), cap, pos0);
+      for (std::size_t g = 0; g < n_kv; ++g)
+        for (std::size_t p = 0; p < cap; ++p)
+          for (std::size_t d = 0; d < hd; ++d) {
+            const uint16_t got = cache[g * cap * hd + (keys ? fk_k_index : fk_kv_index)(cap, hd, p, d)];
+            if (p >= pos0 && p < pos0 + S) CHECK(got == fk_f32_to_bf16_1(kv[(p - pos0) * n_kv * hd + g * hd + d]));
+            else CHECK(got == 0xBEEF);
+          }
+    }
   });
 }
 
@@ -146,9 +155,11 @@ TEST_CASE("attention prefill and decode: GQA 1..7, head_dim 32/64/128, against d
     run_case(1, 2, 2, 64, 0, true);     // a single token, first position
     run_case(70, 7, 2, 64, 0, true);    // several query blocks, every decode row
     run_case(33, 1, 1, 48, 100, true);  // head_dim not a multiple of 32
-    run_case(5, 3, 1, 40, 3, true);     // head_dim not a multiple of 16 (scalar K transposition on AVX-512)
-    run_case(6, 2, 1, 36, 5, true);     // head_dim not a multiple of 8: scalar K transposition, scalar dim tail
+    run_case(5, 3, 1, 40, 3, true);     // head_dim not a multiple of 16 (AVX-512: a masked last V chunk)
+    run_case(6, 2, 1, 36, 5, true);     // head_dim not a multiple of 8: a scalar dim tail in PV
     run_case(35, 5, 1, 72, 30, true);   // AVX2: 4 16-dim chunks + one 8-dim vector; row groups whose visible keys differ
+    run_case(7, 2, 1, 17, 4, true);     // an odd head_dim: the key cache's last dim alone, a scalar dim tail
+    run_case(45, 3, 1, 16, 0, true);    // 3 query heads per KV head: decode's scores read K without kt, 1 key vector at a time
   });
 }
 
