@@ -9798,38 +9798,65 @@ typedef struct {
 static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_prefetch(pf->k, pf->v, &pf->at, pf->step, pf->bytes); }
 
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
- * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound).
+ * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound), or
+ * for up to 4 rows (one group) every load of the bf16 K and V blocks themselves.
  * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 dim chains
  * (even / odd dims), the softmax is one row's, PV is one chain per dim vector over the row's own keys
  * in order; so grouping never changes a row's bits, and the phases let the rows' softmax chains
  * (max, expf, vector exp, sum: latency-bound) overlap instead of stalling between PV runs. */
-/* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 4) rows, keys past a row's nv included (masked later). */
+/* Dims d, d + 1 (k: keys 0-15 and 16-31 of dim d, then of dim d + 1) into R rows' score chains
+ * a[r] = [keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims]; PAIR 0:
+ * dim d alone (an odd hd's last), into the even chains. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_dims512(int R, int PAIR, const float* const* q, size_t d,
+                                                                            const __m512* k, __m512 (*a)[4]) {
+  for (int r = 0; r < R; ++r) {
+    const __m512 q0 = _mm512_set1_ps(q[r][d]);
+    a[r][0] = _mm512_fmadd_ps(q0, k[0], a[r][0]);
+    a[r][1] = _mm512_fmadd_ps(q0, k[1], a[r][1]);
+    if (PAIR) {
+      const __m512 q1 = _mm512_set1_ps(q[r][d + 1]);
+      a[r][2] = _mm512_fmadd_ps(q1, k[2], a[r][2]);
+      a[r][3] = _mm512_fmadd_ps(q1, k[3], a[r][3]);
+    }
+  }
+}
+
+/* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 4) rows, keys past a row's nv included (masked later),
+ * from kt, or with kt NULL straight from the bf16 K block kb (width w in the cache, bk keys loaded, the
+ * rest 0): per dim pair, 2 loads of 16 keys' words split into the two dims (the key layout), so no kt is
+ * written and reread. The same products in the same order either way. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R, const float* const* q, const float* kt,
-                                                                           size_t hd, float scale, float* const* s) {
+                                                                           const uint16_t* kb, size_t w, size_t bk, size_t hd,
+                                                                           float scale, float* const* s) {
   __m512 a[4][4]; /* [row][keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims] */
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < 4; ++t) a[r][t] = _mm512_setzero_ps();
-  size_t d = 0;
-  for (; d + 2 <= hd; d += 2) {
-    const float* k = kt + d * FK_ATT_BK;
-    __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16);
-    __m512 k2 = _mm512_loadu_ps(k + FK_ATT_BK), k3 = _mm512_loadu_ps(k + FK_ATT_BK + 16);
-    FK_KEEP_IN_REG(k0, k1, k2, k3);
-    for (int r = 0; r < R; ++r) {
-      const __m512 q0 = _mm512_set1_ps(q[r][d]), q1 = _mm512_set1_ps(q[r][d + 1]);
-      a[r][0] = _mm512_fmadd_ps(q0, k0, a[r][0]);
-      a[r][1] = _mm512_fmadd_ps(q0, k1, a[r][1]);
-      a[r][2] = _mm512_fmadd_ps(q1, k2, a[r][2]);
-      a[r][3] = _mm512_fmadd_ps(q1, k3, a[r][3]);
+  const __mmask16 m0 = bk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << bk) - 1);
+  const __mmask16 m1 = bk >= 32 ? (__mmask16)0xffff : bk <= 16 ? (__mmask16)0 : (__mmask16)((1u << (bk - 16)) - 1);
+  const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+  const size_t pairs_end = hd / 2 * 2;
+  if (kt)
+    for (size_t d = 0; d < pairs_end; d += 2) {
+      const float* kd = kt + d * FK_ATT_BK;
+      __m512 k[4] = {_mm512_loadu_ps(kd), _mm512_loadu_ps(kd + 16), _mm512_loadu_ps(kd + FK_ATT_BK), _mm512_loadu_ps(kd + FK_ATT_BK + 16)};
+      FK_KEEP_IN_REG(k[0], k[1], k[2], k[3]);
+      fk__att_scores_dims512(R, 1, q, d, k, a);
     }
-  }
-  if (d < hd) {
-    const __m512 k0 = _mm512_loadu_ps(kt + d * FK_ATT_BK), k1 = _mm512_loadu_ps(kt + d * FK_ATT_BK + 16);
-    for (int r = 0; r < R; ++r) {
-      const __m512 q0 = _mm512_set1_ps(q[r][d]);
-      a[r][0] = _mm512_fmadd_ps(q0, k0, a[r][0]);
-      a[r][1] = _mm512_fmadd_ps(q0, k1, a[r][1]);
+  else
+    for (size_t d = 0; d < pairs_end; d += 2) {
+      const __m512i w0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kb + d * w));
+      const __m512i w1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kb + d * w + 32));
+      __m512 k[4] = {_mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)),
+                     _mm512_castsi512_ps(_mm512_and_si512(w0, high)), _mm512_castsi512_ps(_mm512_and_si512(w1, high))};
+      FK_KEEP_IN_REG(k[0], k[1], k[2], k[3]);
+      fk__att_scores_dims512(R, 1, q, d, k, a);
     }
+  if (pairs_end < hd) { /* an odd hd's last dim, alone in the key layout */
+    const size_t d = pairs_end;
+    __m512 k[4];
+    if (kt) k[0] = _mm512_loadu_ps(kt + d * FK_ATT_BK), k[1] = _mm512_loadu_ps(kt + d * FK_ATT_BK + 16);
+    else k[0] = fk__maskload_bf16x16(kb + d * w, m0), k[1] = fk__maskload_bf16x16(kb + d * w + 16, m1);
+    fk__att_scores_dims512(R, 0, q, d, k, a);
   }
   const __m512 sc = _mm512_set1_ps(scale);
   for (int r = 0; r < R; ++r) {
@@ -9859,15 +9886,32 @@ FK_TARGET_AVX512 static inline float fk__att_softmax_avx512(float* s, size_t n, 
   return corr;
 }
 
+/* Key j's 64 dims v into R rows' PV chains e[r] (one per 16 dims). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_key512(int R, const float* const* p, size_t j, const __m512* v,
+                                                                       __m512 (*e)[4]) {
+  for (int r = 0; r < R; ++r) {
+    const __m512 pj = _mm512_set1_ps(p[r][j]);
+    for (int t = 0; t < 4; ++t) e[r][t] = _mm512_fmadd_ps(pj, v[t], e[r][t]);
+  }
+}
+
 /* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd), keys j0 .. j1 - 1 in order:
- * o[r] = o[r] corr[r] + sum_j p[r][j] v_j (corr NULL: o[r] + sum, a row's run continued). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, const float* const* p, const float* vf, size_t hd,
-                                                                       size_t d0, size_t j0, size_t j1, const float* corr,
-                                                                       float* const* o) {
+ * o[r] = o[r] corr[r] + sum_j p[r][j] v_j (corr NULL: o[r] + sum, a row's run continued). V from vf, or
+ * with vf NULL widened from the bf16 V block vb (width w in the cache) as it is read: the same values. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, const float* const* p, const float* vf,
+                                                                       const uint16_t* vb, size_t w, size_t hd, size_t d0,
+                                                                       size_t j0, size_t j1, const float* corr, float* const* o) {
   __mmask16 dm[4];
   for (int v = 0; v < 4; ++v) {
     const size_t lo = d0 + 16 * (size_t)v;
     dm[v] = lo >= hd ? (__mmask16)0 : hd - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - lo)) - 1);
+  }
+  const uint16_t* vc[4]; /* vb: each 16-dim chunk's first key, and its keys' stride */
+  size_t vstride[4];
+  for (int v = 0; v < 4; ++v) {
+    const size_t c0 = d0 + 16 * (size_t)v;
+    vc[v] = vb && c0 < hd ? vb + c0 * w : vb;
+    vstride[v] = c0 < hd ? fk__kv_chunk_dims(hd, c0) : 0;
   }
   __m512 e[4][4];
   for (int r = 0; r < R; ++r)
@@ -9875,19 +9919,21 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, co
       e[r][v] = _mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v);
       if (corr) e[r][v] = _mm512_mul_ps(e[r][v], _mm512_set1_ps(corr[r]));
     }
-  for (size_t j = j0; j < j1; ++j) {
-    const float* vj = vf + j * hd + d0;
-    __m512 v0 = _mm512_maskz_loadu_ps(dm[0], vj), v1 = _mm512_maskz_loadu_ps(dm[1], vj + 16);
-    __m512 v2 = _mm512_maskz_loadu_ps(dm[2], vj + 32), v3 = _mm512_maskz_loadu_ps(dm[3], vj + 48);
-    FK_KEEP_IN_REG(v0, v1, v2, v3);
-    for (int r = 0; r < R; ++r) {
-      const __m512 pj = _mm512_set1_ps(p[r][j]);
-      e[r][0] = _mm512_fmadd_ps(pj, v0, e[r][0]);
-      e[r][1] = _mm512_fmadd_ps(pj, v1, e[r][1]);
-      e[r][2] = _mm512_fmadd_ps(pj, v2, e[r][2]);
-      e[r][3] = _mm512_fmadd_ps(pj, v3, e[r][3]);
+  if (vf)
+    for (size_t j = j0; j < j1; ++j) {
+      const float* vj = vf + j * hd + d0;
+      __m512 v[4] = {_mm512_maskz_loadu_ps(dm[0], vj), _mm512_maskz_loadu_ps(dm[1], vj + 16), _mm512_maskz_loadu_ps(dm[2], vj + 32),
+                     _mm512_maskz_loadu_ps(dm[3], vj + 48)};
+      FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
+      fk__att_pv_key512(R, p, j, v, e);
     }
-  }
+  else
+    for (size_t j = j0; j < j1; ++j) {
+      __m512 v[4] = {fk__maskload_bf16x16(vc[0] + j * vstride[0], dm[0]), fk__maskload_bf16x16(vc[1] + j * vstride[1], dm[1]),
+                     fk__maskload_bf16x16(vc[2] + j * vstride[2], dm[2]), fk__maskload_bf16x16(vc[3] + j * vstride[3], dm[3])};
+      FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
+      fk__att_pv_key512(R, p, j, v, e);
+    }
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, dm[v], e[r][v]);
 }
@@ -9896,11 +9942,13 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, co
 static inline size_t fk__att_group512(size_t rem) { return rem == 5 ? 3 : rem < 4 ? rem : 4; }
 
 /* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd), each seeing nv[i]
- * keys of the block; kt: the block's K transposed, vf: its V widened. The next block's K and V (pf_k,
- * pf_v, pf_bytes each; NULL when there is none) are prefetched along the way. */
+ * keys of the block; kt: the block's K widened, vf: its V widened, or NULL for each read straight from
+ * kb and vb, the block's bf16 K and V (width w in the cache, bk keys visible to some row). The next
+ * block's K and V (pf_k, pf_v, pf_bytes each; NULL when there is none) are prefetched along the way. */
 FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const size_t* rows, size_t n, const size_t* nv,
-                                                  const float* kt, const float* vf, size_t hd, float scale, float* m, float* l,
-                                                  float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
+                                                  const float* kt, const float* vf, const uint16_t* kb, const uint16_t* vb,
+                                                  size_t w, size_t bk, size_t hd, float scale, float* m, float* l, float* o,
+                                                  const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
   const size_t groups = n / 4 + (n % 4 != 0); /* fk__att_group512's split: ceil(n / 4) groups */
   const size_t pf_step = fk__att_pf_step(pf_k, pf_bytes, 2 * groups + n);
@@ -9915,10 +9963,10 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
       qq[r] = q[rows[i]];
       ss[r] = s[i];
     }
-    if (R == 4) fk__att_scores_avx512(4, qq, kt, hd, scale, ss);
-    else if (R == 3) fk__att_scores_avx512(3, qq, kt, hd, scale, ss);
-    else if (R == 2) fk__att_scores_avx512(2, qq, kt, hd, scale, ss);
-    else fk__att_scores_avx512(1, qq, kt, hd, scale, ss);
+    if (R == 4) fk__att_scores_avx512(4, qq, kt, kb, w, bk, hd, scale, ss);
+    else if (R == 3) fk__att_scores_avx512(3, qq, kt, kb, w, bk, hd, scale, ss);
+    else if (R == 2) fk__att_scores_avx512(2, qq, kt, kb, w, bk, hd, scale, ss);
+    else fk__att_scores_avx512(1, qq, kt, kb, w, bk, hd, scale, ss);
   }
   for (size_t k = 0; k < n; ++k) {
     fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
@@ -9939,12 +9987,12 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
     size_t nboth = nn[0]; /* keys every row of the group sees; a row's own further keys continue after */
     for (size_t r = 1; r < R; ++r) nboth = nn[r] < nboth ? nn[r] : nboth;
     for (size_t d0 = 0; d0 < hd; d0 += 64) {
-      if (R == 4) fk__att_pv_avx512(4, pp, vf, hd, d0, 0, nboth, corr + k, oo);
-      else if (R == 3) fk__att_pv_avx512(3, pp, vf, hd, d0, 0, nboth, corr + k, oo);
-      else if (R == 2) fk__att_pv_avx512(2, pp, vf, hd, d0, 0, nboth, corr + k, oo);
-      else fk__att_pv_avx512(1, pp, vf, hd, d0, 0, nboth, corr + k, oo);
+      if (R == 4) fk__att_pv_avx512(4, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
+      else if (R == 3) fk__att_pv_avx512(3, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
+      else if (R == 2) fk__att_pv_avx512(2, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
+      else fk__att_pv_avx512(1, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
       for (size_t r = 0; r < R; ++r)
-        if (nn[r] > nboth) fk__att_pv_avx512(1, pp + r, vf, hd, d0, nboth, nn[r], NULL, oo + r);
+        if (nn[r] > nboth) fk__att_pv_avx512(1, pp + r, vf, vb, w, hd, d0, nboth, nn[r], NULL, oo + r);
     }
   }
 }
@@ -10302,16 +10350,17 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   /* the AVX2 path reads V as bf16, and its rows hold each whole 16-dim chunk as its 8 even dims, then
    * its 8 odd dims (fk__att_load_v_avx2) */
   const int avx2 = FK_X86 && isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16;
-  /* AVX2, up to 4 rows (decode of up to 4 query heads per KV head): the scores read each K block
-   * themselves, no kt. Splitting the dim pairs once per row group beats writing and rereading kt up to
-   * two groups of 2; at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32 rows
-   * widen each block once (Zen 3, from DRAM). */
-  const int k_direct = avx2 && nr <= 4;
+  /* SIMD, up to 4 rows (decode of up to 4 query heads per KV head): the scores read each K block
+   * themselves, no kt. On AVX2, splitting the dim pairs once per row group beats writing and rereading
+   * kt up to two groups of 2; at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32
+   * rows widen each block once (Zen 3, from DRAM). AVX-512 takes up to 4 rows in one group, which also
+   * reads V straight from the bf16 block (vf is widened for more). */
+  const int k_direct = FK_X86 && isa >= FK_ISA_AVX2 && nr <= 4, v_direct = k_direct && !avx2;
   for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
     const size_t w = cap - j0 < FK_ATT_BK ? cap - j0 : FK_ATT_BK; /* the block's width in the cache */
     const uint16_t *kb = kc + j0 * hd, *vb = vc + j0 * hd;
-    if (!avx2)
+    if (!avx2 && !v_direct)
       for (size_t c0 = 0; c0 < hd; c0 += 16)
         for (size_t j = 0; j < bk; ++j) fk__bf16_to_f32_run(vb + fk__kv_block_index(hd, w, j, c0), vf + j * hd + c0, fk__kv_chunk_dims(hd, c0));
     if (!k_direct) fk__att_load_k(isa, kb, hd, w, bk, kt);
@@ -10328,7 +10377,8 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       const char* pf_k = next_w ? (const char*)(kc + j1 * hd) : NULL;
       const char* pf_v = next_w ? (const char*)(vc + j1 * hd) : NULL;
       if (n && isa >= FK_ISA_AVX512BF16)
-        fk__att_block_avx512(qr, rows, n, nvs, kt, vf, hd, scale, mrow, lrow, o, pf_k, pf_v, next_w * hd * sizeof(uint16_t));
+        fk__att_block_avx512(qr, rows, n, nvs, k_direct ? NULL : kt, v_direct ? NULL : vf, kb, vb, w, bk, hd, scale, mrow, lrow, o,
+                             pf_k, pf_v, next_w * hd * sizeof(uint16_t));
       else if (n)
         fk__att_block_avx2(qr, rows, n, nvs, k_direct ? NULL : kt, kb, bk, vb, hd, w, scale, mrow, lrow, o, pf_k, pf_v,
                            next_w * hd * sizeof(uint16_t));
