@@ -441,6 +441,7 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 // (fused/graph/diagnose.hpp); at run time it becomes a `graph_error`.
 #include <initializer_list>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 // ---- begin fused/graph/control.hpp ---------------------------------------------------------------------
@@ -524,9 +525,10 @@ struct attr_field {
 // row-major order: the attention kernels read a KV cache's keys and its values in orders of their
 // own (kernels/fk_attention.h), which the cache's writer must use. An op declares the layout it reads
 // an input in (op_def::input_layouts); graph_builder::finish gives every value on the same bytes
-// (in place, a merge's branches, a loop carry, a state's next value) that layout, or refuses a
-// program that reads one set of bytes in two; an op that writes a laid-out value takes the kernel
-// for its layout (op_def::kernels_by_layout).
+// (in place, a merge's branches, a loop carry, a state's next value) that layout, and refuses a
+// program that reads one set of bytes in two or gives them to an op that would take them for
+// row-major; an op that writes a laid-out value takes the kernel for its layout
+// (op_def::kernels_by_layout).
 enum class data_layout : std::uint8_t { plain, key_cache, value_cache };
 inline constexpr int data_layout_count = 3;
 
@@ -1410,9 +1412,14 @@ class graph_builder {
   // carries and states' next values) take the layout their readers read them in; two readers that
   // disagree are refused. Each step whose op picks its kernel by layout records its result's.
   constexpr void resolve_layouts() {
+    // (Lean: a 32-layer static model's plan is near clang's default -fconstexpr-steps.)
     const std::size_t nt = p_.tensors.size();
     scratch<int> up(nt);  // union-find over tensor ids
-    for (std::size_t t = 0; t < nt; ++t) up[t] = static_cast<int>(t);
+    scratch<data_layout> layout(nt);  // a root's: its set of bytes'
+    for (std::size_t t = 0; t < nt; ++t) {
+      up[t] = static_cast<int>(t);
+      layout[t] = data_layout::plain;
+    }
     auto find = [&](int t) {
       while (up[static_cast<std::size_t>(t)] != t) t = up[static_cast<std::size_t>(t)] = up[static_cast<std::size_t>(up[static_cast<std::size_t>(t)])];
       return t;
@@ -1421,7 +1428,7 @@ class graph_builder {
       if (a >= 0 && b >= 0) up[static_cast<std::size_t>(find(a))] = find(b);
     };
     for (const step& s : p_.steps) {
-      join(s.in_place_source(), s.result);
+      if (s.op->in_place_input >= 0) join(s.in_place_source(), s.result);
       if (s.op->selects) {
         join(s.inputs[1], s.result);
         join(s.inputs[2], s.result);
@@ -1429,8 +1436,13 @@ class graph_builder {
     }
     for (const loop_carry& c : p_.carries) join(c.value, c.next);
     for (const state_pair& sp : p_.state) join(sp.in, sp.out);
-    scratch<data_layout> layout(nt, data_layout::plain);
-    scratch<int> read_by(nt, -1);  // the step whose read set a set of bytes' layout
+    // The first step that reads root g's bytes in their layout (for a message).
+    auto read_by = [&](std::size_t g) -> const step& {
+      for (const step& s : p_.steps)
+        for (int k = 0; k < s.n_inputs && k < static_cast<int>(s.op->input_layouts.size()); ++k)
+          if (s.op->input_layouts[static_cast<std::size_t>(k)] == layout[g] && static_cast<std::size_t>(find(s.inputs[k])) == g) return s;
+      return p_.steps[0];
+    };
     for (const step& s : p_.steps)
       for (int k = 0; k < s.n_inputs && k < static_cast<int>(s.op->input_layouts.size()); ++k) {
         const data_layout want = s.op->input_layouts[static_cast<std::size_t>(k)];
@@ -1438,15 +1450,31 @@ class graph_builder {
         const auto g = static_cast<std::size_t>(find(s.inputs[k]));
         if (layout[g] == data_layout::plain) {
           layout[g] = want;
-          read_by[g] = s.id;
         } else if (layout[g] != want) {
-          const step& first = p_.steps[static_cast<std::size_t>(read_by[g])];
+          const step& first = read_by(g);
           return fail(error_kind::bad_program, "step " + to_text(s.id) + " '" + s.op->name + "' reads '" + p_.tensor(s.inputs[k]).name.str() +
                                                    "' as a " + name_of(want) + ", but step " + to_text(first.id) + " '" + first.op->name +
                                                    "' reads the same bytes as a " + name_of(layout[g]) +
                                                    ", and one set of bytes holds one layout");
         }
       }
+    // Other readers would see the layout's order as if it were row-major: only a step that writes the
+    // bytes in place (kv_write into the cache, a carry's copy) or a merge that passes them on may take them.
+    // Checked at run time (graph files), not in constant evaluation: a static model's graph template is
+    // the library's own, and a 32-layer one is near clang's default -fconstexpr-steps already.
+    if (!std::is_constant_evaluated())
+      for (const step& s : p_.steps)
+        for (int k = 0; k < s.n_inputs; ++k) {
+          const auto g = static_cast<std::size_t>(find(s.inputs[k]));
+          if (layout[g] == data_layout::plain) continue;
+          const bool declared = k < static_cast<int>(s.op->input_layouts.size()) && s.op->input_layouts[static_cast<std::size_t>(k)] == layout[g];
+          const bool passes_on = k == s.op->in_place_input || (s.op->selects && k > 0);
+          if (declared || passes_on) continue;
+          const step& reader = read_by(g);
+          return fail(error_kind::bad_program, "step " + to_text(s.id) + " '" + s.op->name + "' reads '" + p_.tensor(s.inputs[k]).name.str() +
+                                                   "', which step " + to_text(reader.id) + " '" + reader.op->name + "' reads as a " +
+                                                   name_of(layout[g]) + ": its elements are in that reader's order, not row-major");
+        }
     for (step& s : p_.steps)
       if (!s.op->kernels_by_layout.empty()) s.layout = layout[static_cast<std::size_t>(find(s.result))];
   }
@@ -2479,8 +2507,9 @@ inline constexpr op_def embed{
 // [n_kv, capacity, head_dim] at positions pos0..pos0+T-1 (pos0: the call's, or an optional i32 [1] third input). The result is the cache's next value, in
 // the cache's own bytes (in place over a state feed). A head's elements are in the order attention reads
 // them, which differs for keys and values (fk_k_index, fk_kv_index in kernels/fk_attention.h), not
-// [capacity][head_dim] rows: a cache is read through attention only. Which order is its readers' to say
-// (data_layout): attention reads its key cache as a key cache, so the kv_write under it stores keys.
+// [capacity][head_dim] rows: a cache is read through attention only (graph_builder::finish refuses other
+// readers). Which order is its readers' to say (data_layout): attention reads its key cache as a key
+// cache, so the kv_write under it stores keys.
 
 namespace fused::ops {
 

@@ -8,6 +8,7 @@
 #include <fused/core/text_string.hpp>
 #include <fused/graph/builder.hpp>
 #include <fused/ops.hpp>
+#include <fused/ops/graph_ops.hpp>
 #include <fused/plan/planner.hpp>
 #include <fused/plan/static_program.hpp>
 #include <fused/plan/static_plan.hpp>
@@ -619,4 +620,24 @@ TEST_CASE("verifier: a broken plan also fails in constant evaluation, with the s
     return freeze<9, 4>(p, plan_memory(p, bind(4)));
   }();
   CHECK(miscounted.failure.view() == "the program's size differs from the size it was counted at");
+}
+
+// Any other reader of a laid-out cache would take its elements for row-major ones (checked at run time
+// only: graph files; graph_builder::resolve_layouts).
+TEST_CASE("a KV cache given to an op other than attention is refused") {
+  CHECK(records(error_kind::bad_program,
+                      "step 4 'reshape' reads 'cache.next', which step 3 'attention' reads as a key cache: its elements are in "
+                      "that reader's order, not row-major",
+                      [] {
+                        graph_builder g;
+                        const auto x = g.input({"x"}, dtype::f32, shape(sym(T), 8));
+                        const auto cache = g.state({"cache"}, dtype::bf16, shape(1, sym(C), 8));
+                        const auto values = g.state({"values"}, dtype::bf16, shape(1, sym(C), 8));
+                        const auto k = g.apply(linear_no_work, {x, g.weight({"wk"}, dtype::bf16, shape(8, 8))}, {}, {"k"});
+                        const auto kn = g.apply(ops::kv_write, {k, cache}, {}, {"cache.next"});
+                        const auto vn = g.apply(ops::kv_write, {k, values}, {}, {"values.next"});
+                        g.output("a", g.apply(ops::attention, {x, kn, vn}, {.i = {1, 0, 0, 0}}, {"a"}));
+                        g.output("r", g.apply(ops::reshape, {kn}, {.i = {0, 0, 0, no_value}}, {"r"}));
+                        return std::move(g).finish();
+                      }));
 }

@@ -8,6 +8,7 @@
 #pragma once
 #include <initializer_list>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "control.hpp"
@@ -272,9 +273,14 @@ class graph_builder {
   // carries and states' next values) take the layout their readers read them in; two readers that
   // disagree are refused. Each step whose op picks its kernel by layout records its result's.
   constexpr void resolve_layouts() {
+    // (Lean: a 32-layer static model's plan is near clang's default -fconstexpr-steps.)
     const std::size_t nt = p_.tensors.size();
     scratch<int> up(nt);  // union-find over tensor ids
-    for (std::size_t t = 0; t < nt; ++t) up[t] = static_cast<int>(t);
+    scratch<data_layout> layout(nt);  // a root's: its set of bytes'
+    for (std::size_t t = 0; t < nt; ++t) {
+      up[t] = static_cast<int>(t);
+      layout[t] = data_layout::plain;
+    }
     auto find = [&](int t) {
       while (up[static_cast<std::size_t>(t)] != t) t = up[static_cast<std::size_t>(t)] = up[static_cast<std::size_t>(up[static_cast<std::size_t>(t)])];
       return t;
@@ -283,7 +289,7 @@ class graph_builder {
       if (a >= 0 && b >= 0) up[static_cast<std::size_t>(find(a))] = find(b);
     };
     for (const step& s : p_.steps) {
-      join(s.in_place_source(), s.result);
+      if (s.op->in_place_input >= 0) join(s.in_place_source(), s.result);
       if (s.op->selects) {
         join(s.inputs[1], s.result);
         join(s.inputs[2], s.result);
@@ -291,8 +297,13 @@ class graph_builder {
     }
     for (const loop_carry& c : p_.carries) join(c.value, c.next);
     for (const state_pair& sp : p_.state) join(sp.in, sp.out);
-    scratch<data_layout> layout(nt, data_layout::plain);
-    scratch<int> read_by(nt, -1);  // the step whose read set a set of bytes' layout
+    // The first step that reads root g's bytes in their layout (for a message).
+    auto read_by = [&](std::size_t g) -> const step& {
+      for (const step& s : p_.steps)
+        for (int k = 0; k < s.n_inputs && k < static_cast<int>(s.op->input_layouts.size()); ++k)
+          if (s.op->input_layouts[static_cast<std::size_t>(k)] == layout[g] && static_cast<std::size_t>(find(s.inputs[k])) == g) return s;
+      return p_.steps[0];
+    };
     for (const step& s : p_.steps)
       for (int k = 0; k < s.n_inputs && k < static_cast<int>(s.op->input_layouts.size()); ++k) {
         const data_layout want = s.op->input_layouts[static_cast<std::size_t>(k)];
@@ -300,15 +311,31 @@ class graph_builder {
         const auto g = static_cast<std::size_t>(find(s.inputs[k]));
         if (layout[g] == data_layout::plain) {
           layout[g] = want;
-          read_by[g] = s.id;
         } else if (layout[g] != want) {
-          const step& first = p_.steps[static_cast<std::size_t>(read_by[g])];
+          const step& first = read_by(g);
           return fail(error_kind::bad_program, "step " + to_text(s.id) + " '" + s.op->name + "' reads '" + p_.tensor(s.inputs[k]).name.str() +
                                                    "' as a " + name_of(want) + ", but step " + to_text(first.id) + " '" + first.op->name +
                                                    "' reads the same bytes as a " + name_of(layout[g]) +
                                                    ", and one set of bytes holds one layout");
         }
       }
+    // Other readers would see the layout's order as if it were row-major: only a step that writes the
+    // bytes in place (kv_write into the cache, a carry's copy) or a merge that passes them on may take them.
+    // Checked at run time (graph files), not in constant evaluation: a static model's graph template is
+    // the library's own, and a 32-layer one is near clang's default -fconstexpr-steps already.
+    if (!std::is_constant_evaluated())
+      for (const step& s : p_.steps)
+        for (int k = 0; k < s.n_inputs; ++k) {
+          const auto g = static_cast<std::size_t>(find(s.inputs[k]));
+          if (layout[g] == data_layout::plain) continue;
+          const bool declared = k < static_cast<int>(s.op->input_layouts.size()) && s.op->input_layouts[static_cast<std::size_t>(k)] == layout[g];
+          const bool passes_on = k == s.op->in_place_input || (s.op->selects && k > 0);
+          if (declared || passes_on) continue;
+          const step& reader = read_by(g);
+          return fail(error_kind::bad_program, "step " + to_text(s.id) + " '" + s.op->name + "' reads '" + p_.tensor(s.inputs[k]).name.str() +
+                                                   "', which step " + to_text(reader.id) + " '" + reader.op->name + "' reads as a " +
+                                                   name_of(layout[g]) + ": its elements are in that reader's order, not row-major");
+        }
     for (step& s : p_.steps)
       if (!s.op->kernels_by_layout.empty()) s.layout = layout[static_cast<std::size_t>(find(s.result))];
   }

@@ -72,9 +72,10 @@ struct attr_field {
 // row-major order: the attention kernels read a KV cache's keys and its values in orders of their
 // own (kernels/fk_attention.h), which the cache's writer must use. An op declares the layout it reads
 // an input in (op_def::input_layouts); graph_builder::finish gives every value on the same bytes
-// (in place, a merge's branches, a loop carry, a state's next value) that layout, or refuses a
-// program that reads one set of bytes in two; an op that writes a laid-out value takes the kernel
-// for its layout (op_def::kernels_by_layout).
+// (in place, a merge's branches, a loop carry, a state's next value) that layout, and refuses a
+// program that reads one set of bytes in two or gives them to an op that would take them for
+// row-major; an op that writes a laid-out value takes the kernel for its layout
+// (op_def::kernels_by_layout).
 enum class data_layout : std::uint8_t { plain, key_cache, value_cache };
 inline constexpr int data_layout_count = 3;
 

@@ -2,8 +2,9 @@
 // [n_kv, capacity, head_dim] at positions pos0..pos0+T-1 (pos0: the call's, or an optional i32 [1] third input). The result is the cache's next value, in
 // the cache's own bytes (in place over a state feed). A head's elements are in the order attention reads
 // them, which differs for keys and values (fk_k_index, fk_kv_index in kernels/fk_attention.h), not
-// [capacity][head_dim] rows: a cache is read through attention only. Which order is its readers' to say
-// (data_layout): attention reads its key cache as a key cache, so the kv_write under it stores keys.
+// [capacity][head_dim] rows: a cache is read through attention only (graph_builder::finish refuses other
+// readers). Which order is its readers' to say (data_layout): attention reads its key cache as a key
+// cache, so the kv_write under it stores keys.
 #pragma once
 #include "common.hpp"
 
