@@ -9717,6 +9717,9 @@ FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t he
 #define FK_ATT_BQ 32
 #define FK_ATT_BK 32
 
+/* The width of the key block that starts at position b0 in a cache of capacity cap (FK_ATT_BK, or the
+ * capacity's last block's fewer). */
+static inline size_t fk__att_block_width(size_t cap, size_t b0) { return cap - b0 < FK_ATT_BK ? cap - b0 : FK_ATT_BK; }
 /* The dims of the 16-dim chunk that starts at dim c0 (16, or the last chunk's fewer). */
 static inline size_t fk__kv_chunk_dims(size_t hd, size_t c0) { return hd - c0 < 16 ? hd - c0 : 16; }
 /* The element of key j, dim d within a key block of width w (layout above). */
@@ -9726,7 +9729,7 @@ static inline size_t fk__kv_block_index(size_t hd, size_t w, size_t j, size_t d)
 }
 /* The element of position p, dim d in one KV head's cache of capacity cap (layout above). */
 static inline size_t fk_kv_index(size_t cap, size_t hd, size_t p, size_t d) {
-  const size_t b0 = p / FK_ATT_BK * FK_ATT_BK, w = cap - b0 < FK_ATT_BK ? cap - b0 : FK_ATT_BK;
+  const size_t b0 = p / FK_ATT_BK * FK_ATT_BK, w = fk__att_block_width(cap, b0);
   return b0 * hd + fk__kv_block_index(hd, w, p - b0, d);
 }
 
@@ -9736,7 +9739,7 @@ static inline size_t fk__k_block_index(size_t hd, size_t w, size_t j, size_t d) 
 }
 /* The element of position p, dim d in one KV head's key cache of capacity cap (layout above). */
 static inline size_t fk_k_index(size_t cap, size_t hd, size_t p, size_t d) {
-  const size_t b0 = p / FK_ATT_BK * FK_ATT_BK, w = cap - b0 < FK_ATT_BK ? cap - b0 : FK_ATT_BK;
+  const size_t b0 = p / FK_ATT_BK * FK_ATT_BK, w = fk__att_block_width(cap, b0);
   return b0 * hd + fk__k_block_index(hd, w, p - b0, d);
 }
 /* k[S, n_kv*hd] (f32) -> key cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
@@ -9826,6 +9829,11 @@ typedef struct {
 } fk__att_pf;
 static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_prefetch(pf->k, pf->v, &pf->at, pf->step, pf->bytes); }
 
+/* The lanes of 16 that hold elements from .. n - 1 of a run starting at lane 0 = element `from`. */
+static inline __mmask16 fk__lanes16(size_t n, size_t from) {
+  return n <= from ? (__mmask16)0 : n - from >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - from)) - 1);
+}
+
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
  * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound), or
  * for up to 4 rows (one group) every load of the bf16 K and V blocks themselves.
@@ -9860,8 +9868,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
   __m512 a[4][4]; /* [row][keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims] */
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < 4; ++t) a[r][t] = _mm512_setzero_ps();
-  const __mmask16 m0 = bk >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << bk) - 1);
-  const __mmask16 m1 = bk >= 32 ? (__mmask16)0xffff : bk <= 16 ? (__mmask16)0 : (__mmask16)((1u << (bk - 16)) - 1);
+  const __mmask16 m0 = fk__lanes16(bk, 0), m1 = fk__lanes16(bk, 16);
   const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
   const size_t pairs_end = hd / 2 * 2;
   if (kt)
@@ -9898,8 +9905,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
  * to 0 after exp) become p_j = e^(s_j - m') in place; m, l updated; returns corr = e^(m - m'). */
 FK_TARGET_AVX512 static inline float fk__att_softmax_avx512(float* s, size_t n, float* m, float* l) {
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
-  const __mmask16 m0 = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-  const __mmask16 m1 = n >= 32 ? (__mmask16)0xffff : n <= 16 ? (__mmask16)0 : (__mmask16)((1u << (n - 16)) - 1);
+  const __mmask16 m0 = fk__lanes16(n, 0), m1 = fk__lanes16(n, 16);
   const __m512 s0 = _mm512_mask_mov_ps(ninf, m0, _mm512_loadu_ps(s));
   const __m512 s1 = _mm512_mask_mov_ps(ninf, m1, _mm512_loadu_ps(s + 16));
   const float mb = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
@@ -9933,7 +9939,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, co
   __mmask16 dm[4];
   for (int v = 0; v < 4; ++v) {
     const size_t lo = d0 + 16 * (size_t)v;
-    dm[v] = lo >= hd ? (__mmask16)0 : hd - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - lo)) - 1);
+    dm[v] = fk__lanes16(hd, lo);
   }
   const uint16_t* vc[4]; /* vb: each 16-dim chunk's first key, and its keys' stride */
   size_t vstride[4];
@@ -10033,7 +10039,7 @@ FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd,
   const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
   for (size_t d = 0; d + 1 < hd; d += 2)
     for (size_t jb = 0; jb < FK_ATT_BK; jb += 16) {
-      const __mmask16 m = jb >= bk ? (__mmask16)0 : bk - jb >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (bk - jb)) - 1);
+      const __mmask16 m = fk__lanes16(bk, jb);
       const __m512i wd = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, k + d * w + 2 * jb));
       _mm512_storeu_ps(kt + d * FK_ATT_BK + jb, _mm512_castsi512_ps(_mm512_slli_epi32(wd, 16)));
       _mm512_storeu_ps(kt + (d + 1) * FK_ATT_BK + jb, _mm512_castsi512_ps(_mm512_and_si512(wd, high)));
@@ -10387,7 +10393,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   const int k_direct = FK_X86 && isa >= FK_ISA_AVX2 && nr <= 4, v_direct = k_direct && !avx2;
   for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
-    const size_t w = cap - j0 < FK_ATT_BK ? cap - j0 : FK_ATT_BK; /* the block's width in the cache */
+    const size_t w = fk__att_block_width(cap, j0);
     const uint16_t *kb = kc + j0 * hd, *vb = vc + j0 * hd;
     if (!avx2 && !v_direct)
       for (size_t c0 = 0; c0 < hd; c0 += 16)
@@ -10402,7 +10408,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
           nvs[i] = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
         }
       /* the next block, if any keys of it are visible: all of it (its visible keys' dims are in every chunk) */
-      const size_t j1 = j0 + FK_ATT_BK, next_w = j1 < kend ? (cap - j1 < FK_ATT_BK ? cap - j1 : FK_ATT_BK) : 0;
+      const size_t j1 = j0 + FK_ATT_BK, next_w = j1 < kend ? fk__att_block_width(cap, j1) : 0;
       const char* pf_k = next_w ? (const char*)(kc + j1 * hd) : NULL;
       const char* pf_v = next_w ? (const char*)(vc + j1 * hd) : NULL;
       if (n && isa >= FK_ISA_AVX512BF16)
