@@ -6868,6 +6868,7 @@ inline std::size_t write_file(const document& doc, const std::filesystem::path& 
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // ---- begin fused/ir/validate.hpp -----------------------------------------------------------------------
@@ -7487,6 +7488,28 @@ inline std::string report(const std::vector<issue>& issues, std::size_t max_line
   return r;
 }
 
+namespace detail {
+// The program's steps are the file's Call, Merge and carry nodes in the analysis's order
+// (node_of_step); a message from the builder names steps, and a graph file's reader knows nodes.
+inline std::string steps_as_nodes(std::string_view message, const std::vector<std::int64_t>& node_of_step) {
+  std::string out;
+  auto digit = [&](std::size_t i) { return i < message.size() && message[i] >= '0' && message[i] <= '9'; };
+  for (std::size_t i = 0; i < message.size();) {
+    if (message.substr(i, 5) == "step " && digit(i + 5)) {
+      std::size_t j = i + 5, id = 0;
+      for (; digit(j) && id < node_of_step.size(); ++j) id = id * 10 + static_cast<std::size_t>(message[j] - '0');
+      if (!digit(j) && id < node_of_step.size()) {
+        out += node_where(node_of_step[id]);
+        i = j;
+        continue;
+      }
+    }
+    out += message[i++];
+  }
+  return out;
+}
+}  // namespace detail
+
 // Throws graph_error listing every violation when the document does not validate.
 inline lowered lower(const document& doc, const ops::registry& reg = ops::registry::global()) {
   const analysis an = analyze(doc, reg);
@@ -7572,7 +7595,9 @@ inline lowered lower(const document& doc, const ops::registry& reg = ops::regist
     else b.output(out.names.emplace_back(nd.name).c_str(), value);
   }
   out.prog = std::move(b).finish();
-  if (!out.prog.ok()) throw graph_error("the graph lowers to a program that cannot run: " + std::string(name_of(out.prog.error)) + ": " + to_string(out.prog.message));
+  if (!out.prog.ok())
+    throw graph_error("the graph lowers to a program that cannot run: " + std::string(name_of(out.prog.error)) + ": " +
+                      detail::steps_as_nodes(to_string(out.prog.message), node_of_step));
   out.node_of_tensor.assign(out.prog.tensors.size(), -1);
   for (std::size_t i = 0; i < doc.nodes.size(); ++i)
     if (tensor_of[i] >= 0) out.node_of_tensor[static_cast<std::size_t>(tensor_of[i])] = doc.nodes[i].id;

@@ -44,6 +44,10 @@ done
 damaged "$work/qwen2-0.5b.json" 's/"op":"embed"/"op":"embedd"/; s/"target":"model.norm.weight"/"target":"model.norm.weight","bogus":1/' \
   'unknown field "bogus" in the data of a GetAttr node'
 damaged "$work/qwen2-0.5b.json" 's/"op":"embed"/"op":"embedd"/' "^error: node 2: unknown-op: no op is registered as 'embedd' (closest: embed)\$"
+# Valid node by node, but layer 0's attention reads its value cache as its key cache too: the check
+# lowers what validates, and names the nodes.
+damaged "$work/qwen2-0.5b.json" 's/{"source":18,"target":20,"name":"cache.layers.0.key.next","slot":1}/{"source":19,"target":20,"name":"cache.layers.0.value.next","slot":1}/' \
+  "^error: graph: lowering: .*: node 20 'attention' reads 'cache.layers.0.value.next' as a value cache, but node 20 'attention' reads the same bytes as a key cache, and one set of bytes holds one layout\$"
 sed 's/"op":"embed"/"op":"embedd"/' "$work/qwen2-0.5b.json" >"$work/bad2.json"
 fails plan --graph "$work/bad2.json" --mode prefill
 [ ! -s "$work/out" ] && grep -q "unknown-op" "$work/err" || { echo "plan --graph of a damaged file"; cat "$work/err"; exit 1; }

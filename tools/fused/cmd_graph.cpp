@@ -2,7 +2,7 @@
 //
 //   fused graph export --config DIR|config.json --out FILE.json|FILE.msgpack [--logits last|all]
 //       [--generate N [--stop-ids A,B]]   generation as one program (models/decoder_generate.hpp)
-//   fused graph check FILE     every violation, one a line ("error: node 12: rule: ..."); exit 1 if any
+//   fused graph check FILE     every violation, one a line ("error: node 12: rule: ..."), then the lowering; exit 1 if any
 //   fused graph run FILE [--weights DIR|FILE.safetensors] --inputs IN.safetensors --out OUT.safetensors [--bind NAME=VALUE ...]
 //       inputs and outputs by their Input/Output names; a symbol's value is read from the shapes of the
 //       inputs or given by --bind; state Inputs start at zero unless IN holds them.
@@ -61,7 +61,14 @@ int run_export(const export_options& o) {
 int run_check(const std::string& path) {
   const fused::ir::read_result file = fused::ir::read_file(path);
   // Form first: a node that could not be read would make its edges look wrong too.
-  const std::vector<fused::ir::issue> errors = file.ok() ? fused::ir::validate(file.doc) : file.errors;
+  std::vector<fused::ir::issue> errors = file.ok() ? fused::ir::validate(file.doc) : file.errors;
+  // What validates may still not lower (the program as a whole: a cache read in two layouts), and
+  // `graph run` or `plan --graph` would refuse it: so does the check.
+  if (file.ok() && errors.empty()) try {
+      (void)fused::ir::lower(file.doc);
+    } catch (const fused::graph_error& e) {
+      errors.push_back({.where = "graph", .rule = "lowering", .message = e.what()});
+    }
   for (const auto& e : errors) std::printf("%s\n", fused::ir::to_line(e).c_str());
   if (!errors.empty()) {
     std::fflush(stdout);
