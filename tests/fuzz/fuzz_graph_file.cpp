@@ -27,8 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& e : r.errors) check(!e.rule.empty() && !e.where.empty());
     return 0;
   }
-  const fused::ir::analysis an = fused::ir::analyze(r.doc);
-  if (!an.ok()) return 0;
+  if (!fused::ir::validate(r.doc).empty()) return 0;
   const fused::ir::lowered g = fused::ir::lower(r.doc);  // must not throw once validated
   check(g.prog.ok());
   for (const std::int64_t value : {1, 7, 64}) {

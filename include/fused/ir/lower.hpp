@@ -61,10 +61,9 @@ inline std::string steps_as_nodes(std::string_view message, const std::vector<st
 }
 }  // namespace detail
 
-// Throws graph_error listing every violation when the document does not validate.
-inline lowered lower(const document& doc, const ops::registry& reg = ops::registry::global()) {
-  const analysis an = analyze(doc, reg);
-  if (!an.ok()) throw graph_error(std::to_string(an.errors.size()) + " error(s) in the graph:\n" + report(an.errors));
+// The document lowered through its analysis, which must be ok(); throws graph_error when the program
+// as a whole is refused (one set of bytes read in two layouts).
+inline lowered lower(const document& doc, const analysis& an) {
   lowered out;
   out.symbols = an.symbols;
   graph_builder b;
@@ -153,6 +152,26 @@ inline lowered lower(const document& doc, const ops::registry& reg = ops::regist
   for (std::size_t i = 0; i < doc.nodes.size(); ++i)
     if (tensor_of[i] >= 0) out.node_of_tensor[static_cast<std::size_t>(tensor_of[i])] = doc.nodes[i].id;
   return out;
+}
+
+// Throws graph_error listing every violation when the document does not validate.
+inline lowered lower(const document& doc, const ops::registry& reg = ops::registry::global()) {
+  const analysis an = analyze(doc, reg);
+  if (!an.ok()) throw graph_error(std::to_string(an.errors.size()) + " error(s) in the graph:\n" + report(an.errors));
+  return lower(doc, an);
+}
+
+// Every violation of the format's rules; when there is none, whether the document lowers (rule
+// `lowering`, where `graph`): what validates is what lowers.
+inline std::vector<issue> validate(const document& doc, const ops::registry& reg = ops::registry::global()) {
+  const analysis an = analyze(doc, reg);
+  if (!an.ok()) return an.errors;
+  try {
+    (void)lower(doc, an);
+  } catch (const graph_error& e) {
+    return {{.where = "graph", .rule = "lowering", .message = e.what()}};
+  }
+  return {};
 }
 
 // A graph file read and lowered: throws graph_error naming the file, with its first defect of form

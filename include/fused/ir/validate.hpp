@@ -591,6 +591,5 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   return an;
 }
 
-inline std::vector<issue> validate(const document& doc, const ops::registry& reg = ops::registry::global()) { return analyze(doc, reg).errors; }
 
 }  // namespace fused::ir
