@@ -90,7 +90,7 @@ FK_API fk_isa fk__isa_probe(void) {
 
 /* State lives in function-local statics (one object per program in C++, per translation unit in C),
  * read and written with relaxed atomics: the values are idempotent, so a race only repeats work. */
-FK_API int* fk__isa_state(void) {
+FK_STATE_API int* fk__isa_state(void) {
   static int s[2] = {-1, -1}; /* [0] detected, [1] active */
   return s;
 }
@@ -137,7 +137,7 @@ FK_API fk_isa fk_isa_active(void) {
 #endif
 }
 
-FK_API int* fk__threads_state(void) {
+FK_STATE_API int* fk__threads_state(void) {
   static int n[2] = {0, 0}; /* [0] set by fk_set_threads (0: not set), [1] the default once computed */
   return n;
 }
