@@ -13222,6 +13222,23 @@ class weight_store {
   // (a trainer's f32 master weights); nullptr for a blob or synthetic store.
   const io::tensor_view* source(std::size_t k) const { return k < sources_.size() ? sources_[k] : nullptr; }
 
+  // The first checkpoint weight that holds a NaN or an infinity, as the model reads it (bf16), e.g.
+  // `tensor "model.norm.weight" holds NaN at element 7 (3 of 896 values are not finite)`; empty when
+  // every one is finite or the store has no checkpoint. It reads every weight: for a diagnosis.
+  std::string first_non_finite() const {
+    for (std::size_t k = 0; k < sources_.size() && k < table_.size(); ++k) {
+      const auto n = static_cast<std::size_t>(sources_[k]->numel());
+      const std::uint16_t* w = table_[k];
+      std::size_t bad = 0, first = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if ((w[i] & 0x7F80u) == 0x7F80u && bad++ == 0) first = i;  // exponent all ones: inf or NaN
+      if (bad)
+        return "tensor \"" + sources_[k]->name + "\" holds " + ((table_[k][first] & 0x7Fu) ? "NaN" : "an infinity") + " at element " +
+               std::to_string(first) + " (" + std::to_string(bad) + " of " + std::to_string(n) + " values are not finite)";
+    }
+    return {};
+  }
+
  private:
   void open_files(const std::filesystem::path& path) {
     namespace fs = std::filesystem;

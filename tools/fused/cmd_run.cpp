@@ -69,11 +69,11 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 // The generation loop, the same for the static and the run-time model.
 template <class Model>
 timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std::int32_t>& prompt, const options& o, std::uint64_t seed,
-                const std::vector<int>& stop_ids, std::int64_t capacity, std::int64_t chunk) {
+                const std::vector<int>& stop_ids, std::int64_t capacity, std::int64_t chunk, const fused::runtime::weight_store& weights) {
   timing t;
   t.prompt_tokens = prompt.size();
   const auto V = static_cast<std::size_t>(m.vocab_size());
-  fused::cli::sampler draw(o.how, seed, V);
+  fused::cli::sampler draw(o.how, seed, V, &weights);
   std::vector<std::int32_t> history(prompt);  // what the repetition penalty looks back on
   fused::io::tokenizer::stream_decoder out(tok);
   interrupt_scope ctrl_c;
@@ -165,7 +165,7 @@ int run(options o) {
     const auto w = load_weights(default_model::plans::prefill.tensors);
     auto m = std::make_unique<default_model>(w);
     how = "static model";
-    t = generate(*m, tok, prompt, o, seed, stop, capacity, default_model::max_tokens);
+    t = generate(*m, tok, prompt, o, seed, stop, capacity, default_model::max_tokens, w);
   } else {
     const std::int64_t maxpos = info.arch.max_position_embeddings;
     const std::int64_t ctx = o.ctx ? o.ctx : std::min<std::int64_t>(maxpos, P + std::max<long long>(o.n, 1));
@@ -177,7 +177,7 @@ int run(options o) {
     const auto w = load_weights(m.tensors());
     m.bind(w);
     how = "run-time model";
-    t = generate(m, tok, prompt, o, seed, stop, ctx, m.max_tokens());
+    t = generate(m, tok, prompt, o, seed, stop, ctx, m.max_tokens(), w);
   }
   const double pre = t.prefill_s > 0 ? static_cast<double>(t.prompt_tokens) / t.prefill_s : 0;
   const double dec = t.decode_calls > 0 && t.decode_s > 0 ? static_cast<double>(t.decode_calls) / t.decode_s : 0;

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""A checkpoint whose weights hold NaN or an infinity: `fused run` stops with one error line that
+names the tensor (chat and serve share its sampler), and generates nothing (the logits would be NaN, and sampling them
+picks the same token every time: text that looks like output).
+
+usage: non_finite_test.py FUSED MODEL_DIR WORK_DIR
+Copies MODEL_DIR (bf16 safetensors) to WORK_DIR twice: once with 100 NaNs in a layer's down
+projection, once with one +inf in the final norm's weight."""
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+fused, model, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+
+
+def damaged(name, tensor, values):
+    d = work / name
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(model, d)
+    path = d / "model.safetensors"
+    b = bytearray(path.read_bytes())
+    n = struct.unpack("<Q", b[:8])[0]
+    header = json.loads(b[8:8 + n])
+    start = 8 + n + header[tensor]["data_offsets"][0]
+    for i, v in enumerate(values):
+        b[start + 2 * i:start + 2 * i + 2] = struct.pack("<H", v)
+    path.write_bytes(bytes(b))
+    return d
+
+
+def expect_error(args, pattern_parts, stdin=None):
+    p = subprocess.run([fused] + args, input=stdin, capture_output=True, text=True, timeout=120)
+    lines = [l for l in p.stderr.strip().splitlines() if not l.startswith("[fused] seed ")]  # a sampled run's seed
+    if p.returncode != 1 or len(lines) != 1 or not all(part in lines[0] for part in pattern_parts):
+        sys.exit(f"{' '.join(args)}: rc {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}; wanted {pattern_parts}")
+    # nothing sampled from the NaN logits reached stdout (run prints the prompt's continuation only)
+    if p.stdout.strip():
+        sys.exit(f"{' '.join(args)}: wrote {p.stdout!r} before the error")
+    print(lines[0])
+
+
+nan = damaged("nan", "model.layers.1.mlp.down_proj.weight", [0x7FC0] * 100)
+expect_error(["run", "-m", str(nan), "-p", "In the beginning", "-n", "8", "--temp", "0"],
+             ["fused run: error: the model's logits are not finite (",
+              "its tensor \"model.layers.1.mlp.down_proj.weight\" holds NaN at element 0 (100 of 196608 values are not finite)"])
+inf = damaged("inf", "model.norm.weight", [0x3F80] * 7 + [0x7F80])
+expect_error(["run", "-m", str(inf), "-p", "In the beginning", "-n", "8", "--seed", "1"],
+             ["fused run: error: the model's logits are not finite (",
+              "its tensor \"model.norm.weight\" holds an infinity at element 7 (1 of 256 values are not finite)"])
