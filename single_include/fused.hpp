@@ -13231,9 +13231,9 @@ class weight_store {
       const std::uint16_t* w = table_[k];
       std::size_t bad = 0, first = 0;
       for (std::size_t i = 0; i < n; ++i)
-        if ((w[i] & 0x7F80u) == 0x7F80u && bad++ == 0) first = i;  // exponent all ones: inf or NaN
+        if (!std::isfinite(fk_bf16_to_f32_1(w[i])) && bad++ == 0) first = i;
       if (bad)
-        return "tensor \"" + sources_[k]->name + "\" holds " + ((table_[k][first] & 0x7Fu) ? "NaN" : "an infinity") + " at element " +
+        return "tensor \"" + sources_[k]->name + "\" holds " + (std::isnan(fk_bf16_to_f32_1(w[first])) ? "NaN" : "an infinity") + " at element " +
                std::to_string(first) + " (" + std::to_string(bad) + " of " + std::to_string(n) + " values are not finite)";
     }
     return {};

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A checkpoint whose weights hold NaN or an infinity: `fused run` stops with one error line that
-names the tensor (chat and serve share its sampler), and generates nothing (the logits would be NaN, and sampling them
-picks the same token every time: text that looks like output).
+names the tensor (chat and serve share its sampler), and generates nothing (the logits would be
+NaN, and sampling them picks the same token every time: text that looks like output).
 
 usage: non_finite_test.py FUSED MODEL_DIR WORK_DIR
 Copies MODEL_DIR (bf16 safetensors) to WORK_DIR twice: once with 100 NaNs in a layer's down
@@ -31,8 +31,8 @@ def damaged(name, tensor, values):
     return d
 
 
-def expect_error(args, pattern_parts, stdin=None):
-    p = subprocess.run([fused] + args, input=stdin, capture_output=True, text=True, timeout=120)
+def expect_error(args, pattern_parts):
+    p = subprocess.run([fused] + args, capture_output=True, text=True, timeout=120)
     lines = [l for l in p.stderr.strip().splitlines() if not l.startswith("[fused] seed ")]  # a sampled run's seed
     if p.returncode != 1 or len(lines) != 1 or not all(part in lines[0] for part in pattern_parts):
         sys.exit(f"{' '.join(args)}: rc {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}; wanted {pattern_parts}")

@@ -79,7 +79,7 @@ class conversation {
         o_(o),
         state_(static_cast<std::size_t>(l.model->state_bytes())),
         slot_(l.model->open_session({state_.data(), state_.size()})),
-        sampler_(o.how, seed, static_cast<std::size_t>(l.model->vocab_size()), l.weights.get()) {
+        sampler_(o.how, seed, static_cast<std::size_t>(l.model->vocab_size()), *l.weights) {
     stop_ = l.eos;
     for (const std::int32_t id : tmpl_.end_of_turn_ids(l.tok)) stop_.push_back(id);
     reset();

@@ -73,7 +73,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   timing t;
   t.prompt_tokens = prompt.size();
   const auto V = static_cast<std::size_t>(m.vocab_size());
-  fused::cli::sampler draw(o.how, seed, V, &weights);
+  fused::cli::sampler draw(o.how, seed, V, weights);
   std::vector<std::int32_t> history(prompt);  // what the repetition penalty looks back on
   fused::io::tokenizer::stream_decoder out(tok);
   interrupt_scope ctrl_c;

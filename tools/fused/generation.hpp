@@ -242,10 +242,10 @@ inline void add_sampling_flags(CLI::App& app, sampling& how) {
 
 // Draws tokens with a seeded generator; the repetition penalty looks back on the ids it was given.
 // Logits with a NaN or an infinity are refused, not sampled (they would pick token 0 or any other
-// every time): the error names the model's first weight that holds one (`weights`), if any.
+// every time): the error names the model's first weight that holds one, if any.
 class sampler {
  public:
-  sampler(const sampling& how, std::uint64_t seed, std::size_t vocab, const runtime::weight_store* weights)
+  sampler(const sampling& how, std::uint64_t seed, std::size_t vocab, const runtime::weight_store& weights)
       : how_{.temp = static_cast<float>(how.temp), .top_k = static_cast<std::size_t>(how.top_k), .top_p = static_cast<float>(how.top_p),
              .min_p = static_cast<float>(how.min_p)},
         repeat_penalty_(how.repeat_penalty),
@@ -258,12 +258,10 @@ class sampler {
   std::int32_t next(std::span<const float> logits, std::span<const std::int32_t> history) {
     const auto not_finite = static_cast<std::size_t>(std::count_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); }));
     if (not_finite) {
-      const std::string weight = weights_ ? weights_->first_non_finite() : std::string();
+      const std::string weight = weights_.first_non_finite();
       throw std::runtime_error("the model's logits are not finite (" + std::to_string(not_finite) + " of " + std::to_string(logits.size()) +
                                " values are NaN or infinite): " +
-                               (!weight.empty() ? "its " + weight
-                                : weights_     ? std::string("every weight is finite, so an activation overflowed")
-                                               : std::string("an activation or a weight is not finite")));
+                               (weight.empty() ? std::string("every weight is finite, so an activation overflowed") : "its " + weight));
     }
     const float* scores = logits.data();
     if (repeat_penalty_ != 1.0) {
@@ -279,7 +277,7 @@ class sampler {
   fk_sampler how_;
   double repeat_penalty_;
   std::size_t repeat_last_n_;
-  const runtime::weight_store* weights_;
+  const runtime::weight_store& weights_;
   fk_rng rng_{};
   std::vector<float> scratch_, penalized_;
 };

@@ -166,7 +166,7 @@ class engine {
       std::shared_ptr<request> r = std::move(queue_.front());
       queue_.pop_front();
       active a{.r = r,
-               .draw = std::make_unique<sampler>(r->how, r->seed, static_cast<std::size_t>(l_.model->vocab_size()), l_.weights.get()),
+               .draw = std::make_unique<sampler>(r->how, r->seed, static_cast<std::size_t>(l_.model->vocab_size()), *l_.weights),
                .text = std::make_unique<io::tokenizer::stream_decoder>(l_.tok),
                .stopper = std::make_unique<stop_strings>(r->stops),
                .history = r->prompt};
