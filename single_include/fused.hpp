@@ -422,6 +422,20 @@ constexpr void insertion_sort(T* first, T* last, Less less) {
 #include <string>
 
 
+// For run-time code that builds a large text once per call: the C emitter, the plan's text, JSON
+// and SVG, a graph file's JSON. Its time is nothing beside a model's, while its long chains of
+// std::string expressions, optimized and inlined, are the largest functions the library compiles
+// (the C emitter's source printer: 281 KB of code in the tool under clang's ASan, 30 KB unoptimized).
+// Unoptimized, a unit that prints C compiles in 0.6-0.7 of the time (docs/COMPILE_TIME.md).
+// Never for code a model or a parser runs.
+#if defined(__clang__)
+#define FUSED_UNOPTIMIZED __attribute__((optnone, noinline))
+#elif defined(__GNUC__)
+#define FUSED_UNOPTIMIZED __attribute__((optimize("O0"), noinline))
+#else
+#define FUSED_UNOPTIMIZED
+#endif
+
 namespace fused {
 
 inline std::string to_string(const text& t) { return std::string(t.view()); }
@@ -4465,7 +4479,7 @@ inline nlohmann::ordered_json bound_shape_json(const tensor_info& t, const bindi
 }
 
 // @pre m is the (verified) plan of p: m.buffers.size() == p.tensors.size(), m.kernels.size() == p.steps.size().
-inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& m) {
+FUSED_UNOPTIMIZED inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& m) {
   using json = nlohmann::ordered_json;
   json doc = json::object();
   doc["format"] = "fused-plan";
@@ -5208,7 +5222,7 @@ inline svg_unit svg_unit_for(std::int64_t arena) {
 }  // namespace detail
 
 // @pre m is the (verified) plan of p. `title` is drawn above the plot when not empty.
-inline std::string plan_to_svg(const program& p, const memory_plan& m, std::string_view title = {}) {
+FUSED_UNOPTIMIZED inline std::string plan_to_svg(const program& p, const memory_plan& m, std::string_view title = {}) {
   constexpr double width = 1280, height = 720, left = 90, right = 190, top = 56, bottom = 64;
   constexpr double plot_w = width - left - right, plot_h = height - top - bottom;
   const std::size_t ns = std::max<std::size_t>(p.steps.size(), 1);
@@ -5353,7 +5367,7 @@ inline std::string human_bytes(std::int64_t v) {
 }
 
 // @pre m is the (verified) plan of p. `title` heads the table when not empty.
-inline std::string plan_to_text(const program& p, const memory_plan& m, std::string_view title = {}) {
+FUSED_UNOPTIMIZED inline std::string plan_to_text(const program& p, const memory_plan& m, std::string_view title = {}) {
   std::string out;
   auto line = [&](std::string_view s) { out.append(s); out += '\n'; };
   if (!title.empty()) line(fmt::format("fused plan: {}", title));
@@ -6795,7 +6809,7 @@ inline void put_type(json& data, const std::optional<value_type>& v) {
   data["shape"] = std::move(s);
 }
 
-inline json to_json(const document& doc) {
+FUSED_UNOPTIMIZED inline json to_json(const document& doc) {
   json out = json::object();
   json meta = doc.metadata;
   if (!meta.contains("version")) meta["version"] = std::to_string(format_major) + "." + std::to_string(format_minor);

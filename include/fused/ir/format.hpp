@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "../core/text_string.hpp"
 #include "../io/tokenizer/utf8.hpp"
 #include "../plan/json.hpp"
 #include "document.hpp"
@@ -531,7 +532,7 @@ inline void put_type(json& data, const std::optional<value_type>& v) {
   data["shape"] = std::move(s);
 }
 
-inline json to_json(const document& doc) {
+FUSED_UNOPTIMIZED inline json to_json(const document& doc) {
   json out = json::object();
   json meta = doc.metadata;
   if (!meta.contains("version")) meta["version"] = std::to_string(format_major) + "." + std::to_string(format_minor);

@@ -42,7 +42,7 @@ inline nlohmann::ordered_json bound_shape_json(const tensor_info& t, const bindi
 }
 
 // @pre m is the (verified) plan of p: m.buffers.size() == p.tensors.size(), m.kernels.size() == p.steps.size().
-inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& m) {
+FUSED_UNOPTIMIZED inline nlohmann::ordered_json plan_to_json(const program& p, const memory_plan& m) {
   using json = nlohmann::ordered_json;
   json doc = json::object();
   doc["format"] = "fused-plan";

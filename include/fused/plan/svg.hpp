@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "../core/text_string.hpp"
 #include "memory_plan.hpp"
 
 namespace fused {
@@ -88,7 +89,7 @@ inline svg_unit svg_unit_for(std::int64_t arena) {
 }  // namespace detail
 
 // @pre m is the (verified) plan of p. `title` is drawn above the plot when not empty.
-inline std::string plan_to_svg(const program& p, const memory_plan& m, std::string_view title = {}) {
+FUSED_UNOPTIMIZED inline std::string plan_to_svg(const program& p, const memory_plan& m, std::string_view title = {}) {
   constexpr double width = 1280, height = 720, left = 90, right = 190, top = 56, bottom = 64;
   constexpr double plot_w = width - left - right, plot_h = height - top - bottom;
   const std::size_t ns = std::max<std::size_t>(p.steps.size(), 1);

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "../core/text_string.hpp"
 #include "memory_plan.hpp"
 
 namespace fused {
@@ -36,7 +37,7 @@ inline std::string human_bytes(std::int64_t v) {
 }
 
 // @pre m is the (verified) plan of p. `title` heads the table when not empty.
-inline std::string plan_to_text(const program& p, const memory_plan& m, std::string_view title = {}) {
+FUSED_UNOPTIMIZED inline std::string plan_to_text(const program& p, const memory_plan& m, std::string_view title = {}) {
   std::string out;
   auto line = [&](std::string_view s) { out.append(s); out += '\n'; };
   if (!title.empty()) line(fmt::format("fused plan: {}", title));

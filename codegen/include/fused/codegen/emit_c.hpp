@@ -29,7 +29,7 @@ inline constexpr const char* support_header = "fused_safetensors.h";
 
 namespace detail {
 
-inline std::string float_literal(float v) {
+FUSED_UNOPTIMIZED inline std::string float_literal(float v) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.9gf", static_cast<double>(v));  // 9 digits: the float round-trips
   std::string s = buf;
@@ -39,7 +39,7 @@ inline std::string float_literal(float v) {
 
 // `n * times` rows as C: the tokens of this call (`n`) when the rows follow them, else a constant.
 // In decode the symbol is bound to 1 (one token), as the C++ session binds it.
-inline std::string rows_times(const runtime::rows_t& r, bool decode, std::int64_t times) {
+FUSED_UNOPTIMIZED inline std::string rows_times(const runtime::rows_t& r, bool decode, std::int64_t times) {
   if (r.symbol != 0 && r.symbol != decoder::sym_tokens) throw std::logic_error("codegen: rows follow a symbol other than the tokens");
   const std::int64_t k = r.n * times;
   if (r.symbol == 0 || decode) return std::to_string(k);
@@ -49,7 +49,7 @@ inline std::string rows_times(const runtime::rows_t& r, bool decode, std::int64_
 // An operand as C: W(..) a weight; in the state S16(..) bf16 (a KV cache), SF(..) f32 and SI32(..) i32
 // (a train step's parameters, moments and step count); in the arena F(..) f32, I32(..) i32, U8(..)
 // bool, A16(..) a bf16 workspace. The C compiler checks each against the kernel's parameter type.
-inline std::string operand(const c_program& p, const mode_plan& m, const runtime::operand& o) {
+FUSED_UNOPTIMIZED inline std::string operand(const c_program& p, const mode_plan& m, const runtime::operand& o) {
   const tensor_info& t = m.tensor(o.tensor);
   const std::string mac = bytes_macro(p, m, o.tensor);
   if (o.where == region::weights) return "W(" + mac + ")";
@@ -70,7 +70,7 @@ inline std::string operand(const c_program& p, const mode_plan& m, const runtime
 inline int mode_index(const mode_plan& m) { return m.mode == std::string_view("prefill") ? 0 : m.mode == std::string_view("decode") ? 1 : 2; }
 
 // One argument of a call as C, as runtime::invoke computes it (kernel_specs names both).
-inline std::string argument(const c_program& p, const mode_plan& m, const runtime::call& c, runtime::arg a, bool dec) {
+FUSED_UNOPTIMIZED inline std::string argument(const c_program& p, const mode_plan& m, const runtime::call& c, runtime::arg a, bool dec) {
   using runtime::arg;
   const auto number = [](std::int64_t v) { return std::to_string(v); };
   switch (a) {
@@ -124,7 +124,7 @@ inline std::string argument(const c_program& p, const mode_plan& m, const runtim
 
 // One step as C: the comment naming the op and its tensors, then the kernel call (after the copy
 // an in-place kernel makes when its input and output do not share bytes, as invoke does).
-inline std::string call_text(const c_program& p, const mode_plan& m, const runtime::call& c, std::size_t pos) {
+FUSED_UNOPTIMIZED inline std::string call_text(const c_program& p, const mode_plan& m, const runtime::call& c, std::size_t pos) {
   const bool dec = m.mode == std::string_view("decode");
   const step& s = m.step_by_id(c.step);
   const tensor_info& out_t = m.tensor(s.result);
@@ -158,7 +158,7 @@ inline int layer_of(const mode_plan& m, const step& s) {
   return std::string_view(t.name.pattern).find("layers.{}") != std::string_view::npos ? t.name.index : -1;
 }
 
-inline std::string mode_function(const c_program& p, const mode_plan& m) {
+FUSED_UNOPTIMIZED inline std::string mode_function(const c_program& p, const mode_plan& m) {
   const bool dec = m.mode == std::string_view("decode");
   std::string s;
   s += dec ? "/* decode: one token at position m->pos; its id is already in the arena. */\n"
@@ -181,7 +181,7 @@ inline std::string mode_function(const c_program& p, const mode_plan& m) {
 }
 
 // Text with every line indented by `depth` more levels (two spaces each).
-inline std::string indented(const std::string& text, int depth) {
+FUSED_UNOPTIMIZED inline std::string indented(const std::string& text, int depth) {
   const std::string pad(static_cast<std::size_t>(2 * depth), ' ');
   std::string out;
   std::size_t at = 0;
@@ -220,7 +220,7 @@ inline std::int64_t staging_bytes(const mode_plan& m) {
 // decoders' C has a debug layout; a graph program's has none). `staging`: the C defines
 // <NAME>_STAGING_OFFSET, the arena offset of staging_bytes(m) for swapping carries (without it such
 // a loop is refused).
-inline std::string program_code(const c_program& p, const mode_plan& m, bool canaries = true, bool staging = false) {
+FUSED_UNOPTIMIZED inline std::string program_code(const c_program& p, const mode_plan& m, bool canaries = true, bool staging = false) {
   const std::string n = p.name;
   const control_walk walk(m.regions, m.carries, m.calls.size());
   auto bytes_at = [&](tensor_id t) {
@@ -233,7 +233,7 @@ inline std::string program_code(const c_program& p, const mode_plan& m, bool can
     if (!canaries) return {};
     return "#ifdef FUSED_DEBUG_CANARIES\n  " + n + "__arm_at(m, " + std::to_string(mode_index(m)) + ", " + std::to_string(pos) + ");\n#endif\n";
   };
-  auto emit = [&](auto& self, int begin, int end, int parent) -> std::string {
+  auto emit = [&](auto& self, int begin, int end, int parent) FUSED_UNOPTIMIZED -> std::string {
     std::string out;
     walk.each(begin, end, parent, [&](int at) { out += call_text(p, m, m.calls[static_cast<std::size_t>(at)], static_cast<std::size_t>(at)); },
               [&](int block) {
@@ -279,7 +279,7 @@ inline std::string program_code(const c_program& p, const mode_plan& m, bool can
 }
 
 // The generate mode: generation as one program.
-inline std::string generate_function(const c_program& p, const mode_plan& m) {
+FUSED_UNOPTIMIZED inline std::string generate_function(const c_program& p, const mode_plan& m) {
   const std::string n = p.name;
   std::string s;
   s += "static int " + n + "__fail(" + n + "_model* m, const char* what);\n\n";
@@ -320,7 +320,7 @@ static int parse_ids(const char* s, int32_t** ids, size_t* n) {
 )";
 
 // check_config() reads the fields as <NAME>_<FIELD> macros (config_fields(), printed by the header).
-inline std::string check_config_c(const c_program& p) {
+FUSED_UNOPTIMIZED inline std::string check_config_c(const c_program& p) {
   const std::string P = upper_ident(p.name);
   std::string c;
   c += "/* The directory's config.json, when there is one, must describe the model this scorer was generated for. */\n"
@@ -346,7 +346,7 @@ inline std::string check_config_c(const c_program& p) {
   return c;
 }
 
-inline std::string main_helpers(const c_program& p) {
+FUSED_UNOPTIMIZED inline std::string main_helpers(const c_program& p) {
   std::string c = std::string(parse_ids_c) + check_config_c(p);
   c += "/* The model in DIR (its config.json checked first), or 1 with the reason on stderr. */\n"
        "static int load_model(const char* dir, " + p.name + "_model* m) {\n"
@@ -362,7 +362,7 @@ inline std::string main_helpers(const c_program& p) {
 }  // namespace detail
 
 // ---- <name>.h ---------------------------------------------------------------------------------------
-inline std::string emit_header(const c_program& p, std::string_view generator) {
+FUSED_UNOPTIMIZED inline std::string emit_header(const c_program& p, std::string_view generator) {
   const std::string P = upper_ident(p.name), n = p.name;
   const mode_plan& pf = p.prefill;
   std::string h;
@@ -402,7 +402,7 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
   const std::vector<const mode_plan*> modes = p.modes();
   std::vector<debug_region> debug_arena;  // per mode
   for (const mode_plan* m : modes) debug_arena.push_back(with_canaries(*m, region::activations));
-  auto sizes = [&](std::int64_t state, const std::vector<std::int64_t>& arena) {
+  auto sizes = [&](std::int64_t state, const std::vector<std::int64_t>& arena) FUSED_UNOPTIMIZED {
     std::string s;
     s += "#define " + P + "_STATE_BYTES " + std::to_string(state) + "\n";
     for (std::size_t k = 0; k < modes.size(); ++k) s += "#define " + P + "_" + upper_ident(modes[k]->mode) + "_ARENA_BYTES " + std::to_string(arena[k]) + "\n";
@@ -424,7 +424,7 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
       h += "#define " + offset_macro(p, pf, t.id) + " " + std::to_string(pf.of(t.id).offset) + " /* " + tensor_name(t) + " " +
            bound_shape(t, pf.bind) + " */\n";
 
-  auto offsets = [&](bool debug) {
+  auto offsets = [&](bool debug) FUSED_UNOPTIMIZED {
     std::string s;
     s += "/* State region (the KV cache; a *_NEXT tensor is its update, in place) */\n";
     for (const auto& t : pf.tensors)
@@ -496,7 +496,7 @@ inline std::string emit_header(const c_program& p, std::string_view generator) {
 }
 
 // ---- <name>.c ---------------------------------------------------------------------------------------
-inline std::string emit_source(const c_program& p, std::string_view generator) {
+FUSED_UNOPTIMIZED inline std::string emit_source(const c_program& p, std::string_view generator) {
   const std::string P = upper_ident(p.name), n = p.name;
   const mode_plan& pf = p.prefill;
   const mode_plan& dc = p.decode;
@@ -747,7 +747,7 @@ inline std::string emit_source(const c_program& p, std::string_view generator) {
 
 // ---- <name>_main.c: the scorer ------------------------------------------------------------------------
 // Needs logits of every prefill position (graph_options::logits == all).
-inline std::string emit_scorer(const c_program& p, std::string_view generator) {
+FUSED_UNOPTIMIZED inline std::string emit_scorer(const c_program& p, std::string_view generator) {
   if (!p.all_rows()) throw std::invalid_argument("codegen: the scorer needs the logits of every position (logits: all)");
   const std::string P = upper_ident(p.name), n = p.name;
   std::string c;
@@ -816,7 +816,7 @@ inline std::string emit_scorer(const c_program& p, std::string_view generator) {
 
 // ---- <name>_generate_main.c: greedy generation --------------------------------------------------------
 // Needs the generate mode (from_runtime with generation options).
-inline std::string emit_generate_main(const c_program& p, std::string_view generator) {
+FUSED_UNOPTIMIZED inline std::string emit_generate_main(const c_program& p, std::string_view generator) {
   if (!p.generate) throw std::invalid_argument("codegen: the generate main needs the generate mode (--generate N)");
   const std::string P = upper_ident(p.name), n = p.name;
   std::string c;

@@ -36,7 +36,7 @@ inline memory_plan as_memory_plan(const mode_plan& m) {
   mp.chosen = m.chosen;
   return mp;
 }
-inline std::string indent(const std::string& text) {
+FUSED_UNOPTIMIZED inline std::string indent(const std::string& text) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
     out += text[i];
@@ -51,7 +51,7 @@ inline nlohmann::ordered_json dim_json(const dim& d) {
 }
 }  // namespace detail
 
-inline std::string emit_memory_layout(const c_program& p) {
+FUSED_UNOPTIMIZED inline std::string emit_memory_layout(const c_program& p) {
   using json = nlohmann::ordered_json;
   const debug_region dstate = with_canaries(p.prefill, region::state);
   std::string out = "{\n";
@@ -96,7 +96,7 @@ inline std::string emit_memory_layout(const c_program& p) {
   return out + "}\n";
 }
 
-inline std::string emit_graph(const c_program& p) {
+FUSED_UNOPTIMIZED inline std::string emit_graph(const c_program& p) {
   using json = nlohmann::ordered_json;
   const mode_plan& m = p.prefill;
   json doc = json::object();

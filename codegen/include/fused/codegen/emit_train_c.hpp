@@ -36,7 +36,7 @@ inline c_program train_program_for_c(std::string name, const decoder::family_ent
 }
 
 // <name>_main.c of a train step.
-inline std::string emit_train_main(const c_program& p, std::string_view by) {
+FUSED_UNOPTIMIZED inline std::string emit_train_main(const c_program& p, std::string_view by) {
   if (p.trained.empty()) throw std::invalid_argument("codegen: the train main needs a train step (train_program_for_c)");
   const std::string P = upper_ident(p.name), n = p.name;
   const mode_plan& m = p.prefill;
@@ -159,7 +159,7 @@ static unsigned char* aligned_region(size_t bytes) {
 }
 
 // The three files of a train step.
-inline std::vector<emitted_file> emit_train(const c_program& p) {
+FUSED_UNOPTIMIZED inline std::vector<emitted_file> emit_train(const c_program& p) {
   return {{p.name + ".h", emit_program_header(p, generator)},
           {p.name + ".c", emit_program_source(p, generator)},
           {p.name + "_main.c", emit_train_main(p, generator)}};
