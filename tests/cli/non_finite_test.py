@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A checkpoint whose weights hold NaN or an infinity: `fused run` stops with one error line that
 names the tensor (chat and serve share its sampler), and generates nothing (the logits would be
-NaN, and sampling them picks the same token every time: text that looks like output).
+NaN, and sampling them picks the same token every time: text that looks like output); `fused
+score` stops the same way and writes no logits file.
 
 usage: non_finite_test.py FUSED MODEL_DIR WORK_DIR
 Copies MODEL_DIR (bf16 safetensors) to WORK_DIR twice: once with 100 NaNs in a layer's down
@@ -50,3 +51,10 @@ inf = damaged("inf", "model.norm.weight", [0x3F80] * 7 + [0x7F80])
 expect_error(["run", "-m", str(inf), "-p", "In the beginning", "-n", "8", "--seed", "1"],
              ["fused run: error: the model's logits are not finite (",
               "its tensor \"model.norm.weight\" holds an infinity at element 7 (1 of 256 values are not finite)"])
+scored = work / "scored.safetensors"
+scored.unlink(missing_ok=True)
+expect_error(["score", "-m", str(nan), "--input-ids", "1,2,3", "--continue-ids", "4,5", "--out", str(scored)],
+             ["fused score: error: the model's logits are not finite (",
+              "its tensor \"model.layers.1.mlp.down_proj.weight\" holds NaN at element 0 (100 of 196608 values are not finite)"])
+if scored.exists():
+    sys.exit(f"score wrote {scored} from NaN logits")

@@ -1,4 +1,4 @@
-// `fused score`: logits of a Hugging Face Qwen2 checkpoint for given token ids, written as
+// `fused score`: logits of a Hugging Face checkpoint (any family) for given token ids, written as
 // safetensors — the interface the reference comparisons (and the generated C scorer) share.
 //   prefill_logits [T, V]: every position of the prompt;
 //   decode_logits  [N, V]: row 0 is the last prefill position, row k the logits after feeding
@@ -12,6 +12,7 @@
 #include <fused/qwen2.hpp>
 
 #include "cli.hpp"
+#include "generation.hpp"
 
 namespace fused::cli::cmd_score {
 
@@ -45,12 +46,14 @@ int run_score(const options& o) {
 
   const auto V = static_cast<std::size_t>(info.arch.vocab_size);
   const auto p = m.prefill(input);
+  fused::cli::require_finite_logits(p, weights);
   std::vector<float> prefill(p.begin(), p.end());
   std::vector<float> decode;
   if (N > 0) {
     decode.assign(prefill.end() - static_cast<std::ptrdiff_t>(V), prefill.end());
     for (std::int64_t k = 0; k + 1 < N; ++k) {
       const auto d = m.decode(cont[static_cast<std::size_t>(k)]);
+      fused::cli::require_finite_logits(d, weights);
       decode.insert(decode.end(), d.begin(), d.end());
     }
   }

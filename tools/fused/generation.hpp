@@ -240,9 +240,19 @@ inline void add_sampling_flags(CLI::App& app, sampling& how) {
   app.add_option("--repeat-last-n", how.repeat_last_n, "how many recent tokens the repetition penalty looks at")->check(integer_in(0, 1 << 20));
 }
 
+// Logits with a NaN or an infinity are refused, not sampled or written out (sampled, they pick token
+// 0 or any other every time: text that looks like output): the error names the model's first
+// weight that holds one, if any.
+inline void require_finite_logits(std::span<const float> logits, const runtime::weight_store& weights) {
+  const auto not_finite = static_cast<std::size_t>(std::count_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); }));
+  if (!not_finite) return;
+  const std::string weight = weights.first_non_finite();
+  throw std::runtime_error("the model's logits are not finite (" + std::to_string(not_finite) + " of " + std::to_string(logits.size()) +
+                           " values are NaN or infinite): " +
+                           (weight.empty() ? std::string("every weight is finite, so an activation overflowed") : "its " + weight));
+}
+
 // Draws tokens with a seeded generator; the repetition penalty looks back on the ids it was given.
-// Logits with a NaN or an infinity are refused, not sampled (they would pick token 0 or any other
-// every time): the error names the model's first weight that holds one, if any.
 class sampler {
  public:
   sampler(const sampling& how, std::uint64_t seed, std::size_t vocab, const runtime::weight_store& weights)
@@ -256,13 +266,7 @@ class sampler {
   }
   // The next token after `logits` ([vocab]), given the ids so far (`history`, for the penalty).
   std::int32_t next(std::span<const float> logits, std::span<const std::int32_t> history) {
-    const auto not_finite = static_cast<std::size_t>(std::count_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); }));
-    if (not_finite) {
-      const std::string weight = weights_.first_non_finite();
-      throw std::runtime_error("the model's logits are not finite (" + std::to_string(not_finite) + " of " + std::to_string(logits.size()) +
-                               " values are NaN or infinite): " +
-                               (weight.empty() ? std::string("every weight is finite, so an activation overflowed") : "its " + weight));
-    }
+    require_finite_logits(logits, weights_);
     const float* scores = logits.data();
     if (repeat_penalty_ != 1.0) {
       penalized_.assign(logits.begin(), logits.end());
