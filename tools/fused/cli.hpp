@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -72,6 +73,22 @@ inline CLI::Validator integer_in(long long lo, long long hi) {
       range, "integer_in");
 }
 
+// A 64-bit seed, 0 .. 2^64 - 1: CLI11 would read -5 into an unsigned option as 2^64 - 5.
+inline CLI::Validator seed_range() {
+  const std::string range = "[0, " + std::to_string(UINT64_MAX) + "]";
+  return CLI::Validator(
+      [range](std::string& text) -> std::string {
+        const bool negative = !text.empty() && text[0] == '-';
+        std::uint64_t x = 0;
+        const char* first = text.data() + (negative ? 1 : 0);
+        const auto [end, ec] = std::from_chars(first, text.data() + text.size(), x);
+        if (ec == std::errc::invalid_argument || end != text.data() + text.size()) return "'" + text + "' is not an integer";
+        if (negative || ec == std::errc::result_out_of_range) return text + " is outside " + range;
+        return {};
+      },
+      range, "seed_range");
+}
+
 // One of the given words.
 inline CLI::Validator one_of(std::vector<std::string> words) {
   std::string list;
@@ -85,8 +102,9 @@ inline CLI::Validator one_of(std::vector<std::string> words) {
       list, "one_of");
 }
 
-// "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted.
-inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words) {
+// "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted. `flag` names the
+// option (or argument) they came from, for the error.
+inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words, std::string_view flag) {
   std::vector<std::int32_t> ids;
   for (const std::string& w : words) {
     std::size_t i = 0;
@@ -102,9 +120,9 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
         v = std::stoll(num, &used);
         if (used != num.size()) throw std::invalid_argument(num);
       } catch (const std::exception&) {
-        throw usage_error("'" + w + "' is not a list of token ids like 1,2,3");
+        throw usage_error(std::string(flag) + ": '" + w + "' is not a list of token ids like 1,2,3");
       }
-      if (v < 0 || v > INT32_MAX) throw usage_error("token id " + num + " is out of range");
+      if (v < 0 || v > INT32_MAX) throw usage_error(std::string(flag) + ": token id " + num + " is outside [0, " + std::to_string(INT32_MAX) + "]");
       ids.push_back(static_cast<std::int32_t>(v));
       i = end;
     }

@@ -236,7 +236,9 @@ const fused::cli::command chat_cmd{
           ->check(integer_in(0, 1 << 30));
       app.add_flag("--context-shift", o->context_shift, "when the context is full, drop the oldest turns and go on");
       fused::cli::add_sampling_flags(app, o->how);
-      app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")->default_str("random");
+      app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")
+          ->default_str("random")
+          ->check(fused::cli::seed_range());
       app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
       return [o] { return chat(*o); };
     }};

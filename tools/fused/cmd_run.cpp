@@ -199,7 +199,9 @@ const fused::cli::command run_cmd{
       file->excludes(prompt);
       app.add_option("-n,--n-predict", o->n, "most tokens to generate")->check(integer_in(0, 1 << 30));
       fused::cli::add_sampling_flags(app, o->how);
-      app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")->default_str("random");
+      app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")
+          ->default_str("random")
+          ->check(fused::cli::seed_range());
       app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
       app.add_option("-c,--ctx", o->ctx, "KV cache positions (run-time model); 0 = prompt + -n, up to max_position_embeddings")
           ->check(integer_in(0, 1 << 30));

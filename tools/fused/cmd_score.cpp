@@ -25,8 +25,8 @@ struct options {
 
 int run_score(const options& o) {
   const std::string& dir = o.model_dir;
-  const std::vector<std::int32_t> input = fused::cli::parse_ids({o.input_ids});
-  const std::vector<std::int32_t> cont = fused::cli::parse_ids({o.continue_ids});
+  const std::vector<std::int32_t> input = fused::cli::parse_ids({o.input_ids}, "--input-ids");
+  const std::vector<std::int32_t> cont = fused::cli::parse_ids({o.continue_ids}, "--continue-ids");
   const std::string& out = o.out;
   const long long threads = o.threads;
   if (input.empty()) throw fused::cli::usage_error("--input-ids: at least one token id is needed");

@@ -75,7 +75,7 @@ int run_tokenize(const options& o, bool has_text) {
 }
 
 int run_detokenize(const options& o) {
-  const std::vector<std::int32_t> ids = fused::cli::parse_ids(o.ids);
+  const std::vector<std::int32_t> ids = fused::cli::parse_ids(o.ids, "ids");
   if (ids.empty()) throw fused::cli::usage_error("give the token ids, e.g. 9707,11,1879");
   const auto tok = fused::io::tokenizer::from_file(o.tokenizer);
   // decode() skips unknown ids, as a model's padded vocabulary needs; asked explicitly, an

@@ -63,7 +63,7 @@ int as_rank(fused::cli::launch& l, const char* command, Work&& work) {
 
 int train_step(const options& o, fused::cli::launch& l) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
-  const std::vector<std::int32_t> ids = fused::cli::parse_ids({o.tokens});
+  const std::vector<std::int32_t> ids = fused::cli::parse_ids({o.tokens}, "--tokens");
   const auto sequences = static_cast<std::size_t>(o.batch);
   if (ids.size() < 2 * sequences) throw fused::cli::usage_error("--tokens: a train step needs at least two token ids per sequence (the loss predicts each next one)");
   if (ids.size() % sequences != 0)
