@@ -102,15 +102,23 @@ inline CLI::Validator one_of(std::vector<std::string> words) {
       list, "one_of");
 }
 
-// "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted. `flag` names the
-// option (or argument) they came from, for the error.
+// "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted, a trailing comma too
+// (as Python prints a list); an empty id ("1,,2", ",1") is an error, not an id less. `flag` names
+// the option (or argument) they came from, for the error.
 inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words, std::string_view flag) {
   std::vector<std::int32_t> ids;
+  bool comma_since_id = false;
   for (const std::string& w : words) {
     std::size_t i = 0;
     while (i < w.size()) {
       const char c = w[i];
-      if (c == ',' || c == '[' || c == ']' || c == ' ' || c == '\t' || c == '\n') { ++i; continue; }
+      if (c == ',') {
+        if (ids.empty() || comma_since_id) throw usage_error(std::string(flag) + ": '" + w + "' has an empty token id (two commas, or one first)");
+        comma_since_id = true;
+        ++i;
+        continue;
+      }
+      if (c == '[' || c == ']' || c == ' ' || c == '\t' || c == '\n') { ++i; continue; }
       std::size_t end = i;
       while (end < w.size() && (std::isdigit(static_cast<unsigned char>(w[end])) || (end == i && w[end] == '-'))) ++end;
       const std::string num = w.substr(i, end - i);
@@ -124,6 +132,7 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
       }
       if (v < 0 || v > INT32_MAX) throw usage_error(std::string(flag) + ": token id " + num + " is outside [0, " + std::to_string(INT32_MAX) + "]");
       ids.push_back(static_cast<std::int32_t>(v));
+      comma_since_id = false;
       i = end;
     }
   }
