@@ -8,9 +8,7 @@
 // For run-time code that builds a large text once per call: the C emitter, the plan's text, JSON
 // and SVG, a graph file's JSON. Its time is nothing beside a model's, while its long chains of
 // std::string expressions, optimized and inlined, are the largest functions the library compiles
-// (the C emitter's source printer: 281 KB of code in the tool under clang's ASan, 30 KB unoptimized).
-// Unoptimized, a unit that prints C compiles in 0.6-0.7 of the time (docs/COMPILE_TIME.md).
-// Never for code a model or a parser runs.
+// (figures: docs/COMPILE_TIME.md, "CI's time"). Never for code a model or a parser runs.
 #if defined(__clang__)
 #define FUSED_UNOPTIMIZED __attribute__((optnone, noinline))
 #elif defined(__GNUC__)
