@@ -79,6 +79,23 @@ dvec linear_ref(const dvec& x, const dvec& w, const dvec& b, std::size_t rows, s
     }
   return y;
 }
+// The gradients of y = x w^T + b for the output gradient dy, by the chain rule in double.
+struct linear_grads {
+  dvec dx, dw, db;
+};
+linear_grads linear_grads_ref(const dvec& x, const dvec& w, const vec& dy, std::size_t rows, std::size_t in, std::size_t out) {
+  linear_grads g{dvec(rows * in, 0.0), dvec(out * in, 0.0), dvec(out, 0.0)};
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t n = 0; n < out; ++n) {
+      const double d = dy[t * out + n];
+      g.db[n] += d;
+      for (std::size_t k = 0; k < in; ++k) {
+        g.dx[t * in + k] += d * w[n * in + k];
+        g.dw[n * in + k] += d * x[t * in + k];
+      }
+    }
+  return g;
+}
 dvec rmsnorm_ref(const dvec& x, const dvec& w, std::size_t rows, std::size_t dim, double eps) {
   dvec y(x.size());
   for (std::size_t r = 0; r < rows; ++r) {
@@ -187,49 +204,40 @@ double cross_entropy_ref(const dvec& logits, const std::vector<std::int32_t>& la
 }  // namespace
 
 TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, threads, every path") {
-  // Odd sizes: the lanes' and the GEMM's row and column tails; K over one K block of the GEMM.
-  for (const std::array<std::size_t, 3>& sizes : {std::array<std::size_t, 3>{5, 37, 19}, std::array<std::size_t, 3>{13, 300, 35}}) {
-    const std::size_t T = sizes[0], K = sizes[1], N = sizes[2];  // (no structured binding: clang's OpenMP cannot capture one)
-    CAPTURE(T);
+  {  // The chain rule's gradients are the finite differences' (which cost a layer per element: small).
+    const std::size_t T = 5, K = 37, N = 19;
     const vec x = random_vec(T * K, 1), w = random_vec(N * K, 2, 0.3f), b = random_vec(N, 3), dy = random_vec(T * N, 4);
     const dvec xd = widen(x), wd = widen(w), bd = widen(b);
-    const dvec y_ref = linear_ref(xd, wd, bd, T, K, N);
-    const dvec dx_ref = numeric_grad([&](const dvec& v) { return linear_ref(v, wd, bd, T, K, N); }, xd, dy);
-    const dvec dw_ref = numeric_grad([&](const dvec& v) { return linear_ref(xd, v, bd, T, K, N); }, wd, dy);
-    const dvec db_ref = numeric_grad([&](const dvec& v) { return linear_ref(xd, wd, v, T, K, N); }, bd, dy);
+    const linear_grads g = linear_grads_ref(xd, wd, dy, T, K, N);
+    CHECK(rel_err(vec(g.dx.begin(), g.dx.end()), numeric_grad([&](const dvec& v) { return linear_ref(v, wd, bd, T, K, N); }, xd, dy)) < 1e-6);
+    CHECK(rel_err(vec(g.dw.begin(), g.dw.end()), numeric_grad([&](const dvec& v) { return linear_ref(xd, v, bd, T, K, N); }, wd, dy)) < 1e-6);
+    CHECK(rel_err(vec(g.db.begin(), g.db.end()), numeric_grad([&](const dvec& v) { return linear_ref(xd, wd, v, T, K, N); }, bd, dy)) < 1e-6);
+  }
+  // Odd sizes: the lanes' and the GEMM's row and column tails; K over one K block of the GEMM; then
+  // the GEMM's blocks: rows past two blocks of 120 (and a 4-row tail), K over two K blocks, columns
+  // over groups of panels (sums of 250 to 520 products in f32).
+  struct layer {
+    std::size_t rows, in, out;
+    double tolerance;
+  };
+  for (const layer& l : {layer{5, 37, 19, 1e-6}, layer{13, 300, 35, 1e-6}, layer{250, 520, 300, 4e-6}}) {
+    const std::size_t T = l.rows, K = l.in, N = l.out;  // (no structured binding: clang's OpenMP cannot capture one)
+    const double tolerance = l.tolerance;
+    CAPTURE(T);
+    const vec x = random_vec(T * K, 1), w = random_vec(N * K, 2, 0.3f), b = random_vec(N, 3), dy = random_vec(T * N, 4);
+    const dvec xd = widen(x), wd = widen(w);
+    const dvec y_ref = linear_ref(xd, wd, widen(b), T, K, N);
+    const linear_grads g = linear_grads_ref(xd, wd, dy, T, K, N);
     fkt::for_each_isa([&](fk_isa) {
       vec y(T * N), dx(T * K), dw(N * K), db(N);
       fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), y.data());
-      CHECK(rel_err(y, y_ref) < 1e-6);
+      CHECK(rel_err(y, y_ref) < tolerance);
       fk_linear_backward_input(dy.data(), T, N, w.data(), K, dx.data());
       fk_linear_backward_weight(dy.data(), T, N, x.data(), K, dw.data());
       fk_sum_rows(dy.data(), T, N, db.data());
-      CHECK(rel_err(dx, dx_ref) < 1e-5);
-      CHECK(rel_err(dw, dw_ref) < 1e-5);
-      CHECK(rel_err(db, db_ref) < 1e-5);
-    });
-  }
-
-  {  // the GEMM's blocks: rows past two blocks of 120 (and a 4-row tail), K over two K blocks, columns over groups of panels
-    const std::size_t T = 250, K = 520, N = 300;
-    const vec x = random_vec(T * K, 8), w = random_vec(N * K, 9, 0.3f), b = random_vec(N, 10), dy = random_vec(T * N, 11);
-    const dvec xd = widen(x), wd = widen(w);
-    const dvec y_ref = linear_ref(xd, wd, widen(b), T, K, N);
-    dvec dx_ref(T * K, 0.0), dw_ref(N * K, 0.0);
-    for (std::size_t t = 0; t < T; ++t)
-      for (std::size_t n = 0; n < N; ++n)
-        for (std::size_t i = 0; i < K; ++i) {
-          dx_ref[t * K + i] += static_cast<double>(dy[t * N + n]) * wd[n * K + i];
-          dw_ref[n * K + i] += static_cast<double>(dy[t * N + n]) * xd[t * K + i];
-        }
-    fkt::for_each_isa([&](fk_isa) {
-      vec y(T * N), dx(T * K), dw(N * K);
-      fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), y.data());
-      fk_linear_backward_input(dy.data(), T, N, w.data(), K, dx.data());
-      fk_linear_backward_weight(dy.data(), T, N, x.data(), K, dw.data());
-      CHECK(rel_err(y, y_ref) < 4e-6);  // sums of 250 to 520 products in f32
-      CHECK(rel_err(dx, dx_ref) < 4e-6);
-      CHECK(rel_err(dw, dw_ref) < 4e-6);
+      CHECK(rel_err(dx, g.dx) < tolerance);
+      CHECK(rel_err(dw, g.dw) < tolerance);
+      CHECK(rel_err(db, g.db) < tolerance);
     });
   }
 
