@@ -137,6 +137,10 @@ bad = [
     ("no messages", json.dumps({"model": "x"}).encode(), 400, "messages is required"),
     ("wrong type", json.dumps({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}).encode(), 400, "temperature must be a number"),
     ("out of range", json.dumps({"messages": [{"role": "user", "content": "hi"}], "top_p": 3}).encode(), 400, "top_p must be in [0, 1]"),
+    # JSON's integers above INT64_MAX (unsigned to the parser) and below 0, each against its bound
+    ("seed above int64", json.dumps({"messages": [{"role": "user", "content": "hi"}], "seed": 2**64 - 1}).encode(), 400,
+     "seed must be in [0, 9223372036854775807], got 18446744073709551615"),
+    ("negative top_k", json.dumps({"messages": [{"role": "user", "content": "hi"}], "top_k": -1}).encode(), 400, "top_k must be in [0, "),
     ("bad role", json.dumps({"messages": [{"role": "wizard", "content": "hi"}]}).encode(), 400, "messages[0].role: 'wizard'"),
     ("bad content part", json.dumps({"messages": [{"role": "user", "content": [{"type": 7, "text": "hi"}]}]}).encode(), 400,
      "messages[0].content[0] must be"),

@@ -83,7 +83,12 @@ class fields {
     const json* v = get(name);
     if (!v) return fallback;
     if (!v->is_number_integer()) throw bad_request(400, std::string(name) + " must be an integer", name);
-    if (v->is_number_unsigned() ? v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi) : (v->get<long long>() < lo || v->get<long long>() > hi))
+    // JSON's non-negative integers are unsigned (up to 2^64 - 1): compared as such, against both bounds.
+    const bool in_range = v->is_number_unsigned()
+                              ? hi >= 0 && v->get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                                    (lo <= 0 || v->get<std::uint64_t>() >= static_cast<std::uint64_t>(lo))
+                              : v->get<long long>() >= lo && v->get<long long>() <= hi;
+    if (!in_range)
       throw bad_request(400, std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v->dump(), name);
     return v->get<long long>();
   }
