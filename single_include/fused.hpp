@@ -10929,12 +10929,13 @@ FK_API void fk_select_bytes(const uint8_t* cond, const void* a, const void* b, s
 // ---- end fk_sequence.h ---------------------------------------------------------------------------------
 // ---- begin fk_train.h ----------------------------------------------------------------------------------
 /* fk_train.h: the kernels of a training step, all f32 (master weights and activations in f32, so
- * that losses and gradients match an f32 reference to its own rounding). The reference path is plain
+ * that losses and gradients match an f32 reference to within its own rounding). The reference path is plain
  * C: every inner loop is contiguous (dot products as eight explicit lanes, the rest as axpy rows),
  * which the compiler vectorizes without reassociating anything.
  *
  * Where the CPU has AVX2 the hot kernels take an AVX2 path: the linear kernels a blocked GEMM
- * (fk__gemm_f32, with an AVX-512 micro-kernel on the AVX-512 paths that rounds as the AVX2 one does),
+ * (fk__gemm_f32, with an AVX-512 micro-kernel on the AVX-512 BF16 path that rounds as the AVX2 one
+ * does, and on AMX tiles of bf16 products that carry 16 of f32's 24 bits: fk__gemm_f32_amx_item),
  * causal attention and its backward 8 keys at a time with an online softmax (head_dim a multiple of
  * 8), and the exponentials of cross-entropy and SwiGLU's backward 8 at a time (fk__exp256). Each path
  * has its own rounding, the same on every thread count.
@@ -11165,10 +11166,204 @@ FK_TARGET_AVX512 FK_API void fk__gemm_f32_rows_avx512(size_t kc, size_t mc, cons
   }
 }
 
-/* The driver of both SIMD paths (isa >= FK_ISA_AVX2): threads, K blocks and row blocks. */
+/* ---- the AMX path: each f32 product as three bf16 products ------------------------------------- */
+/* On AMX the GEMM multiplies in bf16 tiles without giving up f32's accuracy where the losses and
+ * gradients need it: every value v is split into hi = bf16(v) (nearest even) and lo = bf16(v - hi)
+ * (v - hi is exact in f32), and a b is taken as a_hi b_hi + a_hi b_lo + a_lo b_hi, each product exact
+ * in tdpbf16ps's f32 accumulator. What is dropped, a_lo b_lo and the rounding of the lo parts, is
+ * about 3 * 2^-16 of |a b| at most, where bf16 alone would be 2^-8: an element of C is within
+ * 2^-14 sum_k |a_k b_k|, plus its f32 sums' rounding, of the exact sum (test_kernels_emulated checks
+ * it element by element). Why: three tdpbf16ps do the 8,192 multiply-adds of a 16 x 16 x 32 block,
+ * which take 512 f32 FMA instructions on AVX-512 (docs/TRAINING.md, "Speed", for what that gives).
+ * Denormal inputs (|v| < 2^-126) count as 0, as tdpbf16ps and vcvtne2ps2bf16 take them; an infinite
+ * or NaN input still gives a non-finite result (v - hi is then NaN).
+ *
+ * Layout: a K block (FK__GEMM_AMX_KC k's) of a work item's strips of 32 columns is split into B tiles
+ * (16 k pairs x 16 columns, 1 KiB each, hi and lo apart), then every 32 rows of A into A tiles (16 rows
+ * x 32 k); C is 2 x 2 tiles of 16 x 16 f32 per strip, kept in c between K blocks. Each element of C
+ * starts from its bias (or 0) and adds, per 32 k's in order, its hi x hi pairs, hi x lo, then lo x hi:
+ * one order whatever the thread count or blocking. */
+#define FK__GEMM_AMX_KC 256    /* k per K block: 8 tile chunks of 32 */
+#define FK__GEMM_AMX_STRIPS 4  /* 32-column strips per work item: 128 KiB of B tiles per K block */
+
+/* The VNNI pairs of one 16 x 32 block of a matrix X (X(r, k) = src[r * r_stride + k * k_stride]; rows
+ * r >= rows and k >= ks read as 0), split: hi[i][j] and lo[i][j] (u32) are {X(r, 2p), X(r, 2p + 1)}
+ * with (i, j) = (r, p) for an A tile (by_pair = 0) or (p, r) for a B tile (by_pair = 1), rows 64 bytes
+ * apart. Reads run along whichever stride is 1; with neither, the block is gathered first. */
+FK_TARGET_AVX512 FK_API void fk__split_tile_pairs(const float* src, size_t r_stride, size_t k_stride, size_t rows, size_t ks,
+                                                  int by_pair, uint32_t* hi, uint32_t* lo) {
+  __m512i hi_rows[16], lo_rows[16];
+  const int along_k = k_stride == 1 || r_stride != 1; /* each row r's 32 k's in two vectors */
+  float gathered[16 * 32];
+  if (k_stride != 1 && r_stride != 1) {
+    for (size_t r = 0; r < 16; ++r)
+      for (size_t k = 0; k < 32; ++k) gathered[r * 32 + k] = r < rows && k < ks ? src[r * r_stride + k * k_stride] : 0.0f;
+    src = gathered, r_stride = 32, k_stride = 1, rows = 16, ks = 32;
+  }
+  if (along_k) { /* row r: k 0..15 and 16..31 -> its 16 pairs, as hi and lo (vcvtne2ps2bf16 keeps k in order) */
+    const __mmask16 first = ks >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ks) - 1);
+    const __mmask16 second = ks >= 32 ? (__mmask16)0xffff : ks <= 16 ? (__mmask16)0 : (__mmask16)((1u << (ks - 16)) - 1);
+    for (size_t r = 0; r < 16; ++r) {
+      const __m512 v0 = r < rows ? _mm512_maskz_loadu_ps(first, src + r * r_stride) : _mm512_setzero_ps();
+      const __m512 v1 = r < rows ? _mm512_maskz_loadu_ps(second, src + r * r_stride + 16) : _mm512_setzero_ps();
+      const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+      const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_castps_si256(_mm512_castps512_ps256(_mm512_castsi512_ps(h)))), 16));
+      const __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_castps_si256(_mm512_extractf32x8_ps(_mm512_castsi512_ps(h), 1))), 16));
+      hi_rows[r] = h;
+      lo_rows[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, h1), _mm512_sub_ps(v0, h0));
+    }
+  } else { /* pair p: k = 2p and 2p + 1, each 16 r's, interleaved as {even, odd} per r */
+    const __mmask16 live = rows >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1);
+    for (size_t p = 0; p < 16; ++p) {
+      const __m512 even = 2 * p < ks ? _mm512_maskz_loadu_ps(live, src + 2 * p * k_stride) : _mm512_setzero_ps();
+      const __m512 odd = 2 * p + 1 < ks ? _mm512_maskz_loadu_ps(live, src + (2 * p + 1) * k_stride) : _mm512_setzero_ps();
+      __m512i part[2];
+      for (int which = 0; which < 2; ++which) { /* 0: hi, then 1: lo of what hi left */
+        const __m512 e = which ? _mm512_sub_ps(even, _mm512_castsi512_ps(_mm512_slli_epi32(part[0], 16))) : even;
+        const __m512 o = which ? _mm512_sub_ps(odd, _mm512_castsi512_ps(_mm512_and_si512(part[1], _mm512_set1_epi32((int)0xffff0000u)))) : odd;
+        const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(o, e);
+        const __m512i h_even = _mm512_cvtepu16_epi32(_mm256_castps_si256(_mm512_castps512_ps256(_mm512_castsi512_ps(h))));
+        const __m512i h_odd = _mm512_cvtepu16_epi32(_mm256_castps_si256(_mm512_extractf32x8_ps(_mm512_castsi512_ps(h), 1)));
+        if (which == 0) { /* kept for the lo step: even as 16-bit, odd already shifted (and or'd with even) */
+          part[0] = h_even;
+          part[1] = _mm512_or_si512(h_even, _mm512_slli_epi32(h_odd, 16));
+          hi_rows[p] = part[1];
+        } else {
+          lo_rows[p] = _mm512_or_si512(h_even, _mm512_slli_epi32(h_odd, 16));
+        }
+      }
+    }
+  }
+  if (along_k == by_pair) { /* the wanted orientation is the other one */
+    fk__transpose16x16(hi_rows);
+    fk__transpose16x16(lo_rows);
+  }
+  for (int i = 0; i < 16; ++i) {
+    _mm512_storeu_si512(hi + i * 16, hi_rows[i]);
+    _mm512_storeu_si512(lo + i * 16, lo_rows[i]);
+  }
+}
+
+/* C's columns [j0, j0 + 32 strips) (strips <= FK__GEMM_AMX_STRIPS), every row: one work item. */
+FK_TARGET_AMX FK_API void fk__gemm_f32_amx_item(size_t m, size_t n, size_t kdim, const float* a, size_t a_row, size_t a_col, const float* b,
+                                                size_t b_row, size_t b_col, const float* bias, float* c, size_t j0, size_t strips) {
+  enum { chunks_max = FK__GEMM_AMX_KC / 32, tile = 256 /* u32 */ };
+  uint32_t b_hi[FK__GEMM_AMX_STRIPS][2][chunks_max][tile], b_lo[FK__GEMM_AMX_STRIPS][2][chunks_max][tile];
+  uint32_t a_hi[2][chunks_max][tile], a_lo[2][chunks_max][tile];
+  float start[FK__GEMM_AMX_STRIPS][2][16 * 16]; /* each row: the bias (or 0) of a strip's column half */
+  float staging[32 * 32];                       /* C blocks at the edges of C */
+  while (strips > 0 && j0 + 32 * (strips - 1) >= n) --strips;
+  for (size_t s = 0; s < strips; ++s)
+    for (size_t h = 0; h < 2; ++h)
+      for (size_t col = 0; col < 16; ++col) {
+        const size_t j = j0 + 32 * s + 16 * h + col;
+        for (size_t r = 0; r < 16; ++r) start[s][h][r * 16 + col] = bias && j < n ? bias[j] : 0.0f;
+      }
+  if (kdim == 0) {
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = j0; j < n && j < j0 + 32 * strips; ++j) c[i * n + j] = bias ? bias[j] : 0.0f;
+    return;
+  }
+  fk__amx_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette_id = 1;
+  for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  FK_TILE_LOADCONFIG(&cfg);
+  const int ldc = (int)(n * sizeof(float));
+  for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_AMX_KC) {
+    const size_t kc = kdim - k0 < FK__GEMM_AMX_KC ? kdim - k0 : FK__GEMM_AMX_KC, chunks = (kc + 31) / 32;
+    for (size_t s = 0; s < strips; ++s)
+      for (size_t h = 0; h < 2; ++h) {
+        const size_t j = j0 + 32 * s + 16 * h, cols = j >= n ? 0 : n - j < 16 ? n - j : 16;
+        for (size_t q = 0; q < chunks; ++q)
+          fk__split_tile_pairs(b + (k0 + 32 * q) * b_row + (cols ? j : 0) * b_col, b_col, b_row, cols, kc - 32 * q, 1, b_hi[s][h][q], b_lo[s][h][q]);
+      }
+    for (size_t i0 = 0; i0 < m; i0 += 32) {
+      const size_t rows = m - i0 < 32 ? m - i0 : 32;
+      for (size_t h = 0; h < 2; ++h) {
+        const size_t live = rows > 16 * h ? rows - 16 * h : 0;
+        for (size_t q = 0; q < chunks; ++q)
+          fk__split_tile_pairs(a + (i0 + (live ? 16 * h : 0)) * a_row + (k0 + 32 * q) * a_col, a_row, a_col, live, kc - 32 * q, 0, a_hi[h][q], a_lo[h][q]);
+      }
+      for (size_t s = 0; s < strips; ++s) {
+        const size_t j = j0 + 32 * s, cols = n - j < 32 ? n - j : 32;
+        float* cb = c + i0 * n + j;
+        const int direct = rows == 32 && cols == 32; /* a whole 32 x 32 block of C, moved by tile loads and stores */
+        if (k0 == 0) {
+          FK_TILE_LOADD(0, start[s][0], 64);
+          FK_TILE_LOADD(1, start[s][1], 64);
+          FK_TILE_LOADD(2, start[s][0], 64);
+          FK_TILE_LOADD(3, start[s][1], 64);
+        } else if (direct) {
+          FK_TILE_LOADD(0, cb, ldc);
+          FK_TILE_LOADD(1, cb + 16, ldc);
+          FK_TILE_LOADD(2, cb + 16 * n, ldc);
+          FK_TILE_LOADD(3, cb + 16 * n + 16, ldc);
+        } else {
+          for (size_t r = 0; r < 32; ++r)
+            for (size_t col = 0; col < 32; ++col) staging[r * 32 + col] = r < rows && col < cols ? cb[r * n + col] : 0.0f;
+          FK_TILE_LOADD(0, staging, 128);
+          FK_TILE_LOADD(1, staging + 16, 128);
+          FK_TILE_LOADD(2, staging + 16 * 32, 128);
+          FK_TILE_LOADD(3, staging + 16 * 32 + 16, 128);
+        }
+        for (size_t q = 0; q < chunks; ++q) { /* tiles 4, 5: A's row halves; 6, 7: B's column halves */
+          FK_TILE_LOADD(4, a_hi[0][q], 64);
+          FK_TILE_LOADD(5, a_hi[1][q], 64);
+          FK_TILE_LOADD(6, b_hi[s][0][q], 64);
+          FK_TILE_LOADD(7, b_hi[s][1][q], 64);
+          FK_TILE_DPBF16PS(0, 4, 6);
+          FK_TILE_DPBF16PS(1, 4, 7);
+          FK_TILE_DPBF16PS(2, 5, 6);
+          FK_TILE_DPBF16PS(3, 5, 7);
+          FK_TILE_LOADD(6, b_lo[s][0][q], 64);
+          FK_TILE_LOADD(7, b_lo[s][1][q], 64);
+          FK_TILE_DPBF16PS(0, 4, 6);
+          FK_TILE_DPBF16PS(1, 4, 7);
+          FK_TILE_DPBF16PS(2, 5, 6);
+          FK_TILE_DPBF16PS(3, 5, 7);
+          FK_TILE_LOADD(4, a_lo[0][q], 64);
+          FK_TILE_LOADD(5, a_lo[1][q], 64);
+          FK_TILE_LOADD(6, b_hi[s][0][q], 64);
+          FK_TILE_LOADD(7, b_hi[s][1][q], 64);
+          FK_TILE_DPBF16PS(0, 4, 6);
+          FK_TILE_DPBF16PS(1, 4, 7);
+          FK_TILE_DPBF16PS(2, 5, 6);
+          FK_TILE_DPBF16PS(3, 5, 7);
+        }
+        if (direct) {
+          FK_TILE_STORED(0, cb, ldc);
+          FK_TILE_STORED(1, cb + 16, ldc);
+          FK_TILE_STORED(2, cb + 16 * n, ldc);
+          FK_TILE_STORED(3, cb + 16 * n + 16, ldc);
+        } else {
+          FK_TILE_STORED(0, staging, 128);
+          FK_TILE_STORED(1, staging + 16, 128);
+          FK_TILE_STORED(2, staging + 16 * 32, 128);
+          FK_TILE_STORED(3, staging + 16 * 32 + 16, 128);
+          for (size_t r = 0; r < rows; ++r) memcpy(cb + r * n, staging + r * 32, cols * sizeof(float));
+        }
+      }
+    }
+  }
+  FK_TILE_RELEASE();
+}
+
+/* The driver of the SIMD paths (isa >= FK_ISA_AVX2): threads, K blocks and row blocks. */
 FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const float* a, size_t a_row, size_t a_col, const float* b, size_t b_row,
                          size_t b_col, const float* bias, float* c) {
   if (m == 0 || n == 0) return;
+  if (isa == FK_ISA_AMX) {
+    const size_t strips = (n + 31) / 32;
+    const int nt = fk__threads_for(strips, (double)m * (double)kdim * 32 * 2);
+    const size_t per_thread = (strips + (size_t)nt - 1) / (size_t)nt;
+    const size_t item_strips = per_thread < FK__GEMM_AMX_STRIPS ? per_thread : FK__GEMM_AMX_STRIPS;
+    const size_t items = (strips + item_strips - 1) / item_strips;
+    FK_PARALLEL_FOR(nt)
+    for (size_t item = 0; item < items; ++item)
+      fk__gemm_f32_amx_item(m, n, kdim, a, a_row, a_col, b, b_row, b_col, bias, c, item * item_strips * 32, item_strips);
+    return;
+  }
   const int avx512 = isa >= FK_ISA_AVX512BF16;
   const size_t panels = (n + FK__GEMM_NR - 1) / FK__GEMM_NR;
   const int nt = fk__threads_for(panels, (double)m * (double)kdim * FK__GEMM_NR * 2);

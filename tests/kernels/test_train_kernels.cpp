@@ -228,15 +228,17 @@ TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, thread
     const dvec xd = widen(x), wd = widen(w);
     const dvec y_ref = linear_ref(xd, wd, widen(b), T, K, N);
     const linear_grads g = linear_grads_ref(xd, wd, dy, T, K, N);
-    fkt::for_each_isa([&](fk_isa) {
+    fkt::for_each_isa([&](fk_isa isa) {
+      // AMX multiplies in bf16 pairs (hi and lo parts, 16 of f32's 24 bits): its own bound is below
+      const double products = isa == FK_ISA_AMX ? 2e-5 : tolerance;
       vec y(T * N), dx(T * K), dw(N * K), db(N);
       fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), y.data());
-      CHECK(rel_err(y, y_ref) < tolerance);
+      CHECK(rel_err(y, y_ref) < products);
       fk_linear_backward_input(dy.data(), T, N, w.data(), K, dx.data());
       fk_linear_backward_weight(dy.data(), T, N, x.data(), K, dw.data());
       fk_sum_rows(dy.data(), T, N, db.data());
-      CHECK(rel_err(dx, g.dx) < tolerance);
-      CHECK(rel_err(dw, g.dw) < tolerance);
+      CHECK(rel_err(dx, g.dx) < products);
+      CHECK(rel_err(dw, g.dw) < products);
       CHECK(rel_err(db, g.db) < tolerance);
     });
   }
@@ -286,6 +288,79 @@ TEST_CASE("the AVX-512 f32 GEMM rounds as the AVX2 one: the same bits for every 
       const vec avx512 = run(FK_ISA_AVX512BF16, threads);
       CHECK(std::memcmp(avx2.data(), avx512.data(), avx2.size() * sizeof(float)) == 0);
     }
+  }
+  fk_isa_force(fk_isa_detect());
+}
+
+TEST_CASE("the AMX f32 GEMM: three bf16 products per f32 one, within their bound element by element") {
+  // Each value is split as hi = bf16(v), lo = bf16(v - hi), and a b taken as a_hi b_hi + a_hi b_lo +
+  // a_lo b_hi: each element of C must lie within 2^-14 sum_k |a_k b_k| (the split: 3 * 2^-16 and a
+  // little) plus 3K f32 roundings of its partial sums of the exact sum, where bf16 products alone are
+  // off by ~2^-9 of each product. Shapes: the tails of 32-row blocks, of 16- and 32-column tile halves
+  // and of 32-k chunks; several 4-strip work items; K over two K blocks of 256; each of the three
+  // GEMMs of a training step (A read along k: x W^T and dY W; A read across: dY^T X). Then: the same
+  // bits on 1 and 2 threads, and a non-finite input gives a non-finite output.
+  if (!fk_isa_force(FK_ISA_AMX)) {
+    MESSAGE("skipping: this CPU lacks AMX (test_kernels_emulated runs this test on its software model)");
+    fk_isa_force(fk_isa_detect());
+    return;
+  }
+  fkt::threads_guard guard;
+  for (const std::array<std::size_t, 3>& sizes :
+       {std::array<std::size_t, 3>{1, 7, 1}, std::array<std::size_t, 3>{11, 3, 40}, std::array<std::size_t, 3>{13, 260, 48},
+        std::array<std::size_t, 3>{47, 33, 150}, std::array<std::size_t, 3>{70, 513, 17}, std::array<std::size_t, 3>{32, 64, 288}}) {
+    const std::size_t T = sizes[0], K = sizes[1], N = sizes[2];
+    CAPTURE(T);
+    CAPTURE(K);
+    CAPTURE(N);
+    const vec x = random_vec(T * K, 31), w = random_vec(N * K, 32, 0.3f), b = random_vec(N, 33), dy = random_vec(T * N, 34);
+    // C[i][j] = start[j] + sum_k A(i, k) B(k, j), checked against its exact value and its bound
+    auto check = [](const vec& got, std::size_t rows, std::size_t cols, std::size_t depth, const std::function<double(std::size_t, std::size_t, std::size_t)>& product,
+                    const vec* start) {
+      std::size_t bad = 0;
+      double worst = 0;
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j) {
+          const double first = start ? static_cast<double>((*start)[j]) : 0.0;
+          double exact = first, magnitude = 0;
+          for (std::size_t k = 0; k < depth; ++k) {
+            const double p = product(i, j, k);
+            exact += p, magnitude += std::fabs(p);
+          }
+          const double bound = std::ldexp(magnitude, -14) + 3.0 * static_cast<double>(depth) * std::ldexp(std::fabs(first) + magnitude, -24);
+          const double err = std::fabs(static_cast<double>(got[i * cols + j]) - exact);
+          if (err > bound) ++bad;
+          if (magnitude > 0) worst = std::max(worst, err / magnitude);
+        }
+      CHECK(bad == 0);
+      return worst;
+    };
+    auto run = [&](int threads) {
+      fk_set_threads(threads);
+      vec out(T * N + T * K + N * K);
+      fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), out.data());
+      fk_linear_backward_input(dy.data(), T, N, w.data(), K, out.data() + T * N);
+      fk_linear_backward_weight(dy.data(), T, N, x.data(), K, out.data() + T * N + T * K);
+      return out;
+    };
+    const vec one = run(1);
+    const vec y(one.begin(), one.begin() + static_cast<std::ptrdiff_t>(T * N));
+    const vec dx(one.begin() + static_cast<std::ptrdiff_t>(T * N), one.begin() + static_cast<std::ptrdiff_t>(T * N + T * K));
+    const vec dw(one.begin() + static_cast<std::ptrdiff_t>(T * N + T * K), one.end());
+    double worst = check(y, T, N, K, [&](std::size_t t, std::size_t n, std::size_t k) { return double{x[t * K + k]} * double{w[n * K + k]}; }, &b);
+    worst = std::max(worst, check(dx, T, K, N, [&](std::size_t t, std::size_t i, std::size_t n) { return double{dy[t * N + n]} * double{w[n * K + i]}; }, nullptr));
+    worst = std::max(worst, check(dw, N, K, T, [&](std::size_t n, std::size_t i, std::size_t t) { return double{dy[t * N + n]} * double{x[t * K + i]}; }, nullptr));
+    CHECK(worst > 0);  // (not exact: the products are split, so some element is off)
+    CHECK(std::memcmp(one.data(), run(2).data(), one.size() * sizeof(float)) == 0);
+  }
+  {  // an infinity or a NaN in x: its row of y is not finite, the others are
+    const std::size_t T = 40, K = 70, N = 33;
+    vec x = random_vec(T * K, 35), w = random_vec(N * K, 36, 0.3f), y(T * N);
+    x[3 * K + 5] = INFINITY;
+    x[37 * K + 69] = NAN;
+    fk_linear_f32(x.data(), T, K, w.data(), N, nullptr, y.data());
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t n = 0; n < N; ++n) CHECK(std::isfinite(y[t * N + n]) == (t != 3 && t != 37));
   }
   fk_isa_force(fk_isa_detect());
 }
