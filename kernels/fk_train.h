@@ -337,12 +337,7 @@ FK_TARGET_AMX FK_API void fk__gemm_f32_amx_item(size_t m, size_t n, size_t kdim,
       for (size_t j = j0; j < n && j < j0 + 32 * strips; ++j) c[i * n + j] = bias ? bias[j] : 0.0f;
     return;
   }
-  fk__amx_tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette_id = 1;
-  for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-  FK_TILE_LOADCONFIG(&cfg);
-  const int ldc = (int)(n * sizeof(float));
+  fk__amx_configure();
   for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_AMX_KC) {
     const size_t kc = kdim - k0 < FK__GEMM_AMX_KC ? kdim - k0 : FK__GEMM_AMX_KC, chunks = (kc + 31) / 32;
     for (size_t s = 0; s < strips; ++s)
@@ -361,61 +356,30 @@ FK_TARGET_AMX FK_API void fk__gemm_f32_amx_item(size_t m, size_t n, size_t kdim,
       for (size_t s = 0; s < strips; ++s) {
         const size_t j = j0 + 32 * s, cols = n - j < 32 ? n - j : 32;
         float* cb = c + i0 * n + j;
-        const int direct = rows == 32 && cols == 32; /* a whole 32 x 32 block of C, moved by tile loads and stores */
         if (k0 == 0) {
           FK_TILE_LOADD(0, start[s][0], 64);
           FK_TILE_LOADD(1, start[s][1], 64);
           FK_TILE_LOADD(2, start[s][0], 64);
           FK_TILE_LOADD(3, start[s][1], 64);
-        } else if (direct) {
-          FK_TILE_LOADD(0, cb, ldc);
-          FK_TILE_LOADD(1, cb + 16, ldc);
-          FK_TILE_LOADD(2, cb + 16 * n, ldc);
-          FK_TILE_LOADD(3, cb + 16 * n + 16, ldc);
         } else {
-          for (size_t r = 0; r < 32; ++r)
-            for (size_t col = 0; col < 32; ++col) staging[r * 32 + col] = r < rows && col < cols ? cb[r * n + col] : 0.0f;
-          FK_TILE_LOADD(0, staging, 128);
-          FK_TILE_LOADD(1, staging + 16, 128);
-          FK_TILE_LOADD(2, staging + 16 * 32, 128);
-          FK_TILE_LOADD(3, staging + 16 * 32 + 16, 128);
+          fk__amx_load_c(cb, n, rows, cols, staging);
         }
         for (size_t q = 0; q < chunks; ++q) { /* tiles 4, 5: A's row halves; 6, 7: B's column halves */
           FK_TILE_LOADD(4, a_hi[0][q], 64);
           FK_TILE_LOADD(5, a_hi[1][q], 64);
           FK_TILE_LOADD(6, b_hi[s][0][q], 64);
           FK_TILE_LOADD(7, b_hi[s][1][q], 64);
-          FK_TILE_DPBF16PS(0, 4, 6);
-          FK_TILE_DPBF16PS(1, 4, 7);
-          FK_TILE_DPBF16PS(2, 5, 6);
-          FK_TILE_DPBF16PS(3, 5, 7);
+          fk__amx_dp_2x2();
           FK_TILE_LOADD(6, b_lo[s][0][q], 64);
           FK_TILE_LOADD(7, b_lo[s][1][q], 64);
-          FK_TILE_DPBF16PS(0, 4, 6);
-          FK_TILE_DPBF16PS(1, 4, 7);
-          FK_TILE_DPBF16PS(2, 5, 6);
-          FK_TILE_DPBF16PS(3, 5, 7);
+          fk__amx_dp_2x2();
           FK_TILE_LOADD(4, a_lo[0][q], 64);
           FK_TILE_LOADD(5, a_lo[1][q], 64);
           FK_TILE_LOADD(6, b_hi[s][0][q], 64);
           FK_TILE_LOADD(7, b_hi[s][1][q], 64);
-          FK_TILE_DPBF16PS(0, 4, 6);
-          FK_TILE_DPBF16PS(1, 4, 7);
-          FK_TILE_DPBF16PS(2, 5, 6);
-          FK_TILE_DPBF16PS(3, 5, 7);
+          fk__amx_dp_2x2();
         }
-        if (direct) {
-          FK_TILE_STORED(0, cb, ldc);
-          FK_TILE_STORED(1, cb + 16, ldc);
-          FK_TILE_STORED(2, cb + 16 * n, ldc);
-          FK_TILE_STORED(3, cb + 16 * n + 16, ldc);
-        } else {
-          FK_TILE_STORED(0, staging, 128);
-          FK_TILE_STORED(1, staging + 16, 128);
-          FK_TILE_STORED(2, staging + 16 * 32, 128);
-          FK_TILE_STORED(3, staging + 16 * 32 + 16, 128);
-          for (size_t r = 0; r < rows; ++r) memcpy(cb + r * n, staging + r * 32, cols * sizeof(float));
-        }
+        fk__amx_store_c(cb, n, rows, cols, staging);
       }
     }
   }

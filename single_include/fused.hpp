@@ -9390,6 +9390,58 @@ FK_API void fk__amx_emu_zero(int t) {
 #define FK_TILE_ZERO(t) _tile_zero(t)
 #endif
 
+/* Every tile 16 rows x 64 bytes (the GEMMs' one configuration): 0..3 C, 4, 5 A, 6, 7 B. */
+FK_TARGET_AMX static inline void fk__amx_configure(void) {
+  fk__amx_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette_id = 1;
+  for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  FK_TILE_LOADCONFIG(&cfg);
+}
+
+/* C tiles 0..3 (rows 0-15 / 16-31 x columns 0-15 / 16-31) <- the 32 x 32 block at c, rows ld floats
+ * apart, of which rows x cols lie in C: straight from c when whole, else through `staging` (32 x 32,
+ * zero outside). */
+FK_TARGET_AMX static inline FK_ALWAYS_INLINE void fk__amx_load_c(const float* c, size_t ld, size_t rows, size_t cols, float* staging) {
+  if (rows == 32 && cols == 32) {
+    FK_TILE_LOADD(0, c, (int)(ld * sizeof(float)));
+    FK_TILE_LOADD(1, c + 16, (int)(ld * sizeof(float)));
+    FK_TILE_LOADD(2, c + 16 * ld, (int)(ld * sizeof(float)));
+    FK_TILE_LOADD(3, c + 16 * ld + 16, (int)(ld * sizeof(float)));
+    return;
+  }
+  for (size_t r = 0; r < 32; ++r)
+    for (size_t j = 0; j < 32; ++j) staging[r * 32 + j] = r < rows && j < cols ? c[r * ld + j] : 0.0f;
+  FK_TILE_LOADD(0, staging, 128);
+  FK_TILE_LOADD(1, staging + 16, 128);
+  FK_TILE_LOADD(2, staging + 16 * 32, 128);
+  FK_TILE_LOADD(3, staging + 16 * 32 + 16, 128);
+}
+
+/* ... and back: C tiles 0..3 -> the rows x cols of the block at c that lie in C. */
+FK_TARGET_AMX static inline FK_ALWAYS_INLINE void fk__amx_store_c(float* c, size_t ld, size_t rows, size_t cols, float* staging) {
+  if (rows == 32 && cols == 32) {
+    FK_TILE_STORED(0, c, (int)(ld * sizeof(float)));
+    FK_TILE_STORED(1, c + 16, (int)(ld * sizeof(float)));
+    FK_TILE_STORED(2, c + 16 * ld, (int)(ld * sizeof(float)));
+    FK_TILE_STORED(3, c + 16 * ld + 16, (int)(ld * sizeof(float)));
+    return;
+  }
+  FK_TILE_STORED(0, staging, 128);
+  FK_TILE_STORED(1, staging + 16, 128);
+  FK_TILE_STORED(2, staging + 16 * 32, 128);
+  FK_TILE_STORED(3, staging + 16 * 32 + 16, 128);
+  for (size_t r = 0; r < rows; ++r) memcpy(c + r * ld, staging + r * 32, cols * sizeof(float));
+}
+
+/* C += A B on the 2 x 2 C tiles: A's row halves in tiles 4, 5, B's column halves in 6, 7. */
+FK_TARGET_AMX static inline FK_ALWAYS_INLINE void fk__amx_dp_2x2(void) {
+  FK_TILE_DPBF16PS(0, 4, 6);
+  FK_TILE_DPBF16PS(1, 4, 7);
+  FK_TILE_DPBF16PS(2, 5, 6);
+  FK_TILE_DPBF16PS(3, 5, 7);
+}
+
 /* strip[h][p][j] (u32) = {W[c0+16h+j][k0+2p], W[c0+16h+j][k0+2p+1]} for h < 2, p < kpad/2, j < 16: the
  * two 16-column B tiles of a 32-column strip over one chunk, each tile 16 pairs x 64 bytes = 1 KiB
  * contiguous; zero outside W (columns >= N, k >= k0 + kc), so padding contributes exactly 0. */
@@ -9430,15 +9482,7 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
           const float v = n < N ? fk_bf16_to_f32_1(bias[n]) : 0.0f;
           for (size_t r = 0; r < 16; ++r) bias_tile[s][h][r * 16 + c] = v;
         }
-  fk__amx_tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette_id = 1;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  FK_TILE_LOADCONFIG(&cfg);
-  const int ldy = (int)(N * sizeof(float));
+  fk__amx_configure();
   for (size_t k0 = 0; k0 < K; k0 += kc_max) {
     const size_t kc = K - k0 < kc_max ? K - k0 : kc_max, kpad = (kc + 31) & ~(size_t)31, strip_u32 = kpad * 16;
     for (size_t s = 0; s < nstrips; ++s) fk__pack_w_strip(W, N, K, n0 + s * 32, k0, kc, strips + s * strip_u32);
@@ -9463,7 +9507,6 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
         const uint32_t* b0 = strips + s * strip_u32;
         const uint32_t* b1 = b0 + kpad / 2 * 16;
         float* yb = y + m0 * N + c0;
-        const int direct = mr == 32 && nc == 32; /* a whole 32 x 32 block of y */
         if (k0 == 0 && bias) {
           FK_TILE_LOADD(0, bias_tile[s][0], 64);
           FK_TILE_LOADD(1, bias_tile[s][1], 64);
@@ -9474,45 +9517,21 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
           FK_TILE_ZERO(1);
           FK_TILE_ZERO(2);
           FK_TILE_ZERO(3);
-        } else if (direct) {
-          FK_TILE_LOADD(0, yb, ldy);
-          FK_TILE_LOADD(1, yb + 16, ldy);
-          FK_TILE_LOADD(2, yb + 16 * N, ldy);
-          FK_TILE_LOADD(3, yb + 16 * N + 16, ldy);
         } else {
-          for (size_t r = 0; r < 32; ++r)
-            for (size_t c = 0; c < 32; ++c) cb[r * 32 + c] = r < mr && c < nc ? yb[r * N + c] : 0.0f;
-          FK_TILE_LOADD(0, cb, 128);
-          FK_TILE_LOADD(1, cb + 16, 128);
-          FK_TILE_LOADD(2, cb + 16 * 32, 128);
-          FK_TILE_LOADD(3, cb + 16 * 32 + 16, 128);
+          fk__amx_load_c(yb, N, mr, nc, cb);
         }
         for (size_t kk = 0; kk < kpad; kk += 32) {
           FK_TILE_LOADD(4, xa + kk, (int)(lda * 2));
           FK_TILE_LOADD(5, xa + 16 * lda + kk, (int)(lda * 2));
           FK_TILE_LOADD(6, b0 + kk / 2 * 16, 64);
           FK_TILE_LOADD(7, b1 + kk / 2 * 16, 64);
-          FK_TILE_DPBF16PS(0, 4, 6);
-          FK_TILE_DPBF16PS(1, 4, 7);
-          FK_TILE_DPBF16PS(2, 5, 6);
-          FK_TILE_DPBF16PS(3, 5, 7);
+          fk__amx_dp_2x2();
           for (size_t i = 0; i < pf_per_step && pf_row < pf_rows; ++i) {
             _mm_prefetch((const char*)(W + (pf_n0 + pf_row) * K + pf_k0) + pf_line * 64, _MM_HINT_T1);
             if (++pf_line == pf_row_lines) pf_line = 0, ++pf_row;
           }
         }
-        if (direct) {
-          FK_TILE_STORED(0, yb, ldy);
-          FK_TILE_STORED(1, yb + 16, ldy);
-          FK_TILE_STORED(2, yb + 16 * N, ldy);
-          FK_TILE_STORED(3, yb + 16 * N + 16, ldy);
-        } else {
-          FK_TILE_STORED(0, cb, 128);
-          FK_TILE_STORED(1, cb + 16, 128);
-          FK_TILE_STORED(2, cb + 16 * 32, 128);
-          FK_TILE_STORED(3, cb + 16 * 32 + 16, 128);
-          for (size_t r = 0; r < mr; ++r) memcpy(yb + r * N, cb + r * 32, nc * sizeof(float));
-        }
+        fk__amx_store_c(yb, N, mr, nc, cb);
       }
     }
   }
@@ -11264,12 +11283,7 @@ FK_TARGET_AMX FK_API void fk__gemm_f32_amx_item(size_t m, size_t n, size_t kdim,
       for (size_t j = j0; j < n && j < j0 + 32 * strips; ++j) c[i * n + j] = bias ? bias[j] : 0.0f;
     return;
   }
-  fk__amx_tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette_id = 1;
-  for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-  FK_TILE_LOADCONFIG(&cfg);
-  const int ldc = (int)(n * sizeof(float));
+  fk__amx_configure();
   for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_AMX_KC) {
     const size_t kc = kdim - k0 < FK__GEMM_AMX_KC ? kdim - k0 : FK__GEMM_AMX_KC, chunks = (kc + 31) / 32;
     for (size_t s = 0; s < strips; ++s)
@@ -11288,61 +11302,30 @@ FK_TARGET_AMX FK_API void fk__gemm_f32_amx_item(size_t m, size_t n, size_t kdim,
       for (size_t s = 0; s < strips; ++s) {
         const size_t j = j0 + 32 * s, cols = n - j < 32 ? n - j : 32;
         float* cb = c + i0 * n + j;
-        const int direct = rows == 32 && cols == 32; /* a whole 32 x 32 block of C, moved by tile loads and stores */
         if (k0 == 0) {
           FK_TILE_LOADD(0, start[s][0], 64);
           FK_TILE_LOADD(1, start[s][1], 64);
           FK_TILE_LOADD(2, start[s][0], 64);
           FK_TILE_LOADD(3, start[s][1], 64);
-        } else if (direct) {
-          FK_TILE_LOADD(0, cb, ldc);
-          FK_TILE_LOADD(1, cb + 16, ldc);
-          FK_TILE_LOADD(2, cb + 16 * n, ldc);
-          FK_TILE_LOADD(3, cb + 16 * n + 16, ldc);
         } else {
-          for (size_t r = 0; r < 32; ++r)
-            for (size_t col = 0; col < 32; ++col) staging[r * 32 + col] = r < rows && col < cols ? cb[r * n + col] : 0.0f;
-          FK_TILE_LOADD(0, staging, 128);
-          FK_TILE_LOADD(1, staging + 16, 128);
-          FK_TILE_LOADD(2, staging + 16 * 32, 128);
-          FK_TILE_LOADD(3, staging + 16 * 32 + 16, 128);
+          fk__amx_load_c(cb, n, rows, cols, staging);
         }
         for (size_t q = 0; q < chunks; ++q) { /* tiles 4, 5: A's row halves; 6, 7: B's column halves */
           FK_TILE_LOADD(4, a_hi[0][q], 64);
           FK_TILE_LOADD(5, a_hi[1][q], 64);
           FK_TILE_LOADD(6, b_hi[s][0][q], 64);
           FK_TILE_LOADD(7, b_hi[s][1][q], 64);
-          FK_TILE_DPBF16PS(0, 4, 6);
-          FK_TILE_DPBF16PS(1, 4, 7);
-          FK_TILE_DPBF16PS(2, 5, 6);
-          FK_TILE_DPBF16PS(3, 5, 7);
+          fk__amx_dp_2x2();
           FK_TILE_LOADD(6, b_lo[s][0][q], 64);
           FK_TILE_LOADD(7, b_lo[s][1][q], 64);
-          FK_TILE_DPBF16PS(0, 4, 6);
-          FK_TILE_DPBF16PS(1, 4, 7);
-          FK_TILE_DPBF16PS(2, 5, 6);
-          FK_TILE_DPBF16PS(3, 5, 7);
+          fk__amx_dp_2x2();
           FK_TILE_LOADD(4, a_lo[0][q], 64);
           FK_TILE_LOADD(5, a_lo[1][q], 64);
           FK_TILE_LOADD(6, b_hi[s][0][q], 64);
           FK_TILE_LOADD(7, b_hi[s][1][q], 64);
-          FK_TILE_DPBF16PS(0, 4, 6);
-          FK_TILE_DPBF16PS(1, 4, 7);
-          FK_TILE_DPBF16PS(2, 5, 6);
-          FK_TILE_DPBF16PS(3, 5, 7);
+          fk__amx_dp_2x2();
         }
-        if (direct) {
-          FK_TILE_STORED(0, cb, ldc);
-          FK_TILE_STORED(1, cb + 16, ldc);
-          FK_TILE_STORED(2, cb + 16 * n, ldc);
-          FK_TILE_STORED(3, cb + 16 * n + 16, ldc);
-        } else {
-          FK_TILE_STORED(0, staging, 128);
-          FK_TILE_STORED(1, staging + 16, 128);
-          FK_TILE_STORED(2, staging + 16 * 32, 128);
-          FK_TILE_STORED(3, staging + 16 * 32 + 16, 128);
-          for (size_t r = 0; r < rows; ++r) memcpy(cb + r * n, staging + r * 32, cols * sizeof(float));
-        }
+        fk__amx_store_c(cb, n, rows, cols, staging);
       }
     }
   }

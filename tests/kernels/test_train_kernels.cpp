@@ -68,6 +68,16 @@ void same_on_1_and_2_threads(const std::function<vec()>& body) {
   CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
 }
 
+// A training step's three GEMMs on the active path, side by side: y = x W^T + b [T, N], dX = dY W
+// [T, K], dW = dY^T X [N, K].
+vec three_gemms(const vec& x, const vec& w, const vec& b, const vec& dy, std::size_t T, std::size_t K, std::size_t N) {
+  vec out(T * N + T * K + N * K);
+  fk_linear_f32(x.data(), T, K, w.data(), N, b.empty() ? nullptr : b.data(), out.data());
+  fk_linear_backward_input(dy.data(), T, N, w.data(), K, out.data() + T * N);
+  fk_linear_backward_weight(dy.data(), T, N, x.data(), K, out.data() + T * N + T * K);
+  return out;
+}
+
 // ---- double references of the forward kernels ----
 dvec linear_ref(const dvec& x, const dvec& w, const dvec& b, std::size_t rows, std::size_t in, std::size_t out) {
   dvec y(rows * out);
@@ -245,12 +255,7 @@ TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, thread
 
   same_on_1_and_2_threads([&] {
     const std::size_t big_t = 64, big_k = 96, big_n = 160;
-    const vec bx = random_vec(big_t * big_k, 5), bw = random_vec(big_n * big_k, 6), bdy = random_vec(big_t * big_n, 7);
-    vec out(big_t * big_n + big_t * big_k + big_n * big_k);
-    fk_linear_f32(bx.data(), big_t, big_k, bw.data(), big_n, nullptr, out.data());
-    fk_linear_backward_input(bdy.data(), big_t, big_n, bw.data(), big_k, out.data() + big_t * big_n);
-    fk_linear_backward_weight(bdy.data(), big_t, big_n, bx.data(), big_k, out.data() + big_t * big_n + big_t * big_k);
-    return out;
+    return three_gemms(random_vec(big_t * big_k, 5), random_vec(big_n * big_k, 6), {}, random_vec(big_t * big_n, 7), big_t, big_k, big_n);
   });
 }
 
@@ -277,11 +282,7 @@ TEST_CASE("the AVX-512 f32 GEMM rounds as the AVX2 one: the same bits for every 
     auto run = [&](fk_isa isa, int threads) {
       fk_isa_force(isa);
       fk_set_threads(threads);
-      vec out(T * N + T * K + N * K);
-      fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), out.data());
-      fk_linear_backward_input(dy.data(), T, N, w.data(), K, out.data() + T * N);
-      fk_linear_backward_weight(dy.data(), T, N, x.data(), K, out.data() + T * N + T * K);
-      return out;
+      return three_gemms(x, w, b, dy, T, K, N);
     };
     const vec avx2 = run(FK_ISA_AVX2, 1);
     for (const int threads : {1, 2}) {
@@ -335,15 +336,8 @@ TEST_CASE("the AMX f32 GEMM: three bf16 products per f32 one, within their bound
       CHECK(bad == 0);
       return worst;
     };
-    auto run = [&](int threads) {
-      fk_set_threads(threads);
-      vec out(T * N + T * K + N * K);
-      fk_linear_f32(x.data(), T, K, w.data(), N, b.data(), out.data());
-      fk_linear_backward_input(dy.data(), T, N, w.data(), K, out.data() + T * N);
-      fk_linear_backward_weight(dy.data(), T, N, x.data(), K, out.data() + T * N + T * K);
-      return out;
-    };
-    const vec one = run(1);
+    fk_set_threads(1);
+    const vec one = three_gemms(x, w, b, dy, T, K, N);
     const vec y(one.begin(), one.begin() + static_cast<std::ptrdiff_t>(T * N));
     const vec dx(one.begin() + static_cast<std::ptrdiff_t>(T * N), one.begin() + static_cast<std::ptrdiff_t>(T * N + T * K));
     const vec dw(one.begin() + static_cast<std::ptrdiff_t>(T * N + T * K), one.end());
@@ -351,7 +345,8 @@ TEST_CASE("the AMX f32 GEMM: three bf16 products per f32 one, within their bound
     worst = std::max(worst, check(dx, T, K, N, [&](std::size_t t, std::size_t i, std::size_t n) { return double{dy[t * N + n]} * double{w[n * K + i]}; }, nullptr));
     worst = std::max(worst, check(dw, N, K, T, [&](std::size_t n, std::size_t i, std::size_t t) { return double{dy[t * N + n]} * double{x[t * K + i]}; }, nullptr));
     CHECK(worst > 0);  // (not exact: the products are split, so some element is off)
-    CHECK(std::memcmp(one.data(), run(2).data(), one.size() * sizeof(float)) == 0);
+    fk_set_threads(2);
+    CHECK(std::memcmp(one.data(), three_gemms(x, w, b, dy, T, K, N).data(), one.size() * sizeof(float)) == 0);
   }
   {  // an infinity or a NaN in x: its row of y is not finite, the others are
     const std::size_t T = 40, K = 70, N = 33;
