@@ -11205,6 +11205,19 @@ FK_TARGET_AVX512 FK_API void fk__gemm_f32_rows_avx512(size_t kc, size_t mc, cons
 #define FK__GEMM_AMX_KC 256    /* k per K block: 8 tile chunks of 32 */
 #define FK__GEMM_AMX_STRIPS 4  /* 32-column strips per work item: 128 KiB of B tiles per K block */
 
+/* The 32 bf16 of h (from vcvtne2ps2bf16) as f32: its lower 16 in `first`, its upper 16 in `second`. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__bf16x32_to_f32(__m512i h, __m512* first, __m512* second) {
+  const __m256i lower = _mm256_castps_si256(_mm512_castps512_ps256(_mm512_castsi512_ps(h)));
+  const __m256i upper = _mm256_castps_si256(_mm512_extractf32x8_ps(_mm512_castsi512_ps(h), 1));
+  *first = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(lower), 16));
+  *second = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(upper), 16));
+}
+
+/* The pairs {even, odd} (u32, even in the low half) of two vectors of bf16-valued f32. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE __m512i fk__bf16_pairs(__m512 even, __m512 odd) {
+  return _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(even), 16), _mm512_castps_si512(odd));
+}
+
 /* The VNNI pairs of one 16 x 32 block of a matrix X (X(r, k) = src[r * r_stride + k * k_stride]; rows
  * r >= rows and k >= ks read as 0), split: hi[i][j] and lo[i][j] (u32) are {X(r, 2p), X(r, 2p + 1)}
  * with (i, j) = (r, p) for an A tile (by_pair = 0) or (p, r) for a B tile (by_pair = 1), rows 64 bytes
@@ -11219,38 +11232,27 @@ FK_TARGET_AVX512 FK_API void fk__split_tile_pairs(const float* src, size_t r_str
       for (size_t k = 0; k < 32; ++k) gathered[r * 32 + k] = r < rows && k < ks ? src[r * r_stride + k * k_stride] : 0.0f;
     src = gathered, r_stride = 32, k_stride = 1, rows = 16, ks = 32;
   }
-  if (along_k) { /* row r: k 0..15 and 16..31 -> its 16 pairs, as hi and lo (vcvtne2ps2bf16 keeps k in order) */
+  if (along_k) { /* row r: k 0..15 and 16..31, rounded to 32 bf16 in k order: its 16 pairs */
     const __mmask16 first = ks >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ks) - 1);
     const __mmask16 second = ks >= 32 ? (__mmask16)0xffff : ks <= 16 ? (__mmask16)0 : (__mmask16)((1u << (ks - 16)) - 1);
     for (size_t r = 0; r < 16; ++r) {
       const __m512 v0 = r < rows ? _mm512_maskz_loadu_ps(first, src + r * r_stride) : _mm512_setzero_ps();
       const __m512 v1 = r < rows ? _mm512_maskz_loadu_ps(second, src + r * r_stride + 16) : _mm512_setzero_ps();
-      const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-      const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_castps_si256(_mm512_castps512_ps256(_mm512_castsi512_ps(h)))), 16));
-      const __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_castps_si256(_mm512_extractf32x8_ps(_mm512_castsi512_ps(h), 1))), 16));
-      hi_rows[r] = h;
-      lo_rows[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, h1), _mm512_sub_ps(v0, h0));
+      __m512 kept0, kept1;
+      hi_rows[r] = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+      fk__bf16x32_to_f32(hi_rows[r], &kept0, &kept1);
+      lo_rows[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, kept1), _mm512_sub_ps(v0, kept0));
     }
-  } else { /* pair p: k = 2p and 2p + 1, each 16 r's, interleaved as {even, odd} per r */
+  } else { /* pair p: k = 2p and 2p + 1, each over the 16 r's, rounded then paired lane by lane */
     const __mmask16 live = rows >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1);
     for (size_t p = 0; p < 16; ++p) {
       const __m512 even = 2 * p < ks ? _mm512_maskz_loadu_ps(live, src + 2 * p * k_stride) : _mm512_setzero_ps();
       const __m512 odd = 2 * p + 1 < ks ? _mm512_maskz_loadu_ps(live, src + (2 * p + 1) * k_stride) : _mm512_setzero_ps();
-      __m512i part[2];
-      for (int which = 0; which < 2; ++which) { /* 0: hi, then 1: lo of what hi left */
-        const __m512 e = which ? _mm512_sub_ps(even, _mm512_castsi512_ps(_mm512_slli_epi32(part[0], 16))) : even;
-        const __m512 o = which ? _mm512_sub_ps(odd, _mm512_castsi512_ps(_mm512_and_si512(part[1], _mm512_set1_epi32((int)0xffff0000u)))) : odd;
-        const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(o, e);
-        const __m512i h_even = _mm512_cvtepu16_epi32(_mm256_castps_si256(_mm512_castps512_ps256(_mm512_castsi512_ps(h))));
-        const __m512i h_odd = _mm512_cvtepu16_epi32(_mm256_castps_si256(_mm512_extractf32x8_ps(_mm512_castsi512_ps(h), 1)));
-        if (which == 0) { /* kept for the lo step: even as 16-bit, odd already shifted (and or'd with even) */
-          part[0] = h_even;
-          part[1] = _mm512_or_si512(h_even, _mm512_slli_epi32(h_odd, 16));
-          hi_rows[p] = part[1];
-        } else {
-          lo_rows[p] = _mm512_or_si512(h_even, _mm512_slli_epi32(h_odd, 16));
-        }
-      }
+      __m512 even_hi, odd_hi, even_lo, odd_lo;
+      fk__bf16x32_to_f32((__m512i)_mm512_cvtne2ps_pbh(odd, even), &even_hi, &odd_hi);
+      fk__bf16x32_to_f32((__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(odd, odd_hi), _mm512_sub_ps(even, even_hi)), &even_lo, &odd_lo);
+      hi_rows[p] = fk__bf16_pairs(even_hi, odd_hi);
+      lo_rows[p] = fk__bf16_pairs(even_lo, odd_lo);
     }
   }
   if (along_k == by_pair) { /* the wanted orientation is the other one */
