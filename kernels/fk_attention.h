@@ -146,10 +146,6 @@ typedef struct {
 } fk__att_pf;
 static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_prefetch(pf->k, pf->v, &pf->at, pf->step, pf->bytes); }
 
-/* The lanes of 16 that hold elements from .. n - 1 of a run starting at lane 0 = element `from`. */
-static inline __mmask16 fk__lanes16(size_t n, size_t from) {
-  return n <= from ? (__mmask16)0 : n - from >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - from)) - 1);
-}
 
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
  * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound), or

@@ -253,6 +253,11 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8])
   }
 }
 
+/* The lanes of 16 that hold elements from .. n - 1 of a run starting at lane 0 = element `from`. */
+static inline __mmask16 fk__lanes16(size_t n, size_t from) {
+  return n <= from ? (__mmask16)0 : n - from >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - from)) - 1);
+}
+
 /* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
   __m512i t[16], u[16];

@@ -287,8 +287,7 @@ FK_TARGET_AVX512 FK_API void fk__split_tile_pairs(const float* src, size_t r_str
     src = gathered, r_stride = 32, k_stride = 1, rows = 16, ks = 32;
   }
   if (along_k) { /* row r: k 0..15 and 16..31, rounded to 32 bf16 in k order: its 16 pairs */
-    const __mmask16 first = ks >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ks) - 1);
-    const __mmask16 second = ks >= 32 ? (__mmask16)0xffff : ks <= 16 ? (__mmask16)0 : (__mmask16)((1u << (ks - 16)) - 1);
+    const __mmask16 first = fk__lanes16(ks, 0), second = fk__lanes16(ks, 16);
     for (size_t r = 0; r < 16; ++r) {
       const __m512 v0 = r < rows ? _mm512_maskz_loadu_ps(first, src + r * r_stride) : _mm512_setzero_ps();
       const __m512 v1 = r < rows ? _mm512_maskz_loadu_ps(second, src + r * r_stride + 16) : _mm512_setzero_ps();
@@ -298,7 +297,7 @@ FK_TARGET_AVX512 FK_API void fk__split_tile_pairs(const float* src, size_t r_str
       lo_rows[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, kept1), _mm512_sub_ps(v0, kept0));
     }
   } else { /* pair p: k = 2p and 2p + 1, each over the 16 r's, rounded then paired lane by lane */
-    const __mmask16 live = rows >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1);
+    const __mmask16 live = fk__lanes16(rows, 0);
     for (size_t p = 0; p < 16; ++p) {
       const __m512 even = 2 * p < ks ? _mm512_maskz_loadu_ps(live, src + 2 * p * k_stride) : _mm512_setzero_ps();
       const __m512 odd = 2 * p + 1 < ks ? _mm512_maskz_loadu_ps(live, src + (2 * p + 1) * k_stride) : _mm512_setzero_ps();

@@ -3181,6 +3181,11 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__transpose8x8(__m256 r[8])
   }
 }
 
+/* The lanes of 16 that hold elements from .. n - 1 of a run starting at lane 0 = element `from`. */
+static inline __mmask16 fk__lanes16(size_t n, size_t from) {
+  return n <= from ? (__mmask16)0 : n - from >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - from)) - 1);
+}
+
 /* 16 x 16 transpose of 32-bit elements (r[i] = row i in, r[j] = column j out). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__transpose16x16(__m512i r[16]) {
   __m512i t[16], u[16];
@@ -9929,10 +9934,6 @@ typedef struct {
 } fk__att_pf;
 static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_prefetch(pf->k, pf->v, &pf->at, pf->step, pf->bytes); }
 
-/* The lanes of 16 that hold elements from .. n - 1 of a run starting at lane 0 = element `from`. */
-static inline __mmask16 fk__lanes16(size_t n, size_t from) {
-  return n <= from ? (__mmask16)0 : n - from >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - from)) - 1);
-}
 
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
  * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound), or
@@ -11233,8 +11234,7 @@ FK_TARGET_AVX512 FK_API void fk__split_tile_pairs(const float* src, size_t r_str
     src = gathered, r_stride = 32, k_stride = 1, rows = 16, ks = 32;
   }
   if (along_k) { /* row r: k 0..15 and 16..31, rounded to 32 bf16 in k order: its 16 pairs */
-    const __mmask16 first = ks >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ks) - 1);
-    const __mmask16 second = ks >= 32 ? (__mmask16)0xffff : ks <= 16 ? (__mmask16)0 : (__mmask16)((1u << (ks - 16)) - 1);
+    const __mmask16 first = fk__lanes16(ks, 0), second = fk__lanes16(ks, 16);
     for (size_t r = 0; r < 16; ++r) {
       const __m512 v0 = r < rows ? _mm512_maskz_loadu_ps(first, src + r * r_stride) : _mm512_setzero_ps();
       const __m512 v1 = r < rows ? _mm512_maskz_loadu_ps(second, src + r * r_stride + 16) : _mm512_setzero_ps();
@@ -11244,7 +11244,7 @@ FK_TARGET_AVX512 FK_API void fk__split_tile_pairs(const float* src, size_t r_str
       lo_rows[r] = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(v1, kept1), _mm512_sub_ps(v0, kept0));
     }
   } else { /* pair p: k = 2p and 2p + 1, each over the 16 r's, rounded then paired lane by lane */
-    const __mmask16 live = rows >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << rows) - 1);
+    const __mmask16 live = fk__lanes16(rows, 0);
     for (size_t p = 0; p < 16; ++p) {
       const __m512 even = 2 * p < ks ? _mm512_maskz_loadu_ps(live, src + 2 * p * k_stride) : _mm512_setzero_ps();
       const __m512 odd = 2 * p + 1 < ks ? _mm512_maskz_loadu_ps(live, src + (2 * p + 1) * k_stride) : _mm512_setzero_ps();
