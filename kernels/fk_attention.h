@@ -159,6 +159,7 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_pr
  * dim d alone (an odd hd's last), into the even chains. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_dims512(int R, int PAIR, const float* const* q, size_t d,
                                                                             const __m512* k, __m512 (*a)[4]) {
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r) {
     const __m512 q0 = _mm512_set1_ps(q[r][d]);
     a[r][0] = _mm512_fmadd_ps(q0, k[0], a[r][0]);
@@ -179,7 +180,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
                                                                            const uint16_t* kb, size_t w, size_t bk, size_t hd,
                                                                            float scale, float* const* s) {
   __m512 a[4][4]; /* [row][keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims] */
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int t = 0; t < 4; ++t) a[r][t] = _mm512_setzero_ps();
   const __mmask16 m0 = fk__lanes16(bk, 0), m1 = fk__lanes16(bk, 16);
   const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
@@ -208,6 +211,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
     fk__att_scores_dims512(R, 0, q, d, k, a);
   }
   const __m512 sc = _mm512_set1_ps(scale);
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r) {
     _mm512_storeu_ps(s[r], _mm512_mul_ps(_mm512_add_ps(a[r][0], a[r][2]), sc));
     _mm512_storeu_ps(s[r] + 16, _mm512_mul_ps(_mm512_add_ps(a[r][1], a[r][3]), sc));
@@ -237,8 +241,10 @@ FK_TARGET_AVX512 static inline float fk__att_softmax_avx512(float* s, size_t n, 
 /* Key j's 64 dims v into R rows' PV chains e[r] (one per 16 dims). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_key512(int R, const float* const* p, size_t j, const __m512* v,
                                                                        __m512 (*e)[4]) {
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r) {
     const __m512 pj = _mm512_set1_ps(p[r][j]);
+    FK_UNROLL(4)
     for (int t = 0; t < 4; ++t) e[r][t] = _mm512_fmadd_ps(pj, v[t], e[r][t]);
   }
 }
@@ -250,19 +256,23 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, co
                                                                        const uint16_t* vb, size_t w, size_t hd, size_t d0,
                                                                        size_t j0, size_t j1, const float* corr, float* const* o) {
   __mmask16 dm[4];
+  FK_UNROLL(4)
   for (int v = 0; v < 4; ++v) {
     const size_t lo = d0 + 16 * (size_t)v;
     dm[v] = fk__lanes16(hd, lo);
   }
   const uint16_t* vc[4]; /* vb: each 16-dim chunk's first key, and its keys' stride */
   size_t vstride[4];
+  FK_UNROLL(4)
   for (int v = 0; v < 4; ++v) {
     const size_t c0 = d0 + 16 * (size_t)v;
     vc[v] = vb && c0 < hd ? vb + c0 * w : vb;
     vstride[v] = c0 < hd ? fk__kv_chunk_dims(hd, c0) : 0;
   }
   __m512 e[4][4];
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int v = 0; v < 4; ++v) {
       e[r][v] = _mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v);
       if (corr) e[r][v] = _mm512_mul_ps(e[r][v], _mm512_set1_ps(corr[r]));
@@ -282,7 +292,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, co
       FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
       fk__att_pv_key512(R, p, j, v, e);
     }
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, dm[v], e[r][v]);
 }
 
@@ -306,6 +318,7 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
     fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
     const float* qq[4];
     float* ss[4];
+    FK_UNROLL(4)
     for (size_t r = 0; r < 4; ++r) {
       const size_t i = k + (r < R ? r : 0);
       qq[r] = q[rows[i]];
@@ -326,6 +339,7 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
     const float* pp[4];
     size_t nn[4];
     float* oo[4];
+    FK_UNROLL(4)
     for (size_t r = 0; r < 4; ++r) {
       const size_t i = k + (r < R ? r : 0);
       pp[r] = s[i];
@@ -339,6 +353,7 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
       else if (R == 3) fk__att_pv_avx512(3, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
       else if (R == 2) fk__att_pv_avx512(2, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
       else fk__att_pv_avx512(1, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
+      FK_UNROLL(4)
       for (size_t r = 0; r < R; ++r)
         if (nn[r] > nboth) fk__att_pv_avx512(1, pp + r, vf, vb, w, hd, d0, nboth, nn[r], NULL, oo + r);
     }
@@ -404,6 +419,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
     __m256 v0, v1;
     fk__att_load_v_avx2(DV, vk + j * stride, &v0, &v1);
     FK_KEEP_IN_REG2(v0, v1);
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
@@ -412,6 +428,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
     __m256 w0, w1;
     fk__att_load_v_avx2(DV, vk + (j + 1) * stride, &w0, &w1);
     FK_KEEP_IN_REG2(w0, w1);
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       const __m256 pk = _mm256_broadcast_ss(p[r] + j + 1);
       f[r][0] = _mm256_fmadd_ps(pk, w0, f[r][0]);
@@ -421,6 +438,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
   if (j < j1) { /* an even key: chain e */
     __m256 v0, v1;
     fk__att_load_v_avx2(DV, vk + j * stride, &v0, &v1);
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
@@ -435,7 +453,9 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
                                                                    size_t stride, size_t d, const size_t* nv, size_t nboth,
                                                                    const float* corr, float* const* o) {
   __m256 e[3][2], f[3][2];
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int v = 0; v < DV; ++v) {
       e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
       f[r][v] = _mm256_setzero_ps();
@@ -444,7 +464,9 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
   fk__att_pv_keys_avx2(1, DV, p, vk, stride, nboth, nv[0], e, f);
   if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vk, stride, nboth, nv[1], e + 1, f + 1);
   if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vk, stride, nboth, nv[2], e + 2, f + 2);
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
 
@@ -475,13 +497,16 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, co
   const __m256 sc = _mm256_set1_ps(scale);
   for (size_t h = 0; h < FK_ATT_BK; h += 16) { /* keys h .. h+15: two key vectors */
     __m256 a[3][4];                              /* [row][even dims: keys 0-7, 8-15; odd dims: keys 0-7, 8-15] */
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r)
+      FK_UNROLL(4)
       for (int t = 0; t < 4; ++t) a[r][t] = _mm256_setzero_ps();
     size_t d = 0;
     for (; d + 2 <= hd; d += 2) {
       const float* k = kt + d * FK_ATT_BK + h;
       __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8);
       FK_KEEP_IN_REG2(k0, k1);
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) {
         const __m256 q0 = _mm256_broadcast_ss(q[r] + d);
         a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
@@ -489,6 +514,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, co
       }
       __m256 k2 = _mm256_loadu_ps(k + FK_ATT_BK), k3 = _mm256_loadu_ps(k + FK_ATT_BK + 8);
       FK_KEEP_IN_REG2(k2, k3);
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) {
         const __m256 q1 = _mm256_broadcast_ss(q[r] + d + 1);
         a[r][2] = _mm256_fmadd_ps(q1, k2, a[r][2]);
@@ -497,12 +523,14 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, co
     }
     if (d < hd) {
       const __m256 k0 = _mm256_loadu_ps(kt + d * FK_ATT_BK + h), k1 = _mm256_loadu_ps(kt + d * FK_ATT_BK + h + 8);
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) {
         const __m256 q0 = _mm256_broadcast_ss(q[r] + d);
         a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
         a[r][1] = _mm256_fmadd_ps(q0, k1, a[r][1]);
       }
     }
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       _mm256_storeu_ps(s[r] + h, _mm256_mul_ps(_mm256_add_ps(a[r][0], a[r][2]), sc));
       _mm256_storeu_ps(s[r] + h + 8, _mm256_mul_ps(_mm256_add_ps(a[r][1], a[r][3]), sc));
@@ -522,19 +550,24 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_kb_avx2(int R,
   const size_t KV = R <= 2 ? 2 : 1; /* key vectors per step */
   for (size_t jb = 0; jb < FK_ATT_BK; jb += 8 * KV) {
     __m256 a[2][3][2]; /* [key vector][row][even dims, odd dims] */
+    FK_UNROLL(4)
     for (size_t x = 0; x < KV; ++x)
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) a[x][r][0] = a[x][r][1] = _mm256_setzero_ps();
     size_t d = 0;
     for (; d + 1 < hd; d += 2) {
       if (d % 16 == 0) fk__att_pf_tick(pf);
       __m256 ke[2], ko[2];
+      FK_UNROLL(4)
       for (size_t x = 0; x < KV; ++x) {
         const __m256i wd = fk__att_k_words_avx2(kb + d * w + 2 * (jb + 8 * x), jb + 8 * x, bk);
         ke[x] = fk__bf16_even(wd);
         ko[x] = fk__bf16_odd(wd);
       }
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) {
         const __m256 q0 = _mm256_broadcast_ss(q[r] + d), q1 = _mm256_broadcast_ss(q[r] + d + 1);
+        FK_UNROLL(4)
         for (size_t x = 0; x < KV; ++x) {
           a[x][r][0] = _mm256_fmadd_ps(q0, ke[x], a[x][r][0]);
           a[x][r][1] = _mm256_fmadd_ps(q1, ko[x], a[x][r][1]);
@@ -542,12 +575,16 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_kb_avx2(int R,
       }
     }
     if (d < hd) /* an odd hd's last dim, into the even chain */
+      FK_UNROLL(4)
       for (size_t x = 0; x < KV; ++x) {
         float t[8];
         for (size_t i = 0; i < 8; ++i) t[i] = jb + 8 * x + i < bk ? fk_bf16_to_f32_1(kb[d * w + jb + 8 * x + i]) : 0.0f;
+        FK_UNROLL(4)
         for (int r = 0; r < R; ++r) a[x][r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + d), _mm256_loadu_ps(t), a[x][r][0]);
       }
+    FK_UNROLL(4)
     for (size_t x = 0; x < KV; ++x)
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) _mm256_storeu_ps(s[r] + jb + 8 * x, _mm256_mul_ps(_mm256_add_ps(a[x][r][0], a[x][r][1]), sc));
   }
 }
@@ -558,6 +595,7 @@ FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, flo
   const __m256i nvv = _mm256_set1_epi32((int)nv), eight = _mm256_set1_epi32(8);
   __m256 sv[4], vis[4];
   __m256i idx = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  FK_UNROLL(4)
   for (int t = 0; t < 4; ++t, idx = _mm256_add_epi32(idx, eight)) {
     vis[t] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nvv, idx));
     sv[t] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s + 8 * t), vis[t]);
@@ -570,6 +608,7 @@ FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, flo
   const float mnew = mb > *m ? mb : *m;
   const float corr = expf(*m - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
   const __m256 mv = _mm256_set1_ps(mnew);
+  FK_UNROLL(4)
   for (int t = 0; t < 4; ++t) {
     sv[t] = _mm256_and_ps(fk__exp256(_mm256_sub_ps(sv[t], mv)), vis[t]); /* exp256 clamps -inf: masked to 0 */
     _mm256_storeu_ps(s + 8 * t, sv[t]);
@@ -597,6 +636,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, c
     fk__att_pv_avx2(R, 1, p, vb + d * w, fk__kv_chunk_dims(hd, d), d, nv, nboth, corr, o);
     d += 8;
   }
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
     for (size_t dd = d; dd < hd; ++dd) {
       float acc = o[r][dd] * corr[r];

@@ -107,15 +107,19 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
+  FK_UNROLL(8)
   for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
   size_t k = 0;
   for (; k + 16 <= K; k += 16) {
-    if (pf && k % 32 == 0)
+    if (pf && k % 32 == 0) {
+      FK_UNROLL(8)
       for (int r = 0; r < R; ++r) _mm_prefetch((const char*)(pf + (size_t)r * ldw + k), _MM_HINT_T0);
+    }
     const __m256 xa = _mm256_loadu_ps(x + k), xb = _mm256_loadu_ps(x + k + 8);
     /* within each 128-bit lane: {a0 a2 b0 b2 | a4 a6 b4 b6}; swapping the middle 64-bit pairs orders them */
     const __m256 xe = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(xa, xb, 0x88)), 0xD8));
     const __m256 xo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(xa, xb, 0xDD)), 0xD8));
+    FK_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const __m256i wv = _mm256_loadu_si256((const __m256i*)(const void*)(w + (size_t)r * ldw + k));
       a[r] = _mm256_fmadd_ps(fk__bf16_even(wv), xe, a[r]);
@@ -124,6 +128,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float
   }
   for (; k + 8 <= K; k += 8) {
     const __m256 x0 = _mm256_loadu_ps(x + k);
+    FK_UNROLL(8)
     for (int r = 0; r < R; ++r) a[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k), x0, a[r]);
   }
   if (k < K) { /* zero padded, as the AVX-512 kernel's masked loads are: each padded lane adds 0 x 0 */
@@ -131,11 +136,13 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float
     uint16_t wt[8] = {0};
     for (size_t t = k; t < K; ++t) xt[t - k] = x[t];
     const __m256 x0 = _mm256_loadu_ps(xt);
+    FK_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       for (size_t t = k; t < K; ++t) wt[t - k] = w[(size_t)r * ldw + t];
       a[r] = _mm256_fmadd_ps(fk__load_bf16x8(wt), x0, a[r]);
     }
   }
+  FK_UNROLL(8)
   for (int r = 0; r < R; ++r) out[r] = fk__hsum256(a[r]);
 }
 
@@ -194,8 +201,10 @@ FK_TARGET_AVX2 FK_API void fk__pack_w_f32_avx2(const uint16_t* W, size_t N, size
     size_t k = 0;
     for (; k + 8 <= kc; k += 8) {
       __m256 r[8];
+      FK_UNROLL(8)
       for (size_t i = 0; i < 8; ++i) r[i] = i < rows ? fk__load_bf16x8(W + (nb + i) * K + k0 + k) : _mm256_setzero_ps();
       fk__transpose8x8(r);
+      FK_UNROLL(8)
       for (size_t j = 0; j < 8; ++j) _mm256_storeu_ps(p + (k + j) * 16, r[j]);
     }
     for (; k < kc; ++k)
@@ -223,13 +232,16 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx2(const floa
       b0 = _mm256_loadu_ps(bt);
       b1 = _mm256_loadu_ps(bt + 8);
     }
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) acc[r][0] = b0, acc[r][1] = b1;
   } else if (nn == 16) {
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       acc[r][0] = _mm256_loadu_ps(y + (size_t)r * N + n0);
       acc[r][1] = _mm256_loadu_ps(y + (size_t)r * N + n0 + 8);
     }
   } else {
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       acc[r][0] = _mm256_maskload_ps(y + (size_t)r * N + n0, cm0);
       acc[r][1] = _mm256_maskload_ps(y + (size_t)r * N + n0 + 8, cm1);
@@ -237,6 +249,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx2(const floa
   }
   for (size_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(bp + k * 16), b1 = _mm256_loadu_ps(bp + k * 16 + 8);
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       const __m256 a = _mm256_broadcast_ss(x + (size_t)r * K + k);
       acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
@@ -244,11 +257,13 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx2(const floa
     }
   }
   if (nn == 16) {
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       _mm256_storeu_ps(y + (size_t)r * N + n0, acc[r][0]);
       _mm256_storeu_ps(y + (size_t)r * N + n0 + 8, acc[r][1]);
     }
   } else {
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       _mm256_maskstore_ps(y + (size_t)r * N + n0, cm0, acc[r][0]);
       _mm256_maskstore_ps(y + (size_t)r * N + n0 + 8, cm1, acc[r][1]);
@@ -419,8 +434,10 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
     const size_t lo = (size_t)s * 16;
     cm[s] = nn <= lo ? (__mmask16)0 : nn - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nn - lo)) - 1);
   }
+  FK_UNROLL(4)
   for (int s = 0; s < 4; ++s) {
     const __m512 b = first && bias ? fk__maskload_bf16x16(bias + n0 + (size_t)s * 16, cm[s]) : _mm512_setzero_ps();
+    FK_UNROLL(FK_LIN_MR)
     for (int r = 0; r < mr; ++r) acc[r][s] = first ? b : _mm512_maskz_loadu_ps(cm[s], y + (size_t)r * N + n0 + (size_t)s * 16);
   }
   for (size_t p = 0; p < kp; ++p) {
@@ -428,6 +445,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
      * ports' rate, and it leaves 24 accumulators + 1 broadcast in registers (keeping the four B
      * vectors in registers made gcc spill one of them every iteration: ~7% slower) */
     const uint32_t* pp = panel + p * FK_LIN_NB;
+    FK_UNROLL(FK_LIN_MR)
     for (int r = 0; r < mr; ++r) {
       int32_t pair; /* memcpy: xt may be only 2-byte aligned (a caller's workspace); still one load */
       memcpy(&pair, xt + (size_t)r * ldt + 2 * p, sizeof pair);
@@ -440,8 +458,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
       acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, (__m512bh)_mm512_loadu_si512(pp + 48));
     }
   }
-  for (int r = 0; r < mr; ++r)
+  FK_UNROLL(FK_LIN_MR)
+  for (int r = 0; r < mr; ++r) {
+    FK_UNROLL(4)
     for (int s = 0; s < 4; ++s) _mm512_mask_storeu_ps(y + (size_t)r * N + n0 + (size_t)s * 16, cm[s], acc[r][s]);
+  }
 }
 
 /* Columns [n0, n0 + np * 64), np <= FK_LIN_DP_PANELS. xb: x already rounded (fk__round_x_work), or NULL:

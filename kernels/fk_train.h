@@ -198,6 +198,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_12x32_avx512(i
                                                                           const float* c_in, size_t ld_in, float* c, size_t ldc, size_t rows,
                                                                           __mmask16 columns_lo, __mmask16 columns_hi) {
   __m512 acc[FK__GEMM_MR512][2];
+  FK_UNROLL(FK__GEMM_MR512)
   for (size_t r = 0; r < FK__GEMM_MR512; ++r) {
     acc[r][0] = r < rows ? _mm512_maskz_loadu_ps(columns_lo, c_in + r * ld_in) : _mm512_setzero_ps();
     acc[r][1] = r < rows && panels > 1 ? _mm512_maskz_loadu_ps(columns_hi, c_in + r * ld_in + FK__GEMM_NR) : _mm512_setzero_ps();
@@ -206,13 +207,16 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_12x32_avx512(i
   for (size_t k = 0; k < kc; ++k, packed_a += FK__GEMM_MR512) {
     const __m512 b_lo = _mm512_loadu_ps(packed_b + k * FK__GEMM_NR);
     const __m512 b_hi = panels > 1 ? _mm512_loadu_ps(packed_b_hi + k * FK__GEMM_NR) : b_lo;
+    FK_UNROLL(FK__GEMM_MR512)
     for (size_t r = 0; r < FK__GEMM_MR512; ++r) {
       const __m512 a_rk = _mm512_set1_ps(packed_a[r]);
       acc[r][0] = _mm512_fmadd_ps(a_rk, b_lo, acc[r][0]);
       if (panels > 1) acc[r][1] = _mm512_fmadd_ps(a_rk, b_hi, acc[r][1]);
     }
   }
-  for (size_t r = 0; r < rows; ++r) {
+  FK_UNROLL(FK__GEMM_MR512)
+  for (size_t r = 0; r < FK__GEMM_MR512; ++r) { /* a constant count: acc stays in registers */
+    if (r >= rows) break;
     _mm512_mask_storeu_ps(c + r * ldc, columns_lo, acc[r][0]);
     if (panels > 1) _mm512_mask_storeu_ps(c + r * ldc + FK__GEMM_NR, columns_hi, acc[r][1]);
   }

@@ -3041,6 +3041,17 @@ inline constexpr op_def take_last{
 #define FK_ALWAYS_INLINE
 #endif
 
+/* A loop over an array of vector registers (a register tile's accumulators, rows read at once) is
+ * unrolled whatever the optimization level: g++ 12 at -O2, where the generated C and CI build, leaves
+ * such loops rolled, so the array stays in memory and every FMA waits on a store and a reload (the AVX2
+ * GEMM ran 2.5x slower than at -O3). n bounds the trip count; the loops are meant for constant ones. */
+#define FK__PRAGMA(text) _Pragma(#text)
+#if defined(__clang__) || defined(__GNUC__)
+#define FK_UNROLL(n) FK__PRAGMA(GCC unroll n)
+#else
+#define FK_UNROLL(n)
+#endif
+
 /* ---- scalar bf16 <-> f32 (the reference every SIMD path must match bit for bit) ---------------- */
 FK_API float fk_bf16_to_f32_1(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
@@ -8904,15 +8915,19 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
+  FK_UNROLL(8)
   for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
   size_t k = 0;
   for (; k + 16 <= K; k += 16) {
-    if (pf && k % 32 == 0)
+    if (pf && k % 32 == 0) {
+      FK_UNROLL(8)
       for (int r = 0; r < R; ++r) _mm_prefetch((const char*)(pf + (size_t)r * ldw + k), _MM_HINT_T0);
+    }
     const __m256 xa = _mm256_loadu_ps(x + k), xb = _mm256_loadu_ps(x + k + 8);
     /* within each 128-bit lane: {a0 a2 b0 b2 | a4 a6 b4 b6}; swapping the middle 64-bit pairs orders them */
     const __m256 xe = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(xa, xb, 0x88)), 0xD8));
     const __m256 xo = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(xa, xb, 0xDD)), 0xD8));
+    FK_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const __m256i wv = _mm256_loadu_si256((const __m256i*)(const void*)(w + (size_t)r * ldw + k));
       a[r] = _mm256_fmadd_ps(fk__bf16_even(wv), xe, a[r]);
@@ -8921,6 +8936,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float
   }
   for (; k + 8 <= K; k += 8) {
     const __m256 x0 = _mm256_loadu_ps(x + k);
+    FK_UNROLL(8)
     for (int r = 0; r < R; ++r) a[r] = _mm256_fmadd_ps(fk__load_bf16x8(w + (size_t)r * ldw + k), x0, a[r]);
   }
   if (k < K) { /* zero padded, as the AVX-512 kernel's masked loads are: each padded lane adds 0 x 0 */
@@ -8928,11 +8944,13 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float
     uint16_t wt[8] = {0};
     for (size_t t = k; t < K; ++t) xt[t - k] = x[t];
     const __m256 x0 = _mm256_loadu_ps(xt);
+    FK_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       for (size_t t = k; t < K; ++t) wt[t - k] = w[(size_t)r * ldw + t];
       a[r] = _mm256_fmadd_ps(fk__load_bf16x8(wt), x0, a[r]);
     }
   }
+  FK_UNROLL(8)
   for (int r = 0; r < R; ++r) out[r] = fk__hsum256(a[r]);
 }
 
@@ -8991,8 +9009,10 @@ FK_TARGET_AVX2 FK_API void fk__pack_w_f32_avx2(const uint16_t* W, size_t N, size
     size_t k = 0;
     for (; k + 8 <= kc; k += 8) {
       __m256 r[8];
+      FK_UNROLL(8)
       for (size_t i = 0; i < 8; ++i) r[i] = i < rows ? fk__load_bf16x8(W + (nb + i) * K + k0 + k) : _mm256_setzero_ps();
       fk__transpose8x8(r);
+      FK_UNROLL(8)
       for (size_t j = 0; j < 8; ++j) _mm256_storeu_ps(p + (k + j) * 16, r[j]);
     }
     for (; k < kc; ++k)
@@ -9020,13 +9040,16 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx2(const floa
       b0 = _mm256_loadu_ps(bt);
       b1 = _mm256_loadu_ps(bt + 8);
     }
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) acc[r][0] = b0, acc[r][1] = b1;
   } else if (nn == 16) {
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       acc[r][0] = _mm256_loadu_ps(y + (size_t)r * N + n0);
       acc[r][1] = _mm256_loadu_ps(y + (size_t)r * N + n0 + 8);
     }
   } else {
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       acc[r][0] = _mm256_maskload_ps(y + (size_t)r * N + n0, cm0);
       acc[r][1] = _mm256_maskload_ps(y + (size_t)r * N + n0 + 8, cm1);
@@ -9034,6 +9057,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx2(const floa
   }
   for (size_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(bp + k * 16), b1 = _mm256_loadu_ps(bp + k * 16 + 8);
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       const __m256 a = _mm256_broadcast_ss(x + (size_t)r * K + k);
       acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
@@ -9041,11 +9065,13 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx2(const floa
     }
   }
   if (nn == 16) {
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       _mm256_storeu_ps(y + (size_t)r * N + n0, acc[r][0]);
       _mm256_storeu_ps(y + (size_t)r * N + n0 + 8, acc[r][1]);
     }
   } else {
+    FK_UNROLL(FK_LIN_MR2)
     for (int r = 0; r < mr; ++r) {
       _mm256_maskstore_ps(y + (size_t)r * N + n0, cm0, acc[r][0]);
       _mm256_maskstore_ps(y + (size_t)r * N + n0 + 8, cm1, acc[r][1]);
@@ -9216,8 +9242,10 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
     const size_t lo = (size_t)s * 16;
     cm[s] = nn <= lo ? (__mmask16)0 : nn - lo >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nn - lo)) - 1);
   }
+  FK_UNROLL(4)
   for (int s = 0; s < 4; ++s) {
     const __m512 b = first && bias ? fk__maskload_bf16x16(bias + n0 + (size_t)s * 16, cm[s]) : _mm512_setzero_ps();
+    FK_UNROLL(FK_LIN_MR)
     for (int r = 0; r < mr; ++r) acc[r][s] = first ? b : _mm512_maskz_loadu_ps(cm[s], y + (size_t)r * N + n0 + (size_t)s * 16);
   }
   for (size_t p = 0; p < kp; ++p) {
@@ -9225,6 +9253,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
      * ports' rate, and it leaves 24 accumulators + 1 broadcast in registers (keeping the four B
      * vectors in registers made gcc spill one of them every iteration: ~7% slower) */
     const uint32_t* pp = panel + p * FK_LIN_NB;
+    FK_UNROLL(FK_LIN_MR)
     for (int r = 0; r < mr; ++r) {
       int32_t pair; /* memcpy: xt may be only 2-byte aligned (a caller's workspace); still one load */
       memcpy(&pair, xt + (size_t)r * ldt + 2 * p, sizeof pair);
@@ -9237,8 +9266,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
       acc[r][3] = _mm512_dpbf16_ps(acc[r][3], a, (__m512bh)_mm512_loadu_si512(pp + 48));
     }
   }
-  for (int r = 0; r < mr; ++r)
+  FK_UNROLL(FK_LIN_MR)
+  for (int r = 0; r < mr; ++r) {
+    FK_UNROLL(4)
     for (int s = 0; s < 4; ++s) _mm512_mask_storeu_ps(y + (size_t)r * N + n0 + (size_t)s * 16, cm[s], acc[r][s]);
+  }
 }
 
 /* Columns [n0, n0 + np * 64), np <= FK_LIN_DP_PANELS. xb: x already rounded (fk__round_x_work), or NULL:
@@ -9947,6 +9979,7 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_pr
  * dim d alone (an odd hd's last), into the even chains. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_dims512(int R, int PAIR, const float* const* q, size_t d,
                                                                             const __m512* k, __m512 (*a)[4]) {
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r) {
     const __m512 q0 = _mm512_set1_ps(q[r][d]);
     a[r][0] = _mm512_fmadd_ps(q0, k[0], a[r][0]);
@@ -9967,7 +10000,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
                                                                            const uint16_t* kb, size_t w, size_t bk, size_t hd,
                                                                            float scale, float* const* s) {
   __m512 a[4][4]; /* [row][keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims] */
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int t = 0; t < 4; ++t) a[r][t] = _mm512_setzero_ps();
   const __mmask16 m0 = fk__lanes16(bk, 0), m1 = fk__lanes16(bk, 16);
   const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
@@ -9996,6 +10031,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
     fk__att_scores_dims512(R, 0, q, d, k, a);
   }
   const __m512 sc = _mm512_set1_ps(scale);
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r) {
     _mm512_storeu_ps(s[r], _mm512_mul_ps(_mm512_add_ps(a[r][0], a[r][2]), sc));
     _mm512_storeu_ps(s[r] + 16, _mm512_mul_ps(_mm512_add_ps(a[r][1], a[r][3]), sc));
@@ -10025,8 +10061,10 @@ FK_TARGET_AVX512 static inline float fk__att_softmax_avx512(float* s, size_t n, 
 /* Key j's 64 dims v into R rows' PV chains e[r] (one per 16 dims). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_key512(int R, const float* const* p, size_t j, const __m512* v,
                                                                        __m512 (*e)[4]) {
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r) {
     const __m512 pj = _mm512_set1_ps(p[r][j]);
+    FK_UNROLL(4)
     for (int t = 0; t < 4; ++t) e[r][t] = _mm512_fmadd_ps(pj, v[t], e[r][t]);
   }
 }
@@ -10038,19 +10076,23 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, co
                                                                        const uint16_t* vb, size_t w, size_t hd, size_t d0,
                                                                        size_t j0, size_t j1, const float* corr, float* const* o) {
   __mmask16 dm[4];
+  FK_UNROLL(4)
   for (int v = 0; v < 4; ++v) {
     const size_t lo = d0 + 16 * (size_t)v;
     dm[v] = fk__lanes16(hd, lo);
   }
   const uint16_t* vc[4]; /* vb: each 16-dim chunk's first key, and its keys' stride */
   size_t vstride[4];
+  FK_UNROLL(4)
   for (int v = 0; v < 4; ++v) {
     const size_t c0 = d0 + 16 * (size_t)v;
     vc[v] = vb && c0 < hd ? vb + c0 * w : vb;
     vstride[v] = c0 < hd ? fk__kv_chunk_dims(hd, c0) : 0;
   }
   __m512 e[4][4];
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int v = 0; v < 4; ++v) {
       e[r][v] = _mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v);
       if (corr) e[r][v] = _mm512_mul_ps(e[r][v], _mm512_set1_ps(corr[r]));
@@ -10070,7 +10112,9 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, co
       FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
       fk__att_pv_key512(R, p, j, v, e);
     }
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, dm[v], e[r][v]);
 }
 
@@ -10094,6 +10138,7 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
     fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
     const float* qq[4];
     float* ss[4];
+    FK_UNROLL(4)
     for (size_t r = 0; r < 4; ++r) {
       const size_t i = k + (r < R ? r : 0);
       qq[r] = q[rows[i]];
@@ -10114,6 +10159,7 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
     const float* pp[4];
     size_t nn[4];
     float* oo[4];
+    FK_UNROLL(4)
     for (size_t r = 0; r < 4; ++r) {
       const size_t i = k + (r < R ? r : 0);
       pp[r] = s[i];
@@ -10127,6 +10173,7 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
       else if (R == 3) fk__att_pv_avx512(3, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
       else if (R == 2) fk__att_pv_avx512(2, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
       else fk__att_pv_avx512(1, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
+      FK_UNROLL(4)
       for (size_t r = 0; r < R; ++r)
         if (nn[r] > nboth) fk__att_pv_avx512(1, pp + r, vf, vb, w, hd, d0, nboth, nn[r], NULL, oo + r);
     }
@@ -10192,6 +10239,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
     __m256 v0, v1;
     fk__att_load_v_avx2(DV, vk + j * stride, &v0, &v1);
     FK_KEEP_IN_REG2(v0, v1);
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
@@ -10200,6 +10248,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
     __m256 w0, w1;
     fk__att_load_v_avx2(DV, vk + (j + 1) * stride, &w0, &w1);
     FK_KEEP_IN_REG2(w0, w1);
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       const __m256 pk = _mm256_broadcast_ss(p[r] + j + 1);
       f[r][0] = _mm256_fmadd_ps(pk, w0, f[r][0]);
@@ -10209,6 +10258,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
   if (j < j1) { /* an even key: chain e */
     __m256 v0, v1;
     fk__att_load_v_avx2(DV, vk + j * stride, &v0, &v1);
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       e[r][0] = _mm256_fmadd_ps(pj, v0, e[r][0]);
@@ -10223,7 +10273,9 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
                                                                    size_t stride, size_t d, const size_t* nv, size_t nboth,
                                                                    const float* corr, float* const* o) {
   __m256 e[3][2], f[3][2];
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int v = 0; v < DV; ++v) {
       e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
       f[r][v] = _mm256_setzero_ps();
@@ -10232,7 +10284,9 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
   fk__att_pv_keys_avx2(1, DV, p, vk, stride, nboth, nv[0], e, f);
   if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vk, stride, nboth, nv[1], e + 1, f + 1);
   if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vk, stride, nboth, nv[2], e + 2, f + 2);
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
+    FK_UNROLL(4)
     for (int v = 0; v < DV; ++v) _mm256_storeu_ps(o[r] + d + 8 * (size_t)v, _mm256_add_ps(e[r][v], f[r][v]));
 }
 
@@ -10263,13 +10317,16 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, co
   const __m256 sc = _mm256_set1_ps(scale);
   for (size_t h = 0; h < FK_ATT_BK; h += 16) { /* keys h .. h+15: two key vectors */
     __m256 a[3][4];                              /* [row][even dims: keys 0-7, 8-15; odd dims: keys 0-7, 8-15] */
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r)
+      FK_UNROLL(4)
       for (int t = 0; t < 4; ++t) a[r][t] = _mm256_setzero_ps();
     size_t d = 0;
     for (; d + 2 <= hd; d += 2) {
       const float* k = kt + d * FK_ATT_BK + h;
       __m256 k0 = _mm256_loadu_ps(k), k1 = _mm256_loadu_ps(k + 8);
       FK_KEEP_IN_REG2(k0, k1);
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) {
         const __m256 q0 = _mm256_broadcast_ss(q[r] + d);
         a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
@@ -10277,6 +10334,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, co
       }
       __m256 k2 = _mm256_loadu_ps(k + FK_ATT_BK), k3 = _mm256_loadu_ps(k + FK_ATT_BK + 8);
       FK_KEEP_IN_REG2(k2, k3);
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) {
         const __m256 q1 = _mm256_broadcast_ss(q[r] + d + 1);
         a[r][2] = _mm256_fmadd_ps(q1, k2, a[r][2]);
@@ -10285,12 +10343,14 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_avx2(int R, co
     }
     if (d < hd) {
       const __m256 k0 = _mm256_loadu_ps(kt + d * FK_ATT_BK + h), k1 = _mm256_loadu_ps(kt + d * FK_ATT_BK + h + 8);
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) {
         const __m256 q0 = _mm256_broadcast_ss(q[r] + d);
         a[r][0] = _mm256_fmadd_ps(q0, k0, a[r][0]);
         a[r][1] = _mm256_fmadd_ps(q0, k1, a[r][1]);
       }
     }
+    FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       _mm256_storeu_ps(s[r] + h, _mm256_mul_ps(_mm256_add_ps(a[r][0], a[r][2]), sc));
       _mm256_storeu_ps(s[r] + h + 8, _mm256_mul_ps(_mm256_add_ps(a[r][1], a[r][3]), sc));
@@ -10310,19 +10370,24 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_kb_avx2(int R,
   const size_t KV = R <= 2 ? 2 : 1; /* key vectors per step */
   for (size_t jb = 0; jb < FK_ATT_BK; jb += 8 * KV) {
     __m256 a[2][3][2]; /* [key vector][row][even dims, odd dims] */
+    FK_UNROLL(4)
     for (size_t x = 0; x < KV; ++x)
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) a[x][r][0] = a[x][r][1] = _mm256_setzero_ps();
     size_t d = 0;
     for (; d + 1 < hd; d += 2) {
       if (d % 16 == 0) fk__att_pf_tick(pf);
       __m256 ke[2], ko[2];
+      FK_UNROLL(4)
       for (size_t x = 0; x < KV; ++x) {
         const __m256i wd = fk__att_k_words_avx2(kb + d * w + 2 * (jb + 8 * x), jb + 8 * x, bk);
         ke[x] = fk__bf16_even(wd);
         ko[x] = fk__bf16_odd(wd);
       }
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) {
         const __m256 q0 = _mm256_broadcast_ss(q[r] + d), q1 = _mm256_broadcast_ss(q[r] + d + 1);
+        FK_UNROLL(4)
         for (size_t x = 0; x < KV; ++x) {
           a[x][r][0] = _mm256_fmadd_ps(q0, ke[x], a[x][r][0]);
           a[x][r][1] = _mm256_fmadd_ps(q1, ko[x], a[x][r][1]);
@@ -10330,12 +10395,16 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_scores_kb_avx2(int R,
       }
     }
     if (d < hd) /* an odd hd's last dim, into the even chain */
+      FK_UNROLL(4)
       for (size_t x = 0; x < KV; ++x) {
         float t[8];
         for (size_t i = 0; i < 8; ++i) t[i] = jb + 8 * x + i < bk ? fk_bf16_to_f32_1(kb[d * w + jb + 8 * x + i]) : 0.0f;
+        FK_UNROLL(4)
         for (int r = 0; r < R; ++r) a[x][r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + d), _mm256_loadu_ps(t), a[x][r][0]);
       }
+    FK_UNROLL(4)
     for (size_t x = 0; x < KV; ++x)
+      FK_UNROLL(4)
       for (int r = 0; r < R; ++r) _mm256_storeu_ps(s[r] + jb + 8 * x, _mm256_mul_ps(_mm256_add_ps(a[x][r][0], a[x][r][1]), sc));
   }
 }
@@ -10346,6 +10415,7 @@ FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, flo
   const __m256i nvv = _mm256_set1_epi32((int)nv), eight = _mm256_set1_epi32(8);
   __m256 sv[4], vis[4];
   __m256i idx = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+  FK_UNROLL(4)
   for (int t = 0; t < 4; ++t, idx = _mm256_add_epi32(idx, eight)) {
     vis[t] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nvv, idx));
     sv[t] = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_loadu_ps(s + 8 * t), vis[t]);
@@ -10358,6 +10428,7 @@ FK_TARGET_AVX2 static inline float fk__att_softmax_avx2(float* s, size_t nv, flo
   const float mnew = mb > *m ? mb : *m;
   const float corr = expf(*m - mnew); /* exp(-inf) = 0 on the first block, where o and l are 0 anyway */
   const __m256 mv = _mm256_set1_ps(mnew);
+  FK_UNROLL(4)
   for (int t = 0; t < 4; ++t) {
     sv[t] = _mm256_and_ps(fk__exp256(_mm256_sub_ps(sv[t], mv)), vis[t]); /* exp256 clamps -inf: masked to 0 */
     _mm256_storeu_ps(s + 8 * t, sv[t]);
@@ -10385,6 +10456,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, c
     fk__att_pv_avx2(R, 1, p, vb + d * w, fk__kv_chunk_dims(hd, d), d, nv, nboth, corr, o);
     d += 8;
   }
+  FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
     for (size_t dd = d; dd < hd; ++dd) {
       float acc = o[r][dd] * corr[r];
@@ -11145,6 +11217,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_12x32_avx512(i
                                                                           const float* c_in, size_t ld_in, float* c, size_t ldc, size_t rows,
                                                                           __mmask16 columns_lo, __mmask16 columns_hi) {
   __m512 acc[FK__GEMM_MR512][2];
+  FK_UNROLL(FK__GEMM_MR512)
   for (size_t r = 0; r < FK__GEMM_MR512; ++r) {
     acc[r][0] = r < rows ? _mm512_maskz_loadu_ps(columns_lo, c_in + r * ld_in) : _mm512_setzero_ps();
     acc[r][1] = r < rows && panels > 1 ? _mm512_maskz_loadu_ps(columns_hi, c_in + r * ld_in + FK__GEMM_NR) : _mm512_setzero_ps();
@@ -11153,13 +11226,16 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_12x32_avx512(i
   for (size_t k = 0; k < kc; ++k, packed_a += FK__GEMM_MR512) {
     const __m512 b_lo = _mm512_loadu_ps(packed_b + k * FK__GEMM_NR);
     const __m512 b_hi = panels > 1 ? _mm512_loadu_ps(packed_b_hi + k * FK__GEMM_NR) : b_lo;
+    FK_UNROLL(FK__GEMM_MR512)
     for (size_t r = 0; r < FK__GEMM_MR512; ++r) {
       const __m512 a_rk = _mm512_set1_ps(packed_a[r]);
       acc[r][0] = _mm512_fmadd_ps(a_rk, b_lo, acc[r][0]);
       if (panels > 1) acc[r][1] = _mm512_fmadd_ps(a_rk, b_hi, acc[r][1]);
     }
   }
-  for (size_t r = 0; r < rows; ++r) {
+  FK_UNROLL(FK__GEMM_MR512)
+  for (size_t r = 0; r < FK__GEMM_MR512; ++r) { /* a constant count: acc stays in registers */
+    if (r >= rows) break;
     _mm512_mask_storeu_ps(c + r * ldc, columns_lo, acc[r][0]);
     if (panels > 1) _mm512_mask_storeu_ps(c + r * ldc + FK__GEMM_NR, columns_hi, acc[r][1]);
   }
