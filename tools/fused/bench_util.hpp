@@ -68,6 +68,7 @@ FK_TARGET_AVX2 inline float stream_sum_avx2_8(const float* p, std::size_t n) {
   std::size_t c = 0;
   for (; c + 8 * L <= n; c += 8 * L)
     for (std::size_t i = 0; i < L; i += 8)
+#pragma GCC unroll 8
       for (std::size_t s = 0; s < 8; ++s) a[s] = _mm256_add_ps(a[s], _mm256_loadu_ps(p + c + s * L + i));
   for (std::size_t s = 1; s < 8; ++s) a[0] = _mm256_add_ps(a[0], a[s]);
   return fk__hsum256(a[0]) + stream_sum_avx2(p + c, n - c);

@@ -49,12 +49,14 @@ std::pair<double, double> paired(int reps, C&& ceiling, W&& work) {
 // ---- ceilings -----------------------------------------------------------------------------------
 #if FK_X86
 
-// 16 independent accumulator chains cover the latency x ports of either instruction.
+// 16 independent accumulator chains cover the latency x ports of either instruction. The inner loops are
+// unrolled by pragma: at -O2 g++ 12 keeps the array in memory otherwise, and measures store forwarding.
 FK_TARGET_AVX512 double peak_dpbf16_flops(long iters) {
   __m512 acc[16];
   for (int j = 0; j < 16; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
   const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x3c003c00);
   for (long i = 0; i < iters; ++i)
+#pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
   __m512 s = acc[0];
   for (int j = 1; j < 16; ++j) s = _mm512_add_ps(s, acc[j]);
@@ -66,6 +68,7 @@ FK_TARGET_AVX512 double peak_fma512_flops(long iters) {
   for (int j = 0; j < 16; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
   const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
   for (long i = 0; i < iters; ++i)
+#pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
   __m512 s = acc[0];
   for (int j = 1; j < 16; ++j) s = _mm512_add_ps(s, acc[j]);
@@ -77,6 +80,7 @@ FK_TARGET_AVX2 double peak_fma256_flops(long iters) {
   for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_ps(static_cast<float>(j));
   const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
   for (long i = 0; i < iters; ++i)
+#pragma GCC unroll 12
     for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
   __m256 s = acc[0];
   for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, acc[j]);
@@ -286,6 +290,45 @@ int run(const options& o) {
     if (isa >= FK_ISA_AVX2)
       gemm_case(FK_ISA_AVX2, "gemm [512x896]x[896x4864] avx2", [&] { return peak_gflops(nt, 8000000, peak_fma256_flops); },
                 "vfmadd231ps ymm peak");
+    fk_isa_force(isa);
+#endif
+  }
+
+  // ---- the train step's f32 GEMMs: the default model's LM head over a batch of 8 x 256 tokens ----
+  // Its three products (y = x W^T, dX = dY W, dW = dY^T X) read their operands along different strides;
+  // each path's ceiling is the instruction its products take. AMX takes three tdpbf16ps products per f32
+  // one (kernels/fk_train.h), so its ceiling is a third of the tdpbf16ps peak.
+  {
+    const std::size_t rows = 2048, n_in = 256, n_out = 4096;
+    std::vector<float> x(rows * n_in), w(n_out * n_in), y(rows * n_out), dx(rows * n_in), dw(n_out * n_in);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 89) * 0.01f - 0.4f;
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 61) * 0.001f - 0.03f;
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 37) * 0.002f - 0.03f;  // as dY
+    const double flops = 2.0 * static_cast<double>(rows * n_in * n_out);
+    struct product {
+      const char* name;
+      std::function<void()> call;
+    };
+    const product products[] = {
+        {"x W^T", [&] { fk_linear_f32(x.data(), rows, n_in, w.data(), n_out, nullptr, y.data()); }},
+        {"dY W", [&] { fk_linear_backward_input(y.data(), rows, n_out, w.data(), n_in, dx.data()); }},
+        {"dY^T X", [&] { fk_linear_backward_weight(y.data(), rows, n_out, x.data(), n_in, dw.data()); }},
+    };
+    auto train_cases = [&](fk_isa path, const char* path_name, auto&& ceiling, const char* what) {
+      if (!fk_isa_force(path)) return;
+      for (const product& p : products) {
+        p.call();
+        const auto [pk, gf] = paired(reps, ceiling, [&] { return flops / seconds(p.call) / 1e9; });
+        cases.push_back({std::string("train f32 ") + p.name + " [2048x256x4096] " + path_name, nt, gf, "GFLOP/s", pk, what});
+      }
+    };
+#if FK_X86
+    if (fk_isa_detect() >= FK_ISA_AMX)
+      train_cases(FK_ISA_AMX, "amx", [&] { return peak_gflops(nt, 1000000, peak_amx_flops) / 3; }, "tdpbf16ps peak / 3");
+    if (isa >= FK_ISA_AVX512BF16)
+      train_cases(FK_ISA_AVX512BF16, "avx512", [&] { return peak_gflops(nt, 8000000, peak_fma512_flops); }, "vfmadd231ps zmm peak");
+    if (isa >= FK_ISA_AVX2)
+      train_cases(FK_ISA_AVX2, "avx2", [&] { return peak_gflops(nt, 8000000, peak_fma256_flops); }, "vfmadd231ps ymm peak");
     fk_isa_force(isa);
 #endif
   }
