@@ -6,7 +6,10 @@ usage: chat_test.py FUSED
   - the second answer is the one the whole conversation gets from scratch (`fused serve` given the
     first turn's messages and answer), so what was reused is what a fresh prefill computes;
   - /reset forgets the conversation: the next turn runs from position 0 and answers as the first did;
-  - a message longer than the context is refused with a message, and the chat goes on;
+  - a message longer than the context is refused with a message, and the chat goes on; the exit
+    status is then 1 (a message was not answered);
+  - CRLF input: each line is its message without the '\r', and /exit\r ends the chat; -n 0 answers
+    with no tokens;
   - --context-shift drops the oldest turns instead;
   - Ctrl-C stops the reply being written, and the next message is answered."""
 import http.client
@@ -27,10 +30,12 @@ def check(cond, what):
         print("FAIL:", what, file=sys.stderr)
 
 
-def chat(lines, *args):
-    r = subprocess.run([FUSED, "chat", "--temp", "0", "--threads", "1", *args], input="\n".join(lines) + "\n", capture_output=True,
+def chat(lines, *args, rc=0, newline="\n"):
+    r = subprocess.run([FUSED, "chat", "--temp", "0", "--threads", "1", *args], input=newline.join(lines) + newline, capture_output=True,
                        text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert rc is None or r.returncode == rc, f"exit status {r.returncode}, not {rc}: {r.stderr}"
+    if rc is None:  # 1 exactly when some message was refused
+        check(r.returncode == (1 if "this turn needs" in r.stderr else 0), f"exit status {r.returncode}: {r.stderr[-400:]}")
     turns = [tuple(int(x) for x in m.groups())
              for m in re.finditer(r"turn \d+: prefill (\d+) tokens \((\d+) reused from the cache\).*generated (\d+) tokens.*context (\d+) of",
                                   r.stderr)]
@@ -65,14 +70,22 @@ answers, turns, err = chat([first, second, "/reset", first], "-n", "10")
 check(len(answers) == 3 and answers[2] == answers[0] and turns[2][1] == 0, f"/reset starts again: {answers} {turns}")
 
 long = " ".join(["and the earth"] * 200)
-answers, turns, err = chat([long, first], "-n", "4")
+answers, turns, err = chat([long, first], "-n", "4", rc=1)
 check("the context holds 512" in err and len(turns) == 1, f"an over-long message is refused and the chat goes on: {err}")
+check("fused chat: error: 1 message(s) could not be answered" in err, f"the refusal is the exit status's reason: {err}")
+
+crlf, crlf_turns, err = chat([first, "/exit", second], "-n", "10", newline="\r\n")
+check(len(crlf_turns) == 1, f"/exit\\r ends the chat: {err}")
+plain, plain_turns, _ = chat([first], "-n", "10")
+check(crlf_turns[:1] == plain_turns and crlf[:1] == plain, f"a CRLF line is the same message as an LF one: {crlf_turns} {plain_turns}")
+none, none_turns, err = chat([first], "-n", "0")
+check(len(none_turns) == 1 and none_turns[0][2] == 0 and none == [""], f"-n 0 generates nothing: {none} {err}")
 
 answers, turns, err = chat([first, second, "And the third?", "And the fourth?"], "-n", "150", "--context-shift")
 check(len(turns) == 4 and "context shifted" in err, f"--context-shift keeps the chat going: {err[-600:]}")
 check(all(t[3] <= 512 for t in turns), f"never past the context: {turns}")
 
-answers, turns, err = chat([first, second, "And the third?", "And the fourth?"], "-n", "150")
+answers, turns, err = chat([first, second, "And the third?", "And the fourth?"], "-n", "150", rc=None)
 check("the context is full" in err, f"without --context-shift a full context is said: {err[-400:]}")
 
 # Ctrl-C stops the reply being written, not the program: the next message is answered.

@@ -2,7 +2,8 @@
 """A checkpoint whose weights hold NaN or an infinity: `fused run` stops with one error line that
 names the tensor (chat and serve share its sampler), and generates nothing (the logits would be
 NaN, and sampling them picks the same token every time: text that looks like output); `fused
-score` stops the same way and writes no logits file.
+score` stops the same way and writes no logits file; `fused train-step` and `fused train` refuse to
+train from them (every loss, gradient and parameter would be NaN) and write nothing.
 
 usage: non_finite_test.py FUSED MODEL_DIR WORK_DIR
 Copies MODEL_DIR (bf16 safetensors) to WORK_DIR twice: once with 100 NaNs in a layer's down
@@ -58,3 +59,13 @@ expect_error(["score", "-m", str(nan), "--input-ids", "1,2,3", "--continue-ids",
               "its tensor \"model.layers.1.mlp.down_proj.weight\" holds NaN at element 0 (100 of 196608 values are not finite)"])
 if scored.exists():
     sys.exit(f"score wrote {scored} from NaN logits")
+stepped = work / "stepped.safetensors"
+stepped.unlink(missing_ok=True)
+expect_error(["train-step", "-m", str(inf), "--tokens", "1,2,3,4", "--out", str(stepped)],
+             ["fused train-step: error: ", "cannot train from weights that are not finite: tensor \"model.norm.weight\" holds an infinity at element 7"])
+if stepped.exists():
+    sys.exit(f"train-step wrote {stepped} from an infinite weight")
+text = work / "text.txt"
+text.write_text("In the beginning God created the heaven and the earth. " * 20)
+expect_error(["train", "-m", str(nan), "--data", str(text), "--seq", "16", "--batch", "2", "--steps", "2", "--out", str(work / "trained")],
+             ["fused train: error: ", "cannot train from weights that are not finite: tensor \"model.layers.1.mlp.down_proj.weight\""])

@@ -208,6 +208,22 @@ status, text = request(port, "GET", "/v1/models")
 check(status == 200 and json.loads(text)["data"][0]["id"] == "kjv-qwen2-4m", f"models: {text}")
 status, text = request(port, "GET", "/health", key=None)
 check(status == 200 and json.loads(text)["status"] == "ok", f"health: {text}")
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+c.request("GET", "/v1/models", headers={"Authorization": "bearer " + KEY})  # the scheme is case-insensitive
+r = c.getresponse()
+check(r.status == 200, f"'bearer' in lower case: {r.status} {r.read()[:200]!r}")
+c.close()
+status, text = request(port, "GET", "/v1/completions")
+check(status == 405 and "use POST" in json.loads(text)["error"]["message"], f"a known route, the wrong method: {status} {text}")
+
+# A second server on the port in use fails, instead of sharing the connections with the first.
+second = subprocess.Popen([FUSED, "serve", "--port", str(port), "--threads", "1"], stderr=subprocess.PIPE, text=True)
+try:
+    _, second_err = second.communicate(timeout=60)
+except subprocess.TimeoutExpired:
+    second.kill()
+    _, second_err = second.communicate()
+check(second.returncode == 1 and "cannot listen" in second_err, f"a second server on port {port}: rc {second.returncode} {second_err[-300:]}")
 
 # A client that goes away mid-stream: its request is cancelled and its session freed.
 for attempt in range(5):
@@ -246,8 +262,11 @@ status, text = result.get("r", (None, ""))
 check(status == 200 and json.loads(text)["usage"]["completion_tokens"] > 0, f"the running request finished: {status} {text[:200]}")
 check(any("stopped" in l for l in log), "the server said it stopped")
 
-# Past the sessions and the queue: 503 (one session, no queue, eight requests at once).
-p, port, _, log = start("--parallel", "1", "--queue", "0")
+# Past the sessions and the queue: 503 (one session, no queue, eight requests at once). Its chat
+# template is Mistral's, which renders a system message alone as no tokens: the client's error, a 400.
+p, port, _, log = start("--parallel", "1", "--queue", "0", "--chat-template", "mistral")
+status, text = request(port, "POST", "/v1/chat/completions", {"messages": [{"role": "system", "content": "x"}]}, key=None)
+check(status == 400 and json.loads(text)["error"]["param"] == "messages", f"messages that render to no tokens: {status} {text}")
 statuses = []
 
 

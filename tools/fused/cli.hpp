@@ -7,9 +7,15 @@
 #include <CLI/CLI.hpp>
 
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -162,6 +168,23 @@ inline std::map<std::string, std::int64_t> parse_binds(const std::vector<std::st
     values[name] = v;
   }
   return values;
+}
+
+// The bytes of a file named on the command line, "-" for standard input; `what` says what the file is
+// for, in errors ("the prompt file"). A directory is named as one, not read as an empty stream.
+inline std::string read_input_file(const std::string& path, const std::string& what) {
+  if (path == "-") {
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    if (std::cin.bad()) throw std::runtime_error("standard input (" + what + "): cannot read");
+    return text;
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory, not " + what);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open " + what + ": " + std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error(path + ": cannot read " + what + ": " + std::strerror(errno));
+  return text;
 }
 
 }  // namespace fused::cli

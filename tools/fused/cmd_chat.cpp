@@ -1,7 +1,8 @@
 // `fused chat`: a conversation in the terminal. The KV cache is kept between turns, so each turn runs
 // only its own tokens (the whole conversation is rendered with the model's chat template and what the
 // cache already holds is reused). /reset starts again, /exit or Ctrl-D ends, Ctrl-C stops the reply
-// being written (not the program). With standard input not a terminal, each line is a message.
+// being written (not the program). With standard input not a terminal, each line is a message. Exit
+// status 1 when a message could not be answered (it did not fit in the context).
 #include <unistd.h>
 
 #include <atomic>
@@ -92,8 +93,9 @@ class conversation {
     turn_ = 0;
   }
 
-  // Answers one user message, streaming the reply to stdout; the reply joins the conversation.
-  void answer(const std::string& text) {
+  // Answers one user message, streaming the reply to stdout; the reply joins the conversation. False:
+  // the message does not fit in the context, and nothing was answered.
+  bool answer(const std::string& text) {
     ++turn_;
     messages_.push_back({"user", text});
     std::vector<std::int32_t> ids = tmpl_.encode(l_.tok, messages_);
@@ -104,7 +106,7 @@ class conversation {
                      ids.size() + 1, static_cast<long long>(capacity),
                      o_.context_shift ? "the message alone does not fit" : "/reset to start again, or run with --context-shift");
         messages_.pop_back();
-        return;
+        return false;
       }
       ids = tmpl_.encode(l_.tok, messages_);
     }
@@ -121,7 +123,7 @@ class conversation {
     std::size_t decode_calls = 0, prefilled_again = 0;
     const char* ended = nullptr;
     std::vector<std::int32_t> history(ids);  // the prompt, then the reply: the repetition penalty's window
-    while (!g_interrupted) {
+    while (!g_interrupted && o_.n != 0) {
       const std::int32_t next = sampler_.next(logits, history);
       if (std::find(stop_.begin(), stop_.end(), next) != stop_.end()) break;
       reply.push_back(next);
@@ -164,6 +166,7 @@ class conversation {
                  prefilled_again ? (" | context shifted, " + std::to_string(prefilled_again) + " tokens run again").c_str() : "",
                  static_cast<long long>(slot_.position()), static_cast<long long>(capacity));
     g_interrupted = 0;
+    return true;
   }
 
  private:
@@ -201,14 +204,16 @@ int chat(const options& o) {
   if (terminal) std::fprintf(stderr, "[fused] /reset starts again, /exit or Ctrl-D ends, Ctrl-C stops a reply\n");
   conversation c(l, std::move(tmpl), o, seed);
   interrupt_scope ctrl_c;
+  int unanswered = 0;
   for (;;) {
     if (terminal) {
       std::fputs("> ", stdout);
       std::fflush(stdout);
     }
     g_interrupted = 0;
-    const std::optional<std::string> line = read_line(terminal);
+    std::optional<std::string> line = read_line(terminal);
     if (!line) break;
+    if (!line->empty() && line->back() == '\r') line->pop_back();  // CRLF input: the line, not its '\r'
     if (*line == "/exit") break;
     if (*line == "/reset") {
       c.reset();
@@ -216,9 +221,13 @@ int chat(const options& o) {
       continue;
     }
     if (line->empty()) continue;
-    c.answer(*line);
+    if (!c.answer(*line)) ++unanswered;
   }
   if (terminal) std::fputc('\n', stdout);
+  if (unanswered > 0) {
+    std::fprintf(stderr, "fused chat: error: %d message(s) could not be answered (they did not fit in the context)\n", unanswered);
+    return 1;
+  }
   return 0;
 }
 

@@ -117,14 +117,8 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   return t;
 }
 
-std::string read_prompt_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument(path + ": cannot open the prompt file");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 int run(options o) {
-  if (!o.prompt_file.empty()) o.prompt = read_prompt_file(o.prompt_file);
+  if (!o.prompt_file.empty()) o.prompt = fused::cli::read_input_file(o.prompt_file, "the prompt file");
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const std::uint64_t seed = fused::cli::seed_or_fresh(o.seed);
   const fused::cli::model_files files = fused::cli::open_model_dir(o.model_dir);
@@ -194,7 +188,7 @@ const fused::cli::command run_cmd{
       app.add_option("-m,--model", o->model_dir, "Hugging Face model directory (config.json, tokenizer.json, *.safetensors); default: the default model (fused --version says where), run as a static model")
           ;
       auto* prompt = app.add_option("-p,--prompt", o->prompt, "the prompt text");
-      auto* file = app.add_option("-f,--file", o->prompt_file, "read the prompt from this file");
+      auto* file = app.add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)");
       prompt->excludes(file);
       file->excludes(prompt);
       app.add_option("-n,--n-predict", o->n, "most tokens to generate")->check(integer_in(0, 1 << 30));

@@ -5,8 +5,12 @@
 //                          continue ids 0..k-1 through decode (teacher forcing).
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <fused/qwen2.hpp>
@@ -30,9 +34,21 @@ int run_score(const options& o) {
   const std::string& out = o.out;
   const long long threads = o.threads;
   if (input.empty()) throw fused::cli::usage_error("--input-ids: at least one token id is needed");
+  // The weights are mapped from their files while the logits are written: --out must be another file.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".safetensors" && std::filesystem::equivalent(out, entry.path(), ec))
+      throw fused::cli::usage_error("--out: " + out + " is the model's weight file " + entry.path().string() + "; write the logits elsewhere");
   if (threads > 0) fk_set_threads(static_cast<int>(threads));
 
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
+  // Every id, before any work: the last continue id is never run (only its logits are asked for), and
+  // a decode's error would count its index from that call, not from the flag.
+  for (const auto& [ids, flag] : {std::pair{&input, "--input-ids"}, std::pair{&cont, "--continue-ids"}})
+    for (std::size_t i = 0; i < ids->size(); ++i)
+      if ((*ids)[i] < 0 || (*ids)[i] >= info.arch.vocab_size)
+        throw std::invalid_argument(std::string(flag) + ": token id " + std::to_string((*ids)[i]) + " (at index " + std::to_string(i) +
+                                      ") is outside the vocabulary [0, " + std::to_string(info.arch.vocab_size) + ")");
   const auto T = static_cast<std::int64_t>(input.size()), N = static_cast<std::int64_t>(cont.size());
   const std::int64_t positions = T + std::max<std::int64_t>(N - 1, 0);
   if (positions > info.arch.max_position_embeddings)

@@ -24,12 +24,7 @@
 
 namespace fused::cli::cmd_tokenize {
 
-std::string read_all(const std::string& path) {
-  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+std::string read_all(const std::string& path) { return fused::cli::read_input_file(path, "the text to tokenize"); }
 
 // Encodes the file five times. The first pass starts with an empty word cache; the best of the
 // other four is reported too (every word cached: the pre-tokenizer and cache lookups alone).

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,14 @@
 #include "train_flags.hpp"
 
 namespace fused::cli::cmd_train {
+
+// The weights, once every one is finite: a train step from a NaN or an infinity gives NaN losses,
+// gradients and parameters, which the loss check would blame on the learning rate.
+fused::runtime::weight_store finite_weights(fused::runtime::weight_store weights, const std::string& model_dir) {
+  if (const std::string bad = weights.first_non_finite(); !bad.empty())
+    throw std::invalid_argument(model_dir + ": cannot train from weights that are not finite: " + bad);
+  return weights;
+}
 
 struct options {
   std::string model_dir, tokens, out;
@@ -81,7 +90,7 @@ int train_step(const options& o, fused::cli::launch& l) {
   const fused::decoder::data_parallel parallel{.micro_batches = micro_batches(o.batch, o.micro_batch, l.count()), .ranks = l.ranks.get()};
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = static_cast<std::int64_t>(ids.size() / sequences)}, graph, parallel);
   const std::vector<fused::tensor_info> stored = t.checkpoint_tensors();
-  t.load(fused::runtime::weight_store::load(o.model_dir, stored, info.arch.tie_word_embeddings));
+  t.load(finite_weights(fused::runtime::weight_store::load(o.model_dir, stored, info.arch.tie_word_embeddings), o.model_dir));
 
   const auto lr = static_cast<float>(o.lr);
   const float loss = t.step(ids, lr);
@@ -141,13 +150,7 @@ double learning_rate(const train_options& o, long long step) {
   return floor + (o.lr - floor) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
 }
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::invalid_argument(path.string() + ": cannot open the training text");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::filesystem::path& path) { return fused::cli::read_input_file(path.string(), "the training text"); }
 
 int train(const train_options& o, fused::cli::launch& l) {
   namespace fs = std::filesystem;
@@ -173,7 +176,7 @@ int train(const train_options& o, fused::cli::launch& l) {
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence}, graph, parallel);
   const bool speaks = l.rank() == 0;  // every rank computes the same: rank 0 reports and writes
   if (o.resume.empty()) {
-    t.load(fused::runtime::weight_store::load(dir, t.checkpoint_tensors(), info.arch.tie_word_embeddings));
+    t.load(finite_weights(fused::runtime::weight_store::load(dir, t.checkpoint_tensors(), info.arch.tie_word_embeddings), dir.string()));
   } else {
     t.resume(fs::path(o.resume) / "train_state.safetensors");
   }

@@ -7,7 +7,9 @@
 // Every failure is one line on stderr, "fused <command>: ...", and nothing on stdout.
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <string>
@@ -89,6 +91,9 @@ std::vector<std::string> protect_text(const CLI::App& sub, std::vector<std::stri
       ++i;
     } else if (!o && w.size() > 1 && w[0] == '-' && w[1] != '-' && !std::isdigit(static_cast<unsigned char>(w[1])) && w[1] != '.') {
       text.push_back(w);
+    } else if (o && w.back() == '=' && w.find('=') == w.size() - 1 && o->get_items_expected_min() > 0) {
+      out.push_back(w.substr(0, w.size() - 1));  // `--name=`: an empty value, where CLI11 would take the next word
+      out.push_back("");
     } else {
       out.push_back(w);
     }
@@ -130,8 +135,17 @@ int main(int argc, char** argv) {
 
   if (argc >= 2 && std::string(argv[1]) == "help") {  // `fused help [command]`, as `fused [command] --help`
     const CLI::App* which = &app;
-    if (argc == 3 && apps.count(argv[2])) which = apps.at(argv[2]);
-    std::printf("%s", which->help(which == &app ? "" : "fused").c_str());
+    if (argc > 2) {
+      std::string command = argv[2];
+      for (int i = 3; i < argc; ++i) command += std::string(" ") + argv[i];
+      if (!apps.count(command)) {
+        std::fprintf(stderr, "fused help: unknown command '%s' (see fused --help)\n", command.c_str());
+        return 2;
+      }
+      which = apps.at(command);
+    }
+    const std::string parent = path_of(which->get_parent());
+    std::printf("%s", which->help(which == &app ? "" : parent.empty() ? "fused" : "fused " + parent).c_str());
     return 0;
   }
   if (argc >= 2 && argv[1][0] != '-' && !apps.count(argv[1])) {  // CLI11 would say "a subcommand is required"
@@ -176,7 +190,13 @@ int main(int argc, char** argv) {
   }
   const std::string name = path_of(chosen);
   try {
-    return runners.at(chosen)();
+    const int status = runners.at(chosen)();
+    // Output lost on a full disk or a closed pipe is a failure, not a success with nothing to show.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "fused %s: error: cannot write the output to stdout: %s\n", name.c_str(), std::strerror(errno));
+      return status == 0 ? 1 : status;
+    }
+    return status;
   } catch (const fused::cli::usage_error& e) {
     std::fprintf(stderr, "fused %s: %s\n", name.c_str(), one_line(e.what()).c_str());
     return 2;

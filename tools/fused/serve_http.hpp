@@ -3,7 +3,9 @@
 #pragma once
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -109,6 +111,14 @@ class fields {
   const json& j_;
 };
 
+// The credentials of an Authorization header "Bearer TOKEN"; the scheme is case-insensitive (RFC 9110).
+inline std::string bearer_token(const std::string& header) {
+  if (header.size() < 7 || header[6] != ' ') return {};
+  std::string scheme = header.substr(0, 6);
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme == "bearer" ? header.substr(7) : std::string{};
+}
+
 class server {
  public:
   server(const serve_options& o, fused::cli::loaded_model& l, std::optional<fused::io::chat_template> tmpl)
@@ -117,9 +127,16 @@ class server {
     const std::size_t threads = static_cast<std::size_t>(o.parallel) + static_cast<std::size_t>(o.queue) + 4;
     http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_.set_payload_max_length(static_cast<std::size_t>(o.max_body));
+    // httplib's default options add SO_REUSEPORT, with which a second server binds a port in use and
+    // the kernel splits the connections between the two; SO_REUSEADDR alone still lets a restarted
+    // server bind while the old one's connections linger in TIME_WAIT.
+    http_.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (o_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-      if (req.get_header_value("Authorization") == "Bearer " + o_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+      if (bearer_token(req.get_header_value("Authorization")) == o_.api_key) return httplib::Server::HandlerResponse::Unhandled;
       send_error(res, 401, "invalid or missing API key (send Authorization: Bearer KEY)", "", "invalid_api_key");
       return httplib::Server::HandlerResponse::Handled;
     });
@@ -127,6 +144,17 @@ class server {
     // request line) gets the same kind of body as ours.
     http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
+      const std::string post_only[] = {"/v1/chat/completions", "/v1/completions"}, get_only[] = {"/health", "/v1/models"};
+      const bool wants_post = std::find(std::begin(post_only), std::end(post_only), req.path) != std::end(post_only);
+      const bool wants_get = std::find(std::begin(get_only), std::end(get_only), req.path) != std::end(get_only);
+      if (res.status == 404 && (wants_post || wants_get)) {
+        res.status = 405;
+        res.set_header("Allow", wants_post ? "POST" : "GET");
+        res.set_content(error_body(req.method + " is not allowed on " + req.path + ": use " + (wants_post ? "POST" : "GET"), "invalid_request_error")
+                            .dump(-1, ' ', false, json::error_handler_t::replace),
+                        "application/json");
+        return;
+      }
       const std::string message = res.status == 404 ? "no route for " + req.method + " " + req.path
                                   : res.status == 413 ? "the request body is larger than the server's limit (--max-body)"
                                                       : "the request could not be read (HTTP " + std::to_string(res.status) + ")";
@@ -265,6 +293,7 @@ class server {
       } catch (const std::invalid_argument& e) {
         throw bad_request(400, e.what(), "messages");
       }
+      if (r->prompt.empty()) throw bad_request(400, "the messages render to no tokens with this chat template", "messages");
       for (const std::int32_t id : tmpl_->end_of_turn_ids(l_.tok)) r->stop_ids.push_back(id);
     } else {
       const json* prompt = f.get("prompt");

@@ -76,6 +76,10 @@ class tokenizer {
 
   // Throws io::load_error naming the file (and the field, for a bad one).
   static tokenizer from_file(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw load_error(path.string() + ": is a directory; give the tokenizer.json file" +
+                       (std::filesystem::exists(path / "tokenizer.json", ec) ? " (" + (path / "tokenizer.json").string() + ")" : std::string{}));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw load_error(path.string() + ": cannot open");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
