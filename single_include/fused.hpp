@@ -12698,7 +12698,7 @@ struct static_run {
 // read them through a table of pointers. This header fills that table:
 //   - from a Hugging Face checkpoint (a directory with model.safetensors, or sharded files listed
 //     by model.safetensors.index.json, or one .safetensors file), memory-mapped: BF16 tensors are
-//     used in place, F32/F16 ones converted once; every tensor the plan needs must be present with
+//     used in place (copied when a file puts one at an odd offset), F32/F16 ones converted once; every tensor the plan needs must be present with
 //     its shape; a tensor the plan does not use is an error naming it (except lm_head.weight when
 //     the embeddings are tied: transformers ignores it too);
 //     a sharded checkpoint's index is checked before any tensor is bound: "weight_map" is a
@@ -13005,6 +13005,13 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
     throw_load_error(fname, "header length {} exceeds the {} bytes that follow it (truncated file?)",
                      header_bytes, file.size() - 8);
   const char* header = reinterpret_cast<const char*>(file.data() + 8);
+  // nlohmann::json ends its input at a NUL, so a header padded with NULs (or cut short by one)
+  // would parse: the reference loader refuses it, as must we.
+  if (const void* nul = std::memchr(header, 0, static_cast<std::size_t>(header_bytes)))
+    throw_load_error(fname,
+                     "the header holds a NUL byte at file offset {}; a header is JSON, padded with spaces (the "
+                     "reference loader refuses this file too)",
+                     8 + (static_cast<const char*>(nul) - header));
   const std::span<const std::byte> data_area = file.subspan(8 + static_cast<std::size_t>(header_bytes));
   result.data_offset_ = 8 + header_bytes;
 
@@ -13408,7 +13415,9 @@ class weight_store {
       io::safetensors_file& f = w.file_for(name, shp);
       const io::tensor_view* v = f.find(name);
       w.sources_.push_back(v);
-      if (v->dtype == io::dtype::BF16) {
+      // A BF16 tensor at an odd file offset (legal, if rare: a header of odd length) is copied, as
+      // an F32 one is converted: kernels read bf16 as uint16_t.
+      if (v->dtype == io::dtype::BF16 && reinterpret_cast<std::uintptr_t>(v->data) % 2 == 0) {
         w.table_.push_back(reinterpret_cast<const std::uint16_t*>(f.bind(name, io::dtype::BF16, shp).data));
       } else {
         w.owned_.push_back(io::to_bf16_owned(f.bind(name, shp)));

@@ -33,7 +33,7 @@
 
 #define FST_API static inline
 #define FST_MAX_RANK 8
-#define FST_MAX_HEADER ((uint64_t)100 << 20) /* the format's own limit on the JSON header */
+#define FST_MAX_HEADER ((uint64_t)100000000) /* the format's own limit on the JSON header (the reference loader's) */
 
 FST_API void fst__fail(char* err, size_t n, const char* fmt, ...) {
   va_list ap;
@@ -513,6 +513,7 @@ FST_API int fst_open_stream(fst_file* f, FILE* stream, const char* name, char* e
   long end;
   size_t k;
   char* text;
+  const char* nul;
   memset(f, 0, sizeof *f);
   snprintf(f->path, sizeof f->path, "%s", name);
   f->f = stream;
@@ -542,6 +543,12 @@ FST_API int fst_open_stream(fst_file* f, FILE* stream, const char* name, char* e
   if (!(text = (char*)malloc((size_t)hlen + 1)) || fread(text, 1, (size_t)hlen, f->f) != (size_t)hlen) {
     free(text);
     fst__fail(err, errn, "%s: cannot read the header", name);
+    goto fail;
+  }
+  if ((nul = (const char*)memchr(text, 0, (size_t)hlen))) {
+    fst__fail(err, errn, "%s: the header holds a NUL byte at file offset %llu; a header is JSON, padded with spaces (the reference loader refuses this file too)",
+              name, (unsigned long long)(8 + (uint64_t)(nul - text)));
+    free(text);
     goto fail;
   }
   /* {name: {"shape": [...]}}: containers nest 2 deep at most, which bounds the parser's work */
@@ -588,6 +595,32 @@ typedef struct {
   int64_t shape[2];
   int tensor; /* the plan's tensor id */
 } fst_weight;
+
+/* The first weight of `table` whose bf16 values in `region` hold a NaN or an infinity, described as
+ * fused's C++ runtime does (`tensor "model.norm.weight" holds NaN at element 7 (3 of 896 values are
+ * not finite)`) into out[0..n); 0 and out empty when every one is finite. It reads every weight: for
+ * a diagnosis, after the logits came out non-finite. */
+FST_API int fst_first_non_finite(const fst_weight* table, size_t count, const unsigned char* region, char* out, size_t n) {
+  size_t w, i;
+  if (n) out[0] = '\0';
+  for (w = 0; w < count; ++w) {
+    size_t numel = 1, bad = 0, first = 0;
+    uint16_t first_bits = 0;
+    int d;
+    for (d = 0; d < table[w].rank; ++d) numel *= (size_t)table[w].shape[d];
+    for (i = 0; i < numel; ++i) {
+      uint16_t h;
+      memcpy(&h, region + table[w].offset + 2 * i, 2);
+      if ((h & 0x7F80u) == 0x7F80u && bad++ == 0) first = i, first_bits = h;
+    }
+    if (bad) {
+      fst__fail(out, n, "tensor \"%s\" holds %s at element %zu (%zu of %zu values are not finite)", table[w].name,
+                first_bits & 0x7Fu ? "NaN" : "an infinity", first, bad, numel);
+      return 1;
+    }
+  }
+  return 0;
+}
 
 FST_API uint16_t fst__f32_to_bf16(float x) { /* round to nearest even; NaN stays NaN (fk_f32_to_bf16_1) */
   uint32_t u;
@@ -776,8 +809,34 @@ FST_API int fst__has_control(const char* s) {
   return 0;
 }
 
+/* Every tensor `map` names is in the shard it names (files[k] is dir/<shard>), as fused's C++ loader
+ * checks: a map that lies would otherwise load the tensor from wherever it is, or not notice one gone. */
+FST_API int fst__check_weight_map(const char* index, const fst_json* map, const fst_file_list* files, size_t dir_len, char* err, size_t errn) {
+  fst_file* shards = (fst_file*)calloc((size_t)files->count + 1, sizeof(fst_file));
+  int opened = 0, rc = -1, s;
+  size_t k, t;
+  if (!shards) { fst__fail(err, errn, "%s: out of memory", index); return -1; }
+  for (; opened < files->count; ++opened)
+    if (fst_open(&shards[opened], files->files[opened], err, errn)) goto out;
+  for (k = 0; k < map->n; ++k) {
+    const fst_json* file = &map->kids[k];
+    for (s = 0; s < files->count && strcmp(files->files[s] + dir_len + 1, file->str); ++s) {}
+    for (t = 0; s < files->count && t < shards[s].count && strcmp(shards[s].tensors[t].name, file->key); ++t) {}
+    if (s == files->count || t == shards[s].count) {
+      fst__fail(err, errn, "%s: weight_map puts tensor \"%s\" in \"%s\", which does not contain it", index, file->key, file->str);
+      goto out;
+    }
+  }
+  rc = 0;
+out:
+  for (s = 0; s < opened; ++s) fst_close(&shards[s]);
+  free(shards);
+  return rc;
+}
+
 /* `path`: a .safetensors file, or a directory with model.safetensors or model.safetensors.index.json
- * (whose "weight_map" must be a non-empty object of file names in that directory). */
+ * (whose "weight_map" must be a non-empty object of file names in that directory, each tensor in the
+ * shard it names). */
 FST_API int fst_model_files(const char* path, fst_file_list* out, char* err, size_t errn) {
   char buf[1024];
   FILE* f;
@@ -833,6 +892,7 @@ FST_API int fst_model_files(const char* path, fst_file_list* out, char* err, siz
     }
     if (fst__file_list_add(out, path, file->str)) { fst_json_free(&index); fst_file_list_free(out); return -1; }
   }
+  if (fst__check_weight_map(buf, map, out, n, err, errn)) { fst_json_free(&index); fst_file_list_free(out); return -1; }
   fst_json_free(&index);
   return 0;
 }

@@ -125,10 +125,10 @@ TEST_CASE("C reader: files that are not safetensors, or lie about their size") {
   std::string huge = craft("{}");
   huge[5] = 1;  // header length 2^40 + 2
   CHECK(open_error(huge) ==
-        "t.safetensors: header length 1099511627778 exceeds the 104857600-byte limit (not a safetensors file, or corrupt)");
+        "t.safetensors: header length 1099511627778 exceeds the 100000000-byte limit (not a safetensors file, or corrupt)");
   std::string all_ones(8, '\xFF');
   CHECK(open_error(all_ones + "{}") ==
-        "t.safetensors: header length 18446744073709551615 exceeds the 104857600-byte limit (not a safetensors file, or "
+        "t.safetensors: header length 18446744073709551615 exceeds the 100000000-byte limit (not a safetensors file, or "
         "corrupt)");
   std::string cut = craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4);
   cut.resize(40);
@@ -150,6 +150,11 @@ TEST_CASE("C reader: files that are not safetensors, or lie about their size") {
   CHECK(open_error(craft(R"({"__metadata__":[]})")) == "t.safetensors: \"__metadata__\" is not a JSON object");
   CHECK(open_error(craft(R"({"__metadata__":{},"__metadata__":{}})")) ==
         "t.safetensors: the header lists \"__metadata__\" twice");
+  const std::string nul_message =
+      "t.safetensors: the header holds a NUL byte at file offset 10; a header is JSON, padded with spaces (the reference "
+      "loader refuses this file too)";
+  CHECK(open_error(craft(std::string("{}") + std::string(6, '\0'))) == nul_message);
+  CHECK(open_error(craft(std::string("{}\0{\"a\":1}   ", 13))) == nul_message);
 }
 
 TEST_CASE("C reader: strings are UTF-8 without NUL; numbers follow the JSON grammar") {
@@ -180,7 +185,9 @@ TEST_CASE("C reader: strings are UTF-8 without NUL; numbers follow the JSON gram
   CHECK(shape_error("1e") == "t.safetensors: invalid JSON header: bad number");
   CHECK(shape_error("-") == "t.safetensors: invalid JSON header: bad number");
   CHECK(shape_error("+1") == "t.safetensors: invalid JSON header: unexpected character");
-  CHECK(shape_error(std::string("1\0", 2)) == "t.safetensors: invalid JSON header: expected ',' or a closing bracket");
+  CHECK(shape_error(std::string("1\0", 2)) ==
+        "t.safetensors: the header holds a NUL byte at file offset 37; a header is JSON, padded with spaces (the reference loader "
+        "refuses this file too)");
   CHECK(shape_error("1" + std::string(70, '0')) == "t.safetensors: invalid JSON header: a number longer than 63 characters");
   CHECK(shape_error("1e999") == "t.safetensors: invalid JSON header: number out of range");  // as nlohmann has it
   CHECK(shape_error("1e0") == "t.safetensors: tensor \"t\": shape dimension 0 is not a non-negative 64-bit integer");
@@ -268,9 +275,21 @@ TEST_CASE("C reader: a model directory's index names a non-empty set of files in
     return rc == 0 ? std::string("no error") : std::string(err);
   };
   int count = 0;
+  const auto entry = [](const char* name) { return "\"" + std::string(name) + "\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}"; };
+  write_bytes(dir.path / "model-1.safetensors", craft("{" + entry("a") + "," + entry("c") + "}"));
+  write_bytes(dir.path / "model-2.safetensors", craft("{" + entry("b") + "}"));
   CHECK(files_error(R"({"weight_map":{"a":"model-1.safetensors","b":"model-2.safetensors","c":"model-1.safetensors"}})", &count) ==
         "no error");
   CHECK(count == 2);
+  // A map that lies is refused, as fused's C++ loader refuses it: a tensor in another shard, one in none.
+  CHECK(files_error(R"({"weight_map":{"a":"model-2.safetensors","b":"model-2.safetensors","c":"model-1.safetensors"}})") ==
+        index + ": weight_map puts tensor \"a\" in \"model-2.safetensors\", which does not contain it");
+  CHECK(files_error(R"({"weight_map":{"a":"model-1.safetensors","b":"model-2.safetensors","ghost":"model-1.safetensors"}})") ==
+        index + ": weight_map puts tensor \"ghost\" in \"model-1.safetensors\", which does not contain it");
+  // A tensor the map leaves out is still read with its shard (transformers loads whole shards).
+  CHECK(files_error(R"({"weight_map":{"a":"model-1.safetensors","b":"model-2.safetensors"}})") == "no error");
+  CHECK(files_error(R"({"weight_map":{"a":"model-1.safetensors","b":"model-3.safetensors"}})").starts_with(
+      (dir.path / "model-3.safetensors").string() + ": cannot"));
   CHECK(files_error(R"({"weight_map":{}})") == index + ": \"weight_map\" is empty; it must name the shard of every tensor");
   CHECK(files_error(R"({"weight_map":[]})") == index + ": not a JSON object with a \"weight_map\" object");
   for (const char* bad : {R"("../model.safetensors")", R"("/etc/passwd")", R"("sub/model.safetensors")", R"("..")", R"(".")", R"("")",

@@ -286,6 +286,13 @@ TEST_CASE("files that are not safetensors, or lie about their size") {
         "t.safetensors: header lists tensor \"a\" twice");
   CHECK(parse_error(craft(R"({"__metadata__":{"format":1}})")) ==
         "t.safetensors: \"__metadata__\" entry \"format\" is not a string");
+  // nlohmann::json stops at a NUL: a header padded with NULs, or with anything hidden after one,
+  // would parse. The reference loader refuses both.
+  const std::string nul_message =
+      "t.safetensors: the header holds a NUL byte at file offset 10; a header is JSON, padded with spaces (the reference "
+      "loader refuses this file too)";
+  CHECK(parse_error(craft(std::string("{}") + std::string(6, '\0'))) == nul_message);
+  CHECK(parse_error(craft(std::string("{}\0{\"a\":1}   ", 13))) == nul_message);
 }
 
 TEST_CASE("each tensor entry is checked: dtype, shape, offsets, bytes, bounds, overlap") {

@@ -251,6 +251,13 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
     throw_load_error(fname, "header length {} exceeds the {} bytes that follow it (truncated file?)",
                      header_bytes, file.size() - 8);
   const char* header = reinterpret_cast<const char*>(file.data() + 8);
+  // nlohmann::json ends its input at a NUL, so a header padded with NULs (or cut short by one)
+  // would parse: the reference loader refuses it, as must we.
+  if (const void* nul = std::memchr(header, 0, static_cast<std::size_t>(header_bytes)))
+    throw_load_error(fname,
+                     "the header holds a NUL byte at file offset {}; a header is JSON, padded with spaces (the "
+                     "reference loader refuses this file too)",
+                     8 + (static_cast<const char*>(nul) - header));
   const std::span<const std::byte> data_area = file.subspan(8 + static_cast<std::size_t>(header_bytes));
   result.data_offset_ = 8 + header_bytes;
 

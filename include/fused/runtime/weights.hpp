@@ -4,7 +4,7 @@
 // read them through a table of pointers. This header fills that table:
 //   - from a Hugging Face checkpoint (a directory with model.safetensors, or sharded files listed
 //     by model.safetensors.index.json, or one .safetensors file), memory-mapped: BF16 tensors are
-//     used in place, F32/F16 ones converted once; every tensor the plan needs must be present with
+//     used in place (copied when a file puts one at an odd offset), F32/F16 ones converted once; every tensor the plan needs must be present with
 //     its shape; a tensor the plan does not use is an error naming it (except lm_head.weight when
 //     the embeddings are tied: transformers ignores it too);
 //     a sharded checkpoint's index is checked before any tensor is bound: "weight_map" is a
@@ -71,7 +71,9 @@ class weight_store {
       io::safetensors_file& f = w.file_for(name, shp);
       const io::tensor_view* v = f.find(name);
       w.sources_.push_back(v);
-      if (v->dtype == io::dtype::BF16) {
+      // A BF16 tensor at an odd file offset (legal, if rare: a header of odd length) is copied, as
+      // an F32 one is converted: kernels read bf16 as uint16_t.
+      if (v->dtype == io::dtype::BF16 && reinterpret_cast<std::uintptr_t>(v->data) % 2 == 0) {
         w.table_.push_back(reinterpret_cast<const std::uint16_t*>(f.bind(name, io::dtype::BF16, shp).data));
       } else {
         w.owned_.push_back(io::to_bf16_owned(f.bind(name, shp)));

@@ -319,29 +319,102 @@ static int parse_ids(const char* s, int32_t** ids, size_t* n) {
 
 )";
 
-// check_config() reads the fields as <NAME>_<FIELD> macros (config_fields(), printed by the header).
+// check_config() reads the fields as <NAME>_<FIELD> macros (config_fields(), printed by the header):
+// every field a config.json spells the same way for every family, where transformers 4 or 5 puts it
+// (rope_theta at the top or in rope_parameters, the llama3 factors in rope_scaling or
+// rope_parameters), with transformers' default when a file leaves it out; and the RoPE kind always,
+// so that a llama3 config cannot score with plain RoPE or the reverse. Fields a family reads its own
+// way (biases: the tensors' presence checks them) are left to the weights' names and shapes.
 FUSED_UNOPTIMIZED inline std::string check_config_c(const c_program& p) {
   const std::string P = upper_ident(p.name);
+  const decoder::config& cfg = p.cfg;
+  struct where {
+    const char* field;  // decoder::config's name (the macro's)
+    const char* key;    // config.json's
+    const char* alternative;
+  };
+  static constexpr where places[] = {
+      {"vocab_size", "vocab_size", nullptr},
+      {"hidden_size", "hidden_size", nullptr},
+      {"intermediate_size", "intermediate_size", nullptr},
+      {"num_hidden_layers", "num_hidden_layers", nullptr},
+      {"num_attention_heads", "num_attention_heads", nullptr},
+      {"num_key_value_heads", "num_key_value_heads", nullptr},
+      {"head_dim", "head_dim", nullptr},
+      {"max_position_embeddings", "max_position_embeddings", nullptr},
+      {"rms_norm_eps", "rms_norm_eps", nullptr},
+      {"rope_theta", "rope_theta", "rope_parameters.rope_theta"},
+      {"tie_word_embeddings", "tie_word_embeddings", nullptr},
+      {"rope_factor", "rope_scaling.factor", "rope_parameters.factor"},
+      {"rope_low_freq_factor", "rope_scaling.low_freq_factor", "rope_parameters.low_freq_factor"},
+      {"rope_high_freq_factor", "rope_scaling.high_freq_factor", "rope_parameters.high_freq_factor"},
+      {"rope_original_max_position_embeddings", "rope_scaling.original_max_position_embeddings",
+       "rope_parameters.original_max_position_embeddings"},
+      {"sliding_window", "sliding_window", nullptr},
+  };
+  // transformers' value for a key the file leaves out; "-1" where it has none (the file must say).
+  const auto fallback = [&](std::string_view field) -> std::string {
+    if (field == "num_key_value_heads") return P + "_NUM_ATTENTION_HEADS";
+    if (field == "head_dim") return "(" + P + "_HIDDEN_SIZE / " + P + "_NUM_ATTENTION_HEADS)";
+    if (field == "tie_word_embeddings") return "0";
+    return "-1";
+  };
+  std::string table;
+  for (const auto& [field, value] : config_fields(cfg))
+    for (const where& w : places)
+      if (field == w.field)
+        table += std::string(table.empty() ? "" : ",\n") + "      {\"" + w.key + "\", " +
+                 (w.alternative ? "\"" + std::string(w.alternative) + "\"" : std::string("NULL")) + ", " + P + "_" + upper_ident(field) +
+                 ", " + fallback(field) + "}";
   std::string c;
+  c += R"(/* The member at `path` ("a.b": member b of the object a), or NULL. */
+static const fst_json* config_value(const fst_json* j, const char* path) {
+  const char* dot = strchr(path, '.');
+  char head[64];
+  const fst_json* v;
+  if (!dot) return fst_json_get(j, path);
+  snprintf(head, sizeof head, "%.*s", (int)(dot - path), path);
+  v = fst_json_get(j, head);
+  return v && v->type == FST_OBJECT ? fst_json_get(v, dot + 1) : NULL;
+}
+
+/* transformers' RoPE kind: "rope_type" (or "type") in rope_scaling (transformers 4) or rope_parameters (5). */
+static const char* config_rope_type(const fst_json* j) {
+  static const char* const paths[] = {"rope_scaling.rope_type", "rope_scaling.type", "rope_parameters.rope_type", "rope_parameters.type"};
+  size_t k;
+  for (k = 0; k < sizeof paths / sizeof paths[0]; ++k) {
+    const fst_json* v = config_value(j, paths[k]);
+    if (v && v->type == FST_STRING) return v->str;
+  }
+  return "default";
+}
+
+)";
   c += "/* The directory's config.json, when there is one, must describe the model this scorer was generated for. */\n"
        "static int check_config(const char* dir, char* err, size_t errn) {\n"
        "  char path[1024];\n  size_t len = 0;\n  char* text;\n  fst_json j;\n  int rc = 0;\n"
-       "  const struct { const char* key; double want; double fallback; } fields[] = {\n"
-       "      {\"vocab_size\", " + P + "_VOCAB_SIZE, -1}, {\"hidden_size\", " + P + "_HIDDEN_SIZE, -1},\n"
-       "      {\"intermediate_size\", " + P + "_INTERMEDIATE_SIZE, -1}, {\"num_hidden_layers\", " + P + "_NUM_HIDDEN_LAYERS, -1},\n"
-       "      {\"num_attention_heads\", " + P + "_NUM_ATTENTION_HEADS, -1}, {\"num_key_value_heads\", " + P + "_NUM_KEY_VALUE_HEADS, " + P +
-       "_NUM_ATTENTION_HEADS},\n"
-       "      {\"rms_norm_eps\", " + P + "_RMS_NORM_EPS, -1}, {\"tie_word_embeddings\", " + P + "_TIE_WORD_EMBEDDINGS, 0}};\n"
+       "  const char* rope_type;\n"
+       "  const char* const want_rope_type = \"" + std::string(decoder::name_of(cfg.rope_type)) + "\";\n"
+       "  const struct { const char* key; const char* alternative; double want; double fallback; } fields[] = {\n" + table + "};\n"
        "  size_t k;\n"
        "  snprintf(path, sizeof path, \"%s/config.json\", dir);\n"
        "  if (!(text = fst_read_text(path, &len))) return 0; /* a .safetensors file, or a directory without one */\n"
        "  if (fst_json_parse(text, len, path, &j, err, errn)) {\n    free(text);\n    return -1;\n  }\n  free(text);\n"
        "  for (k = 0; k < sizeof fields / sizeof fields[0] && !rc; ++k) {\n"
-       "    const fst_json* v = fst_json_get(&j, fields[k].key);\n"
-       "    const double got = v && (v->type == FST_NUMBER || v->type == FST_BOOL) ? v->num : fields[k].fallback;\n"
+       "    const fst_json* v = config_value(&j, fields[k].key);\n"
+       "    double got;\n    int given;\n"
+       "    if ((!v || v->type == FST_NULL) && fields[k].alternative) v = config_value(&j, fields[k].alternative);\n"
+       "    given = v && (v->type == FST_NUMBER || v->type == FST_BOOL);\n"
+       "    got = given ? v->num : fields[k].fallback;\n"
        "    if (got != fields[k].want) {\n"
-       "      fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file says %.9g\", path, fields[k].key, fields[k].want, got);\n"
+       "      if (given || fields[k].fallback != -1)\n"
+       "        fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file says %.9g\", path, fields[k].key, fields[k].want, got);\n"
+       "      else\n"
+       "        fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file does not give it\", path, fields[k].key, fields[k].want);\n"
        "      rc = -1;\n    }\n  }\n"
+       "  if (!rc && strcmp(rope_type = config_rope_type(&j), want_rope_type)) {\n"
+       "    fst__fail(err, errn, \"%s: RoPE \\\"rope_type\\\": this model was generated for \\\"%s\\\", the file says \\\"%s\\\"\", path, want_rope_type, rope_type);\n"
+       "    rc = -1;\n  }\n"
        "  fst_json_free(&j);\n  return rc;\n}\n\n";
   return c;
 }
@@ -466,7 +539,10 @@ FUSED_UNOPTIMIZED inline std::string emit_header(const c_program& p, std::string
   h += "/* Weights from safetensors files (a checkpoint's shards), bound by Hugging Face name: every tensor\n"
        " * must be there with its shape; BF16 is copied, F32/F16 rounded to bf16; an unused tensor is an error. */\n";
   h += "int " + n + "_init_safetensors(" + n + "_model* m, const char* const* files, int n_files, void* state, void* arena);\n";
-  h += "void " + n + "_free(" + n + "_model* m);\n\n";
+  h += "void " + n + "_free(" + n + "_model* m);\n";
+  h += "/* The first weight holding a NaN or an infinity, e.g. `tensor \"model.norm.weight\" holds NaN at element 7 (3 of\n"
+       " * 896 values are not finite)`, into out[0..n); 0 and out empty when every one is finite. For a diagnosis. */\n";
+  h += "int " + n + "_first_non_finite_weight(const " + n + "_model* m, char* out, size_t n);\n\n";
   h += "/* Runs ids[0..n) at m->pos, in chunks of at most " + P + "_MAX_SEQ, and returns the logits of the last\n"
        " * chunk: [m->logits_rows, " + P + "_VOCAB_SIZE] floats in the arena, valid until the next call. NULL on error. */\n";
   h += "const float* " + n + "_prefill(" + n + "_model* m, const int32_t* ids, size_t n);\n";
@@ -677,6 +753,8 @@ FUSED_UNOPTIMIZED inline std::string emit_source(const c_program& p, std::string
   c += "void " + n + "_free(" + n + "_model* m) {\n"
        "  int k;\n  for (k = 0; k < 3; ++k) free(m->owned[k]);\n"
        "  m->owned[0] = m->owned[1] = m->owned[2] = NULL;\n  m->weights = NULL;\n  m->state = m->arena = NULL;\n}\n\n";
+  c += "int " + n + "_first_non_finite_weight(const " + n + "_model* m, char* out, size_t n) {\n"
+       "  return fst_first_non_finite(" + n + "__weights, " + P + "_WEIGHT_COUNT, m->weights, out, n);\n}\n\n";
   c += "void " + n + "_reset(" + n + "_model* m) { m->pos = 0; }\n";
   c += "void " + n + "_set_threads(int n) { fk_set_threads(n); }\n";
   c += "const char* " + n + "_isa(void) { return fk_isa_name(fk_isa_active()); }\n";
@@ -764,6 +842,17 @@ FUSED_UNOPTIMIZED inline std::string emit_scorer(const c_program& p, std::string
 }
 )";
   c += detail::main_helpers(p);
+  c += "/* Logits with a NaN or an infinity are refused, not written out (as fused score refuses them): the\n"
+       " * message names the first weight that holds one. Bits, not isfinite(), so that -ffast-math keeps the check. */\n"
+       "static int finite_logits(const " + n + "_model* m, const float* logits, size_t count) {\n"
+       "  size_t bad = 0, k;\n  char weight[512];\n"
+       "  for (k = 0; k < count; ++k) {\n    uint32_t bits;\n    memcpy(&bits, logits + k, sizeof bits);\n"
+       "    bad += (bits & 0x7F800000u) == 0x7F800000u;\n  }\n"
+       "  if (!bad) return 1;\n"
+       "  " + n + "_first_non_finite_weight(m, weight, sizeof weight);\n"
+       "  fprintf(stderr, \"" + n + ": the model's logits are not finite (%zu of %zu values are NaN or infinite): %s%s\\n\", bad, count,\n"
+       "          weight[0] ? \"its \" : \"every weight is finite, so an activation overflowed\", weight);\n"
+       "  return 0;\n}\n\n";
   c += "int main(int argc, char** argv) {\n"
        "  const char *model = NULL, *input = NULL, *cont = NULL, *out = NULL;\n"
        "  int32_t *ids = NULL, *next = NULL;\n  size_t T = 0, N = 0, at, k;\n  int i, threads = 0;\n"
@@ -796,10 +885,12 @@ FUSED_UNOPTIMIZED inline std::string emit_scorer(const c_program& p, std::string
        "  for (at = 0; at < T; at += k) {\n"
        "    k = T - at < " + P + "_MAX_SEQ ? T - at : " + P + "_MAX_SEQ;\n"
        "    if (!(logits = " + n + "_prefill(&m, ids + at, k))) {\n      fprintf(stderr, \"" + n + ": %s\\n\", m.error);\n      return 1;\n    }\n"
+       "    if (!finite_logits(&m, logits, k * V)) return 1;\n"
        "    memcpy(prefill + at * V, logits, k * V * sizeof(float));\n  }\n"
        "  if (N) memcpy(decode, prefill + (T - 1) * V, V * sizeof(float));\n"
        "  for (k = 0; k + 1 < N; ++k) {\n"
        "    if (!(logits = " + n + "_decode(&m, next[k]))) {\n      fprintf(stderr, \"" + n + ": %s\\n\", m.error);\n      return 1;\n    }\n"
+       "    if (!finite_logits(&m, logits, V)) return 1;\n"
        "    memcpy(decode + (k + 1) * V, logits, V * sizeof(float));\n  }\n"
        "  {\n"
        "    fst_out t[2];\n"

@@ -426,6 +426,10 @@ void micro_free(micro_model* m) {
   m->state = m->arena = NULL;
 }
 
+int micro_first_non_finite_weight(const micro_model* m, char* out, size_t n) {
+  return fst_first_non_finite(micro__weights, MICRO_WEIGHT_COUNT, m->weights, out, n);
+}
+
 void micro_reset(micro_model* m) { m->pos = 0; }
 void micro_set_threads(int n) { fk_set_threads(n); }
 const char* micro_isa(void) { return fk_isa_name(fk_isa_active()); }

@@ -202,6 +202,9 @@ int micro_init_blob(micro_model* m, const void* weights, size_t weights_bytes, u
  * must be there with its shape; BF16 is copied, F32/F16 rounded to bf16; an unused tensor is an error. */
 int micro_init_safetensors(micro_model* m, const char* const* files, int n_files, void* state, void* arena);
 void micro_free(micro_model* m);
+/* The first weight holding a NaN or an infinity, e.g. `tensor "model.norm.weight" holds NaN at element 7 (3 of
+ * 896 values are not finite)`, into out[0..n); 0 and out empty when every one is finite. For a diagnosis. */
+int micro_first_non_finite_weight(const micro_model* m, char* out, size_t n);
 
 /* Runs ids[0..n) at m->pos, in chunks of at most MICRO_MAX_SEQ, and returns the logits of the last
  * chunk: [m->logits_rows, MICRO_VOCAB_SIZE] floats in the arena, valid until the next call. NULL on error. */

@@ -38,6 +38,28 @@ static int parse_ids(const char* s, int32_t** ids, size_t* n) {
   return 0;
 }
 
+/* The member at `path` ("a.b": member b of the object a), or NULL. */
+static const fst_json* config_value(const fst_json* j, const char* path) {
+  const char* dot = strchr(path, '.');
+  char head[64];
+  const fst_json* v;
+  if (!dot) return fst_json_get(j, path);
+  snprintf(head, sizeof head, "%.*s", (int)(dot - path), path);
+  v = fst_json_get(j, head);
+  return v && v->type == FST_OBJECT ? fst_json_get(v, dot + 1) : NULL;
+}
+
+/* transformers' RoPE kind: "rope_type" (or "type") in rope_scaling (transformers 4) or rope_parameters (5). */
+static const char* config_rope_type(const fst_json* j) {
+  static const char* const paths[] = {"rope_scaling.rope_type", "rope_scaling.type", "rope_parameters.rope_type", "rope_parameters.type"};
+  size_t k;
+  for (k = 0; k < sizeof paths / sizeof paths[0]; ++k) {
+    const fst_json* v = config_value(j, paths[k]);
+    if (v && v->type == FST_STRING) return v->str;
+  }
+  return "default";
+}
+
 /* The directory's config.json, when there is one, must describe the model this scorer was generated for. */
 static int check_config(const char* dir, char* err, size_t errn) {
   char path[1024];
@@ -45,11 +67,20 @@ static int check_config(const char* dir, char* err, size_t errn) {
   char* text;
   fst_json j;
   int rc = 0;
-  const struct { const char* key; double want; double fallback; } fields[] = {
-      {"vocab_size", MICRO_VOCAB_SIZE, -1}, {"hidden_size", MICRO_HIDDEN_SIZE, -1},
-      {"intermediate_size", MICRO_INTERMEDIATE_SIZE, -1}, {"num_hidden_layers", MICRO_NUM_HIDDEN_LAYERS, -1},
-      {"num_attention_heads", MICRO_NUM_ATTENTION_HEADS, -1}, {"num_key_value_heads", MICRO_NUM_KEY_VALUE_HEADS, MICRO_NUM_ATTENTION_HEADS},
-      {"rms_norm_eps", MICRO_RMS_NORM_EPS, -1}, {"tie_word_embeddings", MICRO_TIE_WORD_EMBEDDINGS, 0}};
+  const char* rope_type;
+  const char* const want_rope_type = "default";
+  const struct { const char* key; const char* alternative; double want; double fallback; } fields[] = {
+      {"vocab_size", NULL, MICRO_VOCAB_SIZE, -1},
+      {"hidden_size", NULL, MICRO_HIDDEN_SIZE, -1},
+      {"intermediate_size", NULL, MICRO_INTERMEDIATE_SIZE, -1},
+      {"num_hidden_layers", NULL, MICRO_NUM_HIDDEN_LAYERS, -1},
+      {"num_attention_heads", NULL, MICRO_NUM_ATTENTION_HEADS, -1},
+      {"num_key_value_heads", NULL, MICRO_NUM_KEY_VALUE_HEADS, MICRO_NUM_ATTENTION_HEADS},
+      {"head_dim", NULL, MICRO_HEAD_DIM, (MICRO_HIDDEN_SIZE / MICRO_NUM_ATTENTION_HEADS)},
+      {"max_position_embeddings", NULL, MICRO_MAX_POSITION_EMBEDDINGS, -1},
+      {"rms_norm_eps", NULL, MICRO_RMS_NORM_EPS, -1},
+      {"rope_theta", "rope_parameters.rope_theta", MICRO_ROPE_THETA, -1},
+      {"tie_word_embeddings", NULL, MICRO_TIE_WORD_EMBEDDINGS, 0}};
   size_t k;
   snprintf(path, sizeof path, "%s/config.json", dir);
   if (!(text = fst_read_text(path, &len))) return 0; /* a .safetensors file, or a directory without one */
@@ -59,12 +90,23 @@ static int check_config(const char* dir, char* err, size_t errn) {
   }
   free(text);
   for (k = 0; k < sizeof fields / sizeof fields[0] && !rc; ++k) {
-    const fst_json* v = fst_json_get(&j, fields[k].key);
-    const double got = v && (v->type == FST_NUMBER || v->type == FST_BOOL) ? v->num : fields[k].fallback;
+    const fst_json* v = config_value(&j, fields[k].key);
+    double got;
+    int given;
+    if ((!v || v->type == FST_NULL) && fields[k].alternative) v = config_value(&j, fields[k].alternative);
+    given = v && (v->type == FST_NUMBER || v->type == FST_BOOL);
+    got = given ? v->num : fields[k].fallback;
     if (got != fields[k].want) {
-      fst__fail(err, errn, "%s: field \"%s\": this model was generated for %.9g, the file says %.9g", path, fields[k].key, fields[k].want, got);
+      if (given || fields[k].fallback != -1)
+        fst__fail(err, errn, "%s: field \"%s\": this model was generated for %.9g, the file says %.9g", path, fields[k].key, fields[k].want, got);
+      else
+        fst__fail(err, errn, "%s: field \"%s\": this model was generated for %.9g, the file does not give it", path, fields[k].key, fields[k].want);
       rc = -1;
     }
+  }
+  if (!rc && strcmp(rope_type = config_rope_type(&j), want_rope_type)) {
+    fst__fail(err, errn, "%s: RoPE \"rope_type\": this model was generated for \"%s\", the file says \"%s\"", path, want_rope_type, rope_type);
+    rc = -1;
   }
   fst_json_free(&j);
   return rc;
@@ -84,6 +126,23 @@ static int load_model(const char* dir, micro_model* m) {
     return 1;
   }
   fst_file_list_free(&files);
+  return 0;
+}
+
+/* Logits with a NaN or an infinity are refused, not written out (as fused score refuses them): the
+ * message names the first weight that holds one. Bits, not isfinite(), so that -ffast-math keeps the check. */
+static int finite_logits(const micro_model* m, const float* logits, size_t count) {
+  size_t bad = 0, k;
+  char weight[512];
+  for (k = 0; k < count; ++k) {
+    uint32_t bits;
+    memcpy(&bits, logits + k, sizeof bits);
+    bad += (bits & 0x7F800000u) == 0x7F800000u;
+  }
+  if (!bad) return 1;
+  micro_first_non_finite_weight(m, weight, sizeof weight);
+  fprintf(stderr, "micro: the model's logits are not finite (%zu of %zu values are NaN or infinite): %s%s\n", bad, count,
+          weight[0] ? "its " : "every weight is finite, so an activation overflowed", weight);
   return 0;
 }
 
@@ -133,6 +192,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "micro: %s\n", m.error);
       return 1;
     }
+    if (!finite_logits(&m, logits, k * V)) return 1;
     memcpy(prefill + at * V, logits, k * V * sizeof(float));
   }
   if (N) memcpy(decode, prefill + (T - 1) * V, V * sizeof(float));
@@ -141,6 +201,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "micro: %s\n", m.error);
       return 1;
     }
+    if (!finite_logits(&m, logits, V)) return 1;
     memcpy(decode + (k + 1) * V, logits, V * sizeof(float));
   }
   {
