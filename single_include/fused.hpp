@@ -12712,6 +12712,7 @@ struct static_run {
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -13499,24 +13500,38 @@ class weight_store {
   // (a trainer's f32 master weights); nullptr for a blob or synthetic store.
   const io::tensor_view* source(std::size_t k) const { return k < sources_.size() ? sources_[k] : nullptr; }
 
-  // The first checkpoint weight that holds a NaN or an infinity, as the model reads it (bf16), e.g.
-  // `tensor "model.norm.weight" holds NaN at element 7 (3 of 896 values are not finite)`; empty when
-  // every one is finite or the store has no checkpoint. It reads every weight: for a diagnosis.
-  std::string first_non_finite() const {
+  // The first checkpoint weight that holds a NaN or an infinity as the model reads it (bf16), e.g.
+  // `tensor "model.norm.weight" holds NaN at element 7 (3 of 896 values are not finite)`; a finite
+  // F32 value that bf16 cannot hold is named as one (`holds 3.4e+38 at element 0, beyond bf16's
+  // range (...)`). Empty when every one is finite or the store has no checkpoint. It reads every weight:
+  // for a diagnosis.
+  std::string first_non_finite() const { return first_non_finite(false); }
+  // The same for the values as stored (F32, F16 or BF16, exactly): what a trainer's f32 master
+  // weights start from.
+  std::string first_non_finite_stored() const { return first_non_finite(true); }
+
+ private:
+  std::string first_non_finite(bool as_stored) const {
     for (std::size_t k = 0; k < sources_.size() && k < table_.size(); ++k) {
-      const auto n = static_cast<std::size_t>(sources_[k]->numel());
-      const std::uint16_t* w = table_[k];
+      const io::tensor_view& source = *sources_[k];
+      const auto n = static_cast<std::size_t>(source.numel());
+      const std::vector<float> stored = as_stored ? io::to_f32_owned(source) : std::vector<float>{};
+      const auto value = [&](std::size_t i) { return as_stored ? stored[i] : fk_bf16_to_f32_1(table_[k][i]); };
       std::size_t bad = 0, first = 0;
       for (std::size_t i = 0; i < n; ++i)
-        if (!std::isfinite(fk_bf16_to_f32_1(w[i])) && bad++ == 0) first = i;
-      if (bad)
-        return "tensor \"" + sources_[k]->name + "\" holds " + (std::isnan(fk_bf16_to_f32_1(w[first])) ? "NaN" : "an infinity") + " at element " +
-               std::to_string(first) + " (" + std::to_string(bad) + " of " + std::to_string(n) + " values are not finite)";
+        if (!std::isfinite(value(i)) && bad++ == 0) first = i;
+      if (!bad) continue;
+      float as_written = value(first);
+      if (source.dtype == io::dtype::F32) std::memcpy(&as_written, source.data + first * sizeof(float), sizeof(float));
+      if (std::isfinite(as_written))
+        return fmt::format("tensor \"{}\" holds {:g} at element {}, beyond bf16's range ({} of {} values are not finite in bf16)",
+                           source.name, as_written, first, bad, n);
+      return fmt::format("tensor \"{}\" holds {} at element {} ({} of {} values are not finite)", source.name,
+                         std::isnan(as_written) ? "NaN" : "an infinity", first, bad, n);
     }
     return {};
   }
 
- private:
   void open_files(const std::filesystem::path& path) {
     namespace fs = std::filesystem;
     std::error_code ec;

@@ -596,30 +596,40 @@ typedef struct {
   int tensor; /* the plan's tensor id */
 } fst_weight;
 
-/* The first weight of `table` whose bf16 values in `region` hold a NaN or an infinity, described as
- * fused's C++ runtime does (`tensor "model.norm.weight" holds NaN at element 7 (3 of 896 values are
- * not finite)`) into out[0..n); 0 and out empty when every one is finite. It reads every weight: for
- * a diagnosis, after the logits came out non-finite. */
-FST_API int fst_first_non_finite(const fst_weight* table, size_t count, const unsigned char* region, char* out, size_t n) {
+/* The first weight of `table` whose values in `region` (bf16, or with `as_f32` f32) hold a NaN or an
+ * infinity, described as fused's C++ runtime does (`tensor "model.norm.weight" holds NaN at element 7
+ * (3 of 896 values are not finite)`) into out[0..n); 0 and out empty when every one is finite. It
+ * reads every weight: for a diagnosis, or once before training. */
+FST_API int fst__first_non_finite(const fst_weight* table, size_t count, const unsigned char* region, int as_f32, char* out, size_t n) {
   size_t w, i;
   if (n) out[0] = '\0';
   for (w = 0; w < count; ++w) {
     size_t numel = 1, bad = 0, first = 0;
-    uint16_t first_bits = 0;
-    int d;
+    int first_is_nan = 0, d;
     for (d = 0; d < table[w].rank; ++d) numel *= (size_t)table[w].shape[d];
     for (i = 0; i < numel; ++i) {
+      uint32_t bits;
       uint16_t h;
-      memcpy(&h, region + table[w].offset + 2 * i, 2);
-      if ((h & 0x7F80u) == 0x7F80u && bad++ == 0) first = i, first_bits = h;
+      if (as_f32) memcpy(&bits, region + table[w].offset + 4 * i, 4);
+      else {
+        memcpy(&h, region + table[w].offset + 2 * i, 2);
+        bits = (uint32_t)h << 16;
+      }
+      if ((bits & 0x7F800000u) == 0x7F800000u && bad++ == 0) first = i, first_is_nan = (bits & 0x7FFFFFu) != 0;
     }
     if (bad) {
       fst__fail(out, n, "tensor \"%s\" holds %s at element %zu (%zu of %zu values are not finite)", table[w].name,
-                first_bits & 0x7Fu ? "NaN" : "an infinity", first, bad, numel);
+                first_is_nan ? "NaN" : "an infinity", first, bad, numel);
       return 1;
     }
   }
   return 0;
+}
+FST_API int fst_first_non_finite(const fst_weight* table, size_t count, const unsigned char* region, char* out, size_t n) {
+  return fst__first_non_finite(table, count, region, 0, out, n);
+}
+FST_API int fst_first_non_finite_f32(const fst_weight* table, size_t count, const unsigned char* region, char* out, size_t n) {
+  return fst__first_non_finite(table, count, region, 1, out, n);
 }
 
 FST_API uint16_t fst__f32_to_bf16(float x) { /* round to nearest even; NaN stays NaN (fk_f32_to_bf16_1) */

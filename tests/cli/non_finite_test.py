@@ -6,8 +6,9 @@ score` stops the same way and writes no logits file; `fused train-step` and `fus
 train from them (every loss, gradient and parameter would be NaN) and write nothing.
 
 usage: non_finite_test.py FUSED MODEL_DIR WORK_DIR
-Copies MODEL_DIR (bf16 safetensors) to WORK_DIR twice: once with 100 NaNs in a layer's down
-projection, once with one +inf in the final norm's weight."""
+Copies MODEL_DIR (bf16 safetensors) to WORK_DIR: once with 100 NaNs in a layer's down projection,
+once with one +inf in the final norm's weight, and once as F32 with a finite value bf16 cannot hold
+(named as such: the file holds no infinity)."""
 import json
 import shutil
 import struct
@@ -69,3 +70,26 @@ text = work / "text.txt"
 text.write_text("In the beginning God created the heaven and the earth. " * 20)
 expect_error(["train", "-m", str(nan), "--data", str(text), "--seq", "16", "--batch", "2", "--steps", "2", "--out", str(work / "trained")],
              ["fused train: error: ", "cannot train from weights that are not finite: tensor \"model.layers.1.mlp.down_proj.weight\""])
+
+# F32: 3.4e38 is finite as stored, and an infinity once rounded to the bf16 the model reads.
+d = work / "f32_beyond_bf16"
+shutil.rmtree(d, ignore_errors=True)
+shutil.copytree(model, d)
+raw = (d / "model.safetensors").read_bytes()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+out_header, out_data = {}, bytearray()
+for name in sorted(k for k in header if k != "__metadata__"):
+    begin, end = header[name]["data_offsets"]
+    values = [v << 16 for v in struct.unpack(f"<{(end - begin) // 2}H", data[begin:end])]
+    chunk = bytearray(struct.pack(f"<{len(values)}I", *values))
+    if name == "model.norm.weight":
+        chunk[12:16] = struct.pack("<f", 3.4e38)
+    out_header[name] = {"dtype": "F32", "shape": header[name]["shape"], "data_offsets": [len(out_data), len(out_data) + len(chunk)]}
+    out_data += chunk
+text_header = json.dumps(out_header).encode()
+text_header += b" " * (-len(text_header) % 8)
+(d / "model.safetensors").write_bytes(struct.pack("<Q", len(text_header)) + text_header + bytes(out_data))
+expect_error(["score", "-m", str(d), "--input-ids", "1,2,3", "--out", str(scored)],
+             ["fused score: error: the model's logits are not finite (",
+              "its tensor \"model.norm.weight\" holds 3.4e+38 at element 3, beyond bf16's range (1 of 256 values are not finite in bf16)"])

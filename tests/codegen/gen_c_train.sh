@@ -62,4 +62,27 @@ if "$work/train_step" --model "$model" --tokens 1,2,3 --out "$work/bad.safetenso
   echo "the generated train step took 3 tokens"; exit 1
 fi
 grep -q "takes $((seq * batch)) ids" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
+# A NaN in the checkpoint is refused by both before any step, with the same sentence.
+mkdir -p "$work/model_nan"
+cp "$model/config.json" "$work/model_nan/"
+python3 - "$model/model.safetensors" "$work/model_nan/model.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+header = json.loads(b[8:8 + n])
+name = sorted(k for k in header if k != "__metadata__")[-1]
+at = 8 + n + header[name]["data_offsets"][0] + 4 * (2 if header[name]["dtype"] == "BF16" else 4)
+b[at - 4:at] = b"\x00\x00\xc0\x7f" if header[name]["dtype"] == "F32" else b"\xc0\x7f\xc0\x7f"
+open(sys.argv[2], "wb").write(bytes(b))
+PY
+for run in c cpp; do
+  if [ $run = c ]; then
+    "$work/train_step" --model "$work/model_nan" --tokens "$ids" --lr 2e-3 --out "$work/nan.safetensors" 2>"$work/nan_$run.txt" && rc=0 || rc=$?
+  else
+    "$fused" train-step --model "$work/model_nan" --tokens "$ids" --batch "$batch" --lr 2e-3 "$@" --out "$work/nan.safetensors" 2>"$work/nan_$run.txt" && rc=0 || rc=$?
+  fi
+  [ "$rc" = 1 ] && [ ! -e "$work/nan.safetensors" ] || { echo "$run: exit $rc from a NaN checkpoint"; cat "$work/nan_$run.txt"; exit 1; }
+  sed -n 's/.*\(cannot train from weights that are not finite: .*\)/\1/p' "$work/nan_$run.txt" >"$work/nan_$run.msg"
+done
+[ -s "$work/nan_c.msg" ] && cmp "$work/nan_c.msg" "$work/nan_cpp.msg" || { cat "$work/nan_c.txt" "$work/nan_cpp.txt"; exit 1; }
 echo "gen-c --train $name: $batch x $seq tokens, compiles with cc -std=c11, every tensor byte-identical to fused train-step's"

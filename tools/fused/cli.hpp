@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -143,6 +144,15 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
     }
   }
   return ids;
+}
+
+// Every id `flag` gave is inside the vocabulary, checked before any work: a run that stopped at the
+// first bad one would count its index from that call, not from the flag.
+inline void require_in_vocabulary(std::span<const std::int32_t> ids, std::string_view flag, std::int64_t vocab_size) {
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size)
+      throw std::invalid_argument(std::string(flag) + ": token id " + std::to_string(ids[i]) + " (at index " + std::to_string(i) +
+                                  ") is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
 }
 
 // --bind NAME=VALUE: a symbol of a graph file and its value.

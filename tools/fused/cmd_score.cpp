@@ -42,13 +42,9 @@ int run_score(const options& o) {
   if (threads > 0) fk_set_threads(static_cast<int>(threads));
 
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
-  // Every id, before any work: the last continue id is never run (only its logits are asked for), and
-  // a decode's error would count its index from that call, not from the flag.
-  for (const auto& [ids, flag] : {std::pair{&input, "--input-ids"}, std::pair{&cont, "--continue-ids"}})
-    for (std::size_t i = 0; i < ids->size(); ++i)
-      if ((*ids)[i] < 0 || (*ids)[i] >= info.arch.vocab_size)
-        throw std::invalid_argument(std::string(flag) + ": token id " + std::to_string((*ids)[i]) + " (at index " + std::to_string(i) +
-                                      ") is outside the vocabulary [0, " + std::to_string(info.arch.vocab_size) + ")");
+  // The last continue id is never run (only its logits are asked for): checked here or not at all.
+  fused::cli::require_in_vocabulary(input, "--input-ids", info.arch.vocab_size);
+  fused::cli::require_in_vocabulary(cont, "--continue-ids", info.arch.vocab_size);
   const auto T = static_cast<std::int64_t>(input.size()), N = static_cast<std::int64_t>(cont.size());
   const std::int64_t positions = T + std::max<std::int64_t>(N - 1, 0);
   if (positions > info.arch.max_position_embeddings)

@@ -31,7 +31,7 @@ namespace fused::cli::cmd_train {
 // The weights, once every one is finite: a train step from a NaN or an infinity gives NaN losses,
 // gradients and parameters, which the loss check would blame on the learning rate.
 fused::runtime::weight_store finite_weights(fused::runtime::weight_store weights, const std::string& model_dir) {
-  if (const std::string bad = weights.first_non_finite(); !bad.empty())
+  if (const std::string bad = weights.first_non_finite_stored(); !bad.empty())
     throw std::invalid_argument(model_dir + ": cannot train from weights that are not finite: " + bad);
   return weights;
 }
@@ -79,10 +79,7 @@ int train_step(const options& o, fused::cli::launch& l) {
     throw fused::cli::usage_error("--tokens: " + std::to_string(ids.size()) + " ids do not split into " + std::to_string(sequences) + " sequences of equal length (--batch)");
   const fused::train::options train = o.optimizer.options(true);
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
-  for (std::size_t t = 0; t < ids.size(); ++t)
-    if (ids[t] >= info.arch.vocab_size)
-      throw std::invalid_argument("--tokens: id " + std::to_string(ids[t]) + " (position " + std::to_string(t) + ") is outside the vocabulary of " +
-                                  std::to_string(info.arch.vocab_size));
+  fused::cli::require_in_vocabulary(ids, "--tokens", info.arch.vocab_size);
 
   fused::decoder::graph_options graph{};
   graph.train = train;
