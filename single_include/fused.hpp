@@ -457,10 +457,12 @@ inline std::string to_string(const name_ref& n) { return to_string(n.str()); }
 #include <utility>
 
 // ---- begin fused/graph/control.hpp ---------------------------------------------------------------------
-// The two ops control flow adds to a program (program.hpp, "Structured control flow"), used by
+// The ops control flow adds to a program (program.hpp, "Structured control flow"), used by
 // graph_builder's conditional / loop calls (graph files reach them through Merge and Loop nodes):
 //   copy(x)               x's bytes in a new tensor: a loop carry's first value (graph_builder::carry);
 //                         in place over x when x dies there, so usually no byte moves;
+//   copy_apart(x)         the same into bytes of its own, never in place (an Output of a graph
+//                         file's feed: ir/lower.hpp);
 //   merge(c, a, b)        a Conditional's result: a when its condition c held, else b. The planner
 //                         puts a and b (each written in its own branch, at most one ever) and the
 //                         result on the same bytes wherever it can, and then nothing moves.
@@ -851,6 +853,17 @@ inline constexpr op_def copy{.name = "copy",
                              .mode_sensitive = false,
                              .kernel = detail::copy_kernel};
 
+// A copy that never shares its input's bytes: an Output of a graph file's feed (an Input, a
+// parameter, a state whose next value is computed in place) gets bytes of its own.
+inline constexpr op_def copy_apart{.name = "copy",
+                                   .category = "memory",
+                                   .min_inputs = 1,
+                                   .max_inputs = 1,
+                                   .infer = [](const tensor_info* const* in, int, const attrs&) { return detail::same_as(*in[0]); },
+                                   .in_place_input = -1,
+                                   .mode_sensitive = false,
+                                   .kernel = detail::copy_kernel};
+
 inline constexpr op_def merge{
     .name = "merge",
     .category = "memory",
@@ -944,6 +957,17 @@ class region_scheduler {
       item_of[s] = it;
       if (it == none) continue;
       int& at = it >= 0 ? step_index[static_cast<std::size_t>(it)] : block_index[static_cast<std::size_t>(block_of_item(it))];
+      if (at < 0) {
+        at = static_cast<int>(items.size());
+        items.push_back(it);
+      }
+    }
+    // A region without steps (an empty branch) is an item too: its condition still orders it, and
+    // it is placed, with no steps, like any other.
+    for (std::size_t g = 0; g < nr; ++g) {
+      const int it = region_item_in(static_cast<int>(g), r);
+      if (it == none) continue;
+      int& at = block_index[static_cast<std::size_t>(block_of_item(it))];
       if (at < 0) {
         at = static_cast<int>(items.size());
         items.push_back(it);
@@ -6919,8 +6943,10 @@ inline std::size_t write_file(const document& doc, const std::filesystem::path& 
 // executor and emitter reads. The validator (validate.hpp) runs first and its report is the error
 // when it finds anything; then each node, in the validator's topological order, becomes a feed or
 // a step through graph_builder, whose shape rules run again: nothing unchecked reaches a kernel.
+#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -6931,7 +6957,7 @@ inline std::size_t write_file(const document& doc, const std::filesystem::path& 
 // (lower.hpp) its order, operands, ops, attributes and types, so what validates is what lowers.
 //
 // Rules: unique-ids, edge-endpoints, one-producer, input-predecessors, output-edges, inputs-list,
-// outputs-list, duplicate-name, cycle, unreachable, unused, unknown-op, call-arity, attributes,
+// outputs-list, duplicate-name, reserved-name, cycle, unreachable, unused, unknown-op, call-arity, attributes,
 // symbols, unknown-symbol, dim-range, rank, constraint, shape (the op's shape rule), type (a declared
 // type that differs from the inferred one), state-carry; control flow: region, control-edges,
 // condition, merge, scope, loop-body (docs/GRAPH_FORMAT.md, "Control flow"). Types meet along edges exactly: an op's shape rule states which operand
@@ -7312,6 +7338,9 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   for (std::size_t i = 0; i < n; ++i) {
     const node& nd = doc.nodes[i];
     const std::string where = node_where(nd.id);
+    // Inputs, parameters and outputs travel in safetensors files by name, where this one is the header's own.
+    if ((nd.type == node_type::input || nd.type == node_type::get_attr || (nd.type == node_type::output && !nd.carries)) && nd.name == "__metadata__")
+      fail(where, "reserved-name", std::string(name_of(nd.type)) + " named '__metadata__': safetensors files, which hold inputs, parameters and outputs by name, reserve it");
     if (nd.type == node_type::input) {
       if (!listed_in.count(nd.id)) fail(where, "inputs-list", "Input node '" + nd.name + "' is not listed in \"inputs\"");
       if (!input_names.insert(nd.name).second) fail(where, "duplicate-name", "another Input is named '" + nd.name + "'");
@@ -7578,6 +7607,7 @@ inline lowered lower(const document& doc, const analysis& an) {
   std::vector<int> region_in_builder(an.regions.size(), -1);
   auto enter = [&](int analysis_region) { b.set_region(analysis_region < 0 ? -1 : region_in_builder[static_cast<std::size_t>(analysis_region)]); };
   std::vector<std::pair<tensor_id, std::size_t>> carries;  // a loop carry's value, and the node of its next value
+  std::map<std::size_t, tensor_id> feed_copy;               // an Output node of a feed -> the feed's copy
   for (const std::size_t i : an.order) {
     const node& nd = doc.nodes[i];
     const tensor_info* t = an.types[i] ? &*an.types[i] : nullptr;
@@ -7610,8 +7640,21 @@ inline lowered lower(const document& doc, const analysis& an) {
       default: enter(an.region_of[i]); break;
     }
     switch (nd.type) {
-      case node_type::input: tensor_of[i] = nd.state ? b.state(keep(nd.name), t->type, t->shp) : b.input(keep(nd.name), t->type, t->shp); break;
-      case node_type::get_attr: tensor_of[i] = b.weight(keep(nd.name), t->type, t->shp); break;
+      case node_type::input:
+      case node_type::get_attr:
+        tensor_of[i] = nd.type == node_type::get_attr ? b.weight(keep(nd.name), t->type, t->shp)
+                       : nd.state                    ? b.state(keep(nd.name), t->type, t->shp)
+                                                     : b.input(keep(nd.name), t->type, t->shp);
+        // An Output of the feed as it is gets bytes of its own, a copy made first (before any step
+        // could update a state in place): the feed keeps its role and its bytes (the caller's
+        // inputs, the weights, the state), which an output's would take over.
+        for (std::size_t o = 0; o < doc.nodes.size(); ++o)
+          if (doc.nodes[o].type == node_type::output && !doc.nodes[o].carries && an.operands[o][0] == i) {
+            feed_copy[o] = b.apply(control::copy_apart, {tensor_of[i]}, {}, keep(doc.nodes[o].name));
+            node_of_step.push_back(doc.nodes[o].id);
+            if (!b.peek().ok()) throw graph_error(node_where(doc.nodes[o].id) + ": " + to_string(b.peek().message));
+          }
+        break;
       case node_type::call: {
         tensor_id in[max_inputs]{};
         const auto& src = an.operands[i];
@@ -7644,12 +7687,26 @@ inline lowered lower(const document& doc, const analysis& an) {
     if (nd.type != node_type::output) continue;
     const tensor_id value = tensor_of[an.operands[i][0]];
     if (nd.carries) b.carry_state(tensor_of[an.position.at(*nd.carries)], value);
-    else b.output(out.names.emplace_back(nd.name).c_str(), value);
+    else b.output(out.names.emplace_back(nd.name).c_str(), feed_copy.count(i) ? feed_copy.at(i) : value);
   }
   out.prog = std::move(b).finish();
   if (!out.prog.ok())
     throw graph_error("the graph lowers to a program that cannot run: " + std::string(name_of(out.prog.error)) + ": " +
                       detail::steps_as_nodes(to_string(out.prog.message), node_of_step));
+  // A state's next value computed on its bytes (the update in place the plan makes of it) overwrites
+  // it: no step after may read the old value (the plan's verifier checks the same, naming steps).
+  const program& p = out.prog;
+  for (const state_pair& sp : p.state) {
+    const tensor_id producer = p.tensor(sp.out).producer;
+    const auto update = std::find_if(p.steps.begin(), p.steps.end(), [&](const step& st) { return st.id == producer; });
+    if (update == p.steps.end() || update->in_place_source() != sp.in) continue;
+    for (auto later = update + 1; later != p.steps.end(); ++later)
+      for (int k = 0; k < later->n_inputs; ++k)
+        if (later->inputs[k] == sp.in && (p.regions.empty() || later->region == update->region))
+          throw graph_error(node_where(node_of_step[static_cast<std::size_t>(later->id)]) + " reads state Input '" + to_string(p.tensor(sp.in).name) +
+                            "', whose next value " + node_where(node_of_step[static_cast<std::size_t>(update->id)]) +
+                            " computes on its bytes (in place) before it: read the state before, or carry a value computed from a copy");
+  }
   out.node_of_tensor.assign(out.prog.tensors.size(), -1);
   for (std::size_t i = 0; i < doc.nodes.size(); ++i)
     if (tensor_of[i] >= 0) out.node_of_tensor[static_cast<std::size_t>(tensor_of[i])] = doc.nodes[i].id;
@@ -8129,8 +8186,11 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       c.rows.n *= r.n;
       if (r.symbol) c.rows.symbol = r.symbol;
     }
-    const std::int64_t cols = x.rank ? x.back().n : 1;
     const shape& result = shp(s.result);
+    // A dim's size: a symbol's bound value (a graph file's ["b"] or ["2*b"]), except the per-call token
+    // count, which stays its coefficient (a kernel reading a [T] operand takes T from its rows).
+    auto size_of_dim = [&](const dim& d) { return d.symbol != 0 && d.symbol == dynamic ? d.n : b(d); };
+    const std::int64_t cols = x.rank ? size_of_dim(x.back()) : 1;
     auto rows_of_result = [&] {  // all dims of the result but the last
       rows_t r{1, 0};
       for (int i = 0; i + 1 < result.rank; ++i) {
@@ -8141,13 +8201,13 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       return r;
     };
     c.sizes.cols = cols;
-    c.sizes.out_cols = result.rank ? result.back().n : 1;
+    c.sizes.out_cols = result.rank ? size_of_dim(result.back()) : 1;
     // A mode-sensitive step runs its training behaviour (dropout's probability) only when training.
     const float dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
     switch (c.k) {
       case kernel::embed:
         c.rows = rows_of(x[0]);
-        c.sizes.vocab = shp(s.inputs[1])[0].n;
+        c.sizes.vocab = size_of_dim(shp(s.inputs[1])[0]);
         break;
       case kernel::rmsnorm: c.reals.eps = static_cast<float>(s.at.f); break;
       case kernel::rmsnorm_f32:  // also head_rms_norm's (attrs.i[0] heads): each head a row of its own
@@ -8161,11 +8221,11 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         break;
       case kernel::embed_f32:
         c.rows = rows_of(x[0]);
-        c.sizes.vocab = shp(s.inputs[1])[0].n;
+        c.sizes.vocab = size_of_dim(shp(s.inputs[1])[0]);
         break;
       case kernel::embed_backward:
         c.rows = rows_of(x[0]);
-        c.sizes.vocab = result[0].n;
+        c.sizes.vocab = size_of_dim(result[0]);
         break;
       case kernel::attention_causal:
       case kernel::attention_causal_backward:
@@ -8239,8 +8299,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       case kernel::attention_prefill:
       case kernel::attention_decode: {
         const shape& cache = shp(s.inputs[1]);
-        c.sizes.kv_heads = cache[0].n;
-        c.sizes.head_dim = cache[2].n;
+        c.sizes.kv_heads = size_of_dim(cache[0]);
+        c.sizes.head_dim = size_of_dim(cache[2]);
         c.sizes.capacity = b(cache[1]);
         if (c.k == kernel::kv_store || c.k == kernel::k_store) c.copy_row_bytes = c.sizes.kv_heads * c.sizes.capacity * c.sizes.head_dim * 2;
         else c.sizes.heads = s.at.i[0];
@@ -8256,7 +8316,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       case kernel::copy_bytes:
       case kernel::select_bytes:  // the result's rows, of one row's bytes (a merge's input 0 is its condition)
         c.rows = rows_of_result();
-        c.sizes.row_bytes = (result.rank ? result.back().n : 1) * size_of(tensors[static_cast<std::size_t>(s.result)].type);
+        c.sizes.row_bytes = (result.rank ? size_of_dim(result.back()) : 1) * size_of(tensors[static_cast<std::size_t>(s.result)].type);
         break;
       case kernel::unary_f32: c.ints[0] = s.op->variant; break;
       case kernel::binary_f32: {  // the result's elements; each input read through its span
@@ -12236,8 +12296,9 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
     using element = std::remove_pointer_t<P>;
     const operand* o = operand_of(A, c);
     if (o == nullptr) return nullptr;
-    // Only a read-only bf16 parameter can take a weight (the shape rules see to it).
-    if constexpr (std::is_same_v<element, const std::uint16_t>)
+    // Only a read-only parameter can take a weight: a bf16 one (the shape rules see to it), or the
+    // bytes fk_copy_bytes copies (a graph file's Output of a parameter).
+    if constexpr (std::is_same_v<element, const std::uint16_t> || std::is_same_v<element, const void>)
       if (o->where == region::weights) return r.weights[static_cast<std::size_t>(o->slot)];
     return data_ptr<element>(*o, r);
   } else if constexpr (std::is_floating_point_v<P>) {

@@ -925,7 +925,14 @@ FST_API size_t fst__write_header(char* out, size_t n, const fst_out* t, int coun
 #define FST__PUT(...) at += (size_t)snprintf(out ? out + (at < n ? at : n) : NULL, out && at < n ? n - at : 0, __VA_ARGS__)
   FST__PUT("{");
   for (k = 0; k < count; ++k) {
-    FST__PUT("%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", k ? "," : "", t[k].name, t[k].dtype);
+    const unsigned char* c;
+    FST__PUT("%s\"", k ? "," : "");
+    for (c = (const unsigned char*)t[k].name; *c; ++c) { /* a JSON string: '"', '\\' and control bytes escaped */
+      if (*c == '"' || *c == '\\') FST__PUT("\\%c", *c);
+      else if (*c < 0x20) FST__PUT("\\u%04x", *c);
+      else FST__PUT("%c", *c);
+    }
+    FST__PUT("\":{\"dtype\":\"%s\",\"shape\":[", t[k].dtype);
     for (d = 0; d < t[k].rank; ++d) FST__PUT(d ? ",%lld" : "%lld", (long long)t[k].shape[d]);
     FST__PUT("],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset, (unsigned long long)(offset + t[k].bytes));
     offset += t[k].bytes;

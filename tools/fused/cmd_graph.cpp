@@ -5,7 +5,8 @@
 //   fused graph check FILE     every violation, one a line ("error: node 12: rule: ..."), then the lowering; exit 1 if any
 //   fused graph run FILE [--weights DIR|FILE.safetensors] --inputs IN.safetensors --out OUT.safetensors [--bind NAME=VALUE ...]
 //       inputs and outputs by their Input/Output names; a symbol's value is read from the shapes of the
-//       inputs or given by --bind; state Inputs start at zero unless IN holds them.
+//       inputs or given by --bind; state Inputs start at zero unless IN holds them; IN holds nothing else.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -124,6 +125,15 @@ int run_graph(const run_options& o) {
   const fused::program& p = g.prog;
   const fused::io::safetensors_file in = fused::io::safetensors_file::open(o.inputs);
 
+  // Every tensor of the file is an Input or a state Input: a misspelt one would be ignored, and the
+  // Input (or the state, which starts at zero) run without it.
+  std::vector<std::string> feeds;
+  for (const fused::tensor_info& t : p.tensors)
+    if (t.kind == fused::role::input || t.kind == fused::role::state) feeds.push_back(fused::to_string(t.name));
+  for (const fused::io::tensor_view& v : in.tensors())
+    if (std::find(feeds.begin(), feeds.end(), v.name) == feeds.end())
+      throw std::invalid_argument(o.inputs + ": tensor \"" + v.name + "\" is not an Input of the graph (its Inputs: " + fmt::format("{}", fmt::join(feeds, ", ")) + ")");
+
   // Symbols: from --bind, then from the shapes of the inputs given (a disagreement is an error).
   std::map<std::string, std::int64_t> values = fused::cli::parse_binds(o.bind);
   for (const fused::tensor_info& t : p.tensors) {
@@ -145,6 +155,16 @@ int run_graph(const run_options& o) {
   try {
     b = fused::ir::bind(loaded.doc, values);
   } catch (const std::invalid_argument& e) {
+    // A symbol no input gave: an Input missing from the file, or of another rank, is the likelier cause.
+    for (const fused::tensor_info& t : p.tensors)
+      if (t.kind == fused::role::input) {
+        const fused::io::tensor_view* v = in.find(fused::to_string(t.name));
+        if (!v)
+          throw std::invalid_argument(o.inputs + ": no tensor \"" + fused::to_string(t.name) + "\" (the graph's Input of that name), so " + e.what());
+        if (v->shape.size() != static_cast<std::size_t>(t.shp.rank))
+          throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" has rank " + std::to_string(v->shape.size()) + "; the graph's Input is " +
+                                      fused::ir::detail::named_shape(t.shp, g.symbols) + ", so " + e.what());
+      }
     throw usage_error(e.what());
   }
   const fused::memory_plan mem = fused::ir::plan(p, b);

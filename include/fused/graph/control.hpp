@@ -1,7 +1,9 @@
-// The two ops control flow adds to a program (program.hpp, "Structured control flow"), used by
+// The ops control flow adds to a program (program.hpp, "Structured control flow"), used by
 // graph_builder's conditional / loop calls (graph files reach them through Merge and Loop nodes):
 //   copy(x)               x's bytes in a new tensor: a loop carry's first value (graph_builder::carry);
 //                         in place over x when x dies there, so usually no byte moves;
+//   copy_apart(x)         the same into bytes of its own, never in place (an Output of a graph
+//                         file's feed: ir/lower.hpp);
 //   merge(c, a, b)        a Conditional's result: a when its condition c held, else b. The planner
 //                         puts a and b (each written in its own branch, at most one ever) and the
 //                         result on the same bytes wherever it can, and then nothing moves.
@@ -49,6 +51,17 @@ inline constexpr op_def copy{.name = "copy",
                              .in_place_input = 0,
                              .mode_sensitive = false,
                              .kernel = detail::copy_kernel};
+
+// A copy that never shares its input's bytes: an Output of a graph file's feed (an Input, a
+// parameter, a state whose next value is computed in place) gets bytes of its own.
+inline constexpr op_def copy_apart{.name = "copy",
+                                   .category = "memory",
+                                   .min_inputs = 1,
+                                   .max_inputs = 1,
+                                   .infer = [](const tensor_info* const* in, int, const attrs&) { return detail::same_as(*in[0]); },
+                                   .in_place_input = -1,
+                                   .mode_sensitive = false,
+                                   .kernel = detail::copy_kernel};
 
 inline constexpr op_def merge{
     .name = "merge",

@@ -81,6 +81,17 @@ class region_scheduler {
         items.push_back(it);
       }
     }
+    // A region without steps (an empty branch) is an item too: its condition still orders it, and
+    // it is placed, with no steps, like any other.
+    for (std::size_t g = 0; g < nr; ++g) {
+      const int it = region_item_in(static_cast<int>(g), r);
+      if (it == none) continue;
+      int& at = block_index[static_cast<std::size_t>(block_of_item(it))];
+      if (at < 0) {
+        at = static_cast<int>(items.size());
+        items.push_back(it);
+      }
+    }
     const std::size_t ni = items.size();
     auto index = [&](int it) { return it >= 0 ? step_index[static_cast<std::size_t>(it)] : block_index[static_cast<std::size_t>(block_of_item(it))]; };
     // Dependencies between items: a step reading another item's tensor, a region reading its

@@ -3,8 +3,10 @@
 // when it finds anything; then each node, in the validator's topological order, becomes a feed or
 // a step through graph_builder, whose shape rules run again: nothing unchecked reaches a kernel.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +78,7 @@ inline lowered lower(const document& doc, const analysis& an) {
   std::vector<int> region_in_builder(an.regions.size(), -1);
   auto enter = [&](int analysis_region) { b.set_region(analysis_region < 0 ? -1 : region_in_builder[static_cast<std::size_t>(analysis_region)]); };
   std::vector<std::pair<tensor_id, std::size_t>> carries;  // a loop carry's value, and the node of its next value
+  std::map<std::size_t, tensor_id> feed_copy;               // an Output node of a feed -> the feed's copy
   for (const std::size_t i : an.order) {
     const node& nd = doc.nodes[i];
     const tensor_info* t = an.types[i] ? &*an.types[i] : nullptr;
@@ -108,8 +111,21 @@ inline lowered lower(const document& doc, const analysis& an) {
       default: enter(an.region_of[i]); break;
     }
     switch (nd.type) {
-      case node_type::input: tensor_of[i] = nd.state ? b.state(keep(nd.name), t->type, t->shp) : b.input(keep(nd.name), t->type, t->shp); break;
-      case node_type::get_attr: tensor_of[i] = b.weight(keep(nd.name), t->type, t->shp); break;
+      case node_type::input:
+      case node_type::get_attr:
+        tensor_of[i] = nd.type == node_type::get_attr ? b.weight(keep(nd.name), t->type, t->shp)
+                       : nd.state                    ? b.state(keep(nd.name), t->type, t->shp)
+                                                     : b.input(keep(nd.name), t->type, t->shp);
+        // An Output of the feed as it is gets bytes of its own, a copy made first (before any step
+        // could update a state in place): the feed keeps its role and its bytes (the caller's
+        // inputs, the weights, the state), which an output's would take over.
+        for (std::size_t o = 0; o < doc.nodes.size(); ++o)
+          if (doc.nodes[o].type == node_type::output && !doc.nodes[o].carries && an.operands[o][0] == i) {
+            feed_copy[o] = b.apply(control::copy_apart, {tensor_of[i]}, {}, keep(doc.nodes[o].name));
+            node_of_step.push_back(doc.nodes[o].id);
+            if (!b.peek().ok()) throw graph_error(node_where(doc.nodes[o].id) + ": " + to_string(b.peek().message));
+          }
+        break;
       case node_type::call: {
         tensor_id in[max_inputs]{};
         const auto& src = an.operands[i];
@@ -142,12 +158,26 @@ inline lowered lower(const document& doc, const analysis& an) {
     if (nd.type != node_type::output) continue;
     const tensor_id value = tensor_of[an.operands[i][0]];
     if (nd.carries) b.carry_state(tensor_of[an.position.at(*nd.carries)], value);
-    else b.output(out.names.emplace_back(nd.name).c_str(), value);
+    else b.output(out.names.emplace_back(nd.name).c_str(), feed_copy.count(i) ? feed_copy.at(i) : value);
   }
   out.prog = std::move(b).finish();
   if (!out.prog.ok())
     throw graph_error("the graph lowers to a program that cannot run: " + std::string(name_of(out.prog.error)) + ": " +
                       detail::steps_as_nodes(to_string(out.prog.message), node_of_step));
+  // A state's next value computed on its bytes (the update in place the plan makes of it) overwrites
+  // it: no step after may read the old value (the plan's verifier checks the same, naming steps).
+  const program& p = out.prog;
+  for (const state_pair& sp : p.state) {
+    const tensor_id producer = p.tensor(sp.out).producer;
+    const auto update = std::find_if(p.steps.begin(), p.steps.end(), [&](const step& st) { return st.id == producer; });
+    if (update == p.steps.end() || update->in_place_source() != sp.in) continue;
+    for (auto later = update + 1; later != p.steps.end(); ++later)
+      for (int k = 0; k < later->n_inputs; ++k)
+        if (later->inputs[k] == sp.in && (p.regions.empty() || later->region == update->region))
+          throw graph_error(node_where(node_of_step[static_cast<std::size_t>(later->id)]) + " reads state Input '" + to_string(p.tensor(sp.in).name) +
+                            "', whose next value " + node_where(node_of_step[static_cast<std::size_t>(update->id)]) +
+                            " computes on its bytes (in place) before it: read the state before, or carry a value computed from a copy");
+  }
   out.node_of_tensor.assign(out.prog.tensors.size(), -1);
   for (std::size_t i = 0; i < doc.nodes.size(); ++i)
     if (tensor_of[i] >= 0) out.node_of_tensor[static_cast<std::size_t>(tensor_of[i])] = doc.nodes[i].id;

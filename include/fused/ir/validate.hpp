@@ -3,7 +3,7 @@
 // (lower.hpp) its order, operands, ops, attributes and types, so what validates is what lowers.
 //
 // Rules: unique-ids, edge-endpoints, one-producer, input-predecessors, output-edges, inputs-list,
-// outputs-list, duplicate-name, cycle, unreachable, unused, unknown-op, call-arity, attributes,
+// outputs-list, duplicate-name, reserved-name, cycle, unreachable, unused, unknown-op, call-arity, attributes,
 // symbols, unknown-symbol, dim-range, rank, constraint, shape (the op's shape rule), type (a declared
 // type that differs from the inferred one), state-carry; control flow: region, control-edges,
 // condition, merge, scope, loop-body (docs/GRAPH_FORMAT.md, "Control flow"). Types meet along edges exactly: an op's shape rule states which operand
@@ -391,6 +391,9 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   for (std::size_t i = 0; i < n; ++i) {
     const node& nd = doc.nodes[i];
     const std::string where = node_where(nd.id);
+    // Inputs, parameters and outputs travel in safetensors files by name, where this one is the header's own.
+    if ((nd.type == node_type::input || nd.type == node_type::get_attr || (nd.type == node_type::output && !nd.carries)) && nd.name == "__metadata__")
+      fail(where, "reserved-name", std::string(name_of(nd.type)) + " named '__metadata__': safetensors files, which hold inputs, parameters and outputs by name, reserve it");
     if (nd.type == node_type::input) {
       if (!listed_in.count(nd.id)) fail(where, "inputs-list", "Input node '" + nd.name + "' is not listed in \"inputs\"");
       if (!input_names.insert(nd.name).second) fail(where, "duplicate-name", "another Input is named '" + nd.name + "'");

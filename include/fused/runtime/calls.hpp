@@ -373,8 +373,11 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       c.rows.n *= r.n;
       if (r.symbol) c.rows.symbol = r.symbol;
     }
-    const std::int64_t cols = x.rank ? x.back().n : 1;
     const shape& result = shp(s.result);
+    // A dim's size: a symbol's bound value (a graph file's ["b"] or ["2*b"]), except the per-call token
+    // count, which stays its coefficient (a kernel reading a [T] operand takes T from its rows).
+    auto size_of_dim = [&](const dim& d) { return d.symbol != 0 && d.symbol == dynamic ? d.n : b(d); };
+    const std::int64_t cols = x.rank ? size_of_dim(x.back()) : 1;
     auto rows_of_result = [&] {  // all dims of the result but the last
       rows_t r{1, 0};
       for (int i = 0; i + 1 < result.rank; ++i) {
@@ -385,13 +388,13 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       return r;
     };
     c.sizes.cols = cols;
-    c.sizes.out_cols = result.rank ? result.back().n : 1;
+    c.sizes.out_cols = result.rank ? size_of_dim(result.back()) : 1;
     // A mode-sensitive step runs its training behaviour (dropout's probability) only when training.
     const float dropout = training && s.mode_sensitive ? static_cast<float>(s.at.f) : 0.0f;
     switch (c.k) {
       case kernel::embed:
         c.rows = rows_of(x[0]);
-        c.sizes.vocab = shp(s.inputs[1])[0].n;
+        c.sizes.vocab = size_of_dim(shp(s.inputs[1])[0]);
         break;
       case kernel::rmsnorm: c.reals.eps = static_cast<float>(s.at.f); break;
       case kernel::rmsnorm_f32:  // also head_rms_norm's (attrs.i[0] heads): each head a row of its own
@@ -405,11 +408,11 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
         break;
       case kernel::embed_f32:
         c.rows = rows_of(x[0]);
-        c.sizes.vocab = shp(s.inputs[1])[0].n;
+        c.sizes.vocab = size_of_dim(shp(s.inputs[1])[0]);
         break;
       case kernel::embed_backward:
         c.rows = rows_of(x[0]);
-        c.sizes.vocab = result[0].n;
+        c.sizes.vocab = size_of_dim(result[0]);
         break;
       case kernel::attention_causal:
       case kernel::attention_causal_backward:
@@ -483,8 +486,8 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       case kernel::attention_prefill:
       case kernel::attention_decode: {
         const shape& cache = shp(s.inputs[1]);
-        c.sizes.kv_heads = cache[0].n;
-        c.sizes.head_dim = cache[2].n;
+        c.sizes.kv_heads = size_of_dim(cache[0]);
+        c.sizes.head_dim = size_of_dim(cache[2]);
         c.sizes.capacity = b(cache[1]);
         if (c.k == kernel::kv_store || c.k == kernel::k_store) c.copy_row_bytes = c.sizes.kv_heads * c.sizes.capacity * c.sizes.head_dim * 2;
         else c.sizes.heads = s.at.i[0];
@@ -500,7 +503,7 @@ constexpr std::vector<call> lower_calls(const Tensors& tensors, const Steps& ste
       case kernel::copy_bytes:
       case kernel::select_bytes:  // the result's rows, of one row's bytes (a merge's input 0 is its condition)
         c.rows = rows_of_result();
-        c.sizes.row_bytes = (result.rank ? result.back().n : 1) * size_of(tensors[static_cast<std::size_t>(s.result)].type);
+        c.sizes.row_bytes = (result.rank ? size_of_dim(result.back()) : 1) * size_of(tensors[static_cast<std::size_t>(s.result)].type);
         break;
       case kernel::unary_f32: c.ints[0] = s.op->variant; break;
       case kernel::binary_f32: {  // the result's elements; each input read through its span

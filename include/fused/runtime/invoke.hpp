@@ -75,8 +75,9 @@ FUSED_ALWAYS_INLINE P argument(const call& c, const regions& r, const call_dims&
     using element = std::remove_pointer_t<P>;
     const operand* o = operand_of(A, c);
     if (o == nullptr) return nullptr;
-    // Only a read-only bf16 parameter can take a weight (the shape rules see to it).
-    if constexpr (std::is_same_v<element, const std::uint16_t>)
+    // Only a read-only parameter can take a weight: a bf16 one (the shape rules see to it), or the
+    // bytes fk_copy_bytes copies (a graph file's Output of a parameter).
+    if constexpr (std::is_same_v<element, const std::uint16_t> || std::is_same_v<element, const void>)
       if (o->where == region::weights) return r.weights[static_cast<std::size_t>(o->slot)];
     return data_ptr<element>(*o, r);
   } else if constexpr (std::is_floating_point_v<P>) {

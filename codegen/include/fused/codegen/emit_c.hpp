@@ -128,8 +128,8 @@ FUSED_UNOPTIMIZED inline std::string call_text(const c_program& p, const mode_pl
   const bool dec = m.mode == std::string_view("decode");
   const step& s = m.step_by_id(c.step);
   const tensor_info& out_t = m.tensor(s.result);
-  std::string comment = "  /* " + tensor_name(out_t) + " = " + s.op->name + "(";
-  for (int k = 0; k < s.n_inputs; ++k) comment += (k ? ", " : "") + tensor_name(m.tensor(s.inputs[static_cast<std::size_t>(k)]));
+  std::string comment = "  /* " + c_comment(tensor_name(out_t)) + " = " + s.op->name + "(";
+  for (int k = 0; k < s.n_inputs; ++k) comment += (k ? ", " : "") + c_comment(tensor_name(m.tensor(s.inputs[static_cast<std::size_t>(k)])));
   comment += ")  " + std::string(name_of(out_t.type)) + " " + bound_shape(out_t, m.bind) + " */\n";
   if (c.k == runtime::kernel::unknown) throw std::logic_error("codegen: a call with no kernel");
   const runtime::kernel_spec& spec = runtime::spec_of(c.k);
@@ -139,6 +139,15 @@ FUSED_UNOPTIMIZED inline std::string call_text(const c_program& p, const mode_pl
     if (from.where != c.out.where || from.offset != c.out.offset)
       code = "memcpy(" + operand(p, m, c.out) + ", " + operand(p, m, from) + ", " +
              (c.copy_follows_rows ? rows_times(c.rows, dec, c.copy_row_bytes) : std::to_string(c.copy_row_bytes)) + ");\n  ";
+  }
+  if (c.k == runtime::kernel::embed || c.k == runtime::kernel::embed_f32 || c.k == runtime::kernel::embed_backward) {
+    // As the C++ executors check it: an id outside the table would read (or write) out of bounds. A
+    // step may have computed the ids, so they are checked when it runs.
+    const std::string ids = operand(p, m, c.in[0]), vocab = std::to_string(c.sizes.vocab);
+    code += "{\n    size_t row_;\n    for (row_ = 0; row_ < (size_t)(" + rows_times(c.rows, dec, 1) + "); ++row_)\n"
+            "      if (" + ids + "[row_] < 0 || " + ids + "[row_] >= " + vocab + ") {\n"
+            "        snprintf(m->error, sizeof m->error, \"step " + std::to_string(c.step) + ": token id %ld (row %zu) is outside the embedding table [0, " +
+            vocab + ")\", (long)" + ids + "[row_], row_);\n        return -1;\n      }\n  }\n  ";
   }
   std::string invocation = std::string(spec.name) + "(";
   for (std::size_t i = 0; i < spec.arity; ++i) invocation += (i ? ", " : "") + argument(p, m, c, spec.args[i], dec);
@@ -258,7 +267,7 @@ FUSED_UNOPTIMIZED inline std::string program_code(const c_program& p, const mode
                 for (const loop_carry& c : m.carries) {
                   if (c.loop != block) continue;
                   const std::string bytes = std::to_string(bytes_of(m.tensor(c.value), m.bind));
-                  const std::string what = " /* " + tensor_name(m.tensor(c.value)) + " <- " + tensor_name(m.tensor(c.next)) + " */\n";
+                  const std::string what = " /* " + c_comment(tensor_name(m.tensor(c.value))) + " <- " + c_comment(tensor_name(m.tensor(c.next))) + " */\n";
                   if (stage) {
                     const std::string at = "(m->arena + " + upper_ident(n) + "_STAGING_OFFSET + " + std::to_string(staged) + ")";
                     body += "  memcpy(" + at + ", " + bytes_at(c.next) + ", " + bytes + ");" + what;
@@ -494,7 +503,7 @@ FUSED_UNOPTIMIZED inline std::string emit_header(const c_program& p, std::string
   h += "/* Weights region: byte offset of each tensor (bf16, Hugging Face name and shape) */\n";
   for (const auto& t : pf.tensors)
     if (t.kind == role::weight)
-      h += "#define " + offset_macro(p, pf, t.id) + " " + std::to_string(pf.of(t.id).offset) + " /* " + tensor_name(t) + " " +
+      h += "#define " + offset_macro(p, pf, t.id) + " " + std::to_string(pf.of(t.id).offset) + " /* " + c_comment(tensor_name(t)) + " " +
            bound_shape(t, pf.bind) + " */\n";
 
   auto offsets = [&](bool debug) FUSED_UNOPTIMIZED {
@@ -606,7 +615,7 @@ FUSED_UNOPTIMIZED inline std::string emit_source(const c_program& p, std::string
   c += "static const fst_weight " + n + "__weights[" + P + "_WEIGHT_COUNT] = {\n";
   for (const auto& t : pf.tensors)
     if (t.kind == role::weight) {
-      c += "    {\"" + tensor_name(t) + "\", " + offset_macro(p, pf, t.id) + ", " + std::to_string(t.shp.rank) + ", {";
+      c += "    {" + c_string(tensor_name(t)) + ", " + offset_macro(p, pf, t.id) + ", " + std::to_string(t.shp.rank) + ", {";
       for (int i = 0; i < 2; ++i) c += (i ? ", " : "") + std::to_string(i < t.shp.rank ? t.shp[i].n : 0);
       c += "}, " + std::to_string(t.id) + "},\n";
     }
@@ -621,7 +630,7 @@ FUSED_UNOPTIMIZED inline std::string emit_source(const c_program& p, std::string
   c += "static const " + n + "__buffer " + n + "__state_buffers[] = {\n";
   for (const auto& t : pf.tensors)
     if (t.is_feed && t.kind == role::state)
-      c += "    {\"" + tensor_name(t) + "\", " + offset_macro(p, pf, t.id) + ", " + std::to_string(pf.of(t.id).bytes) + ", 0, 0},\n";
+      c += "    {" + c_string(tensor_name(t)) + ", " + offset_macro(p, pf, t.id) + ", " + std::to_string(pf.of(t.id).bytes) + ", 0, 0},\n";
   c += "};\n";
   const std::vector<const mode_plan*> modes = p.modes();
   for (const mode_plan* m : modes) {
@@ -629,7 +638,7 @@ FUSED_UNOPTIMIZED inline std::string emit_source(const c_program& p, std::string
     for (const auto& t : m->tensors) {
       const buffer& b = m->of(t.id);
       if (b.where == region::activations)
-        c += "    {\"" + tensor_name(t) + "\", " + offset_macro(p, *m, t.id) + ", " + std::to_string(b.bytes) + ", " + std::to_string(b.first) + ", " +
+        c += "    {" + c_string(tensor_name(t)) + ", " + offset_macro(p, *m, t.id) + ", " + std::to_string(b.bytes) + ", " + std::to_string(b.first) + ", " +
              std::to_string(b.last) + "},\n";
     }
     c += "};\n";
@@ -637,7 +646,7 @@ FUSED_UNOPTIMIZED inline std::string emit_source(const c_program& p, std::string
     for (std::size_t i = 0; i < m->steps.size(); ++i) {
       const step& s = m->steps[i];
       const buffer& b = m->of(s.result);
-      c += "    {" + std::to_string(s.id) + ", \"" + tensor_name(m->tensor(s.result)) + "\", \"" + s.op->name + "\", \"" +
+      c += "    {" + std::to_string(s.id) + ", " + c_string(tensor_name(m->tensor(s.result))) + ", \"" + s.op->name + "\", \"" +
            std::string(m->kernels[i] ? m->kernels[i] : "") + "\", " + (b.where == region::state ? "1" : "0") + ", " + bytes_macro(p, *m, s.result) +
            ", " + std::to_string(b.bytes) + "},\n";
     }

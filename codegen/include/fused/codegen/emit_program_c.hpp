@@ -40,7 +40,7 @@ FUSED_UNOPTIMIZED inline std::string tensor_table(const c_program& p, const mode
   std::string c = "const " + p.name + "_tensor " + table + "[] = {\n";
   for (const auto& [name, id] : tensors) {
     const tensor_info& t = m.tensor(id);
-    c += "    {\"" + name + "\", \"" + file_dtype(t) + "\", " + std::to_string(t.shp.rank) + ", {";
+    c += "    {" + c_string(name) + ", \"" + file_dtype(t) + "\", " + std::to_string(t.shp.rank) + ", {";
     for (int i = 0; i < 4; ++i) c += (i ? ", " : "") + std::to_string(i < t.shp.rank ? m.bind(t.shp[i]) : 0);
     c += "}, " + bytes_macro(p, m, t.id) + ", " + std::to_string(bytes_of(t, m.bind)) + "},\n";
   }
@@ -172,12 +172,15 @@ FUSED_UNOPTIMIZED inline std::string emit_program_main(const c_program& p, std::
   c += "/* A zeroed region of at least `bytes`, 64-byte aligned (aligned_alloc takes a multiple of the alignment). */\n"
        "static void* aligned_region(size_t bytes) {\n  const size_t size = (bytes / 64 + 1) * 64;\n  void* p = aligned_alloc(64, size);\n"
        "  if (p) memset(p, 0, size);\n  return p;\n}\n\n";
-  c += "/* Reads each tensor of `table` from file `f` into `region`: present, of its dtype and shape. */\n"
-       "static int read_tensors(fst_file* f, const " + n + "_tensor* table, size_t count, unsigned char* region, const char* what, char* err, size_t errn) {\n"
+  c += "/* Reads each tensor of `table` from file `f` into `region`: present (unless `optional`: state starts\n"
+       " * at zero), of its dtype and shape. */\n"
+       "static int read_tensors(fst_file* f, const " + n + "_tensor* table, size_t count, int optional, unsigned char* region, const char* what, char* err,\n"
+       "                        size_t errn) {\n"
        "  size_t k, i;\n  int d;\n"
        "  for (k = 0; k < count; ++k) {\n"
        "    const fst_tensor* t = NULL;\n"
        "    for (i = 0; i < f->count; ++i)\n      if (!strcmp(f->tensors[i].name, table[k].name)) t = &f->tensors[i];\n"
+       "    if (!t && optional) continue;\n"
        "    if (!t) {\n      fst__fail(err, errn, \"%s: no tensor \\\"%s\\\" (the %s of that name)\", f->path, table[k].name, what);\n      return -1;\n    }\n"
        "    if (strcmp(t->dtype_name, table[k].dtype) || t->rank != table[k].rank) {\n"
        "      fst__fail(err, errn, \"%s: tensor \\\"%s\\\" is %s of rank %d; the %s is %s of rank %d\", f->path, t->name, t->dtype_name, t->rank, what, table[k].dtype, table[k].rank);\n"
@@ -186,6 +189,15 @@ FUSED_UNOPTIMIZED inline std::string emit_program_main(const c_program& p, std::
        "        fst__fail(err, errn, \"%s: tensor \\\"%s\\\" has dim %d = %lld; the %s's is %lld\", f->path, t->name, d, (long long)t->shape[d], what, (long long)table[k].shape[d]);\n"
        "        return -1;\n      }\n"
        "    if (fst_read(f, t, region + table[k].offset, err, errn)) return -1;\n"
+       "  }\n  return 0;\n}\n\n";
+  c += "/* Every tensor of the inputs file is an input or a state input: a misspelt one would be ignored. */\n"
+       "static int known_inputs(const fst_file* f, char* err, size_t errn) {\n"
+       "  size_t i, k;\n"
+       "  for (i = 0; i < f->count; ++i) {\n"
+       "    int known = 0;\n"
+       "    for (k = 0; k < " + n + "_inputs_count; ++k) known |= !strcmp(f->tensors[i].name, " + n + "_inputs[k].name);\n"
+       "    for (k = 0; k < " + n + "_state_count; ++k) known |= !strcmp(f->tensors[i].name, " + n + "_state[k].name);\n"
+       "    if (!known) {\n      fst__fail(err, errn, \"%s: tensor \\\"%s\\\" is not an input of the program\", f->path, f->tensors[i].name);\n      return -1;\n    }\n"
        "  }\n  return 0;\n}\n\n";
   c += "int main(int argc, char** argv) {\n"
        "  char err[1024];\n  fst_file f;\n  " + n + "_program m;\n  fst_out* outs;\n  size_t k;\n  int a;\n"
@@ -196,11 +208,13 @@ FUSED_UNOPTIMIZED inline std::string emit_program_main(const c_program& p, std::
        "  m.arena = (uint8_t*)aligned_region(" + upper_ident(n) + "_ARENA_BYTES);\n"
        "  outs = (fst_out*)calloc(" + n + "_outputs_count + 1, sizeof(fst_out));\n"
        "  if (!m.weights || !m.state || !m.arena || !outs) {\n    fprintf(stderr, \"" + n + ": out of memory\\n\");\n    return 1;\n  }\n"
-       "  if (fst_open(&f, argv[1], err, sizeof err) || read_tensors(&f, " + n + "_inputs, " + n + "_inputs_count, m.arena, \"input\", err, sizeof err)) {\n"
+       "  if (fst_open(&f, argv[1], err, sizeof err) || known_inputs(&f, err, sizeof err) ||\n"
+       "      read_tensors(&f, " + n + "_inputs, " + n + "_inputs_count, 0, m.arena, \"input\", err, sizeof err) ||\n"
+       "      read_tensors(&f, " + n + "_state, " + n + "_state_count, 1, m.state, \"state input\", err, sizeof err)) {\n"
        "    fprintf(stderr, \"" + n + ": %s\\n\", err);\n    return 1;\n  }\n  fst_close(&f);\n"
        "  if (" + n + "_parameters_count && argc < 4) {\n    fprintf(stderr, \"" + n + ": the program has %zu parameters: name their .safetensors file\\n\", " + n + "_parameters_count);\n    return 1;\n  }\n"
        "  for (a = 3; a < argc; ++a) {\n"
-       "    if (fst_open(&f, argv[a], err, sizeof err) || read_tensors(&f, " + n + "_parameters, " + n + "_parameters_count, (unsigned char*)m.weights, \"parameter\", err, sizeof err)) {\n"
+       "    if (fst_open(&f, argv[a], err, sizeof err) || read_tensors(&f, " + n + "_parameters, " + n + "_parameters_count, 0, (unsigned char*)m.weights, \"parameter\", err, sizeof err)) {\n"
        "      fprintf(stderr, \"" + n + ": %s\\n\", err);\n      return 1;\n    }\n    fst_close(&f);\n  }\n"
        "  if (" + n + "_run(&m)) {\n    fprintf(stderr, \"%s\\n\", m.error);\n    return 1;\n  }\n"
        "  for (k = 0; k < " + n + "_outputs_count; ++k) {\n"

@@ -61,7 +61,7 @@ FUSED_UNOPTIMIZED inline std::string emit_train_main(const c_program& p, std::st
     const tensor_info& t = m.tensor(p.trained[k].value);
     if (t.shp.rank > 2) throw std::invalid_argument("codegen: parameter '" + tensor_name(t) + "' has rank " + std::to_string(t.shp.rank) + "; the C binds rank 1 or 2");
     const std::int64_t elements = t.shp.elements(m.bind);
-    checkpoint += "    {\"" + tensor_name(t) + "\", " + bytes_macro(p, m, p.trained[k].value) + ", " + std::to_string(t.shp.rank) + ", {" + std::to_string(m.bind(t.shp[0])) +
+    checkpoint += "    {" + c_string(tensor_name(t)) + ", " + bytes_macro(p, m, p.trained[k].value) + ", " + std::to_string(t.shp.rank) + ", {" + std::to_string(m.bind(t.shp[0])) +
                   ", " + std::to_string(t.shp.rank > 1 ? m.bind(t.shp[1]) : 0) + "}, " + std::to_string(k) + "},\n";
     where += "    {" + bytes_macro(p, m, p.trained[k].value) + ", " + bytes_macro(p, m, p.trained[k].gradient) + ", " + std::to_string(elements) + "},\n";
   }

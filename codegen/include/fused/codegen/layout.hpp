@@ -34,6 +34,40 @@ inline std::string hex64(std::uint64_t v) {
 
 inline std::string tensor_name(const tensor_info& t) { return to_string(t.name); }
 
+// A name as text inside a C comment: a graph file may name a tensor with any UTF-8, and the
+// generated C must neither break nor run what a name holds, so "*/", "/*" and "??" (a trigraph)
+// are split by a space and control bytes become '?'.
+inline std::string c_comment(std::string_view name) {
+  std::string out;
+  for (const char ch : name) {
+    const auto byte = static_cast<unsigned char>(ch);
+    const char prev = out.empty() ? '\0' : out.back();
+    if ((prev == '*' && ch == '/') || (prev == '/' && ch == '*') || (prev == '?' && ch == '?')) out += ' ';
+    out += byte < 0x20 || byte == 0x7F ? '?' : ch;
+  }
+  return out;
+}
+
+// A name as a C string literal, quotes included: '"', '\\' and '?' (trigraphs) escaped, and every
+// byte outside printable ASCII as a three-digit octal escape (so that no digit after it joins it).
+inline std::string c_string(std::string_view name) {
+  std::string out = "\"";
+  for (const char ch : name) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\' || ch == '?') {
+      out += '\\';
+      out += ch;
+    } else if (byte < 0x20 || byte >= 0x7F) {
+      const char octal[5] = {'\\', static_cast<char>('0' + (byte >> 6)), static_cast<char>('0' + ((byte >> 3) & 7)),
+                             static_cast<char>('0' + (byte & 7)), '\0'};
+      out += octal;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
 // The C macro holding a tensor's offset in its region (mode: activations of prefill or decode).
 inline std::string offset_macro(const c_program& p, const mode_plan& m, tensor_id id) {
   const std::string pre = upper_ident(p.name);

@@ -216,6 +216,14 @@ static int micro__prefill(micro_model* m, size_t n) {
   const size_t pos0 = (size_t)m->pos;
 
   /* embed = embed(input_ids, model.embed_tokens.weight)  f32 [4, 32] */
+  {
+    size_t row_;
+    for (row_ = 0; row_ < (size_t)(n); ++row_)
+      if (I32(MICRO_PREFILL_INPUT_IDS)[row_] < 0 || I32(MICRO_PREFILL_INPUT_IDS)[row_] >= 64) {
+        snprintf(m->error, sizeof m->error, "step 0: token id %ld (row %zu) is outside the embedding table [0, 64)", (long)I32(MICRO_PREFILL_INPUT_IDS)[row_], row_);
+        return -1;
+      }
+  }
   fk_embed(W(MICRO_W_MODEL_EMBED_TOKENS_WEIGHT), 32, I32(MICRO_PREFILL_INPUT_IDS), n, F(MICRO_PREFILL_EMBED));
   CANARY_CHECK(0, 0);
 
@@ -288,6 +296,14 @@ static int micro__decode(micro_model* m) {
   const size_t pos0 = (size_t)m->pos;
 
   /* embed = embed(input_ids, model.embed_tokens.weight)  f32 [1, 32] */
+  {
+    size_t row_;
+    for (row_ = 0; row_ < (size_t)(1); ++row_)
+      if (I32(MICRO_DECODE_INPUT_IDS)[row_] < 0 || I32(MICRO_DECODE_INPUT_IDS)[row_] >= 64) {
+        snprintf(m->error, sizeof m->error, "step 0: token id %ld (row %zu) is outside the embedding table [0, 64)", (long)I32(MICRO_DECODE_INPUT_IDS)[row_], row_);
+        return -1;
+      }
+  }
   fk_embed(W(MICRO_W_MODEL_EMBED_TOKENS_WEIGHT), 32, I32(MICRO_DECODE_INPUT_IDS), 1, F(MICRO_DECODE_EMBED));
   CANARY_CHECK(1, 0);
 

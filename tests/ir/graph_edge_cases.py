@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""usage: graph_edge_cases.py FUSED WORK_DIR
+
+Graph files at the edges a probe found, each through `fused graph run` and through `fused gen-c
+--graph` built with cc (the two must agree, or refuse with the same sentence):
+  - a symbolic last dim (["b"], ["2*b"]): every element computed, not the symbol's coefficient;
+  - a Conditional whose branches are both empty, its condition computed by a Call: runs (no crash);
+  - an Output of an Input, of a GetAttr, of a state Input whose next value is computed in place:
+    each a copy (the feed keeps its bytes and role; the output holds the value the file had);
+  - a state Input read after its next value is computed on its bytes: refused, naming both nodes;
+  - names holding quotes, newlines and "*/": the C compiles, runs nothing a name holds, and writes
+    the names back exactly;
+  - an embed id outside the table: refused by both, naming the step, the id and its row;
+  - a state Input given in the inputs file: the C reads it as graph run does; a tensor no Input
+    names: refused by both;
+  - an Input or Output named "__metadata__": refused by `graph check` (reserved-name).
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+fused, work = sys.argv[1], sys.argv[2]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+failures = []
+
+
+def check(label, ok, detail=""):
+    print(("ok    " if ok else "FAIL  ") + label + (": " + detail if detail and not ok else ""))
+    if not ok:
+        failures.append(label)
+
+
+def graph(name, nodes, edges, symbols=()):
+    path = os.path.join(work, name + ".json")
+    ids = lambda kind: [n["id"] for n in nodes if n["type"] == kind]
+    doc = {"metadata": {"version": "1.0"}, "symbols": [{"name": s} for s in symbols], "constraints": [], "nodes": nodes,
+           "edges": [{"source": a, "target": b, "name": "v", "slot": s} for a, b, s in edges], "inputs": ids("Input"), "outputs": ids("Output")}
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def inp(i, name, shape, dtype="f32", state=False):
+    data = {"name": name, "dtype": dtype, "shape": shape}
+    if state:
+        data["state"] = True
+    return {"id": i, "type": "Input", "data": data}
+
+
+def call(i, op, name, **attributes):
+    return {"id": i, "type": "Call", "data": {"op": op, "attributes": attributes, "name": name}}
+
+
+def out(i, name, carries=None):
+    data = {"name": name}
+    if carries is not None:
+        data["carries"] = carries
+    return {"id": i, "type": "Output", "data": data}
+
+
+def write_tensors(path, tensors):
+    """tensors: name -> (dtype, shape, values)"""
+    header, body = {}, b""
+    fmt = {"F32": "f", "I32": "i", "BF16": "H"}
+    for name, (dtype, shape, values) in tensors.items():
+        blob = struct.pack("<%d%s" % (len(values), fmt[dtype]), *values)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(body), len(body) + len(blob)]}
+        body += blob
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + body)
+    return path
+
+
+def read_tensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    header.pop("__metadata__", None)
+    fmt = {"F32": "f", "I32": "i", "BF16": "H", "BOOL": "?"}
+    size = {"F32": 4, "I32": 4, "BF16": 2, "BOOL": 1}
+    result = {}
+    for k, v in header.items():
+        begin, end = v["data_offsets"]
+        result[k] = list(struct.unpack("<%d%s" % ((end - begin) // size[v["dtype"]], fmt[v["dtype"]]), data[8 + n + begin:8 + n + end]))
+    return result
+
+
+def run(args):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, (r.stderr.strip().splitlines() or [""])[-1]
+
+
+def both(label, path, inputs, weights=None, binds=()):
+    """Runs PATH through graph run and its generated C; returns (rc, outputs or message) of each."""
+    results = []
+    o = os.path.join(work, "cpp.safetensors")
+    args = [fused, "graph", "run", path, "--inputs", inputs, "--out", o] + (["--weights", weights] if weights else [])
+    for b in binds:
+        args += ["--bind", b]
+    rc, _, msg = run(args)
+    results.append((rc, read_tensors(o) if rc == 0 else msg.removeprefix("fused graph run: error: ")))
+    name = "prog_" + label
+    gen = os.path.join(work, name)
+    rc, _, msg = run([fused, "gen-c", "--graph", path, "--out", gen, "--name", name] + [a for b in binds for a in ("--bind", b)])
+    if rc != 0:
+        results.append((rc, "gen-c: " + msg))
+        return results
+    rc, _, msg = run(["cc", "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror"] + [os.path.join(gen, f) for f in os.listdir(gen) if f.endswith(".c")] +
+                     ["-o", os.path.join(gen, "main"), "-lm", "-fopenmp"])
+    if rc != 0:
+        results.append((rc, "cc: " + msg))
+        return results
+    o = os.path.join(work, "c.safetensors")
+    rc, stdout, msg = run([os.path.join(gen, "main"), inputs, o] + ([weights] if weights else []))
+    results.append((rc, read_tensors(o) if rc == 0 else msg.removeprefix(name + ": "), stdout))
+    return results
+
+
+# A symbolic last dim.
+g = graph("symbolic_last_dim", [inp(0, "x", ["b"]), inp(1, "y", ["2*b"]), call(2, "relu", "r"), call(4, "add", "s"), out(5, "r"), out(6, "s")],
+          [(0, 2, 0), (2, 5, 0), (1, 4, 0), (1, 4, 1), (4, 6, 0)], symbols=["b"])
+inputs = write_tensors(os.path.join(work, "sym_in.safetensors"), {"x": ("F32", [4], [1, -2, 3, 4]), "y": ("F32", [8], list(range(8)))})
+cpp, c = both("sym", g, inputs, binds=["b=4"])
+want = {"r": [1, 0, 3, 4], "s": [2 * v for v in range(8)]}
+check("a symbolic last dim: graph run computes every element", cpp[0] == 0 and cpp[1] == want, str(cpp))
+check("a symbolic last dim: the C computes every element", c[0] == 0 and c[1] == want, str(c))
+
+# A Conditional with two empty branches, its condition computed by a Call.
+g = graph("empty_branches", [inp(0, "x", [1]), call(1, "zeros", "z", shape=[1]), call(2, "gt", "pos"),
+                             {"id": 3, "type": "Conditional", "data": {"name": "pick", "then": [], "else": []}},
+                             {"id": 5, "type": "Merge", "data": {"name": "y", "of": 3}}, out(6, "y")],
+          [(0, 2, 0), (1, 2, 1), (2, 3, 0), (0, 5, 0), (0, 5, 1), (5, 6, 0)])
+rc, _, msg = run([fused, "graph", "check", g])
+check("empty branches: graph check", rc == 0, msg)
+inputs = write_tensors(os.path.join(work, "x_in.safetensors"), {"x": ("F32", [1], [2.5])})
+cpp, c = both("empty", g, inputs)
+check("empty branches: both run, y = x", cpp[1] == {"y": [2.5]} and c[1] == {"y": [2.5]}, f"{cpp} {c}")
+
+# Outputs of feeds: an Input, a GetAttr, a state Input whose next value is computed in place.
+g = graph("feed_outputs", [inp(0, "x", [2]), {"id": 1, "type": "GetAttr", "data": {"target": "w", "dtype": "bf16", "shape": [2]}},
+                           inp(2, "s", [2], state=True), call(3, "add", "s_next"), out(4, "x_out"), out(5, "w_out"),
+                           out(6, "s_before"), out(7, "s", carries=2), out(8, "s_after")],
+          [(0, 4, 0), (1, 5, 0), (2, 6, 0), (2, 3, 0), (0, 3, 1), (3, 7, 0), (3, 8, 0)])
+inputs = write_tensors(os.path.join(work, "feeds_in.safetensors"), {"x": ("F32", [2], [1, -1]), "s": ("F32", [2], [10, 20])})
+weights = write_tensors(os.path.join(work, "feeds_w.safetensors"), {"w": ("BF16", [2], [0x3F80, 0x4000])})
+cpp, c = both("feeds", g, inputs, weights)
+want = {"x_out": [1, -1], "w_out": [0x3F80, 0x4000], "s_before": [10, 20], "s_after": [11, 19]}
+check("outputs of feeds: graph run", cpp[0] == 0 and cpp[1] == want, str(cpp))
+check("outputs of feeds: the C", c[0] == 0 and c[1] == want, str(c))
+
+# A state read after its next value is computed on its bytes.
+g = graph("state_read_after", [inp(0, "x", [1]), inp(1, "s", [1], state=True), call(2, "add", "s_next"), call(5, "mul", "w"),
+                               out(3, "s", carries=1), out(4, "w")],
+          [(1, 2, 0), (0, 2, 1), (2, 3, 0), (1, 5, 0), (2, 5, 1), (5, 4, 0)])
+rc, stdout, _ = run([fused, "graph", "check", g])
+check("a state read after its in-place update: graph check names both nodes", rc == 1 and "node 5 reads state Input 's', whose next value node 2" in stdout,
+      stdout)
+
+# Names that would break C (or run in it): quotes, a newline, a comment's end.
+evil = 'r */ puts("INJECTED"); /* \n "q" \\'
+g = graph("names", [inp(0, "x", [2]), call(1, "relu", evil), out(2, evil)], [(0, 1, 0), (1, 2, 0)])
+cpp, c = both("names", g, write_tensors(os.path.join(work, "names_in.safetensors"), {"x": ("F32", [2], [1, -1])}))
+check("names: graph run", cpp[0] == 0 and cpp[1] == {evil: [1, 0]}, str(cpp))
+check("names: the C compiles, runs nothing a name holds, writes the name back", c[0] == 0 and c[1] == {evil: [1, 0]} and "INJECTED" not in c[2], str(c))
+
+# An embed id outside the table.
+g = graph("embed", [inp(0, "ids", [3], "i32"), {"id": 1, "type": "GetAttr", "data": {"target": "emb", "dtype": "bf16", "shape": [4, 2]}},
+                    call(2, "embed", "e"), out(3, "e")], [(0, 2, 0), (1, 2, 1), (2, 3, 0)])
+weights = write_tensors(os.path.join(work, "emb.safetensors"), {"emb": ("BF16", [4, 2], [0x3F80] * 8)})
+for ids in ([0, 4, 1], [0, 100000000, -100000000]):
+    cpp, c = both("embed", g, write_tensors(os.path.join(work, "ids.safetensors"), {"ids": ("I32", [3], ids)}), weights)
+    message = f"step 0: token id {ids[1]} (row 1) is outside the embedding table [0, 4)"
+    check(f"an embed id {ids[1]}: refused by both", cpp == (1, message) and c[:2] == (1, message), f"{cpp} {c}")
+
+# State given in the inputs file; a tensor no Input names.
+g = graph("state", [inp(0, "x", [1]), inp(1, "s", [1], state=True), call(2, "add", "s_next"), out(3, "s", carries=1), out(4, "total")],
+          [(1, 2, 0), (0, 2, 1), (2, 3, 0), (2, 4, 0)])
+cpp, c = both("state", g, write_tensors(os.path.join(work, "state_in.safetensors"), {"x": ("F32", [1], [3]), "s": ("F32", [1], [10])}))
+check("a state Input given: both start from it", cpp[1] == {"total": [13]} and c[1] == {"total": [13]}, f"{cpp} {c}")
+cpp, c = both("state", g, write_tensors(os.path.join(work, "typo_in.safetensors"), {"x": ("F32", [1], [3]), "S": ("F32", [1], [10])}))
+check("a tensor no Input names: refused by both", cpp[0] == 1 and 'tensor "S" is not an Input of the graph' in cpp[1] and c[0] == 1 and
+      'tensor "S" is not an input of the program' in c[1], f"{cpp} {c}")
+
+# Reserved names.
+g = graph("reserved", [inp(0, "__metadata__", [1]), call(1, "relu", "r"), out(2, "__metadata__")], [(0, 1, 0), (1, 2, 0)])
+rc, stdout, _ = run([fused, "graph", "check", g])
+check("__metadata__ as an Input and an Output name: both refused", rc == 1 and stdout.count("reserved-name") == 2, stdout)
+
+sys.exit(1 if failures else 0)
