@@ -22,6 +22,9 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tensors  # noqa: E402  (tests/ir/tensors.py)
+
 fused, work = sys.argv[1], sys.argv[2]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
@@ -78,18 +81,9 @@ def write_tensors(path, tensors):
 
 
 def read_tensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
+    """name -> the values (tensors.py reads the bytes)"""
     fmt = {"F32": "f", "I32": "i", "BF16": "H", "BOOL": "?"}
-    size = {"F32": 4, "I32": 4, "BF16": 2, "BOOL": 1}
-    result = {}
-    for k, v in header.items():
-        begin, end = v["data_offsets"]
-        result[k] = list(struct.unpack("<%d%s" % ((end - begin) // size[v["dtype"]], fmt[v["dtype"]]), data[8 + n + begin:8 + n + end]))
-    return result
+    return {k: list(struct.unpack("<%d%s" % (len(raw) // struct.calcsize(fmt[dtype]), fmt[dtype]), raw)) for k, (dtype, _, raw) in tensors.read(path).items()}
 
 
 def run(args):
