@@ -150,12 +150,13 @@ int main(int argc, char** argv) {
   const char *model = NULL, *input = NULL, *cont = NULL, *out = NULL;
   int32_t *ids = NULL, *next = NULL;
   size_t T = 0, N = 0, at, k;
-  int i, threads = 0;
+  int i, threads = 0, rc = 1;
   char err[1024];
   micro_model m;
-  float *prefill, *decode = NULL;
+  float *prefill = NULL, *decode = NULL;
   const float* logits;
   const size_t V = MICRO_VOCAB_SIZE;
+  memset(&m, 0, sizeof m);
   if (argc % 2 == 0) return usage(argv[0]);
   for (i = 1; i + 1 < argc; i += 2) {
     const char* a = argv[i];
@@ -170,38 +171,39 @@ int main(int argc, char** argv) {
   if (!model || !input || !out) return usage(argv[0]);
   if (parse_ids(input, &ids, &T) || T == 0 || (cont && parse_ids(cont, &next, &N))) {
     fprintf(stderr, "micro: --input-ids and --continue-ids take lists of token ids like 1,2,3 (at least one input id)\n");
-    return 2;
+    rc = 2;
+    goto out;
   }
   if (T + (N > 1 ? N - 1 : 0) > MICRO_MAX_CTX) {
     fprintf(stderr, "micro: %zu input and %zu continue ids need %zu positions; this model was generated for %d (--max-ctx)\n", T, N,
             T + (N > 1 ? N - 1 : 0), MICRO_MAX_CTX);
-    return 1;
+    goto out;
   }
   if (threads > 0) micro_set_threads(threads);
-  if (load_model(model, &m)) return 1;
+  if (load_model(model, &m)) goto out;
   prefill = (float*)malloc(T * V * sizeof(float));
   if (N) decode = (float*)malloc(N * V * sizeof(float));
   if (!prefill || (N && !decode)) {
     fprintf(stderr, "micro: out of memory\n");
-    return 1;
+    goto out;
   }
   /* The prompt in chunks of at most MICRO_MAX_SEQ, as the model's own prefill runs it, keeping every row. */
   for (at = 0; at < T; at += k) {
     k = T - at < MICRO_MAX_SEQ ? T - at : MICRO_MAX_SEQ;
     if (!(logits = micro_prefill(&m, ids + at, k))) {
       fprintf(stderr, "micro: %s\n", m.error);
-      return 1;
+      goto out;
     }
-    if (!finite_logits(&m, logits, k * V)) return 1;
+    if (!finite_logits(&m, logits, k * V)) goto out;
     memcpy(prefill + at * V, logits, k * V * sizeof(float));
   }
   if (N) memcpy(decode, prefill + (T - 1) * V, V * sizeof(float));
   for (k = 0; k + 1 < N; ++k) {
     if (!(logits = micro_decode(&m, next[k]))) {
       fprintf(stderr, "micro: %s\n", m.error);
-      return 1;
+      goto out;
     }
-    if (!finite_logits(&m, logits, V)) return 1;
+    if (!finite_logits(&m, logits, V)) goto out;
     memcpy(decode + (k + 1) * V, logits, V * sizeof(float));
   }
   {
@@ -221,14 +223,16 @@ int main(int argc, char** argv) {
     t[1].bytes = N * V * sizeof(float);
     if (fst_write(out, t, N ? 2 : 1, err, sizeof err)) {
       fprintf(stderr, "micro: %s\n", err);
-      return 1;
+      goto out;
     }
   }
   fprintf(stderr, "micro: %zu prompt + %zu continue ids -> %s (%s)\n", T, N, out, micro_isa());
+  rc = 0;
+out:
   free(prefill);
   free(decode);
   free(ids);
   free(next);
   micro_free(&m);
-  return 0;
+  return rc;
 }
