@@ -12759,8 +12759,8 @@ struct static_run {
 // read them through a table of pointers. This header fills that table:
 //   - from a Hugging Face checkpoint (a directory with model.safetensors, or sharded files listed
 //     by model.safetensors.index.json, or one .safetensors file), memory-mapped: BF16 tensors are
-//     used in place (copied when a file puts one at an odd offset), F32/F16 ones converted once; every tensor the plan needs must be present with
-//     its shape; a tensor the plan does not use is an error naming it (except lm_head.weight when
+//     used in place (copied when a file puts one at an odd offset), F32/F16 ones converted once;
+//     every tensor the plan needs must be present with its shape; a tensor the plan does not use is an error naming it (except lm_head.weight when
 //     the embeddings are tied: transformers ignores it too);
 //     a sharded checkpoint's index is checked before any tensor is bound: "weight_map" is a
 //     non-empty object of file names in the model directory itself (no '/', '\\', "." or ".."),
@@ -13564,8 +13564,8 @@ class weight_store {
   // The first checkpoint weight that holds a NaN or an infinity as the model reads it (bf16), e.g.
   // `tensor "model.norm.weight" holds NaN at element 7 (3 of 896 values are not finite)`; a finite
   // F32 value that bf16 cannot hold is named as one (`holds 3.4e+38 at element 0, beyond bf16's
-  // range (...)`). Empty when every one is finite or the store has no checkpoint. It reads every weight:
-  // for a diagnosis.
+  // range (...)`). Empty when every one is finite or the store has no checkpoint. It reads every
+  // weight: for a diagnosis.
   std::string first_non_finite() const { return first_non_finite(false); }
   // The same for the values as stored (F32, F16 or BF16, exactly): what a trainer's f32 master
   // weights start from.
