@@ -3068,9 +3068,19 @@ inline constexpr op_def take_last{
 /* A loop over an array of vector registers (a register tile's accumulators, rows read at once) is
  * unrolled whatever the optimization level: g++ 12 at -O2, where the generated C and CI build, leaves
  * such loops rolled, so the array stays in memory and every FMA waits on a store and a reload (the AVX2
- * GEMM ran 2.5x slower than at -O3). n bounds the trip count; the loops are meant for constant ones. */
+ * GEMM ran 2.5x slower than at -O3). n bounds the trip count; the loops are meant for constant ones.
+ * Not under AddressSanitizer: a check on every access of a fully unrolled tile made clang 16 take
+ * 5 minutes over the kernels' unit (37 s rolled; docs/COMPILE_TIME.md), and speed is not what an
+ * ASan build is for. The pragma changes no result. */
 #define FK__PRAGMA(text) _Pragma(#text)
-#if defined(__clang__) || defined(__GNUC__)
+#if defined(__SANITIZE_ADDRESS__)
+#define FK__ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FK__ASAN 1
+#endif
+#endif
+#if (defined(__clang__) || defined(__GNUC__)) && !defined(FK__ASAN)
 #define FK_UNROLL(n) FK__PRAGMA(GCC unroll n)
 #else
 #define FK_UNROLL(n)
