@@ -23,7 +23,7 @@ FK_API float fk_unary_value(int32_t op, float x) {
   switch (op) {
     case FK_NEG: return -x;
     case FK_EXP: return expf(x);
-    case FK_RELU: return x > 0.0f ? x : 0.0f;
+    case FK_RELU: return x > 0.0f || x != x ? x : 0.0f; /* NaN stays NaN, as in PyTorch */
     case FK_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case FK_SILU: return x / (1.0f + expf(-x));
     case FK_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));

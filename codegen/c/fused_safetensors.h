@@ -11,8 +11,8 @@
  *   fst_bind_weights                               fills a weights region from one or more files by
  *                                                  name: every tensor the table lists must be there
  *                                                  with its shape; a tensor it does not list is an
- *                                                  error (lm_head.weight is ignored when tied, as
- *                                                  transformers does); BF16 is read in place, F32 and
+ *                                                  error (lm_head.weight of the embedding's shape is
+ *                                                  ignored when tied, as transformers does); BF16 is read in place, F32 and
  *                                                  F16 are rounded to bf16 (nearest even) as fused's
  *                                                  C++ loader does
  *   fst_model_files                                a Hugging Face directory's model.safetensors, or the
@@ -664,6 +664,16 @@ FST_API void fst__shape_text(char* out, size_t n, int rank, const int64_t* shape
   if (at < n) snprintf(out + at, n - at, "]");
 }
 
+/* 1, with the error, when tensor t of `file` is not of the shape `want` (a table entry's). */
+FST_API int fst__shape_differs(const char* file, const fst_tensor* t, const fst_weight* want, char* err, size_t errn) {
+  char have[128], need[128];
+  if (t->rank == want->rank && !memcmp(t->shape, want->shape, (size_t)t->rank * sizeof(int64_t))) return 0;
+  fst__shape_text(have, sizeof have, t->rank, t->shape);
+  fst__shape_text(need, sizeof need, want->rank, want->shape);
+  fst__fail(err, errn, "%s: tensor \"%s\" has shape %s, the config needs %s", file, t->name, have, need);
+  return 1;
+}
+
 /* Fills `region` from `files`, each tensor at its table offset: as BF16 (F32 and F16 rounded to
  * nearest even), or with `as_f32` as F32 (BF16 and F16 widened exactly, F32 copied). */
 FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const char* const* files, int n_files, const char* fingerprint,
@@ -687,20 +697,19 @@ FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const cha
       const fst_tensor* t = &f.tensors[k];
       for (w = 0; w < count && strcmp(table[w].name, t->name); ++w) {}
       if (w == count) {
-        if (tied && !strcmp(t->name, "lm_head.weight")) continue;
+        if (tied && !strcmp(t->name, "lm_head.weight")) {
+          /* ignored, as transformers does, if it has the shape of the embedding it would be tied to */
+          size_t embed;
+          for (embed = 0; embed < count && strcmp(table[embed].name, "model.embed_tokens.weight"); ++embed) {}
+          if (embed < count && fst__shape_differs(files[fi], t, &table[embed], err, errn)) { fst_close(&f); goto out; }
+          continue;
+        }
         if (n_unused < 10 && at < sizeof unused) at += (size_t)snprintf(unused + at, sizeof unused - at, n_unused ? ", \"%s\"" : "\"%s\"", t->name);
         ++n_unused;
         continue;
       }
       if (bound[w]) { fst__fail(err, errn, "%s: tensor \"%s\" is in more than one file", files[fi], t->name); fst_close(&f); goto out; }
-      if (t->rank != table[w].rank || memcmp(t->shape, table[w].shape, (size_t)t->rank * sizeof(int64_t))) {
-        char have[128], want[128];
-        fst__shape_text(have, sizeof have, t->rank, t->shape);
-        fst__shape_text(want, sizeof want, table[w].rank, table[w].shape);
-        fst__fail(err, errn, "%s: tensor \"%s\" has shape %s, the config needs %s", files[fi], t->name, have, want);
-        fst_close(&f);
-        goto out;
-      }
+      if (fst__shape_differs(files[fi], t, &table[w], err, errn)) { fst_close(&f); goto out; }
       if (t->dtype == FST_BF16 && !as_f32) {
         if (fst_read(&f, t, region + table[w].offset, err, errn)) { fst_close(&f); goto out; }
       } else if (t->dtype == FST_F32 || t->dtype == FST_F16 || t->dtype == FST_BF16) {

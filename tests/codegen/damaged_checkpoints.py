@@ -142,6 +142,20 @@ poisoned[begin:begin + 2] = b"\xc0\x7f"
 write_safetensors(os.path.join(d, "model.safetensors"), header, bytes(poisoned))
 expect_refused("a NaN in a weight", d, f'its tensor "{names[0]}" holds NaN at element 0')
 
+# A tied model's stored lm_head.weight: ignored as transformers ignores it, unless its shape is not
+# the embedding's (transformers refuses that: a size mismatch).
+if json.load(open(os.path.join(model, "config.json"))).get("tie_word_embeddings") and "lm_head.weight" not in header:
+    embed = header["model.embed_tokens.weight"]
+    for label, shape in (("a tied lm_head.weight, ignored", embed["shape"]), ("a tied lm_head.weight of another shape", [2, embed["shape"][1]])):
+        blob = b"\0\0" * (shape[0] * shape[1])
+        d = variant("tied_head_%d" % shape[0])
+        write_safetensors(os.path.join(d, "model.safetensors"),
+                          dict(header, **{"lm_head.weight": {"dtype": "BF16", "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}}), data + blob)
+        if shape == embed["shape"]:
+            expect_same_logits(label, d)
+        else:
+            expect_refused(label, d, 'tensor "lm_head.weight" has shape [2, %d], the config needs [%d, %d]' % (shape[1], *embed["shape"]))
+
 # config.json: another RoPE is refused by the scorer (fused score runs whatever config it reads).
 config = json.load(open(os.path.join(model, "config.json")))
 
@@ -173,14 +187,14 @@ def rope_theta(c):
 
 
 scorer_refuses("another rope_theta", with_config("rope_theta", lambda c: set_rope_theta(c, rope_theta(c) * 2)),
-               'field "rope_theta": this model was generated for')
+               'field "%s": this model was generated for' % ("rope_parameters.rope_theta" if rope == "rope_parameters" else "rope_theta"))
 scorer_refuses("another head_dim", with_config("head_dim", lambda c: c.update(head_dim=8)), 'field "head_dim"')
 llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
 if (config.get(rope) or {}).get("rope_type", "default") == "llama3":
     scorer_refuses("plain RoPE for a llama3 model", with_config("plain_rope", lambda c: c.update(rope_scaling=None)),
                    "this model was generated for")
     scorer_refuses("other llama3 factors", with_config("factor", lambda c: c[rope].update(factor=4.0)),
-                   'field "rope_scaling.factor": this model was generated for 8, the file says 4')
+                   f'field "{rope}.factor": this model was generated for 8, the file says 4')  # (the key the file uses)
 else:
     scorer_refuses("llama3 RoPE for a plain model", with_config("llama3_rope", lambda c: c.setdefault(rope, {}).update(llama3)),
                    'RoPE "rope_type": this model was generated for "default", the file says "llama3"')

@@ -2,8 +2,8 @@
 # usage: generate_cli.sh FUSED MODEL_DIR WORK_DIR
 # Generation as one program: `fused graph export --generate N` of the model, run by `fused graph run`
 # (JSON and MessagePack), and `fused gen-c --generate N` built with cc, write the text
-# `fused run --temp 0 -n N` writes for the same prompt; a context too small for the prompt and N
-# tokens is refused at the step that would pass it.
+# `fused run --temp 0 -n N` writes for the same prompt; the generated main refuses weights that are
+# not finite; a context too small for the prompt and N tokens is refused at the step that would pass it.
 set -eu
 fused=$1 model=$2 work=$3
 rm -rf "$work"
@@ -51,6 +51,28 @@ for layout in -DFUSED_RELEASE_LAYOUT -DFUSED_DEBUG_CANARIES; do
   got=$("$fused" detokenize --tokenizer "$model/tokenizer.json" "$ids_c")
   [ "$got" = "$want" ] || { echo "generated C ($layout): '$got', fused run: '$want'"; exit 1; }
 done
+# Weights that are not finite: the generated main refuses them before generating (the program picks
+# its ids inside, so NaN logits would pass as the ids of their argmax), naming the tensor.
+mkdir -p "$work/nan"
+cp "$model"/*.json "$model"/model.safetensors "$work/nan/"
+name=$(python3 - "$work/nan/model.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+head = json.loads(b[8:8 + n])
+name = sorted(k for k, v in head.items() if k != "__metadata__" and v["dtype"] == "BF16")[0]
+start = 8 + n + head[name]["data_offsets"][0]
+b[start:start + 2] = struct.pack("<H", 0x7FC0)
+open(sys.argv[1], "wb").write(b)
+print(name)
+PY
+)
+set +e
+"$work/kjv_generate" --model "$work/nan" --input-ids "$ids" >"$work/out" 2>"$work/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && [ ! -s "$work/out" ] && grep -q "kjv: .*: cannot generate from weights that are not finite: tensor \"$name\" holds NaN at element 0 (1 of" "$work/err" ||
+  { echo "kjv_generate with a NaN weight: rc $rc"; cat "$work/out" "$work/err"; exit 1; }
 # A context of 8 positions cannot hold 4 prompt tokens and 12 more: refused, naming the step.
 set +e
 "$fused" graph run "$work/gen.json" --weights "$model" --inputs "$work/in.safetensors" --bind ctx=8 --out "$work/x.safetensors" 2>"$work/err"

@@ -66,6 +66,22 @@ cmp "$work/count.safetensors" "$data/count_to_ten_expected.safetensors" || { ech
 grep -q "region 0 loop at 5..7 (header 1 step) while 'running', at most 100 trips; 'x_now' <- 'x_next'; 'i_now' <- 'i_next'" "$work/plan.txt" ||
   { echo "plan --graph count_to_ten.json shows no loop"; cat "$work/plan.txt"; exit 1; }
 "$fused" plan --graph "$data/count_to_ten.json" --mode prefill --format json | grep -q '"control":' || { echo "plan json has no control"; exit 1; }
+# --seq / --ctx bind a decoder's symbols: on a graph without them they are refused, not ignored; a
+# symbol bound twice is refused (exit 2, a usage error).
+usage() {  # expected message, then the command's arguments
+  local want=$1
+  shift
+  set +e
+  "$fused" "$@" >"$work/out" 2>"$work/err"
+  rc=$?
+  set -e
+  [ $rc -eq 2 ] && grep -q -- "$want" "$work/err" || { echo "fused $*: exit $rc, expected 2 and: $want"; cat "$work/err"; exit 1; }
+}
+usage '--seq binds the symbol "tokens", which .*relu_mlp.json does not declare' plan --graph "$data/relu_mlp.json" --mode prefill --bind batch=2 --seq 8
+usage '--ctx binds the symbol "ctx", which .*relu_mlp.json does not declare' plan --graph "$data/relu_mlp.json" --mode prefill --bind batch=2 --ctx 8
+usage '--bind binds batch twice (batch=2 and batch=3)' plan --graph "$data/relu_mlp.json" --mode prefill --bind batch=2 --bind batch=3
+usage '--bind binds batch twice (batch=2 and batch=3)' graph run "$data/relu_mlp.json" --weights "$data/relu_mlp_weights.safetensors" \
+  --inputs "$data/relu_mlp_inputs.safetensors" --out "$work/x.safetensors" --bind batch=2 --bind batch=3
 # A Loop without its bound, and a Merge of a node that is not a Conditional or Loop: refused by node and rule.
 damaged "$data/count_to_ten.json" 's/"max_trips": 100/"max_tripz": 100/' '^error: node 4: format: a Loop states its bound, "max_trips"'
 damaged "$data/count_to_ten.json" 's/"of": 4/"of": 0/' '^error: node 5: merge: "of" names node 0, which is not a Conditional or a Loop'

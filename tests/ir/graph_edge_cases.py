@@ -4,6 +4,7 @@
 Graph files at the edges a probe found, each through `fused graph run` and through `fused gen-c
 --graph` built with cc (the two must agree, or refuse with the same sentence):
   - a symbolic last dim (["b"], ["2*b"]): every element computed, not the symbol's coefficient;
+  - relu of NaN is NaN (as in PyTorch);
   - a Conditional whose branches are both empty, its condition computed by a Call: runs (no crash);
   - an Output of an Input, of a GetAttr, of a state Input whose next value is computed in place:
     each a copy (the feed keeps its bytes and role; the output holds the value the file had);
@@ -16,6 +17,7 @@ Graph files at the edges a probe found, each through `fused graph run` and throu
   - an Input or Output named "__metadata__": refused by `graph check` (reserved-name).
 """
 import json
+import math
 import os
 import shutil
 import struct
@@ -125,6 +127,12 @@ cpp, c = both("sym", g, inputs, binds=["b=4"])
 want = {"r": [1, 0, 3, 4], "s": [2 * v for v in range(8)]}
 check("a symbolic last dim: graph run computes every element", cpp[0] == 0 and cpp[1] == want, str(cpp))
 check("a symbolic last dim: the C computes every element", c[0] == 0 and c[1] == want, str(c))
+
+# relu keeps a NaN, as PyTorch's does (x > 0 is false for NaN: it was 0).
+inputs = write_tensors(os.path.join(work, "nan_in.safetensors"), {"x": ("F32", [4], [float("nan"), -1, 2, -0.0]), "y": ("F32", [8], [0] * 8)})
+for label, result in zip(("graph run", "the C"), both("nan", g, inputs, binds=["b=4"])):
+    r = result[1].get("r", []) if result[0] == 0 else []
+    check(f"relu of NaN: {label} keeps it", len(r) == 4 and math.isnan(r[0]) and r[1:] == [0, 2, 0], str(result))
 
 # A Conditional with two empty branches, its condition computed by a Call.
 g = graph("empty_branches", [inp(0, "x", [1]), call(1, "zeros", "z", shape=[1]), call(2, "gt", "pos"),

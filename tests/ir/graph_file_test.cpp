@@ -4,8 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fused/ir/format.hpp>
@@ -222,6 +225,42 @@ TEST_CASE("every violation is reported, not the first") {
   CHECK(has_issue(e, "node 10", "inputs-list"));
   CHECK(fused::ir::to_line(*std::find_if(e.begin(), e.end(), [](const auto& i) { return i.rule == "unknown-op"; })) ==
         "error: node 12: unknown-op: no op is registered as 'lineer' (closest: linear)");
+}
+
+TEST_CASE("a defect is reported once, in words that fit it") {
+  json j = small_graph();
+  j["nodes"][1]["data"]["shape"] = {3, 4.0};
+  auto e = issues_of(j);
+  REQUIRE_MESSAGE(e.size() == 1, lines(e));
+  CHECK(fused::ir::to_line(e[0]) == "error: node 11: shape: a dim must be a positive integer or a symbol name, got 4.0");
+  // MessagePack holds a NaN, which JSON text cannot: named as one (json's dump writes null).
+  j["nodes"][1]["data"]["shape"] = {3, std::nan("")};
+  const std::vector<std::uint8_t> packed = json::to_msgpack(j);
+  const fused::ir::read_result r = fused::ir::parse(std::string(packed.begin(), packed.end()));
+  REQUIRE_MESSAGE(r.errors.size() == 1, lines(r.errors));
+  CHECK(fused::ir::to_line(r.errors[0]) == "error: node 11: shape: a dim must be a positive integer or a symbol name, got NaN");
+  // An attribute refused is not refused again by the op's shape rule (which would see it missing).
+  j = small_graph();
+  j["nodes"].push_back({{"id", 14}, {"type", "Call"}, {"data", {{"op", "zeros"}, {"name", "z"}, {"attributes", {{"shape", {1.5}}}}}}});
+  j["nodes"].push_back({{"id", 15}, {"type", "Output"}, {"data", {{"name", "z"}}}});
+  j["edges"].push_back({{"source", 14}, {"target", 15}, {"name", "z"}, {"slot", 0}});
+  j["outputs"].push_back(15);
+  e = issues_of(j);
+  REQUIRE_MESSAGE(e.size() == 1, lines(e));
+  CHECK(fused::ir::to_line(e[0]) == "error: node 14: attributes: \"shape\" must be a list of at most 4 integers, got [1.5]");
+  // A Merge listed in its Conditional's branch: refused as such, with no cycle besides.
+  j = small_graph();
+  j["nodes"].push_back({{"id", 14}, {"type", "Call"}, {"data", {{"op", "zeros"}, {"name", "c"}, {"attributes", {{"shape", {1}}}}}}});
+  j["nodes"].push_back({{"id", 15}, {"type", "Call"}, {"data", {{"op", "gt"}, {"name", "pos"}}}});
+  j["nodes"].push_back({{"id", 16}, {"type", "Conditional"}, {"data", {{"name", "pick"}, {"then", {17}}, {"else", json::array()}}}});
+  j["nodes"].push_back({{"id", 17}, {"type", "Merge"}, {"data", {{"name", "m"}, {"of", 16}}}});
+  j["nodes"].push_back({{"id", 18}, {"type", "Output"}, {"data", {{"name", "m"}}}});
+  for (auto [source, target, slot] : {std::tuple{14, 15, 0}, {14, 15, 1}, {15, 16, 0}, {14, 17, 0}, {14, 17, 1}, {17, 18, 0}})
+    j["edges"].push_back({{"source", source}, {"target", target}, {"name", "v"}, {"slot", slot}});
+  j["outputs"].push_back(18);
+  e = issues_of(j);
+  CHECK_MESSAGE(has_issue(e, "node 17", "merge"), lines(e));
+  CHECK_MESSAGE(std::none_of(e.begin(), e.end(), [](const fused::ir::issue& i) { return i.rule == "cycle"; }), lines(e));
 }
 
 TEST_CASE("bytes that are not a document are one defect, never a crash") {

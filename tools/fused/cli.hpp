@@ -170,12 +170,13 @@ inline std::pair<std::string, std::int64_t> parse_bind(const std::string& word) 
   return {word.substr(0, eq), v};
 }
 
-// Every --bind word as symbol -> value (a later word for the same symbol wins).
+// Every --bind word as symbol -> value; a symbol bound twice is refused (which value was meant?).
 inline std::map<std::string, std::int64_t> parse_binds(const std::vector<std::string>& words) {
   std::map<std::string, std::int64_t> values;
   for (const std::string& word : words) {
     const auto [name, v] = parse_bind(word);
-    values[name] = v;
+    if (const auto [it, fresh] = values.try_emplace(name, v); !fresh)
+      throw usage_error("--bind binds " + name + " twice (" + name + "=" + std::to_string(it->second) + " and " + word + ")");
   }
   return values;
 }

@@ -23,7 +23,8 @@ namespace fused::cli::cmd_chat {
 using clock_type = std::chrono::steady_clock;
 
 struct options {
-  std::string model_dir, system, chat_template;
+  std::string model_dir, chat_template;
+  std::optional<std::string> system;  // given, even empty: the template then has no default one
   long long n = -1, ctx = 0, threads = 0;
   std::optional<std::uint64_t> seed;
   fused::cli::sampling how;
@@ -88,7 +89,7 @@ class conversation {
 
   void reset() {
     messages_.clear();
-    if (!o_.system.empty()) messages_.push_back({"system", o_.system});
+    if (o_.system) messages_.push_back({"system", *o_.system});
     slot_.clear();
     turn_ = 0;
   }

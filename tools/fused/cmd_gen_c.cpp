@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <fused/ir/lower.hpp>
 #include <fused/ir/plan.hpp>
 #include <fused/models/decoder_graph_file.hpp>
@@ -76,6 +78,8 @@ int train_step_c(const options& o) {
   if (o.generate > 0 || o.max_ctx) throw fused::cli::usage_error("--train plans a train step: --generate and --max-ctx are for inference programs");
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
   const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(256, info.arch.max_position_embeddings));
+  if (seq > info.arch.max_position_embeddings)
+    throw fused::cli::usage_error(fmt::format("--max-seq {} exceeds max_position_embeddings {}", seq, info.arch.max_position_embeddings));
   fused::decoder::graph_options graph{};
   graph.train = o.optimizer.options();
   const fused::codegen::c_program p = fused::codegen::train_program_for_c(o.name, *info.family, info.arch, {.sequences = o.batch, .tokens = seq}, graph);
@@ -132,6 +136,11 @@ int run_gen_c(const options& o) {
   const fused::decoder::config& cfg = source.cfg;
   const std::int64_t ctx = o.max_ctx.value_or(std::min<std::int64_t>(4096, cfg.max_position_embeddings));
   const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(512, ctx));
+  // Flags the config cannot take are usage errors (exit 2), as in run and plan.
+  if (ctx > cfg.max_position_embeddings)
+    throw fused::cli::usage_error(fmt::format("--max-ctx {} exceeds max_position_embeddings {}", ctx, cfg.max_position_embeddings));
+  if (seq > ctx)
+    throw fused::cli::usage_error(fmt::format("--max-ctx {}{} cannot hold the prefill of --max-seq {} tokens", ctx, o.max_ctx ? "" : " (the default)", seq));
   const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *source.family, cfg, seq, ctx, source.options, generation);
   const std::string logits = fused::decoder::name_of(source.options.logits);
   const auto written = fused::codegen::write_bundle(fused::codegen::emit_all(p), o.out, header_dirs(o.kernels));

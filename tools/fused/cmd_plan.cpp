@@ -54,6 +54,9 @@ int run_plan_graph(const options& o) {
   const fused::ir::document& doc = loaded.doc;
   const fused::ir::lowered& g = loaded.graph;
   auto has = [&](const char* name) { return std::find(g.symbols.begin(), g.symbols.end(), name) != g.symbols.end(); };
+  // --seq and --ctx bind a decoder's symbols; on a graph without them they would be ignored silently.
+  if (o.seq && !has("tokens")) throw usage_error(fmt::format("--seq binds the symbol \"tokens\", which {} does not declare (--bind NAME=VALUE binds its own)", o.graph));
+  if (o.ctx && !has("ctx")) throw usage_error(fmt::format("--ctx binds the symbol \"ctx\", which {} does not declare (--bind NAME=VALUE binds its own)", o.graph));
   const bool prefill = o.mode == "prefill";
   std::map<std::string, std::int64_t> values;
   const fused::ir::json mode_head = [&] {
@@ -74,8 +77,9 @@ int run_plan_graph(const options& o) {
       values["ctx"] = ctx;
       m["ctx"] = ctx;
     }
-    for (const std::string& word : o.bind) {
-      const auto [name, v] = fused::cli::parse_bind(word);
+    for (const auto& [name, v] : fused::cli::parse_binds(o.bind)) {
+      if ((name == "tokens" && o.seq) || (name == "ctx" && o.ctx))
+        throw usage_error(fmt::format("--bind {}={} and {} both set \"{}\"", name, v, name == "tokens" ? "--seq" : "--ctx", name));
       values[name] = v;
       m[name] = v;
     }

@@ -30,7 +30,8 @@ using clock_type = std::chrono::steady_clock;
 using default_model = fused::cli::default_static_model;
 
 struct options {
-  std::string model_dir, prompt, prompt_file, system, chat_template;
+  std::string model_dir, prompt, prompt_file, chat_template;
+  std::optional<std::string> system;  // given, even empty: the template then has no default one
   long long n = 128, ctx = 0, threads = 0;
   std::optional<std::uint64_t> seed;
   fused::cli::sampling how;
@@ -133,7 +134,7 @@ int run(options o) {
   if (o.chat) {
     const fused::io::chat_template tmpl = fused::cli::chat_template_for(dir, o.chat_template);
     std::vector<fused::io::chat_message> messages;
-    if (!o.system.empty()) messages.push_back({"system", o.system});
+    if (o.system) messages.push_back({"system", *o.system});
     messages.push_back({"user", o.prompt});
     prompt = tmpl.encode(tok, messages);
     for (const std::int32_t id : tmpl.end_of_turn_ids(tok)) stop.push_back(id);

@@ -179,12 +179,21 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string where;
+    const CLI::App* deepest = &app;
     for (const CLI::App* a = &app; a; ) {  // the subcommand the error belongs to, as far as parsed
       where = path_of(a);
+      deepest = a;
       const auto subs = a->get_subcommands();
       a = subs.empty() ? nullptr : subs.front();
     }
-    std::fprintf(stderr, "fused%s%s: %s (see fused %s%s--help)\n", where.empty() ? "" : " ", where.c_str(), one_line(e.what()).c_str(),
+    std::string message = one_line(e.what());
+    // CLI11 lists unexpected arguments in the order it took them, last first (see the reverse above):
+    // the command's own list has them as given.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && !deepest->remaining().empty()) {
+      message = deepest->remaining().size() == 1 ? "The following argument was not expected:" : "The following arguments were not expected:";
+      for (const std::string& word : deepest->remaining()) message += word.find(' ') == std::string::npos ? " " + word : " '" + word + "'";
+    }
+    std::fprintf(stderr, "fused%s%s: %s (see fused %s%s--help)\n", where.empty() ? "" : " ", where.c_str(), message.c_str(),
                  where.c_str(), where.empty() ? "" : " ");
     return 2;
   }

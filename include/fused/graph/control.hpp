@@ -54,14 +54,11 @@ inline constexpr op_def copy{.name = "copy",
 
 // A copy that never shares its input's bytes: an Output of a graph file's feed (an Input, a
 // parameter, a state whose next value is computed in place) gets bytes of its own.
-inline constexpr op_def copy_apart{.name = "copy",
-                                   .category = "memory",
-                                   .min_inputs = 1,
-                                   .max_inputs = 1,
-                                   .infer = [](const tensor_info* const* in, int, const attrs&) { return detail::same_as(*in[0]); },
-                                   .in_place_input = -1,
-                                   .mode_sensitive = false,
-                                   .kernel = detail::copy_kernel};
+inline constexpr op_def copy_apart = [] {
+  op_def apart = copy;
+  apart.in_place_input = -1;
+  return apart;
+}();
 
 inline constexpr op_def merge{
     .name = "merge",

@@ -141,7 +141,7 @@ inline std::string read_text_file(const std::filesystem::path& file) {
   std::error_code ec;
   // Checked before opening: opening a FIFO would already block.
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
-    throw_load_error(name, "not a regular file");
+    throw_load_error(name, "{}", std::filesystem::is_directory(file, ec) ? "is a directory, not a file" : "not a regular file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw_load_error(name, "cannot open: {}", std::strerror(errno));
   constexpr std::uintmax_t max_bytes = 16 << 20;

@@ -4,6 +4,7 @@
 // all (bad JSON, too deep, a repeated key, a major version it does not know) is one defect.
 #pragma once
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -111,6 +112,8 @@ class reader {
   void fail(const std::string& where, const std::string& rule, std::string message) { errors_.push_back({where, rule, std::move(message)}); }
 
   static std::string excerpt(const json& j) {
+    // json's dump writes a NaN or an infinity (MessagePack holds them) as null
+    if (j.is_number_float() && !std::isfinite(j.get<double>())) return std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
     std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
     return s.size() > 60 ? s.substr(0, 60) + "..." : s;
   }
@@ -198,7 +201,7 @@ class reader {
       }
       return e;
     }
-    fail(where, "shape", "a dim must be a number or a symbol name, got " + excerpt(d));
+    fail(where, "shape", "a dim must be a positive integer or a symbol name, got " + excerpt(d));
     return std::nullopt;
   }
 

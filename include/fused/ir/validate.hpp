@@ -408,6 +408,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   detail::check_control(doc, an, slots);
 
   // Calls: op, arity, attributes.
+  std::vector<char> attributes_refused(n, 0);  // (their shape rule would only report the same defect again)
   for (std::size_t i = 0; i < n; ++i) {
     const node& nd = doc.nodes[i];
     if (nd.type != node_type::call) continue;
@@ -427,7 +428,9 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       fail(where, "call-arity", "'" + std::string(op->name) + "' takes " + std::to_string(op->min_inputs) +
                                     (op->max_inputs != op->min_inputs ? ".." + std::to_string(op->max_inputs) : std::string()) +
                                     " inputs in slots 0.., got " + std::to_string(count) + (dense ? "" : " with a gap"));
+    const std::size_t errors_before = errors.size();
     an.call_attrs[i] = detail::read_attributes(*op, nd.attributes, where, errors);
+    attributes_refused[i] = errors.size() != errors_before;
   }
   for (std::size_t i = 0; i < n; ++i) {
     auto& ops = an.operands[i];
@@ -474,7 +477,10 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
         if (end_of[i] != SIZE_MAX) wait(end_of[i], end_of[c]);
       }
       if (doc.nodes[i].type == node_type::merge)
-        if (const std::size_t c = detail::merged_control(doc, an, i); c != SIZE_MAX && doc.nodes[c].type == node_type::conditional) wait(end_of[c], i);
+        // (a Merge listed in a branch is refused above; waiting for the end there would add a false cycle)
+        if (const std::size_t c = detail::merged_control(doc, an, i);
+            c != SIZE_MAX && doc.nodes[c].type == node_type::conditional && an.region_of[i] == an.region_of[c])
+          wait(end_of[c], i);
     }
     std::set<std::size_t> ready;
     for (std::size_t i = 0; i < total; ++i)
@@ -553,7 +559,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
         known = known && src[k] != SIZE_MAX && an.types[src[k]];
         if (known) in[k] = &*an.types[src[k]];
       }
-      if (!known) continue;
+      if (!known || attributes_refused[i]) continue;
       const inferred r = op.infer(in, static_cast<int>(src.size()), an.call_attrs[i]);
       if (!r.error.empty()) {
         std::string who = r.culprit >= 0 ? " (input " + std::to_string(r.culprit) + " from node " + std::to_string(doc.nodes[src[static_cast<std::size_t>(r.culprit)]].id) + ")" : "";

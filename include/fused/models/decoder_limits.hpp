@@ -2,15 +2,18 @@
 // arithmetic before anything is built, planned or allocated. check_sizes() names the config field
 // at fault; hf_config.hpp turns that into a load_error, plan_for() into std::invalid_argument.
 //
-// The limits: at most max_layers layers (the planner's tables grow with the layer count; the
-// largest released models have 80 to 126), and the weights, and the KV cache at max_position_embeddings,
-// each at most max_region_bytes (1 PiB, core/checked_size.hpp). Sizes for the tokens and KV
+// The limits: a head_dim of at most FK_MAX_HEAD_DIM (kernels/fk_common.h); at most max_layers
+// layers (the planner's tables grow with the layer count; the largest released models have 80 to
+// 126), and the weights, and the KV cache at max_position_embeddings, each at most
+// max_region_bytes (1 PiB, core/checked_size.hpp). Sizes for the tokens and KV
 // capacity of one mode are checked by plan_for() on the built graph (find_oversize).
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include <fk_common.h>
 
 #include "../core/checked_size.hpp"
 #include "decoder_config.hpp"
@@ -33,6 +36,8 @@ inline std::optional<size_problem> check_sizes(const config& c) {
                                  {"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
                                  {"head_dim", c.head_dim}, {"max_position_embeddings", c.max_position_embeddings}})
     if (v < 1) return size_problem{field, std::to_string(v) + " must be positive"};
+  if (c.head_dim > FK_MAX_HEAD_DIM)  // (the attention and RoPE kernels keep a head's row on the stack)
+    return size_problem{"head_dim", std::to_string(c.head_dim) + " is more than the " + std::to_string(FK_MAX_HEAD_DIM) + " the attention kernels take"};
   if (c.num_hidden_layers > max_layers)
     return size_problem{"num_hidden_layers", std::to_string(c.num_hidden_layers) + " is more than the " + std::to_string(max_layers) +
                                                  " layers this library plans"};

@@ -13,6 +13,8 @@
 // update program of its own applies it, so the result is the same bits for any R dividing K.
 #pragma once
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +23,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "../io/safetensors.hpp"
 #include "../runtime/execute.hpp"
@@ -280,7 +284,9 @@ class trainer {
                        std::span<const std::byte>(p.bytes_of(t.id), static_cast<std::size_t>(fused::bytes_of(t, p.plan.mem.bind)))});
     io::write_safetensors(file, out);
   }
-  // Continues from save_state's file: every state tensor must be there with its dtype and shape.
+  // Continues from save_state's file: every state tensor must be there with its dtype and shape, and
+  // values a step can take on (finite; AdamW's second moments not negative; a step count that can
+  // still advance): anything else would make every later step NaN, silently.
   void resume(const std::filesystem::path& file) {
     detail::bound_program& p = keeper();
     const io::safetensors_file f = io::safetensors_file::open(file);
@@ -294,6 +300,24 @@ class trainer {
         throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is " + std::string(io::dtype_name(v->dtype)) + " " + io::shape_string(v->shape) +
                                     ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(p.dims_of(t.id)));
       std::memcpy(p.bytes_of(t.id), v->data, v->bytes);
+      const std::string where = file.string() + ": tensor \"" + name + "\" holds ";
+      if (want == io::dtype::F32) {
+        const std::span<const float> values(reinterpret_cast<const float*>(p.bytes_of(t.id)), v->bytes / sizeof(float));
+        const bool second_moment = name.ends_with(".adam_v");
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          if (!std::isfinite(values[i]))
+            throw std::invalid_argument(where + (std::isnan(values[i]) ? "NaN" : "an infinity") + " at element " + std::to_string(i) +
+                                        "; a train state must be finite");
+          if (second_moment && values[i] < 0)
+            throw std::invalid_argument(where + fmt::format("{:g}", values[i]) + " at element " + std::to_string(i) +
+                                        "; AdamW's second moment is a mean of squares, never negative");
+        }
+      } else if (name == train::step_count_name) {
+        std::int32_t count = 0;
+        std::memcpy(&count, p.bytes_of(t.id), sizeof count);
+        if (count < 0 || count == INT32_MAX)
+          throw std::invalid_argument(where + std::to_string(count) + "; a step count is 0 .. 2^31 - 2");
+      }
     }
     share_state();
   }

@@ -276,7 +276,9 @@ inline void apply_generation_config(std::string_view json_text, std::string_view
 
 // A model directory's config.json, with its generation_config.json applied when there is one.
 inline hf_model_info load_hf_model_info(const std::filesystem::path& model_dir) {
-  hf_model_info info = load_hf_config(model_dir / "config.json");
+  // (read as the file it must be: load_hf_config would look inside a directory of that name)
+  const std::filesystem::path config = model_dir / "config.json";
+  hf_model_info info = parse_hf_config(io::detail::read_text_file(config), config.string());
   const std::filesystem::path generation = model_dir / "generation_config.json";
   std::error_code ec;
   if (std::filesystem::exists(generation, ec))

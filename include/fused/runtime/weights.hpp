@@ -5,8 +5,9 @@
 //   - from a Hugging Face checkpoint (a directory with model.safetensors, or sharded files listed
 //     by model.safetensors.index.json, or one .safetensors file), memory-mapped: BF16 tensors are
 //     used in place (copied when a file puts one at an odd offset), F32/F16 ones converted once;
-//     every tensor the plan needs must be present with its shape; a tensor the plan does not use is an error naming it (except lm_head.weight when
-//     the embeddings are tied: transformers ignores it too);
+//     every tensor the plan needs must be present with its shape; a tensor the plan does not use is
+//     an error naming it (except lm_head.weight of the embedding's shape when the embeddings are
+//     tied: transformers ignores it too);
 //     a sharded checkpoint's index is checked before any tensor is bound: "weight_map" is a
 //     non-empty object of file names in the model directory itself (no '/', '\\', "." or ".."),
 //     every shard it names opens as a valid safetensors file, every tensor it maps is in the shard
@@ -83,9 +84,15 @@ class weight_store {
       }
       if (progress) progress(done_bytes += static_cast<std::int64_t>(v->bytes), total_bytes);
     }
+    // transformers ignores a stored lm_head.weight when the embeddings are tied: so do we, but as it
+    // does, not one of another shape than the embedding it would be tied to.
+    std::vector<std::int64_t> tied_shape;
+    for (const auto& t : tensors)
+      if (t.kind == role::weight && to_string(t.name) == "model.embed_tokens.weight")
+        for (int i = 0; i < t.shp.rank; ++i) tied_shape.push_back(t.shp[i].n);
     for (auto& f : w.files_) {
-      // transformers ignores a stored lm_head.weight when the embeddings are tied: so do we.
-      if (const io::tensor_view* head = f.find("lm_head.weight"); tied && head) f.bind(head->name, std::span(head->shape));
+      if (const io::tensor_view* head = f.find("lm_head.weight"); tied && head)
+        f.bind(head->name, tied_shape.empty() ? std::span<const std::int64_t>(head->shape) : std::span<const std::int64_t>(tied_shape));
       f.require_all_bound();
     }
     return w;

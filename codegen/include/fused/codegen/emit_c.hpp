@@ -411,15 +411,17 @@ static const char* config_rope_type(const fst_json* j) {
        "  if (fst_json_parse(text, len, path, &j, err, errn)) {\n    free(text);\n    return -1;\n  }\n  free(text);\n"
        "  for (k = 0; k < sizeof fields / sizeof fields[0] && !rc; ++k) {\n"
        "    const fst_json* v = config_value(&j, fields[k].key);\n"
+       "    const char* key = fields[k].key; /* the one the file gives, for the message */\n"
        "    double got;\n    int given;\n"
-       "    if ((!v || v->type == FST_NULL) && fields[k].alternative) v = config_value(&j, fields[k].alternative);\n"
+       "    if ((!v || v->type == FST_NULL) && fields[k].alternative && config_value(&j, fields[k].alternative)) {\n"
+       "      v = config_value(&j, fields[k].alternative);\n      key = fields[k].alternative;\n    }\n"
        "    given = v && (v->type == FST_NUMBER || v->type == FST_BOOL);\n"
        "    got = given ? v->num : fields[k].fallback;\n"
        "    if (got != fields[k].want) {\n"
        "      if (given || fields[k].fallback != -1)\n"
-       "        fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file says %.9g\", path, fields[k].key, fields[k].want, got);\n"
+       "        fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file says %.9g\", path, key, fields[k].want, got);\n"
        "      else\n"
-       "        fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file does not give it\", path, fields[k].key, fields[k].want);\n"
+       "        fst__fail(err, errn, \"%s: field \\\"%s\\\": this model was generated for %.9g, the file does not give it\", path, key, fields[k].want);\n"
        "      rc = -1;\n    }\n  }\n"
        "  if (!rc && strcmp(rope_type = config_rope_type(&j), want_rope_type)) {\n"
        "    fst__fail(err, errn, \"%s: RoPE \\\"rope_type\\\": this model was generated for \\\"%s\\\", the file says \\\"%s\\\"\", path, want_rope_type, rope_type);\n"
@@ -948,10 +950,13 @@ static int by_value(const void* a, const void* b) {
 }
 )";
   c += detail::main_helpers(p);
+  // Generation picks its tokens inside the program, so the logits never reach this main: weights
+  // that are not finite are refused before it runs (fused run refuses the logits they give).
   c += "int main(int argc, char** argv) {\n"
        "  const char *model = NULL, *input = NULL;\n"
-       "  int32_t* ids = NULL;\n  int32_t out[" + P + "_MAX_NEW_TOKENS];\n  size_t T = 0;\n  int i, threads = 0, repeat = 1, count = 0;\n"
-       "  double* times;\n  " + n + "_model m;\n"
+       "  int32_t* ids = NULL;\n  int32_t out[" + P + "_MAX_NEW_TOKENS];\n  size_t T = 0;\n  int i, threads = 0, repeat = 1, count = 0, rc = 1;\n"
+       "  double* times = NULL;\n  char weight[512];\n  " + n + "_model m;\n"
+       "  memset(&m, 0, sizeof m);\n"
        "  if (argc % 2 == 0) return usage(argv[0]);\n"
        "  for (i = 1; i + 1 < argc; i += 2) {\n"
        "    const char* a = argv[i];\n"
@@ -964,13 +969,15 @@ static int by_value(const void* a, const void* b) {
        "  }\n"
        "  if (!model || !input || repeat < 1) return usage(argv[0]);\n"
        "  if (parse_ids(input, &ids, &T) || T == 0) {\n"
-       "    fprintf(stderr, \"" + n + ": --input-ids takes a list of token ids like 1,2,3 (at least one)\\n\");\n    return 2;\n  }\n"
+       "    fprintf(stderr, \"" + n + ": --input-ids takes a list of token ids like 1,2,3 (at least one)\\n\");\n    rc = 2;\n    goto out;\n  }\n"
        "  if (threads > 0) " + n + "_set_threads(threads);\n"
-       "  if (load_model(model, &m)) return 1;\n"
-       "  if (!(times = (double*)malloc((size_t)repeat * sizeof(double)))) {\n    fprintf(stderr, \"" + n + ": out of memory\\n\");\n    return 1;\n  }\n"
+       "  if (load_model(model, &m)) goto out;\n"
+       "  if (" + n + "_first_non_finite_weight(&m, weight, sizeof weight)) {\n"
+       "    fprintf(stderr, \"" + n + ": %s: cannot generate from weights that are not finite: %s\\n\", model, weight);\n    goto out;\n  }\n"
+       "  if (!(times = (double*)malloc((size_t)repeat * sizeof(double)))) {\n    fprintf(stderr, \"" + n + ": out of memory\\n\");\n    goto out;\n  }\n"
        "  for (i = 0; i < repeat; ++i) {\n"
        "    const double start = now();\n"
-       "    if ((count = " + n + "_generate(&m, ids, T, out)) < 0) {\n      fprintf(stderr, \"" + n + ": %s\\n\", m.error);\n      return 1;\n    }\n"
+       "    if ((count = " + n + "_generate(&m, ids, T, out)) < 0) {\n      fprintf(stderr, \"" + n + ": %s\\n\", m.error);\n      goto out;\n    }\n"
        "    times[i] = now() - start;\n"
        "  }\n"
        "  for (i = 0; i < count; ++i) printf(\"%s%ld\", i ? \",\" : \"\", (long)out[i]);\n"
@@ -978,7 +985,9 @@ static int by_value(const void* a, const void* b) {
        "  qsort(times, (size_t)repeat, sizeof times[0], by_value);\n"
        "  fprintf(stderr, \"" + n + ": %zu prompt ids -> %d generated in %.6f s (median of %d): %.1f tok/s (%s)\\n\", T, count, times[repeat / 2], repeat,\n"
        "          (double)(T + (size_t)count) / times[repeat / 2], " + n + "_isa());\n"
-       "  free(times);\n  free(ids);\n  " + n + "_free(&m);\n  return 0;\n}\n";
+       "  rc = 0;\n"
+       "out:\n"
+       "  free(times);\n  free(ids);\n  " + n + "_free(&m);\n  return rc;\n}\n";
   return c;
 }
 
