@@ -855,14 +855,11 @@ inline constexpr op_def copy{.name = "copy",
 
 // A copy that never shares its input's bytes: an Output of a graph file's feed (an Input, a
 // parameter, a state whose next value is computed in place) gets bytes of its own.
-inline constexpr op_def copy_apart{.name = "copy",
-                                   .category = "memory",
-                                   .min_inputs = 1,
-                                   .max_inputs = 1,
-                                   .infer = [](const tensor_info* const* in, int, const attrs&) { return detail::same_as(*in[0]); },
-                                   .in_place_input = -1,
-                                   .mode_sensitive = false,
-                                   .kernel = detail::copy_kernel};
+inline constexpr op_def copy_apart = [] {
+  op_def apart = copy;
+  apart.in_place_input = -1;
+  return apart;
+}();
 
 inline constexpr op_def merge{
     .name = "merge",
@@ -3277,7 +3274,7 @@ FK_API float fk_unary_value(int32_t op, float x) {
   switch (op) {
     case FK_NEG: return -x;
     case FK_EXP: return expf(x);
-    case FK_RELU: return x > 0.0f ? x : 0.0f;
+    case FK_RELU: return x > 0.0f || x != x ? x : 0.0f; /* NaN stays NaN, as in PyTorch */
     case FK_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case FK_SILU: return x / (1.0f + expf(-x));
     case FK_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
@@ -6203,6 +6200,7 @@ inline document from_program(const program& p, const std::vector<symbol_decl>& s
 // unknown dtype), each naming the node or edge, and keeps going; a file that is not a document at
 // all (bad JSON, too deep, a repeated key, a major version it does not know) is one defect.
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -6436,6 +6434,8 @@ class reader {
   void fail(const std::string& where, const std::string& rule, std::string message) { errors_.push_back({where, rule, std::move(message)}); }
 
   static std::string excerpt(const json& j) {
+    // json's dump writes a NaN or an infinity (MessagePack holds them) as null
+    if (j.is_number_float() && !std::isfinite(j.get<double>())) return std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
     std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
     return s.size() > 60 ? s.substr(0, 60) + "..." : s;
   }
@@ -6523,7 +6523,7 @@ class reader {
       }
       return e;
     }
-    fail(where, "shape", "a dim must be a number or a symbol name, got " + excerpt(d));
+    fail(where, "shape", "a dim must be a positive integer or a symbol name, got " + excerpt(d));
     return std::nullopt;
   }
 
@@ -7365,6 +7365,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
   detail::check_control(doc, an, slots);
 
   // Calls: op, arity, attributes.
+  std::vector<char> attributes_refused(n, 0);  // (their shape rule would only report the same defect again)
   for (std::size_t i = 0; i < n; ++i) {
     const node& nd = doc.nodes[i];
     if (nd.type != node_type::call) continue;
@@ -7384,7 +7385,9 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       fail(where, "call-arity", "'" + std::string(op->name) + "' takes " + std::to_string(op->min_inputs) +
                                     (op->max_inputs != op->min_inputs ? ".." + std::to_string(op->max_inputs) : std::string()) +
                                     " inputs in slots 0.., got " + std::to_string(count) + (dense ? "" : " with a gap"));
+    const std::size_t errors_before = errors.size();
     an.call_attrs[i] = detail::read_attributes(*op, nd.attributes, where, errors);
+    attributes_refused[i] = errors.size() != errors_before;
   }
   for (std::size_t i = 0; i < n; ++i) {
     auto& ops = an.operands[i];
@@ -7431,7 +7434,10 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
         if (end_of[i] != SIZE_MAX) wait(end_of[i], end_of[c]);
       }
       if (doc.nodes[i].type == node_type::merge)
-        if (const std::size_t c = detail::merged_control(doc, an, i); c != SIZE_MAX && doc.nodes[c].type == node_type::conditional) wait(end_of[c], i);
+        // (a Merge listed in a branch is refused above; waiting for the end there would add a false cycle)
+        if (const std::size_t c = detail::merged_control(doc, an, i);
+            c != SIZE_MAX && doc.nodes[c].type == node_type::conditional && an.region_of[i] == an.region_of[c])
+          wait(end_of[c], i);
     }
     std::set<std::size_t> ready;
     for (std::size_t i = 0; i < total; ++i)
@@ -7510,7 +7516,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
         known = known && src[k] != SIZE_MAX && an.types[src[k]];
         if (known) in[k] = &*an.types[src[k]];
       }
-      if (!known) continue;
+      if (!known || attributes_refused[i]) continue;
       const inferred r = op.infer(in, static_cast<int>(src.size()), an.call_attrs[i]);
       if (!r.error.empty()) {
         std::string who = r.culprit >= 0 ? " (input " + std::to_string(r.culprit) + " from node " + std::to_string(doc.nodes[src[static_cast<std::size_t>(r.culprit)]].id) + ")" : "";
@@ -12770,8 +12776,9 @@ struct static_run {
 //   - from a Hugging Face checkpoint (a directory with model.safetensors, or sharded files listed
 //     by model.safetensors.index.json, or one .safetensors file), memory-mapped: BF16 tensors are
 //     used in place (copied when a file puts one at an odd offset), F32/F16 ones converted once;
-//     every tensor the plan needs must be present with its shape; a tensor the plan does not use is an error naming it (except lm_head.weight when
-//     the embeddings are tied: transformers ignores it too);
+//     every tensor the plan needs must be present with its shape; a tensor the plan does not use is
+//     an error naming it (except lm_head.weight of the embedding's shape when the embeddings are
+//     tied: transformers ignores it too);
 //     a sharded checkpoint's index is checked before any tensor is bound: "weight_map" is a
 //     non-empty object of file names in the model directory itself (no '/', '\\', "." or ".."),
 //     every shard it names opens as a valid safetensors file, every tensor it maps is in the shard
@@ -13498,9 +13505,15 @@ class weight_store {
       }
       if (progress) progress(done_bytes += static_cast<std::int64_t>(v->bytes), total_bytes);
     }
+    // transformers ignores a stored lm_head.weight when the embeddings are tied: so do we, but as it
+    // does, not one of another shape than the embedding it would be tied to.
+    std::vector<std::int64_t> tied_shape;
+    for (const auto& t : tensors)
+      if (t.kind == role::weight && to_string(t.name) == "model.embed_tokens.weight")
+        for (int i = 0; i < t.shp.rank; ++i) tied_shape.push_back(t.shp[i].n);
     for (auto& f : w.files_) {
-      // transformers ignores a stored lm_head.weight when the embeddings are tied: so do we.
-      if (const io::tensor_view* head = f.find("lm_head.weight"); tied && head) f.bind(head->name, std::span(head->shape));
+      if (const io::tensor_view* head = f.find("lm_head.weight"); tied && head)
+        f.bind(head->name, tied_shape.empty() ? std::span<const std::int64_t>(head->shape) : std::span<const std::int64_t>(tied_shape));
       f.require_all_bound();
     }
     return w;
@@ -14668,14 +14681,16 @@ inline decoder_source decoder_source_of(const ir::document& doc, const program& 
 // arithmetic before anything is built, planned or allocated. check_sizes() names the config field
 // at fault; hf_config.hpp turns that into a load_error, plan_for() into std::invalid_argument.
 //
-// The limits: at most max_layers layers (the planner's tables grow with the layer count; the
-// largest released models have 80 to 126), and the weights, and the KV cache at max_position_embeddings,
-// each at most max_region_bytes (1 PiB, core/checked_size.hpp). Sizes for the tokens and KV
+// The limits: a head_dim of at most FK_MAX_HEAD_DIM (kernels/fk_common.h); at most max_layers
+// layers (the planner's tables grow with the layer count; the largest released models have 80 to
+// 126), and the weights, and the KV cache at max_position_embeddings, each at most
+// max_region_bytes (1 PiB, core/checked_size.hpp). Sizes for the tokens and KV
 // capacity of one mode are checked by plan_for() on the built graph (find_oversize).
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
+
 
 
 namespace fused::decoder {
@@ -14696,6 +14711,8 @@ inline std::optional<size_problem> check_sizes(const config& c) {
                                  {"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
                                  {"head_dim", c.head_dim}, {"max_position_embeddings", c.max_position_embeddings}})
     if (v < 1) return size_problem{field, std::to_string(v) + " must be positive"};
+  if (c.head_dim > FK_MAX_HEAD_DIM)  // (the attention and RoPE kernels keep a head's row on the stack)
+    return size_problem{"head_dim", std::to_string(c.head_dim) + " is more than the " + std::to_string(FK_MAX_HEAD_DIM) + " the attention kernels take"};
   if (c.num_hidden_layers > max_layers)
     return size_problem{"num_hidden_layers", std::to_string(c.num_hidden_layers) + " is more than the " + std::to_string(max_layers) +
                                                  " layers this library plans"};
@@ -15142,6 +15159,8 @@ struct static_train_plan {
 // the gradients, their sum over the micro-batches is formed in a fixed tree (train/shards.hpp), and an
 // update program of its own applies it, so the result is the same bits for any R dividing K.
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -15150,6 +15169,8 @@ struct static_train_plan {
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 
 namespace fused::decoder {
@@ -15403,7 +15424,9 @@ class trainer {
                        std::span<const std::byte>(p.bytes_of(t.id), static_cast<std::size_t>(fused::bytes_of(t, p.plan.mem.bind)))});
     io::write_safetensors(file, out);
   }
-  // Continues from save_state's file: every state tensor must be there with its dtype and shape.
+  // Continues from save_state's file: every state tensor must be there with its dtype and shape, and
+  // values a step can take on (finite; AdamW's second moments not negative; a step count that can
+  // still advance): anything else would make every later step NaN, silently.
   void resume(const std::filesystem::path& file) {
     detail::bound_program& p = keeper();
     const io::safetensors_file f = io::safetensors_file::open(file);
@@ -15417,6 +15440,24 @@ class trainer {
         throw std::invalid_argument(file.string() + ": tensor \"" + name + "\" is " + std::string(io::dtype_name(v->dtype)) + " " + io::shape_string(v->shape) +
                                     ", this train step needs " + std::string(io::dtype_name(want)) + " " + io::shape_string(p.dims_of(t.id)));
       std::memcpy(p.bytes_of(t.id), v->data, v->bytes);
+      const std::string where = file.string() + ": tensor \"" + name + "\" holds ";
+      if (want == io::dtype::F32) {
+        const std::span<const float> values(reinterpret_cast<const float*>(p.bytes_of(t.id)), v->bytes / sizeof(float));
+        const bool second_moment = name.ends_with(".adam_v");
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          if (!std::isfinite(values[i]))
+            throw std::invalid_argument(where + (std::isnan(values[i]) ? "NaN" : "an infinity") + " at element " + std::to_string(i) +
+                                        "; a train state must be finite");
+          if (second_moment && values[i] < 0)
+            throw std::invalid_argument(where + fmt::format("{:g}", values[i]) + " at element " + std::to_string(i) +
+                                        "; AdamW's second moment is a mean of squares, never negative");
+        }
+      } else if (name == train::step_count_name) {
+        std::int32_t count = 0;
+        std::memcpy(&count, p.bytes_of(t.id), sizeof count);
+        if (count < 0 || count == INT32_MAX)
+          throw std::invalid_argument(where + std::to_string(count) + "; a step count is 0 .. 2^31 - 2");
+      }
     }
     share_state();
   }
@@ -15634,7 +15675,7 @@ inline std::string read_text_file(const std::filesystem::path& file) {
   std::error_code ec;
   // Checked before opening: opening a FIFO would already block.
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
-    throw_load_error(name, "not a regular file");
+    throw_load_error(name, "{}", std::filesystem::is_directory(file, ec) ? "is a directory, not a file" : "not a regular file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw_load_error(name, "cannot open: {}", std::strerror(errno));
   constexpr std::uintmax_t max_bytes = 16 << 20;
@@ -15905,7 +15946,9 @@ inline void apply_generation_config(std::string_view json_text, std::string_view
 
 // A model directory's config.json, with its generation_config.json applied when there is one.
 inline hf_model_info load_hf_model_info(const std::filesystem::path& model_dir) {
-  hf_model_info info = load_hf_config(model_dir / "config.json");
+  // (read as the file it must be: load_hf_config would look inside a directory of that name)
+  const std::filesystem::path config = model_dir / "config.json";
+  hf_model_info info = parse_hf_config(io::detail::read_text_file(config), config.string());
   const std::filesystem::path generation = model_dir / "generation_config.json";
   std::error_code ec;
   if (std::filesystem::exists(generation, ec))

@@ -684,6 +684,7 @@ FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const cha
   if (!bound) { fst__fail(err, errn, "out of memory"); return -1; }
   for (fi = 0; fi < n_files; ++fi) {
     fst_file f;
+    const fst_tensor* tied_head;
     char unused[512];
     size_t n_unused = 0, at = 0;
     if (fst_open(&f, files[fi], err, errn)) goto out;
@@ -693,15 +694,13 @@ FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const cha
       goto out;
     }
     unused[0] = '\0';
+    tied_head = NULL;
     for (k = 0; k < f.count; ++k) {
       const fst_tensor* t = &f.tensors[k];
       for (w = 0; w < count && strcmp(table[w].name, t->name); ++w) {}
       if (w == count) {
         if (tied && !strcmp(t->name, "lm_head.weight")) {
-          /* ignored, as transformers does, if it has the shape of the embedding it would be tied to */
-          size_t embed;
-          for (embed = 0; embed < count && strcmp(table[embed].name, "model.embed_tokens.weight"); ++embed) {}
-          if (embed < count && fst__shape_differs(files[fi], t, &table[embed], err, errn)) { fst_close(&f); goto out; }
+          tied_head = t; /* checked once the weights are (as fused's C++ loader orders its errors) */
           continue;
         }
         if (n_unused < 10 && at < sizeof unused) at += (size_t)snprintf(unused + at, sizeof unused - at, n_unused ? ", \"%s\"" : "\"%s\"", t->name);
@@ -742,6 +741,11 @@ FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const cha
         goto out;
       }
       bound[w] = 1;
+    }
+    if (tied_head) {
+      /* ignored, as transformers does, if it has the shape of the embedding it would be tied to */
+      for (w = 0; w < count && strcmp(table[w].name, "model.embed_tokens.weight"); ++w) {}
+      if (w < count && fst__shape_differs(files[fi], tied_head, &table[w], err, errn)) { fst_close(&f); goto out; }
     }
     fst_close(&f);
     if (n_unused) {

@@ -91,16 +91,20 @@ static int check_config(const char* dir, char* err, size_t errn) {
   free(text);
   for (k = 0; k < sizeof fields / sizeof fields[0] && !rc; ++k) {
     const fst_json* v = config_value(&j, fields[k].key);
+    const char* key = fields[k].key; /* the one the file gives, for the message */
     double got;
     int given;
-    if ((!v || v->type == FST_NULL) && fields[k].alternative) v = config_value(&j, fields[k].alternative);
+    if ((!v || v->type == FST_NULL) && fields[k].alternative && config_value(&j, fields[k].alternative)) {
+      v = config_value(&j, fields[k].alternative);
+      key = fields[k].alternative;
+    }
     given = v && (v->type == FST_NUMBER || v->type == FST_BOOL);
     got = given ? v->num : fields[k].fallback;
     if (got != fields[k].want) {
       if (given || fields[k].fallback != -1)
-        fst__fail(err, errn, "%s: field \"%s\": this model was generated for %.9g, the file says %.9g", path, fields[k].key, fields[k].want, got);
+        fst__fail(err, errn, "%s: field \"%s\": this model was generated for %.9g, the file says %.9g", path, key, fields[k].want, got);
       else
-        fst__fail(err, errn, "%s: field \"%s\": this model was generated for %.9g, the file does not give it", path, fields[k].key, fields[k].want);
+        fst__fail(err, errn, "%s: field \"%s\": this model was generated for %.9g, the file does not give it", path, key, fields[k].want);
       rc = -1;
     }
   }
