@@ -12,9 +12,9 @@
  *                                                  name: every tensor the table lists must be there
  *                                                  with its shape; a tensor it does not list is an
  *                                                  error (lm_head.weight of the embedding's shape is
- *                                                  ignored when tied, as transformers does); BF16 is read in place, F32 and
- *                                                  F16 are rounded to bf16 (nearest even) as fused's
- *                                                  C++ loader does
+ *                                                  ignored when tied, as transformers does); BF16 is
+ *                                                  read in place, F32 and F16 are rounded to bf16
+ *                                                  (nearest even) as fused's C++ loader does
  *   fst_model_files                                a Hugging Face directory's model.safetensors, or the
  *                                                  shards its model.safetensors.index.json lists
  *   fst_write                                      writes F32/I32 tensors as a .safetensors file
