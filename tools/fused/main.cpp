@@ -176,6 +176,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
+    if (argc > 2) {  // CLI11 answers --version before it reads what follows
+      std::fprintf(stderr, "fused: --version takes no other arguments (see fused --help)\n");
+      return 2;
+    }
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string where;
