@@ -94,9 +94,12 @@ static int check_config(const char* dir, char* err, size_t errn) {
     const char* key = fields[k].key; /* the one the file gives, for the message */
     double got;
     int given;
-    if ((!v || v->type == FST_NULL) && fields[k].alternative && config_value(&j, fields[k].alternative)) {
-      v = config_value(&j, fields[k].alternative);
-      key = fields[k].alternative;
+    if ((!v || v->type == FST_NULL) && fields[k].alternative) {
+      const fst_json* alternative = config_value(&j, fields[k].alternative);
+      if (alternative) {
+        v = alternative;
+        key = fields[k].alternative;
+      }
     }
     given = v && (v->type == FST_NUMBER || v->type == FST_BOOL);
     got = given ? v->num : fields[k].fallback;
