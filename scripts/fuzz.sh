@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Usage: scripts/fuzz.sh [seconds-per-harness]      (default 60)
 #
-# Builds every libFuzzer harness in tests/fuzz (tests/fuzz/fuzz_*.cpp) with clang-16 under
-# ASan + UBSan in build-fuzz/, then runs each for the given time. Each run starts from a fresh
+# Builds the libFuzzer harnesses of tests/fuzz (tests/fuzz/fuzz_*.cpp, one program: fuzz_fused) with
+# clang-16 under ASan + UBSan in build-fuzz/, or in FUSED_FUZZ_BUILD, a build tree configured with
+# -DFUSED_FUZZ=ON and clang (scripts/test's sanitizer stage, which has built it), then runs each for
+# the given time. Each run starts from a fresh
 # temporary corpus seeded with real files from tests/data (see seeds_for below) plus
 # tests/fuzz/corpus/<name>/ when present, and uses tests/fuzz/<name>.dict when present, where
 # <name> is the harness without its fuzz_ prefix (fuzz_safetensors -> corpus/safetensors/).
-# A crashing input is kept as build-fuzz/crashes/<harness>/crash-*; reproduce it with
-#   build-fuzz/tests/fuzz/<harness> build-fuzz/crashes/<harness>/crash-...
+# A crashing input is kept as <build>/crashes/<harness>/crash-*; reproduce it with
+#   <build>/tests/fuzz/<harness> <build>/crashes/<harness>/crash-...
 # Exits non-zero if any harness found a problem. CXX / CC override the compilers,
 # FUSED_FUZZ_JOBS the build parallelism and how many harnesses run at once (default 2).
 set -euo pipefail
 
 seconds=${1:-60}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=$root/build-fuzz
+build=${FUSED_FUZZ_BUILD:-$root/build-fuzz}
 export CXX=${CXX:-clang++-16} CC=${CC:-clang-16}
 
 # Real inputs for each harness to start from: mutating a valid file reaches the deep checks far
@@ -43,15 +45,17 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 # -O1 (with line tables, tests/fuzz/CMakeLists.txt), as libFuzzer's documentation builds harnesses:
 # CI's fuzz stage built for 157 s at -O2 -g to fuzz for 60 on 2 cores (fuzz_graph_file.cpp alone: 76 s
 # against 55 at -O1), and line tables are all a crash's stack trace needs.
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" \
-      -DFUSED_FUZZ=ON -DFUSED_BUILD_TOOLS=OFF -DFUSED_BUILD_EXAMPLES=OFF >/dev/null
+if [[ -z ${FUSED_FUZZ_BUILD:-} ]]; then
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -DNDEBUG" \
+        -DFUSED_FUZZ=ON -DFUSED_BUILD_TOOLS=OFF -DFUSED_BUILD_EXAMPLES=OFF >/dev/null
+fi
 
 harnesses=()
-for src in "$root"/tests/fuzz/fuzz_*.cpp; do
+for src in "$root"/tests/fuzz/fuzz_*.cpp; do  # each a link to fuzz_fused
   harnesses+=("$(basename "$src" .cpp)")
 done
-cmake --build "$build" -j "${FUSED_FUZZ_JOBS:-2}" --target "${harnesses[@]}"
+cmake --build "$build" -j "${FUSED_FUZZ_JOBS:-2}" --target fuzz_fused
 
 # Each harness is one process on one core: run FUSED_FUZZ_JOBS (default 2) at a time, each into its
 # own log, printed in harness order once all have ended. Each still gets `seconds` of its own.

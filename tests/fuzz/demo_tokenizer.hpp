@@ -5,6 +5,8 @@
 
 #include <fused/io/tokenizer.hpp>
 
+#include "harness.hpp"
+
 namespace fuzz {
 
 // The demo model's tokenizer: the Qwen2 pre-tokenizer and normalizer with a 4k vocabulary, so words

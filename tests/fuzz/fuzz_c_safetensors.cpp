@@ -16,15 +16,11 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "harness.hpp"
 
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
+namespace fuzz::c_safetensors {
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+int one_input(const std::uint8_t* data, std::size_t size) {
   char err[512] = "";
   fst_json j;
   if (fst_json_parse(reinterpret_cast<const char*>(data), size, "fuzz.json", &j, err, sizeof err) == 0) fst_json_free(&j);
@@ -65,3 +61,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fst_close(&f);
   return 0;
 }
+
+}  // namespace fuzz::c_safetensors

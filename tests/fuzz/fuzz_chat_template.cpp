@@ -18,10 +18,9 @@
 
 #include "demo_tokenizer.hpp"
 
-using fuzz::require;
-using fuzz::demo_tokenizer;
+namespace fuzz::chat_template {
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+int one_input(const std::uint8_t* data, std::size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   const std::size_t nl = in.find('\n');
   const std::string_view jinja = in.substr(0, nl);
@@ -65,3 +64,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   return 0;
 }
+
+}  // namespace fuzz::chat_template

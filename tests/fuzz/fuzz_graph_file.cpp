@@ -15,13 +15,11 @@
 #include <stdexcept>
 #include <string_view>
 
-namespace {
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
-}  // namespace
+#include "harness.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+namespace fuzz::graph_file {
+
+int one_input(const std::uint8_t* data, std::size_t size) {
   const fused::ir::read_result r = fused::ir::parse(std::string_view(reinterpret_cast<const char*>(data), size));
   if (!r.ok()) {
     for (const auto& e : r.errors) check(!e.rule.empty() && !e.where.empty());
@@ -57,3 +55,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check(again.ok() && fused::ir::encode(again.doc, fused::ir::encoding::json_text) == text);
   return 0;
 }
+
+}  // namespace fuzz::graph_file

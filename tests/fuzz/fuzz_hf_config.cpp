@@ -15,11 +15,11 @@
 #include <cstdint>
 #include <string_view>
 
-namespace {
+#include "harness.hpp"
 
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
+namespace fuzz::hf_config {
+
+namespace {
 
 void check_token_ids(const fused::decoder::hf_model_info& info) {
   for (int id : info.eos_token_ids) check(id >= 0 && id < info.arch.vocab_size);
@@ -83,9 +83,11 @@ void fuzz_generation_config(std::string_view text) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+int one_input(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   fuzz_config(text);
   fuzz_generation_config(text);
   return 0;
 }
+
+}  // namespace fuzz::hf_config

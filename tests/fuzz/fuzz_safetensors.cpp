@@ -11,15 +11,11 @@
 #include <span>
 #include <vector>
 
-namespace {
+#include "harness.hpp"
 
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
+namespace fuzz::safetensors {
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+int one_input(const std::uint8_t* data, std::size_t size) {
   using namespace fused::io;
   const std::span<const std::byte> input(reinterpret_cast<const std::byte*>(data), size);
   safetensors_view view;
@@ -63,3 +59,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   return 0;
 }
+
+}  // namespace fuzz::safetensors

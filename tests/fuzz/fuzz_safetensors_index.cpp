@@ -20,14 +20,14 @@
 
 #include <unistd.h>
 
+#include "harness.hpp"
+
+namespace fuzz::safetensors_index {
+
 namespace {
 
 namespace fs = std::filesystem;
 using fused::io::dtype;
-
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
 
 struct plan_tensor {
   fused::role kind = fused::role::weight;
@@ -59,7 +59,7 @@ struct model_dir {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+int one_input(const std::uint8_t* data, std::size_t size) {
   static const model_dir dir;
   {
     std::ofstream out(dir.path / "model.safetensors.index.json", std::ios::binary | std::ios::trunc);
@@ -75,3 +75,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   return 0;
 }
+
+}  // namespace fuzz::safetensors_index

@@ -13,10 +13,9 @@
 
 #include "demo_tokenizer.hpp"
 
-using fuzz::require;
-using fuzz::demo_tokenizer;
+namespace fuzz::tokenizer_encode {
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+int one_input(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const bool allow_special = (data[0] & 1) != 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
@@ -38,3 +37,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   require(streamed == decoded, "stream_decoder disagrees with decode");
   return 0;
 }
+
+}  // namespace fuzz::tokenizer_encode

@@ -9,7 +9,11 @@
 
 #include <fused/io/tokenizer.hpp>
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+#include "harness.hpp"
+
+namespace fuzz::tokenizer_load {
+
+int one_input(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   std::optional<fused::io::tokenizer> tok;
   try {
@@ -24,3 +28,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   return 0;
 }
+
+}  // namespace fuzz::tokenizer_load
