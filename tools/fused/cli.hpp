@@ -96,6 +96,12 @@ inline CLI::Validator seed_range() {
       range, "seed_range");
 }
 
+// A non-empty text: `hint` says what to give instead (an empty --host would listen on every interface).
+inline CLI::Validator not_empty(std::string hint) {
+  return CLI::Validator([hint](std::string& text) -> std::string { return text.empty() ? "is empty: " + hint : std::string{}; }, "TEXT",
+                        "not_empty");
+}
+
 // One of the given words.
 inline CLI::Validator one_of(std::vector<std::string> words) {
   std::string list;

@@ -80,7 +80,9 @@ const fused::cli::command serve_cmd{
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
       app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model");
-      app.add_option("--host", o->host, "the address to listen on")->capture_default_str();
+      app.add_option("--host", o->host, "the address to listen on; 0.0.0.0 = every interface")
+          ->check(fused::cli::not_empty("give an address (127.0.0.1: this machine only; 0.0.0.0: every interface)"))
+          ->capture_default_str();
       app.add_option("--port", o->port, "the port; 0 = any free one (printed)")->check(integer_in(0, 65535))->capture_default_str();
       app.add_option("--parallel", o->parallel, "sessions answering at once, each with its own KV cache")->check(integer_in(1, 256))->capture_default_str();
       app.add_option("--queue", o->queue, "requests that may wait for a session; more get 503")->check(integer_in(0, 4096))->capture_default_str();

@@ -127,6 +127,13 @@ class server {
     const std::size_t threads = static_cast<std::size_t>(o.parallel) + static_cast<std::size_t>(o.queue) + 4;
     http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_.set_payload_max_length(static_cast<std::size_t>(o.max_body));
+    // One request per connection: each response says "Connection: close". httplib 0.11 reads each
+    // request of a kept-alive connection through a buffer of its own, so a request sent before the
+    // previous one's answer (pipelining) was read into the old buffer and dropped, its client left
+    // waiting; closing tells it, as HTTP/1.1 says, that what it sent after was not read (RFC 9112
+    // 9.3.2, 9.6). It also keeps idle connections from holding the pool's threads for the keep-alive
+    // timeout. A new connection costs well under a millisecond; a completion, milliseconds to seconds.
+    http_.set_keep_alive_max_count(1);
     // httplib's default options add SO_REUSEPORT, with which a second server binds a port in use and
     // the kernel splits the connections between the two; SO_REUSEADDR alone still lets a restarted
     // server bind while the old one's connections linger in TIME_WAIT.
