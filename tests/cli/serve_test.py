@@ -225,20 +225,32 @@ except subprocess.TimeoutExpired:
     _, second_err = second.communicate()
 check(second.returncode == 1 and "cannot listen" in second_err, f"a second server on port {port}: rc {second.returncode} {second_err[-300:]}")
 
+def exchange(port, data):
+    """Sends bytes as they are; returns what came back up to the server's close, and whether it closed."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(data)
+    answer = b""
+    try:
+        while chunk := s.recv(65536):
+            answer += chunk
+        closed = True
+    except socket.timeout:
+        closed = False
+    s.close()
+    return answer, closed
+
+
 # Two requests in one write (HTTP/1.1 pipelining): the first is answered with "Connection: close"
 # and the connection closed, which tells the client the second was not read; neither waits for ever.
-s = socket.create_connection(("127.0.0.1", port), timeout=30)
-s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() + b"\r\n\r\n")
-answer = b""
-try:
-    while chunk := s.recv(65536):
-        answer += chunk
-    closed = True
-except socket.timeout:
-    closed = False
-s.close()
+answer, closed = exchange(port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                          KEY.encode() + b"\r\n\r\n")
 check(closed and answer.startswith(b"HTTP/1.1 200") and b"\r\nConnection: close\r\n" in answer and answer.count(b"HTTP/1.1 ") == 1,
       f"pipelined requests: the first answered, then the connection closed: closed={closed} {answer[:300]!r}")
+# A Content-Length that is not a count: the request's fault (400), not a body over the limit (413).
+answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                          b"\r\nContent-Length: -5\r\n\r\n")
+check(closed and answer.startswith(b"HTTP/1.1 400") and b"the Content-Length header '-5' is not a number of bytes" in answer,
+      f"Content-Length -5: {answer[:300]!r}")
 
 # A client that goes away mid-stream: its request is cancelled and its session freed.
 for attempt in range(5):

@@ -162,6 +162,15 @@ class server {
                         "application/json");
         return;
       }
+      // httplib reads a Content-Length that is not a count ("-5") as a huge one: 413. It is the request's fault.
+      const std::string length = req.get_header_value("Content-Length");
+      if (res.status == 413 && (length.empty() || length.find_first_not_of("0123456789") != std::string::npos)) {
+        res.status = 400;
+        res.set_content(error_body("the Content-Length header '" + length + "' is not a number of bytes", "invalid_request_error")
+                            .dump(-1, ' ', false, json::error_handler_t::replace),
+                        "application/json");
+        return;
+      }
       const std::string message = res.status == 404 ? "no route for " + req.method + " " + req.path
                                   : res.status == 413 ? "the request body is larger than the server's limit (--max-body)"
                                                       : "the request could not be read (HTTP " + std::to_string(res.status) + ")";
