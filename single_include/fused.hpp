@@ -12969,7 +12969,7 @@ class safetensors_view {
   const tensor_view& bind(std::string_view name, dtype type, std::span<const std::int64_t> shape) {
     const tensor_view& t = checked(name, shape);
     if (t.dtype != type)
-      throw_load_error(file_name_, "tensor \"{}\" has dtype {}, the config needs {}", name,
+      throw_load_error(file_name_, "tensor \"{}\" has dtype {}, the model needs {}", name,
                        dtype_name(t.dtype), dtype_name(type));
     if (t.bytes != 0 && reinterpret_cast<std::uintptr_t>(t.data) % dtype_size(type) != 0)
       throw_load_error(file_name_,
@@ -13005,7 +13005,7 @@ class safetensors_view {
     std::string list = fmt::format("\"{}\"", fmt::join(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(
                                                            std::min(names.size(), shown)), "\", \""));
     if (names.size() > shown) list += fmt::format(" and {} more", names.size() - shown);
-    throw_load_error(file_name_, "{} unexpected tensor{} the config does not use: {}", names.size(),
+    throw_load_error(file_name_, "{} unexpected tensor{} the model does not use: {}", names.size(),
                      names.size() == 1 ? "" : "s", list);
   }
 
@@ -13013,10 +13013,10 @@ class safetensors_view {
   const tensor_view& checked(std::string_view name, std::span<const std::int64_t> shape) const {
     const tensor_view* t = find(name);
     if (t == nullptr)
-      throw_load_error(file_name_, "tensor \"{}\" is missing; the config needs it with shape {}", name,
+      throw_load_error(file_name_, "tensor \"{}\" is missing; the model needs it with shape {}", name,
                        shape_string(shape));
     if (!std::ranges::equal(t->shape, shape))
-      throw_load_error(file_name_, "tensor \"{}\" has shape {}, the config needs {}", name,
+      throw_load_error(file_name_, "tensor \"{}\" has shape {}, the model needs {}", name,
                        shape_string(t->shape), shape_string(shape));
     return *t;
   }
@@ -13686,11 +13686,11 @@ class weight_store {
     if (source_.empty()) {  // one file
       if (files_.front().find(name)) return files_.front();
       throw io::load_error(files_.front().file_name() + ": tensor \"" + name +
-                           "\" is missing; the config needs it with shape " + io::shape_string(shp));
+                           "\" is missing; the model needs it with shape " + io::shape_string(shp));
     }
     if (const auto it = shard_of_.find(name); it != shard_of_.end()) return files_[it->second];
     throw io::load_error(source_ + ": tensor \"" + name + "\" is in none of the " + std::to_string(files_.size()) +
-                         " shard" + (files_.size() == 1 ? "" : "s") + " it lists; the config needs it with shape " +
+                         " shard" + (files_.size() == 1 ? "" : "s") + " it lists; the model needs it with shape " +
                          io::shape_string(shp));
   }
 

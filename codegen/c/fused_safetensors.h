@@ -670,7 +670,7 @@ FST_API int fst__shape_differs(const char* file, const fst_tensor* t, const fst_
   if (t->rank == want->rank && !memcmp(t->shape, want->shape, (size_t)t->rank * sizeof(int64_t))) return 0;
   fst__shape_text(have, sizeof have, t->rank, t->shape);
   fst__shape_text(need, sizeof need, want->rank, want->shape);
-  fst__fail(err, errn, "%s: tensor \"%s\" has shape %s, the config needs %s", file, t->name, have, need);
+  fst__fail(err, errn, "%s: tensor \"%s\" has shape %s, the model needs %s", file, t->name, have, need);
   return 1;
 }
 
@@ -749,7 +749,7 @@ FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const cha
     }
     fst_close(&f);
     if (n_unused) {
-      fst__fail(err, errn, "%s: %zu tensor%s the config does not use (another architecture or config?): %s%s", files[fi], n_unused,
+      fst__fail(err, errn, "%s: %zu tensor%s the model does not use (another architecture or config?): %s%s", files[fi], n_unused,
                 n_unused == 1 ? "" : "s", unused, n_unused > 10 ? " and more" : "");
       goto out;
     }
@@ -758,7 +758,7 @@ FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const cha
     if (!bound[w]) {
       char want[128];
       fst__shape_text(want, sizeof want, table[w].rank, table[w].shape);
-      fst__fail(err, errn, "%s: tensor \"%s\" is missing; the config needs it with shape %s", n_files ? files[0] : "(no file)", table[w].name, want);
+      fst__fail(err, errn, "%s: tensor \"%s\" is missing; the model needs it with shape %s", n_files ? files[0] : "(no file)", table[w].name, want);
       goto out;
     }
   rc = 0;

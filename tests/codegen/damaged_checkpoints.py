@@ -154,7 +154,7 @@ if json.load(open(os.path.join(model, "config.json"))).get("tie_word_embeddings"
         if shape == embed["shape"]:
             expect_same_logits(label, d)
         else:
-            expect_refused(label, d, 'tensor "lm_head.weight" has shape [2, %d], the config needs [%d, %d]' % (shape[1], *embed["shape"]))
+            expect_refused(label, d, 'tensor "lm_head.weight" has shape [2, %d], the model needs [%d, %d]' % (shape[1], *embed["shape"]))
 
 # config.json: another RoPE is refused by the scorer (fused score runs whatever config it reads).
 config = json.load(open(os.path.join(model, "config.json")))

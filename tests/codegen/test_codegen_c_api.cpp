@@ -117,7 +117,7 @@ TEST_CASE("weights: wrong files and blobs are refused with a reason") {
   const std::string other = std::string(FUSED_TEST_DATA) + "/reference/tiny_mha/model.safetensors";
   const char* files[] = {other.c_str()};
   CHECK(tiny_a_init_safetensors(&m, files, 1, nullptr, nullptr) == -1);
-  CHECK_MESSAGE(std::string(m.error).find("\"model.embed_tokens.weight\" has shape [512, 64], the config needs [1000, 128]") != std::string::npos, m.error);
+  CHECK_MESSAGE(std::string(m.error).find("\"model.embed_tokens.weight\" has shape [512, 64], the model needs [1000, 128]") != std::string::npos, m.error);
   const char* none[] = {"/nonexistent.safetensors"};
   CHECK(tiny_a_init_safetensors(&m, none, 1, nullptr, nullptr) == -1);
   CHECK(std::string(m.error) == "/nonexistent.safetensors: cannot open");

@@ -128,11 +128,11 @@ TEST_CASE("bind reports the missing, the misshapen, the mistyped and the unused,
   const std::string path = (tiny_a / "model.safetensors").string();
   safetensors_file f = safetensors_file::open(path);
   CHECK(load_error_of([&] { f.bind("model.layers.1.mlp.up_proj.weight", dtype::BF16, {896, 128}); }) ==
-        path + ": tensor \"model.layers.1.mlp.up_proj.weight\" has shape [352, 128], the config needs [896, 128]");
+        path + ": tensor \"model.layers.1.mlp.up_proj.weight\" has shape [352, 128], the model needs [896, 128]");
   CHECK(load_error_of([&] { f.bind("lm_head.weight", dtype::BF16, {1000, 128}); }) ==
-        path + ": tensor \"lm_head.weight\" is missing; the config needs it with shape [1000, 128]");
+        path + ": tensor \"lm_head.weight\" is missing; the model needs it with shape [1000, 128]");
   CHECK(load_error_of([&] { f.bind("model.norm.weight", dtype::F32, {128}); }) ==
-        path + ": tensor \"model.norm.weight\" has dtype BF16, the config needs F32");
+        path + ": tensor \"model.norm.weight\" has dtype BF16, the model needs F32");
   CHECK(f.unbound().size() == 26);  // a failed bind binds nothing
 
   f.bind("model.norm.weight", {128});  // dtype-agnostic bind, for weights that get converted
@@ -140,7 +140,7 @@ TEST_CASE("bind reports the missing, the misshapen, the mistyped and the unused,
   CHECK(unused.size() == 25);
   CHECK(std::ranges::find(unused, "model.norm.weight") == unused.end());
   CHECK(load_error_of([&] { f.require_all_bound(); }) ==
-        path + ": 25 unexpected tensors the config does not use: \"model.embed_tokens.weight\", "
+        path + ": 25 unexpected tensors the model does not use: \"model.embed_tokens.weight\", "
                "\"model.layers.0.input_layernorm.weight\", \"model.layers.0.mlp.down_proj.weight\", "
                "\"model.layers.0.mlp.gate_proj.weight\", \"model.layers.0.mlp.up_proj.weight\", "
                "\"model.layers.0.post_attention_layernorm.weight\", \"model.layers.0.self_attn.k_proj.bias\", "

@@ -268,7 +268,7 @@ TEST_CASE("the map and the shards disagree: misplaced, ambiguous, missing, unuse
           index + ": tensor \"model.norm.weight\" is in two shards, \"model-00001-of-00003.safetensors\" and \"" +
               home + "\"; which one to load is ambiguous");
   }
-  SUBCASE("a tensor the config needs that no listed shard holds") {
+  SUBCASE("a tensor the model needs that no listed shard holds") {
     // model.norm.weight is left out of the shards and of the map; a fourth file holding it is not
     // listed, so it is not read.
     write_index(dir, write_shards(dir.path, source, 3, [](std::size_t i, const std::string& name) {
@@ -278,10 +278,10 @@ TEST_CASE("the map and the shards disagree: misplaced, ambiguous, missing, unuse
                                  {{"model.norm.weight", fused::io::dtype::BF16, {64},
                                    std::span(source.find("model.norm.weight")->data, 128)}});
     CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
-          index + ": tensor \"model.norm.weight\" is in none of the 3 shards it lists; the config needs it with shape "
+          index + ": tensor \"model.norm.weight\" is in none of the 3 shards it lists; the model needs it with shape "
                   "[64]");
   }
-  SUBCASE("a tensor a shard holds that the config does not use") {
+  SUBCASE("a tensor a shard holds that the model does not use") {
     write_index(dir, write_three_shards(dir, source));
     std::vector<plan_tensor> fewer = plan;
     std::erase_if(fewer, [](const plan_tensor& t) { return t.name == "model.norm.weight"; });
@@ -289,7 +289,7 @@ TEST_CASE("the map and the shards disagree: misplaced, ambiguous, missing, unuse
                                                                          return t.name == "model.norm.weight";
                                                                        }) - source.tensors().begin()) % 3, 3)).string();
     CHECK(load_error_of([&] { weight_store::load(dir.path, fewer, false); }) ==
-          shard + ": 1 unexpected tensor the config does not use: \"model.norm.weight\"");
+          shard + ": 1 unexpected tensor the model does not use: \"model.norm.weight\"");
   }
 }
 
@@ -298,5 +298,5 @@ TEST_CASE("one file: a missing tensor is still named by that file") {
   std::vector<plan_tensor> plan = plan_of(source);
   plan.push_back({fused::role::weight, fused::text("model.extra.weight"), fused::shape(std::int64_t{4}, std::int64_t{2})});
   CHECK(load_error_of([&] { weight_store::load(tiny_mha, plan, false); }) ==
-        tiny_mha.string() + ": tensor \"model.extra.weight\" is missing; the config needs it with shape [4, 2]");
+        tiny_mha.string() + ": tensor \"model.extra.weight\" is missing; the model needs it with shape [4, 2]");
 }

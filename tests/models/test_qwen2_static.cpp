@@ -172,12 +172,12 @@ TEST_CASE("weights: a missing, misshapen or unexpected tensor is named") {
   cfg.intermediate_size = 320;
   fused::qwen2::model other(cfg, 16, 64);
   CHECK_THROWS_WITH(fused::runtime::weight_store::load(dir(), other.tensors(), true),
-                    doctest::Contains("\"model.layers.0.mlp.gate_proj.weight\" has shape [352, 128], the config needs [320, 128]"));
+                    doctest::Contains("\"model.layers.0.mlp.gate_proj.weight\" has shape [352, 128], the model needs [320, 128]"));
   cfg = tiny_a::value;
   cfg.num_hidden_layers = 1;
   fused::qwen2::model fewer(cfg, 16, 64);
   CHECK_THROWS_WITH(fused::runtime::weight_store::load(dir(), fewer.tensors(), true),
-                    doctest::Contains("tensors the config does not use"));
+                    doctest::Contains("tensors the model does not use"));
   cfg = tiny_a::value;
   cfg.tie_word_embeddings = false;
   fused::qwen2::model untied(cfg, 16, 64);

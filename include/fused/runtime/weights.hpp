@@ -265,11 +265,11 @@ class weight_store {
     if (source_.empty()) {  // one file
       if (files_.front().find(name)) return files_.front();
       throw io::load_error(files_.front().file_name() + ": tensor \"" + name +
-                           "\" is missing; the config needs it with shape " + io::shape_string(shp));
+                           "\" is missing; the model needs it with shape " + io::shape_string(shp));
     }
     if (const auto it = shard_of_.find(name); it != shard_of_.end()) return files_[it->second];
     throw io::load_error(source_ + ": tensor \"" + name + "\" is in none of the " + std::to_string(files_.size()) +
-                         " shard" + (files_.size() == 1 ? "" : "s") + " it lists; the config needs it with shape " +
+                         " shard" + (files_.size() == 1 ? "" : "s") + " it lists; the model needs it with shape " +
                          io::shape_string(shp));
   }
 
