@@ -4,6 +4,7 @@
 //   fused tokenize --tokenizer tokenizer.json --file notes.txt
 //   fused tokenize --tokenizer tokenizer.json --bench kjv.txt     -> encode speed in MB/s
 //   fused detokenize --tokenizer tokenizer.json 9707,11,1879,0    -> Hello, world!
+//   fused tokenize ... --file notes.txt | fused detokenize --tokenizer tokenizer.json --file -
 #include <cctype>
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <sstream>
 #include <stdexcept>
 #include <memory>
 #include <string>
@@ -69,9 +71,30 @@ int run_tokenize(const options& o, bool has_text) {
   return 0;
 }
 
-int run_detokenize(const options& o) {
-  const std::vector<std::int32_t> ids = fused::cli::parse_ids(o.ids, "ids");
-  if (ids.empty()) throw fused::cli::usage_error("give the token ids, e.g. 9707,11,1879");
+// The ids of --file (a path, or - for standard input) as tokenize prints them, any layout
+// parse_ids takes; what is wrong with them is the file's fault (exit 1), not the command line's.
+std::vector<std::int32_t> ids_from_file(const std::string& path) {
+  const std::string source = path == "-" ? "standard input" : path;
+  std::istringstream text(fused::cli::read_input_file(path, "the token ids"));
+  const std::vector<std::string> words{std::istream_iterator<std::string>(text), std::istream_iterator<std::string>()};
+  std::vector<std::int32_t> ids;
+  try {
+    ids = fused::cli::parse_ids(words, source);
+  } catch (const fused::cli::usage_error& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (ids.empty()) throw std::runtime_error(source + ": holds no token ids");
+  return ids;
+}
+
+int run_detokenize(const options& o, bool from_file) {
+  std::vector<std::int32_t> ids;
+  if (from_file) {
+    ids = ids_from_file(o.file);
+  } else {
+    ids = fused::cli::parse_ids(o.ids, "ids");
+    if (ids.empty()) throw fused::cli::usage_error("give the token ids, e.g. 9707,11,1879");
+  }
   const auto tok = fused::io::tokenizer::from_file(o.tokenizer);
   // decode() skips unknown ids, as a model's padded vocabulary needs; asked explicitly, an
   // unknown id is a mistake worth reporting.
@@ -104,8 +127,13 @@ const fused::cli::command detokenize_cmd{
     "detokenize", "token ids -> text with a Hugging Face tokenizer.json", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       app.add_option("--tokenizer", o->tokenizer, "the tokenizer.json")->required();
-      app.add_option("ids", o->ids, "token ids: 1,2,3 or 1 2 3 or [1, 2, 3]")->required();
-      return [o] { return run_detokenize(*o); };
+      auto* ids = app.add_option("ids", o->ids, "token ids: 1,2,3 or 1 2 3 or [1, 2, 3]");
+      auto* file = app.add_option("-f,--file", o->file, "read the ids from this file (- = standard input), as tokenize prints them");
+      ids->excludes(file);
+      return [o, ids, file] {
+        if (ids->count() + file->count() == 0) throw fused::cli::usage_error("give the token ids, e.g. 9707,11,1879, or --file PATH");
+        return run_detokenize(*o, file->count() == 1);
+      };
     }};
 
 }  // namespace fused::cli::cmd_tokenize
