@@ -33,7 +33,7 @@ int (*chosen)(const std::uint8_t*, std::size_t) = nullptr;
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   std::string_view program = *argc > 0 ? (*argv)[0] : "";
-  program.remove_prefix(program.rfind('/') == std::string_view::npos ? 0 : program.rfind('/') + 1);
+  program = program.substr(program.find_last_of('/') + 1);  // (npos + 1 == 0: no '/', the whole name)
   for (const harness& h : harnesses)
     if (h.program == program) {
       chosen = h.one_input;

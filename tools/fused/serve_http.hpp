@@ -155,22 +155,13 @@ class server {
       const bool wants_post = std::find(std::begin(post_only), std::end(post_only), req.path) != std::end(post_only);
       const bool wants_get = std::find(std::begin(get_only), std::end(get_only), req.path) != std::end(get_only);
       if (res.status == 404 && (wants_post || wants_get)) {
-        res.status = 405;
         res.set_header("Allow", wants_post ? "POST" : "GET");
-        res.set_content(error_body(req.method + " is not allowed on " + req.path + ": use " + (wants_post ? "POST" : "GET"), "invalid_request_error")
-                            .dump(-1, ' ', false, json::error_handler_t::replace),
-                        "application/json");
-        return;
+        return send_error(res, 405, req.method + " is not allowed on " + req.path + ": use " + (wants_post ? "POST" : "GET"));
       }
       // httplib reads a Content-Length that is not a count ("-5") as a huge one: 413. It is the request's fault.
       const std::string length = req.get_header_value("Content-Length");
-      if (res.status == 413 && (length.empty() || length.find_first_not_of("0123456789") != std::string::npos)) {
-        res.status = 400;
-        res.set_content(error_body("the Content-Length header '" + length + "' is not a number of bytes", "invalid_request_error")
-                            .dump(-1, ' ', false, json::error_handler_t::replace),
-                        "application/json");
-        return;
-      }
+      if (res.status == 413 && req.has_header("Content-Length") && (length.empty() || length.find_first_not_of("0123456789") != std::string::npos))
+        return send_error(res, 400, "the Content-Length header '" + length + "' is not a number of bytes");
       const std::string message = res.status == 404 ? "no route for " + req.method + " " + req.path
                                   : res.status == 413 ? "the request body is larger than the server's limit (--max-body)"
                                                       : "the request could not be read (HTTP " + std::to_string(res.status) + ")";
