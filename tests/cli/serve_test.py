@@ -252,6 +252,17 @@ answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAu
 check(closed and answer.startswith(b"HTTP/1.1 400") and b"the Content-Length header '-5' is not a number of bytes" in answer,
       f"Content-Length -5: {answer[:300]!r}")
 
+# A chunked body is held to --max-body too (httplib 0.11 holds only a Content-Length to it).
+body = b'{"prompt": "' + b"a" * (2 << 20) + b'"}'
+chunked = b"".join(b"%x\r\n" % len(body[i:i + 65536]) + body[i:i + 65536] + b"\r\n" for i in range(0, len(body), 65536)) + b"0\r\n\r\n"
+answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                          b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked)
+check(answer.startswith(b"HTTP/1.1 413") and b"larger than the server's limit" in answer, f"chunked body over --max-body: {answer[:300]!r}")
+small = json.dumps({"prompt": "And God said", "max_tokens": 2}).encode()
+answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                          b"\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(small) + small + b"\r\n0\r\n\r\n")
+check(answer.startswith(b"HTTP/1.1 200") and b'"completion_tokens":2' in answer, f"a chunked body within the limit: {answer[:300]!r}")
+
 # A client that goes away mid-stream: its request is cancelled and its session freed.
 for attempt in range(5):
     s = socket.create_connection(("127.0.0.1", port), timeout=30)

@@ -184,8 +184,14 @@ class server {
       res.set_content(json{{"object", "list"}, {"data", {{{"id", model_name()}, {"object", "model"}, {"created", started_}, {"owned_by", "fused"}}}}}.dump(-1, ' ', false, json::error_handler_t::replace),
                       "application/json");
     });
-    http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
-    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
+    // The routes read their bodies themselves: httplib 0.11 holds a body to --max-body only through its
+    // Content-Length, and read a chunked one (Transfer-Encoding: chunked) of any size into memory.
+    http_.Post("/v1/chat/completions", [this](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& read) {
+      handle(res, read, true);
+    });
+    http_.Post("/v1/completions", [this](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& read) {
+      handle(res, read, false);
+    });
   }
 
   int bind(const std::string& host, int port) {
@@ -258,11 +264,11 @@ class server {
   }
 
   // The request as the engine takes it, every field checked.
-  std::shared_ptr<request> parse(const httplib::Request& req, bool chat, json& body, bool& stream, bool& usage_in_stream) const {
-    if (const std::size_t bad = first_invalid_utf8(req.body); bad != std::string::npos)
+  std::shared_ptr<request> parse(const std::string& text, bool chat, json& body, bool& stream, bool& usage_in_stream) const {
+    if (const std::size_t bad = first_invalid_utf8(text); bad != std::string::npos)
       throw bad_request(400, "the request body is not valid UTF-8 (byte " + std::to_string(bad) + ")");
     try {
-      body = json::parse(req.body);
+      body = json::parse(text);
     } catch (const json::exception& e) {
       throw bad_request(400, std::string("the request body is not valid JSON: ") + e.what());
     }
@@ -323,12 +329,30 @@ class server {
     return {{"prompt_tokens", r.prompt_tokens}, {"completion_tokens", r.completion_tokens}, {"total_tokens", r.prompt_tokens + r.completion_tokens}};
   }
 
-  void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+  // The body, read up to --max-body (a longer one is left unread: the connection closes after the 413).
+  // A failed read leaves its status in `res`: 413 for a Content-Length over the limit, 400 otherwise.
+  std::optional<std::string> read_body(const httplib::ContentReader& read, httplib::Response& res) const {
+    std::string text;
+    bool over = false;
+    const bool complete = read([&](const char* data, std::size_t size) {
+      over = size > static_cast<std::size_t>(o_.max_body) - text.size();
+      if (!over) text.append(data, size);
+      return !over;
+    });
+    if (complete) return text;
+    if (over) res.status = 413;
+    if (res.status != 413) res.status = 400;
+    return std::nullopt;
+  }
+
+  void handle(httplib::Response& res, const httplib::ContentReader& read, bool chat) {
+    const std::optional<std::string> body_text = read_body(read, res);
+    if (!body_text) return;  // the error handler writes the body
     json body;
     bool stream = false, usage_in_stream = false;
     std::shared_ptr<request> r;
     try {
-      r = parse(req, chat, body, stream, usage_in_stream);
+      r = parse(*body_text, chat, body, stream, usage_in_stream);
     } catch (const bad_request& e) {
       return send_error(res, e.status, e.what(), e.param, e.code);
     }
