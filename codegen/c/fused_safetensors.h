@@ -703,6 +703,8 @@ FST_API int fst__bind(const fst_weight* table, size_t count, int tied, const cha
           tied_head = t; /* checked once the weights are (as fused's C++ loader orders its errors) */
           continue;
         }
+        /* RoPE's inverse frequencies, which older conversions stored: transformers ignores them */
+        if (strlen(t->name) >= 19 && !strcmp(t->name + strlen(t->name) - 19, "rotary_emb.inv_freq")) continue;
         if (n_unused < 10 && at < sizeof unused) at += (size_t)snprintf(unused + at, sizeof unused - at, n_unused ? ", \"%s\"" : "\"%s\"", t->name);
         ++n_unused;
         continue;
@@ -908,7 +910,7 @@ FST_API int fst_model_files(const char* path, fst_file_list* out, char* err, siz
     /* a file in the directory itself, as fused's C++ loader has it: no path, not "", "." or ".." */
     if (file->type != FST_STRING || !file->str[0] || !strcmp(file->str, ".") || !strcmp(file->str, "..") || strpbrk(file->str, "/\\") ||
         fst__has_control(file->str)) {
-      fst__fail(err, errn, "%s: weight_map[\"%s\"] is not a file name in the model directory", buf, file->key);
+      fst__fail(err, errn, "%s: weight_map[\"%s\"] is not a plain file name (a shard is read from the model directory itself)", buf, file->key);
       fst_json_free(&index);
       fst_file_list_free(out);
       return -1;

@@ -149,6 +149,11 @@ bad = [
     ("too long", json.dumps({"messages": [{"role": "user", "content": "and the " * 400}]}).encode(), 400, "the context holds 512"),
     ("not UTF-8", b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 400, "UTF-8"),
     ("huge body", b'{"prompt": "' + b"a" * (2 << 20) + b'"}', 413, "larger than the server's limit"),
+    # fields that would change the answer: refused unless neutral, not ignored
+    ("logit_bias", json.dumps({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"50": 100}}).encode(), 400, "logit_bias is not supported"),
+    ("tools", json.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}).encode(), 400, "tools are not supported"),
+    ("response_format", json.dumps({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}).encode(), 400,
+     "response_format is not supported"),
 ]
 for what, raw, want_status, want_text in bad:
     try:
@@ -240,6 +245,11 @@ def exchange(port, data):
     return answer, closed
 
 
+# The same fields asking for what fused does anyway are accepted.
+status, text = request(port, "POST", "/v1/completions", {"prompt": "And God said", "max_tokens": 2, "logit_bias": {}, "best_of": 1, "echo": False,
+                                                         "tools": [], "tool_choice": "none", "response_format": {"type": "text"}, "logprobs": None})
+check(status == 200, f"neutral values of the refused fields: {status} {text[:200]}")
+
 # Two requests in one write (HTTP/1.1 pipelining): the first is answered with "Connection: close"
 # and the connection closed, which tells the client the second was not read; neither waits for ever.
 answer, closed = exchange(port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
@@ -319,6 +329,13 @@ threads = [threading.Thread(target=long_one) for _ in range(8)]
 check(all(s in (200, 503) for s, _ in statuses) and any(s == 503 for s, _ in statuses) and any(s == 200 for s, _ in statuses),
       f"busy: {[s for s, _ in statuses]}")
 check(all("busy" in json.loads(t)["error"]["message"] for s, t in statuses if s == 503), "503 says the server is busy")
+# One request after another, each answer read in full first, never finds the one session busy: it is
+# freed before its client hears the end (it was freed after, and 29 of 40 such requests got 503).
+sequential = [request(port, "POST", "/v1/completions", {"prompt": "And God said", "max_tokens": 2, "stream": k % 2 == 1}, key=None)[0]
+              for k in range(30)]
+check(sequential == [200] * 30, f"sequential requests on one session: {sequential}")
+status, text = request(port, "GET", "/health")
+check(status == 200 and json.loads(text)["busy"] == 0, f"idle after them: {text}")
 p.send_signal(signal.SIGINT)
 check(p.wait(60) == 0, "SIGINT: exit 0")
 

@@ -142,6 +142,25 @@ poisoned[begin:begin + 2] = b"\xc0\x7f"
 write_safetensors(os.path.join(d, "model.safetensors"), header, bytes(poisoned))
 expect_refused("a NaN in a weight", d, f'its tensor "{names[0]}" holds NaN at element 0')
 
+# A weight in a float type neither reads (F64): refused, naming the file and the tensor.
+d = variant("f64_weight")
+wide, blob = {}, b""
+for k in names:
+    begin, end = header[k]["data_offsets"]
+    chunk = b"\0" * (4 * (end - begin)) if k == names[0] else data[begin:end]
+    wide[k] = dict(header[k], dtype="F64" if k == names[0] else header[k]["dtype"], data_offsets=[len(blob), len(blob) + len(chunk)])
+    blob += chunk
+write_safetensors(os.path.join(d, "model.safetensors"), wide, blob)
+expect_refused("a weight stored as F64", d, f'model.safetensors: tensor "{names[0]}" has dtype F64; only BF16, F16 and F32 are read')
+
+# RoPE's inverse frequencies as older conversions stored them: ignored, as transformers ignores them.
+d = variant("inv_freq")
+blob = struct.pack("<4f", 1.0, 0.5, 0.25, 0.125)
+write_safetensors(os.path.join(d, "model.safetensors"),
+                  dict(header, **{"model.layers.0.self_attn.rotary_emb.inv_freq": {"dtype": "F32", "shape": [4], "data_offsets": [len(data), len(data) + 16]}}),
+                  data + blob)
+expect_same_logits("a stored rotary_emb.inv_freq, ignored", d)
+
 # A tied model's stored lm_head.weight: ignored as transformers ignores it, unless its shape is not
 # the embedding's (transformers refuses that: a size mismatch).
 if json.load(open(os.path.join(model, "config.json"))).get("tie_word_embeddings") and "lm_head.weight" not in header:

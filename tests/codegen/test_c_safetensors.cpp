@@ -296,7 +296,7 @@ TEST_CASE("C reader: a model directory's index names a non-empty set of files in
                           R"("a\\b")", R"("a\nb")", "3"}) {
     CAPTURE(bad);
     CHECK(files_error(std::string(R"({"weight_map":{"a":)") + bad + "}}") ==
-          index + ": weight_map[\"a\"] is not a file name in the model directory");
+          index + ": weight_map[\"a\"] is not a plain file name (a shard is read from the model directory itself)");
   }
   // an index that is there but cannot be read is not reported as absent
   fs::remove(index);

@@ -122,6 +122,22 @@ TEST_CASE("defaults transformers applies, and the fields that override them") {
   // Both rope spellings at once are fine when they agree.
   j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "default"}};
   CHECK(parse_hf_config(j.dump()).arch.rope_theta == 1e6);
+
+  // Without a head_dim key, Qwen3Config takes 128 (not hidden / heads, as Qwen2, Llama and Mistral
+  // do); an explicit null is hidden / heads there too.
+  j.erase("head_dim");
+  CHECK(parse_hf_config(j.dump()).arch.head_dim == 896 / 14);
+  j["model_type"] = "qwen3";
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  CHECK(parse_hf_config(j.dump()).arch.head_dim == 128);
+  j["num_attention_heads"] = 12;  // does not divide 896: no matter, head_dim is 128
+  j["num_key_value_heads"] = 4;
+  CHECK(parse_hf_config(j.dump()).arch.head_dim == 128);
+  j["head_dim"] = nullptr;
+  CHECK_THROWS_WITH(parse_hf_config(j.dump()), doctest::Contains("12 does not divide hidden_size 896 (and there is no \"head_dim\")"));
+  j["num_attention_heads"] = 14;
+  j["num_key_value_heads"] = 2;
+  CHECK(parse_hf_config(j.dump()).arch.head_dim == 64);
 }
 
 TEST_CASE("missing and mistyped fields") {

@@ -191,7 +191,7 @@ TEST_CASE("a shard name outside the model directory is refused before anything i
     write_index(dir, map);
     CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
           dir.index().string() + ": weight_map[\"model.embed_tokens.weight\"] names " + nlohmann::json(bad).dump() +
-              ", which is not a file in the model directory");
+              ", which is not a plain file name (a shard is read from the model directory itself)");
   }
   // A name with dots inside is an ordinary file name.
   fs::rename(dir.path / shard_file(0, 3), dir.path / "model..00001.safetensors");

@@ -80,6 +80,20 @@ usage() {  # expected message, then the command's arguments
 usage '--seq binds the symbol "tokens", which .*relu_mlp.json does not declare' plan --graph "$data/relu_mlp.json" --mode prefill --bind batch=2 --seq 8
 usage '--ctx binds the symbol "ctx", which .*relu_mlp.json does not declare' plan --graph "$data/relu_mlp.json" --mode prefill --bind batch=2 --ctx 8
 usage '--bind binds batch twice (batch=2 and batch=3)' plan --graph "$data/relu_mlp.json" --mode prefill --bind batch=2 --bind batch=3
+# --stop-ids end a generation: without --generate they are refused, not ignored. The extension picks
+# the encoding whatever its case.
+usage '--stop-ids end a generation: they need --generate' graph export --config "$configs/qwen2-0.5b.json" --stop-ids 1 --out "$work/x.json"
+"$fused" graph export --config "$configs/qwen2-0.5b.json" --out "$work/upper.MSGPACK" 2>/dev/null
+[ "$(head -c 1 "$work/upper.MSGPACK")" != "{" ] || { echo "graph export --out upper.MSGPACK wrote JSON"; exit 1; }
+# A decoder's "tokens" is the mode's (decode: 1), and --ctx and --bind ctx are one setting.
+g="$work/qwen2-0.5b.json"
+usage '--bind tokens=5: --mode sets "tokens" (decode: 1; prefill: --seq)' plan --graph "$g" --mode decode --bind tokens=5
+usage '--bind tokens=5: --mode sets "tokens"' plan --graph "$g" --mode prefill --bind tokens=5
+usage '--bind ctx=5 and --ctx both set "ctx"' plan --graph "$g" --mode decode --bind ctx=5 --ctx 6
+usage '--bind ctx=5 cannot hold the prefill of --seq 8 tokens' plan --graph "$g" --mode prefill --seq 8 --bind ctx=5
+"$fused" plan --graph "$g" --mode decode --bind ctx=300 --format json >"$work/a"
+"$fused" plan --graph "$g" --mode decode --ctx 300 --format json >"$work/b"
+cmp -s "$work/a" "$work/b" || { echo "plan --graph: --bind ctx=300 differs from --ctx 300"; exit 1; }
 usage '--bind binds batch twice (batch=2 and batch=3)' graph run "$data/relu_mlp.json" --weights "$data/relu_mlp_weights.safetensors" \
   --inputs "$data/relu_mlp_inputs.safetensors" --out "$work/x.safetensors" --bind batch=2 --bind batch=3
 # A Loop without its bound, and a Merge of a node that is not a Conditional or Loop: refused by node and rule.

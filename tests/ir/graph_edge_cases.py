@@ -195,4 +195,23 @@ g = graph("reserved", [inp(0, "__metadata__", [1]), call(1, "relu", "r"), out(2,
 rc, stdout, _ = run([fused, "graph", "check", g])
 check("__metadata__ as an Input and an Output name: both refused", rc == 1 and stdout.count("reserved-name") == 2, stdout)
 
+# A name holding NUL: every C string it travels as would cut it short (an Output "y\0z" was written as "y").
+g = graph("nul_name", [inp(0, "a\u0000b", [1]), call(1, "relu", "r"), out(2, "y\u0000z")], [(0, 1, 0), (1, 2, 0)])
+rc, stdout, _ = run([fused, "graph", "check", g])
+check("names holding NUL: refused", rc == 1 and stdout.count("name holds a NUL character") == 2, stdout)
+
+# RoPE and attention take a head_dim up to the kernels' 128 (they keep a head's row on the stack): more
+# is refused by graph check, naming the node, not left to corrupt the stack at run time.
+for hd in (130, 256):
+    g = graph(f"rope_hd{hd}", [inp(0, "x", [3, 2 * hd]), call(1, "rope", "r", heads=2, head_dim=hd, theta=10000.0), out(2, "y")], [(0, 1, 0), (1, 2, 0)])
+    rc, stdout, _ = run([fused, "graph", "check", g])
+    check(f"rope with head_dim {hd}: refused by graph check", rc == 1 and f"head_dim {hd} is more than the kernels take (128)" in stdout and "node 1" in stdout, stdout)
+
+# An Input dim that gives its symbol no value is the inputs file's fault (exit 1), named.
+g = graph("two_n", [inp(0, "y", ["2*n"]), call(1, "relu", "r"), out(2, "z")], [(0, 1, 0), (1, 2, 0)], symbols=["n"])
+for size in (3, 0):
+    rc, _, msg = run([fused, "graph", "run", g, "--inputs", write_tensors(os.path.join(work, "two_n.safetensors"), {"y": ("F32", [size], [1.0] * size)}),
+                      "--out", os.path.join(work, "two_n_out.safetensors")])
+    check(f"an Input [2*n] fed {size} values: the file's fault", rc == 1 and f'tensor "y" dim 0 is {size}; the graph\'s Input is [2*n], which needs a positive multiple of 2' in msg, f"{rc} {msg}")
+
 sys.exit(1 if failures else 0)

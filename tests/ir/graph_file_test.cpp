@@ -125,6 +125,19 @@ TEST_CASE("JSON and MessagePack are one document: JSON -> msgpack -> JSON is los
   CHECK(fused::ir::encode(reread(doc, fused::ir::encoding::json_text), fused::ir::encoding::msgpack) == packed);
 }
 
+TEST_CASE("a JSON graph file may start with a byte-order mark; JSON that is not an object is called that") {
+  const std::string text = fused::ir::encode(fused::ir::from_json(small_graph()).doc, fused::ir::encoding::json_text);
+  const fused::ir::read_result with_bom = fused::ir::parse("\xEF\xBB\xBF" + text);
+  REQUIRE(with_bom.ok());
+  CHECK(fused::ir::encode(with_bom.doc, fused::ir::encoding::json_text) == text);
+  for (const char* not_a_graph : {"[]", " \"graph\"", "\xEF\xBB\xBF[1, 2]"}) {
+    CAPTURE(not_a_graph);
+    const fused::ir::read_result r = fused::ir::parse(not_a_graph);
+    REQUIRE(r.errors.size() == 1);
+    CHECK(r.errors[0].message == "a graph file is an object with \"nodes\", \"edges\", \"inputs\", \"outputs\" and \"metadata\"");
+  }
+}
+
 TEST_CASE("a small graph validates, lowers and plans under its symbols") {
   const fused::ir::read_result r = fused::ir::from_json(small_graph());
   REQUIRE(r.ok());

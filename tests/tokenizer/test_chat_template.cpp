@@ -126,7 +126,13 @@ TEST_CASE("a model directory's template: absent or unknown is refused with the f
   const auto write = [&](const std::string& text) { std::ofstream(dir / "tokenizer_config.json") << text; };
   write(R"({"eos_token": "<|endoftext|>"})");
   CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir),
-                       doctest::Contains("tokenizer_config.json: this model has no chat_template; choose a format with --chat-template chatml|llama3|mistral"),
+                       doctest::Contains("tokenizer_config.json: this model has no chat_template (nor chat_template.jinja beside it); choose a "
+                                         "format with --chat-template chatml|llama3|mistral"),
+                       fused::io::load_error);
+  write(R"({"chat_template": ""})");
+  CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("tokenizer_config.json: chat_template is empty"), fused::io::load_error);
+  write(R"({"chat_template": 7})");
+  CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("chat_template is neither a string nor a list of named templates"),
                        fused::io::load_error);
   write(R"({"chat_template": "{{ messages[0].content }}"})");
   CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("is not a format fused renders"), fused::io::load_error);
@@ -136,8 +142,35 @@ TEST_CASE("a model directory's template: absent or unknown is refused with the f
   CHECK(t.eos == "<|endoftext|>");
   write("{not json");
   CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("tokenizer_config.json: not valid JSON"), fused::io::load_error);
+  fs::remove(dir / "tokenizer_config.json");
+  fs::create_directory(dir / "tokenizer_config.json");
+  CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("tokenizer_config.json: is a directory, not a file"), fused::io::load_error);
   fs::remove_all(dir);
-  CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("cannot open"), fused::io::load_error);
+  CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("tokenizer_config.json: no such file, nor chat_template.jinja beside it"),
+                       fused::io::load_error);
+}
+
+TEST_CASE("chat_template.jinja, as transformers saves it, wins over tokenizer_config.json; chat_template.json is read") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "fused_chat_template_files_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "{{ '[INST] ' + m }}", "bos_token": "<s>", "eos_token": "</s>"})";
+  CHECK(chat_template::from_model_dir(dir).format == fused::io::chat_format::mistral);
+  std::ofstream(dir / "chat_template.jinja") << "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n'}}{% endfor %}";
+  const chat_template t = chat_template::from_model_dir(dir);
+  CHECK(t.format == fused::io::chat_format::chatml);
+  CHECK(t.eos == "</s>");  // still tokenizer_config.json's
+  std::ofstream(dir / "chat_template.jinja") << "{{ messages }}";
+  CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("chat_template.jinja: chat_template is not a format fused renders"),
+                       fused::io::load_error);
+  std::ofstream(dir / "chat_template.jinja").close();
+  CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("chat_template.jinja: is empty"), fused::io::load_error);
+  fs::remove(dir / "chat_template.jinja");
+  std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": "</s>"})";
+  std::ofstream(dir / "chat_template.json") << R"({"chat_template": "<|start_header_id|>"})";
+  CHECK(chat_template::from_model_dir(dir).format == fused::io::chat_format::llama3);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("the templates of the checkpoints in ../shared are recognised (when a checkout has them)") {

@@ -67,6 +67,19 @@ inline CLI::Validator finite_in(double lo, double hi) {
       range, "finite_in");
 }
 
+// A finite number in [lo, hi): a momentum or an AdamW beta, which 1 would make no average.
+inline CLI::Validator finite_below(double lo, double hi) {
+  const std::string range = "[" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + ")";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x)) return "'" + text + "' is not a finite number";
+        if (x < lo || x >= hi) return text + " is outside " + range;
+        return {};
+      },
+      range, "finite_below");
+}
+
 // An integer in [lo, hi], with the range in the message.
 inline CLI::Validator integer_in(long long lo, long long hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";

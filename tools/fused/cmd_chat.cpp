@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,13 @@ class conversation {
     stop_ = l.eos;
     for (const std::int32_t id : tmpl_.end_of_turn_ids(l.tok)) stop_.push_back(id);
     reset();
+    // A system message that leaves no room for a turn would fail every one of them, each blaming its message.
+    if (o.system) {
+      const std::vector<fused::io::chat_message> shortest = {{"system", *o.system}, {"user", ""}};
+      if (const std::size_t needs = tmpl_.encode(l.tok, shortest).size() + 1; static_cast<std::int64_t>(needs) > slot_.capacity())
+        throw std::runtime_error("--system: the system message and an empty turn take " + std::to_string(needs) + " positions; the context holds " +
+                                 std::to_string(slot_.capacity()) + " (-c/--ctx)");
+    }
   }
 
   void reset() {

@@ -11,7 +11,10 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,7 @@
 #include <fused/models/hf_config.hpp>
 
 #include "cli.hpp"
+#include "generation.hpp"
 
 namespace fused::cli::cmd_graph {
 
@@ -48,6 +52,7 @@ int run_export(const export_options& o) {
   fused::decoder::graph_options options{};
   options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
   if (o.generate > 0 && o.logits == "all") throw usage_error("--generate picks from the last position's logits: it takes no --logits all");
+  if (o.generate == 0 && o.stop_ids_given) throw usage_error("--stop-ids end a generation: they need --generate");
   const fused::ir::document doc =
       o.generate > 0 ? fused::decoder::generation_graph_file(*info.family, info.arch,
                                                              {.max_new_tokens = o.generate, .stop_ids = o.stop_ids_given ? o.stop_ids : info.eos_token_ids},
@@ -142,8 +147,13 @@ int run_graph(const run_options& o) {
     if (!v || v->shape.size() != static_cast<std::size_t>(t.shp.rank)) continue;  // the cut-wire check reports it
     for (int i = 0; i < t.shp.rank; ++i) {
       const fused::dim& d = t.shp[i];
-      if (d.symbol == 0 || v->shape[i] % d.n != 0) continue;
+      if (d.symbol == 0) continue;
       const std::string& name = g.symbols[d.symbol - 1u];
+      // A dim that gives its symbol no positive value is the file's fault, not a missing --bind.
+      if (v->shape[i] <= 0 || v->shape[i] % d.n != 0)
+        throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" dim " + std::to_string(i) + " is " + std::to_string(v->shape[i]) +
+                                    "; the graph's Input is " + fused::ir::detail::named_shape(t.shp, g.symbols) + ", which needs " +
+                                    (d.n == 1 ? "a positive value" : "a positive multiple of " + std::to_string(d.n)));
       const std::int64_t value = v->shape[i] / d.n;
       if (const auto it = values.find(name); it != values.end() && it->second != value)
         throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" dim " + std::to_string(i) + " makes symbol \"" + name + "\" " +
@@ -194,8 +204,15 @@ int run_graph(const run_options& o) {
 
   const fused::runtime::weight_store weights =
       o.weights.empty() ? fused::runtime::weight_store{} : fused::runtime::weight_store::load(o.weights, p.tensors, false);
-  fused::runtime::aligned_bytes state(static_cast<std::size_t>(mem.region_bytes[static_cast<int>(fused::region::state)]));
-  fused::runtime::aligned_bytes arena(static_cast<std::size_t>(mem.arena_bytes()));
+  const auto allocate = [&](std::int64_t bytes, const char* what) {
+    try {
+      return fused::runtime::aligned_bytes(static_cast<std::size_t>(bytes));
+    } catch (const std::bad_alloc&) {
+      throw std::runtime_error(fmt::format("{}: cannot allocate its {} of {} bytes ({:.1f} GiB)", o.graph, what, bytes, static_cast<double>(bytes) / (1 << 30)));
+    }
+  };
+  fused::runtime::aligned_bytes state = allocate(mem.region_bytes[static_cast<int>(fused::region::state)], "state");
+  fused::runtime::aligned_bytes arena = allocate(mem.arena_bytes(), "activation arena");
   const fused::runtime::regions r{weights.table(), state.data(), arena.data()};
   auto bytes_at = [&](const fused::tensor_info& t) {
     const fused::buffer& buf = mem.buffers[static_cast<std::size_t>(t.id)];
@@ -212,6 +229,9 @@ int run_graph(const run_options& o) {
     const std::vector<std::int64_t> dims = bound_dims(t, b);
     const auto n = static_cast<std::size_t>(fused::bytes_of(t, b));
     outs.push_back({out.name, file_dtype(t.type), dims, std::span<const std::byte>(bytes_at(t), n)});
+    // A model's logits (a graph exported from a checkpoint) are held to what `fused score` holds them to.
+    if (loaded.doc.metadata.contains("model") && std::string_view(out.name) == "logits" && t.type == fused::dtype::f32)
+      fused::cli::require_finite_logits(std::span(reinterpret_cast<const float*>(bytes_at(t)), n / sizeof(float)), weights);
   }
   fused::io::write_safetensors(o.out, outs);
   std::fprintf(stderr, "fused graph run: %s: %zu steps, arena %lld bytes -> %s (%zu outputs)\n", o.graph.c_str(), calls.size(),

@@ -59,6 +59,15 @@ int run_plan_graph(const options& o) {
   if (o.ctx && !has("ctx")) throw usage_error(fmt::format("--ctx binds the symbol \"ctx\", which {} does not declare (--bind NAME=VALUE binds its own)", o.graph));
   const bool prefill = o.mode == "prefill";
   std::map<std::string, std::int64_t> values;
+  const std::map<std::string, std::int64_t> binds = fused::cli::parse_binds(o.bind);
+  std::optional<std::int64_t> bound_ctx;
+  for (const auto& [name, v] : binds) {
+    // A decoder's "tokens" is the mode's: one in decode, --seq in prefill.
+    if (name == "tokens" && has("tokens"))
+      throw usage_error(fmt::format("--bind tokens={}: --mode sets \"tokens\" (decode: 1; prefill: --seq)", v));
+    if (name == "ctx" && o.ctx) throw usage_error(fmt::format("--bind ctx={} and --ctx both set \"ctx\"", v));
+    if (name == "ctx" && has("ctx")) bound_ctx = v;
+  }
   const fused::ir::json mode_head = [&] {
     fused::ir::json m = fused::ir::json::object();
     m["phase"] = o.mode;
@@ -72,14 +81,13 @@ int run_plan_graph(const options& o) {
       for (const auto& c : doc.constraints)
         if (c.kind == fused::ir::constraint_kind::range && c.symbols[0] == "ctx") max_ctx = std::min(max_ctx, c.max);
       const std::int64_t tokens = values.count("tokens") ? values["tokens"] : 1;
-      const std::int64_t ctx = o.ctx.value_or(std::max(max_ctx, tokens));
-      if (o.ctx && ctx < tokens) throw usage_error(fmt::format("--ctx {} cannot hold the prefill of --seq {} tokens", ctx, tokens));
+      const std::int64_t ctx = bound_ctx ? *bound_ctx : o.ctx.value_or(std::max(max_ctx, tokens));
+      if ((o.ctx || bound_ctx) && ctx < tokens)
+        throw usage_error(fmt::format("{} cannot hold the prefill of --seq {} tokens", bound_ctx ? fmt::format("--bind ctx={}", ctx) : fmt::format("--ctx {}", ctx), tokens));
       values["ctx"] = ctx;
       m["ctx"] = ctx;
     }
-    for (const auto& [name, v] : fused::cli::parse_binds(o.bind)) {
-      if ((name == "tokens" && o.seq) || (name == "ctx" && o.ctx))
-        throw usage_error(fmt::format("--bind {}={} and {} both set \"{}\"", name, v, name == "tokens" ? "--seq" : "--ctx", name));
+    for (const auto& [name, v] : binds) {
       values[name] = v;
       m[name] = v;
     }

@@ -88,8 +88,10 @@ const fused::cli::command serve_cmd{
       app.add_option("--queue", o->queue, "requests that may wait for a session; more get 503")->check(integer_in(0, 4096))->capture_default_str();
       app.add_option("-c,--ctx", o->ctx, "KV cache positions per session; 0 = max_position_embeddings, at most 4096 (the default model: its 512)")
           ->check(integer_in(0, 1 << 30));
-      app.add_option("--api-key", o->api_key, "require Authorization: Bearer KEY on /v1/ requests");
-      app.add_option("--alias", o->alias, "the model's name in responses and /v1/models; default: the directory's name");
+      app.add_option("--api-key", o->api_key, "require Authorization: Bearer KEY on /v1/ requests")
+          ->check(fused::cli::not_empty("an empty key would let every request in: give a key, or leave --api-key out"));
+      app.add_option("--alias", o->alias, "the model's name in responses and /v1/models; default: the directory's name")
+          ->check(fused::cli::not_empty("give a name, or leave --alias out"));
       app.add_option("--chat-template", o->chat_template, "the chat format instead of the model's chat_template")
           ->check(fused::cli::one_of({"chatml", "llama3", "mistral"}));
       app.add_option("--max-body", o->max_body, "largest request body in bytes; larger ones get 413")->check(integer_in(1024, 1LL << 30))->capture_default_str();

@@ -5,10 +5,14 @@
 // 0..T-2 of each sequence), grad.<name> (d loss / d each parameter),
 // after.<name> (each parameter after the step) and loss_after [1] (the loss with the updated
 // parameters) — the definitions of a torch autograd + torch.optim.AdamW reference (docs/TRAINING.md).
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -74,9 +78,9 @@ int train_step(const options& o, fused::cli::launch& l) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const std::vector<std::int32_t> ids = fused::cli::parse_ids({o.tokens}, "--tokens");
   const auto sequences = static_cast<std::size_t>(o.batch);
-  if (ids.size() < 2 * sequences) throw fused::cli::usage_error("--tokens: a train step needs at least two token ids per sequence (the loss predicts each next one)");
   if (ids.size() % sequences != 0)
     throw fused::cli::usage_error("--tokens: " + std::to_string(ids.size()) + " ids do not split into " + std::to_string(sequences) + " sequences of equal length (--batch)");
+  if (ids.size() < 2 * sequences) throw fused::cli::usage_error("--tokens: a train step needs at least two token ids per sequence (the loss predicts each next one)");
   const fused::train::options train = o.optimizer.options(true);
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
   fused::cli::require_in_vocabulary(ids, "--tokens", info.arch.vocab_size);
@@ -166,6 +170,18 @@ int train(const train_options& o, fused::cli::launch& l) {
     if (id >= info.arch.vocab_size)
       throw std::invalid_argument(o.data + ": the tokenizer gives id " + std::to_string(id) + ", outside the model's vocabulary of " + std::to_string(info.arch.vocab_size));
 
+  // --out must be a directory, or one that can be made: checked before the first step, so that an
+  // --out that cannot be one fails now, not after the training; made at the end (a failed run leaves
+  // nothing behind).
+  if (l.rank() == 0) {
+    std::error_code ec;
+    fs::path there = fs::absolute(out, ec);
+    while (!fs::exists(there, ec) && there.has_parent_path() && there.parent_path() != there) there = there.parent_path();
+    if (!fs::is_directory(there, ec))
+      throw std::runtime_error("--out " + out.string() + ": " + (there == fs::absolute(out, ec) ? "is not a directory" : there.string() + " is not a directory"));
+    if (access(there.c_str(), W_OK) != 0) throw std::runtime_error("--out " + out.string() + ": cannot write in " + there.string() + ": " + std::strerror(errno));
+  }
+
   fused::decoder::graph_options graph{};
   graph.train = train;
   graph.train.seed = static_cast<std::uint64_t>(o.seed);
@@ -220,7 +236,9 @@ int train(const train_options& o, fused::cli::launch& l) {
   }
 
   if (!speaks) return 0;
-  fs::create_directories(out);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) throw std::runtime_error("--out " + out.string() + ": cannot make the directory: " + ec.message());
   for (const char* file : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
     if (fs::exists(dir / file) && !fs::equivalent(dir, out)) fs::copy_file(dir / file, out / file, fs::copy_options::overwrite_existing);
   t.save_checkpoint(out / "model.safetensors");

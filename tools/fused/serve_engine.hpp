@@ -190,9 +190,11 @@ class engine {
       std::fprintf(stderr, "[fused] %s: prompt %zu tokens (%zu reused from the cache), %zu generated in %.3f s, %s\n", a.r->id.c_str(),
                  a.r->prompt.size(), a.r->reused, a.r->completion_tokens, seconds,
                  reason == "cancelled" ? (cancel_running_ ? "cancelled by the shutdown" : "cancelled: the client went away") : reason.c_str());
-    end(*a.r, request::phase::done, reason);
+    // The session is free before the client hears the end, so that its next request finds it free.
+    const std::shared_ptr<request> r = std::move(a.r);
     st.job.reset();
     --busy_;
+    end(*r, request::phase::done, reason);
   }
 
   // One model call for the request in `st`: its prompt, or the token it sampled last.
@@ -219,16 +221,19 @@ class engine {
         std::lock_guard lk(r.m);
         ++r.completion_tokens;
       }
+      if (r.completion_tokens == 1) r.cv.notify_all();  // the handler waits for the first token before its status
       emit(r, a.stopper->push(a.text->push(next)));
       if (a.stopper->stopped()) return finish(st, "stop");
       if (r.max_tokens >= 0 && static_cast<long long>(r.completion_tokens) >= r.max_tokens) return finish(st, "length");
       if (st.s.position() + 1 > capacity) return finish(st, "length");
       a.last = next;
     } catch (const std::exception& e) {
-      end(r, request::phase::done, "error", e.what());
+      if (log_) std::fprintf(stderr, "[fused] %s: failed after %zu generated tokens: %s\n", r.id.c_str(), r.completion_tokens, e.what());
+      const std::shared_ptr<request> failed = std::move(a.r);
       st.s.clear();
       st.job.reset();
       --busy_;
+      end(*failed, request::phase::done, "error", e.what());
     }
   }
 

@@ -84,7 +84,8 @@ class fields {
   long long integer(const char* name, long long fallback, long long lo, long long hi) const {
     const json* v = get(name);
     if (!v) return fallback;
-    if (!v->is_number_integer()) throw bad_request(400, std::string(name) + " must be an integer", name);
+    if (!v->is_number_integer())
+      throw bad_request(400, std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v->dump(), name);
     // JSON's non-negative integers are unsigned (up to 2^64 - 1): compared as such, against both bounds.
     const bool in_range = v->is_number_unsigned()
                               ? hi >= 0 && v->get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
@@ -279,7 +280,24 @@ class server {
       throw bad_request(400, "n must be 1 (one choice per request)", "n");
     for (const char* unsupported : {"frequency_penalty", "presence_penalty"})
       if (f.number(unsupported, 0, -2, 2) != 0) throw bad_request(400, std::string(unsupported) + " is not supported (use repeat_penalty)", unsupported);
-    if (f.boolean("logprobs", false)) throw bad_request(400, "logprobs is not supported", "logprobs");
+    // Fields that would change the answer and that fused does not do: refused unless they ask for
+    // what it does anyway (an empty logit_bias, best_of 1, echo false, ...), never ignored.
+    const auto refuse_unless = [&](const char* name, auto neutral, const char* why) {
+      if (const json* v = f.get(name); v && !neutral(*v)) throw bad_request(400, std::string(name) + " " + why, name);
+    };
+    const auto is_false_or_zero = [](const json& v) { return v == false || v == 0; };
+    const auto is_empty = [](const json& v) { return (v.is_object() || v.is_array() || v.is_string()) && v.empty(); };
+    refuse_unless("logprobs", is_false_or_zero, "is not supported");
+    refuse_unless("top_logprobs", is_false_or_zero, "is not supported");
+    refuse_unless("logit_bias", is_empty, "is not supported");
+    refuse_unless("best_of", [](const json& v) { return v == 1; }, "must be 1 (one choice per request)");
+    refuse_unless("echo", is_false_or_zero, "is not supported");
+    refuse_unless("suffix", is_empty, "is not supported (no fill-in-the-middle)");
+    refuse_unless("response_format", [](const json& v) { return v == json{{"type", "text"}}; }, "is not supported: only {\"type\": \"text\"}");
+    refuse_unless("tools", is_empty, "are not supported (no function calling)");
+    refuse_unless("functions", is_empty, "are not supported (no function calling)");
+    refuse_unless("tool_choice", [](const json& v) { return v == "none" || v == "auto"; }, "is not supported (no function calling)");
+    refuse_unless("function_call", [](const json& v) { return v == "none" || v == "auto"; }, "is not supported (no function calling)");
     if (const json* model = f.get("model"); model && !model->is_string()) throw bad_request(400, "model must be a string", "model");
     stream = f.boolean("stream", false);
     usage_in_stream = false;
@@ -358,13 +376,17 @@ class server {
     }
     r->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
     if (!engine_.submit(r)) return send_error(res, 503, "the server is busy: every session is in use and the queue is full; try again later");
-    // Wait for a session (or the shutdown's rejection) before answering, so a rejection is a 503.
+    // Wait for a session (or the shutdown's rejection), then for the prompt's run and the first token,
+    // before the status goes out: a rejection is a 503, a model that fails on the prompt (logits not
+    // finite) a 500. The prompt runs as one call, which a client that goes away would not stop either.
     {
       std::unique_lock lk(r->m);
-      r->cv.wait(lk, [&] { return r->at != request::phase::queued; });
-      if (r->at == request::phase::rejected) {
+      r->cv.wait(lk, [&] { return r->at == request::phase::done || r->at == request::phase::rejected || r->completion_tokens > 0; });
+      if (r->at == request::phase::rejected || !r->error.empty()) {
+        const int status = r->at == request::phase::rejected ? 503 : 500;
+        const std::string error = r->error;
         lk.unlock();
-        return send_error(res, 503, r->error);
+        return send_error(res, status, error);
       }
     }
     const std::string id = r->id;

@@ -24,11 +24,11 @@ struct optimizer_flags {
     const auto needs = [&](CLI::Option* o) { return train_only ? o->needs(train_only) : o; };
     needs(app.add_option("--optimizer", optimizer, "adamw (torch.optim.AdamW) or sgd (torch.optim.SGD, with --momentum)")
               ->check(one_of({"adamw", "sgd"})));
-    betas_given = needs(app.add_option("--betas", betas, "AdamW's beta1,beta2")->delimiter(',')->check(finite_in(0, 0.999999999)));
+    betas_given = needs(app.add_option("--betas", betas, "AdamW's beta1,beta2")->delimiter(',')->check(finite_below(0, 1)));
     eps_given = needs(app.add_option("--eps", eps, "AdamW's eps")->check(finite_in(1e-30, 1)));
     needs(app.add_option("--weight-decay", weight_decay, "AdamW's decoupled weight decay (default 0.01); SGD's L2 penalty (default 0)")
               ->check(finite_in(0, 1e3)));
-    needs(app.add_option("--momentum", momentum, "SGD's momentum (default 0: none)")->check(finite_in(0, 0.999999999)));
+    needs(app.add_option("--momentum", momentum, "SGD's momentum (default 0: none)")->check(finite_below(0, 1)));
     needs(app.add_option("--dampening", dampening, "SGD's dampening of the momentum")->check(finite_in(0, 1)));
     needs(app.add_flag("--nesterov", nesterov, "SGD: Nesterov momentum (needs --momentum, no --dampening)"));
   }

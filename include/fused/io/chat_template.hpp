@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_config.hpp"
 #include "load_error.hpp"
 #include "tokenizer.hpp"
 
@@ -116,33 +117,38 @@ struct chat_template {
     return std::nullopt;
   }
 
-  // The template of a model directory's tokenizer_config.json. An absent file or template, or one
-  // not recognised, is a load_error naming the file and the flag that chooses a format instead.
+  // The template of a model directory, where transformers reads it: chat_template.jinja (what
+  // save_pretrained writes since transformers 4.50; it wins over the rest), tokenizer_config.json's
+  // "chat_template", or chat_template.json's (a processor's). The BOS and EOS it writes come from
+  // tokenizer_config.json. No template, or one not recognised, is a load_error naming the file and
+  // the flag that chooses a format instead.
   static chat_template from_model_dir(const std::filesystem::path& dir) {
-    const std::filesystem::path file = dir / "tokenizer_config.json";
     const std::string choose = "; choose a format with --chat-template " + std::string(format_names);
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw load_error(file.string() + ": cannot open (the model's chat template is read from it)" + choose);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
-    } catch (const nlohmann::json::exception& e) {
-      throw load_error(file.string() + ": not valid JSON (" + e.what() + ")");
+    const std::filesystem::path config_file = dir / "tokenizer_config.json", jinja_file = dir / "chat_template.jinja",
+                                json_file = dir / "chat_template.json";
+    std::error_code ec;
+    const auto read_json = [&](const std::filesystem::path& file) {
+      return std::filesystem::exists(file, ec) ? detail::parse_json_object(detail::read_text_file(file), file.string()) : nlohmann::json();
+    };
+    const nlohmann::json config = read_json(config_file);
+    std::string jinja, from;
+    if (std::filesystem::exists(jinja_file, ec)) {
+      jinja = detail::read_text_file(jinja_file);
+      from = jinja_file.string();
+      if (jinja.empty()) throw load_error(from + ": is empty" + choose);
+    } else {
+      from = config_file.string();
+      const nlohmann::json alone = config.contains("chat_template") ? nlohmann::json() : read_json(json_file);
+      if (alone.contains("chat_template")) from = json_file.string();
+      if (config.is_null() && !alone.contains("chat_template"))
+        throw load_error(from + ": no such file, nor chat_template.jinja beside it: the model has no chat template" + choose);
+      const auto field = [](const nlohmann::json& j) { return j.contains("chat_template") ? j["chat_template"] : nlohmann::json(); };
+      jinja = template_text(alone.contains("chat_template") ? field(alone) : field(config), from, choose);
     }
-    if (!j.is_object()) throw load_error(file.string() + ": not a JSON object");
-    const auto it = j.find("chat_template");
-    if (it == j.end() || it->is_null()) throw load_error(file.string() + ": this model has no chat_template" + choose);
-    std::string jinja;
-    if (it->is_string()) jinja = it->get<std::string>();
-    else if (it->is_array()) {  // named templates: [{"name": "default", "template": "..."}, ...]
-      for (const auto& e : *it)
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) jinja = e["template"].get<std::string>();
-    }
-    if (jinja.empty()) throw load_error(file.string() + ": chat_template is neither a string nor a list with a \"default\" template" + choose);
     std::optional<chat_template> t = recognise(jinja);
-    if (!t) throw load_error(file.string() + ": chat_template is not a format fused renders (ChatML, Llama 3, Mistral [INST])" + choose);
-    t->bos = token_text(j, "bos_token").value_or(t->bos);
-    t->eos = token_text(j, "eos_token").value_or(t->eos);
+    if (!t) throw load_error(from + ": chat_template is not a format fused renders (ChatML, Llama 3, Mistral [INST])" + choose);
+    t->bos = token_text(config, "bos_token").value_or(t->bos);
+    t->eos = token_text(config, "eos_token").value_or(t->eos);
     return *t;
   }
 
@@ -366,6 +372,22 @@ struct chat_template {
     const char q = jinja[at + key.size()];
     if (q != '"' && q != '\'') return std::nullopt;
     return literal_after(jinja.substr(at), std::string(key) + q, std::string(1, q));
+  }
+  // A "chat_template" field: the text, or the "default" one of a list of named templates
+  // ([{"name": "default", "template": "..."}, ...]).
+  static std::string template_text(const nlohmann::json& field, const std::string& file, const std::string& choose) {
+    if (field.is_null()) throw load_error(file + ": this model has no chat_template (nor chat_template.jinja beside it)" + choose);
+    std::string jinja;
+    if (field.is_string()) jinja = field.get<std::string>();
+    else if (field.is_array()) {
+      for (const auto& e : field)
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) jinja = e["template"].get<std::string>();
+      if (jinja.empty()) throw load_error(file + ": chat_template is a list without a \"default\" template" + choose);
+    } else {
+      throw load_error(file + ": chat_template is neither a string nor a list of named templates" + choose);
+    }
+    if (jinja.empty()) throw load_error(file + ": chat_template is empty" + choose);
+    return jinja;
   }
   // tokenizer_config.json writes a special token as "text" or {"content": "text", ...}.
   static std::optional<std::string> token_text(const nlohmann::json& j, const char* key) {

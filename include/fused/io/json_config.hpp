@@ -37,6 +37,7 @@ class config_reader {
     return it == object.end() || it->is_null() ? nullptr : &*it;
   }
   const nlohmann::json* get(std::string_view key) const { return get(root_, key); }
+  bool contains(std::string_view key) const { return root_.contains(key); }  // null or not
 
   const nlohmann::json& require(std::string_view key) const {
     const nlohmann::json* v = get(key);

@@ -3,6 +3,7 @@
 // unknown dtype), each naming the node or edge, and keeps going; a file that is not a document at
 // all (bad JSON, too deep, a repeated key, a major version it does not know) is one defect.
 #pragma once
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -388,7 +389,7 @@ inline read_result from_json(const json& doc) {
         const std::string* name = j.is_object() ? r.text(j, "name", "graph") : nullptr;
         if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + r.excerpt(j));
         if (!name) continue;
-        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name \"" + r.excerpt(j["name"]) + "\" is not an identifier");
+        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + r.excerpt(j["name"]) + " is not an identifier");
         const std::string* d = r.text(j, "doc", "graph", false);
         out.doc.symbols.push_back({*name, d ? *d : std::string()});
       }
@@ -479,12 +480,15 @@ inline read_result from_json(const json& doc) {
   return out;
 }
 
-// Parses bytes of either encoding (JSON starts with '{' after any whitespace; anything else is
-// read as MessagePack).
+// Parses bytes of either encoding (JSON starts with '{', or '[' or '"' for JSON that is no graph,
+// after any whitespace and a UTF-8 byte-order mark, which some editors write; anything else is read
+// as MessagePack, where those bytes would be a lone integer, no graph either).
 inline read_result parse(std::string_view bytes) {
+  if (bytes.starts_with("\xEF\xBB\xBF")) bytes.remove_prefix(3);
   std::size_t first = 0;
   while (first < bytes.size() && (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\r' || bytes[first] == '\t')) ++first;
-  const encoding enc = first < bytes.size() && bytes[first] == '{' ? encoding::json_text : encoding::msgpack;
+  const bool json_text = first < bytes.size() && (bytes[first] == '{' || bytes[first] == '[' || bytes[first] == '"');
+  const encoding enc = json_text ? encoding::json_text : encoding::msgpack;
   detail::strict_builder b;
   bool parsed = false;
   try {
@@ -610,8 +614,9 @@ inline std::string encode(const document& doc, encoding enc) {
 }
 
 inline encoding encoding_for(const std::filesystem::path& file) {
-  const std::string ext = file.extension().string();
-  return ext == ".msgpack" || ext == ".mpk" ? encoding::msgpack : encoding::json_text;
+  std::string lower = file.extension().string();
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == ".msgpack" || lower == ".mpk" ? encoding::msgpack : encoding::json_text;
 }
 
 // Writes the document to `file`, MessagePack or JSON by its extension (encoding_for); returns the bytes written.

@@ -269,7 +269,7 @@ inline void check_control(const document& doc, analysis& an, const slot_map& slo
         scope(i, 0, slots[i].at(0), first, "the then branch");
         scope(i, 1, slots[i].at(1), first + 1, "the else branch");
       } else {
-        if (an.region_of[i] != first) fail(id, "merge", "a Loop's Merge (a value it carries) is listed in the Loop's \"body\"");
+        if (an.region_of[i] != first) fail(id, "merge", "a Loop's Merge (a value it carries) must be listed in the Loop's \"body\"");
         scope(i, 0, slots[i].at(0), an.region_of[c], "the Loop");
         scope(i, 1, slots[i].at(1), first, "the Loop's body");
       }
@@ -394,6 +394,9 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     // Inputs, parameters and outputs travel in safetensors files by name, where this one is the header's own.
     if ((nd.type == node_type::input || nd.type == node_type::get_attr || (nd.type == node_type::output && !nd.carries)) && nd.name == "__metadata__")
       fail(where, "reserved-name", std::string(name_of(nd.type)) + " named '__metadata__': safetensors files, which hold inputs, parameters and outputs by name, reserve it");
+    // A NUL would cut the name short in every C string it travels as (safetensors names, messages, the generated C).
+    if (nd.name.find('\0') != std::string::npos)
+      fail(where, "reserved-name", std::string(name_of(nd.type)) + " name holds a NUL character (U+0000)");
     if (nd.type == node_type::input) {
       if (!listed_in.count(nd.id)) fail(where, "inputs-list", "Input node '" + nd.name + "' is not listed in \"inputs\"");
       if (!input_names.insert(nd.name).second) fail(where, "duplicate-name", "another Input is named '" + nd.name + "'");

@@ -25,6 +25,9 @@
 #include "../runtime/weights.hpp"
 #include "decoder_plan.hpp"
 
+// The graph files' shape rules (ops/common.hpp) hold RoPE and attention to the kernels' limit.
+static_assert(fused::ops::max_head_dim == FK_MAX_HEAD_DIM, "ops/common.hpp and kernels/fk_common.h disagree on the largest head_dim");
+
 namespace fused::decoder {
 
 namespace detail {

@@ -6,6 +6,7 @@
 //   template <class Builder>
 //   static constexpr auto graph(const config&, graph_options);           the forward pass
 //   static void read(const config_source&, config&);                     its own config.json fields
+//   static constexpr int default_head_dim = 128;  (optional) head_dim when config.json has no key
 //
 // Everything else (modes, plans, the static and run-time models, codegen, the CLI) takes the family
 // as a type (static models) or as a family_entry (run time, picked by model_type in registry.hpp).
@@ -38,11 +39,20 @@ struct family_entry {
   std::string_view architecture;
   program (*graph)(const config&, graph_options);
   void (*read)(const config_source&, config&);
+  // head_dim of a config.json that has no "head_dim" key: 0 = hidden_size / num_attention_heads (as
+  // for null), or the family's config class default (a family's `default_head_dim`).
+  int head_dim_when_absent = 0;
 };
 
 template <class Family>
 constexpr family_entry entry_of() {
-  return {Family::model_type, Family::architecture, &Family::template graph<graph_builder>, &Family::read};
+  int head_dim_when_absent = 0;
+  if constexpr (requires { Family::default_head_dim; }) head_dim_when_absent = Family::default_head_dim;
+  return {.model_type = Family::model_type,
+          .architecture = Family::architecture,
+          .graph = &Family::template graph<graph_builder>,
+          .read = &Family::read,
+          .head_dim_when_absent = head_dim_when_absent};
 }
 
 // A family's program, built at run time or in constant evaluation.

@@ -208,6 +208,8 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
     r.fail("num_key_value_heads", "{} does not divide num_attention_heads {}", c.num_key_value_heads, c.num_attention_heads);
   if (const nlohmann::json* hd = r.get("head_dim")) {
     c.head_dim = r.integer("head_dim", *hd, 1);
+  } else if (!r.contains("head_dim") && info.family->head_dim_when_absent != 0) {
+    c.head_dim = info.family->head_dim_when_absent;
   } else {
     if (c.hidden_size % c.num_attention_heads != 0)
       r.fail("num_attention_heads", "{} does not divide hidden_size {} (and there is no \"head_dim\")", c.num_attention_heads,

@@ -46,6 +46,8 @@ struct family {
     return std::move(g).logits(x);
   }
 
+  // transformers' Qwen3Config: head_dim=128 when config.json has none (null: hidden_size / heads).
+  static constexpr int default_head_dim = 128;
   static void read(const decoder::config_source& in, config& c) { c.attention_bias = in.boolean("attention_bias", false); }
 };
 

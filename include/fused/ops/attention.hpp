@@ -24,6 +24,8 @@ inline constexpr op_def attention{
       if (!(v.shp == k.shp) || v.type != k.type) return mismatch(2, "value cache " + describe(v) + " differs from the key cache " + describe(k));
       const auto n_kv = k.shp[0].n, hd = k.shp[2].n;
       if (heads <= 0 || n_kv <= 0 || heads % n_kv) return mismatch(1, to_text(heads) + " query heads cannot share " + to_text(n_kv) + " KV heads evenly");
+      if (k.shp[2].symbol == 0 && hd > max_head_dim)
+        return mismatch(1, "head_dim " + to_text(hd) + " is more than the kernels take (" + to_text(max_head_dim) + ")");
       if (q.type != dtype::f32 || q.shp.rank != 2 || !(q.shp[1] == dim{heads * hd, 0}))
         return mismatch(0, "queries must be f32 [T, " + to_text(heads * hd) + "] (" + to_text(heads) + " heads of " + to_text(hd) + "), got " + describe(q));
       return result(dtype::f32, q.shp);

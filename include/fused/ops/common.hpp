@@ -21,6 +21,10 @@ constexpr inferred result(dtype t, shape s) {
   return r;
 }
 
+// The largest head_dim the RoPE and attention kernels take (they keep a head's row on the stack):
+// kernels/fk_common.h's FK_MAX_HEAD_DIM, which runtime/execute.hpp checks this against.
+inline constexpr std::int64_t max_head_dim = 128;
+
 constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
 
 // Rows of an activation laid out as [rows..., cols] once the mode binds its symbols.

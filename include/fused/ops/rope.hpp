@@ -18,6 +18,7 @@ constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& 
   const auto heads = a.i[0], hd = a.i[1];
   if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
   if (heads <= 0 || hd <= 0 || hd % 2) return mismatch(-1, "heads and an even head_dim are required");
+  if (hd > max_head_dim) return mismatch(-1, "head_dim " + to_text(hd) + " is more than the kernels take (" + to_text(max_head_dim) + ")");
   if (!(x.shp[1] == dim{heads * hd, 0}))
     return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of " + to_text(hd));
   if (!(a.f > 0)) return mismatch(-1, "theta must be positive");

@@ -78,6 +78,9 @@ class weight_store {
       if (v->dtype == io::dtype::BF16 && reinterpret_cast<std::uintptr_t>(v->data) % 2 == 0) {
         w.table_.push_back(reinterpret_cast<const std::uint16_t*>(f.bind(name, io::dtype::BF16, shp).data));
       } else {
+        if (v->dtype != io::dtype::F32 && v->dtype != io::dtype::F16 && v->dtype != io::dtype::BF16)
+          throw io::load_error(f.file_name() + ": tensor \"" + name + "\" has dtype " + std::string(io::dtype_name(v->dtype)) +
+                               "; only BF16, F16 and F32 are read");  // (as the generated C's reader says)
         w.owned_.push_back(io::to_bf16_owned(f.bind(name, shp)));
         w.converted_bytes_ += static_cast<std::int64_t>(v->bytes);
         w.table_.push_back(w.owned_.back().data());
@@ -93,6 +96,9 @@ class weight_store {
     for (auto& f : w.files_) {
       if (const io::tensor_view* head = f.find("lm_head.weight"); tied && head)
         f.bind(head->name, tied_shape.empty() ? std::span<const std::int64_t>(head->shape) : std::span<const std::int64_t>(tied_shape));
+      // RoPE's inverse frequencies, which older conversions stored (transformers computes and ignores them).
+      for (const io::tensor_view& t : f.tensors())
+        if (std::string_view(t.name).ends_with("rotary_emb.inv_freq")) f.bind(t.name, t.shape);
       f.require_all_bound();
     }
     return w;
@@ -232,7 +238,7 @@ class weight_store {
       const std::string fname = file.get<std::string>();
       if (!is_plain_file_name(fname))
         throw io::load_error(index + ": weight_map[\"" + name + "\"] names " + nlohmann::json(fname).dump() +
-                             ", which is not a file in the model directory");  // quoted as JSON: "a\nb"
+                             ", which is not a plain file name (a shard is read from the model directory itself)");  // quoted as JSON: "a\nb"
       auto [it, fresh] = file_index.try_emplace(fname, files_.size());
       if (fresh) {
         try {

@@ -226,6 +226,12 @@ inline void check_c_identifier(const std::string& name) {
   bool ok = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
   for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
   if (!ok) throw std::invalid_argument("codegen: the name '" + name + "' is not a C identifier");
+  std::string lower = name;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (const std::string_view taken : {"fk", "fst"})  // the kernels' and the safetensors reader's prefixes
+    if (lower == taken || lower.starts_with(std::string(taken) + "_"))
+      throw std::invalid_argument("codegen: the name '" + name + "' starts with " + std::string(taken) +
+                                  "_, the prefix of the kernels' or the safetensors reader's symbols; choose another name");
 }
 
 inline void finish(c_program& p) {

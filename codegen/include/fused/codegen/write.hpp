@@ -100,19 +100,27 @@ inline std::vector<std::filesystem::path> c_headers_needed(const std::vector<std
 // Returns the paths written.
 inline std::vector<std::filesystem::path> write_bundle(const std::vector<emitted_file>& files, const std::filesystem::path& out_dir,
                                                        const std::vector<std::filesystem::path>& header_dirs) {
-  std::filesystem::create_directories(out_dir);
-  std::vector<std::filesystem::path> written;
-  for (const auto& f : files) {
-    detail::write_file(out_dir / f.name, f.text);
-    written.push_back(out_dir / f.name);
-  }
   std::vector<std::string> included;  // what the emitted files include beyond one another
   for (const auto& f : files)
     for (auto& inc : detail::local_includes(f.text)) included.push_back(inc);
   std::erase_if(included, [&](const std::string& inc) {
     return std::any_of(files.begin(), files.end(), [&](const emitted_file& f) { return f.name == inc; });
   });
-  for (const auto& h : c_headers_needed(header_dirs, included)) {
+  const std::vector<std::filesystem::path> headers = c_headers_needed(header_dirs, included);
+  for (const auto& h : headers)  // (a program named fk_common would be written over by the kernels' fk_common.h)
+    for (const auto& f : files)
+      if (f.name == h.filename().string())
+        throw std::invalid_argument("codegen: the program's " + f.name + " has the name of a header its C includes; choose another name");
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec || !std::filesystem::is_directory(out_dir))
+    throw std::runtime_error(out_dir.string() + ": cannot be made a directory" + (ec ? ": " + ec.message() : ""));
+  std::vector<std::filesystem::path> written;
+  for (const auto& f : files) {
+    detail::write_file(out_dir / f.name, f.text);
+    written.push_back(out_dir / f.name);
+  }
+  for (const auto& h : headers) {
     detail::write_file(out_dir / h.filename(), detail::read_file(h));
     written.push_back(out_dir / h.filename());
   }
