@@ -1980,6 +1980,10 @@ constexpr inferred result(dtype t, shape s) {
   return r;
 }
 
+// The largest head_dim the RoPE and attention kernels take (they keep a head's row on the stack):
+// kernels/fk_common.h's FK_MAX_HEAD_DIM, which models/decoder_model.hpp checks this against.
+inline constexpr std::int64_t max_head_dim = 128;
+
 constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
 
 // Rows of an activation laid out as [rows..., cols] once the mode binds its symbols.
@@ -2198,6 +2202,8 @@ inline constexpr op_def attention{
       if (!(v.shp == k.shp) || v.type != k.type) return mismatch(2, "value cache " + describe(v) + " differs from the key cache " + describe(k));
       const auto n_kv = k.shp[0].n, hd = k.shp[2].n;
       if (heads <= 0 || n_kv <= 0 || heads % n_kv) return mismatch(1, to_text(heads) + " query heads cannot share " + to_text(n_kv) + " KV heads evenly");
+      if (k.shp[2].symbol == 0 && hd > max_head_dim)
+        return mismatch(1, "head_dim " + to_text(hd) + " is more than the kernels take (" + to_text(max_head_dim) + ")");
       if (q.type != dtype::f32 || q.shp.rank != 2 || !(q.shp[1] == dim{heads * hd, 0}))
         return mismatch(0, "queries must be f32 [T, " + to_text(heads * hd) + "] (" + to_text(heads) + " heads of " + to_text(hd) + "), got " + describe(q));
       return result(dtype::f32, q.shp);
@@ -2808,6 +2814,7 @@ constexpr inferred rope_shape(const tensor_info* const* in, int n, const attrs& 
   const auto heads = a.i[0], hd = a.i[1];
   if (x.type != dtype::f32 || x.shp.rank != 2) return mismatch(0, "input must be f32 [T, heads*head_dim], got " + describe(x));
   if (heads <= 0 || hd <= 0 || hd % 2) return mismatch(-1, "heads and an even head_dim are required");
+  if (hd > max_head_dim) return mismatch(-1, "head_dim " + to_text(hd) + " is more than the kernels take (" + to_text(max_head_dim) + ")");
   if (!(x.shp[1] == dim{heads * hd, 0}))
     return mismatch(0, "input " + describe(x) + " does not hold " + to_text(heads) + " heads of " + to_text(hd));
   if (!(a.f > 0)) return mismatch(-1, "theta must be positive");
@@ -6199,6 +6206,7 @@ inline document from_program(const program& p, const std::vector<symbol_decl>& s
 // encodings. Reading reports every defect of form it finds (a missing field, a wrong type, an
 // unknown dtype), each naming the node or edge, and keeps going; a file that is not a document at
 // all (bad JSON, too deep, a repeated key, a major version it does not know) is one defect.
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -6710,7 +6718,7 @@ inline read_result from_json(const json& doc) {
         const std::string* name = j.is_object() ? r.text(j, "name", "graph") : nullptr;
         if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + r.excerpt(j));
         if (!name) continue;
-        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name \"" + r.excerpt(j["name"]) + "\" is not an identifier");
+        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + r.excerpt(j["name"]) + " is not an identifier");
         const std::string* d = r.text(j, "doc", "graph", false);
         out.doc.symbols.push_back({*name, d ? *d : std::string()});
       }
@@ -6801,12 +6809,15 @@ inline read_result from_json(const json& doc) {
   return out;
 }
 
-// Parses bytes of either encoding (JSON starts with '{' after any whitespace; anything else is
-// read as MessagePack).
+// Parses bytes of either encoding (JSON starts with '{', or '[' or '"' for JSON that is no graph,
+// after any whitespace and a UTF-8 byte-order mark, which some editors write; anything else is read
+// as MessagePack, where those bytes would be a lone integer, no graph either).
 inline read_result parse(std::string_view bytes) {
+  if (bytes.starts_with("\xEF\xBB\xBF")) bytes.remove_prefix(3);
   std::size_t first = 0;
   while (first < bytes.size() && (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\r' || bytes[first] == '\t')) ++first;
-  const encoding enc = first < bytes.size() && bytes[first] == '{' ? encoding::json_text : encoding::msgpack;
+  const bool json_text = first < bytes.size() && (bytes[first] == '{' || bytes[first] == '[' || bytes[first] == '"');
+  const encoding enc = json_text ? encoding::json_text : encoding::msgpack;
   detail::strict_builder b;
   bool parsed = false;
   try {
@@ -6932,8 +6943,9 @@ inline std::string encode(const document& doc, encoding enc) {
 }
 
 inline encoding encoding_for(const std::filesystem::path& file) {
-  const std::string ext = file.extension().string();
-  return ext == ".msgpack" || ext == ".mpk" ? encoding::msgpack : encoding::json_text;
+  std::string lower = file.extension().string();
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == ".msgpack" || lower == ".mpk" ? encoding::msgpack : encoding::json_text;
 }
 
 // Writes the document to `file`, MessagePack or JSON by its extension (encoding_for); returns the bytes written.
@@ -7226,7 +7238,7 @@ inline void check_control(const document& doc, analysis& an, const slot_map& slo
         scope(i, 0, slots[i].at(0), first, "the then branch");
         scope(i, 1, slots[i].at(1), first + 1, "the else branch");
       } else {
-        if (an.region_of[i] != first) fail(id, "merge", "a Loop's Merge (a value it carries) is listed in the Loop's \"body\"");
+        if (an.region_of[i] != first) fail(id, "merge", "a Loop's Merge (a value it carries) must be listed in the Loop's \"body\"");
         scope(i, 0, slots[i].at(0), an.region_of[c], "the Loop");
         scope(i, 1, slots[i].at(1), first, "the Loop's body");
       }
@@ -7351,6 +7363,9 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     // Inputs, parameters and outputs travel in safetensors files by name, where this one is the header's own.
     if ((nd.type == node_type::input || nd.type == node_type::get_attr || (nd.type == node_type::output && !nd.carries)) && nd.name == "__metadata__")
       fail(where, "reserved-name", std::string(name_of(nd.type)) + " named '__metadata__': safetensors files, which hold inputs, parameters and outputs by name, reserve it");
+    // A NUL would cut the name short in every C string it travels as (safetensors names, messages, the generated C).
+    if (nd.name.find('\0') != std::string::npos)
+      fail(where, "reserved-name", std::string(name_of(nd.type)) + " name holds a NUL character (U+0000)");
     if (nd.type == node_type::input) {
       if (!listed_in.count(nd.id)) fail(where, "inputs-list", "Input node '" + nd.name + "' is not listed in \"inputs\"");
       if (!input_names.insert(nd.name).second) fail(where, "duplicate-name", "another Input is named '" + nd.name + "'");
@@ -13499,6 +13514,9 @@ class weight_store {
       if (v->dtype == io::dtype::BF16 && reinterpret_cast<std::uintptr_t>(v->data) % 2 == 0) {
         w.table_.push_back(reinterpret_cast<const std::uint16_t*>(f.bind(name, io::dtype::BF16, shp).data));
       } else {
+        if (v->dtype != io::dtype::F32 && v->dtype != io::dtype::F16 && v->dtype != io::dtype::BF16)
+          throw io::load_error(f.file_name() + ": tensor \"" + name + "\" has dtype " + std::string(io::dtype_name(v->dtype)) +
+                               "; only BF16, F16 and F32 are read");  // (as the generated C's reader says)
         w.owned_.push_back(io::to_bf16_owned(f.bind(name, shp)));
         w.converted_bytes_ += static_cast<std::int64_t>(v->bytes);
         w.table_.push_back(w.owned_.back().data());
@@ -13514,6 +13532,9 @@ class weight_store {
     for (auto& f : w.files_) {
       if (const io::tensor_view* head = f.find("lm_head.weight"); tied && head)
         f.bind(head->name, tied_shape.empty() ? std::span<const std::int64_t>(head->shape) : std::span<const std::int64_t>(tied_shape));
+      // RoPE's inverse frequencies, which older conversions stored (transformers computes and ignores them).
+      for (const io::tensor_view& t : f.tensors())
+        if (std::string_view(t.name).ends_with("rotary_emb.inv_freq")) f.bind(t.name, t.shape);
       f.require_all_bound();
     }
     return w;
@@ -13653,7 +13674,7 @@ class weight_store {
       const std::string fname = file.get<std::string>();
       if (!is_plain_file_name(fname))
         throw io::load_error(index + ": weight_map[\"" + name + "\"] names " + nlohmann::json(fname).dump() +
-                             ", which is not a file in the model directory");  // quoted as JSON: "a\nb"
+                             ", which is not a plain file name (a shard is read from the model directory itself)");  // quoted as JSON: "a\nb"
       auto [it, fresh] = file_index.try_emplace(fname, files_.size());
       if (fresh) {
         try {
@@ -13858,6 +13879,7 @@ void for_each_printed_field(const config& c, F&& f) {
 //   template <class Builder>
 //   static constexpr auto graph(const config&, graph_options);           the forward pass
 //   static void read(const config_source&, config&);                     its own config.json fields
+//   static constexpr int default_head_dim = 128;  (optional) head_dim when config.json has no key
 //
 // Everything else (modes, plans, the static and run-time models, codegen, the CLI) takes the family
 // as a type (static models) or as a family_entry (run time, picked by model_type in registry.hpp).
@@ -14087,11 +14109,20 @@ struct family_entry {
   std::string_view architecture;
   program (*graph)(const config&, graph_options);
   void (*read)(const config_source&, config&);
+  // head_dim of a config.json that has no "head_dim" key: 0 = hidden_size / num_attention_heads (as
+  // for null), or the family's config class default (a family's `default_head_dim`).
+  int head_dim_when_absent = 0;
 };
 
 template <class Family>
 constexpr family_entry entry_of() {
-  return {Family::model_type, Family::architecture, &Family::template graph<graph_builder>, &Family::read};
+  int head_dim_when_absent = 0;
+  if constexpr (requires { Family::default_head_dim; }) head_dim_when_absent = Family::default_head_dim;
+  return {.model_type = Family::model_type,
+          .architecture = Family::architecture,
+          .graph = &Family::template graph<graph_builder>,
+          .read = &Family::read,
+          .head_dim_when_absent = head_dim_when_absent};
 }
 
 // A family's program, built at run time or in constant evaluation.
@@ -14511,6 +14542,8 @@ struct family {
     return std::move(g).logits(x);
   }
 
+  // transformers' Qwen3Config: head_dim=128 when config.json has none (null: hidden_size / heads).
+  static constexpr int default_head_dim = 128;
   static void read(const decoder::config_source& in, config& c) { c.attention_bias = in.boolean("attention_bias", false); }
 };
 
@@ -14901,6 +14934,9 @@ inline planned plan_for(const family_entry& f, const config& c, const mode& m, g
 
 }  // namespace fused::decoder
 // ---- end fused/models/decoder_plan.hpp -----------------------------------------------------------------
+
+// The graph files' shape rules (ops/common.hpp) hold RoPE and attention to the kernels' limit.
+static_assert(fused::ops::max_head_dim == FK_MAX_HEAD_DIM, "ops/common.hpp and kernels/fk_common.h disagree on the largest head_dim");
 
 namespace fused::decoder {
 
@@ -15571,6 +15607,7 @@ class config_reader {
     return it == object.end() || it->is_null() ? nullptr : &*it;
   }
   const nlohmann::json* get(std::string_view key) const { return get(root_, key); }
+  bool contains(std::string_view key) const { return root_.contains(key); }  // null or not
 
   const nlohmann::json& require(std::string_view key) const {
     const nlohmann::json* v = get(key);
@@ -15878,6 +15915,8 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
     r.fail("num_key_value_heads", "{} does not divide num_attention_heads {}", c.num_key_value_heads, c.num_attention_heads);
   if (const nlohmann::json* hd = r.get("head_dim")) {
     c.head_dim = r.integer("head_dim", *hd, 1);
+  } else if (!r.contains("head_dim") && info.family->head_dim_when_absent != 0) {
+    c.head_dim = info.family->head_dim_when_absent;
   } else {
     if (c.hidden_size % c.num_attention_heads != 0)
       r.fail("num_attention_heads", "{} does not divide hidden_size {} (and there is no \"head_dim\")", c.num_attention_heads,
@@ -17631,33 +17670,38 @@ struct chat_template {
     return std::nullopt;
   }
 
-  // The template of a model directory's tokenizer_config.json. An absent file or template, or one
-  // not recognised, is a load_error naming the file and the flag that chooses a format instead.
+  // The template of a model directory, where transformers reads it: chat_template.jinja (what
+  // save_pretrained writes since transformers 4.50; it wins over the rest), tokenizer_config.json's
+  // "chat_template", or chat_template.json's (a processor's). The BOS and EOS it writes come from
+  // tokenizer_config.json. No template, or one not recognised, is a load_error naming the file and
+  // the flag that chooses a format instead.
   static chat_template from_model_dir(const std::filesystem::path& dir) {
-    const std::filesystem::path file = dir / "tokenizer_config.json";
     const std::string choose = "; choose a format with --chat-template " + std::string(format_names);
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw load_error(file.string() + ": cannot open (the model's chat template is read from it)" + choose);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
-    } catch (const nlohmann::json::exception& e) {
-      throw load_error(file.string() + ": not valid JSON (" + e.what() + ")");
+    const std::filesystem::path config_file = dir / "tokenizer_config.json", jinja_file = dir / "chat_template.jinja",
+                                json_file = dir / "chat_template.json";
+    std::error_code ec;
+    const auto read_json = [&](const std::filesystem::path& file) {
+      return std::filesystem::exists(file, ec) ? detail::parse_json_object(detail::read_text_file(file), file.string()) : nlohmann::json();
+    };
+    const nlohmann::json config = read_json(config_file);
+    std::string jinja, from;
+    if (std::filesystem::exists(jinja_file, ec)) {
+      jinja = detail::read_text_file(jinja_file);
+      from = jinja_file.string();
+      if (jinja.empty()) throw load_error(from + ": is empty" + choose);
+    } else {
+      from = config_file.string();
+      const nlohmann::json alone = config.contains("chat_template") ? nlohmann::json() : read_json(json_file);
+      if (alone.contains("chat_template")) from = json_file.string();
+      if (config.is_null() && !alone.contains("chat_template"))
+        throw load_error(from + ": no such file, nor chat_template.jinja beside it: the model has no chat template" + choose);
+      const auto field = [](const nlohmann::json& j) { return j.contains("chat_template") ? j["chat_template"] : nlohmann::json(); };
+      jinja = template_text(alone.contains("chat_template") ? field(alone) : field(config), from, choose);
     }
-    if (!j.is_object()) throw load_error(file.string() + ": not a JSON object");
-    const auto it = j.find("chat_template");
-    if (it == j.end() || it->is_null()) throw load_error(file.string() + ": this model has no chat_template" + choose);
-    std::string jinja;
-    if (it->is_string()) jinja = it->get<std::string>();
-    else if (it->is_array()) {  // named templates: [{"name": "default", "template": "..."}, ...]
-      for (const auto& e : *it)
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) jinja = e["template"].get<std::string>();
-    }
-    if (jinja.empty()) throw load_error(file.string() + ": chat_template is neither a string nor a list with a \"default\" template" + choose);
     std::optional<chat_template> t = recognise(jinja);
-    if (!t) throw load_error(file.string() + ": chat_template is not a format fused renders (ChatML, Llama 3, Mistral [INST])" + choose);
-    t->bos = token_text(j, "bos_token").value_or(t->bos);
-    t->eos = token_text(j, "eos_token").value_or(t->eos);
+    if (!t) throw load_error(from + ": chat_template is not a format fused renders (ChatML, Llama 3, Mistral [INST])" + choose);
+    t->bos = token_text(config, "bos_token").value_or(t->bos);
+    t->eos = token_text(config, "eos_token").value_or(t->eos);
     return *t;
   }
 
@@ -17881,6 +17925,22 @@ struct chat_template {
     const char q = jinja[at + key.size()];
     if (q != '"' && q != '\'') return std::nullopt;
     return literal_after(jinja.substr(at), std::string(key) + q, std::string(1, q));
+  }
+  // A "chat_template" field: the text, or the "default" one of a list of named templates
+  // ([{"name": "default", "template": "..."}, ...]).
+  static std::string template_text(const nlohmann::json& field, const std::string& file, const std::string& choose) {
+    if (field.is_null()) throw load_error(file + ": this model has no chat_template (nor chat_template.jinja beside it)" + choose);
+    std::string jinja;
+    if (field.is_string()) jinja = field.get<std::string>();
+    else if (field.is_array()) {
+      for (const auto& e : field)
+        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) jinja = e["template"].get<std::string>();
+      if (jinja.empty()) throw load_error(file + ": chat_template is a list without a \"default\" template" + choose);
+    } else {
+      throw load_error(file + ": chat_template is neither a string nor a list of named templates" + choose);
+    }
+    if (jinja.empty()) throw load_error(file + ": chat_template is empty" + choose);
+    return jinja;
   }
   // tokenizer_config.json writes a special token as "text" or {"content": "text", ...}.
   static std::optional<std::string> token_text(const nlohmann::json& j, const char* key) {

@@ -22,7 +22,7 @@ constexpr inferred result(dtype t, shape s) {
 }
 
 // The largest head_dim the RoPE and attention kernels take (they keep a head's row on the stack):
-// kernels/fk_common.h's FK_MAX_HEAD_DIM, which runtime/execute.hpp checks this against.
+// kernels/fk_common.h's FK_MAX_HEAD_DIM, which models/decoder_model.hpp checks this against.
 inline constexpr std::int64_t max_head_dim = 128;
 
 constexpr text describe(const tensor_info& t) { return text(name_of(t.type)) + " " + shape_text(t.shp); }
