@@ -339,6 +339,34 @@ check(status == 200 and json.loads(text)["busy"] == 0, f"idle after them: {text}
 p.send_signal(signal.SIGINT)
 check(p.wait(60) == 0, "SIGINT: exit 0")
 
+# A model that fails on the prompt (a NaN weight: logits not finite) answers 500, naming the weight,
+# streamed or not, and the failure is logged; the server goes on serving.
+import os  # noqa: E402
+import shutil  # noqa: E402
+import struct  # noqa: E402
+import tempfile  # noqa: E402
+
+model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "models", "kjv-qwen2-4m")
+poisoned = tempfile.mkdtemp(prefix="fused_serve_nan_")
+for f in os.listdir(model):
+    shutil.copy(os.path.join(model, f), poisoned)
+raw = bytearray(open(os.path.join(model, "model.safetensors"), "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+at = 8 + n + json.loads(raw[8:8 + n])["model.norm.weight"]["data_offsets"][0]
+raw[at:at + 2] = b"\xc0\x7f"  # bf16 NaN
+open(os.path.join(poisoned, "model.safetensors"), "wb").write(raw)
+p, port, _, log = start("--parallel", "1", "-m", poisoned)
+for stream in (False, True):
+    status, text = request(port, "POST", "/v1/completions", {"prompt": "And God said", "max_tokens": 4, "stream": stream}, key=None)
+    check(status == 500 and 'tensor "model.norm.weight" holds NaN' in json.loads(text)["error"]["message"] and json.loads(text)["error"]["type"] == "server_error",
+          f"a NaN weight, stream={stream}: {status} {text[:300]}")
+status, text = request(port, "GET", "/health")
+check(status == 200 and json.loads(text)["busy"] == 0, f"still serving: {status} {text}")
+p.send_signal(signal.SIGINT)
+check(p.wait(60) == 0, "SIGINT: exit 0")
+check(any("failed after 0 generated tokens" in line and "model.norm.weight" in line for line in log), "the failure is logged: " + "".join(log[-5:]))
+shutil.rmtree(poisoned, ignore_errors=True)
+
 if failures:
     sys.exit(f"{len(failures)} failed")
 print("serve: all checks passed")
