@@ -53,32 +53,22 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A number in [lo, hi]; NaN and infinities are refused (CLI::Range lets NaN through: every comparison
-// with NaN is false).
-inline CLI::Validator finite_in(double lo, double hi) {
-  const std::string range = "[" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + "]";
+// A number in [lo, hi], or [lo, hi) with `hi_excluded`; NaN and infinities are refused (CLI::Range
+// lets NaN through: every comparison with NaN is false).
+inline CLI::Validator finite_in(double lo, double hi, bool hi_excluded = false) {
+  const std::string range = "[" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + (hi_excluded ? ")" : "]");
   return CLI::Validator(
-      [lo, hi, range](std::string& text) -> std::string {
+      [lo, hi, hi_excluded, range](std::string& text) -> std::string {
         double x = 0;
         if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x)) return "'" + text + "' is not a finite number";
-        if (x < lo || x > hi) return text + " is outside " + range;
+        if (x < lo || (hi_excluded ? x >= hi : x > hi)) return text + " is outside " + range;
         return {};
       },
       range, "finite_in");
 }
 
 // A finite number in [lo, hi): a momentum or an AdamW beta, which 1 would make no average.
-inline CLI::Validator finite_below(double lo, double hi) {
-  const std::string range = "[" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + ")";
-  return CLI::Validator(
-      [lo, hi, range](std::string& text) -> std::string {
-        double x = 0;
-        if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x)) return "'" + text + "' is not a finite number";
-        if (x < lo || x >= hi) return text + " is outside " + range;
-        return {};
-      },
-      range, "finite_below");
-}
+inline CLI::Validator finite_below(double lo, double hi) { return finite_in(lo, hi, true); }
 
 // An integer in [lo, hi], with the range in the message.
 inline CLI::Validator integer_in(long long lo, long long hi) {
