@@ -9,6 +9,8 @@ Graph files at the edges a probe found, each through `fused graph run` and throu
   - an Output of an Input, of a GetAttr, of a state Input whose next value is computed in place:
     each a copy (the feed keeps its bytes and role; the output holds the value the file had);
   - a state Input read after its next value is computed on its bytes: refused, naming both nodes;
+  - a Loop carrying a state, its Merge also an Output: runs (a copy, as for feeds); its body reading
+    the state Input the carry wrote over, or a next value not on the state's bytes: refused;
   - names holding quotes, newlines and "*/": the C compiles, runs nothing a name holds, and writes
     the names back exactly;
   - an embed id outside the table: refused by both, naming the step, the id and its row;
@@ -162,7 +164,32 @@ g = graph("state_read_after", [inp(0, "x", [1]), inp(1, "s", [1], state=True), c
                                out(3, "s", carries=1), out(4, "w")],
           [(1, 2, 0), (0, 2, 1), (2, 3, 0), (1, 5, 0), (2, 5, 1), (5, 4, 0)])
 rc, stdout, _ = run([fused, "graph", "check", g])
-check("a state read after its in-place update: graph check names both nodes", rc == 1 and "node 5 reads state Input 's', whose next value node 2" in stdout,
+check("a state read after its in-place update: graph check names both nodes", rc == 1 and "node 5 reads state Input 's' after node 2 writes over" in stdout,
+      stdout)
+
+# A Loop carrying a state: x = x + 1 while i < 10, x a state Input whose Merge (the carry, on the
+# state's bytes) an Output also reads (a copy: the plan verified, and held 7 from -3).
+loop = lambda i, body: {"id": i, "type": "Loop", "data": {"name": "count", "body": body, "max_trips": 100}}
+merge = lambda i, name, of: {"id": i, "type": "Merge", "data": {"name": name, "of": of}}
+nodes = [inp(0, "x", [1], state=True), call(1, "zeros", "i0", shape=[1]), call(2, "full", "one", value=1.0, shape=[1]),
+         call(3, "full", "ten", value=10.0, shape=[1]), loop(4, [5, 6, 7, 8, 9]), merge(5, "x_now", 4), merge(6, "i_now", 4),
+         call(7, "lt", "running"), call(8, "add", "x_next"), call(9, "add", "i_next"), out(10, "x", carries=0), out(11, "i"),
+         out(12, "x_seen")]
+edges = [(0, 5, 0), (8, 5, 1), (1, 6, 0), (9, 6, 1), (6, 7, 0), (3, 7, 1), (7, 4, 0), (5, 8, 0), (2, 8, 1), (6, 9, 0), (2, 9, 1),
+         (5, 10, 0), (6, 11, 0), (5, 12, 0)]
+g = graph("state_loop", nodes, edges)
+cpp, c = both("state_loop", g, write_tensors(os.path.join(work, "state_loop_in.safetensors"), {"x": ("F32", [1], [-3])}))
+check("a loop carrying a state, its Merge an Output too: graph run", cpp[0] == 0 and cpp[1] == {"i": [10], "x_seen": [7]}, str(cpp))
+check("a loop carrying a state, its Merge an Output too: the C", c[0] == 0 and c[1] == {"i": [10], "x_seen": [7]}, str(c))
+# The body reading the state Input itself, whose bytes the carry took: refused, naming both nodes.
+g = graph("state_loop_reads_state", nodes, [e if e != (2, 8, 1) else (0, 8, 1) for e in edges])
+rc, stdout, _ = run([fused, "graph", "check", g])
+check("a loop body reading a state its carry took: refused", rc == 1 and "node 8 reads state Input 'x' after node 5 writes over" in stdout, stdout)
+# A next value not computed on the state's bytes (add's second operand): refused, naming the Output.
+g = graph("state_not_in_place", [inp(0, "x", [1], state=True), call(1, "full", "one", value=1.0, shape=[1]), call(2, "add", "y"),
+                                 out(3, "x", carries=0)], [(1, 2, 0), (0, 2, 1), (2, 3, 0)])
+rc, stdout, _ = run([fused, "graph", "check", g])
+check("a state's next value off its bytes: refused", rc == 1 and "node 3 carries state Input 'x', but its value, 'y' (node 2), is not computed on" in stdout,
       stdout)
 
 # Names that would break C (or run in it): quotes, a newline, a comment's end.

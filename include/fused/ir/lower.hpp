@@ -152,31 +152,71 @@ inline lowered lower(const document& doc, const analysis& an) {
     if (doc.nodes[i].type == node_type::loop && !an.operands[i].empty())
       b.loop_while(region_in_builder[static_cast<std::size_t>(an.first_region[i])], tensor_of[an.operands[i][0]]);
   b.set_region(-1);
-  // Outputs and state carries in file order.
+  // Outputs and state carries in file order. An Output of a value on a state's bytes (computed in
+  // place over the state, or a loop carry of it) gets a copy of its own, as an Output of a feed does:
+  // an output's role would take those bytes out of the state's chain.
   for (std::size_t i = 0; i < doc.nodes.size(); ++i) {
     const node& nd = doc.nodes[i];
     if (nd.type != node_type::output) continue;
-    const tensor_id value = tensor_of[an.operands[i][0]];
-    if (nd.carries) b.carry_state(tensor_of[an.position.at(*nd.carries)], value);
-    else b.output(out.names.emplace_back(nd.name).c_str(), feed_copy.count(i) ? feed_copy.at(i) : value);
+    tensor_id value = tensor_of[an.operands[i][0]];
+    if (nd.carries) {
+      b.carry_state(tensor_of[an.position.at(*nd.carries)], value);
+      continue;
+    }
+    if (feed_copy.count(i)) {
+      value = feed_copy.at(i);
+    } else if (b.peek().tensor(value).kind == role::state) {
+      value = b.apply(control::copy_apart, {value}, {}, keep(nd.name));
+      node_of_step.push_back(nd.id);
+      if (!b.peek().ok()) throw graph_error(node_where(nd.id) + ": " + to_string(b.peek().message));
+    }
+    b.output(out.names.emplace_back(nd.name).c_str(), value);
   }
   out.prog = std::move(b).finish();
   if (!out.prog.ok())
     throw graph_error("the graph lowers to a program that cannot run: " + std::string(name_of(out.prog.error)) + ": " +
                       detail::steps_as_nodes(to_string(out.prog.message), node_of_step));
-  // A state's next value computed on its bytes (the update in place the plan makes of it) overwrites
-  // it: no step after may read the old value (the plan's verifier checks the same, naming steps).
+  // States. The plan updates a state only in place: its next value must be computed on its bytes,
+  // each op from the state Input to it writing over the operand that holds it (or be a loop carry of
+  // such a value); anything else would never reach the next call.
   const program& p = out.prog;
+  std::vector<std::size_t> position(p.steps.size());  // step id -> schedule position
+  for (std::size_t s = 0; s < p.steps.size(); ++s) position[static_cast<std::size_t>(p.steps[s].id)] = s;
   for (const state_pair& sp : p.state) {
-    const tensor_id producer = p.tensor(sp.out).producer;
-    const auto update = std::find_if(p.steps.begin(), p.steps.end(), [&](const step& st) { return st.id == producer; });
-    if (update == p.steps.end() || update->in_place_source() != sp.in) continue;
-    for (auto later = update + 1; later != p.steps.end(); ++later)
-      for (int k = 0; k < later->n_inputs; ++k)
-        if (later->inputs[k] == sp.in && (p.regions.empty() || later->region == update->region))
-          throw graph_error(node_where(node_of_step[static_cast<std::size_t>(later->id)]) + " reads state Input '" + to_string(p.tensor(sp.in).name) +
-                            "', whose next value " + node_where(node_of_step[static_cast<std::size_t>(update->id)]) +
-                            " computes on its bytes (in place) before it: read the state before, or carry a value computed from a copy");
+    tensor_id t = sp.out;
+    while (t != sp.in && p.tensor(t).kind == role::state && p.tensor(t).producer >= 0)
+      t = p.steps[position[static_cast<std::size_t>(p.tensor(t).producer)]].in_place_source();
+    if (t == sp.in) continue;
+    const tensor_info& next = p.tensor(sp.out);
+    std::string where = "the Output";
+    for (const node& nd : doc.nodes)
+      if (nd.type == node_type::output && nd.carries && tensor_of[an.position.at(*nd.carries)] == sp.in) where = node_where(nd.id);
+    const std::string made_by = next.producer >= 0 ? node_where(node_of_step[static_cast<std::size_t>(next.producer)]) : "a feed";
+    throw graph_error(where + " carries state Input '" + to_string(p.tensor(sp.in).name) + "', but its value, '" + to_string(next.name) +
+                      "' (" + made_by + "), is not computed on the state's bytes: a state is updated in place, so each op from the state "
+                      "to its next value must write over the operand that holds it (as `add`'s first, `kv_write`'s cache, a Loop's "
+                      "Merge of it)");
+  }
+  // A step that writes over a value on a state's bytes ends that value: no step after it may read it,
+  // in any region (the plan's verifier checks one region, naming steps), except a loop's carry that
+  // its own body updates, read after the loop (its last value).
+  for (std::size_t s = 0; s < p.steps.size(); ++s) {
+    const step& update = p.steps[s];
+    const tensor_id src = update.in_place_source();
+    if (src < 0 || p.tensor(src).kind != role::state) continue;
+    const int loop = p.carried_by(src);
+    for (std::size_t later = s + 1; later < p.steps.size(); ++later) {
+      const step& reader = p.steps[later];
+      if (loop >= 0 && p.within(update.region, loop) && !p.within(reader.region, loop)) continue;
+      for (int k = 0; k < reader.n_inputs; ++k) {
+        if (reader.inputs[k] != src) continue;
+        const std::string what = p.tensor(src).is_feed ? "state Input '" + to_string(p.tensor(src).name) + "'"
+                                                       : "'" + to_string(p.tensor(src).name) + "' (on a state's bytes)";
+        throw graph_error(node_where(node_of_step[static_cast<std::size_t>(reader.id)]) + " reads " + what + " after " +
+                          node_where(node_of_step[static_cast<std::size_t>(update.id)]) +
+                          " writes over its bytes (in place): read it before, or carry a value computed from a copy");
+      }
+    }
   }
   out.node_of_tensor.assign(out.prog.tensors.size(), -1);
   for (std::size_t i = 0; i < doc.nodes.size(); ++i)
