@@ -184,7 +184,7 @@ inline lowered lower(const document& doc, const analysis& an) {
   for (std::size_t s = 0; s < p.steps.size(); ++s) position[static_cast<std::size_t>(p.steps[s].id)] = s;
   for (const state_pair& sp : p.state) {
     tensor_id t = sp.out;
-    while (t != sp.in && p.tensor(t).kind == role::state && p.tensor(t).producer >= 0)
+    while (t >= 0 && t != sp.in && p.tensor(t).kind == role::state && p.tensor(t).producer >= 0)
       t = p.steps[position[static_cast<std::size_t>(p.tensor(t).producer)]].in_place_source();
     if (t == sp.in) continue;
     const tensor_info& next = p.tensor(sp.out);
