@@ -12,6 +12,7 @@
 // core: dtypes, shapes, constexpr sorting, text and vectors
 #include "fused/core/checked_size.hpp"
 #include "fused/core/dtype.hpp"
+#include "fused/core/json_text.hpp"
 #include "fused/core/shape.hpp"
 #include "fused/core/shape_text.hpp"
 #include "fused/core/sort.hpp"

@@ -94,6 +94,84 @@ constexpr const char* name_of(dtype t) {
 
 }  // namespace fused
 // ---- end fused/core/dtype.hpp --------------------------------------------------------------------------
+// ---- begin fused/core/json_text.hpp --------------------------------------------------------------------
+// JSON text in and out for every reader and printer of the library (configs, tokenizers,
+// safetensors headers, plans, graph files, the server).
+//
+// nlohmann::json's lexer, parser and serializer are templates that each unit calling them
+// instantiates and compiles again: parse and dump of json and ordered_json cost a unit 12 s of g++
+// -O2 and 29 s of clang with ASan (docs/COMPILE_TIME.md). Behind these functions a program of many
+// units compiles them once, as it can the kernels (FK_KERNELS_EXTERN): define FUSED_JSON_EXTERN in
+// every unit but one and FUSED_JSON_IMPLEMENTATION in that one (CMake's FUSED_KERNELS_ONCE does so
+// for fused's tests and tool). By default they are inline, like the rest of the library.
+#include <istream>
+#include <iterator>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#if defined(FUSED_JSON_IMPLEMENTATION)
+#define FUSED_JSON_API
+#define FUSED_JSON_DEFINITIONS 1
+#elif defined(FUSED_JSON_EXTERN)
+#define FUSED_JSON_API
+#define FUSED_JSON_DEFINITIONS 0
+#else
+#define FUSED_JSON_API inline
+#define FUSED_JSON_DEFINITIONS 1
+#endif
+
+namespace fused::json_text {
+
+// What dump does with a string that is not UTF-8: throw nlohmann's type_error 316, or write U+FFFD.
+enum class invalid_utf8 { refuse, replace };
+
+// A callback sees every value as it is parsed (nlohmann::json::parser_callback_t): limits on depth
+// or duplicate keys, which the parser itself does not check.
+using callback = nlohmann::json::parser_callback_t;
+
+// nlohmann::json::parse of `text` (throws nlohmann::json::parse_error; with `allow_exceptions` false,
+// a value of type discarded instead).
+FUSED_JSON_API nlohmann::json parse(std::string_view text, const callback& check = nullptr, bool allow_exceptions = true);
+// All of a stream (a file's contents), parsed as above.
+FUSED_JSON_API nlohmann::json parse(std::istream& in);
+// The same as an ordered_json: objects keep their keys in the text's order.
+FUSED_JSON_API nlohmann::ordered_json parse_ordered(std::string_view text);
+// j.dump(indent), strings that are not UTF-8 as `bad` says.
+FUSED_JSON_API std::string dump(const nlohmann::json& j, int indent = -1, invalid_utf8 bad = invalid_utf8::refuse);
+FUSED_JSON_API std::string dump(const nlohmann::ordered_json& j, int indent = -1, invalid_utf8 bad = invalid_utf8::refuse);
+
+#if FUSED_JSON_DEFINITIONS
+namespace detail {
+constexpr nlohmann::json::error_handler_t handler_of(invalid_utf8 bad) {
+  return bad == invalid_utf8::replace ? nlohmann::json::error_handler_t::replace : nlohmann::json::error_handler_t::strict;
+}
+}  // namespace detail
+
+FUSED_JSON_API nlohmann::json parse(std::string_view text, const callback& check, bool allow_exceptions) {
+  return nlohmann::json::parse(text.data(), text.data() + text.size(), check, allow_exceptions);
+}
+FUSED_JSON_API nlohmann::json parse(std::istream& in) {
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return parse(text);
+}
+FUSED_JSON_API nlohmann::ordered_json parse_ordered(std::string_view text) {
+  return nlohmann::ordered_json::parse(text.data(), text.data() + text.size());
+}
+FUSED_JSON_API std::string dump(const nlohmann::json& j, int indent, invalid_utf8 bad) {
+  return j.dump(indent, ' ', false, detail::handler_of(bad));
+}
+FUSED_JSON_API std::string dump(const nlohmann::ordered_json& j, int indent, invalid_utf8 bad) {
+  return j.dump(indent, ' ', false, detail::handler_of(bad));
+}
+#endif
+
+}  // namespace fused::json_text
+
+#undef FUSED_JSON_DEFINITIONS
+#undef FUSED_JSON_API
+// ---- end fused/core/json_text.hpp ----------------------------------------------------------------------
 // ---- begin fused/core/shape.hpp ------------------------------------------------------------------------
 // Static shapes whose dims are either constants or symbols bound per mode.
 //
@@ -4619,19 +4697,19 @@ FUSED_UNOPTIMIZED inline nlohmann::ordered_json plan_to_json(const program& p, c
 // The document as text for people and diffs: one top-level key per line, and each element of an
 // array of objects (buffers, steps, regions) on a line of its own.
 inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
-  if (!doc.is_object()) return doc.dump();
+  if (!doc.is_object()) return json_text::dump(doc);
   // append() rather than operator+ on temporaries: g++ 12 warns falsely (-Wrestrict) on the latter.
   std::string out = "{\n";
   std::size_t i = 0;
   for (auto it = doc.begin(); it != doc.end(); ++it, ++i) {
-    out.append(" ").append(nlohmann::ordered_json(it.key()).dump()).append(": ");
+    out.append(" ").append(json_text::dump(nlohmann::ordered_json(it.key()))).append(": ");
     const auto& v = it.value();
     if (v.is_array() && !v.empty() && v.front().is_object()) {
       out.append("[\n");
-      for (std::size_t k = 0; k < v.size(); ++k) out.append("  ").append(v[k].dump()).append(k + 1 < v.size() ? ",\n" : "\n");
+      for (std::size_t k = 0; k < v.size(); ++k) out.append("  ").append(json_text::dump(v[k])).append(k + 1 < v.size() ? ",\n" : "\n");
       out.append(" ]");
     } else {
-      out.append(v.dump());
+      out.append(json_text::dump(v));
     }
     out.append(i + 1 < doc.size() ? ",\n" : "\n");
   }
@@ -6444,7 +6522,7 @@ class reader {
   static std::string excerpt(const json& j) {
     // json's dump writes a NaN or an infinity (MessagePack holds them) as null
     if (j.is_number_float() && !std::isfinite(j.get<double>())) return std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
-    std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
     return s.size() > 60 ? s.substr(0, 60) + "..." : s;
   }
 
@@ -7744,7 +7822,7 @@ inline lowered lower(const document& doc, const analysis& an) {
   for (std::size_t s = 0; s < p.steps.size(); ++s) position[static_cast<std::size_t>(p.steps[s].id)] = s;
   for (const state_pair& sp : p.state) {
     tensor_id t = sp.out;
-    while (t != sp.in && p.tensor(t).kind == role::state && p.tensor(t).producer >= 0)
+    while (t >= 0 && t != sp.in && p.tensor(t).kind == role::state && p.tensor(t).producer >= 0)
       t = p.steps[position[static_cast<std::size_t>(p.tensor(t).producer)]].in_place_source();
     if (t == sp.in) continue;
     const tensor_info& next = p.tensor(sp.out);
@@ -13097,7 +13175,7 @@ inline std::uint64_t read_u64_le(const std::byte* p) noexcept {
 
 // A JSON value as a short string for messages: hostile files can hold megabytes in one value.
 inline std::string json_excerpt(const nlohmann::json& j) {
-  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
   constexpr std::size_t max_chars = 60;
   if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
   return s;
@@ -13162,7 +13240,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
   };
   json root;
   try {
-    root = json::parse(header, header + header_bytes, guard);
+    root = json_text::parse(std::string_view(header, header_bytes), guard);
   } catch (const json::exception& e) {
     throw_load_error(fname, "header is not valid JSON: {}", e.what());
   }
@@ -13481,7 +13559,7 @@ inline std::vector<std::byte> serialize_safetensors(std::span<const tensor_data>
                       {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
-  std::string text = header.dump();
+  std::string text = json_text::dump(header);
   text.resize((text.size() + 7) / 8 * 8, ' ');
 
   std::vector<std::byte> file(8 + text.size() + static_cast<std::size_t>(offset));
@@ -13702,7 +13780,7 @@ class weight_store {
     std::ifstream in(index_path);
     std::stringstream ss;
     ss << in.rdbuf();
-    const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    const nlohmann::json j = json_text::parse(ss.str(), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw io::load_error(index + ": not a JSON object with a \"weight_map\" object");
     const nlohmann::json& map = j["weight_map"];
@@ -13713,7 +13791,7 @@ class weight_store {
       if (!file.is_string()) throw io::load_error(index + ": weight_map[\"" + name + "\"] is not a file name");
       const std::string fname = file.get<std::string>();
       if (!is_plain_file_name(fname))
-        throw io::load_error(index + ": weight_map[\"" + name + "\"] names " + nlohmann::json(fname).dump() +
+        throw io::load_error(index + ": weight_map[\"" + name + "\"] names " + json_text::dump(nlohmann::json(fname)) +
                              ", which is not a plain file name (a shard is read from the model directory itself)");  // quoted as JSON: "a\nb"
       auto [it, fresh] = file_index.try_emplace(fname, files_.size());
       if (fresh) {
@@ -15694,7 +15772,7 @@ class config_reader {
 
   // A JSON value as a short string for messages: a hostile file can hold megabytes in one value.
   static std::string excerpt(const nlohmann::json& j) {
-    std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
     constexpr std::size_t max_chars = 60;
     if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
     return s;
@@ -15737,7 +15815,7 @@ inline nlohmann::json parse_json_object(std::string_view text, std::string_view 
   };
   json root;
   try {
-    root = json::parse(text.begin(), text.end(), guard);
+    root = json_text::parse(text, guard);
   } catch (const json::exception& e) {
     throw_load_error(file, "not valid JSON: {}", e.what());
   }
@@ -17018,7 +17096,7 @@ class tokenizer {
     check_depth(json_text, origin);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(json_text);
+      j = fused::json_text::parse(json_text);
     } catch (const nlohmann::json::exception& e) {
       throw load_error(origin + ": not valid JSON (" + e.what() + ")");
     }

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include <fused/core/json_text.hpp>
 #include <string>
 
 #include <fused/io/safetensors.hpp>
@@ -24,7 +26,7 @@ std::string ids_of(const nlohmann::json& a) {
 void check(const std::string& name) {
   const std::string dir = std::string(FUSED_TEST_DATA) + "/reference/" + name;
   std::ifstream in(dir + "/reference.json");
-  const auto ref = nlohmann::json::parse(in);
+  const auto ref = fused::json_text::parse(in);
   const std::string out = std::string(FUSED_BINARY_DIR) + "/score_" + name + ".safetensors";
   const std::string cmd = std::string(FUSED_EXE) + " score --model " + dir + " --input-ids " + ids_of(ref["input_ids"]) +
                           " --continue-ids " + ids_of(ref["generated_ids"]) + " --out " + out + " 2>/dev/null";

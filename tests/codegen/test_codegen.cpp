@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include <fused/core/json_text.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,7 +52,7 @@ struct reference {
 };
 reference load_reference(const std::string& name) {
   std::ifstream in(ref_dir(name) + "/reference.json");
-  const auto j = nlohmann::json::parse(in);
+  const auto j = fused::json_text::parse(in);
   reference r;
   for (auto v : j["input_ids"]) r.input_ids.push_back(v.get<std::int32_t>());
   for (auto v : j["generated_ids"]) r.generated_ids.push_back(v.get<std::int32_t>());

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,7 +26,7 @@ const fs::path source_dir = FUSED_SOURCE_DIR;
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
-  return json::parse(in);
+  return fused::json_text::parse(in);
 }
 
 // Qwen2-0.5B's config.json (transformers 4), edited by `edit`, parsed: the error message or "no error".
@@ -32,7 +34,7 @@ std::string error_after(const std::function<void(json&)>& edit) {
   json j = read_json(data_dir / "configs" / "qwen2-0.5b.json");
   edit(j);
   try {
-    parse_hf_config(j.dump(), "config.json");
+    parse_hf_config(fused::json_text::dump(j), "config.json");
   } catch (const load_error& e) {
     return e.what();
   }
@@ -111,7 +113,7 @@ TEST_CASE("defaults transformers applies, and the fields that override them") {
   j.erase("bos_token_id");
   j.erase("torch_dtype");
   j["rope_scaling"] = {{"rope_type", "default"}};
-  const hf_model_info info = parse_hf_config(j.dump());
+  const hf_model_info info = parse_hf_config(fused::json_text::dump(j));
   CHECK(info.arch.num_key_value_heads == 14);  // MHA when absent
   CHECK(!info.arch.tie_word_embeddings);       // Qwen2Config's default
   CHECK(info.arch.head_dim == 128);
@@ -121,23 +123,23 @@ TEST_CASE("defaults transformers applies, and the fields that override them") {
 
   // Both rope spellings at once are fine when they agree.
   j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "default"}};
-  CHECK(parse_hf_config(j.dump()).arch.rope_theta == 1e6);
+  CHECK(parse_hf_config(fused::json_text::dump(j)).arch.rope_theta == 1e6);
 
   // Without a head_dim key, Qwen3Config takes 128 (not hidden / heads, as Qwen2, Llama and Mistral
   // do); an explicit null is hidden / heads there too.
   j.erase("head_dim");
-  CHECK(parse_hf_config(j.dump()).arch.head_dim == 896 / 14);
+  CHECK(parse_hf_config(fused::json_text::dump(j)).arch.head_dim == 896 / 14);
   j["model_type"] = "qwen3";
   j["architectures"] = {"Qwen3ForCausalLM"};
-  CHECK(parse_hf_config(j.dump()).arch.head_dim == 128);
+  CHECK(parse_hf_config(fused::json_text::dump(j)).arch.head_dim == 128);
   j["num_attention_heads"] = 12;  // does not divide 896: no matter, head_dim is 128
   j["num_key_value_heads"] = 4;
-  CHECK(parse_hf_config(j.dump()).arch.head_dim == 128);
+  CHECK(parse_hf_config(fused::json_text::dump(j)).arch.head_dim == 128);
   j["head_dim"] = nullptr;
-  CHECK_THROWS_WITH(parse_hf_config(j.dump()), doctest::Contains("12 does not divide hidden_size 896 (and there is no \"head_dim\")"));
+  CHECK_THROWS_WITH(parse_hf_config(fused::json_text::dump(j)), doctest::Contains("12 does not divide hidden_size 896 (and there is no \"head_dim\")"));
   j["num_attention_heads"] = 14;
   j["num_key_value_heads"] = 2;
-  CHECK(parse_hf_config(j.dump()).arch.head_dim == 64);
+  CHECK(parse_hf_config(fused::json_text::dump(j)).arch.head_dim == 64);
 }
 
 TEST_CASE("missing and mistyped fields") {
@@ -231,7 +233,7 @@ TEST_CASE("RoPE: both spellings, the default and the llama3 kind") {
   CHECK(error_after([](json& j) { j["rope_theta"] = -1; }) == "config.json: field \"rope_theta\": -1 must be positive");
   json kjv = read_json(source_dir / "examples" / "models" / "kjv-qwen2-4m" / "config.json");
   kjv["rope_parameters"].erase("rope_theta");
-  CHECK(error_of_text(kjv.dump()) ==
+  CHECK(error_of_text(fused::json_text::dump(kjv)) ==
         "config.json: field \"rope_theta\": is missing (expected at top level, or in \"rope_parameters\" since "
         "transformers 5)");
 }

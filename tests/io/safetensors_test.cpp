@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -151,7 +153,7 @@ TEST_CASE("bind reports the missing, the misshapen, the mistyped and the unused,
 TEST_CASE("reference.safetensors: token ids (I64) agree with reference.json, logits are F32 [T, V]") {
   safetensors_file f = safetensors_file::open(tiny_a / "reference.safetensors");
   std::ifstream json_in(tiny_a / "reference.json");
-  const nlohmann::json ref = nlohmann::json::parse(json_in);
+  const nlohmann::json ref = fused::json_text::parse(json_in);
   const auto input_ids = fused::io::to_i64_owned(f.bind("input_ids", dtype::I64, {37}));
   CHECK(input_ids == ref.at("input_ids").get<std::vector<std::int64_t>>());
   const auto generated = fused::io::to_i64_owned(f.bind("generated_ids", dtype::I64, {24}));

@@ -11,6 +11,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -98,7 +100,7 @@ nlohmann::json write_shards(const fs::path& dir, const safetensors_file& source,
 }
 
 void write_index(const model_dir& dir, const nlohmann::json& weight_map) {
-  write_text(dir.index(), nlohmann::json{{"metadata", {{"total_size", 323584}}}, {"weight_map", weight_map}}.dump(2));
+  write_text(dir.index(), fused::json_text::dump(nlohmann::json{{"metadata", {{"total_size", 323584}}}, {"weight_map", weight_map}}, 2));
 }
 
 // tiny_mha as 3 shards, round robin by name (so that each layer's tensors straddle shards).
@@ -190,7 +192,7 @@ TEST_CASE("a shard name outside the model directory is refused before anything i
     map["model.embed_tokens.weight"] = bad;
     write_index(dir, map);
     CHECK(load_error_of([&] { weight_store::load(dir.path, plan, false); }) ==
-          dir.index().string() + ": weight_map[\"model.embed_tokens.weight\"] names " + nlohmann::json(bad).dump() +
+          dir.index().string() + ": weight_map[\"model.embed_tokens.weight\"] names " + fused::json_text::dump(nlohmann::json(bad)) +
               ", which is not a plain file name (a shard is read from the model directory itself)");
   }
   // A name with dots inside is an ordinary file name.

@@ -227,7 +227,7 @@ TEST_CASE("control flow survives JSON -> MessagePack -> JSON") {
   const fused::ir::read_result back = fused::ir::parse(bytes);
   REQUIRE_MESSAGE(back.ok(), fused::ir::report(back.errors));
   CHECK(fused::ir::encode(back.doc, fused::ir::encoding::json_text) == fused::ir::encode(r.doc, fused::ir::encoding::json_text));
-  check_close(run(json::parse(fused::ir::encode(back.doc, fused::ir::encoding::json_text)), {{"x", {0.0f}}}).at("i_now"), {10.0f});
+  check_close(run(fused::json_text::parse_ordered(fused::ir::encode(back.doc, fused::ir::encoding::json_text)), {{"x", {0.0f}}}).at("i_now"), {10.0f});
 }
 
 TEST_CASE("a program with control flow exports to a graph file that runs the same") {
@@ -235,7 +235,7 @@ TEST_CASE("a program with control flow exports to a graph file that runs the sam
     const fused::ir::read_result r = fused::ir::from_json(j);
     REQUIRE(r.ok());
     const fused::ir::lowered low = fused::ir::lower(r.doc);
-    return json::parse(fused::ir::encode(fused::ir::from_program(low.prog, {}), fused::ir::encoding::json_text));
+    return fused::json_text::parse_ordered(fused::ir::encode(fused::ir::from_program(low.prog, {}), fused::ir::encoding::json_text));
   };
   const json counted = exported(count_to_ten().doc());
   CHECK(analyzed(counted).ok());

@@ -22,7 +22,7 @@ using fused::ir::json;
 // A document written node by node: values are named, edges follow the names.
 class graph {
  public:
-  graph() { doc_ = json::parse(R"({"metadata": {"version": "1.0"}, "symbols": [], "nodes": [], "edges": [], "inputs": [], "outputs": []})"); }
+  graph() { doc_ = fused::json_text::parse_ordered(R"({"metadata": {"version": "1.0"}, "symbols": [], "nodes": [], "edges": [], "inputs": [], "outputs": []})"); }
   graph& input(const std::string& name, const char* dtype, json shape) {
     add("Input", {{"name", name}, {"dtype", dtype}, {"shape", std::move(shape)}}, name);
     doc_["inputs"].push_back(next_ - 1);

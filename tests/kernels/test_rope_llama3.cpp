@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include "kernel_test_util.hpp"
 
 using namespace fkt;
@@ -39,7 +41,7 @@ double longest_wavelen(std::size_t hd, double theta) {
 TEST_CASE("rope llama3: inv_freq is transformers' f32 list, bit for bit (tiny_llama's reference.json)") {
   std::ifstream in(std::string(FUSED_TEST_DATA) + "/reference/tiny_llama/reference.json");
   REQUIRE(in);
-  const nlohmann::json ref = nlohmann::json::parse(in);
+  const nlohmann::json ref = fused::json_text::parse(in);
   const nlohmann::json& cfg = ref.at("config");
   const nlohmann::json& rs = cfg.at("rope_scaling");
   REQUIRE(rs.at("rope_type") == "llama3");

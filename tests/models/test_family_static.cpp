@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include <fused/core/json_text.hpp>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,7 +61,7 @@ struct reference_ids {
 };
 reference_ids load_reference_ids(const std::string& dir) {
   std::ifstream in(dir + "/reference.json");
-  const auto j = nlohmann::json::parse(in);
+  const auto j = fused::json_text::parse(in);
   reference_ids r;
   for (auto v : j["input_ids"]) r.input_ids.push_back(v.get<std::int32_t>());
   for (auto v : j["generated_ids"]) r.generated_ids.push_back(v.get<std::int32_t>());

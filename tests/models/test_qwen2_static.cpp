@@ -6,6 +6,8 @@
 #include <fstream>
 #include <new>
 #include <nlohmann/json.hpp>
+
+#include <fused/core/json_text.hpp>
 #include <string>
 #include <vector>
 
@@ -44,7 +46,7 @@ struct reference {
 };
 reference load_reference() {
   std::ifstream in(dir() + "/reference.json");
-  const auto j = nlohmann::json::parse(in);
+  const auto j = fused::json_text::parse(in);
   reference r;
   for (auto v : j["input_ids"]) r.input_ids.push_back(v.get<std::int32_t>());
   for (auto v : j["generated_ids"]) r.generated_ids.push_back(v.get<std::int32_t>());

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+
+#include <fused/core/json_text.hpp>
 #include <string>
 #include <vector>
 
@@ -40,7 +42,7 @@ fp32_reference load_fp32_reference(const std::string& name) {
   r.dir = std::string(FUSED_TEST_DATA) + "/reference/" + name;
   r.info = fused::decoder::load_hf_config(r.dir + "/config.json");
   std::ifstream in(r.dir + "/reference.json");
-  r.meta = nlohmann::json::parse(in);
+  r.meta = fused::json_text::parse(in);
   r.yardstick = r.meta["hf_bf16_prefill_logits_max_abs_dev"].get<double>();
   auto f = fused::io::safetensors_file::open(r.dir + "/reference.safetensors");
   r.input_ids = ids_of(*f.find("input_ids"));

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+
+#include <fused/core/json_text.hpp>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -60,7 +62,7 @@ std::vector<std::int32_t> tokens_of(std::int64_t n, std::int64_t vocab, std::uin
 TEST_CASE("tiny_a: one train step's loss and the loss after AdamW match torch") {
   std::ifstream f(dir_of("tiny_a") + "/train_reference.json");
   REQUIRE(f.good());
-  const nlohmann::json ref = nlohmann::json::parse(f);
+  const nlohmann::json ref = fused::json_text::parse(f);
   const std::vector<std::int32_t> ids = ref["tokens"].get<std::vector<std::int32_t>>();
   const auto& h = ref["adamw"];
   tiny m("tiny_a", static_cast<std::int64_t>(ids.size()),
@@ -75,7 +77,7 @@ TEST_CASE("tiny_a: one train step's loss and the loss after AdamW match torch") 
 TEST_CASE("tiny_a: three SGD steps (momentum, dampening, Nesterov, weight decay) follow torch.optim.SGD") {
   std::ifstream f(dir_of("tiny_a") + "/train_sgd_reference.json");
   REQUIRE(f.good());
-  const nlohmann::json ref = nlohmann::json::parse(f);
+  const nlohmann::json ref = fused::json_text::parse(f);
   const std::vector<std::int32_t> ids = ref["tokens"].get<std::vector<std::int32_t>>();
   const auto lr = ref["lr"].get<float>();
   for (const auto& c : ref["cases"]) {

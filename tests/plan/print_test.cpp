@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include <fused/core/text_string.hpp>
 #include <fused/graph/builder.hpp>
 #include <fused/models/hf_config.hpp>
@@ -60,7 +62,7 @@ const std::vector<std::string> step_keys = {"id", "op", "inputs", "outputs", "le
 void require_keys(const json& j, const std::vector<std::string>& keys, std::string_view what) {
   REQUIRE(j.is_object());
   for (const auto& k : keys) {
-    INFO(what << " lacks \"" << k << "\": " << j.dump().substr(0, 200));
+    INFO(what << " lacks \"" << k << "\": " << fused::json_text::dump(j).substr(0, 200));
     REQUIRE(j.contains(k));
   }
 }
@@ -207,11 +209,11 @@ std::size_t count_of(std::string_view haystack, std::string_view needle) {
 
 TEST_CASE("JSON of a hand-computed plan: every value") {
   const tiny t = tiny_plan();
-  const json doc = json::parse(fused::dump_plan_json(fused::plan_to_json(t.prog, t.mem)));
+  const json doc = fused::json_text::parse(fused::dump_plan_json(fused::plan_to_json(t.prog, t.mem)));
   // x [0, 1] 64 B and h->y (in place) [0, 1] 64 B: both live at both steps.
   CHECK(doc["arena_bytes"] == 128);
   CHECK(doc["lower_bound_bytes"] == 128);
-  CHECK(doc["regions"] == json::parse(R"([{"name":"weights","bytes":64},{"name":"state","bytes":0},{"name":"activations","bytes":128}])"));
+  CHECK(doc["regions"] == fused::json_text::parse(R"([{"name":"weights","bytes":64},{"name":"state","bytes":0},{"name":"activations","bytes":128}])"));
   REQUIRE(doc["steps"].size() == 2);
   CHECK(doc["steps"][0]["id"] == 0);
   CHECK(doc["steps"][0]["op"] == "rms_norm");
@@ -271,7 +273,7 @@ TEST_CASE("Qwen2-0.5B from config.json: the JSON stands on its own, in both mode
   for (const auto& m : {fused::decoder::mode::prefill(512, 4096), fused::decoder::mode::decode(4096)}) {
     CAPTURE(fused::decoder::name_of(m.ph));
     const auto r = fused::decoder::plan_for(fused::qwen2::entry, cfg, m);
-    const json doc = json::parse(fused::dump_plan_json(fused::plan_to_json(r.prog, r.mem)));
+    const json doc = fused::json_text::parse(fused::dump_plan_json(fused::plan_to_json(r.prog, r.mem)));
     CHECK(doc["steps"].size() == r.prog.steps.size());
     CHECK(doc["buffers"].size() == r.prog.tensors.size());
     CHECK(doc["arena_bytes"] == r.mem.arena_bytes());

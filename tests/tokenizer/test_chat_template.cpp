@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include <fused/io/chat_template.hpp>
 
 #include "fixtures.hpp"
@@ -42,7 +44,7 @@ std::vector<chat_message> messages_of(const nlohmann::json& j) {
 nlohmann::json reference() {
   std::ifstream in(data + "/chat_reference.json");
   REQUIRE(in.good());
-  return nlohmann::json::parse(in);
+  return fused::json_text::parse(in);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include "fixtures.hpp"
 
 using fused::io::tokenizer;
@@ -19,7 +21,7 @@ namespace {
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), path);
-  return nlohmann::json::parse(in);
+  return fused::json_text::parse(in);
 }
 }  // namespace
 
@@ -29,7 +31,7 @@ TEST_CASE("Qwen2: reference encodings from Hugging Face tokenizers, ids, tokens 
   int lines = 0;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
-    const auto r = nlohmann::json::parse(line);
+    const auto r = fused::json_text::parse(line);
     const auto text = r.at("text").get<std::string>();
     const auto want = r.at("ids").get<std::vector<std::int32_t>>();
     CAPTURE(text);
@@ -165,7 +167,7 @@ nlohmann::json minimal() {
 
 std::string load_error(const nlohmann::json& j) {
   try {
-    (void)tokenizer::from_json(j.dump(), "t.json");
+    (void)tokenizer::from_json(fused::json_text::dump(j), "t.json");
   } catch (const std::runtime_error& e) {
     return e.what();
   }
@@ -174,12 +176,12 @@ std::string load_error(const nlohmann::json& j) {
 }  // namespace
 
 TEST_CASE("a minimal tokenizer.json: GPT-2 style ByteLevel with its own regex") {
-  const auto t = tokenizer::from_json(minimal().dump());
+  const auto t = tokenizer::from_json(fused::json_text::dump(minimal()));
   CHECK(t.encode("ab ab<|end|>") == std::vector<std::int32_t>{256, ' ', 256, 257});
   CHECK(t.vocab_size() == 258);
   auto j = minimal();
   j["model"]["merges"] = nlohmann::json::array({nlohmann::json::array({"a", "b"})});  // the array form
-  CHECK(tokenizer::from_json(j.dump()).encode("xab") == std::vector<std::int32_t>{'x', 256});
+  CHECK(tokenizer::from_json(fused::json_text::dump(j)).encode("xab") == std::vector<std::int32_t>{'x', 256});
 }
 
 TEST_CASE("loader errors name the file and the field") {
@@ -227,7 +229,7 @@ TEST_CASE("loader errors name the file and the field") {
   CHECK(with([](json& j) { j["added_tokens"][0]["lstrip"] = true; }) == "t.json: added_tokens[0].lstrip: true is not supported");
   CHECK(with([](json& j) { j["added_tokens"][0]["content"] = ""; }) == "t.json: added_tokens[0].content: must not be empty");
   CHECK(with([](json& j) { j["added_tokens"][0].erase("id"); }) == "t.json: added_tokens[0]: missing field 'id'");
-  CHECK(load_error(json::parse("{}")) == "t.json: (top level): missing field 'pre_tokenizer'");
+  CHECK(load_error(fused::json_text::parse("{}")) == "t.json: (top level): missing field 'pre_tokenizer'");
 
   try {
     (void)tokenizer::from_json("{\"model\": ", "bad.json");
@@ -264,7 +266,7 @@ TEST_CASE("added tokens with \"normalized\": true are matched after normalizatio
   auto j = minimal();
   // Written decomposed (e + U+0301); the text is NFC-normalized before this token is looked for.
   j["added_tokens"].push_back({{"id", 258}, {"content", "e\xCC\x81x"}, {"special", false}, {"normalized", true}});
-  const auto t = tokenizer::from_json(j.dump());
+  const auto t = tokenizer::from_json(fused::json_text::dump(j));
   CHECK(t.encode("a\xC3\xA9x") == std::vector<std::int32_t>{'a', 258});   // composed input
   CHECK(t.encode("ae\xCC\x81x") == std::vector<std::int32_t>{'a', 258});   // decomposed input
   CHECK(t.encode("ae\xCC\x81x", /*allow_special=*/false) == std::vector<std::int32_t>{'a', 258});  // not special

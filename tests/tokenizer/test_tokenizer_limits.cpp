@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include <fused/io/tokenizer.hpp>
 
 #include "largest_allocation.hpp"
@@ -48,7 +50,7 @@ TEST_CASE("a small file with a huge token id is refused before any big allocatio
     CAPTURE(id);
     json j = minimal();
     j["model"]["vocab"]["ab"] = id;
-    const std::string text = j.dump();
+    const std::string text = fused::json_text::dump(j);
     REQUIRE(text.size() < 8192);
     fused_test_reset_largest_allocation();
     CHECK(error_of(text).find("t.json: model.vocab[\"ab\"]: id " + std::to_string(id) + " leaves most of the id space empty") == 0);
@@ -57,13 +59,13 @@ TEST_CASE("a small file with a huge token id is refused before any big allocatio
   // The same through an added token: the field named is the added token's id.
   json j = minimal();
   j["added_tokens"][0]["id"] = 5'000'000;
-  CHECK(error_of(j.dump()).find("t.json: added_tokens[0].id: id 5000000 leaves most of the id space empty") == 0);
+  CHECK(error_of(fused::json_text::dump(j)).find("t.json: added_tokens[0].id: id 5000000 leaves most of the id space empty") == 0);
 }
 
 TEST_CASE("gaps in the id space are fine while most ids are present") {
   json j = minimal();
   j["added_tokens"][0]["id"] = 258 + 1000;  // below 2 * 258 + id_slack
-  const tokenizer t = tokenizer::from_json(j.dump());
+  const tokenizer t = tokenizer::from_json(fused::json_text::dump(j));
   CHECK(t.vocab_size() == 1259);
   CHECK(t.token(1258) == "<|end|>");
   CHECK(t.token(1000).empty());
@@ -83,20 +85,20 @@ TEST_CASE("deeply nested JSON is refused before parsing, with the limit named") 
   json j = minimal();
   j["model"]["vocab"][std::string(200, '[')] = 258;
   j["model"]["vocab"]["\\\"[[["] = 259;
-  CHECK(error_of(j.dump()) == "(loaded)");
+  CHECK(error_of(fused::json_text::dump(j)) == "(loaded)");
   // Nesting just inside the limit reaches the parser (and then the field checks).
   json nested = minimal();
   json v = 1;
   for (int i = 0; i < 55; ++i) v = json::array({v});
   nested["unused"] = v;
-  CHECK(error_of(nested.dump()) == "(loaded)");
+  CHECK(error_of(fused::json_text::dump(nested)) == "(loaded)");
 }
 
 TEST_CASE("every malformed file is an io::load_error naming the file") {
   const auto with = [](auto edit) {
     json j = minimal();
     edit(j);
-    return j.dump();
+    return fused::json_text::dump(j);
   };
   const std::string cases[] = {
       "",

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include <fused/io/tokenizer.hpp>
 
 using fused::io::tokenizer;
@@ -24,7 +26,7 @@ const std::string sp_dir = std::string(FUSED_TEST_DATA) + "/tokenizer/sentencepi
 json read_sp_json(const std::string& path) {
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), path);
-  return json::parse(in);
+  return fused::json_text::parse(in);
 }
 
 std::string stream_decode(const tokenizer& tok, const std::vector<std::int32_t>& ids) {
@@ -41,7 +43,7 @@ int check_sentencepiece_reference(const tokenizer& tok, const std::string& path)
   int lines = 0;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
-    const auto r = json::parse(line);
+    const auto r = fused::json_text::parse(line);
     const auto text = r.at("text").get<std::string>();
     const auto want = r.at("ids").get<std::vector<std::int32_t>>();
     CAPTURE(text);
@@ -62,7 +64,7 @@ std::string load_error(const std::function<void(json&)>& edit) {
   json j = read_sp_json(sp_dir + "/tokenizer.json");
   edit(j);
   try {
-    (void)tokenizer::from_json(j.dump(), "sp.json");
+    (void)tokenizer::from_json(fused::json_text::dump(j), "sp.json");
   } catch (const fused::io::load_error& e) {
     return e.what();
   }

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
+
 #include "fixtures.hpp"
 
 using fused::io::tokenizer;
@@ -31,7 +33,7 @@ void check_hard_strings(const tokenizer& tok, const std::string& file) {
   REQUIRE(in.good());
   int n = 0;
   for (std::string line; std::getline(in, line);) {
-    const auto r = nlohmann::json::parse(line);
+    const auto r = fused::json_text::parse(line);
     const auto text = r.at("text").get<std::string>();
     CAPTURE(text);
     const auto ids = tok.encode(text);

@@ -183,7 +183,7 @@ int run_bench(const options& o) {
     j["fused_version"] = FUSED_VERSION_STRING;
     j["runtime"] = {{"prefill_tok_s", rt_pre.median}, {"decode_tok_s", rt_dec.median}, {"prefill", spread_json(rt_pre)}, {"decode", spread_json(rt_dec)}};
     if (st) j["static"] = {{"prefill_tok_s", pre.median}, {"decode_tok_s", dec.median}, {"prefill", spread_json(pre)}, {"decode", spread_json(dec)}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", fused::json_text::dump(j, 2).c_str());
     return 0;
   }
   if (o.format == "md") {  // as llama-bench -o md: one row per model and test

@@ -61,13 +61,13 @@ load_result run_load(fused::cli::loaded_model& l, const options& o, int parallel
                                      {"temperature", 0.8},
                                      {"seed", k}};
         const auto t0 = std::chrono::steady_clock::now();
-        const auto res = http.Post("/v1/completions", body.dump(), "application/json");
+        const auto res = http.Post("/v1/completions", fused::json_text::dump(body), "application/json");
         latencies[static_cast<std::size_t>(c)].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         if (!res || res->status != 200) {
           ++failed;
           continue;
         }
-        tokens += nlohmann::json::parse(res->body)["usage"]["completion_tokens"].get<long long>();
+        tokens += fused::json_text::parse(res->body)["usage"]["completion_tokens"].get<long long>();
       }
     });
   for (std::thread& t : clients) t.join();

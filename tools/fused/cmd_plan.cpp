@@ -102,7 +102,7 @@ int run_plan_graph(const options& o) {
     throw usage_error(e.what());
   }
   const fused::memory_plan mem = fused::ir::plan(g.prog, b);
-  const std::string title = fmt::format("{}: {}", o.graph, mode_head.dump());
+  const std::string title = fmt::format("{}: {}", o.graph, fused::json_text::dump(mode_head));
   if (o.format == "json") {
     nlohmann::ordered_json head = nlohmann::ordered_json::object();
     // The config it was exported from, and that config's fields, as `plan --config` records them.

@@ -62,7 +62,7 @@ inline json error_body(const std::string& message, const std::string& type, cons
 inline void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}, const std::string& code = {}) {
   const char* type = status == 401 ? "authentication_error" : status == 503 ? "server_busy" : status >= 500 ? "server_error" : "invalid_request_error";
   res.status = status;
-  res.set_content(error_body(message, type, param, code).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.set_content(fused::json_text::dump(error_body(message, type, param, code), -1, fused::json_text::invalid_utf8::replace), "application/json");
 }
 
 // The request's fields, checked: a wrong type or value names the field.
@@ -166,7 +166,7 @@ class server {
       const std::string message = res.status == 404 ? "no route for " + req.method + " " + req.path
                                   : res.status == 413 ? "the request body is larger than the server's limit (--max-body)"
                                                       : "the request could not be read (HTTP " + std::to_string(res.status) + ")";
-      res.set_content(error_body(message, "invalid_request_error").dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      res.set_content(fused::json_text::dump(error_body(message, "invalid_request_error"), -1, fused::json_text::invalid_utf8::replace), "application/json");
     });
     http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
       std::string what = "internal error";
@@ -179,10 +179,10 @@ class server {
       send_error(res, 500, what);
     });
     http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(json{{"status", "ok"}, {"sessions", o_.parallel}, {"busy", engine_.busy()}, {"queued", engine_.queued()}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+      res.set_content(fused::json_text::dump(json{{"status", "ok"}, {"sessions", o_.parallel}, {"busy", engine_.busy()}, {"queued", engine_.queued()}}, -1, fused::json_text::invalid_utf8::replace), "application/json");
     });
     http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(json{{"object", "list"}, {"data", {{{"id", model_name()}, {"object", "model"}, {"created", started_}, {"owned_by", "fused"}}}}}.dump(-1, ' ', false, json::error_handler_t::replace),
+      res.set_content(fused::json_text::dump(json{{"object", "list"}, {"data", {{{"id", model_name()}, {"object", "model"}, {"created", started_}, {"owned_by", "fused"}}}}}, -1, fused::json_text::invalid_utf8::replace),
                       "application/json");
     });
     // The routes read their bodies themselves: httplib 0.11 holds a body to --max-body only through its
@@ -269,7 +269,7 @@ class server {
     if (const std::size_t bad = first_invalid_utf8(text); bad != std::string::npos)
       throw bad_request(400, "the request body is not valid UTF-8 (byte " + std::to_string(bad) + ")");
     try {
-      body = json::parse(text);
+      body = fused::json_text::parse(text);
     } catch (const json::exception& e) {
       throw bad_request(400, std::string("the request body is not valid JSON: ") + e.what());
     }
@@ -403,7 +403,7 @@ class server {
             bool finished = false;
             const std::string text = r->take(std::chrono::milliseconds(500), &finished);
             const auto send = [&](const json& chunk) {
-              const std::string event = "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+              const std::string event = "data: " + fused::json_text::dump(chunk, -1, fused::json_text::invalid_utf8::replace) + "\n\n";
               return sink.write(event.data(), event.size());
             };
             const auto chunk_of = [&](const std::string& piece, const json& finish) {
@@ -423,7 +423,7 @@ class server {
             }
             std::lock_guard lk(r->m);
             if (!r->error.empty()) {
-              const std::string event = "data: " + error_body(r->error, "server_error").dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+              const std::string event = "data: " + fused::json_text::dump(error_body(r->error, "server_error"), -1, fused::json_text::invalid_utf8::replace) + "\n\n";
               sink.write(event.data(), event.size());
             } else {
               if (!send(chunk_of("", r->finish_reason))) return false;
@@ -465,7 +465,7 @@ class server {
             out = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", model},
                    {"choices", json::array({choice})}, {"usage", usage_of(*r)}};
           }
-          const std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+          const std::string text = fused::json_text::dump(out, -1, fused::json_text::invalid_utf8::replace);
           sink.write(text.data(), text.size());
           sink.done();
           return true;

@@ -2,6 +2,7 @@
 // of one JSON object's fields (config_reader), a parser that bounds nesting and refuses repeated
 // keys, and a reader of small text files. What the fields mean is models/hf_config.hpp's business.
 #pragma once
+#include "fused/core/json_text.hpp"
 #include "fused/io/load_error.hpp"
 
 #include <fmt/format.h>
@@ -84,7 +85,7 @@ class config_reader {
 
   // A JSON value as a short string for messages: a hostile file can hold megabytes in one value.
   static std::string excerpt(const nlohmann::json& j) {
-    std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
     constexpr std::size_t max_chars = 60;
     if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
     return s;
@@ -127,7 +128,7 @@ inline nlohmann::json parse_json_object(std::string_view text, std::string_view 
   };
   json root;
   try {
-    root = json::parse(text.begin(), text.end(), guard);
+    root = json_text::parse(text, guard);
   } catch (const json::exception& e) {
     throw_load_error(file, "not valid JSON: {}", e.what());
   }

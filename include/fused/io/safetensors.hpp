@@ -17,6 +17,7 @@
 // takes its weights, once, by Hugging Face name: it checks presence, dtype, shape and alignment,
 // and records the name so that unbound() can report the tensors the model did not ask for.
 #pragma once
+#include "../core/json_text.hpp"
 #include "fused/io/load_error.hpp"
 
 #include <fmt/format.h>
@@ -209,7 +210,7 @@ inline std::uint64_t read_u64_le(const std::byte* p) noexcept {
 
 // A JSON value as a short string for messages: hostile files can hold megabytes in one value.
 inline std::string json_excerpt(const nlohmann::json& j) {
-  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
   constexpr std::size_t max_chars = 60;
   if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
   return s;
@@ -274,7 +275,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
   };
   json root;
   try {
-    root = json::parse(header, header + header_bytes, guard);
+    root = json_text::parse(std::string_view(header, header_bytes), guard);
   } catch (const json::exception& e) {
     throw_load_error(fname, "header is not valid JSON: {}", e.what());
   }
@@ -593,7 +594,7 @@ inline std::vector<std::byte> serialize_safetensors(std::span<const tensor_data>
                       {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
-  std::string text = header.dump();
+  std::string text = json_text::dump(header);
   text.resize((text.size() + 7) / 8 * 8, ' ');
 
   std::vector<std::byte> file(8 + text.size() + static_cast<std::size_t>(offset));

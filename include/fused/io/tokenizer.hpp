@@ -53,6 +53,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/json_text.hpp"
 #include "load_error.hpp"
 #include "tokenizer/added_tokens.hpp"
 #include "tokenizer/bpe.hpp"
@@ -92,7 +93,7 @@ class tokenizer {
     check_depth(json_text, origin);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(json_text);
+      j = fused::json_text::parse(json_text);
     } catch (const nlohmann::json::exception& e) {
       throw load_error(origin + ": not valid JSON (" + e.what() + ")");
     }

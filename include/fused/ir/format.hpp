@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "../core/json_text.hpp"
 #include "../core/text_string.hpp"
 #include "../io/tokenizer/utf8.hpp"
 #include "../plan/json.hpp"
@@ -115,7 +116,7 @@ class reader {
   static std::string excerpt(const json& j) {
     // json's dump writes a NaN or an infinity (MessagePack holds them) as null
     if (j.is_number_float() && !std::isfinite(j.get<double>())) return std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
-    std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
     return s.size() > 60 ? s.substr(0, 60) + "..." : s;
   }
 

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/json_text.hpp"
 #include "../core/text_string.hpp"
 #include "memory_plan.hpp"
 
@@ -130,19 +131,19 @@ FUSED_UNOPTIMIZED inline nlohmann::ordered_json plan_to_json(const program& p, c
 // The document as text for people and diffs: one top-level key per line, and each element of an
 // array of objects (buffers, steps, regions) on a line of its own.
 inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
-  if (!doc.is_object()) return doc.dump();
+  if (!doc.is_object()) return json_text::dump(doc);
   // append() rather than operator+ on temporaries: g++ 12 warns falsely (-Wrestrict) on the latter.
   std::string out = "{\n";
   std::size_t i = 0;
   for (auto it = doc.begin(); it != doc.end(); ++it, ++i) {
-    out.append(" ").append(nlohmann::ordered_json(it.key()).dump()).append(": ");
+    out.append(" ").append(json_text::dump(nlohmann::ordered_json(it.key()))).append(": ");
     const auto& v = it.value();
     if (v.is_array() && !v.empty() && v.front().is_object()) {
       out.append("[\n");
-      for (std::size_t k = 0; k < v.size(); ++k) out.append("  ").append(v[k].dump()).append(k + 1 < v.size() ? ",\n" : "\n");
+      for (std::size_t k = 0; k < v.size(); ++k) out.append("  ").append(json_text::dump(v[k])).append(k + 1 < v.size() ? ",\n" : "\n");
       out.append(" ]");
     } else {
-      out.append(v.dump());
+      out.append(json_text::dump(v));
     }
     out.append(i + 1 < doc.size() ? ",\n" : "\n");
   }

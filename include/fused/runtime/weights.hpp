@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../core/json_text.hpp"
 #include "../core/text_string.hpp"
 #include "../io/load_error.hpp"
 #include "../io/safetensors.hpp"
@@ -226,7 +227,7 @@ class weight_store {
     std::ifstream in(index_path);
     std::stringstream ss;
     ss << in.rdbuf();
-    const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    const nlohmann::json j = json_text::parse(ss.str(), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw io::load_error(index + ": not a JSON object with a \"weight_map\" object");
     const nlohmann::json& map = j["weight_map"];
@@ -237,7 +238,7 @@ class weight_store {
       if (!file.is_string()) throw io::load_error(index + ": weight_map[\"" + name + "\"] is not a file name");
       const std::string fname = file.get<std::string>();
       if (!is_plain_file_name(fname))
-        throw io::load_error(index + ": weight_map[\"" + name + "\"] names " + nlohmann::json(fname).dump() +
+        throw io::load_error(index + ": weight_map[\"" + name + "\"] names " + json_text::dump(nlohmann::json(fname)) +
                              ", which is not a plain file name (a shard is read from the model directory itself)");  // quoted as JSON: "a\nb"
       auto [it, fresh] = file_index.try_emplace(fname, files_.size());
       if (fresh) {

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fused/core/json_text.hpp>
 #include <fused/plan/json.hpp>
 
 #include "c_program.hpp"
@@ -56,7 +57,7 @@ FUSED_UNOPTIMIZED inline std::string emit_memory_layout(const c_program& p) {
   const debug_region dstate = with_canaries(p.prefill, region::state);
   std::string out = "{\n";
   // append() rather than operator+ on temporaries: g++ 12 warns falsely (-Wrestrict) on the latter.
-  auto key = [&](const char* k, const json& v) { out.append(" ").append(json(k).dump()).append(": ").append(v.dump()).append(",\n"); };
+  auto key = [&](const char* k, const json& v) { out.append(" ").append(json_text::dump(json(k))).append(": ").append(json_text::dump(v)).append(",\n"); };
   key("format", "fused-c-layout");
   key("version", 1);
   key("name", p.name);
@@ -91,7 +92,7 @@ FUSED_UNOPTIMIZED inline std::string emit_memory_layout(const c_program& p) {
       b["debug_offset"] = r == region::weights ? m->buffers[id].offset : r == region::state ? dstate.offset[feed()] : dr.offset[id];
       b["c_name"] = bytes_macro(p, *m, static_cast<tensor_id>(id));
     }
-    out.append(" ").append(json(m->mode).dump()).append(": ").append(detail::indent(dump_plan_json(doc))).append(k + 1 < modes.size() ? ",\n" : "\n");
+    out.append(" ").append(json_text::dump(json(m->mode))).append(": ").append(detail::indent(dump_plan_json(doc))).append(k + 1 < modes.size() ? ",\n" : "\n");
   }
   return out + "}\n";
 }
@@ -103,7 +104,7 @@ FUSED_UNOPTIMIZED inline std::string emit_graph(const c_program& p) {
   doc["format"] = "fused-program";
   doc["version"] = 1;
   json cfg = json::object();
-  for (const auto& [k, v] : config_fields(p.cfg)) cfg[k] = json::parse(v);
+  for (const auto& [k, v] : config_fields(p.cfg)) cfg[k] = json_text::parse_ordered(v);
   cfg["tie_word_embeddings"] = p.cfg.tie_word_embeddings;
   doc["meta"] = json{{"name", p.name},
                      {"architecture", std::string(p.model_type)},
