@@ -7838,22 +7838,23 @@ inline lowered lower(const document& doc, const analysis& an) {
   // A step that writes over a value on a state's bytes ends that value: no step after it may read it,
   // in any region (the plan's verifier checks one region, naming steps), except a loop's carry that
   // its own body updates, read after the loop (its last value).
+  std::vector<std::vector<std::size_t>> readers(p.tensors.size());  // tensor -> positions of the steps reading it
+  for (std::size_t s = 0; s < p.steps.size(); ++s)
+    for (int k = 0; k < p.steps[s].n_inputs; ++k) readers[static_cast<std::size_t>(p.steps[s].inputs[k])].push_back(s);
   for (std::size_t s = 0; s < p.steps.size(); ++s) {
     const step& update = p.steps[s];
     const tensor_id src = update.in_place_source();
     if (src < 0 || p.tensor(src).kind != role::state) continue;
     const int loop = p.carried_by(src);
-    for (std::size_t later = s + 1; later < p.steps.size(); ++later) {
-      const step& reader = p.steps[later];
+    const std::vector<std::size_t>& read_at = readers[static_cast<std::size_t>(src)];
+    for (auto later = std::upper_bound(read_at.begin(), read_at.end(), s); later != read_at.end(); ++later) {
+      const step& reader = p.steps[*later];
       if (loop >= 0 && p.within(update.region, loop) && !p.within(reader.region, loop)) continue;
-      for (int k = 0; k < reader.n_inputs; ++k) {
-        if (reader.inputs[k] != src) continue;
-        const std::string what = p.tensor(src).is_feed ? "state Input '" + to_string(p.tensor(src).name) + "'"
-                                                       : "'" + to_string(p.tensor(src).name) + "' (on a state's bytes)";
-        throw graph_error(node_where(node_of_step[static_cast<std::size_t>(reader.id)]) + " reads " + what + " after " +
-                          node_where(node_of_step[static_cast<std::size_t>(update.id)]) +
-                          " writes over its bytes (in place): read it before, or carry a value computed from a copy");
-      }
+      const std::string what = p.tensor(src).is_feed ? "state Input '" + to_string(p.tensor(src).name) + "'"
+                                                     : "'" + to_string(p.tensor(src).name) + "' (on a state's bytes)";
+      throw graph_error(node_where(node_of_step[static_cast<std::size_t>(reader.id)]) + " reads " + what + " after " +
+                        node_where(node_of_step[static_cast<std::size_t>(update.id)]) +
+                        " writes over its bytes (in place): read it before, or carry a value computed from a copy");
     }
   }
   out.node_of_tensor.assign(out.prog.tensors.size(), -1);

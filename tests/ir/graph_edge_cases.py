@@ -10,7 +10,8 @@ Graph files at the edges a probe found, each through `fused graph run` and throu
     each a copy (the feed keeps its bytes and role; the output holds the value the file had);
   - a state Input read after its next value is computed on its bytes: refused, naming both nodes;
   - a Loop carrying a state, its Merge also an Output: runs (a copy, as for feeds); its body reading
-    the state Input the carry wrote over, or a next value not on the state's bytes: refused;
+    the state Input the carry wrote over, or the carry after its next value was written over it, or
+    a next value not on the state's bytes: refused;
   - names holding quotes, newlines and "*/": the C compiles, runs nothing a name holds, and writes
     the names back exactly;
   - an embed id outside the table: refused by both, naming the step, the id and its row;
@@ -185,6 +186,12 @@ check("a loop carrying a state, its Merge an Output too: the C", c[0] == 0 and c
 g = graph("state_loop_reads_state", nodes, [e if e != (2, 8, 1) else (0, 8, 1) for e in edges])
 rc, stdout, _ = run([fused, "graph", "check", g])
 check("a loop body reading a state its carry took: refused", rc == 1 and "node 8 reads state Input 'x' after node 5 writes over" in stdout, stdout)
+# A body node reading the carry after the step that wrote the next value over it: refused.
+late = [n if n["id"] != 4 else loop(4, [5, 6, 7, 8, 9, 13]) for n in nodes] + [call(13, "mul", "z")]
+g = graph("state_loop_reads_carry_late", late, [e for e in edges if e != (2, 9, 1)] + [(5, 13, 0), (2, 13, 1), (13, 9, 1)])
+rc, stdout, _ = run([fused, "graph", "check", g])
+check("a loop body reading a state's carry after its update: refused",
+      rc == 1 and "node 13 reads 'x_now' (on a state's bytes) after node 8 writes over" in stdout, stdout)
 # A next value not computed on the state's bytes (add's second operand): refused, naming the Output.
 g = graph("state_not_in_place", [inp(0, "x", [1], state=True), call(1, "full", "one", value=1.0, shape=[1]), call(2, "add", "y"),
                                  out(3, "x", carries=0)], [(1, 2, 0), (0, 2, 1), (2, 3, 0)])
