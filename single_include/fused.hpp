@@ -6028,6 +6028,7 @@ struct static_program {
 //
 // Nothing here knows ops or programs: reading checks the document's form (every field's presence
 // and type) and records every defect it finds as an `issue`; validate.hpp checks the graph.
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -6043,6 +6044,24 @@ using json = nlohmann::ordered_json;
 // The version this library writes; it reads any 1.x (minor versions only add optional fields).
 inline constexpr int format_major = 1;
 inline constexpr int format_minor = 0;
+
+// A value as a message quotes it: its JSON text, cut after 60 characters, with NaN and the infinities
+// (which MessagePack holds, and json's dump writes as null) spelt out, in an array's elements too.
+inline std::string excerpt(const json& j) {
+  auto scalar = [](const json& v) -> std::string {
+    if (v.is_number_float() && !std::isfinite(v.get<double>())) return std::isnan(v.get<double>()) ? "NaN" : v.get<double>() > 0 ? "Infinity" : "-Infinity";
+    return json_text::dump(v, -1, json_text::invalid_utf8::replace);
+  };
+  std::string s;
+  if (j.is_array()) {
+    s = "[";
+    for (std::size_t i = 0; i < j.size() && s.size() <= 60; ++i) s.append(i ? "," : "").append(scalar(j[i]));
+    s += "]";
+  } else {
+    s = scalar(j);
+  }
+  return s.size() > 60 ? s.substr(0, 60) + "..." : s;
+}
 
 enum class node_type : std::uint8_t { input, call, output, get_attr, conditional, loop, merge };
 
@@ -6519,12 +6538,6 @@ class reader {
 
   void fail(const std::string& where, const std::string& rule, std::string message) { errors_.push_back({where, rule, std::move(message)}); }
 
-  static std::string excerpt(const json& j) {
-    // json's dump writes a NaN or an infinity (MessagePack holds them) as null
-    if (j.is_number_float() && !std::isfinite(j.get<double>())) return std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
-    std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
-    return s.size() > 60 ? s.substr(0, 60) + "..." : s;
-  }
 
   // An integer id (or count) >= 0.
   std::optional<std::int64_t> index(const json& v, const std::string& where, const std::string& field) {
@@ -6794,9 +6807,9 @@ inline read_result from_json(const json& doc) {
     else
       for (const json& j : *s) {
         const std::string* name = j.is_object() ? r.text(j, "name", "graph") : nullptr;
-        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + r.excerpt(j));
+        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + excerpt(j));
         if (!name) continue;
-        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + r.excerpt(j["name"]) + " is not an identifier");
+        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + excerpt(j["name"]) + " is not an identifier");
         const std::string* d = r.text(j, "doc", "graph", false);
         out.doc.symbols.push_back({*name, d ? *d : std::string()});
       }
@@ -6808,7 +6821,7 @@ inline read_result from_json(const json& doc) {
         const json& j = (*c)[i];
         const std::string where = "constraints[" + std::to_string(i) + "]";
         const std::string* kind = j.is_object() ? r.text(j, "type", where) : nullptr;
-        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + r.excerpt(j));
+        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + excerpt(j));
         if (!kind) continue;
         constraint k{};
         int known = -1;
@@ -6861,7 +6874,7 @@ inline read_result from_json(const json& doc) {
       const json& j = (*edges)[i];
       const std::string where = "edges[" + std::to_string(i) + "]";
       if (!j.is_object() || !j.contains("source") || !j.contains("target")) {
-        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + r.excerpt(j));
+        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + excerpt(j));
         continue;
       }
       edge e{};
@@ -7181,7 +7194,7 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
                           return v.is_number_integer() && v.get<std::int64_t>() >= -max_integer_attribute && v.get<std::int64_t>() <= max_integer_attribute;
                         });
       if (!list) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + it->dump().substr(0, 60)});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + excerpt(*it)});
         continue;
       }
       for (int j = 0; j < max_rank; ++j) a.i[j] = j < static_cast<int>(it->size()) ? (*it)[static_cast<std::size_t>(j)].get<std::int64_t>() : no_value;
@@ -7190,13 +7203,13 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
                                                                              : it->get<std::int64_t>() >= -max_integer_attribute &&
                                                                                    it->get<std::int64_t>() <= max_integer_attribute);
       if (!fits) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be an integer of magnitude at most 2^31, got " + it->dump()});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be an integer of magnitude at most 2^31, got " + excerpt(*it)});
         continue;
       }
       a.i[k] = it->get<std::int64_t>();
     } else {
       if (!it->is_number() || !std::isfinite(it->get<double>())) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a finite number, got " + it->dump().substr(0, 60)});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a finite number, got " + excerpt(*it)});
         continue;
       }
       const double v = it->get<double>();
@@ -14784,6 +14797,15 @@ inline config config_from_json(const ir::json& j, const std::string& where) {
   return c;
 }
 
+// metadata.options.logits: "last" or "all" (absent: last); anything else is refused, naming it.
+inline logits_rows logits_option(const ir::json& meta) {
+  if (!meta.contains("options") || !meta["options"].is_object() || !meta["options"].contains("logits")) return logits_rows::last;
+  const ir::json& v = meta["options"]["logits"];
+  if (v == "all") return logits_rows::all;
+  if (v != "last") throw graph_error("metadata.options.logits must be \"last\" or \"all\", got " + ir::excerpt(v));
+  return logits_rows::last;
+}
+
 // What a decoder's graph file was exported from: its family, config and options.
 struct decoder_source {
   const family_entry* family = nullptr;
@@ -14803,8 +14825,7 @@ inline decoder_source decoder_source_of(const ir::document& doc, const program& 
   s.family = find_family(model_type);
   if (!s.family) throw graph_error("metadata.model.model_type \"" + model_type + "\" is not a family this build knows");
   s.cfg = config_from_json(meta["model"], "metadata.model");
-  if (meta.contains("options") && meta["options"].is_object() && meta["options"].contains("logits"))
-    s.options.logits = meta["options"]["logits"] == "all" ? logits_rows::all : logits_rows::last;
+  s.options.logits = logits_option(meta);
   const program expected = s.family->graph(s.cfg, s.options);
   if (!expected.ok()) throw graph_error("metadata.model: " + to_string(expected.message));
   auto differs = [](const std::string& what) { throw graph_error("the graph is not the " + what + " (hand-edited?)"); };

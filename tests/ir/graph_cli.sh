@@ -111,4 +111,9 @@ damaged "$data/count_to_ten.json" 's/"target": 5/"target": 6/' '^error: node 6: 
 sed 's/"version": "1.0",/"version": "1.0", "model": {"model_type": "nosuch"},/' "$data/count_to_ten.json" >"$work/nosuch.json"
 fails gen-c --graph "$work/nosuch.json" --out "$work/none"
 grep -q 'metadata.model.model_type "nosuch" is not a family this build knows' "$work/err" || { echo "gen-c --graph of a non-decoder graph"; cat "$work/err"; exit 1; }
+# metadata.options.logits is "last" or "all": anything else is named (plan printed it as given).
+sed 's/"logits":"last"/"logits":"bogus"/' "$work/qwen2-0.5b.json" >"$work/bogus.json"
+grep -q '"logits":"bogus"' "$work/bogus.json" || { echo "graph export wrote no options.logits"; exit 1; }
+fails plan --graph "$work/bogus.json" --mode decode --ctx 64
+grep -q 'metadata.options.logits must be "last" or "all", got "bogus"' "$work/err" || { echo "plan --graph of options.logits bogus"; cat "$work/err"; exit 1; }
 echo "graph files: export, check, plan and gen-c agree for every family; relu_mlp.json and count_to_ten.json run"

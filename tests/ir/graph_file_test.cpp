@@ -261,6 +261,11 @@ TEST_CASE("a defect is reported once, in words that fit it") {
   e = issues_of(j);
   REQUIRE_MESSAGE(e.size() == 1, lines(e));
   CHECK(fused::ir::to_line(e[0]) == "error: node 14: attributes: \"shape\" must be a list of at most 4 integers, got [1.5]");
+  // A NaN attribute (MessagePack holds one) is named as one, in a list too.
+  j["nodes"][j["nodes"].size() - 2]["data"]["attributes"]["shape"] = {2, std::nan("")};
+  e = issues_of(j);
+  REQUIRE_MESSAGE(e.size() == 1, lines(e));
+  CHECK(fused::ir::to_line(e[0]) == "error: node 14: attributes: \"shape\" must be a list of at most 4 integers, got [2,NaN]");
   // A Merge listed in its Conditional's branch: refused as such, with no cycle besides.
   j = small_graph();
   j["nodes"].push_back({{"id", 14}, {"type", "Call"}, {"data", {{"op", "zeros"}, {"name", "c"}, {"attributes", {{"shape", {1}}}}}}});

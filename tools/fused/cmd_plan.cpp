@@ -92,7 +92,7 @@ int run_plan_graph(const options& o) {
       m[name] = v;
     }
     if (doc.metadata.contains("options") && doc.metadata["options"].is_object() && doc.metadata["options"].contains("logits"))
-      m["logits"] = doc.metadata["options"]["logits"];
+      m["logits"] = fused::decoder::name_of(fused::decoder::logits_option(doc.metadata));
     return m;
   }();
   fused::binding b{};

@@ -113,12 +113,6 @@ class reader {
 
   void fail(const std::string& where, const std::string& rule, std::string message) { errors_.push_back({where, rule, std::move(message)}); }
 
-  static std::string excerpt(const json& j) {
-    // json's dump writes a NaN or an infinity (MessagePack holds them) as null
-    if (j.is_number_float() && !std::isfinite(j.get<double>())) return std::isnan(j.get<double>()) ? "NaN" : j.get<double>() > 0 ? "Infinity" : "-Infinity";
-    std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
-    return s.size() > 60 ? s.substr(0, 60) + "..." : s;
-  }
 
   // An integer id (or count) >= 0.
   std::optional<std::int64_t> index(const json& v, const std::string& where, const std::string& field) {
@@ -388,9 +382,9 @@ inline read_result from_json(const json& doc) {
     else
       for (const json& j : *s) {
         const std::string* name = j.is_object() ? r.text(j, "name", "graph") : nullptr;
-        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + r.excerpt(j));
+        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + excerpt(j));
         if (!name) continue;
-        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + r.excerpt(j["name"]) + " is not an identifier");
+        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + excerpt(j["name"]) + " is not an identifier");
         const std::string* d = r.text(j, "doc", "graph", false);
         out.doc.symbols.push_back({*name, d ? *d : std::string()});
       }
@@ -402,7 +396,7 @@ inline read_result from_json(const json& doc) {
         const json& j = (*c)[i];
         const std::string where = "constraints[" + std::to_string(i) + "]";
         const std::string* kind = j.is_object() ? r.text(j, "type", where) : nullptr;
-        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + r.excerpt(j));
+        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + excerpt(j));
         if (!kind) continue;
         constraint k{};
         int known = -1;
@@ -455,7 +449,7 @@ inline read_result from_json(const json& doc) {
       const json& j = (*edges)[i];
       const std::string where = "edges[" + std::to_string(i) + "]";
       if (!j.is_object() || !j.contains("source") || !j.contains("target")) {
-        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + r.excerpt(j));
+        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + excerpt(j));
         continue;
       }
       edge e{};

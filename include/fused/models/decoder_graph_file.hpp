@@ -102,6 +102,15 @@ inline config config_from_json(const ir::json& j, const std::string& where) {
   return c;
 }
 
+// metadata.options.logits: "last" or "all" (absent: last); anything else is refused, naming it.
+inline logits_rows logits_option(const ir::json& meta) {
+  if (!meta.contains("options") || !meta["options"].is_object() || !meta["options"].contains("logits")) return logits_rows::last;
+  const ir::json& v = meta["options"]["logits"];
+  if (v == "all") return logits_rows::all;
+  if (v != "last") throw graph_error("metadata.options.logits must be \"last\" or \"all\", got " + ir::excerpt(v));
+  return logits_rows::last;
+}
+
 // What a decoder's graph file was exported from: its family, config and options.
 struct decoder_source {
   const family_entry* family = nullptr;
@@ -121,8 +130,7 @@ inline decoder_source decoder_source_of(const ir::document& doc, const program& 
   s.family = find_family(model_type);
   if (!s.family) throw graph_error("metadata.model.model_type \"" + model_type + "\" is not a family this build knows");
   s.cfg = config_from_json(meta["model"], "metadata.model");
-  if (meta.contains("options") && meta["options"].is_object() && meta["options"].contains("logits"))
-    s.options.logits = meta["options"]["logits"] == "all" ? logits_rows::all : logits_rows::last;
+  s.options.logits = logits_option(meta);
   const program expected = s.family->graph(s.cfg, s.options);
   if (!expected.ok()) throw graph_error("metadata.model: " + to_string(expected.message));
   auto differs = [](const std::string& what) { throw graph_error("the graph is not the " + what + " (hand-edited?)"); };
