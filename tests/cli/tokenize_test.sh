@@ -44,4 +44,14 @@ expect 1 "standard input: holds no token ids" detokenize --tokenizer "$tok" --fi
 expect 1 "$tmp/none.txt: cannot open the token ids" detokenize --tokenizer "$tok" --file "$tmp/none.txt"
 expect 2 "give the token ids, e.g. 9707,11,1879, or --file PATH" detokenize --tokenizer "$tok"
 expect 2 "excludes" detokenize --tokenizer "$tok" 1,2 --file "$tmp/ids.txt"
+# One [ ... ] around the whole list, or none; no trailing comma. (CLI11 reads "[[1]]" on the
+# command line as a list itself: the file shows it.)
+expect 2 "'[1,2' has a '[' without its ']'" detokenize --tokenizer "$tok" "[1,2"
+expect 2 "'1]' has a ']' that closes no '['" detokenize --tokenizer "$tok" "1]"
+expect 2 "'[1],2' goes on after the list's ']'" detokenize --tokenizer "$tok" "[1],2"
+printf '[[1]]\n' > "$tmp/nested.txt"
+expect 1 "'[[1]]' has a '[' that does not open the list" detokenize --tokenizer "$tok" --file "$tmp/nested.txt"
+expect 2 "'1,2,' ends with a comma" detokenize --tokenizer "$tok" "1,2,"
+printf '[1, 2,\n3]\n' > "$tmp/split.txt"
+"$fused" detokenize --tokenizer "$tok" --file "$tmp/split.txt" > /dev/null || fail "a list over two lines, as [1, 2,\\n3]"
 echo "tokenize / detokenize: files and standard input"

@@ -124,7 +124,10 @@ inline CLI::Validator one_of(std::vector<std::string> words) {
 inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words, std::string_view flag) {
   std::vector<std::int32_t> ids;
   bool comma_since_id = false;
+  bool opened = false, closed = false;  // one [ ... ] around the whole list, or none
+  std::string last_word;
   for (const std::string& w : words) {
+    last_word = w;
     std::size_t i = 0;
     while (i < w.size()) {
       const char c = w[i];
@@ -134,7 +137,15 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
         ++i;
         continue;
       }
-      if (c == '[' || c == ']' || c == ' ' || c == '\t' || c == '\n') { ++i; continue; }
+      if (c == '[' && (opened || !ids.empty())) throw usage_error(std::string(flag) + ": '" + w + "' has a '[' that does not open the list");
+      if (c == ']' && (!opened || closed)) throw usage_error(std::string(flag) + ": '" + w + "' has a ']' that closes no '['");
+      if (closed && c != ' ' && c != '\t' && c != '\n') throw usage_error(std::string(flag) + ": '" + w + "' goes on after the list's ']'");
+      if (c == '[' || c == ']') {
+        (c == '[' ? opened : closed) = true;
+        ++i;
+        continue;
+      }
+      if (c == ' ' || c == '\t' || c == '\n') { ++i; continue; }
       std::size_t end = i;
       while (end < w.size() && (std::isdigit(static_cast<unsigned char>(w[end])) || (end == i && w[end] == '-'))) ++end;
       const std::string num = w.substr(i, end - i);
@@ -152,6 +163,8 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
       i = end;
     }
   }
+  if (opened && !closed) throw usage_error(std::string(flag) + ": '" + last_word + "' has a '[' without its ']'");
+  if (comma_since_id) throw usage_error(std::string(flag) + ": '" + last_word + "' ends with a comma (an empty token id)");
   return ids;
 }
 
