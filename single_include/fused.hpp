@@ -104,6 +104,7 @@ constexpr const char* name_of(dtype t) {
 // units compiles them once, as it can the kernels (FK_KERNELS_EXTERN): define FUSED_JSON_EXTERN in
 // every unit but one and FUSED_JSON_IMPLEMENTATION in that one (CMake's FUSED_KERNELS_ONCE does so
 // for fused's tests and tool). By default they are inline, like the rest of the library.
+#include <cmath>
 #include <istream>
 #include <iterator>
 #include <string>
@@ -166,6 +167,28 @@ FUSED_JSON_API std::string dump(const nlohmann::ordered_json& j, int indent, inv
   return j.dump(indent, ' ', false, detail::handler_of(bad));
 }
 #endif
+
+// A value as a message quotes it (a hostile file can hold megabytes in one): its JSON text cut after
+// 60 characters, strings that are not UTF-8 with U+FFFD, and NaN and the infinities (which
+// MessagePack holds, and dump writes as null) spelt out, in an array's elements too.
+template <class Json>
+std::string excerpt(const Json& j) {
+  constexpr std::size_t max_chars = 60;
+  auto scalar = [](const Json& v) -> std::string {
+    if (v.is_number_float() && !std::isfinite(v.template get<double>()))
+      return std::isnan(v.template get<double>()) ? "NaN" : v.template get<double>() > 0 ? "Infinity" : "-Infinity";
+    return dump(v, -1, invalid_utf8::replace);
+  };
+  std::string s;
+  if (j.is_array()) {
+    s = "[";
+    for (std::size_t i = 0; i < j.size() && s.size() <= max_chars; ++i) s.append(i ? "," : "").append(scalar(j[i]));
+    s += "]";
+  } else {
+    s = scalar(j);
+  }
+  return s.size() > max_chars ? s.substr(0, max_chars) + "..." : s;
+}
 
 }  // namespace fused::json_text
 
@@ -6028,7 +6051,6 @@ struct static_program {
 //
 // Nothing here knows ops or programs: reading checks the document's form (every field's presence
 // and type) and records every defect it finds as an `issue`; validate.hpp checks the graph.
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -6044,24 +6066,6 @@ using json = nlohmann::ordered_json;
 // The version this library writes; it reads any 1.x (minor versions only add optional fields).
 inline constexpr int format_major = 1;
 inline constexpr int format_minor = 0;
-
-// A value as a message quotes it: its JSON text, cut after 60 characters, with NaN and the infinities
-// (which MessagePack holds, and json's dump writes as null) spelt out, in an array's elements too.
-inline std::string excerpt(const json& j) {
-  auto scalar = [](const json& v) -> std::string {
-    if (v.is_number_float() && !std::isfinite(v.get<double>())) return std::isnan(v.get<double>()) ? "NaN" : v.get<double>() > 0 ? "Infinity" : "-Infinity";
-    return json_text::dump(v, -1, json_text::invalid_utf8::replace);
-  };
-  std::string s;
-  if (j.is_array()) {
-    s = "[";
-    for (std::size_t i = 0; i < j.size() && s.size() <= 60; ++i) s.append(i ? "," : "").append(scalar(j[i]));
-    s += "]";
-  } else {
-    s = scalar(j);
-  }
-  return s.size() > 60 ? s.substr(0, 60) + "..." : s;
-}
 
 enum class node_type : std::uint8_t { input, call, output, get_attr, conditional, loop, merge };
 
@@ -6538,18 +6542,17 @@ class reader {
 
   void fail(const std::string& where, const std::string& rule, std::string message) { errors_.push_back({where, rule, std::move(message)}); }
 
-
   // An integer id (or count) >= 0.
   std::optional<std::int64_t> index(const json& v, const std::string& where, const std::string& field) {
     if (v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) return v.get<std::int64_t>();
     if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return v.get<std::int64_t>();
-    fail(where, "format", "\"" + field + "\" must be a non-negative integer, got " + excerpt(v));
+    fail(where, "format", "\"" + field + "\" must be a non-negative integer, got " + json_text::excerpt(v));
     return std::nullopt;
   }
   std::optional<std::int64_t> integer(const json& v, const std::string& where, const std::string& field) {
     if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
       return v.get<std::int64_t>();
-    fail(where, "format", "\"" + field + "\" must be an integer, got " + excerpt(v));
+    fail(where, "format", "\"" + field + "\" must be an integer, got " + json_text::excerpt(v));
     return std::nullopt;
   }
   const std::string* text(const json& obj, const char* field, const std::string& where, bool required = true) {
@@ -6559,7 +6562,7 @@ class reader {
       return nullptr;
     }
     if (!it->is_string()) {
-      fail(where, "format", std::string("\"") + field + "\" must be a string, got " + excerpt(*it));
+      fail(where, "format", std::string("\"") + field + "\" must be a string, got " + json_text::excerpt(*it));
       return nullptr;
     }
     return &it->get_ref<const std::string&>();
@@ -6622,7 +6625,7 @@ class reader {
       }
       return e;
     }
-    fail(where, "shape", "a dim must be a positive integer or a symbol name, got " + excerpt(d));
+    fail(where, "shape", "a dim must be a positive integer or a symbol name, got " + json_text::excerpt(d));
     return std::nullopt;
   }
 
@@ -6650,7 +6653,7 @@ class reader {
   std::optional<node> node_of(const json& j, std::size_t index) {
     std::string where = "nodes[" + std::to_string(index) + "]";
     if (!j.is_object()) {
-      fail(where, "format", "a node must be an object {\"id\", \"type\", \"data\"}, got " + excerpt(j));
+      fail(where, "format", "a node must be an object {\"id\", \"type\", \"data\"}, got " + json_text::excerpt(j));
       return std::nullopt;
     }
     node n{};
@@ -6675,13 +6678,13 @@ class reader {
     static const json empty = json::object();
     const auto d = j.find("data");
     if (d != j.end() && !d->is_object()) {
-      fail(where, "format", "\"data\" must be an object, got " + excerpt(*d));
+      fail(where, "format", "\"data\" must be an object, got " + json_text::excerpt(*d));
       return std::nullopt;
     }
     const json& data = d == j.end() ? empty : *d;
     if (const auto m = j.find("metadata"); m != j.end()) {
       if (m->is_object()) n.metadata = *m;
-      else fail(where, "format", "\"metadata\" must be an object, got " + excerpt(*m));
+      else fail(where, "format", "\"metadata\" must be an object, got " + json_text::excerpt(*m));
     }
     for (const auto& [k, v] : j.items())
       if (k != "id" && k != "type" && k != "data" && k != "metadata") fail(where, "format", "unknown node field \"" + k + "\"");
@@ -6707,7 +6710,7 @@ class reader {
         if (const std::string* name = text(data, "name", where, false)) n.name = *name;
         if (const auto a = data.find("attributes"); a != data.end()) {
           if (a->is_object()) n.attributes = *a;
-          else fail(where, "format", "\"attributes\" must be an object, got " + excerpt(*a)), ok = false;
+          else fail(where, "format", "\"attributes\" must be an object, got " + json_text::excerpt(*a)), ok = false;
         }
         n.value = type_of(data, where, false);
         ok = ok && op;
@@ -6736,7 +6739,7 @@ class reader {
         auto ids = [&](const char* field, std::vector<std::int64_t>& into) {
           const auto f = data.find(field);
           if (f == data.end()) return fail(where, "format", std::string("a ") + name_of(n.type) + " lists its \"" + field + "\" node ids"), false;
-          if (!f->is_array()) return fail(where, "format", std::string("\"") + field + "\" must be an array of node ids, got " + excerpt(*f)), false;
+          if (!f->is_array()) return fail(where, "format", std::string("\"") + field + "\" must be an array of node ids, got " + json_text::excerpt(*f)), false;
           for (const json& v : *f) {
             const auto member = this->index(v, where, field);
             if (!member) return false;
@@ -6750,7 +6753,7 @@ class reader {
           const auto m = data.find("max_trips");
           if (m == data.end()) fail(where, "format", "a Loop states its bound, \"max_trips\" (0 .. 2^31)"), ok = false;
           else if (!m->is_number_integer() || (m->is_number_unsigned() ? m->get<std::uint64_t>() > (std::uint64_t{1} << 31) : m->get<std::int64_t>() < 0 || m->get<std::int64_t>() > (std::int64_t{1} << 31)))
-            fail(where, "format", "\"max_trips\" must be an integer in 0 .. 2^31, got " + excerpt(*m)), ok = false;
+            fail(where, "format", "\"max_trips\" must be an integer in 0 .. 2^31, got " + json_text::excerpt(*m)), ok = false;
           else n.max_trips = m->get<std::int64_t>();
         }
         break;
@@ -6807,9 +6810,9 @@ inline read_result from_json(const json& doc) {
     else
       for (const json& j : *s) {
         const std::string* name = j.is_object() ? r.text(j, "name", "graph") : nullptr;
-        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + excerpt(j));
+        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + json_text::excerpt(j));
         if (!name) continue;
-        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + excerpt(j["name"]) + " is not an identifier");
+        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + json_text::excerpt(j["name"]) + " is not an identifier");
         const std::string* d = r.text(j, "doc", "graph", false);
         out.doc.symbols.push_back({*name, d ? *d : std::string()});
       }
@@ -6821,7 +6824,7 @@ inline read_result from_json(const json& doc) {
         const json& j = (*c)[i];
         const std::string where = "constraints[" + std::to_string(i) + "]";
         const std::string* kind = j.is_object() ? r.text(j, "type", where) : nullptr;
-        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + excerpt(j));
+        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + json_text::excerpt(j));
         if (!kind) continue;
         constraint k{};
         int known = -1;
@@ -6874,7 +6877,7 @@ inline read_result from_json(const json& doc) {
       const json& j = (*edges)[i];
       const std::string where = "edges[" + std::to_string(i) + "]";
       if (!j.is_object() || !j.contains("source") || !j.contains("target")) {
-        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + excerpt(j));
+        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + json_text::excerpt(j));
         continue;
       }
       edge e{};
@@ -7194,7 +7197,7 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
                           return v.is_number_integer() && v.get<std::int64_t>() >= -max_integer_attribute && v.get<std::int64_t>() <= max_integer_attribute;
                         });
       if (!list) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + excerpt(*it)});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + json_text::excerpt(*it)});
         continue;
       }
       for (int j = 0; j < max_rank; ++j) a.i[j] = j < static_cast<int>(it->size()) ? (*it)[static_cast<std::size_t>(j)].get<std::int64_t>() : no_value;
@@ -7203,13 +7206,13 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
                                                                              : it->get<std::int64_t>() >= -max_integer_attribute &&
                                                                                    it->get<std::int64_t>() <= max_integer_attribute);
       if (!fits) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be an integer of magnitude at most 2^31, got " + excerpt(*it)});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be an integer of magnitude at most 2^31, got " + json_text::excerpt(*it)});
         continue;
       }
       a.i[k] = it->get<std::int64_t>();
     } else {
       if (!it->is_number() || !std::isfinite(it->get<double>())) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a finite number, got " + excerpt(*it)});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a finite number, got " + json_text::excerpt(*it)});
         continue;
       }
       const double v = it->get<double>();
@@ -13187,14 +13190,6 @@ inline std::uint64_t read_u64_le(const std::byte* p) noexcept {
   return v;
 }
 
-// A JSON value as a short string for messages: hostile files can hold megabytes in one value.
-inline std::string json_excerpt(const nlohmann::json& j) {
-  std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
-  constexpr std::size_t max_chars = 60;
-  if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
-  return s;
-}
-
 // Bytes of a tensor of `shape` (dimensions >= 0) and `type`, or nullopt if that overflows 64 bits.
 // A zero dimension makes the tensor empty whatever the others are, as in the reference
 // implementation, so it is looked for before multiplying.
@@ -13282,7 +13277,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
     if (dt == entry.end() || !dt->is_string())
       throw_load_error(fname, "tensor \"{}\": \"dtype\" is missing or not a string", name);
     const std::optional<dtype> type = parse_dtype(dt->get_ref<const std::string&>());
-    if (!type) throw_load_error(fname, "tensor \"{}\": unknown dtype {}", name, detail::json_excerpt(*dt));
+    if (!type) throw_load_error(fname, "tensor \"{}\": unknown dtype {}", name, json_text::excerpt(*dt));
 
     const auto sh = entry.find("shape");
     if (sh == entry.end() || !sh->is_array())
@@ -13293,7 +13288,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
       const std::optional<std::uint64_t> dim = detail::json_uint(d);
       if (!dim || *dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         throw_load_error(fname, "tensor \"{}\": shape {} holds {}, not a non-negative 64-bit integer", name,
-                         detail::json_excerpt(*sh), detail::json_excerpt(d));
+                         json_text::excerpt(*sh), json_text::excerpt(d));
       shape.push_back(static_cast<std::int64_t>(*dim));
     }
     const std::optional<std::uint64_t> expected = detail::byte_count(shape, *type);
@@ -13309,7 +13304,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
     const std::optional<std::uint64_t> end = detail::json_uint((*off)[1]);
     if (!begin || !end)
       throw_load_error(fname, "tensor \"{}\": data_offsets {} are not non-negative integers", name,
-                       detail::json_excerpt(*off));
+                       json_text::excerpt(*off));
     if (*end < *begin)
       throw_load_error(fname, "tensor \"{}\": data_offsets [{}, {}] end before they begin", name, *begin, *end);
     if (*end - *begin != expected_bytes)
@@ -14802,7 +14797,7 @@ inline logits_rows logits_option(const ir::json& meta) {
   if (!meta.contains("options") || !meta["options"].is_object() || !meta["options"].contains("logits")) return logits_rows::last;
   const ir::json& v = meta["options"]["logits"];
   if (v == "all") return logits_rows::all;
-  if (v != "last") throw graph_error("metadata.options.logits must be \"last\" or \"all\", got " + ir::excerpt(v));
+  if (v != "last") throw graph_error("metadata.options.logits must be \"last\" or \"all\", got " + json_text::excerpt(v));
   return logits_rows::last;
 }
 
@@ -15757,10 +15752,10 @@ class config_reader {
 
   // An integer >= min_value that fits in int.
   int integer(std::string_view key, const nlohmann::json& v, int min_value) const {
-    if (!v.is_number_integer()) fail(key, "must be an integer, got {}", excerpt(v));
+    if (!v.is_number_integer()) fail(key, "must be an integer, got {}", json_text::excerpt(v));
     if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX)
                                : v.get<std::int64_t>() < INT_MIN)
-      fail(key, "{} is out of range", excerpt(v));
+      fail(key, "{} is out of range", json_text::excerpt(v));
     const int i = v.get<int>();
     if (i < min_value) fail(key, "{} must be {}", i, min_value == 1 ? "positive" : "non-negative");
     return i;
@@ -15770,34 +15765,26 @@ class config_reader {
   // A finite number > 0 (and < upper_bound when given).
   double positive_real(std::string_view key, const nlohmann::json& v,
                        std::optional<double> upper_bound = std::nullopt) const {
-    if (!v.is_number()) fail(key, "must be a number, got {}", excerpt(v));
+    if (!v.is_number()) fail(key, "must be a number, got {}", json_text::excerpt(v));
     const double d = v.get<double>();
     if (!std::isfinite(d) || d <= 0 || (upper_bound && d >= *upper_bound))
-      fail(key, "{} must be positive{}", excerpt(v), upper_bound ? fmt::format(" and below {}", *upper_bound) : "");
+      fail(key, "{} must be positive{}", json_text::excerpt(v), upper_bound ? fmt::format(" and below {}", *upper_bound) : "");
     return d;
   }
 
   const std::string& string(std::string_view key, const nlohmann::json& v) const {
-    if (!v.is_string()) fail(key, "must be a string, got {}", excerpt(v));
+    if (!v.is_string()) fail(key, "must be a string, got {}", json_text::excerpt(v));
     return v.get_ref<const std::string&>();
   }
 
   bool boolean(std::string_view key, const nlohmann::json& v) const {
-    if (!v.is_boolean()) fail(key, "must be true or false, got {}", excerpt(v));
+    if (!v.is_boolean()) fail(key, "must be true or false, got {}", json_text::excerpt(v));
     return v.get<bool>();
   }
 
   template <class... Args>
   [[noreturn]] void fail(std::string_view key, fmt::format_string<Args...> format, Args&&... args) const {
     throw_load_error(file_, "field \"{}\": {}", key, fmt::format(format, std::forward<Args>(args)...));
-  }
-
-  // A JSON value as a short string for messages: a hostile file can hold megabytes in one value.
-  static std::string excerpt(const nlohmann::json& j) {
-    std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
-    constexpr std::size_t max_chars = 60;
-    if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
-    return s;
   }
 
   std::string_view file() const { return file_; }
@@ -15935,7 +15922,7 @@ class json_source final : public config_source {
 // factor, low/high frequency factors and original_max_position_embeddings.
 inline void read_rope(const config_reader& r, config& c) {
   const auto read_kind = [&](std::string_view key, const nlohmann::json& params) {
-    if (!params.is_object()) r.fail(key, "must be an object, got {}", config_reader::excerpt(params));
+    if (!params.is_object()) r.fail(key, "must be an object, got {}", json_text::excerpt(params));
     for (const char* type_key : {"rope_type", "type"}) {
       const nlohmann::json* t = config_reader::get(params, type_key);
       if (t == nullptr) continue;
@@ -15943,7 +15930,7 @@ inline void read_rope(const config_reader& r, config& c) {
       const std::string& kind = r.string(name, *t);
       if (kind == "default") return;
       if (kind != "llama3")
-        r.fail(name, "{} is not supported (only \"default\" and \"llama3\" RoPE)", config_reader::excerpt(*t));
+        r.fail(name, "{} is not supported (only \"default\" and \"llama3\" RoPE)", json_text::excerpt(*t));
       c.rope_type = rope_kind::llama3;
       const auto real = [&](const char* field) {
         const nlohmann::json* v = config_reader::get(params, field);
@@ -16005,17 +15992,17 @@ inline const family_entry& find_family_of(const config_reader& r) {
   const family_entry* f = nullptr;
   if (model_type != nullptr) {
     f = find_family(r.string("model_type", *model_type));
-    if (f == nullptr) r.fail("model_type", "{} is not supported (supported: {})", config_reader::excerpt(*model_type), known_model_types());
+    if (f == nullptr) r.fail("model_type", "{} is not supported (supported: {})", json_text::excerpt(*model_type), known_model_types());
   }
   if (architectures != nullptr) {
-    if (!architectures->is_array()) r.fail("architectures", "must be a list, got {}", config_reader::excerpt(*architectures));
+    if (!architectures->is_array()) r.fail("architectures", "must be a list, got {}", json_text::excerpt(*architectures));
     const family_entry* by_architecture = nullptr;
     for (const nlohmann::json& a : *architectures)
       if (a.is_string() && (by_architecture = find_family(a.get_ref<const std::string&>(), true)) != nullptr) break;
     if (f != nullptr && by_architecture != f)
-      r.fail("architectures", "{} does not include \"{}\"", config_reader::excerpt(*architectures), f->architecture);
+      r.fail("architectures", "{} does not include \"{}\"", json_text::excerpt(*architectures), f->architecture);
     if (by_architecture == nullptr)
-      r.fail("architectures", "{} names no supported architecture", config_reader::excerpt(*architectures));
+      r.fail("architectures", "{} names no supported architecture", json_text::excerpt(*architectures));
     f = by_architecture;
   }
   if (f == nullptr) r.fail("model_type", "is missing, and so is \"architectures\": cannot tell which model this is");
@@ -16024,7 +16011,7 @@ inline const family_entry& find_family_of(const config_reader& r) {
 
 inline void check_unsupported(const config_reader& r) {
   if (const nlohmann::json* act = r.get("hidden_act"); act != nullptr && r.string("hidden_act", *act) != "silu")
-    r.fail("hidden_act", "{} is not supported (only \"silu\")", config_reader::excerpt(*act));
+    r.fail("hidden_act", "{} is not supported (only \"silu\")", json_text::excerpt(*act));
   if (const nlohmann::json* sw = r.get("use_sliding_window"); sw != nullptr && r.boolean("use_sliding_window", *sw))
     r.fail("use_sliding_window", "true is not supported (only full attention)");
   if (r.get("quantization_config") != nullptr)
@@ -16071,7 +16058,7 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   detail::read_rope(r, c);
   if (const nlohmann::json* p = r.get("attention_dropout")) {
     if (!p->is_number() || !std::isfinite(p->get<double>()) || p->get<double>() < 0 || p->get<double>() >= 1)
-      r.fail("attention_dropout", "must be a probability in [0, 1), got {}", detail::config_reader::excerpt(*p));
+      r.fail("attention_dropout", "must be a probability in [0, 1), got {}", json_text::excerpt(*p));
     c.attention_dropout = p->get<double>();
   }
   const nlohmann::json* tie = r.get("tie_word_embeddings");
@@ -16083,10 +16070,10 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   if (const nlohmann::json* layer_types = r.get("layer_types")) {
     if (!layer_types->is_array() || layer_types->size() != static_cast<std::size_t>(c.num_hidden_layers))
       r.fail("layer_types", "must be a list of num_hidden_layers {} entries, got {}", c.num_hidden_layers,
-             detail::config_reader::excerpt(*layer_types));
+             json_text::excerpt(*layer_types));
     for (const nlohmann::json& t : *layer_types)
       if (t != "full_attention")
-        r.fail("layer_types", "{} is not supported (only \"full_attention\" layers)", detail::config_reader::excerpt(t));
+        r.fail("layer_types", "{} is not supported (only \"full_attention\" layers)", json_text::excerpt(t));
   }
 
   info.eos_token_ids = io::detail::read_token_ids(r, "eos_token_id", c.vocab_size);

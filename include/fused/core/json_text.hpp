@@ -8,6 +8,7 @@
 // every unit but one and FUSED_JSON_IMPLEMENTATION in that one (CMake's FUSED_KERNELS_ONCE does so
 // for fused's tests and tool). By default they are inline, like the rest of the library.
 #pragma once
+#include <cmath>
 #include <istream>
 #include <iterator>
 #include <string>
@@ -70,6 +71,28 @@ FUSED_JSON_API std::string dump(const nlohmann::ordered_json& j, int indent, inv
   return j.dump(indent, ' ', false, detail::handler_of(bad));
 }
 #endif
+
+// A value as a message quotes it (a hostile file can hold megabytes in one): its JSON text cut after
+// 60 characters, strings that are not UTF-8 with U+FFFD, and NaN and the infinities (which
+// MessagePack holds, and dump writes as null) spelt out, in an array's elements too.
+template <class Json>
+std::string excerpt(const Json& j) {
+  constexpr std::size_t max_chars = 60;
+  auto scalar = [](const Json& v) -> std::string {
+    if (v.is_number_float() && !std::isfinite(v.template get<double>()))
+      return std::isnan(v.template get<double>()) ? "NaN" : v.template get<double>() > 0 ? "Infinity" : "-Infinity";
+    return dump(v, -1, invalid_utf8::replace);
+  };
+  std::string s;
+  if (j.is_array()) {
+    s = "[";
+    for (std::size_t i = 0; i < j.size() && s.size() <= max_chars; ++i) s.append(i ? "," : "").append(scalar(j[i]));
+    s += "]";
+  } else {
+    s = scalar(j);
+  }
+  return s.size() > max_chars ? s.substr(0, max_chars) + "..." : s;
+}
 
 }  // namespace fused::json_text
 

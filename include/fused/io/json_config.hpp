@@ -48,10 +48,10 @@ class config_reader {
 
   // An integer >= min_value that fits in int.
   int integer(std::string_view key, const nlohmann::json& v, int min_value) const {
-    if (!v.is_number_integer()) fail(key, "must be an integer, got {}", excerpt(v));
+    if (!v.is_number_integer()) fail(key, "must be an integer, got {}", json_text::excerpt(v));
     if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX)
                                : v.get<std::int64_t>() < INT_MIN)
-      fail(key, "{} is out of range", excerpt(v));
+      fail(key, "{} is out of range", json_text::excerpt(v));
     const int i = v.get<int>();
     if (i < min_value) fail(key, "{} must be {}", i, min_value == 1 ? "positive" : "non-negative");
     return i;
@@ -61,34 +61,26 @@ class config_reader {
   // A finite number > 0 (and < upper_bound when given).
   double positive_real(std::string_view key, const nlohmann::json& v,
                        std::optional<double> upper_bound = std::nullopt) const {
-    if (!v.is_number()) fail(key, "must be a number, got {}", excerpt(v));
+    if (!v.is_number()) fail(key, "must be a number, got {}", json_text::excerpt(v));
     const double d = v.get<double>();
     if (!std::isfinite(d) || d <= 0 || (upper_bound && d >= *upper_bound))
-      fail(key, "{} must be positive{}", excerpt(v), upper_bound ? fmt::format(" and below {}", *upper_bound) : "");
+      fail(key, "{} must be positive{}", json_text::excerpt(v), upper_bound ? fmt::format(" and below {}", *upper_bound) : "");
     return d;
   }
 
   const std::string& string(std::string_view key, const nlohmann::json& v) const {
-    if (!v.is_string()) fail(key, "must be a string, got {}", excerpt(v));
+    if (!v.is_string()) fail(key, "must be a string, got {}", json_text::excerpt(v));
     return v.get_ref<const std::string&>();
   }
 
   bool boolean(std::string_view key, const nlohmann::json& v) const {
-    if (!v.is_boolean()) fail(key, "must be true or false, got {}", excerpt(v));
+    if (!v.is_boolean()) fail(key, "must be true or false, got {}", json_text::excerpt(v));
     return v.get<bool>();
   }
 
   template <class... Args>
   [[noreturn]] void fail(std::string_view key, fmt::format_string<Args...> format, Args&&... args) const {
     throw_load_error(file_, "field \"{}\": {}", key, fmt::format(format, std::forward<Args>(args)...));
-  }
-
-  // A JSON value as a short string for messages: a hostile file can hold megabytes in one value.
-  static std::string excerpt(const nlohmann::json& j) {
-    std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
-    constexpr std::size_t max_chars = 60;
-    if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
-    return s;
   }
 
   std::string_view file() const { return file_; }

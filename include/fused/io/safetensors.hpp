@@ -208,14 +208,6 @@ inline std::uint64_t read_u64_le(const std::byte* p) noexcept {
   return v;
 }
 
-// A JSON value as a short string for messages: hostile files can hold megabytes in one value.
-inline std::string json_excerpt(const nlohmann::json& j) {
-  std::string s = json_text::dump(j, -1, json_text::invalid_utf8::replace);
-  constexpr std::size_t max_chars = 60;
-  if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
-  return s;
-}
-
 // Bytes of a tensor of `shape` (dimensions >= 0) and `type`, or nullopt if that overflows 64 bits.
 // A zero dimension makes the tensor empty whatever the others are, as in the reference
 // implementation, so it is looked for before multiplying.
@@ -303,7 +295,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
     if (dt == entry.end() || !dt->is_string())
       throw_load_error(fname, "tensor \"{}\": \"dtype\" is missing or not a string", name);
     const std::optional<dtype> type = parse_dtype(dt->get_ref<const std::string&>());
-    if (!type) throw_load_error(fname, "tensor \"{}\": unknown dtype {}", name, detail::json_excerpt(*dt));
+    if (!type) throw_load_error(fname, "tensor \"{}\": unknown dtype {}", name, json_text::excerpt(*dt));
 
     const auto sh = entry.find("shape");
     if (sh == entry.end() || !sh->is_array())
@@ -314,7 +306,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
       const std::optional<std::uint64_t> dim = detail::json_uint(d);
       if (!dim || *dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         throw_load_error(fname, "tensor \"{}\": shape {} holds {}, not a non-negative 64-bit integer", name,
-                         detail::json_excerpt(*sh), detail::json_excerpt(d));
+                         json_text::excerpt(*sh), json_text::excerpt(d));
       shape.push_back(static_cast<std::int64_t>(*dim));
     }
     const std::optional<std::uint64_t> expected = detail::byte_count(shape, *type);
@@ -330,7 +322,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
     const std::optional<std::uint64_t> end = detail::json_uint((*off)[1]);
     if (!begin || !end)
       throw_load_error(fname, "tensor \"{}\": data_offsets {} are not non-negative integers", name,
-                       detail::json_excerpt(*off));
+                       json_text::excerpt(*off));
     if (*end < *begin)
       throw_load_error(fname, "tensor \"{}\": data_offsets [{}, {}] end before they begin", name, *begin, *end);
     if (*end - *begin != expected_bytes)

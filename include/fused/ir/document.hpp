@@ -7,7 +7,6 @@
 // Nothing here knows ops or programs: reading checks the document's form (every field's presence
 // and type) and records every defect it finds as an `issue`; validate.hpp checks the graph.
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include "../core/dtype.hpp"
-#include "../core/json_text.hpp"
 
 namespace fused::ir {
 
@@ -25,24 +23,6 @@ using json = nlohmann::ordered_json;
 // The version this library writes; it reads any 1.x (minor versions only add optional fields).
 inline constexpr int format_major = 1;
 inline constexpr int format_minor = 0;
-
-// A value as a message quotes it: its JSON text, cut after 60 characters, with NaN and the infinities
-// (which MessagePack holds, and json's dump writes as null) spelt out, in an array's elements too.
-inline std::string excerpt(const json& j) {
-  auto scalar = [](const json& v) -> std::string {
-    if (v.is_number_float() && !std::isfinite(v.get<double>())) return std::isnan(v.get<double>()) ? "NaN" : v.get<double>() > 0 ? "Infinity" : "-Infinity";
-    return json_text::dump(v, -1, json_text::invalid_utf8::replace);
-  };
-  std::string s;
-  if (j.is_array()) {
-    s = "[";
-    for (std::size_t i = 0; i < j.size() && s.size() <= 60; ++i) s.append(i ? "," : "").append(scalar(j[i]));
-    s += "]";
-  } else {
-    s = scalar(j);
-  }
-  return s.size() > 60 ? s.substr(0, 60) + "..." : s;
-}
 
 enum class node_type : std::uint8_t { input, call, output, get_attr, conditional, loop, merge };
 

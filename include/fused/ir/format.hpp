@@ -113,18 +113,17 @@ class reader {
 
   void fail(const std::string& where, const std::string& rule, std::string message) { errors_.push_back({where, rule, std::move(message)}); }
 
-
   // An integer id (or count) >= 0.
   std::optional<std::int64_t> index(const json& v, const std::string& where, const std::string& field) {
     if (v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) return v.get<std::int64_t>();
     if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return v.get<std::int64_t>();
-    fail(where, "format", "\"" + field + "\" must be a non-negative integer, got " + excerpt(v));
+    fail(where, "format", "\"" + field + "\" must be a non-negative integer, got " + json_text::excerpt(v));
     return std::nullopt;
   }
   std::optional<std::int64_t> integer(const json& v, const std::string& where, const std::string& field) {
     if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
       return v.get<std::int64_t>();
-    fail(where, "format", "\"" + field + "\" must be an integer, got " + excerpt(v));
+    fail(where, "format", "\"" + field + "\" must be an integer, got " + json_text::excerpt(v));
     return std::nullopt;
   }
   const std::string* text(const json& obj, const char* field, const std::string& where, bool required = true) {
@@ -134,7 +133,7 @@ class reader {
       return nullptr;
     }
     if (!it->is_string()) {
-      fail(where, "format", std::string("\"") + field + "\" must be a string, got " + excerpt(*it));
+      fail(where, "format", std::string("\"") + field + "\" must be a string, got " + json_text::excerpt(*it));
       return nullptr;
     }
     return &it->get_ref<const std::string&>();
@@ -197,7 +196,7 @@ class reader {
       }
       return e;
     }
-    fail(where, "shape", "a dim must be a positive integer or a symbol name, got " + excerpt(d));
+    fail(where, "shape", "a dim must be a positive integer or a symbol name, got " + json_text::excerpt(d));
     return std::nullopt;
   }
 
@@ -225,7 +224,7 @@ class reader {
   std::optional<node> node_of(const json& j, std::size_t index) {
     std::string where = "nodes[" + std::to_string(index) + "]";
     if (!j.is_object()) {
-      fail(where, "format", "a node must be an object {\"id\", \"type\", \"data\"}, got " + excerpt(j));
+      fail(where, "format", "a node must be an object {\"id\", \"type\", \"data\"}, got " + json_text::excerpt(j));
       return std::nullopt;
     }
     node n{};
@@ -250,13 +249,13 @@ class reader {
     static const json empty = json::object();
     const auto d = j.find("data");
     if (d != j.end() && !d->is_object()) {
-      fail(where, "format", "\"data\" must be an object, got " + excerpt(*d));
+      fail(where, "format", "\"data\" must be an object, got " + json_text::excerpt(*d));
       return std::nullopt;
     }
     const json& data = d == j.end() ? empty : *d;
     if (const auto m = j.find("metadata"); m != j.end()) {
       if (m->is_object()) n.metadata = *m;
-      else fail(where, "format", "\"metadata\" must be an object, got " + excerpt(*m));
+      else fail(where, "format", "\"metadata\" must be an object, got " + json_text::excerpt(*m));
     }
     for (const auto& [k, v] : j.items())
       if (k != "id" && k != "type" && k != "data" && k != "metadata") fail(where, "format", "unknown node field \"" + k + "\"");
@@ -282,7 +281,7 @@ class reader {
         if (const std::string* name = text(data, "name", where, false)) n.name = *name;
         if (const auto a = data.find("attributes"); a != data.end()) {
           if (a->is_object()) n.attributes = *a;
-          else fail(where, "format", "\"attributes\" must be an object, got " + excerpt(*a)), ok = false;
+          else fail(where, "format", "\"attributes\" must be an object, got " + json_text::excerpt(*a)), ok = false;
         }
         n.value = type_of(data, where, false);
         ok = ok && op;
@@ -311,7 +310,7 @@ class reader {
         auto ids = [&](const char* field, std::vector<std::int64_t>& into) {
           const auto f = data.find(field);
           if (f == data.end()) return fail(where, "format", std::string("a ") + name_of(n.type) + " lists its \"" + field + "\" node ids"), false;
-          if (!f->is_array()) return fail(where, "format", std::string("\"") + field + "\" must be an array of node ids, got " + excerpt(*f)), false;
+          if (!f->is_array()) return fail(where, "format", std::string("\"") + field + "\" must be an array of node ids, got " + json_text::excerpt(*f)), false;
           for (const json& v : *f) {
             const auto member = this->index(v, where, field);
             if (!member) return false;
@@ -325,7 +324,7 @@ class reader {
           const auto m = data.find("max_trips");
           if (m == data.end()) fail(where, "format", "a Loop states its bound, \"max_trips\" (0 .. 2^31)"), ok = false;
           else if (!m->is_number_integer() || (m->is_number_unsigned() ? m->get<std::uint64_t>() > (std::uint64_t{1} << 31) : m->get<std::int64_t>() < 0 || m->get<std::int64_t>() > (std::int64_t{1} << 31)))
-            fail(where, "format", "\"max_trips\" must be an integer in 0 .. 2^31, got " + excerpt(*m)), ok = false;
+            fail(where, "format", "\"max_trips\" must be an integer in 0 .. 2^31, got " + json_text::excerpt(*m)), ok = false;
           else n.max_trips = m->get<std::int64_t>();
         }
         break;
@@ -382,9 +381,9 @@ inline read_result from_json(const json& doc) {
     else
       for (const json& j : *s) {
         const std::string* name = j.is_object() ? r.text(j, "name", "graph") : nullptr;
-        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + excerpt(j));
+        if (!j.is_object()) r.fail("graph", "format", "a symbol must be an object {\"name\", \"doc\"}, got " + json_text::excerpt(j));
         if (!name) continue;
-        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + excerpt(j["name"]) + " is not an identifier");
+        if (!detail::reader::is_identifier(*name)) r.fail("graph", "symbol", "symbol name " + json_text::excerpt(j["name"]) + " is not an identifier");
         const std::string* d = r.text(j, "doc", "graph", false);
         out.doc.symbols.push_back({*name, d ? *d : std::string()});
       }
@@ -396,7 +395,7 @@ inline read_result from_json(const json& doc) {
         const json& j = (*c)[i];
         const std::string where = "constraints[" + std::to_string(i) + "]";
         const std::string* kind = j.is_object() ? r.text(j, "type", where) : nullptr;
-        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + excerpt(j));
+        if (!j.is_object()) r.fail(where, "format", "a constraint must be an object, got " + json_text::excerpt(j));
         if (!kind) continue;
         constraint k{};
         int known = -1;
@@ -449,7 +448,7 @@ inline read_result from_json(const json& doc) {
       const json& j = (*edges)[i];
       const std::string where = "edges[" + std::to_string(i) + "]";
       if (!j.is_object() || !j.contains("source") || !j.contains("target")) {
-        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + excerpt(j));
+        r.fail(where, "format", "an edge must be an object {\"source\", \"target\", \"name\", \"slot\"}, got " + json_text::excerpt(j));
         continue;
       }
       edge e{};

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/json_text.hpp"
 #include "../core/shape_text.hpp"
 #include "../core/text_string.hpp"
 #include "../graph/control.hpp"
@@ -134,7 +135,7 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
                           return v.is_number_integer() && v.get<std::int64_t>() >= -max_integer_attribute && v.get<std::int64_t>() <= max_integer_attribute;
                         });
       if (!list) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + excerpt(*it)});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a list of at most " + std::to_string(max_rank) + " integers, got " + json_text::excerpt(*it)});
         continue;
       }
       for (int j = 0; j < max_rank; ++j) a.i[j] = j < static_cast<int>(it->size()) ? (*it)[static_cast<std::size_t>(j)].get<std::int64_t>() : no_value;
@@ -143,13 +144,13 @@ inline attrs read_attributes(const op_def& op, const json& given, const std::str
                                                                              : it->get<std::int64_t>() >= -max_integer_attribute &&
                                                                                    it->get<std::int64_t>() <= max_integer_attribute);
       if (!fits) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be an integer of magnitude at most 2^31, got " + excerpt(*it)});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be an integer of magnitude at most 2^31, got " + json_text::excerpt(*it)});
         continue;
       }
       a.i[k] = it->get<std::int64_t>();
     } else {
       if (!it->is_number() || !std::isfinite(it->get<double>())) {
-        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a finite number, got " + excerpt(*it)});
+        errors.push_back({where, "attributes", std::string("\"") + f.name + "\" must be a finite number, got " + json_text::excerpt(*it)});
         continue;
       }
       const double v = it->get<double>();

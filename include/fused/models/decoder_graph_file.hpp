@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../core/json_text.hpp"
 #include "../graph/graph_error.hpp"
 #include "../ir/export.hpp"
 #include "../version.hpp"
@@ -107,7 +108,7 @@ inline logits_rows logits_option(const ir::json& meta) {
   if (!meta.contains("options") || !meta["options"].is_object() || !meta["options"].contains("logits")) return logits_rows::last;
   const ir::json& v = meta["options"]["logits"];
   if (v == "all") return logits_rows::all;
-  if (v != "last") throw graph_error("metadata.options.logits must be \"last\" or \"all\", got " + ir::excerpt(v));
+  if (v != "last") throw graph_error("metadata.options.logits must be \"last\" or \"all\", got " + json_text::excerpt(v));
   return logits_rows::last;
 }
 

@@ -16,6 +16,7 @@
 // config_differences() compares two configs field by field through Hana reflection of
 // decoder::config, so adding a field there is all it takes for every check to cover it.
 #pragma once
+#include "fused/core/json_text.hpp"
 #include "fused/io/json_config.hpp"
 #include "fused/models/decoder_config.hpp"
 #include "fused/models/decoder_config_fields.hpp"
@@ -88,7 +89,7 @@ class json_source final : public config_source {
 // factor, low/high frequency factors and original_max_position_embeddings.
 inline void read_rope(const config_reader& r, config& c) {
   const auto read_kind = [&](std::string_view key, const nlohmann::json& params) {
-    if (!params.is_object()) r.fail(key, "must be an object, got {}", config_reader::excerpt(params));
+    if (!params.is_object()) r.fail(key, "must be an object, got {}", json_text::excerpt(params));
     for (const char* type_key : {"rope_type", "type"}) {
       const nlohmann::json* t = config_reader::get(params, type_key);
       if (t == nullptr) continue;
@@ -96,7 +97,7 @@ inline void read_rope(const config_reader& r, config& c) {
       const std::string& kind = r.string(name, *t);
       if (kind == "default") return;
       if (kind != "llama3")
-        r.fail(name, "{} is not supported (only \"default\" and \"llama3\" RoPE)", config_reader::excerpt(*t));
+        r.fail(name, "{} is not supported (only \"default\" and \"llama3\" RoPE)", json_text::excerpt(*t));
       c.rope_type = rope_kind::llama3;
       const auto real = [&](const char* field) {
         const nlohmann::json* v = config_reader::get(params, field);
@@ -158,17 +159,17 @@ inline const family_entry& find_family_of(const config_reader& r) {
   const family_entry* f = nullptr;
   if (model_type != nullptr) {
     f = find_family(r.string("model_type", *model_type));
-    if (f == nullptr) r.fail("model_type", "{} is not supported (supported: {})", config_reader::excerpt(*model_type), known_model_types());
+    if (f == nullptr) r.fail("model_type", "{} is not supported (supported: {})", json_text::excerpt(*model_type), known_model_types());
   }
   if (architectures != nullptr) {
-    if (!architectures->is_array()) r.fail("architectures", "must be a list, got {}", config_reader::excerpt(*architectures));
+    if (!architectures->is_array()) r.fail("architectures", "must be a list, got {}", json_text::excerpt(*architectures));
     const family_entry* by_architecture = nullptr;
     for (const nlohmann::json& a : *architectures)
       if (a.is_string() && (by_architecture = find_family(a.get_ref<const std::string&>(), true)) != nullptr) break;
     if (f != nullptr && by_architecture != f)
-      r.fail("architectures", "{} does not include \"{}\"", config_reader::excerpt(*architectures), f->architecture);
+      r.fail("architectures", "{} does not include \"{}\"", json_text::excerpt(*architectures), f->architecture);
     if (by_architecture == nullptr)
-      r.fail("architectures", "{} names no supported architecture", config_reader::excerpt(*architectures));
+      r.fail("architectures", "{} names no supported architecture", json_text::excerpt(*architectures));
     f = by_architecture;
   }
   if (f == nullptr) r.fail("model_type", "is missing, and so is \"architectures\": cannot tell which model this is");
@@ -177,7 +178,7 @@ inline const family_entry& find_family_of(const config_reader& r) {
 
 inline void check_unsupported(const config_reader& r) {
   if (const nlohmann::json* act = r.get("hidden_act"); act != nullptr && r.string("hidden_act", *act) != "silu")
-    r.fail("hidden_act", "{} is not supported (only \"silu\")", config_reader::excerpt(*act));
+    r.fail("hidden_act", "{} is not supported (only \"silu\")", json_text::excerpt(*act));
   if (const nlohmann::json* sw = r.get("use_sliding_window"); sw != nullptr && r.boolean("use_sliding_window", *sw))
     r.fail("use_sliding_window", "true is not supported (only full attention)");
   if (r.get("quantization_config") != nullptr)
@@ -224,7 +225,7 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   detail::read_rope(r, c);
   if (const nlohmann::json* p = r.get("attention_dropout")) {
     if (!p->is_number() || !std::isfinite(p->get<double>()) || p->get<double>() < 0 || p->get<double>() >= 1)
-      r.fail("attention_dropout", "must be a probability in [0, 1), got {}", detail::config_reader::excerpt(*p));
+      r.fail("attention_dropout", "must be a probability in [0, 1), got {}", json_text::excerpt(*p));
     c.attention_dropout = p->get<double>();
   }
   const nlohmann::json* tie = r.get("tie_word_embeddings");
@@ -236,10 +237,10 @@ inline hf_model_info parse_hf_config(std::string_view json_text, std::string_vie
   if (const nlohmann::json* layer_types = r.get("layer_types")) {
     if (!layer_types->is_array() || layer_types->size() != static_cast<std::size_t>(c.num_hidden_layers))
       r.fail("layer_types", "must be a list of num_hidden_layers {} entries, got {}", c.num_hidden_layers,
-             detail::config_reader::excerpt(*layer_types));
+             json_text::excerpt(*layer_types));
     for (const nlohmann::json& t : *layer_types)
       if (t != "full_attention")
-        r.fail("layer_types", "{} is not supported (only \"full_attention\" layers)", detail::config_reader::excerpt(t));
+        r.fail("layer_types", "{} is not supported (only \"full_attention\" layers)", json_text::excerpt(t));
   }
 
   info.eos_token_ids = io::detail::read_token_ids(r, "eos_token_id", c.vocab_size);
