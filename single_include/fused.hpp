@@ -9042,11 +9042,10 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
  * Paths
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
  *    f32 x, so x is NOT rounded. Each output row is one dot product with one accumulation order on
- *    every SIMD path (256-bit steps of 16 k into one accumulator per row, a zero padded tail, one
- *    horizontal sum): the AVX2 row kernel, each thread's rows as 8 long streams (AVX2 and AMX paths;
- *    fk__rows_avx2), or the AVX-512 one, 16 adjacent rows at a time (fk__rows_avx512). vdpbf16ps would
- *    need x in bf16 and measured no faster: memory is the limit (`fused bench kernels --study`,
- *    docs/history/PERFORMANCE-2026-11.md).
+ *    every path (256-bit steps of 16 k into one accumulator per row, a zero padded tail, one horizontal
+ *    sum): on every SIMD path (AVX2, AVX-512 BF16, AMX) the AVX2 row kernel, each thread's rows as 8 long
+ *    streams (fk__rows_avx2). vdpbf16ps would need x in bf16 and measured no faster: memory is the limit
+ *    (`fused bench kernels --study`, docs/history/PERFORMANCE-2026-11.md).
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
  *      of 128 k, W is packed into VNNI panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
@@ -9114,14 +9113,13 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
 
 #if FK_X86
 /* ---- AVX2: R (<= 8) W rows against one x row -------------------------------------------------- */
-/* The row kernel of the AVX2 and AMX paths. 8 rows at a time in 8 ymm accumulators, one per row: per
- * 16 k, one 32-byte load of a row whose even bf16 become f32 by a shift and odd ones by a mask
- * (fk__bf16_even/odd, no shuffles), the even then the odd products into the row's accumulator against
- * x split into its even and odd elements (4 shuffles per 16 k, shared by the rows); then 8-wide steps,
- * the last one zero padded; one horizontal sum. Fixed for a given K whichever rows share a call, so
- * the grouping below never changes a bit; and the AVX-512 row kernel (fk__dot_rows_avx512) computes
- * the same bits, so a model decodes alike on every x86 host with AVX2 (tests/kernels checks both
- * against one model of this order).
+/* The row kernel of every SIMD path (GEMV, and GEMM below its M threshold). 8 rows at a time in 8 ymm
+ * accumulators, one per row: per 16 k, one 32-byte load of a row whose even bf16 become f32 by a shift
+ * and odd ones by a mask (fk__bf16_even/odd, no shuffles), the even then the odd products into the
+ * row's accumulator against x split into its even and odd elements (4 shuffles per 16 k, shared by the
+ * rows); then 8-wide steps, the last one zero padded; one horizontal sum. Fixed for a given K whichever rows share a call, so
+ * the grouping below never changes a bit (tests/kernels checks every path against one model of this
+ * order), and a model decodes alike on every x86 host.
  * Grouping (fk__rows_avx2): a range of at least 64 rows is cut into 8 slabs of L rows and runs as L
  * groups of rows {i, i+L, ..., i+7L}: each accumulator walks its own slab, i.e. 8 contiguous streams,
  * which the hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): with slabs
@@ -9132,10 +9130,11 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * Llama-3.2-1B 1.01-1.04x faster again (paired medians). Each stream also requests its line 256 bytes
  * ahead (FK_LIN_ROWS_PREFETCH; it runs on into the slab's next row): 1.06-1.09x on those sequences on
  * Zen 3, 0.97-0.99 of the same 8 streams summed without arithmetic (512 bytes ahead: 0.83-1.04x).
- * On a Sapphire Rapids with AMX it read them 0.92-1.08x (Qwen3), 1.11-1.19x (Llama) and 1.12-1.32x
- * (Qwen2) as fast as the AVX-512 row kernel (three runs, 1 and 2 threads; 16 slabs of that kernel did
- * no better), so the AMX path runs it. The AVX-512 BF16 path keeps its own kernel: on a Zen 5, the
- * only such host measured, it read 1.1-1.4x faster than the AVX2 one of the time (slabs of a block).
+ * The AVX-512 hosts take it too. On a Sapphire Rapids with AMX it read those sequences 0.92-1.08x
+ * (Qwen3), 1.11-1.19x (Llama) and 1.12-1.32x (Qwen2) as fast as the AVX-512 row kernel it replaced (16
+ * adjacent rows in 16 ymm accumulators, the next 16 prefetched; 16 slabs of it did no better); on a
+ * Zen 5 the whole decode ran 1.32-1.37x (Llama-3.2-1B) and 1.16x (Qwen3-0.6B) as fast: their rows are a
+ * multiple of 4 KiB apart, which 16 adjacent streams read at ~20 GB/s (docs/PERFORMANCE.md).
  * Rows past the 8 slabs, and a range under 64 rows, take adjacent rows with the next group prefetched. */
 #define FK_LIN_ROWS_PREFETCH 128 /* bf16 elements (256 bytes) ahead in each slab's stream */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
@@ -9337,79 +9336,6 @@ FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t 
       }
     }
   }
-}
-
-/* ---- AVX-512: widening row kernel (GEMV, small M) ------------------------------------------------ */
-/* A single core's read bandwidth is bounded by the misses it keeps in flight, so the kernel reads 16
- * rows at once, each its own stream, and requests each 64-byte line of the next 16 rows one group ahead
- * (pf; NULL: none). 256-bit operations, not 512: on Sapphire Rapids one core streams bf16 weights at
- * ~29 GB/s through ymm loads and ~22 GB/s through zmm loads, and a streaming sum shows the same gap
- * (docs/history/PERFORMANCE-2026-11.md). AVX-512VL's 32 ymm registers hold one accumulator per row for 16 rows.
- * Per 16 k, one 32-byte load of a row: the even bf16 of each 32-bit lane become f32 by a shift, the odd
- * ones by masking off the low half; x is split into its even and odd elements to match (two permutes
- * per 16 k, shared by the rows). The accumulation order of a row depends only on K: per 16 k, the even
- * then the odd products into one accumulator; then 8-wide masked steps; one horizontal sum. Never on
- * R, the prefetch or the thread count; and it is the AVX2 row kernel's order, bit for bit. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx512(const float* x, size_t K, const uint16_t* w,
-                                                                         size_t ldw, int R, float* out, const uint16_t* pf) {
-  __m256 a[16];
-  for (int r = 0; r < R; ++r) a[r] = _mm256_setzero_ps();
-  const __m256i ev = _mm256_set_epi32(14, 12, 10, 8, 6, 4, 2, 0);
-  const __m256i od = _mm256_set_epi32(15, 13, 11, 9, 7, 5, 3, 1);
-  size_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    if (pf && k % 32 == 0)
-      for (int r = 0; r < R; ++r) _mm_prefetch((const char*)(pf + (size_t)r * ldw + k), _MM_HINT_T0);
-    const __m256 xa = _mm256_loadu_ps(x + k), xb = _mm256_loadu_ps(x + k + 8);
-    const __m256 xe = _mm256_permutex2var_ps(xa, ev, xb), xo = _mm256_permutex2var_ps(xa, od, xb);
-    for (int r = 0; r < R; ++r) {
-      const __m256i wv = _mm256_loadu_si256((const __m256i*)(const void*)(w + (size_t)r * ldw + k));
-      a[r] = _mm256_fmadd_ps(fk__bf16_even(wv), xe, a[r]);
-      a[r] = _mm256_fmadd_ps(fk__bf16_odd(wv), xo, a[r]);
-    }
-  }
-  for (; k < K; k += 8) { /* masked tail: no scalar loop */
-    const __mmask8 msk = K - k >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (K - k)) - 1);
-    const __m256 x0 = _mm256_maskz_loadu_ps(msk, x + k);
-    for (int r = 0; r < R; ++r) {
-      const __m128i wb = _mm_maskz_loadu_epi16(msk, w + (size_t)r * ldw + k);
-      a[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(wb), 16)), x0, a[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = fk__hsum256(a[r]);
-}
-
-/* Rows [n0, n1) of y for M rows of x: groups of 16 rows, then 4, then 1. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__rows_avx512_g(const float* x, size_t M, size_t K, const uint16_t* W,
-                                                                       size_t N, const uint16_t* bias, float* y, size_t n0,
-                                                                       size_t n1, int prefetch) {
-  float o[16];
-  size_t n = n0;
-  for (; n + 16 <= n1; n += 16)
-    for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 16, o, prefetch && m == 0 && n + 32 <= N ? W + (n + 16) * K : NULL);
-      for (int r = 0; r < 16; ++r) y[m * N + n + (size_t)r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + (size_t)r]) : 0.0f);
-    }
-  for (; n + 4 <= n1; n += 4)
-    for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 4, o, NULL);
-      for (int r = 0; r < 4; ++r) y[m * N + n + (size_t)r] = o[r] + (bias ? fk_bf16_to_f32_1(bias[n + (size_t)r]) : 0.0f);
-    }
-  for (; n < n1; ++n)
-    for (size_t m = 0; m < M; ++m) {
-      fk__dot_rows_avx512(x + m * K, K, W + n * K, K, 1, o, NULL);
-      y[m * N + n] = o[0] + (bias ? fk_bf16_to_f32_1(bias[n]) : 0.0f);
-    }
-}
-
-/* No prefetch when the row stride is a multiple of 4 KiB: the 16 rows' lines then share one L1 set,
- * and prefetching them measured slower (K = 2048). Prefetching never changes results. */
-FK_TARGET_AVX512 FK_API void fk__rows_avx512(const float* x, size_t M, size_t K, const uint16_t* W, size_t N,
-                                             const uint16_t* bias, float* y, size_t n0, size_t n1) {
-  if ((K * 2) % 4096 != 0)
-    fk__rows_avx512_g(x, M, K, W, N, bias, y, n0, n1, 1);
-  else
-    fk__rows_avx512_g(x, M, K, W, N, bias, y, n0, n1, 0);
 }
 
 /* ---- AVX-512 BF16 GEMM ------------------------------------------------------------------------- */
@@ -9822,8 +9748,8 @@ FK_API void fk__linear_rows(fk_isa isa, const float* x, size_t M, size_t K, cons
                             const uint16_t* bias, float* y, size_t n0, size_t n1) {
   switch (isa) {
 #if FK_X86
-    case FK_ISA_AVX512BF16: fk__rows_avx512(x, M, K, W, N, bias, y, n0, n1); return;
-    case FK_ISA_AMX: /* the AVX2 row kernel, whose long streams read faster there (see it) */
+    case FK_ISA_AMX: /* every SIMD path: the AVX2 row kernel's long streams read fastest (see it) */
+    case FK_ISA_AVX512BF16:
     case FK_ISA_AVX2: fk__rows_avx2(x, M, K, W, N, bias, y, n0, n1); return;
 #endif
     default: fk__rows_scalar(x, M, K, W, N, bias, y, n0, n1); return;
@@ -9835,7 +9761,7 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K);
 #if FK_X86
-  if (isa == FK_ISA_AVX2 || isa == FK_ISA_AMX) { /* a range of whole blocks per thread, as 8 long streams (fk__rows_avx2) */
+  if (isa >= FK_ISA_AVX2) { /* a range of whole blocks per thread, as 8 long streams (fk__rows_avx2) */
     FK_PARALLEL_FOR(nt)
     for (int t = 0; t < nt; ++t) {
       const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;
