@@ -83,25 +83,19 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * accumulators, one per row: per 16 k, one 32-byte load of a row whose even bf16 become f32 by a shift
  * and odd ones by a mask (fk__bf16_even/odd, no shuffles), the even then the odd products into the
  * row's accumulator against x split into its even and odd elements (4 shuffles per 16 k, shared by the
- * rows); then 8-wide steps, the last one zero padded; one horizontal sum. Fixed for a given K whichever rows share a call, so
- * the grouping below never changes a bit (tests/kernels checks every path against one model of this
- * order), and a model decodes alike on every x86 host.
- * Grouping (fk__rows_avx2): a range of at least 64 rows is cut into 8 slabs of L rows and runs as L
- * groups of rows {i, i+L, ..., i+7L}: each accumulator walks its own slab, i.e. 8 contiguous streams,
- * which the hardware prefetchers follow. Measured on Zen 3 (1 thread, weights from DRAM): with slabs
- * of one 64-row block (L = 8), 21-25 GB/s on both K = 896 and K = 4864 shapes, where 8 adjacent rows at
- * a time (8 streams of one short row each, with a software prefetch of the next group) reached 12-13
- * GB/s for K = 896 rows (1.75 KiB) and 20-22 for K = 4864; slabs of a whole matrix (fk_gemv_bf16: one
- * range per thread), not of one block, read the decode GEMVs of Qwen2-0.5B, Qwen3-0.6B and
- * Llama-3.2-1B 1.01-1.04x faster again (paired medians). Each stream also requests its line 256 bytes
- * ahead (FK_LIN_ROWS_PREFETCH; it runs on into the slab's next row): 1.06-1.09x on those sequences on
- * Zen 3, 0.97-0.99 of the same 8 streams summed without arithmetic (512 bytes ahead: 0.83-1.04x).
- * The AVX-512 hosts take it too. On a Sapphire Rapids with AMX it read those sequences 0.92-1.08x
- * (Qwen3), 1.11-1.19x (Llama) and 1.12-1.32x (Qwen2) as fast as the AVX-512 row kernel it replaced (16
- * adjacent rows in 16 ymm accumulators, the next 16 prefetched; 16 slabs of it did no better); on a
- * Zen 5 the whole decode ran 1.32-1.37x (Llama-3.2-1B) and 1.16x (Qwen3-0.6B) as fast: their rows are a
- * multiple of 4 KiB apart, which 16 adjacent streams read at ~20 GB/s (docs/PERFORMANCE.md).
- * Rows past the 8 slabs, and a range under 64 rows, take adjacent rows with the next group prefetched. */
+ * rows); then 8-wide steps, the last one zero padded; one horizontal sum. Fixed for a given K whichever
+ * rows share a call, so the grouping below never changes a bit (tests/kernels checks every path against
+ * one model of this order), and a model decodes alike on every x86 host.
+ * Grouping (fk__rows_avx2): decode is bound by how fast one core reads, and a core reads several
+ * sequential streams faster than one or than many short ones. So a thread's range of rows (fk_gemv_bf16:
+ * one range per thread; a range of at least 64 rows) is cut into S slabs of L rows and runs as L groups
+ * of rows {i, i+L, ..., i+(S-1)L}: each accumulator walks its own slab, S contiguous streams that the
+ * hardware prefetchers follow, each also requesting its line 256 bytes ahead (FK_LIN_ROWS_PREFETCH; it
+ * runs on into the slab's next row). S = 8 on the AVX2 and AMX paths (Zen 3, Sapphire Rapids), 4 on
+ * the AVX-512 BF16 path (Zen 5 reads 4 streams fastest) -- fk__row_streams. Against 8 or 16 adjacent
+ * rows at a time (short streams, the next group prefetched), this read the decode GEMVs 1.1-1.5x as
+ * fast on every host measured; the figures are in docs/PERFORMANCE.md and docs/history/.
+ * Rows past the slabs, and a range under 64 rows, take adjacent rows with the next group prefetched. */
 #define FK_LIN_ROWS_PREFETCH 128 /* bf16 elements (256 bytes) ahead in each slab's stream */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
@@ -145,22 +139,29 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float
   for (int r = 0; r < R; ++r) out[r] = fk__hsum256(a[r]);
 }
 
+/* Slabs (streams) per thread for a path: the count its hosts read fastest (see above). Never changes a bit. */
+FK_API int fk__row_streams(fk_isa isa) { return isa == FK_ISA_AVX512BF16 ? 4 : 8; }
+
 FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias,
-                                         float* y, size_t n0, size_t n1) {
+                                         float* y, size_t n0, size_t n1, int streams) {
   float o[8];
   size_t n = n0;
-  if (n1 - n0 >= FK_LIN_NB) { /* 8 slabs of `slab` rows: groups of 8 rows, `slab` rows apart */
-    const size_t slab = (n1 - n0) / 8;
+  if (n1 - n0 >= FK_LIN_NB) { /* `streams` slabs of `slab` rows: groups of `streams` rows, `slab` rows apart */
+    const size_t slab = (n1 - n0) / (size_t)streams;
     for (size_t i = 0; i < slab; ++i)
       for (size_t m = 0; m < M; ++m) {
-        fk__dot_rows_avx2(x + m * K, K, W + (n0 + i) * K, slab * K, 8, o,
-                          m == 0 ? W + (n0 + i) * K + FK_LIN_ROWS_PREFETCH : NULL);
-        for (size_t r = 0; r < 8; ++r) {
+        const uint16_t* rows = W + (n0 + i) * K;
+        const uint16_t* ahead = m == 0 ? rows + FK_LIN_ROWS_PREFETCH : NULL;
+        if (streams == 4)
+          fk__dot_rows_avx2(x + m * K, K, rows, slab * K, 4, o, ahead);
+        else
+          fk__dot_rows_avx2(x + m * K, K, rows, slab * K, 8, o, ahead);
+        for (size_t r = 0; r < (size_t)streams; ++r) {
           const size_t c = n0 + i + slab * r;
           y[m * N + c] = o[r] + (bias ? fk_bf16_to_f32_1(bias[c]) : 0.0f);
         }
       }
-    n = n0 + 8 * slab;
+    n = n0 + (size_t)streams * slab;
   }
   for (; n + 8 <= n1; n += 8)
     for (size_t m = 0; m < M; ++m) {
@@ -716,7 +717,7 @@ FK_API void fk__linear_rows(fk_isa isa, const float* x, size_t M, size_t K, cons
 #if FK_X86
     case FK_ISA_AMX: /* every SIMD path: the AVX2 row kernel's long streams read fastest (see it) */
     case FK_ISA_AVX512BF16:
-    case FK_ISA_AVX2: fk__rows_avx2(x, M, K, W, N, bias, y, n0, n1); return;
+    case FK_ISA_AVX2: fk__rows_avx2(x, M, K, W, N, bias, y, n0, n1, fk__row_streams(isa)); return;
 #endif
     default: fk__rows_scalar(x, M, K, W, N, bias, y, n0, n1); return;
   }
@@ -727,11 +728,11 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K);
 #if FK_X86
-  if (isa >= FK_ISA_AVX2) { /* a range of whole blocks per thread, as 8 long streams (fk__rows_avx2) */
+  if (isa >= FK_ISA_AVX2) { /* a range of whole blocks per thread, as 4 or 8 long streams (fk__rows_avx2) */
     FK_PARALLEL_FOR(nt)
     for (int t = 0; t < nt; ++t) {
       const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;
-      if (n0 < N) fk__rows_avx2(x, 1, K, W, N, bias, y, n0, n1 < N ? n1 : N);
+      if (n0 < N) fk__rows_avx2(x, 1, K, W, N, bias, y, n0, n1 < N ? n1 : N, fk__row_streams(isa));
     }
     return;
   }

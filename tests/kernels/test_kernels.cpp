@@ -240,7 +240,7 @@ TEST_CASE("gemv: every path, odd sizes, unaligned, bias or not") {
         check_linear(1, K, N, (K + N) % 2 == 0, true, isa);
     check_linear(1, 4864, 67, true, true, isa);
     check_linear(1, 896, 1000, false, true, isa);
-    // the AVX-512 row kernel with and without its prefetch (none where rows are a multiple of 4 KiB)
+    // rows 2 KiB, just over 2 KiB and 4 KiB apart; 77 and 83 rows: 4 or 8 slabs and a tail of each size
     check_linear(1, 1024, 77, true, true, isa);
     check_linear(1, 1025, 77, false, true, isa);
     check_linear(1, 2048, 83, true, true, isa);

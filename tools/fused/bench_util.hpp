@@ -57,31 +57,31 @@ FK_TARGET_AVX2 inline float stream_sum_avx2(const float* p, std::size_t n) {
   }
   return fk__hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
-// 8 streams at once: each chunk of 8 x 8192 floats (8 x 32 KiB) is read as 8 sequential streams
-// advancing together; what is left after the last whole chunk, as one stream. A CPU whose prefetchers
-// follow several streams (Zen 3: ~25 GB/s against ~20 for one stream, one core) reads faster this
-// way, and a kernel that reads several weight rows at once can reach it.
-FK_TARGET_AVX2 inline float stream_sum_avx2_8(const float* p, std::size_t n) {
-  constexpr std::size_t L = 8192;
-  __m256 a[8];
+// S streams at once: the range is cut into S slabs read side by side, as the GEMV row kernel reads a
+// thread's weight rows (fk__rows_avx2); what is left past the S slabs, as one stream. A CPU whose
+// prefetchers follow several streams reads faster this way (Zen 3: ~25 GB/s with 8 against ~20 for
+// one, one core; Zen 5: most with 4), and a kernel that reads several weight rows at once can reach it.
+template <std::size_t S>
+FK_TARGET_AVX2 inline float stream_sum_avx2_streams(const float* p, std::size_t n) {
+  const std::size_t slab = n / S / 8 * 8;
+  __m256 a[S];
   for (auto& v : a) v = _mm256_setzero_ps();
-  std::size_t c = 0;
-  for (; c + 8 * L <= n; c += 8 * L)
-    for (std::size_t i = 0; i < L; i += 8)
+  for (std::size_t i = 0; i < slab; i += 8)
 #pragma GCC unroll 8
-      for (std::size_t s = 0; s < 8; ++s) a[s] = _mm256_add_ps(a[s], _mm256_loadu_ps(p + c + s * L + i));
-  for (std::size_t s = 1; s < 8; ++s) a[0] = _mm256_add_ps(a[0], a[s]);
-  return fk__hsum256(a[0]) + stream_sum_avx2(p + c, n - c);
+    for (std::size_t s = 0; s < S; ++s) a[s] = _mm256_add_ps(a[s], _mm256_loadu_ps(p + s * slab + i));
+  for (std::size_t s = 1; s < S; ++s) a[0] = _mm256_add_ps(a[0], a[s]);
+  return fk__hsum256(a[0]) + stream_sum_avx2(p + S * slab, n - S * slab);
 }
 #endif
 
-// How a pass reads: one stream of 256-bit or of 512-bit loads, or 8 concurrent 256-bit streams.
+// How a pass reads: one stream of 256-bit or of 512-bit loads, or 4 or 8 concurrent 256-bit streams.
 // A CPU without the instructions for one runs the best it has instead.
-enum class stream_kind { ymm, zmm, ymm_x8 };
+enum class stream_kind { ymm, zmm, ymm_x4, ymm_x8 };
 
 inline float stream_sum(const float* p, std::size_t n, stream_kind kind) {
 #if FK_X86
-  if (kind == stream_kind::ymm_x8 && fk_isa_active() >= FK_ISA_AVX2) return stream_sum_avx2_8(p, n);
+  if (kind == stream_kind::ymm_x4 && fk_isa_active() >= FK_ISA_AVX2) return stream_sum_avx2_streams<4>(p, n);
+  if (kind == stream_kind::ymm_x8 && fk_isa_active() >= FK_ISA_AVX2) return stream_sum_avx2_streams<8>(p, n);
   if (kind == stream_kind::zmm && fk_isa_active() >= FK_ISA_AVX512BF16) return stream_sum_avx512(p, n);
   if (fk_isa_active() >= FK_ISA_AVX2) return stream_sum_avx2(p, n);
 #endif
@@ -105,12 +105,15 @@ inline double read_bandwidth_at(const float* buf, std::size_t n, int nt, stream_
   return static_cast<double>(n) * sizeof(float) / t / 1e9;
 }
 
-// Read bandwidth in GB/s: the best of a 256-bit pass, an 8-stream 256-bit pass and (where the CPU
-// has it) a 512-bit pass.
+// Read bandwidth in GB/s: the best of a 256-bit pass, 4- and 8-stream 256-bit passes and (where the
+// CPU has it) a 512-bit pass.
 inline double read_bandwidth(const float* buf, std::size_t n, int nt) {
   double b = read_bandwidth_at(buf, n, nt, stream_kind::ymm);
 #if FK_X86
-  if (fk_isa_active() >= FK_ISA_AVX2) b = std::max(b, read_bandwidth_at(buf, n, nt, stream_kind::ymm_x8));
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    b = std::max(b, read_bandwidth_at(buf, n, nt, stream_kind::ymm_x4));
+    b = std::max(b, read_bandwidth_at(buf, n, nt, stream_kind::ymm_x8));
+  }
   if (fk_isa_active() >= FK_ISA_AVX512BF16) b = std::max(b, read_bandwidth_at(buf, n, nt, stream_kind::zmm));
 #endif
   return b;
