@@ -8,8 +8,8 @@
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
  *    f32 x, so x is NOT rounded. Each output row is one dot product with one accumulation order on
  *    every path (256-bit steps of 16 k into one accumulator per row, a zero padded tail, one horizontal
- *    sum): on every SIMD path (AVX2, AVX-512 BF16, AMX) the AVX2 row kernel, each thread's rows as 8 long
- *    streams (fk__rows_avx2). vdpbf16ps would need x in bf16 and measured no faster: memory is the limit
+ *    sum): on every SIMD path (AVX2, AVX-512 BF16, AMX) the AVX2 row kernel, each thread's rows as 4 or 8
+ *    long streams (fk__rows_avx2). vdpbf16ps would need x in bf16 and measured no faster: memory is the limit
  *    (`fused bench kernels --study`, docs/history/PERFORMANCE-2026-11.md).
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
