@@ -9043,9 +9043,9 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
  *  GEMV (M == 1, decode) is bandwidth bound: every path widens bf16 W to f32 and uses f32 FMA against the
  *    f32 x, so x is NOT rounded. Each output row is one dot product with one accumulation order on
  *    every path (256-bit steps of 16 k into one accumulator per row, a zero padded tail, one horizontal
- *    sum): on every SIMD path (AVX2, AVX-512 BF16, AMX) the AVX2 row kernel, each thread's rows as 4 or 8
- *    long streams (fk__rows_avx2). vdpbf16ps would need x in bf16 and measured no faster: memory is the limit
- *    (`fused bench kernels --study`, docs/history/PERFORMANCE-2026-11.md).
+ *    sum): on every SIMD path (AVX2, AVX-512 BF16, AMX) the AVX2 row kernel, each thread's rows as 4
+ *    or 8 long streams (fk__rows_avx2). vdpbf16ps would need x in bf16 and measured no faster: memory
+ *    is the limit (`fused bench kernels --study`, docs/history/PERFORMANCE-2026-11.md).
  *  GEMM (prefill):
  *    AVX-512 BF16: a work item is up to 4 panels of 64 output columns (fk__panels_per_item); per chunk
  *      of 128 k, W is packed into VNNI panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
@@ -9127,8 +9127,8 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * hardware prefetchers follow, each also requesting its line 256 bytes ahead (FK_LIN_ROWS_PREFETCH; it
  * runs on into the slab's next row). S = 8 on the AVX2 and AMX paths (Zen 3, Sapphire Rapids), 4 on
  * the AVX-512 BF16 path (Zen 5 reads 4 streams fastest) -- fk__row_streams. Against 8 or 16 adjacent
- * rows at a time (short streams, the next group prefetched), this read the decode GEMVs 1.1-1.5x as
- * fast on every host measured; the figures are in docs/PERFORMANCE.md and docs/history/.
+ * rows at a time (short streams, the next group prefetched), this read the decode GEMVs up to 1.3x
+ * (Sapphire Rapids), 1.9x (Zen 3) and 1.5x (Zen 5) as fast; docs/PERFORMANCE.md and docs/history/.
  * Rows past the slabs, and a range under 64 rows, take adjacent rows with the next group prefetched. */
 #define FK_LIN_ROWS_PREFETCH 128 /* bf16 elements (256 bytes) ahead in each slab's stream */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
