@@ -10126,7 +10126,10 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_pr
  * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 dim chains
  * (even / odd dims), the softmax is one row's, PV is one chain per dim vector over the row's own keys
  * in order; so grouping never changes a row's bits, and the phases let the rows' softmax chains
- * (max, expf, vector exp, sum: latency-bound) overlap instead of stalling between PV runs. */
+ * (max, expf, vector exp, sum: latency-bound) overlap instead of stalling between PV runs.
+ * The next key block is prefetched as the AVX2 block does it (below), a few lines per tick: every 8
+ * dim pairs of a group's scores, each row's softmax, each 64-dim PV pass. A burst per phase (4 per
+ * block at 2 rows) left decode of 2 query heads per KV head (16/8/128) 1.5-1.6x slower (Zen 5, 1 thread). */
 /* Dims d, d + 1 (k: keys 0-15 and 16-31 of dim d, then of dim d + 1) into R rows' score chains
  * a[r] = [keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims]; PAIR 0:
  * dim d alone (an odd hd's last), into the even chains. */
@@ -10151,7 +10154,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_dims512(int 
  * written and reread. The same products in the same order either way. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R, const float* const* q, const float* kt,
                                                                            const uint16_t* kb, size_t w, size_t bk, size_t hd,
-                                                                           float scale, float* const* s) {
+                                                                           float scale, float* const* s, fk__att_pf* pf) {
   __m512 a[4][4]; /* [row][keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims] */
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
@@ -10162,6 +10165,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
   const size_t pairs_end = hd / 2 * 2;
   if (kt)
     for (size_t d = 0; d < pairs_end; d += 2) {
+      if (d % 16 == 0) fk__att_pf_tick(pf);
       const float* kd = kt + d * FK_ATT_BK;
       __m512 k[4] = {_mm512_loadu_ps(kd), _mm512_loadu_ps(kd + 16), _mm512_loadu_ps(kd + FK_ATT_BK), _mm512_loadu_ps(kd + FK_ATT_BK + 16)};
       FK_KEEP_IN_REG(k[0], k[1], k[2], k[3]);
@@ -10169,6 +10173,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
     }
   else
     for (size_t d = 0; d < pairs_end; d += 2) {
+      if (d % 16 == 0) fk__att_pf_tick(pf);
       const __m512i w0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kb + d * w));
       const __m512i w1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kb + d * w + 32));
       __m512 k[4] = {_mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)),
@@ -10284,11 +10289,11 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
                                                   const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
   const size_t groups = n / 4 + (n % 4 != 0); /* fk__att_group512's split: ceil(n / 4) groups */
-  const size_t pf_step = fk__att_pf_step(pf_k, pf_bytes, 2 * groups + n);
-  size_t pf = 0;
+  /* ticks: each group's score steps of 8 dim pairs and its PV passes of 64 dims, each row's softmax */
+  const size_t ticks = groups * ((hd / 2 + 7) / 8 + (hd + 63) / 64) + n;
+  fk__att_pf pf = {.k = pf_k, .v = pf_v, .at = 0, .step = fk__att_pf_step(pf_k, pf_bytes, ticks), .bytes = pf_bytes};
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
-    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
     const float* qq[4];
     float* ss[4];
     FK_UNROLL(4)
@@ -10297,18 +10302,17 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
       qq[r] = q[rows[i]];
       ss[r] = s[i];
     }
-    if (R == 4) fk__att_scores_avx512(4, qq, kt, kb, w, bk, hd, scale, ss);
-    else if (R == 3) fk__att_scores_avx512(3, qq, kt, kb, w, bk, hd, scale, ss);
-    else if (R == 2) fk__att_scores_avx512(2, qq, kt, kb, w, bk, hd, scale, ss);
-    else fk__att_scores_avx512(1, qq, kt, kb, w, bk, hd, scale, ss);
+    if (R == 4) fk__att_scores_avx512(4, qq, kt, kb, w, bk, hd, scale, ss, &pf);
+    else if (R == 3) fk__att_scores_avx512(3, qq, kt, kb, w, bk, hd, scale, ss, &pf);
+    else if (R == 2) fk__att_scores_avx512(2, qq, kt, kb, w, bk, hd, scale, ss, &pf);
+    else fk__att_scores_avx512(1, qq, kt, kb, w, bk, hd, scale, ss, &pf);
   }
   for (size_t k = 0; k < n; ++k) {
-    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
+    fk__att_pf_tick(&pf);
     corr[k] = fk__att_softmax_avx512(s[k], nv[rows[k]], m + rows[k], l + rows[k]);
   }
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
-    fk__att_prefetch(pf_k, pf_v, &pf, pf_step, pf_bytes);
     const float* pp[4];
     size_t nn[4];
     float* oo[4];
@@ -10322,6 +10326,7 @@ FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const s
     size_t nboth = nn[0]; /* keys every row of the group sees; a row's own further keys continue after */
     for (size_t r = 1; r < R; ++r) nboth = nn[r] < nboth ? nn[r] : nboth;
     for (size_t d0 = 0; d0 < hd; d0 += 64) {
+      fk__att_pf_tick(&pf);
       if (R == 4) fk__att_pv_avx512(4, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
       else if (R == 3) fk__att_pv_avx512(3, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
       else if (R == 2) fk__att_pv_avx512(2, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
