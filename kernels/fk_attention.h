@@ -149,7 +149,7 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_pr
 
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
  * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound), or
- * for up to 4 rows (one group) every load of the bf16 K and V blocks themselves.
+ * for up to 8 rows (two groups) every load of the bf16 K and V blocks themselves.
  * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 dim chains
  * (even / odd dims), the softmax is one row's, PV is one chain per dim vector over the row's own keys
  * in order; so grouping never changes a row's bits, and the phases let the rows' softmax chains
@@ -743,12 +743,13 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   /* the AVX2 path reads V as bf16, and its rows hold each whole 16-dim chunk as its 8 even dims, then
    * its 8 odd dims (fk__att_load_v_avx2) */
   const int avx2 = FK_X86 && isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16;
-  /* SIMD, up to 4 rows (decode of up to 4 query heads per KV head): the scores read each K block
-   * themselves, no kt. On AVX2, splitting the dim pairs once per row group beats writing and rereading
-   * kt up to two groups of 2; at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32
-   * rows widen each block once (Zen 3, from DRAM). AVX-512 takes up to 4 rows in one group, which also
-   * reads V straight from the bf16 block (vf is widened for more). */
-  const int k_direct = FK_X86 && isa >= FK_ISA_AVX2 && nr <= 4, v_direct = k_direct && !avx2;
+  /* SIMD, few rows (decode of a few query heads per KV head): the scores read each K block themselves,
+   * no kt. On AVX2, splitting the dim pairs once per row group beats writing and rereading kt up to
+   * two groups of 2 (4 rows); at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32
+   * rows widen each block once (Zen 3, from DRAM). AVX-512 reads V straight from the bf16 block too,
+   * for up to 8 rows (two groups of 4, the second reading the block from L1): at 7 rows 1.4-1.55x as
+   * fast as widening kt and vf once (Zen 5, paired in one process). Same bits either way. */
+  const int k_direct = FK_X86 && isa >= FK_ISA_AVX2 && nr <= (avx2 ? 4u : 8u), v_direct = k_direct && !avx2;
   for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
     const size_t w = fk__att_block_width(cap, j0);

@@ -160,6 +160,8 @@ TEST_CASE("attention prefill and decode: GQA 1..7, head_dim 32/64/128, against d
     run_case(35, 5, 1, 72, 30, true);   // AVX2: 4 16-dim chunks + one 8-dim vector; row groups whose visible keys differ
     run_case(7, 2, 1, 17, 4, true);     // an odd head_dim: the key cache's last dim alone, a scalar dim tail
     run_case(45, 3, 1, 16, 0, true);    // 3 query heads per KV head: decode's scores read K without kt, 1 key vector at a time
+    run_case(40, 8, 1, 64, 37, false);  // AVX-512 decode: 8 query heads per KV head read K and V unwidened (two groups of 4),
+    run_case(40, 9, 1, 64, 37, false);  // 9 widen kt and vf: both equal prefill bit for bit
   });
 }
 
