@@ -727,20 +727,10 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   const fk_isa isa = fk_isa_active();
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K);
-#if FK_X86
-  if (isa >= FK_ISA_AVX2) { /* a range of whole blocks per thread, as 4 or 8 long streams (fk__rows_avx2) */
-    FK_PARALLEL_FOR(nt)
-    for (int t = 0; t < nt; ++t) {
-      const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;
-      if (n0 < N) fk__rows_avx2(x, 1, K, W, N, bias, y, n0, n1 < N ? n1 : N, fk__row_streams(isa));
-    }
-    return;
-  }
-#endif
-  FK_PARALLEL_FOR(nt)
-  for (size_t b = 0; b < nb; ++b) {
-    const size_t n0 = b * FK_LIN_NB, n1 = n0 + FK_LIN_NB < N ? n0 + FK_LIN_NB : N;
-    fk__linear_rows(isa, x, 1, K, W, N, bias, y, n0, n1);
+  FK_PARALLEL_FOR(nt) /* a range of whole blocks per thread: the SIMD paths read it as 4 or 8 long streams */
+  for (int t = 0; t < nt; ++t) {
+    const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;
+    if (n0 < N) fk__linear_rows(isa, x, 1, K, W, N, bias, y, n0, n1 < N ? n1 : N);
   }
 }
 

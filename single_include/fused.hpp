@@ -9761,20 +9761,10 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   const fk_isa isa = fk_isa_active();
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K);
-#if FK_X86
-  if (isa >= FK_ISA_AVX2) { /* a range of whole blocks per thread, as 4 or 8 long streams (fk__rows_avx2) */
-    FK_PARALLEL_FOR(nt)
-    for (int t = 0; t < nt; ++t) {
-      const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;
-      if (n0 < N) fk__rows_avx2(x, 1, K, W, N, bias, y, n0, n1 < N ? n1 : N, fk__row_streams(isa));
-    }
-    return;
-  }
-#endif
-  FK_PARALLEL_FOR(nt)
-  for (size_t b = 0; b < nb; ++b) {
-    const size_t n0 = b * FK_LIN_NB, n1 = n0 + FK_LIN_NB < N ? n0 + FK_LIN_NB : N;
-    fk__linear_rows(isa, x, 1, K, W, N, bias, y, n0, n1);
+  FK_PARALLEL_FOR(nt) /* a range of whole blocks per thread: the SIMD paths read it as 4 or 8 long streams */
+  for (int t = 0; t < nt; ++t) {
+    const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;
+    if (n0 < N) fk__linear_rows(isa, x, 1, K, W, N, bias, y, n0, n1 < N ? n1 : N);
   }
 }
 
@@ -10098,26 +10088,23 @@ FK_API void fk__att_block_scalar(const float* q, const float* kt, const float* v
 #define FK_KEEP_IN_REG2(a, b)
 #endif
 
-/* Prefetch the next step's share [*at, *at + step) of the next key block's K and V lines (bf16), spread
- * over the block's steps (see the AVX2 block below for why and what it measured). */
-static inline FK_ALWAYS_INLINE void fk__att_prefetch(const char* pf_k, const char* pf_v, size_t* at, size_t step, size_t bytes) {
-  for (const size_t end = *at + step < bytes ? *at + step : bytes; *at < end; *at += 64) {
-    _mm_prefetch(pf_k + *at, _MM_HINT_T0);
-    _mm_prefetch(pf_v + *at, _MM_HINT_T0);
-  }
+/* The share per tick of a block's `ticks`: whole lines, 0 when there is no next block. */
+static inline size_t fk__att_pf_step(const char* pf_k, size_t pf_bytes, size_t ticks) {
+  return pf_k ? (pf_bytes + 64 * ticks - 1) / (64 * ticks) * 64 : 0;
 }
-/* The share per step of a block's `steps` (AVX-512: score groups + softmax rows + PV groups; AVX2: the
- * ticks of fk__att_pf): whole lines, 0 when there is no next block. */
-static inline size_t fk__att_pf_step(const char* pf_k, size_t pf_bytes, size_t steps) {
-  return pf_k ? (pf_bytes + 64 * steps - 1) / (64 * steps) * 64 : 0;
-}
-/* The AVX2 block's prefetch in flight: the next block's K and V lines from k and v, bytes of each, step
- * bytes of each per tick; the block ticks once per score tile (or kt pass), softmax row and PV chunk. */
+/* A key block's prefetch in flight (the AVX2 and AVX-512 blocks): the next block's K and V lines from k
+ * and v, bytes of each, step bytes of each per tick, spread over the block's inner loops (each block
+ * says where it ticks; the AVX2 block below, why and what it measured). */
 typedef struct {
   const char *k, *v;
   size_t at, step, bytes;
 } fk__att_pf;
-static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) { fk__att_prefetch(pf->k, pf->v, &pf->at, pf->step, pf->bytes); }
+static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) {
+  for (const size_t end = pf->at + pf->step < pf->bytes ? pf->at + pf->step : pf->bytes; pf->at < end; pf->at += 64) {
+    _mm_prefetch(pf->k + pf->at, _MM_HINT_T0);
+    _mm_prefetch(pf->v + pf->at, _MM_HINT_T0);
+  }
+}
 
 
 /* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
