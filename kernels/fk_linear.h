@@ -90,13 +90,14 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * sequential streams faster than one or than many short ones. So a thread's range of rows (fk_gemv_bf16:
  * one range per thread; a range of at least 64 rows) is cut into S slabs of L rows and runs as L groups
  * of rows {i, i+L, ..., i+(S-1)L}: each accumulator walks its own slab, S contiguous streams that the
- * hardware prefetchers follow, each also requesting its line 256 bytes ahead (FK_LIN_ROWS_PREFETCH; it
- * runs on into the slab's next row). S = 8 on the AVX2 and AMX paths (Zen 3, Sapphire Rapids), 4 on
- * the AVX-512 BF16 path (Zen 5 reads 4 streams fastest) -- fk__row_streams. Against 8 or 16 adjacent
- * rows at a time (short streams, the next group prefetched), this read the decode GEMVs up to 1.3x
- * (Sapphire Rapids), 1.9x (Zen 3) and 1.5x (Zen 5) as fast; docs/PERFORMANCE.md and docs/history/.
- * Rows past the slabs, and a range under 64 rows, take adjacent rows with the next group prefetched. */
-#define FK_LIN_ROWS_PREFETCH 128 /* bf16 elements (256 bytes) ahead in each slab's stream */
+ * hardware prefetchers follow, each also requesting its line some bytes ahead (it runs on into the
+ * slab's next row). Per path (fk__row_reads_of): 8 streams, 256 bytes ahead on the AVX2 and AMX paths
+ * (Zen 3, Sapphire Rapids); 4 streams, 2 KiB ahead on the AVX-512 BF16 path (Zen 5 reads 4 streams
+ * fastest, and 2 KiB ahead read its decode GEMVs 1.1-1.2x as fast as 256 bytes; 8 streams lose with
+ * more than 256). Against 8 or 16 adjacent rows at a time (short streams, the next group prefetched),
+ * slabs read the decode GEMVs up to 1.3x (Sapphire Rapids), 1.9x (Zen 3) and 1.5x (Zen 5) as fast;
+ * docs/PERFORMANCE.md and docs/history/. Rows past the slabs, and a range under 64 rows, take adjacent
+ * rows with the next group prefetched. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
@@ -139,11 +140,20 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float
   for (int r = 0; r < R; ++r) out[r] = fk__hsum256(a[r]);
 }
 
-/* Slabs (streams) per thread for a path: the count its hosts read fastest (see above). Never changes a bit. */
-FK_API int fk__row_streams(fk_isa isa) { return isa == FK_ISA_AVX512BF16 ? 4 : 8; }
+/* How a path reads a thread's rows: slabs (streams) side by side, and how far ahead in its slab each
+ * stream requests its line; what its hosts read fastest (see above). Never changes a bit. */
+typedef struct {
+  int streams;
+  size_t ahead; /* bf16 elements */
+} fk__row_reads;
+FK_API fk__row_reads fk__row_reads_of(fk_isa isa) {
+  const fk__row_reads four_far = {.streams = 4, .ahead = 1024}, eight_near = {.streams = 8, .ahead = 128};
+  return isa == FK_ISA_AVX512BF16 ? four_far : eight_near;
+}
 
 FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias,
-                                         float* y, size_t n0, size_t n1, int streams) {
+                                         float* y, size_t n0, size_t n1, fk__row_reads reads) {
+  const int streams = reads.streams;
   float o[8];
   size_t n = n0;
   if (n1 - n0 >= FK_LIN_NB) { /* `streams` slabs of `slab` rows: groups of `streams` rows, `slab` rows apart */
@@ -151,7 +161,7 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
     for (size_t i = 0; i < slab; ++i)
       for (size_t m = 0; m < M; ++m) {
         const uint16_t* rows = W + (n0 + i) * K;
-        const uint16_t* ahead = m == 0 ? rows + FK_LIN_ROWS_PREFETCH : NULL;
+        const uint16_t* ahead = m == 0 ? rows + reads.ahead : NULL;
         if (streams == 4)
           fk__dot_rows_avx2(x + m * K, K, rows, slab * K, 4, o, ahead);
         else
@@ -717,7 +727,7 @@ FK_API void fk__linear_rows(fk_isa isa, const float* x, size_t M, size_t K, cons
 #if FK_X86
     case FK_ISA_AMX: /* every SIMD path: the AVX2 row kernel's long streams read fastest (see it) */
     case FK_ISA_AVX512BF16:
-    case FK_ISA_AVX2: fk__rows_avx2(x, M, K, W, N, bias, y, n0, n1, fk__row_streams(isa)); return;
+    case FK_ISA_AVX2: fk__rows_avx2(x, M, K, W, N, bias, y, n0, n1, fk__row_reads_of(isa)); return;
 #endif
     default: fk__rows_scalar(x, M, K, W, N, bias, y, n0, n1); return;
   }
