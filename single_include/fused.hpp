@@ -10349,6 +10349,18 @@ FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd,
     }
 }
 
+/* The V block's first bk keys -> vf[j][d] (f32; the value layout above: 16-dim chunks, each its keys'
+ * dims in key order), one masked load and widening per key and chunk. Prefill widens every block: with
+ * the generic run conversion (an ISA dispatch per 16 dims) it ran 1.05-1.09x as long (Zen 5). */
+FK_TARGET_AVX512 FK_API void fk__att_load_v_avx512(const uint16_t* v, size_t hd, size_t w, size_t bk, float* vf) {
+  for (size_t c0 = 0; c0 < hd; c0 += 16) {
+    const size_t dims = fk__kv_chunk_dims(hd, c0);
+    const __mmask16 m = fk__lanes16(dims, 0);
+    const uint16_t* chunk = v + c0 * w;
+    for (size_t j = 0; j < bk; ++j) _mm512_mask_storeu_ps(vf + j * hd + c0, m, fk__maskload_bf16x16(chunk + j * dims, m));
+  }
+}
+
 /* Keys jb .. jb + 7's words of the K block's dim pair at kp, keys past bk 0 (not read: the capacity's
  * last block may end before jb + 8). */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE __m256i fk__att_k_words_avx2(const uint16_t* kp, size_t jb, size_t bk) {
@@ -10686,6 +10698,19 @@ static inline void fk__att_load_k(fk_isa isa, const uint16_t* kb, size_t hd, siz
     for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kb[fk__k_block_index(hd, w, j, d)]) : 0.0f;
 }
 
+/* V block vb (width w in the cache) -> vf[j][d] (f32), its first bk keys (AVX-512 and scalar). */
+static inline void fk__att_load_v(fk_isa isa, const uint16_t* vb, size_t hd, size_t w, size_t bk, float* vf) {
+#if FK_X86
+  if (isa >= FK_ISA_AVX512BF16) {
+    fk__att_load_v_avx512(vb, hd, w, bk, vf);
+    return;
+  }
+#endif
+  (void)isa;
+  for (size_t c0 = 0; c0 < hd; c0 += 16)
+    for (size_t j = 0; j < bk; ++j) fk__bf16_to_f32_run(vb + fk__kv_block_index(hd, w, j, c0), vf + j * hd + c0, fk__kv_chunk_dims(hd, c0));
+}
+
 /* ---- a work item: up to FK_ATT_BQ query rows that share one KV head ----------------------------------
  * Prefill: rows are consecutive positions of one query head. Decode: rows are the query heads of one
  * GQA group at the same position, so each K/V block is widened once for the whole group. A row's
@@ -10701,9 +10726,16 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   float kt[FK_MAX_HEAD_DIM * FK_ATT_BK]; /* K block, transposed: kt[d][j] */
   float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block widened: vf[j][d] (the AVX2 path reads V as bf16) */
   float o[FK_ATT_BQ * FK_MAX_HEAD_DIM];
+  /* The rows' queries, copied beside the tiles: read in place, where a row sits against the tiles'
+   * stores (by address bits 0-11) decided whether its loads waited on them, and prefill ran at
+   * 0.75-1.0x by where the allocator and the stack happened to put them (Zen 5). */
+  float qloc[FK_ATT_BQ * FK_MAX_HEAD_DIM];
+  const float* ql[FK_ATT_BQ];
   float mrow[FK_ATT_BQ], lrow[FK_ATT_BQ];
   size_t kend = 0;
   for (size_t i = 0; i < nr; ++i) {
+    memcpy(qloc + i * hd, qr[i], hd * sizeof(float));
+    ql[i] = qloc + i * hd;
     mrow[i] = -INFINITY;
     lrow[i] = 0.0f;
     for (size_t d = 0; d < hd; ++d) o[i * hd + d] = 0.0f;
@@ -10724,9 +10756,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
     const size_t w = fk__att_block_width(cap, j0);
     const uint16_t *kb = kc + j0 * hd, *vb = vc + j0 * hd;
-    if (!avx2 && !v_direct)
-      for (size_t c0 = 0; c0 < hd; c0 += 16)
-        for (size_t j = 0; j < bk; ++j) fk__bf16_to_f32_run(vb + fk__kv_block_index(hd, w, j, c0), vf + j * hd + c0, fk__kv_chunk_dims(hd, c0));
+    if (!avx2 && !v_direct) fk__att_load_v(isa, vb, hd, w, bk, vf);
     if (!k_direct) fk__att_load_k(isa, kb, hd, w, bk, kt);
 #if FK_X86
     if (isa >= FK_ISA_AVX2) {
@@ -10741,10 +10771,10 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       const char* pf_k = next_w ? (const char*)(kc + j1 * hd) : NULL;
       const char* pf_v = next_w ? (const char*)(vc + j1 * hd) : NULL;
       if (n && isa >= FK_ISA_AVX512BF16)
-        fk__att_block_avx512(qr, rows, n, nvs, k_direct ? NULL : kt, v_direct ? NULL : vf, kb, vb, w, bk, hd, scale, mrow, lrow, o,
+        fk__att_block_avx512(ql, rows, n, nvs, k_direct ? NULL : kt, v_direct ? NULL : vf, kb, vb, w, bk, hd, scale, mrow, lrow, o,
                              pf_k, pf_v, next_w * hd * sizeof(uint16_t));
       else if (n)
-        fk__att_block_avx2(qr, rows, n, nvs, k_direct ? NULL : kt, kb, bk, vb, hd, w, scale, mrow, lrow, o, pf_k, pf_v,
+        fk__att_block_avx2(ql, rows, n, nvs, k_direct ? NULL : kt, kb, bk, vb, hd, w, scale, mrow, lrow, o, pf_k, pf_v,
                            next_w * hd * sizeof(uint16_t));
       continue;
     }
@@ -10752,7 +10782,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     for (size_t i = 0; i < nr; ++i) {
       if (pos[i] < j0) continue; /* causal: this whole block is in row i's future */
       const size_t nv = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
-      fk__att_block_scalar(qr[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
+      fk__att_block_scalar(ql[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
     }
   }
   const size_t paired = avx2 ? hd / 16 * 16 : 0; /* dims held in even/odd order */
