@@ -76,23 +76,20 @@ class fields {
   double number(const char* name, double fallback, double lo, double hi) const {
     const json* v = get(name);
     if (!v) return fallback;
-    const std::string must = std::string(name) + " must be a number in [" + fmt(lo) + ", " + fmt(hi) + "], got ";
-    if (!v->is_number()) throw bad_request(400, must + fused::json_text::dump(*v), name);
-    const double x = v->get<double>();
-    if (!(x >= lo && x <= hi)) throw bad_request(400, must + fused::json_text::dump(*v), name);
-    return x;
+    if (!v->is_number() || !(v->get<double>() >= lo && v->get<double>() <= hi))
+      throw bad_request(400, std::string(name) + " must be a number in [" + fmt(lo) + ", " + fmt(hi) + "], got " + fused::json_text::dump(*v), name);
+    return v->get<double>();
   }
   long long integer(const char* name, long long fallback, long long lo, long long hi) const {
     const json* v = get(name);
     if (!v) return fallback;
-    const std::string must = std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got ";
-    if (!v->is_number_integer()) throw bad_request(400, must + fused::json_text::dump(*v), name);
     // JSON's non-negative integers are unsigned (up to 2^64 - 1): compared as such, against both bounds.
-    const bool in_range = v->is_number_unsigned()
-                              ? hi >= 0 && v->get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
-                                    (lo <= 0 || v->get<std::uint64_t>() >= static_cast<std::uint64_t>(lo))
-                              : v->get<long long>() >= lo && v->get<long long>() <= hi;
-    if (!in_range) throw bad_request(400, must + fused::json_text::dump(*v), name);
+    const bool in_range = v->is_number_integer() &&
+                          (v->is_number_unsigned() ? hi >= 0 && v->get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                                                         (lo <= 0 || v->get<std::uint64_t>() >= static_cast<std::uint64_t>(lo))
+                                                   : v->get<long long>() >= lo && v->get<long long>() <= hi);
+    if (!in_range)
+      throw bad_request(400, std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + fused::json_text::dump(*v), name);
     return v->get<long long>();
   }
   bool boolean(const char* name, bool fallback) const {
