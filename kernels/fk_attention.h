@@ -1,4 +1,4 @@
-/* fk_attention.h: KV cache store and causal grouped-query attention (Qwen2).
+/* fk_attention.h: KV cache store and causal grouped-query attention.
  *
  * Cache: per layer, kc and vc are bf16 with n_kv * cap * hd elements, KV head g's at g * cap * hd. Within a
  * head, positions are in blocks of FK_ATT_BK (the capacity's last block holds cap % FK_ATT_BK when that is
@@ -6,19 +6,24 @@
  *   values (fk_kv_index): 16-dim chunks, chunk c0 = 0, 16, .. at c0 * w (w: the block's width), each its
  *     w positions' min(16, hd - c0) dims in position order: PV takes a key's dims as one vector;
  *   keys (fk_k_index): dim pairs, pair (d, d + 1) at d * w, its w positions' two dims side by side (an
- *     odd hd's last dim alone): one load is 8 (AVX2) or 16 (AVX-512) keys' values of two dims, the two
- *     split apart by a shift and a mask, so the scores take keys as vector lanes with no transposition.
+ *     odd hd's last dim alone): one load is 8 keys' values of two dims, split apart by a shift and a
+ *     mask (AVX2), or 16 keys' pairs as vdpbf16ps takes them (AVX-512), so the scores take keys as
+ *     vector lanes with no transposition.
  * fk_kv_store and fk_k_store write them; a graph says which cache is which by the attention input that
  * reads it (data_layout). Either block is sequential runs the hardware prefetchers follow. Query head h
  * reads KV head h / (n_heads / n_kv). Scores are scaled by 1/sqrt(hd); query at position p attends to
  * keys 0..p.
  *
  * Keys are visited in blocks of FK_ATT_BK with an online softmax (running max m, running sum l, output
- * rescaled by exp(m_old - m_new)), so memory is a few stack tiles whatever S is: the K block widened
- * to f32 [hd][BK] (a query's scores become a vector over keys: no horizontal sums), the V block widened
- * to f32 [BK][hd] (AVX-512 and scalar; AVX2 reads V as bf16, see fk__att_load_v_avx2), the rows'
- * outputs [BQ][hd] (48 KiB in all at FK_MAX_HEAD_DIM = 128). The widening is amortized over the rows of
- * a work item:
+ * rescaled by exp(m_old - m_new)), so memory is a few stack tiles whatever S is. The paths:
+ *   AVX-512 BF16 (and AMX): products by vdpbf16ps, as PyTorch's bf16 attention computes them: the query
+ *     and the softmax weights are rounded to bf16 (RNE) before their products, which are exact and
+ *     summed in f32; scores, softmax and outputs are f32. K is read as the cache lies; V is
+ *     interleaved into key pairs once per block (a stack tile of BK/2 x hd words).
+ *   AVX2 and scalar: f32 FMAs on widened values: the K block widened to f32 [hd][BK] (a query's scores
+ *     become a vector over keys: no horizontal sums; AVX2 reads it from the bf16 block at few rows),
+ *     V widened to f32 [BK][hd] (scalar; AVX2 reads V as bf16, see fk__att_load_v_avx2).
+ * The tiles' cost is amortized over the rows of a work item:
  *   prefill: work item = (query head, FK_ATT_BQ consecutive positions);
  *   decode:  work item = (KV head, up to FK_ATT_BQ of its query heads, key segment), all at the same
  *            position; beyond FK_ATT_SEG keys the keys are split into segments merged afterwards
@@ -152,73 +157,102 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) {
 }
 
 
-/* ---- AVX-512: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV), rows
- * in groups of up to 4 that share every kt / vf load (4 loads + 8 broadcasts per 16 FMAs: FMA-bound), or
- * for up to 8 rows (two groups) every load of the bf16 K and V blocks themselves.
- * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 dim chains
- * (even / odd dims), the softmax is one row's, PV is one chain per dim vector over the row's own keys
- * in order; so grouping never changes a row's bits, and the phases let the rows' softmax chains
- * (max, expf, vector exp, sum: latency-bound) overlap instead of stalling between PV runs.
- * The next key block is prefetched as the AVX2 block does it (below), a few lines per tick: every 8
- * dim pairs of a group's scores, each row's softmax, each 64-dim PV pass. A burst per phase (4 per
- * block at 2 rows) left decode of 2 query heads per KV head (16/8/128) 1.5-1.6x slower (Zen 5, 1 thread). */
-/* Dims d, d + 1 (k: keys 0-15 and 16-31 of dim d, then of dim d + 1) into R rows' score chains
- * a[r] = [keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims]; PAIR 0:
- * dim d alone (an odd hd's last), into the even chains. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_dims512(int R, int PAIR, const float* const* q, size_t d,
-                                                                            const __m512* k, __m512 (*a)[4]) {
-  FK_UNROLL(4)
-  for (int r = 0; r < R; ++r) {
-    const __m512 q0 = _mm512_set1_ps(q[r][d]);
-    a[r][0] = _mm512_fmadd_ps(q0, k[0], a[r][0]);
-    a[r][1] = _mm512_fmadd_ps(q0, k[1], a[r][1]);
-    if (PAIR) {
-      const __m512 q1 = _mm512_set1_ps(q[r][d + 1]);
-      a[r][2] = _mm512_fmadd_ps(q1, k[2], a[r][2]);
-      a[r][3] = _mm512_fmadd_ps(q1, k[3], a[r][3]);
+/* ---- AVX-512 BF16: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV),
+ * rows in groups of up to 4 that share every K and V load, the products by vdpbf16ps: two bf16
+ * products per f32 lane, exact, accumulated in f32, at twice the rate of FMAs on widened values (decode
+ * of 7 query heads per KV head was bound by those FMAs: 0.40 of read bandwidth, Zen 5). As PyTorch's
+ * bf16 attention does, a row's query is rounded to bf16 (RNE, fk__att_q_pairs_avx512) and so are its
+ * weights p before PV; the scores, the softmax, its sum l and the outputs stay f32. The scores read the
+ * key cache as it lies: a dim pair of 16 keys is one load, lane j key j's (d, d + 1). PV wants pairs of
+ * keys instead (lane d: dim d of keys 2i and 2i + 1): each block's values are interleaved once into vp
+ * (fk__att_load_v_pairs_avx512), which every row group then reads.
+ * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 chains (even and
+ * odd dim pairs), the softmax is one row's, PV runs the row's own key pairs in order (a row with an odd
+ * number of keys ends on a half pair whose missing key is 0 in both factors); so grouping never changes
+ * a row's bits, and the phases let the rows' softmax chains (max, exp, sum: latency-bound) overlap.
+ * The next key block is prefetched a few lines per tick: every 8 dim pairs of a group's scores, each
+ * row's softmax, each 64-dim PV pass. (A burst per phase left decode of 2 query heads per KV head,
+ * 16/8/128, 1.5-1.6x slower; Zen 5, 1 thread.) */
+/* q[0 .. hd) -> qp[0 .. (hd + 1) / 2): dims (2i, 2i + 1) as one bf16 pair (vcvtne2ps2bf16: RNE, denormals
+ * to 0), an odd hd's last dim paired with 0. */
+FK_TARGET_AVX512 FK_API void fk__att_q_pairs_avx512(const float* q, size_t hd, uint32_t* qp) {
+  for (size_t d = 0; d < hd; d += 32) {
+    const __m512 lo = _mm512_maskz_loadu_ps(fk__lanes16(hd, d), q + d);
+    const __m512 hi = _mm512_maskz_loadu_ps(fk__lanes16(hd, d + 16), q + d + 16);
+    const __m512i pairs = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    _mm512_mask_storeu_ps(qp + d / 2, fk__lanes16((hd + 1) / 2, d / 2), _mm512_castsi512_ps(pairs));
+  }
+}
+
+/* d | d << 16 in lane d: vpermw's word indices for taking dim d of two rows into lane d. */
+static const uint32_t fk__att_dim_twice[16] = {0x00000, 0x10001, 0x20002, 0x30003, 0x40004, 0x50005, 0x60006, 0x70007,
+                                               0x80008, 0x90009, 0xA000A, 0xB000B, 0xC000C, 0xD000D, 0xE000E, 0xF000F};
+/* The V block's first bk keys -> vp: key pair i (keys 2i, 2i + 1) at vp + i * hd, its lane d dim d of
+ * both keys (the even key's in the low half), an odd bk's last pair with 0 for the key it lacks. Per
+ * pair and 16-dim chunk one load of both keys' rows (adjacent in the value layout) and one vpermw. */
+FK_TARGET_AVX512 FK_API void fk__att_load_v_pairs_avx512(const uint16_t* v, size_t hd, size_t w, size_t bk, uint32_t* vp) {
+  for (size_t c0 = 0; c0 < hd; c0 += 16) {
+    const size_t dims = fk__kv_chunk_dims(hd, c0);
+    /* word 2d <- the first key's dim d (word d), word 2d + 1 <- the second's (word dims + d) */
+    const __m512i interleave = _mm512_add_epi32(_mm512_loadu_si512(fk__att_dim_twice), _mm512_set1_epi32((int)(dims << 16)));
+    const __mmask16 dm = fk__lanes16(dims, 0);
+    const uint16_t* chunk = v + c0 * w;
+    for (size_t j = 0; j < bk; j += 2) {
+      const size_t words = (j + 1 < bk ? 2 : 1) * dims;
+      const __mmask32 wm = words >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << words) - 1);
+      const __m512i both = _mm512_maskz_loadu_epi16(wm, chunk + j * dims);
+      _mm512_mask_storeu_ps(vp + j / 2 * hd + c0, dm, _mm512_castsi512_ps(_mm512_permutexvar_epi16(interleave, both)));
     }
   }
 }
 
-/* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 4) rows, keys past a row's nv included (masked later),
- * from kt, or with kt NULL straight from the bf16 K block kb (width w in the cache, bk keys loaded, the
- * rest 0): per dim pair, 2 loads of 16 keys' words split into the two dims (the key layout), so no kt is
- * written and reread. The same products in the same order either way. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R, const float* const* q, const float* kt,
-                                                                           const uint16_t* kb, size_t w, size_t bk, size_t hd,
-                                                                           float scale, float* const* s, fk__att_pf* pf) {
-  __m512 a[4][4]; /* [row][keys 0-15 even dims, keys 16-31 even dims, keys 0-15 odd dims, keys 16-31 odd dims] */
+/* The query pair t of R rows against keys 0-15 (k0) and 16-31 (k1) of one dim pair: chains a[r][c],
+ * a[r][c + 1]. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_pair_bf16(int R, const uint32_t* const* qp, size_t t, __m512i k0,
+                                                                              __m512i k1, int c, __m512 (*a)[4]) {
+  FK_UNROLL(4)
+  for (int r = 0; r < R; ++r) {
+    __m512i qv = _mm512_set1_epi32((int)qp[r][t]);
+    FK_CLANG_IN_REG(qv); /* see fk_common.h: clang 16 crashes folding this broadcast into vdpbf16ps */
+    a[r][c] = _mm512_dpbf16_ps(a[r][c], (__m512bh)k0, (__m512bh)qv);
+    a[r][c + 1] = _mm512_dpbf16_ps(a[r][c + 1], (__m512bh)k1, (__m512bh)qv);
+  }
+}
+
+/* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 4) rows from the bf16 K block kb (width w in the cache,
+ * bk keys loaded, the rest 0, masked later): a[r] = [keys 0-15 even pairs, keys 16-31 even pairs,
+ * keys 0-15 odd pairs, keys 16-31 odd pairs]. An odd hd's last dim, alone in the key layout, is widened
+ * to pairs (k, 0) against the query's (q, 0). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_bf16(int R, const uint32_t* const* qp, const uint16_t* kb, size_t w,
+                                                                         size_t bk, size_t hd, float scale, float* const* s,
+                                                                         fk__att_pf* pf) {
+  __m512 a[4][4];
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
     FK_UNROLL(4)
-    for (int t = 0; t < 4; ++t) a[r][t] = _mm512_setzero_ps();
+    for (int c = 0; c < 4; ++c) a[r][c] = _mm512_setzero_ps();
   const __mmask16 m0 = fk__lanes16(bk, 0), m1 = fk__lanes16(bk, 16);
-  const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
-  const size_t pairs_end = hd / 2 * 2;
-  if (kt)
-    for (size_t d = 0; d < pairs_end; d += 2) {
-      if (d % 16 == 0) fk__att_pf_tick(pf);
-      const float* kd = kt + d * FK_ATT_BK;
-      __m512 k[4] = {_mm512_loadu_ps(kd), _mm512_loadu_ps(kd + 16), _mm512_loadu_ps(kd + FK_ATT_BK), _mm512_loadu_ps(kd + FK_ATT_BK + 16)};
-      FK_KEEP_IN_REG(k[0], k[1], k[2], k[3]);
-      fk__att_scores_dims512(R, 1, q, d, k, a);
-    }
-  else
-    for (size_t d = 0; d < pairs_end; d += 2) {
-      if (d % 16 == 0) fk__att_pf_tick(pf);
-      const __m512i w0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kb + d * w));
-      const __m512i w1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kb + d * w + 32));
-      __m512 k[4] = {_mm512_castsi512_ps(_mm512_slli_epi32(w0, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16)),
-                     _mm512_castsi512_ps(_mm512_and_si512(w0, high)), _mm512_castsi512_ps(_mm512_and_si512(w1, high))};
-      FK_KEEP_IN_REG(k[0], k[1], k[2], k[3]);
-      fk__att_scores_dims512(R, 1, q, d, k, a);
-    }
-  if (pairs_end < hd) { /* an odd hd's last dim, alone in the key layout */
-    const size_t d = pairs_end;
-    __m512 k[4];
-    if (kt) k[0] = _mm512_loadu_ps(kt + d * FK_ATT_BK), k[1] = _mm512_loadu_ps(kt + d * FK_ATT_BK + 16);
-    else k[0] = fk__maskload_bf16x16(kb + d * w, m0), k[1] = fk__maskload_bf16x16(kb + d * w + 16, m1);
-    fk__att_scores_dims512(R, 0, q, d, k, a);
+  const size_t pairs = hd / 2;
+  size_t t = 0;
+  for (; t + 1 < pairs; t += 2) {
+    if (t % 8 == 0) fk__att_pf_tick(pf);
+    const uint16_t* kp = kb + 2 * t * w;
+    __m512i k0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kp)), k1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kp + 32));
+    __m512i k2 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kp + 2 * w)),
+            k3 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kp + 2 * w + 32));
+    FK_KEEP_IN_REG(k0, k1, k2, k3);
+    fk__att_scores_pair_bf16(R, qp, t, k0, k1, 0, a);
+    fk__att_scores_pair_bf16(R, qp, t + 1, k2, k3, 2, a);
+  }
+  if (t < pairs) { /* an odd number of pairs: the last into the even chains */
+    const uint16_t* kp = kb + 2 * t * w;
+    const __m512i k0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kp)), k1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kp + 32));
+    fk__att_scores_pair_bf16(R, qp, t, k0, k1, 0, a);
+  }
+  if (hd % 2) { /* the last dim alone, into the odd chains */
+    const uint16_t* kd = kb + (hd - 1) * w;
+    const __m512i k0 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m0, kd)), k1 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, kd + 16));
+    fk__att_scores_pair_bf16(R, qp, pairs, k0, k1, 2, a);
   }
   const __m512 sc = _mm512_set1_ps(scale);
   FK_UNROLL(4)
@@ -228,9 +262,10 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_avx512(int R
   }
 }
 
-/* One row's softmax bookkeeping against the block: scores s (keys past nv masked to -inf for the max,
- * to 0 after exp) become p_j = e^(s_j - m') in place; m, l updated; returns corr = e^(m - m'). */
-FK_TARGET_AVX512 static inline float fk__att_softmax_avx512(float* s, size_t n, float* m, float* l) {
+/* One row's softmax bookkeeping against the block: p_j = e^(s_j - m') (keys past nv masked to -inf for
+ * the max, to 0 after exp), rounded to bf16 into pb (pair i: keys 2i, 2i + 1); m, l updated (l sums the
+ * f32 weights, as PyTorch does); returns corr = e^(m - m'). */
+FK_TARGET_AVX512 static inline float fk__att_softmax_bf16(const float* s, size_t n, float* m, float* l, uint32_t* pb) {
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
   const __mmask16 m0 = fk__lanes16(n, 0), m1 = fk__lanes16(n, 16);
   const __m512 s0 = _mm512_mask_mov_ps(ninf, m0, _mm512_loadu_ps(s));
@@ -243,156 +278,119 @@ FK_TARGET_AVX512 static inline float fk__att_softmax_avx512(float* s, size_t n, 
   const __m512 p1 = _mm512_maskz_mov_ps(m1, fk__exp512(_mm512_sub_ps(s1, mv)));
   *l = fmaf(*l, corr, fk__hsum512(_mm512_add_ps(p0, p1))); /* explicit: C and C++ contract differently */
   *m = mnew;
-  _mm512_storeu_ps(s, p0);
-  _mm512_storeu_ps(s + 16, p1);
+  _mm512_storeu_si512(pb, (__m512i)_mm512_cvtne2ps_pbh(p1, p0));
   return corr;
 }
 
-/* Key j's 64 dims v into R rows' PV chains e[r] (one per 16 dims). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_key512(int R, const float* const* p, size_t j, const __m512* v,
-                                                                       __m512 (*e)[4]) {
+/* Key pair i's 64 dims v into R rows' PV chains e[r] (one per 16 dims). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_pair_bf16(int R, const uint32_t* const* pb, size_t i, const __m512i* v,
+                                                                          __m512 (*e)[4]) {
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r) {
-    const __m512 pj = _mm512_set1_ps(p[r][j]);
+    __m512i pv = _mm512_set1_epi32((int)pb[r][i]);
+    FK_CLANG_IN_REG(pv);
     FK_UNROLL(4)
-    for (int t = 0; t < 4; ++t) e[r][t] = _mm512_fmadd_ps(pj, v[t], e[r][t]);
+    for (int t = 0; t < 4; ++t) e[r][t] = _mm512_dpbf16_ps(e[r][t], (__m512bh)v[t], (__m512bh)pv);
   }
 }
 
-/* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd), keys j0 .. j1 - 1 in order:
- * o[r] = o[r] corr[r] + sum_j p[r][j] v_j (corr NULL: o[r] + sum, a row's run continued). V from vf, or
- * with vf NULL widened from the bf16 V block vb (width w in the cache) as it is read: the same values. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_avx512(int R, const float* const* p, const float* vf,
-                                                                       const uint16_t* vb, size_t w, size_t hd, size_t d0,
-                                                                       size_t j0, size_t j1, const float* corr, float* const* o) {
+/* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd), key pairs i0 .. i1 - 1 of vp in order,
+ * then with half set the pair i1 with its second key's value taken as 0 (a row's odd last key):
+ * o[r] = o[r] corr[r] + sum p v (corr NULL: o[r] + sum, a row's run continued). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, const uint32_t* const* pb, const uint32_t* vp, size_t hd,
+                                                                     size_t d0, size_t i0, size_t i1, int half, const float* corr,
+                                                                     float* const* o) {
   __mmask16 dm[4];
   FK_UNROLL(4)
-  for (int v = 0; v < 4; ++v) {
-    const size_t lo = d0 + 16 * (size_t)v;
-    dm[v] = fk__lanes16(hd, lo);
-  }
-  const uint16_t* vc[4]; /* vb: each 16-dim chunk's first key, and its keys' stride */
-  size_t vstride[4];
-  FK_UNROLL(4)
-  for (int v = 0; v < 4; ++v) {
-    const size_t c0 = d0 + 16 * (size_t)v;
-    vc[v] = vb && c0 < hd ? vb + c0 * w : vb;
-    vstride[v] = c0 < hd ? fk__kv_chunk_dims(hd, c0) : 0;
-  }
+  for (int t = 0; t < 4; ++t) dm[t] = fk__lanes16(hd, d0 + 16 * (size_t)t);
   __m512 e[4][4];
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
     FK_UNROLL(4)
-    for (int v = 0; v < 4; ++v) {
-      e[r][v] = _mm512_maskz_loadu_ps(dm[v], o[r] + d0 + 16 * v);
-      if (corr) e[r][v] = _mm512_mul_ps(e[r][v], _mm512_set1_ps(corr[r]));
+    for (int t = 0; t < 4; ++t) {
+      e[r][t] = _mm512_maskz_loadu_ps(dm[t], o[r] + d0 + 16 * t);
+      if (corr) e[r][t] = _mm512_mul_ps(e[r][t], _mm512_set1_ps(corr[r]));
     }
-  if (vf)
-    for (size_t j = j0; j < j1; ++j) {
-      const float* vj = vf + j * hd + d0;
-      __m512 v[4] = {_mm512_maskz_loadu_ps(dm[0], vj), _mm512_maskz_loadu_ps(dm[1], vj + 16), _mm512_maskz_loadu_ps(dm[2], vj + 32),
-                     _mm512_maskz_loadu_ps(dm[3], vj + 48)};
-      FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
-      fk__att_pv_key512(R, p, j, v, e);
-    }
-  else
-    for (size_t j = j0; j < j1; ++j) {
-      __m512 v[4] = {fk__maskload_bf16x16(vc[0] + j * vstride[0], dm[0]), fk__maskload_bf16x16(vc[1] + j * vstride[1], dm[1]),
-                     fk__maskload_bf16x16(vc[2] + j * vstride[2], dm[2]), fk__maskload_bf16x16(vc[3] + j * vstride[3], dm[3])};
-      FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
-      fk__att_pv_key512(R, p, j, v, e);
-    }
+  for (size_t i = i0; i < i1; ++i) {
+    const uint32_t* vi = vp + i * hd + d0;
+    __m512i v[4] = {_mm512_castps_si512(_mm512_maskz_loadu_ps(dm[0], vi)), _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[1], vi + 16)),
+                    _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[2], vi + 32)), _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[3], vi + 48))};
+    FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
+    fk__att_pv_pair_bf16(R, pb, i, v, e);
+  }
+  if (half) {
+    const __m512i first = _mm512_set1_epi32(0xFFFF);
+    const uint32_t* vi = vp + i1 * hd + d0;
+    __m512i v[4];
+    FK_UNROLL(4)
+    for (int t = 0; t < 4; ++t) v[t] = _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(dm[t], vi + 16 * t)), first);
+    fk__att_pv_pair_bf16(R, pb, i1, v, e);
+  }
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
     FK_UNROLL(4)
-    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(o[r] + d0 + 16 * v, dm[v], e[r][v]);
+    for (int t = 0; t < 4; ++t) _mm512_mask_storeu_ps(o[r] + d0 + 16 * t, dm[t], e[r][t]);
 }
 
 /* Rows per AVX-512 group for rem rows still to go: 4, but 3 where a 4 would leave a single row behind. */
 static inline size_t fk__att_group512(size_t rem) { return rem == 5 ? 3 : rem < 4 ? rem : 4; }
 
-/* The n rows rows[0 .. n) (indices into q, m, l and o, whose row i is o + i * hd), each seeing nv[i]
- * keys of the block; kt: the block's K widened, vf: its V widened, or NULL for each read straight from
- * kb and vb, the block's bf16 K and V (width w in the cache, bk keys visible to some row). The next
- * block's K and V (pf_k, pf_v, pf_bytes each; NULL when there is none) are prefetched along the way. */
-FK_TARGET_AVX512 FK_API void fk__att_block_avx512(const float* const* q, const size_t* rows, size_t n, const size_t* nv,
-                                                  const float* kt, const float* vf, const uint16_t* kb, const uint16_t* vb,
-                                                  size_t w, size_t bk, size_t hd, float scale, float* m, float* l, float* o,
-                                                  const char* pf_k, const char* pf_v, size_t pf_bytes) {
+/* The n rows rows[0 .. n) (indices into qp, m, l and o, whose row i is o + i * hd), each seeing nv[i]
+ * keys of the block: qp, the rows' query pairs; kb, the block's bf16 K (width w in the cache, bk keys
+ * visible to some row); vp, its V pairs (fk__att_load_v_pairs_avx512). The next block's K and V (pf_k,
+ * pf_v, pf_bytes each; NULL when there is none) are prefetched along the way. */
+FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
+                                                const uint16_t* kb, const uint32_t* vp, size_t w, size_t bk, size_t hd, float scale,
+                                                float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
+  uint32_t pb[FK_ATT_BQ][FK_ATT_BK / 2];
   const size_t groups = n / 4 + (n % 4 != 0); /* fk__att_group512's split: ceil(n / 4) groups */
   /* ticks: each group's score steps of 8 dim pairs and its PV passes of 64 dims, each row's softmax */
   const size_t ticks = groups * ((hd / 2 + 7) / 8 + (hd + 63) / 64) + n;
   fk__att_pf pf = {.k = pf_k, .v = pf_v, .at = 0, .step = fk__att_pf_step(pf_k, pf_bytes, ticks), .bytes = pf_bytes};
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
-    const float* qq[4];
+    const uint32_t* qq[4];
     float* ss[4];
     FK_UNROLL(4)
     for (size_t r = 0; r < 4; ++r) {
       const size_t i = k + (r < R ? r : 0);
-      qq[r] = q[rows[i]];
+      qq[r] = qp[rows[i]];
       ss[r] = s[i];
     }
-    if (R == 4) fk__att_scores_avx512(4, qq, kt, kb, w, bk, hd, scale, ss, &pf);
-    else if (R == 3) fk__att_scores_avx512(3, qq, kt, kb, w, bk, hd, scale, ss, &pf);
-    else if (R == 2) fk__att_scores_avx512(2, qq, kt, kb, w, bk, hd, scale, ss, &pf);
-    else fk__att_scores_avx512(1, qq, kt, kb, w, bk, hd, scale, ss, &pf);
+    if (R == 4) fk__att_scores_bf16(4, qq, kb, w, bk, hd, scale, ss, &pf);
+    else if (R == 3) fk__att_scores_bf16(3, qq, kb, w, bk, hd, scale, ss, &pf);
+    else if (R == 2) fk__att_scores_bf16(2, qq, kb, w, bk, hd, scale, ss, &pf);
+    else fk__att_scores_bf16(1, qq, kb, w, bk, hd, scale, ss, &pf);
   }
   for (size_t k = 0; k < n; ++k) {
     fk__att_pf_tick(&pf);
-    corr[k] = fk__att_softmax_avx512(s[k], nv[rows[k]], m + rows[k], l + rows[k]);
+    corr[k] = fk__att_softmax_bf16(s[k], nv[rows[k]], m + rows[k], l + rows[k], pb[k]);
   }
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
-    const float* pp[4];
+    const uint32_t* pp[4];
     size_t nn[4];
     float* oo[4];
     FK_UNROLL(4)
     for (size_t r = 0; r < 4; ++r) {
       const size_t i = k + (r < R ? r : 0);
-      pp[r] = s[i];
+      pp[r] = pb[i];
       nn[r] = nv[rows[i]];
       oo[r] = o + rows[i] * hd;
     }
-    size_t nboth = nn[0]; /* keys every row of the group sees; a row's own further keys continue after */
-    for (size_t r = 1; r < R; ++r) nboth = nn[r] < nboth ? nn[r] : nboth;
+    size_t both = nn[0] / 2; /* whole key pairs every row of the group sees; a row's own further keys follow */
+    for (size_t r = 1; r < R; ++r) both = nn[r] / 2 < both ? nn[r] / 2 : both;
     for (size_t d0 = 0; d0 < hd; d0 += 64) {
       fk__att_pf_tick(&pf);
-      if (R == 4) fk__att_pv_avx512(4, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
-      else if (R == 3) fk__att_pv_avx512(3, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
-      else if (R == 2) fk__att_pv_avx512(2, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
-      else fk__att_pv_avx512(1, pp, vf, vb, w, hd, d0, 0, nboth, corr + k, oo);
+      if (R == 4) fk__att_pv_bf16(4, pp, vp, hd, d0, 0, both, 0, corr + k, oo);
+      else if (R == 3) fk__att_pv_bf16(3, pp, vp, hd, d0, 0, both, 0, corr + k, oo);
+      else if (R == 2) fk__att_pv_bf16(2, pp, vp, hd, d0, 0, both, 0, corr + k, oo);
+      else fk__att_pv_bf16(1, pp, vp, hd, d0, 0, both, 0, corr + k, oo);
       FK_UNROLL(4)
       for (size_t r = 0; r < R; ++r)
-        if (nn[r] > nboth) fk__att_pv_avx512(1, pp + r, vf, vb, w, hd, d0, nboth, nn[r], NULL, oo + r);
+        if (nn[r] > 2 * both) fk__att_pv_bf16(1, pp + r, vp, hd, d0, both, nn[r] / 2, (int)(nn[r] % 2), NULL, oo + r);
     }
-  }
-}
-
-/* The K block's dim pairs -> kt (f32, kt[d][j]; keys past bk 0): one load of 16 keys' (d, d + 1) words,
- * split into the two kt rows by a shift and a mask (fk_attention.h's key layout). An odd hd's last dim
- * is fk__att_load_k's. k: the block, of width w in the cache, bk <= w keys visible. */
-FK_TARGET_AVX512 FK_API void fk__att_load_k_avx512(const uint16_t* k, size_t hd, size_t w, size_t bk, float* kt) {
-  const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
-  for (size_t d = 0; d + 1 < hd; d += 2)
-    for (size_t jb = 0; jb < FK_ATT_BK; jb += 16) {
-      const __mmask16 m = fk__lanes16(bk, jb);
-      const __m512i wd = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, k + d * w + 2 * jb));
-      _mm512_storeu_ps(kt + d * FK_ATT_BK + jb, _mm512_castsi512_ps(_mm512_slli_epi32(wd, 16)));
-      _mm512_storeu_ps(kt + (d + 1) * FK_ATT_BK + jb, _mm512_castsi512_ps(_mm512_and_si512(wd, high)));
-    }
-}
-
-/* The V block's first bk keys -> vf[j][d] (f32; the value layout above: 16-dim chunks, each its keys'
- * dims in key order), one masked load and widening per key and chunk. Prefill widens every block: with
- * the generic run conversion (an ISA dispatch per 16 dims) it ran 1.05-1.09x as long (Zen 5). */
-FK_TARGET_AVX512 FK_API void fk__att_load_v_avx512(const uint16_t* v, size_t hd, size_t w, size_t bk, float* vf) {
-  for (size_t c0 = 0; c0 < hd; c0 += 16) {
-    const size_t dims = fk__kv_chunk_dims(hd, c0);
-    const __mmask16 m = fk__lanes16(dims, 0);
-    const uint16_t* chunk = v + c0 * w;
-    for (size_t j = 0; j < bk; ++j) _mm512_mask_storeu_ps(vf + j * hd + c0, m, fk__maskload_bf16x16(chunk + j * dims, m));
   }
 }
 
@@ -724,24 +722,18 @@ FK_TARGET_AVX2 FK_API void fk__att_block_avx2(const float* const* q, const size_
 static inline void fk__att_load_k(fk_isa isa, const uint16_t* kb, size_t hd, size_t w, size_t bk, float* kt) {
   size_t d0 = 0; /* dims done */
 #if FK_X86
-  if (isa >= FK_ISA_AVX512BF16) fk__att_load_k_avx512(kb, hd, w, bk, kt);
-  else if (isa >= FK_ISA_AVX2) fk__att_load_k_avx2(kb, hd, w, bk, kt);
-  if (isa >= FK_ISA_AVX2) d0 = hd / 2 * 2;
+  if (isa >= FK_ISA_AVX2) {
+    fk__att_load_k_avx2(kb, hd, w, bk, kt);
+    d0 = hd / 2 * 2;
+  }
 #endif
   (void)isa;
   for (size_t d = d0; d < hd; ++d)
     for (size_t j = 0; j < FK_ATT_BK; ++j) kt[d * FK_ATT_BK + j] = j < bk ? fk_bf16_to_f32_1(kb[fk__k_block_index(hd, w, j, d)]) : 0.0f;
 }
 
-/* V block vb (width w in the cache) -> vf[j][d] (f32), its first bk keys (AVX-512 and scalar). */
-static inline void fk__att_load_v(fk_isa isa, const uint16_t* vb, size_t hd, size_t w, size_t bk, float* vf) {
-#if FK_X86
-  if (isa >= FK_ISA_AVX512BF16) {
-    fk__att_load_v_avx512(vb, hd, w, bk, vf);
-    return;
-  }
-#endif
-  (void)isa;
+/* V block vb (width w in the cache) -> vf[j][d] (f32), its first bk keys (the scalar path). */
+static inline void fk__att_load_v(const uint16_t* vb, size_t hd, size_t w, size_t bk, float* vf) {
   for (size_t c0 = 0; c0 < hd; c0 += 16)
     for (size_t j = 0; j < bk; ++j) fk__bf16_to_f32_run(vb + fk__kv_block_index(hd, w, j, c0), vf + j * hd + c0, fk__kv_chunk_dims(hd, c0));
 }
@@ -758,43 +750,60 @@ static inline void fk__att_load_v(fk_isa isa, const uint16_t* vb, size_t hd, siz
 FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow, const size_t* pos, size_t nr,
                          const uint16_t* kc, const uint16_t* vc, size_t hd, size_t cap, float scale, size_t kbeg, size_t klim,
                          float* part_o, float* part_m, float* part_l, size_t part_stride) {
-  float kt[FK_MAX_HEAD_DIM * FK_ATT_BK]; /* K block, transposed: kt[d][j] */
-  float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block widened: vf[j][d] (the AVX2 path reads V as bf16) */
+  /* the AVX-512 path reads the K block as it is and V as key pairs (bf16); the AVX2 path reads V as
+   * bf16, and its rows hold each whole 16-dim chunk as its 8 even dims, then its 8 odd dims
+   * (fk__att_load_v_avx2); the scalar path widens both */
+  const int bf16 = FK_X86 && isa >= FK_ISA_AVX512BF16, avx2 = FK_X86 && isa >= FK_ISA_AVX2 && !bf16;
+  float kt[FK_MAX_HEAD_DIM * FK_ATT_BK]; /* K block, transposed: kt[d][j] (scalar; AVX2 at many rows) */
+  union {
+    float widened[FK_ATT_BK * FK_MAX_HEAD_DIM];       /* scalar: vf[j][d] */
+    uint32_t pairs[FK_ATT_BK / 2 * FK_MAX_HEAD_DIM];  /* AVX-512: fk__att_load_v_pairs_avx512 */
+  } vtile;
   float o[FK_ATT_BQ * FK_MAX_HEAD_DIM];
   /* The rows' queries, copied beside the tiles: read in place, where a row sits against the tiles'
    * stores (by address bits 0-11) decided whether its loads waited on them, and prefill ran at
-   * 0.75-1.0x by where the allocator and the stack happened to put them (Zen 5). */
-  float qloc[FK_ATT_BQ * FK_MAX_HEAD_DIM];
+   * 0.75-1.0x by where the allocator and the stack happened to put them (Zen 5). AVX-512 keeps them
+   * as bf16 pairs (fk__att_q_pairs_avx512). */
+  union {
+    float f32[FK_ATT_BQ * FK_MAX_HEAD_DIM];
+    uint32_t pairs[FK_ATT_BQ * FK_MAX_HEAD_DIM / 2];
+  } qtile;
   const float* ql[FK_ATT_BQ];
+#if FK_X86
+  const uint32_t* qp[FK_ATT_BQ];
+#endif
   float mrow[FK_ATT_BQ], lrow[FK_ATT_BQ];
   size_t kend = 0;
   for (size_t i = 0; i < nr; ++i) {
-    memcpy(qloc + i * hd, qr[i], hd * sizeof(float));
-    ql[i] = qloc + i * hd;
+#if FK_X86
+    if (bf16) {
+      qp[i] = qtile.pairs + i * ((hd + 1) / 2);
+      fk__att_q_pairs_avx512(qr[i], hd, qtile.pairs + i * ((hd + 1) / 2));
+    } else
+#endif
+    {
+      memcpy(qtile.f32 + i * hd, qr[i], hd * sizeof(float));
+      ql[i] = qtile.f32 + i * hd;
+    }
     mrow[i] = -INFINITY;
     lrow[i] = 0.0f;
     for (size_t d = 0; d < hd; ++d) o[i * hd + d] = 0.0f;
     kend = pos[i] + 1 > kend ? pos[i] + 1 : kend;
   }
   kend = kend < klim ? kend : klim;
-  /* the AVX2 path reads V as bf16, and its rows hold each whole 16-dim chunk as its 8 even dims, then
-   * its 8 odd dims (fk__att_load_v_avx2) */
-  const int avx2 = FK_X86 && isa >= FK_ISA_AVX2 && isa < FK_ISA_AVX512BF16;
-  /* SIMD, few rows (decode of a few query heads per KV head): the scores read each K block themselves,
-   * no kt. On AVX2, splitting the dim pairs once per row group beats writing and rereading kt up to
-   * two groups of 2 (4 rows); at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32
-   * rows widen each block once (Zen 3, from DRAM). AVX-512 reads V straight from the bf16 block too,
-   * for up to 8 rows (two groups of 4, the second reading the block from L1): at 7 rows 1.4-1.55x as
-   * fast as widening kt and vf once (Zen 5, paired in one process). Same bits either way. */
-  const int k_direct = FK_X86 && isa >= FK_ISA_AVX2 && nr <= (avx2 ? 4u : 8u), v_direct = k_direct && !avx2;
+  /* AVX2, few rows (decode of a few query heads per KV head): the scores read each K block themselves,
+   * no kt: splitting the dim pairs once per row group beats writing and rereading kt up to two groups
+   * of 2 (4 rows); at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32 rows widen
+   * each block once (Zen 3, from DRAM). Same bits either way. */
+#if FK_X86
+  const int k_direct = avx2 && nr <= 4;
+#endif
   for (size_t j0 = kbeg; j0 < kend; j0 += FK_ATT_BK) {
     const size_t bk = kend - j0 < FK_ATT_BK ? kend - j0 : FK_ATT_BK;
     const size_t w = fk__att_block_width(cap, j0);
     const uint16_t *kb = kc + j0 * hd, *vb = vc + j0 * hd;
-    if (!avx2 && !v_direct) fk__att_load_v(isa, vb, hd, w, bk, vf);
-    if (!k_direct) fk__att_load_k(isa, kb, hd, w, bk, kt);
 #if FK_X86
-    if (isa >= FK_ISA_AVX2) {
+    if (bf16 || avx2) {
       size_t rows[FK_ATT_BQ], nvs[FK_ATT_BQ], n = 0;
       for (size_t i = 0; i < nr; ++i)
         if (pos[i] >= j0) { /* causal: skip a row whose future this whole block is */
@@ -805,19 +814,24 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       const size_t j1 = j0 + FK_ATT_BK, next_w = j1 < kend ? fk__att_block_width(cap, j1) : 0;
       const char* pf_k = next_w ? (const char*)(kc + j1 * hd) : NULL;
       const char* pf_v = next_w ? (const char*)(vc + j1 * hd) : NULL;
-      if (n && isa >= FK_ISA_AVX512BF16)
-        fk__att_block_avx512(ql, rows, n, nvs, k_direct ? NULL : kt, v_direct ? NULL : vf, kb, vb, w, bk, hd, scale, mrow, lrow, o,
-                             pf_k, pf_v, next_w * hd * sizeof(uint16_t));
-      else if (n)
+      if (bf16) {
+        fk__att_load_v_pairs_avx512(vb, hd, w, bk, vtile.pairs);
+        fk__att_block_bf16(qp, rows, n, nvs, kb, vtile.pairs, w, bk, hd, scale, mrow, lrow, o, pf_k, pf_v,
+                           next_w * hd * sizeof(uint16_t));
+      } else {
+        if (!k_direct) fk__att_load_k(isa, kb, hd, w, bk, kt);
         fk__att_block_avx2(ql, rows, n, nvs, k_direct ? NULL : kt, kb, bk, vb, hd, w, scale, mrow, lrow, o, pf_k, pf_v,
                            next_w * hd * sizeof(uint16_t));
+      }
       continue;
     }
 #endif
+    fk__att_load_v(vb, hd, w, bk, vtile.widened);
+    fk__att_load_k(isa, kb, hd, w, bk, kt);
     for (size_t i = 0; i < nr; ++i) {
       if (pos[i] < j0) continue; /* causal: this whole block is in row i's future */
       const size_t nv = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
-      fk__att_block_scalar(ql[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
+      fk__att_block_scalar(ql[i], kt, vtile.widened, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
     }
   }
   const size_t paired = avx2 ? hd / 16 * 16 : 0; /* dims held in even/odd order */

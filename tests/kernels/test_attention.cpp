@@ -18,11 +18,15 @@ struct att_problem {
     fill_bf16(kc.data(), kc.size(), -1.5f, 1.5f);
     fill_bf16(vc.data(), vc.size(), -1.0f, 1.0f);
   }
-  // Reference for query row s of head h, and its tolerance (see derivation in check_rows).
-  void reference(std::size_t s, std::size_t h, std::vector<double>& out, double& tol) const {
+  // Reference for query row s of head h, and its tolerance (derivation at the end). bf16_inputs: the
+  // path multiplies in bf16 (the AVX-512 one, fk_attention.h): the query is rounded to bf16 as the
+  // kernel rounds it, and the weights' rounding before PV enters the tolerance.
+  void reference(std::size_t s, std::size_t h, bool bf16_inputs, std::vector<double>& out, double& tol) const {
     const std::size_t g = h / (n_heads / n_kv), p = pos0 + s, L = p + 1;
     const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    const float* qr = q.data() + s * n_heads * hd + h * hd;
+    std::vector<float> qr(q.data() + s * n_heads * hd + h * hd, q.data() + s * n_heads * hd + (h + 1) * hd);
+    if (bf16_inputs)  // vcvtne2ps2bf16: round to nearest even, denormals to 0 (none are drawn here)
+      for (float& x : qr) x = bf(fk_f32_to_bf16_1(x));
     std::vector<double> sc(L);
     double mx = -1e300, es = 0;
     for (std::size_t j = 0; j < L; ++j) {
@@ -54,7 +58,11 @@ struct att_problem {
     // o = sum p v over L keys add gamma_L relative to sum p |v| <= l * vmax; rescaling by exp(m_old-m_new)
     // multiplies o and l by the same float, so it cancels in o / l up to one rounding per key block.
     // out = o / l: |err| <= vmax * (2 (2 e_s + eps_exp) + 2 gamma_{L + L/32 + 2}).
+    // bf16 inputs: vdpbf16ps adds two exact products per step, one rounding each (the same gamma). The
+    // weights in o are rounded to bf16 (relative 2^-9 each, l keeps the f32 ones): at most 2^-9 vmax
+    // more, plus 2^-126 per key where a weight that small is flushed to 0.
     tol = vmax * (4 * es + 2e-6 + 2 * static_cast<double>(L + L / 32 + 4) * kU) + 1e-30;
+    if (bf16_inputs) tol += vmax * (0x1p-9 + static_cast<double>(L) * 0x1p-126);
   }
 };
 
@@ -62,9 +70,10 @@ void check_rows(const att_problem& P, const float* out, std::size_t s_first, std
   int bad = 0;
   std::vector<double> ref;
   double tol = 0;
+  const bool bf16_inputs = fk_isa_active() >= FK_ISA_AVX512BF16;
   for (std::size_t s = 0; s < rows; ++s)
     for (std::size_t h = 0; h < P.n_heads; ++h) {
-      P.reference(s_first + s, h, ref, tol);
+      P.reference(s_first + s, h, bf16_inputs, ref, tol);
       for (std::size_t d = 0; d < P.hd; ++d) {
         const double got = out[s * P.n_heads * P.hd + h * P.hd + d];
         if (!(std::fabs(got - ref[d]) <= tol) && bad++ < 5)
@@ -160,8 +169,9 @@ TEST_CASE("attention prefill and decode: GQA 1..7, head_dim 32/64/128, against d
     run_case(35, 5, 1, 72, 30, true);   // AVX2: 4 16-dim chunks + one 8-dim vector; row groups whose visible keys differ
     run_case(7, 2, 1, 17, 4, true);     // an odd head_dim: the key cache's last dim alone, a scalar dim tail
     run_case(45, 3, 1, 16, 0, true);    // 3 query heads per KV head: decode's scores read K without kt, 1 key vector at a time
-    run_case(40, 8, 1, 64, 37, false);  // AVX-512 decode: 8 query heads per KV head read K and V unwidened (two groups of 4),
-    run_case(40, 9, 1, 64, 37, false);  // 9 widen kt and vf: both equal prefill bit for bit
+    run_case(40, 8, 1, 64, 37, false);  // 8 query heads per KV head: two groups of 4 on AVX-512; AVX2 widens kt
+    run_case(40, 9, 1, 64, 37, false);  // 9: a third group of 1; both equal prefill bit for bit
+    run_case(11, 1, 1, 24, 2, true);    // AVX-512: odd key counts (a half key pair), a 16- and an 8-dim V chunk
   });
 }
 
