@@ -175,6 +175,31 @@ TEST_CASE("attention prefill and decode: GQA 1..7, head_dim 32/64/128, against d
   });
 }
 
+TEST_CASE("attention follows scores that keep rising: the running max moves by small and large steps") {
+  // Keys grow with their position, so the scores grow by about 0.4, 1.3 or 5 per key (|q_d| ~ 0.75,
+  // scale 1/8: 0.094 ramp), 12, 42 or 170 per block of 32: the AVX-512 softmax lets the running max
+  // stand within its slack (FK_ATT_MAX_SLACK) and moves it past that; every path must match the reference.
+  for_each_isa([&](fk_isa) {
+    for (float ramp : {4.0f, 14.0f, 56.0f}) {
+      CAPTURE(ramp);
+      att_problem P(40, 4, 2, 64, 300);
+      for (std::size_t i = 0; i < P.q.size(); ++i) P.q[i] = std::fabs(P.q[i]);
+      for (std::size_t g = 0; g < 2; ++g)
+        for (std::size_t pos = 0; pos < P.cap; ++pos)
+          for (std::size_t d = 0; d < 64; ++d) {
+            const float jitter = bf(P.kc[g * P.cap * 64 + fk_k_index(P.cap, 64, pos, d)]) * 0.01f;
+            P.kc[g * P.cap * 64 + fk_k_index(P.cap, 64, pos, d)] = fk_f32_to_bf16_1(ramp * static_cast<float>(pos) / 64 + jitter);
+          }
+      unaligned<float> out(40 * 4 * 64, NAN);
+      fk_attention_prefill(P.q.data(), 40, 4, P.kc.data(), P.vc.data(), 2, 64, P.cap, 300, out.data());
+      check_rows(P, out.data(), 0, 40, "prefill");
+      unaligned<float> dec(4 * 64, NAN);
+      fk_attention_decode(P.q.data() + 39 * 4 * 64, 4, P.kc.data(), P.vc.data(), 2, 64, P.cap, 339, dec.data());
+      check_rows(P, dec.data(), 39, 1, "decode");
+    }
+  });
+}
+
 TEST_CASE("attention decode over long caches (split over key segments) matches the reference") {
   for_each_isa([&](fk_isa) {
     att_problem P(1, 14, 2, 64, 4095);  // 8 segments of 512 keys
