@@ -184,17 +184,17 @@ FK_TARGET_AVX512 FK_API void fk__att_q_pairs_avx512(const float* q, size_t hd, u
   }
 }
 
-/* d | d << 16 in lane d: vpermw's word indices for taking dim d of two rows into lane d. */
-static const uint32_t fk__att_dim_twice[16] = {0x00000, 0x10001, 0x20002, 0x30003, 0x40004, 0x50005, 0x60006, 0x70007,
-                                               0x80008, 0x90009, 0xA000A, 0xB000B, 0xC000C, 0xD000D, 0xE000E, 0xF000F};
 /* The V block's first bk keys -> vp: key pair i (keys 2i, 2i + 1) at vp + i * hd, its lane d dim d of
  * both keys (the even key's in the low half), an odd bk's last pair with 0 for the key it lacks. Per
  * pair and 16-dim chunk one load of both keys' rows (adjacent in the value layout) and one vpermw. */
 FK_TARGET_AVX512 FK_API void fk__att_load_v_pairs_avx512(const uint16_t* v, size_t hd, size_t w, size_t bk, uint32_t* vp) {
+  /* d | d << 16 in lane d (a constant: an array filled per chunk cost a store-forwarding stall each) */
+  static const uint32_t dim_twice[16] = {0x00000, 0x10001, 0x20002, 0x30003, 0x40004, 0x50005, 0x60006, 0x70007,
+                                         0x80008, 0x90009, 0xA000A, 0xB000B, 0xC000C, 0xD000D, 0xE000E, 0xF000F};
   for (size_t c0 = 0; c0 < hd; c0 += 16) {
     const size_t dims = fk__kv_chunk_dims(hd, c0);
-    /* word 2d <- the first key's dim d (word d), word 2d + 1 <- the second's (word dims + d) */
-    const __m512i interleave = _mm512_add_epi32(_mm512_loadu_si512(fk__att_dim_twice), _mm512_set1_epi32((int)(dims << 16)));
+    /* vpermw's word indices: word 2d <- the first key's dim d (word d), word 2d + 1 <- the second's (word dims + d) */
+    const __m512i interleave = _mm512_add_epi32(_mm512_loadu_si512(dim_twice), _mm512_set1_epi32((int)(dims << 16)));
     const __mmask16 dm = fk__lanes16(dims, 0);
     const uint16_t* chunk = v + c0 * w;
     for (size_t j = 0; j < bk; j += 2) {
