@@ -788,8 +788,9 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   for (size_t i = 0; i < nr; ++i) {
 #if FK_X86
     if (bf16) {
-      qp[i] = qtile.pairs + i * ((hd + 1) / 2);
-      fk__att_q_pairs_avx512(qr[i], hd, qtile.pairs + i * ((hd + 1) / 2));
+      uint32_t* pairs = qtile.pairs + i * ((hd + 1) / 2);
+      fk__att_q_pairs_avx512(qr[i], hd, pairs);
+      qp[i] = pairs;
     } else
 #endif
     {

@@ -187,8 +187,8 @@ TEST_CASE("attention follows scores that keep rising: the running max moves by s
       for (std::size_t g = 0; g < 2; ++g)
         for (std::size_t pos = 0; pos < P.cap; ++pos)
           for (std::size_t d = 0; d < 64; ++d) {
-            const float jitter = bf(P.kc[g * P.cap * 64 + fk_k_index(P.cap, 64, pos, d)]) * 0.01f;
-            P.kc[g * P.cap * 64 + fk_k_index(P.cap, 64, pos, d)] = fk_f32_to_bf16_1(ramp * static_cast<float>(pos) / 64 + jitter);
+            uint16_t& key = P.kc[g * P.cap * 64 + fk_k_index(P.cap, 64, pos, d)];
+            key = fk_f32_to_bf16_1(ramp * static_cast<float>(pos) / 64 + bf(key) * 0.01f);  // the random key as jitter
           }
       unaligned<float> out(40 * 4 * 64, NAN);
       fk_attention_prefill(P.q.data(), 40, 4, P.kc.data(), P.vc.data(), 2, 64, P.cap, 300, out.data());
