@@ -872,8 +872,7 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
   const size_t ld = n_heads * hd;
   const float scale = 1.0f / sqrtf((float)hd);
   const int nt = fk__threads_for(items, (double)FK_ATT_BQ * (double)(pos0 + S) * (double)hd * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t it = 0; it < items; ++it) {
+  FK_PARALLEL_LOOP(nt, for (size_t it = 0; it < items; ++it) {
     const size_t h = it / nqb, q0 = (it % nqb) * FK_ATT_BQ, g = h / group;
     const size_t nr = S - q0 < FK_ATT_BQ ? S - q0 : FK_ATT_BQ;
     const float* qr[FK_ATT_BQ];
@@ -885,7 +884,7 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
       pos[i] = pos0 + q0 + i;
     }
     fk__att_rows(isa, qr, orow, pos, nr, kc + g * cap * hd, vc + g * cap * hd, hd, cap, scale, 0, (size_t)-1, NULL, NULL, NULL, 0);
-  }
+  });
 }
 
 /* Decode work is split over keys too (flash-decoding), or only n_kv threads could work: the keys
@@ -936,8 +935,7 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
   float part_m[FK_ATT_MAX_PARTS], part_l[FK_ATT_MAX_PARTS];
   const size_t items = n_kv * chunks * nseg;
   const int nt = fk__threads_for(items, (double)seglen * (double)hd * 4 * (double)group);
-  FK_PARALLEL_FOR(nt)
-  for (size_t it = 0; it < items; ++it) {
+  FK_PARALLEL_LOOP(nt, for (size_t it = 0; it < items; ++it) {
     const size_t seg = it % nseg, gc = it / nseg, g = gc / chunks, h0 = g * group + (gc % chunks) * FK_ATT_BQ;
     const size_t hend = (g + 1) * group, nr = hend - h0 < FK_ATT_BQ ? hend - h0 : FK_ATT_BQ;
     const float* qr[FK_ATT_BQ];
@@ -953,7 +951,7 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
     else /* partial of head h, segment seg at index h * nseg + seg */
       fk__att_rows(isa, qr, NULL, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, cap, scale, seg * seglen, (seg + 1) * seglen,
                    part_o + (h0 * nseg + seg) * hd, part_m + h0 * nseg + seg, part_l + h0 * nseg + seg, nseg);
-  }
+  });
   if (nseg == 1) return;
   for (size_t h = 0; h < n_heads; ++h) { /* merge in segment order: o = sum_s e^(m_s - M) o_s, same for l */
     const float* pm = part_m + h * nseg;

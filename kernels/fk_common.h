@@ -82,15 +82,32 @@
 #endif
 #endif
 
-/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
- * output element is produced by exactly one iteration whose arithmetic does not depend on which
- * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
+/* FK_PARALLEL_LOOP(nthreads, for (...) statement): the loop, given whole, over nthreads OpenMP threads
+ * with a static schedule. Results never depend on the thread count because every output element is
+ * produced by exactly one iteration whose arithmetic does not depend on which thread runs it (block
+ * boundaries are fixed multiples, never derived from the thread count).
+ * With one thread the loop runs on the caller without entering OpenMP: libgomp takes a team of one
+ * through a whole fork and join, futex wake included, about 1.2 us a call on the VMs measured, more
+ * than a decode step's rmsnorm or add of 896 floats (docs/PERFORMANCE.md). A macro argument cannot hold
+ * preprocessor lines: a loop whose body needs them calls a function. */
 #ifdef _OPENMP
 #include <omp.h>
 #define FK_PRAGMA_(x) _Pragma(#x)
-#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
+#define FK_PARALLEL_LOOP(nthreads, ...)                                           \
+  do {                                                                            \
+    if ((nthreads) > 1) {                                                         \
+      FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))         \
+      __VA_ARGS__                                                                 \
+    } else {                                                                      \
+      __VA_ARGS__                                                                 \
+    }                                                                             \
+  } while (0)
 #else
-#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
+#define FK_PARALLEL_LOOP(nthreads, ...) \
+  do {                                  \
+    (void)(nthreads);                   \
+    __VA_ARGS__                         \
+  } while (0)
 #endif
 
 /* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses

@@ -70,28 +70,25 @@ FK_API void fk__f32_to_bf16_run(const float* x, uint16_t* y, size_t n) {
 FK_API void fk_bf16_to_f32(const uint16_t* x, float* y, size_t n) {
   const size_t nb = (n + FK_ELT_BLOCK - 1) / FK_ELT_BLOCK;
   const int nt = fk__threads_for(nb, (double)FK_ELT_BLOCK);
-  FK_PARALLEL_FOR(nt)
-  for (size_t b = 0; b < nb; ++b) {
+  FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) {
     const size_t i = b * FK_ELT_BLOCK, len = n - i < FK_ELT_BLOCK ? n - i : FK_ELT_BLOCK;
     fk__bf16_to_f32_run(x + i, y + i, len);
-  }
+  });
 }
 
 FK_API void fk_f32_to_bf16(const float* x, uint16_t* y, size_t n) {
   const size_t nb = (n + FK_ELT_BLOCK - 1) / FK_ELT_BLOCK;
   const int nt = fk__threads_for(nb, (double)FK_ELT_BLOCK);
-  FK_PARALLEL_FOR(nt)
-  for (size_t b = 0; b < nb; ++b) {
+  FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) {
     const size_t i = b * FK_ELT_BLOCK, len = n - i < FK_ELT_BLOCK ? n - i : FK_ELT_BLOCK;
     fk__f32_to_bf16_run(x + i, y + i, len);
-  }
+  });
 }
 
 /* out[i, :] = table[ids[i], :] widened to f32. ids are trusted (the caller validated the vocab range). */
 FK_API void fk_embed(const uint16_t* table, size_t dim, const int32_t* ids, size_t n, float* out) {
   const int nt = fk__threads_for(n, (double)dim);
-  FK_PARALLEL_FOR(nt)
-  for (size_t i = 0; i < n; ++i) fk__bf16_to_f32_run(table + (size_t)ids[i] * dim, out + i * dim, dim);
+  FK_PARALLEL_LOOP(nt, for (size_t i = 0; i < n; ++i) fk__bf16_to_f32_run(table + (size_t)ids[i] * dim, out + i * dim, dim););
 }
 
 #endif /* FK_CONVERT_H */

@@ -56,23 +56,22 @@ FK_TARGET_AVX2 FK_API void fk_rmsnorm_row_avx2(const float* x, const uint16_t* w
 }
 #endif
 
+FK_API void fk__rmsnorm_row(fk_isa isa, const float* x, const uint16_t* w, size_t dim, float eps, float* out) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk_rmsnorm_row_avx512(x, w, dim, eps, out); return;
+    case FK_ISA_AVX2: fk_rmsnorm_row_avx2(x, w, dim, eps, out); return;
+#endif
+    default: fk_rmsnorm_row_scalar(x, w, dim, eps, out); return;
+  }
+}
+
 /* x[rows, dim] -> out[rows, dim]; out may alias x (each row is read fully before it is written). */
 FK_API void fk_rmsnorm(const float* x, const uint16_t* w, size_t rows, size_t dim, float eps, float* out) {
   const fk_isa isa = fk_isa_active();
   const int nt = fk__threads_for(rows, (double)dim * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* o = out + r * dim;
-    switch (isa) {
-#if FK_X86
-      case FK_ISA_AMX:
-      case FK_ISA_AVX512BF16: fk_rmsnorm_row_avx512(xr, w, dim, eps, o); break;
-      case FK_ISA_AVX2: fk_rmsnorm_row_avx2(xr, w, dim, eps, o); break;
-#endif
-      default: fk_rmsnorm_row_scalar(xr, w, dim, eps, o); break;
-    }
-  }
+  FK_PARALLEL_LOOP(nt, for (size_t r = 0; r < rows; ++r) fk__rmsnorm_row(isa, x + r * dim, w, dim, eps, out + r * dim););
 }
 
 /* Each head of x[rows, heads*head_dim] normalized on its own with one weight w[head_dim] (Qwen3's
@@ -104,22 +103,25 @@ FK_TARGET_AVX2 FK_API void fk_add_avx2(const float* a, const float* b, size_t n,
 }
 #endif
 
+FK_API void fk__add_run(fk_isa isa, const float* a, const float* b, size_t n, float* out) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk_add_avx512(a, b, n, out); return;
+    case FK_ISA_AVX2: fk_add_avx2(a, b, n, out); return;
+#endif
+    default: fk_add_scalar(a, b, n, out); return;
+  }
+}
+
 FK_API void fk_add(const float* a, const float* b, size_t n, float* out) {
   const fk_isa isa = fk_isa_active();
   const size_t nb = (n + FK_ELT_BLOCK - 1) / FK_ELT_BLOCK;
   const int nt = fk__threads_for(nb, (double)FK_ELT_BLOCK);
-  FK_PARALLEL_FOR(nt)
-  for (size_t blk = 0; blk < nb; ++blk) {
+  FK_PARALLEL_LOOP(nt, for (size_t blk = 0; blk < nb; ++blk) {
     const size_t i = blk * FK_ELT_BLOCK, len = n - i < FK_ELT_BLOCK ? n - i : FK_ELT_BLOCK;
-    switch (isa) {
-#if FK_X86
-      case FK_ISA_AMX:
-      case FK_ISA_AVX512BF16: fk_add_avx512(a + i, b + i, len, out + i); break;
-      case FK_ISA_AVX2: fk_add_avx2(a + i, b + i, len, out + i); break;
-#endif
-      default: fk_add_scalar(a + i, b + i, len, out + i); break;
-    }
-  }
+    fk__add_run(isa, a + i, b + i, len, out + i);
+  });
 }
 
 /* ---- SwiGLU: out = silu(gate) * up = gate / (1 + exp(-gate)) * up (out may alias gate or up) ---- */
@@ -148,22 +150,25 @@ FK_TARGET_AVX2 FK_API void fk_swiglu_avx2(const float* g, const float* u, size_t
 }
 #endif
 
+FK_API void fk__swiglu_run(fk_isa isa, const float* gate, const float* up, size_t n, float* out) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk_swiglu_avx512(gate, up, n, out); return;
+    case FK_ISA_AVX2: fk_swiglu_avx2(gate, up, n, out); return;
+#endif
+    default: fk_swiglu_scalar(gate, up, n, out); return;
+  }
+}
+
 FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) {
   const fk_isa isa = fk_isa_active();
   const size_t nb = (n + FK_ELT_BLOCK - 1) / FK_ELT_BLOCK;
   const int nt = fk__threads_for(nb, (double)FK_ELT_BLOCK * 8);
-  FK_PARALLEL_FOR(nt)
-  for (size_t blk = 0; blk < nb; ++blk) {
+  FK_PARALLEL_LOOP(nt, for (size_t blk = 0; blk < nb; ++blk) {
     const size_t i = blk * FK_ELT_BLOCK, len = n - i < FK_ELT_BLOCK ? n - i : FK_ELT_BLOCK;
-    switch (isa) {
-#if FK_X86
-      case FK_ISA_AMX:
-      case FK_ISA_AVX512BF16: fk_swiglu_avx512(gate + i, up + i, len, out + i); break;
-      case FK_ISA_AVX2: fk_swiglu_avx2(gate + i, up + i, len, out + i); break;
-#endif
-      default: fk_swiglu_scalar(gate + i, up + i, len, out + i); break;
-    }
-  }
+    fk__swiglu_run(isa, gate + i, up + i, len, out + i);
+  });
 }
 
 #endif /* FK_ELEMENTWISE_H */

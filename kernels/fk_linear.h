@@ -737,11 +737,11 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   const fk_isa isa = fk_isa_active();
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K);
-  FK_PARALLEL_FOR(nt) /* a range of whole blocks per thread: the SIMD paths read it as 4 or 8 long streams */
-  for (int t = 0; t < nt; ++t) {
+  /* a range of whole blocks per thread: the SIMD paths read it as 4 or 8 long streams */
+  FK_PARALLEL_LOOP(nt, for (int t = 0; t < nt; ++t) {
     const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;
     if (n0 < N) fk__linear_rows(isa, x, 1, K, W, N, bias, y, n0, n1 < N ? n1 : N);
-  }
+  });
 }
 
 #if FK_X86
@@ -750,8 +750,7 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
 FK_API void fk__round_x_work(const float* x, size_t M, size_t K, uint16_t* work) {
   const size_t ldb = fk__work_ld(K);
   const int nt = fk__threads_for(M, (double)K);
-  FK_PARALLEL_FOR(nt)
-  for (size_t m = 0; m < M; ++m) fk__pack_x_bf16(x, K, m, 1, 1, 0, K, work + m * ldb, ldb);
+  FK_PARALLEL_LOOP(nt, for (size_t m = 0; m < M; ++m) fk__pack_x_bf16(x, K, m, 1, 1, 0, K, work + m * ldb, ldb););
 }
 #endif
 
@@ -769,8 +768,7 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
     const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
     const int nt = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
     const size_t np = fk__panels_per_item(P, nt, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
-    FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np););
     return;
   }
 #endif
@@ -780,21 +778,18 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
     const size_t S = (N + FK_LIN_AMX_STRIP - 1) / FK_LIN_AMX_STRIP;
     const size_t ns = fk__panels_per_item(S, nt, FK_LIN_AMX_STRIPS), items = (S + ns - 1) / ns;
-    FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * ns * FK_LIN_AMX_STRIP, ns, FK_LIN_AMX_KC);
+    FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * ns * FK_LIN_AMX_STRIP, ns, FK_LIN_AMX_KC););
     return;
   }
   if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {
-    FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx2(x, M, K, W, N, bias, y, b * FK_LIN_NB);
+    FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx2(x, M, K, W, N, bias, y, b * FK_LIN_NB););
     return;
   }
 #endif
-  FK_PARALLEL_FOR(nt)
-  for (size_t b = 0; b < nb; ++b) {
+  FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) {
     const size_t n0 = b * FK_LIN_NB, n1 = n0 + FK_LIN_NB < N ? n0 + FK_LIN_NB : N;
     fk__linear_rows(isa, x, M, K, W, N, bias, y, n0, n1);
-  }
+  });
 }
 
 #endif /* FK_LINEAR_H */

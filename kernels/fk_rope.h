@@ -50,6 +50,17 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
   return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
 }
 
+FK_API void fk__rope_rot(fk_isa isa, float* x, const float* c, const float* s, size_t half) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk__rope_rot_avx512(x, c, s, half); return;
+    case FK_ISA_AVX2: fk__rope_rot_avx2(x, c, s, half); return;
+#endif
+    default: fk__rope_rot_scalar(x, c, s, half); return;
+  }
+}
+
 /* The rotation of rows by the angles pos * inv_freq[i], i < head_dim/2; `direction` -1 rotates back
  * by the same angles (the transpose: a gradient's way through the rotation). */
 FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, const float* inv_freq,
@@ -58,8 +69,7 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
   const size_t half = head_dim / 2;
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   const int nt = fk__threads_for(S, (double)(heads * head_dim * 4 + half * 40));
-  FK_PARALLEL_FOR(nt)
-  for (size_t s = 0; s < S; ++s) {
+  FK_PARALLEL_LOOP(nt, for (size_t s = 0; s < S; ++s) {
     float c[FK_MAX_HEAD_DIM / 2], sn[FK_MAX_HEAD_DIM / 2];
     const float pos = (float)(pos0 + (period ? s % period : s));
     for (size_t i = 0; i < half; ++i) {
@@ -67,18 +77,8 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
       c[i] = cosf(a);
       sn[i] = direction * sinf(a);
     }
-    for (size_t h = 0; h < heads; ++h) {
-      float* xh = x + s * heads * head_dim + h * head_dim;
-      switch (isa) {
-#if FK_X86
-        case FK_ISA_AMX:
-        case FK_ISA_AVX512BF16: fk__rope_rot_avx512(xh, c, sn, half); break;
-        case FK_ISA_AVX2: fk__rope_rot_avx2(xh, c, sn, half); break;
-#endif
-        default: fk__rope_rot_scalar(xh, c, sn, half); break;
-      }
-    }
-  }
+    for (size_t h = 0; h < heads; ++h) fk__rope_rot(isa, x + s * heads * head_dim + h * head_dim, c, sn, half);
+  });
 }
 
 /* x[S, heads*hd] in place; row s is at position pos0 + s (period 0) or pos0 + s % period. hd must be

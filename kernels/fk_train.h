@@ -401,9 +401,8 @@ FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const floa
     const size_t per_thread = (strips + (size_t)nt - 1) / (size_t)nt;
     const size_t item_strips = per_thread < FK__GEMM_AMX_STRIPS ? per_thread : FK__GEMM_AMX_STRIPS;
     const size_t items = (strips + item_strips - 1) / item_strips;
-    FK_PARALLEL_FOR(nt)
-    for (size_t item = 0; item < items; ++item)
-      fk__gemm_f32_amx_item(m, n, kdim, a, a_row, a_col, b, b_row, b_col, bias, c, item * item_strips * 32, item_strips);
+    FK_PARALLEL_LOOP(nt, for (size_t item = 0; item < items; ++item)
+      fk__gemm_f32_amx_item(m, n, kdim, a, a_row, a_col, b, b_row, b_col, bias, c, item * item_strips * 32, item_strips););
     return;
   }
   const int avx512 = isa >= FK_ISA_AVX512BF16;
@@ -415,8 +414,7 @@ FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const floa
   /* AVX2 reading A across its rows (dY^T in dW = dY^T X) touches a cache line per k: half the K block
    * keeps those lines and B's panel together in L1 (the K blocking does not change any sum). */
   const size_t k_block = !avx512 && a_row == 1 && a_col > 1 ? FK__GEMM_KC / 2 : FK__GEMM_KC;
-  FK_PARALLEL_FOR(nt)
-  for (size_t group = 0; group < groups; ++group) {
+  FK_PARALLEL_LOOP(nt, for (size_t group = 0; group < groups; ++group) {
     const size_t j0 = group * group_panels * FK__GEMM_NR;
     const size_t cols = n - j0 < group_panels * FK__GEMM_NR ? n - j0 : group_panels * FK__GEMM_NR;
     float packed_b[FK__GEMM_KC * FK__GEMM_NC_PANELS * FK__GEMM_NR];
@@ -439,7 +437,7 @@ FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const floa
           fk__gemm_f32_rows_avx2(kc, mc, a_block, a_row, a_col, cols, packed_b, start ? start : block, start ? 0 : n, block, n);
       }
     }
-  }
+  });
 }
 #endif
 
@@ -503,13 +501,12 @@ FK_API float fk__rms_scale(const float* x, size_t dim, float eps) {
 /* out = x / sqrt(mean(x^2) + eps) * w, row by row; out may alias x. */
 FK_API void fk_rmsnorm_f32(const float* x, const float* w, size_t rows, size_t dim, float eps, float* out) {
   const int nt = fk__threads_for(rows, (double)dim * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t r = 0; r < rows; ++r) {
+  FK_PARALLEL_LOOP(nt, for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
     const float scale = fk__rms_scale(xr, dim, eps);
     for (size_t i = 0; i < dim; ++i) o[i] = (xr[i] * scale) * w[i];
-  }
+  });
 }
 
 /* y[rows, n_out] = x[rows, n_in] w[n_out, n_in]^T (+ bias[n_out]); bias may be NULL. */
@@ -522,12 +519,11 @@ FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float*
   }
 #endif
   const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t n = 0; n < n_out; ++n) {
+  FK_PARALLEL_LOOP(nt, for (size_t n = 0; n < n_out; ++n) {
     const float* wn = w + n * n_in;
     const float b = bias ? bias[n] : 0.0f;
     for (size_t t = 0; t < rows; ++t) y[t * n_out + n] = fk__dot_f32(x + t * n_in, wn, n_in) + b;
-  }
+  });
 }
 
 /* The first row that row t attends to: its sequence's first (sequences of `period` rows packed one
@@ -658,9 +654,8 @@ FK_API void fk__attention_causal_f32_avx2(const float* q, size_t rows, size_t he
                                          size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step, float* out) {
   const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t job = 0; job < rows * heads; ++job)
-    fk__attention_row_avx2(q, rows, heads, k, v, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, job, out);
+  FK_PARALLEL_LOOP(nt, for (size_t job = 0; job < rows * heads; ++job)
+    fk__attention_row_avx2(q, rows, heads, k, v, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, job, out););
 }
 
 /* KV head g of fk_attention_causal_backward, hd a multiple of 8 (dqkv already zero): per query row,
@@ -748,9 +743,8 @@ FK_API void fk__attention_causal_backward_avx2(const float* q, const float* k, c
                                               float* work, float* dqkv) {
   const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)(heads / kv_heads) * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t g = 0; g < kv_heads; ++g)
-    fk__attention_backward_head_avx2(q, k, v, dout, rows, heads, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, g, work, dqkv);
+  FK_PARALLEL_LOOP(nt, for (size_t g = 0; g < kv_heads; ++g)
+    fk__attention_backward_head_avx2(q, k, v, dout, rows, heads, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, g, work, dqkv););
 }
 #endif
 
@@ -772,8 +766,7 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
   const int masked = dropout > 0.0f;
   const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t job = 0; job < rows * heads; ++job) {
+  FK_PARALLEL_LOOP(nt, for (size_t job = 0; job < rows * heads; ++job) {
     const size_t t = job / heads, h = job % heads, g = h / group;
     const float* qr = q + t * qw + h * head_dim;
     float* o = out + t * qw + h * head_dim;
@@ -793,7 +786,7 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
     }
     const float inv = 1.0f / sum;
     for (size_t i = 0; i < head_dim; ++i) o[i] *= inv;
-  }
+  });
 }
 
 /* Label -100 (Hugging Face's ignore index) marks a row the loss skips. */
@@ -870,6 +863,18 @@ FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, cons
 
 /* ---- backward ----------------------------------------------------------------------------------- */
 
+/* d[j] = softmax(x)[j] * scale, j < n */
+FK_API void fk__softmax_scaled(const float* x, size_t n, float scale, float* d) {
+  const float lse = (float)fk__logsumexp(x, n);
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__exp_scaled_avx2(x, n, lse, scale, d);
+    return;
+  }
+#endif
+  for (size_t j = 0; j < n; ++j) d[j] = expf(x[j] - lse) * scale;
+}
+
 /* dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * dloss / (label_count[0], or the rows counted where
  * label_count is NULL); ignored rows get 0. */
 FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vocab, const int32_t* labels, const float* dloss,
@@ -882,23 +887,15 @@ FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vo
   const float divisor = label_count ? label_count[0] : (float)counted;
   const float per_row = counted && divisor > 0 ? dloss[0] / divisor : 0.0f;
   const int nt = fk__threads_for(rows, (double)vocab * 8);
-  FK_PARALLEL_FOR(nt)
-  for (size_t r = 0; r < rows; ++r) {
+  FK_PARALLEL_LOOP(nt, for (size_t r = 0; r < rows; ++r) {
     float* d = dlogits + r * vocab;
     if (labels[r] == FK_IGNORE_LABEL) {
       for (size_t j = 0; j < vocab; ++j) d[j] = 0.0f;
       continue;
     }
-    const float* x = logits + r * vocab;
-    const float lse = (float)fk__logsumexp(x, vocab);
-#if FK_X86
-    if (fk_isa_active() >= FK_ISA_AVX2) {
-      fk__exp_scaled_avx2(x, vocab, lse, per_row, d);
-    } else
-#endif
-      for (size_t j = 0; j < vocab; ++j) d[j] = expf(x[j] - lse) * per_row;
+    fk__softmax_scaled(logits + r * vocab, vocab, per_row, d);
     d[labels[r]] -= per_row;
-  }
+  });
   return 0;
 }
 
@@ -912,12 +909,11 @@ FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out,
   }
 #endif
   const int nt = fk__threads_for(rows, (double)n_out * (double)n_in * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t t = 0; t < rows; ++t) {
+  FK_PARALLEL_LOOP(nt, for (size_t t = 0; t < rows; ++t) {
     float* d = dx + t * n_in;
     for (size_t i = 0; i < n_in; ++i) d[i] = 0.0f;
     for (size_t n = 0; n < n_out; ++n) fk__axpy_f32(dy[t * n_out + n], w + n * n_in, n_in, d);
-  }
+  });
 }
 
 /* dw[n_out, n_in] = dy[rows, n_out]^T x[rows, n_in] */
@@ -930,12 +926,11 @@ FK_API void fk_linear_backward_weight(const float* dy, size_t rows, size_t n_out
   }
 #endif
   const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t n = 0; n < n_out; ++n) {
+  FK_PARALLEL_LOOP(nt, for (size_t n = 0; n < n_out; ++n) {
     float* d = dw + n * n_in;
     for (size_t i = 0; i < n_in; ++i) d[i] = 0.0f;
     for (size_t t = 0; t < rows; ++t) fk__axpy_f32(dy[t * n_out + n], x + t * n_in, n_in, d);
-  }
+  });
 }
 
 /* out[cols] = sum over rows of x[rows, cols] (a bias's gradient) */
@@ -947,8 +942,7 @@ FK_API void fk_sum_rows(const float* x, size_t rows, size_t cols, float* out) {
 /* y = x * s * w with s = 1/sqrt(mean(x^2) + eps): dx = s * (dy*w - x * s^2 * mean(dy*w*x)). */
 FK_API void fk_rmsnorm_backward_input(const float* x, const float* w, const float* dy, size_t rows, size_t dim, float eps, float* dx) {
   const int nt = fk__threads_for(rows, (double)dim * 8);
-  FK_PARALLEL_FOR(nt)
-  for (size_t r = 0; r < rows; ++r) {
+  FK_PARALLEL_LOOP(nt, for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     const float* g = dy + r * dim;
     float* d = dx + r * dim;
@@ -957,7 +951,7 @@ FK_API void fk_rmsnorm_backward_input(const float* x, const float* w, const floa
     for (size_t i = 0; i < dim; ++i) gwx += (double)g[i] * (double)w[i] * (double)xr[i];
     const float c = (float)(gwx / (double)dim) * s * s;
     for (size_t i = 0; i < dim; ++i) d[i] = s * (g[i] * w[i] - xr[i] * c);
-  }
+  });
 }
 
 /* dw[dim] = sum over rows of dy * x * s (rows in order). */
@@ -1026,8 +1020,7 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
   }
 #endif
   const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t g = 0; g < kv_heads; ++g) {
+  FK_PARALLEL_LOOP(nt, for (size_t g = 0; g < kv_heads; ++g) {
     float* p = work + g * 2 * rows;
     float* dp = p + rows;
     for (size_t h = g * group; h < (g + 1) * group; ++h)
@@ -1062,7 +1055,7 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
           fk__axpy_f32(weight, dor, head_dim, dqkv + j * row + qw + kw + g * head_dim);
         }
       }
-  }
+  });
 }
 
 /* out[rows, count] = x[rows, cols] columns first..first+count-1 */

@@ -3139,15 +3139,32 @@ inline constexpr op_def take_last{
 #endif
 #endif
 
-/* OpenMP over a loop of fixed-size blocks. Results never depend on the thread count because every
- * output element is produced by exactly one iteration whose arithmetic does not depend on which
- * thread runs it (block boundaries are fixed multiples, never derived from the thread count). */
+/* FK_PARALLEL_LOOP(nthreads, for (...) statement): the loop, given whole, over nthreads OpenMP threads
+ * with a static schedule. Results never depend on the thread count because every output element is
+ * produced by exactly one iteration whose arithmetic does not depend on which thread runs it (block
+ * boundaries are fixed multiples, never derived from the thread count).
+ * With one thread the loop runs on the caller without entering OpenMP: libgomp takes a team of one
+ * through a whole fork and join, futex wake included, about 1.2 us a call on the VMs measured, more
+ * than a decode step's rmsnorm or add of 896 floats (docs/PERFORMANCE.md). A macro argument cannot hold
+ * preprocessor lines: a loop whose body needs them calls a function. */
 #ifdef _OPENMP
 #include <omp.h>
 #define FK_PRAGMA_(x) _Pragma(#x)
-#define FK_PARALLEL_FOR(nthreads) FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))
+#define FK_PARALLEL_LOOP(nthreads, ...)                                           \
+  do {                                                                            \
+    if ((nthreads) > 1) {                                                         \
+      FK_PRAGMA_(omp parallel for schedule(static) num_threads(nthreads))         \
+      __VA_ARGS__                                                                 \
+    } else {                                                                      \
+      __VA_ARGS__                                                                 \
+    }                                                                             \
+  } while (0)
 #else
-#define FK_PARALLEL_FOR(nthreads) (void)(nthreads);
+#define FK_PARALLEL_LOOP(nthreads, ...) \
+  do {                                  \
+    (void)(nthreads);                   \
+    __VA_ARGS__                         \
+  } while (0)
 #endif
 
 /* Maximum head_dim supported by the attention/RoPE kernels (stack tiles are sized by it; Qwen2 uses
@@ -8836,28 +8853,25 @@ FK_API void fk__f32_to_bf16_run(const float* x, uint16_t* y, size_t n) {
 FK_API void fk_bf16_to_f32(const uint16_t* x, float* y, size_t n) {
   const size_t nb = (n + FK_ELT_BLOCK - 1) / FK_ELT_BLOCK;
   const int nt = fk__threads_for(nb, (double)FK_ELT_BLOCK);
-  FK_PARALLEL_FOR(nt)
-  for (size_t b = 0; b < nb; ++b) {
+  FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) {
     const size_t i = b * FK_ELT_BLOCK, len = n - i < FK_ELT_BLOCK ? n - i : FK_ELT_BLOCK;
     fk__bf16_to_f32_run(x + i, y + i, len);
-  }
+  });
 }
 
 FK_API void fk_f32_to_bf16(const float* x, uint16_t* y, size_t n) {
   const size_t nb = (n + FK_ELT_BLOCK - 1) / FK_ELT_BLOCK;
   const int nt = fk__threads_for(nb, (double)FK_ELT_BLOCK);
-  FK_PARALLEL_FOR(nt)
-  for (size_t b = 0; b < nb; ++b) {
+  FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) {
     const size_t i = b * FK_ELT_BLOCK, len = n - i < FK_ELT_BLOCK ? n - i : FK_ELT_BLOCK;
     fk__f32_to_bf16_run(x + i, y + i, len);
-  }
+  });
 }
 
 /* out[i, :] = table[ids[i], :] widened to f32. ids are trusted (the caller validated the vocab range). */
 FK_API void fk_embed(const uint16_t* table, size_t dim, const int32_t* ids, size_t n, float* out) {
   const int nt = fk__threads_for(n, (double)dim);
-  FK_PARALLEL_FOR(nt)
-  for (size_t i = 0; i < n; ++i) fk__bf16_to_f32_run(table + (size_t)ids[i] * dim, out + i * dim, dim);
+  FK_PARALLEL_LOOP(nt, for (size_t i = 0; i < n; ++i) fk__bf16_to_f32_run(table + (size_t)ids[i] * dim, out + i * dim, dim););
 }
 
 #endif /* FK_CONVERT_H */
@@ -8920,23 +8934,22 @@ FK_TARGET_AVX2 FK_API void fk_rmsnorm_row_avx2(const float* x, const uint16_t* w
 }
 #endif
 
+FK_API void fk__rmsnorm_row(fk_isa isa, const float* x, const uint16_t* w, size_t dim, float eps, float* out) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk_rmsnorm_row_avx512(x, w, dim, eps, out); return;
+    case FK_ISA_AVX2: fk_rmsnorm_row_avx2(x, w, dim, eps, out); return;
+#endif
+    default: fk_rmsnorm_row_scalar(x, w, dim, eps, out); return;
+  }
+}
+
 /* x[rows, dim] -> out[rows, dim]; out may alias x (each row is read fully before it is written). */
 FK_API void fk_rmsnorm(const float* x, const uint16_t* w, size_t rows, size_t dim, float eps, float* out) {
   const fk_isa isa = fk_isa_active();
   const int nt = fk__threads_for(rows, (double)dim * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* o = out + r * dim;
-    switch (isa) {
-#if FK_X86
-      case FK_ISA_AMX:
-      case FK_ISA_AVX512BF16: fk_rmsnorm_row_avx512(xr, w, dim, eps, o); break;
-      case FK_ISA_AVX2: fk_rmsnorm_row_avx2(xr, w, dim, eps, o); break;
-#endif
-      default: fk_rmsnorm_row_scalar(xr, w, dim, eps, o); break;
-    }
-  }
+  FK_PARALLEL_LOOP(nt, for (size_t r = 0; r < rows; ++r) fk__rmsnorm_row(isa, x + r * dim, w, dim, eps, out + r * dim););
 }
 
 /* Each head of x[rows, heads*head_dim] normalized on its own with one weight w[head_dim] (Qwen3's
@@ -8968,22 +8981,25 @@ FK_TARGET_AVX2 FK_API void fk_add_avx2(const float* a, const float* b, size_t n,
 }
 #endif
 
+FK_API void fk__add_run(fk_isa isa, const float* a, const float* b, size_t n, float* out) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk_add_avx512(a, b, n, out); return;
+    case FK_ISA_AVX2: fk_add_avx2(a, b, n, out); return;
+#endif
+    default: fk_add_scalar(a, b, n, out); return;
+  }
+}
+
 FK_API void fk_add(const float* a, const float* b, size_t n, float* out) {
   const fk_isa isa = fk_isa_active();
   const size_t nb = (n + FK_ELT_BLOCK - 1) / FK_ELT_BLOCK;
   const int nt = fk__threads_for(nb, (double)FK_ELT_BLOCK);
-  FK_PARALLEL_FOR(nt)
-  for (size_t blk = 0; blk < nb; ++blk) {
+  FK_PARALLEL_LOOP(nt, for (size_t blk = 0; blk < nb; ++blk) {
     const size_t i = blk * FK_ELT_BLOCK, len = n - i < FK_ELT_BLOCK ? n - i : FK_ELT_BLOCK;
-    switch (isa) {
-#if FK_X86
-      case FK_ISA_AMX:
-      case FK_ISA_AVX512BF16: fk_add_avx512(a + i, b + i, len, out + i); break;
-      case FK_ISA_AVX2: fk_add_avx2(a + i, b + i, len, out + i); break;
-#endif
-      default: fk_add_scalar(a + i, b + i, len, out + i); break;
-    }
-  }
+    fk__add_run(isa, a + i, b + i, len, out + i);
+  });
 }
 
 /* ---- SwiGLU: out = silu(gate) * up = gate / (1 + exp(-gate)) * up (out may alias gate or up) ---- */
@@ -9012,22 +9028,25 @@ FK_TARGET_AVX2 FK_API void fk_swiglu_avx2(const float* g, const float* u, size_t
 }
 #endif
 
+FK_API void fk__swiglu_run(fk_isa isa, const float* gate, const float* up, size_t n, float* out) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk_swiglu_avx512(gate, up, n, out); return;
+    case FK_ISA_AVX2: fk_swiglu_avx2(gate, up, n, out); return;
+#endif
+    default: fk_swiglu_scalar(gate, up, n, out); return;
+  }
+}
+
 FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) {
   const fk_isa isa = fk_isa_active();
   const size_t nb = (n + FK_ELT_BLOCK - 1) / FK_ELT_BLOCK;
   const int nt = fk__threads_for(nb, (double)FK_ELT_BLOCK * 8);
-  FK_PARALLEL_FOR(nt)
-  for (size_t blk = 0; blk < nb; ++blk) {
+  FK_PARALLEL_LOOP(nt, for (size_t blk = 0; blk < nb; ++blk) {
     const size_t i = blk * FK_ELT_BLOCK, len = n - i < FK_ELT_BLOCK ? n - i : FK_ELT_BLOCK;
-    switch (isa) {
-#if FK_X86
-      case FK_ISA_AMX:
-      case FK_ISA_AVX512BF16: fk_swiglu_avx512(gate + i, up + i, len, out + i); break;
-      case FK_ISA_AVX2: fk_swiglu_avx2(gate + i, up + i, len, out + i); break;
-#endif
-      default: fk_swiglu_scalar(gate + i, up + i, len, out + i); break;
-    }
-  }
+    fk__swiglu_run(isa, gate + i, up + i, len, out + i);
+  });
 }
 
 #endif /* FK_ELEMENTWISE_H */
@@ -9771,11 +9790,11 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
   const fk_isa isa = fk_isa_active();
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K);
-  FK_PARALLEL_FOR(nt) /* a range of whole blocks per thread: the SIMD paths read it as 4 or 8 long streams */
-  for (int t = 0; t < nt; ++t) {
+  /* a range of whole blocks per thread: the SIMD paths read it as 4 or 8 long streams */
+  FK_PARALLEL_LOOP(nt, for (int t = 0; t < nt; ++t) {
     const size_t n0 = nb * (size_t)t / (size_t)nt * FK_LIN_NB, n1 = nb * (size_t)(t + 1) / (size_t)nt * FK_LIN_NB;
     if (n0 < N) fk__linear_rows(isa, x, 1, K, W, N, bias, y, n0, n1 < N ? n1 : N);
-  }
+  });
 }
 
 #if FK_X86
@@ -9784,8 +9803,7 @@ FK_API void fk_gemv_bf16(const float* x, size_t K, const uint16_t* W, size_t N, 
 FK_API void fk__round_x_work(const float* x, size_t M, size_t K, uint16_t* work) {
   const size_t ldb = fk__work_ld(K);
   const int nt = fk__threads_for(M, (double)K);
-  FK_PARALLEL_FOR(nt)
-  for (size_t m = 0; m < M; ++m) fk__pack_x_bf16(x, K, m, 1, 1, 0, K, work + m * ldb, ldb);
+  FK_PARALLEL_LOOP(nt, for (size_t m = 0; m < M; ++m) fk__pack_x_bf16(x, K, m, 1, 1, 0, K, work + m * ldb, ldb););
 }
 #endif
 
@@ -9803,8 +9821,7 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
     const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
     const int nt = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
     const size_t np = fk__panels_per_item(P, nt, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
-    FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np);
+    FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx512(x, xb, M, K, W, N, bias, y, b * np * FK_LIN_NB, np););
     return;
   }
 #endif
@@ -9814,21 +9831,18 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
     const size_t S = (N + FK_LIN_AMX_STRIP - 1) / FK_LIN_AMX_STRIP;
     const size_t ns = fk__panels_per_item(S, nt, FK_LIN_AMX_STRIPS), items = (S + ns - 1) / ns;
-    FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * ns * FK_LIN_AMX_STRIP, ns, FK_LIN_AMX_KC);
+    FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * ns * FK_LIN_AMX_STRIP, ns, FK_LIN_AMX_KC););
     return;
   }
   if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {
-    FK_PARALLEL_FOR(nt)
-    for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx2(x, M, K, W, N, bias, y, b * FK_LIN_NB);
+    FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx2(x, M, K, W, N, bias, y, b * FK_LIN_NB););
     return;
   }
 #endif
-  FK_PARALLEL_FOR(nt)
-  for (size_t b = 0; b < nb; ++b) {
+  FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) {
     const size_t n0 = b * FK_LIN_NB, n1 = n0 + FK_LIN_NB < N ? n0 + FK_LIN_NB : N;
     fk__linear_rows(isa, x, M, K, W, N, bias, y, n0, n1);
-  }
+  });
 }
 
 #endif /* FK_LINEAR_H */
@@ -9885,6 +9899,17 @@ FK_API float fk_rope_inv_freq(size_t i, size_t head_dim, float theta) {
   return 1.0f / powf(theta, (float)(2 * i) / (float)head_dim);
 }
 
+FK_API void fk__rope_rot(fk_isa isa, float* x, const float* c, const float* s, size_t half) {
+  switch (isa) {
+#if FK_X86
+    case FK_ISA_AMX:
+    case FK_ISA_AVX512BF16: fk__rope_rot_avx512(x, c, s, half); return;
+    case FK_ISA_AVX2: fk__rope_rot_avx2(x, c, s, half); return;
+#endif
+    default: fk__rope_rot_scalar(x, c, s, half); return;
+  }
+}
+
 /* The rotation of rows by the angles pos * inv_freq[i], i < head_dim/2; `direction` -1 rotates back
  * by the same angles (the transpose: a gradient's way through the rotation). */
 FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, size_t pos0, size_t period, const float* inv_freq,
@@ -9893,8 +9918,7 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
   const size_t half = head_dim / 2;
   assert(head_dim <= FK_MAX_HEAD_DIM && head_dim % 2 == 0);
   const int nt = fk__threads_for(S, (double)(heads * head_dim * 4 + half * 40));
-  FK_PARALLEL_FOR(nt)
-  for (size_t s = 0; s < S; ++s) {
+  FK_PARALLEL_LOOP(nt, for (size_t s = 0; s < S; ++s) {
     float c[FK_MAX_HEAD_DIM / 2], sn[FK_MAX_HEAD_DIM / 2];
     const float pos = (float)(pos0 + (period ? s % period : s));
     for (size_t i = 0; i < half; ++i) {
@@ -9902,18 +9926,8 @@ FK_API void fk__rope_apply(float* x, size_t S, size_t heads, size_t head_dim, si
       c[i] = cosf(a);
       sn[i] = direction * sinf(a);
     }
-    for (size_t h = 0; h < heads; ++h) {
-      float* xh = x + s * heads * head_dim + h * head_dim;
-      switch (isa) {
-#if FK_X86
-        case FK_ISA_AMX:
-        case FK_ISA_AVX512BF16: fk__rope_rot_avx512(xh, c, sn, half); break;
-        case FK_ISA_AVX2: fk__rope_rot_avx2(xh, c, sn, half); break;
-#endif
-        default: fk__rope_rot_scalar(xh, c, sn, half); break;
-      }
-    }
-  }
+    for (size_t h = 0; h < heads; ++h) fk__rope_rot(isa, x + s * heads * head_dim + h * head_dim, c, sn, half);
+  });
 }
 
 /* x[S, heads*hd] in place; row s is at position pos0 + s (period 0) or pos0 + s % period. hd must be
@@ -10845,8 +10859,7 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
   const size_t ld = n_heads * hd;
   const float scale = 1.0f / sqrtf((float)hd);
   const int nt = fk__threads_for(items, (double)FK_ATT_BQ * (double)(pos0 + S) * (double)hd * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t it = 0; it < items; ++it) {
+  FK_PARALLEL_LOOP(nt, for (size_t it = 0; it < items; ++it) {
     const size_t h = it / nqb, q0 = (it % nqb) * FK_ATT_BQ, g = h / group;
     const size_t nr = S - q0 < FK_ATT_BQ ? S - q0 : FK_ATT_BQ;
     const float* qr[FK_ATT_BQ];
@@ -10858,7 +10871,7 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
       pos[i] = pos0 + q0 + i;
     }
     fk__att_rows(isa, qr, orow, pos, nr, kc + g * cap * hd, vc + g * cap * hd, hd, cap, scale, 0, (size_t)-1, NULL, NULL, NULL, 0);
-  }
+  });
 }
 
 /* Decode work is split over keys too (flash-decoding), or only n_kv threads could work: the keys
@@ -10909,8 +10922,7 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
   float part_m[FK_ATT_MAX_PARTS], part_l[FK_ATT_MAX_PARTS];
   const size_t items = n_kv * chunks * nseg;
   const int nt = fk__threads_for(items, (double)seglen * (double)hd * 4 * (double)group);
-  FK_PARALLEL_FOR(nt)
-  for (size_t it = 0; it < items; ++it) {
+  FK_PARALLEL_LOOP(nt, for (size_t it = 0; it < items; ++it) {
     const size_t seg = it % nseg, gc = it / nseg, g = gc / chunks, h0 = g * group + (gc % chunks) * FK_ATT_BQ;
     const size_t hend = (g + 1) * group, nr = hend - h0 < FK_ATT_BQ ? hend - h0 : FK_ATT_BQ;
     const float* qr[FK_ATT_BQ];
@@ -10926,7 +10938,7 @@ FK_API void fk_attention_decode(const float* q, size_t n_heads, const uint16_t* 
     else /* partial of head h, segment seg at index h * nseg + seg */
       fk__att_rows(isa, qr, NULL, ps, nr, kc + g * cap * hd, vc + g * cap * hd, hd, cap, scale, seg * seglen, (seg + 1) * seglen,
                    part_o + (h0 * nseg + seg) * hd, part_m + h0 * nseg + seg, part_l + h0 * nseg + seg, nseg);
-  }
+  });
   if (nseg == 1) return;
   for (size_t h = 0; h < n_heads; ++h) { /* merge in segment order: o = sum_s e^(m_s - M) o_s, same for l */
     const float* pm = part_m + h * nseg;
@@ -11640,9 +11652,8 @@ FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const floa
     const size_t per_thread = (strips + (size_t)nt - 1) / (size_t)nt;
     const size_t item_strips = per_thread < FK__GEMM_AMX_STRIPS ? per_thread : FK__GEMM_AMX_STRIPS;
     const size_t items = (strips + item_strips - 1) / item_strips;
-    FK_PARALLEL_FOR(nt)
-    for (size_t item = 0; item < items; ++item)
-      fk__gemm_f32_amx_item(m, n, kdim, a, a_row, a_col, b, b_row, b_col, bias, c, item * item_strips * 32, item_strips);
+    FK_PARALLEL_LOOP(nt, for (size_t item = 0; item < items; ++item)
+      fk__gemm_f32_amx_item(m, n, kdim, a, a_row, a_col, b, b_row, b_col, bias, c, item * item_strips * 32, item_strips););
     return;
   }
   const int avx512 = isa >= FK_ISA_AVX512BF16;
@@ -11654,8 +11665,7 @@ FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const floa
   /* AVX2 reading A across its rows (dY^T in dW = dY^T X) touches a cache line per k: half the K block
    * keeps those lines and B's panel together in L1 (the K blocking does not change any sum). */
   const size_t k_block = !avx512 && a_row == 1 && a_col > 1 ? FK__GEMM_KC / 2 : FK__GEMM_KC;
-  FK_PARALLEL_FOR(nt)
-  for (size_t group = 0; group < groups; ++group) {
+  FK_PARALLEL_LOOP(nt, for (size_t group = 0; group < groups; ++group) {
     const size_t j0 = group * group_panels * FK__GEMM_NR;
     const size_t cols = n - j0 < group_panels * FK__GEMM_NR ? n - j0 : group_panels * FK__GEMM_NR;
     float packed_b[FK__GEMM_KC * FK__GEMM_NC_PANELS * FK__GEMM_NR];
@@ -11678,7 +11688,7 @@ FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const floa
           fk__gemm_f32_rows_avx2(kc, mc, a_block, a_row, a_col, cols, packed_b, start ? start : block, start ? 0 : n, block, n);
       }
     }
-  }
+  });
 }
 #endif
 
@@ -11742,13 +11752,12 @@ FK_API float fk__rms_scale(const float* x, size_t dim, float eps) {
 /* out = x / sqrt(mean(x^2) + eps) * w, row by row; out may alias x. */
 FK_API void fk_rmsnorm_f32(const float* x, const float* w, size_t rows, size_t dim, float eps, float* out) {
   const int nt = fk__threads_for(rows, (double)dim * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t r = 0; r < rows; ++r) {
+  FK_PARALLEL_LOOP(nt, for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
     const float scale = fk__rms_scale(xr, dim, eps);
     for (size_t i = 0; i < dim; ++i) o[i] = (xr[i] * scale) * w[i];
-  }
+  });
 }
 
 /* y[rows, n_out] = x[rows, n_in] w[n_out, n_in]^T (+ bias[n_out]); bias may be NULL. */
@@ -11761,12 +11770,11 @@ FK_API void fk_linear_f32(const float* x, size_t rows, size_t n_in, const float*
   }
 #endif
   const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t n = 0; n < n_out; ++n) {
+  FK_PARALLEL_LOOP(nt, for (size_t n = 0; n < n_out; ++n) {
     const float* wn = w + n * n_in;
     const float b = bias ? bias[n] : 0.0f;
     for (size_t t = 0; t < rows; ++t) y[t * n_out + n] = fk__dot_f32(x + t * n_in, wn, n_in) + b;
-  }
+  });
 }
 
 /* The first row that row t attends to: its sequence's first (sequences of `period` rows packed one
@@ -11897,9 +11905,8 @@ FK_API void fk__attention_causal_f32_avx2(const float* q, size_t rows, size_t he
                                          size_t head_dim, size_t period, float dropout, int32_t key, const int32_t* step, float* out) {
   const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t job = 0; job < rows * heads; ++job)
-    fk__attention_row_avx2(q, rows, heads, k, v, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, job, out);
+  FK_PARALLEL_LOOP(nt, for (size_t job = 0; job < rows * heads; ++job)
+    fk__attention_row_avx2(q, rows, heads, k, v, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, job, out););
 }
 
 /* KV head g of fk_attention_causal_backward, hd a multiple of 8 (dqkv already zero): per query row,
@@ -11987,9 +11994,8 @@ FK_API void fk__attention_causal_backward_avx2(const float* q, const float* k, c
                                               float* work, float* dqkv) {
   const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)(heads / kv_heads) * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t g = 0; g < kv_heads; ++g)
-    fk__attention_backward_head_avx2(q, k, v, dout, rows, heads, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, g, work, dqkv);
+  FK_PARALLEL_LOOP(nt, for (size_t g = 0; g < kv_heads; ++g)
+    fk__attention_backward_head_avx2(q, k, v, dout, rows, heads, kv_heads, head_dim, period, dropout > 0.0f ? &mask : NULL, g, work, dqkv););
 }
 #endif
 
@@ -12011,8 +12017,7 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
   const int masked = dropout > 0.0f;
   const fk__dropout_mask mask = fk__dropout_mask_of(dropout, key, step);
   const int nt = fk__threads_for(rows * heads, (double)rows * (double)head_dim * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t job = 0; job < rows * heads; ++job) {
+  FK_PARALLEL_LOOP(nt, for (size_t job = 0; job < rows * heads; ++job) {
     const size_t t = job / heads, h = job % heads, g = h / group;
     const float* qr = q + t * qw + h * head_dim;
     float* o = out + t * qw + h * head_dim;
@@ -12032,7 +12037,7 @@ FK_API void fk_attention_causal_f32(const float* q, size_t rows, size_t heads, c
     }
     const float inv = 1.0f / sum;
     for (size_t i = 0; i < head_dim; ++i) o[i] *= inv;
-  }
+  });
 }
 
 /* Label -100 (Hugging Face's ignore index) marks a row the loss skips. */
@@ -12109,6 +12114,18 @@ FK_API int fk_cross_entropy(const float* logits, size_t rows, size_t vocab, cons
 
 /* ---- backward ----------------------------------------------------------------------------------- */
 
+/* d[j] = softmax(x)[j] * scale, j < n */
+FK_API void fk__softmax_scaled(const float* x, size_t n, float scale, float* d) {
+  const float lse = (float)fk__logsumexp(x, n);
+#if FK_X86
+  if (fk_isa_active() >= FK_ISA_AVX2) {
+    fk__exp_scaled_avx2(x, n, lse, scale, d);
+    return;
+  }
+#endif
+  for (size_t j = 0; j < n; ++j) d[j] = expf(x[j] - lse) * scale;
+}
+
 /* dlogits[r] = (softmax(logits[r]) - onehot(labels[r])) * dloss / (label_count[0], or the rows counted where
  * label_count is NULL); ignored rows get 0. */
 FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vocab, const int32_t* labels, const float* dloss,
@@ -12121,23 +12138,15 @@ FK_API int fk_cross_entropy_backward(const float* logits, size_t rows, size_t vo
   const float divisor = label_count ? label_count[0] : (float)counted;
   const float per_row = counted && divisor > 0 ? dloss[0] / divisor : 0.0f;
   const int nt = fk__threads_for(rows, (double)vocab * 8);
-  FK_PARALLEL_FOR(nt)
-  for (size_t r = 0; r < rows; ++r) {
+  FK_PARALLEL_LOOP(nt, for (size_t r = 0; r < rows; ++r) {
     float* d = dlogits + r * vocab;
     if (labels[r] == FK_IGNORE_LABEL) {
       for (size_t j = 0; j < vocab; ++j) d[j] = 0.0f;
       continue;
     }
-    const float* x = logits + r * vocab;
-    const float lse = (float)fk__logsumexp(x, vocab);
-#if FK_X86
-    if (fk_isa_active() >= FK_ISA_AVX2) {
-      fk__exp_scaled_avx2(x, vocab, lse, per_row, d);
-    } else
-#endif
-      for (size_t j = 0; j < vocab; ++j) d[j] = expf(x[j] - lse) * per_row;
+    fk__softmax_scaled(logits + r * vocab, vocab, per_row, d);
     d[labels[r]] -= per_row;
-  }
+  });
   return 0;
 }
 
@@ -12151,12 +12160,11 @@ FK_API void fk_linear_backward_input(const float* dy, size_t rows, size_t n_out,
   }
 #endif
   const int nt = fk__threads_for(rows, (double)n_out * (double)n_in * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t t = 0; t < rows; ++t) {
+  FK_PARALLEL_LOOP(nt, for (size_t t = 0; t < rows; ++t) {
     float* d = dx + t * n_in;
     for (size_t i = 0; i < n_in; ++i) d[i] = 0.0f;
     for (size_t n = 0; n < n_out; ++n) fk__axpy_f32(dy[t * n_out + n], w + n * n_in, n_in, d);
-  }
+  });
 }
 
 /* dw[n_out, n_in] = dy[rows, n_out]^T x[rows, n_in] */
@@ -12169,12 +12177,11 @@ FK_API void fk_linear_backward_weight(const float* dy, size_t rows, size_t n_out
   }
 #endif
   const int nt = fk__threads_for(n_out, (double)rows * (double)n_in * 2);
-  FK_PARALLEL_FOR(nt)
-  for (size_t n = 0; n < n_out; ++n) {
+  FK_PARALLEL_LOOP(nt, for (size_t n = 0; n < n_out; ++n) {
     float* d = dw + n * n_in;
     for (size_t i = 0; i < n_in; ++i) d[i] = 0.0f;
     for (size_t t = 0; t < rows; ++t) fk__axpy_f32(dy[t * n_out + n], x + t * n_in, n_in, d);
-  }
+  });
 }
 
 /* out[cols] = sum over rows of x[rows, cols] (a bias's gradient) */
@@ -12186,8 +12193,7 @@ FK_API void fk_sum_rows(const float* x, size_t rows, size_t cols, float* out) {
 /* y = x * s * w with s = 1/sqrt(mean(x^2) + eps): dx = s * (dy*w - x * s^2 * mean(dy*w*x)). */
 FK_API void fk_rmsnorm_backward_input(const float* x, const float* w, const float* dy, size_t rows, size_t dim, float eps, float* dx) {
   const int nt = fk__threads_for(rows, (double)dim * 8);
-  FK_PARALLEL_FOR(nt)
-  for (size_t r = 0; r < rows; ++r) {
+  FK_PARALLEL_LOOP(nt, for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     const float* g = dy + r * dim;
     float* d = dx + r * dim;
@@ -12196,7 +12202,7 @@ FK_API void fk_rmsnorm_backward_input(const float* x, const float* w, const floa
     for (size_t i = 0; i < dim; ++i) gwx += (double)g[i] * (double)w[i] * (double)xr[i];
     const float c = (float)(gwx / (double)dim) * s * s;
     for (size_t i = 0; i < dim; ++i) d[i] = s * (g[i] * w[i] - xr[i] * c);
-  }
+  });
 }
 
 /* dw[dim] = sum over rows of dy * x * s (rows in order). */
@@ -12265,8 +12271,7 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
   }
 #endif
   const int nt = fk__threads_for(kv_heads, (double)rows * (double)rows * (double)head_dim * (double)group * 4);
-  FK_PARALLEL_FOR(nt)
-  for (size_t g = 0; g < kv_heads; ++g) {
+  FK_PARALLEL_LOOP(nt, for (size_t g = 0; g < kv_heads; ++g) {
     float* p = work + g * 2 * rows;
     float* dp = p + rows;
     for (size_t h = g * group; h < (g + 1) * group; ++h)
@@ -12301,7 +12306,7 @@ FK_API void fk_attention_causal_backward(const float* q, const float* k, const f
           fk__axpy_f32(weight, dor, head_dim, dqkv + j * row + qw + kw + g * head_dim);
         }
       }
-  }
+  });
 }
 
 /* out[rows, count] = x[rows, cols] columns first..first+count-1 */
