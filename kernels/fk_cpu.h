@@ -162,14 +162,28 @@ FK_API int fk_get_threads(void) {
   return d;
 }
 
+/* The least work (flops or bytes, as fk__threads_for counts it) worth a fork. A fork and join of two
+ * libgomp threads cost 2.3 us on the Zen 5 VM (two futex syscalls), the time one thread takes to read
+ * about 80 KB from DRAM or some 250 KB from its caches: a small model's GEMVs (the default model's
+ * [256 x 768], 393 KB, cached) ran faster on one thread than on two (docs/PERFORMANCE.md). */
+#define FK_PARALLEL_MIN_WORK 262144
+
+FK_STATE_API long long* fk__parallel_min_work_state(void) {
+  static long long w = FK_PARALLEL_MIN_WORK;
+  return &w;
+}
+
+/* TEST-ONLY: tests of thread-count independence set 0 so that their small shapes fork too. */
+FK_API void fk__set_parallel_min_work(long long work) { __atomic_store_n(fk__parallel_min_work_state(), work, __ATOMIC_RELAXED); }
+FK_API long long fk__parallel_min_work(void) { return __atomic_load_n(fk__parallel_min_work_state(), __ATOMIC_RELAXED); }
+
 /* Threads worth using for `units` independent work items of `cost` flops/bytes each: small problems run
- * on the calling thread (a fork/join costs a few microseconds), the others on every thread, even with
- * fewer units than threads (the idle ones only wait at the end of the region). Never a team size in
- * between: libgomp ends the pool threads that a smaller team leaves out and creates new ones for the
- * next larger team, which halved Qwen2-0.5B's prefill GEMMs on 16 threads (docs/PERFORMANCE.md).
- * Never changes results. */
+ * on the calling thread, the others on every thread, even with fewer units than threads (the idle ones
+ * only wait at the end of the region). Never a team size in between: libgomp ends the pool threads
+ * that a smaller team leaves out and creates new ones for the next larger team, which halved
+ * Qwen2-0.5B's prefill GEMMs on 16 threads (docs/PERFORMANCE.md). Never changes results. */
 FK_API int fk__threads_for(size_t units, double cost) {
-  if (units < 2 || (double)units * cost < 32768.0) return 1;
+  if (units < 2 || (double)units * cost < (double)fk__parallel_min_work()) return 1;
   return fk_get_threads();
 }
 

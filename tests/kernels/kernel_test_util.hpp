@@ -36,6 +36,16 @@ struct threads_guard {
   ~threads_guard() { fk_set_threads(saved); }
 };
 
+// While alive, kernels fork for any work of two or more items: tests of thread-count independence
+// on small shapes then run the split they mean to test.
+struct forks_on_any_work {
+  long long saved = fk__parallel_min_work();
+  forks_on_any_work() { fk__set_parallel_min_work(0); }
+  ~forks_on_any_work() { fk__set_parallel_min_work(saved); }
+  forks_on_any_work(const forks_on_any_work&) = delete;
+  forks_on_any_work& operator=(const forks_on_any_work&) = delete;
+};
+
 // A buffer whose data() is deliberately misaligned by one element (4 bytes for float, 2 for bf16),
 // so no SIMD path can rely on 16/32/64-byte alignment.
 template <class T>

@@ -219,6 +219,7 @@ TEST_CASE("attention decode over long caches (split over key segments) matches t
 
 TEST_CASE("attention is bitwise independent of the thread count") {
   threads_guard tg;
+  forks_on_any_work fork;
   for_each_isa([&](fk_isa) {
     att_problem P(75, 14, 2, 64, 20);
     att_problem L(1, 14, 2, 64, 4095);

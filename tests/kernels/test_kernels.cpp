@@ -372,6 +372,7 @@ constexpr std::size_t column_blocks = 70;
 
 TEST_CASE("gemv and gemm are bitwise independent of the thread count") {
   threads_guard tg;
+  forks_on_any_work fork;
   for_each_isa([&](fk_isa) {
     for (const std::size_t K : {std::size_t{300}, std::size_t{1500}}) {  // both accumulation orders of the row kernel
       const std::size_t M = 37, N = column_blocks * 64 + 13;  // many column blocks, tails everywhere
@@ -411,6 +412,9 @@ TEST_CASE("work runs on one thread or on all of them, never on a team in between
   CHECK(fk__threads_for(100, 10.0) == 1);  // too little work to fork
   CHECK(fk__threads_for(2, 1e9) == 8);     // fewer items than threads: every thread, the idle ones wait
   CHECK(fk__threads_for(1000, 1e9) == 8);
+  CHECK(fk__threads_for(2, FK_PARALLEL_MIN_WORK / 2 - 1) == 1);  // the least work worth a fork
+  CHECK(fk__threads_for(2, FK_PARALLEL_MIN_WORK / 2) == 8);
+  forks_on_any_work fork;
   // and more threads than items computes the same bits as one thread: 3 threads, 2 column blocks (3,
   // not 8: LLVM's libomp, under the sanitizer build, leaks the state of a team that large on 2 cores)
   for_each_isa([&](fk_isa) {
@@ -435,6 +439,7 @@ TEST_CASE("work runs on one thread or on all of them, never on a team in between
 
 TEST_CASE("elementwise kernels are bitwise independent of the thread count") {
   threads_guard tg;
+  forks_on_any_work fork;
   for_each_isa([&](fk_isa) {
     const std::size_t n = 100003, rows = 61, dim = 896;
     unaligned<float> a(n), b(n);

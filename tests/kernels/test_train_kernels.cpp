@@ -61,6 +61,7 @@ double rel_err(const vec& got, const dvec& want) {
 // Runs `body` on 1 and 2 threads: the outputs it returns must be bitwise equal.
 void same_on_1_and_2_threads(const std::function<vec()>& body) {
   fkt::threads_guard guard;
+  fkt::forks_on_any_work fork;
   fk_set_threads(1);
   const vec one = body();
   fk_set_threads(2);
@@ -271,6 +272,7 @@ TEST_CASE("the AVX-512 f32 GEMM rounds as the AVX2 one: the same bits for every 
     return;
   }
   fkt::threads_guard guard;
+  fkt::forks_on_any_work fork;
   for (const std::array<std::size_t, 3>& sizes :
        {std::array<std::size_t, 3>{1, 7, 1}, std::array<std::size_t, 3>{11, 3, 40}, std::array<std::size_t, 3>{13, 260, 48},
         std::array<std::size_t, 3>{130, 31, 150}, std::array<std::size_t, 3>{245, 513, 72}, std::array<std::size_t, 3>{24, 64, 272}}) {
@@ -307,6 +309,7 @@ TEST_CASE("the AMX f32 GEMM: three bf16 products per f32 one, within their bound
     return;
   }
   fkt::threads_guard guard;
+  fkt::forks_on_any_work fork;
   for (const std::array<std::size_t, 3>& sizes :
        {std::array<std::size_t, 3>{1, 7, 1}, std::array<std::size_t, 3>{11, 3, 40}, std::array<std::size_t, 3>{13, 260, 48},
         std::array<std::size_t, 3>{47, 33, 150}, std::array<std::size_t, 3>{70, 513, 17}, std::array<std::size_t, 3>{32, 64, 288}}) {
