@@ -176,9 +176,9 @@ int run(options o) {
   }
   const double pre = t.prefill_s > 0 ? static_cast<double>(t.prompt_tokens) / t.prefill_s : 0;
   const double dec = t.decode_calls > 0 && t.decode_s > 0 ? static_cast<double>(t.decode_calls) / t.decode_s : 0;
-  std::fprintf(stderr, "[fused] %sprompt %zu tokens, prefill %.1f tok/s | generated %zu tokens, decode %.1f tok/s | %s, %s, %d threads\n",
+  std::fprintf(stderr, "[fused] %sprompt %zu tokens, prefill %.1f tok/s | generated %zu tokens, decode %.1f tok/s | %s, %s, %d thread%s\n",
                t.interrupted ? "interrupted | " : "", t.prompt_tokens, pre, t.generated, dec, how.c_str(), fk_isa_name(fk_isa_active()),
-               fk_get_threads());
+               fk_get_threads(), fk_get_threads() == 1 ? "" : "s");
   return t.interrupted ? 130 : 0;  // 128 + SIGINT, as a shell reports a process Ctrl-C ended
 }
 
