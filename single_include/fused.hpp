@@ -10006,7 +10006,10 @@ FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t he
  * head, positions are in blocks of FK_ATT_BK (the capacity's last block holds cap % FK_ATT_BK when that is
  * not 0), block b0 / FK_ATT_BK at element b0 * hd, each block in the order its reader wants:
  *   values (fk_kv_index): 16-dim chunks, chunk c0 = 0, 16, .. at c0 * w (w: the block's width), each its
- *     w positions' min(16, hd - c0) dims in position order: PV takes a key's dims as one vector;
+ *     w positions' n = min(16, hd - c0) dims as key pairs: positions (2i, 2i + 1) at 2i * n, dim by dim,
+ *     the two keys' values side by side (an odd w's last position alone, its n dims in order): one load
+ *     is 8 dims of two keys (AVX2: split by a shift and a mask into the two keys' vectors) or 16 dims of
+ *     two keys as vdpbf16ps takes them (AVX-512: lane d, dim d of both keys), so PV reads V as it lies;
  *   keys (fk_k_index): dim pairs, pair (d, d + 1) at d * w, its w positions' two dims side by side (an
  *     odd hd's last dim alone): one load is 8 keys' values of two dims, split apart by a shift and a
  *     mask (AVX2), or 16 keys' pairs as vdpbf16ps takes them (AVX-512), so the scores take keys as
@@ -10020,11 +10023,10 @@ FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t he
  * rescaled by exp(m_old - m_new)), so memory is a few stack tiles whatever S is. The paths:
  *   AVX-512 BF16 (and AMX): products by vdpbf16ps, as PyTorch's bf16 attention computes them: the query
  *     and the softmax weights are rounded to bf16 (RNE) before their products, which are exact and
- *     summed in f32; scores, softmax and outputs are f32. K is read as the cache lies; V is
- *     interleaved into key pairs once per block (a stack tile of BK/2 x hd words).
+ *     summed in f32; scores, softmax and outputs are f32. K and V are read as the caches lie.
  *   AVX2 and scalar: f32 FMAs on widened values: the K block widened to f32 [hd][BK] (a query's scores
  *     become a vector over keys: no horizontal sums; AVX2 reads it from the bf16 block at few rows),
- *     V widened to f32 [BK][hd] (scalar; AVX2 reads V as bf16, see fk__att_load_v_avx2).
+ *     V widened to f32 [BK][hd] (scalar; AVX2 splits each load of a key pair, fk__att_load_v_avx2).
  * The tiles' cost is amortized over the rows of a work item:
  *   prefill: work item = (query head, FK_ATT_BQ consecutive positions);
  *   decode:  work item = (KV head, up to FK_ATT_BQ of its query heads, key segment), all at the same
@@ -10045,10 +10047,12 @@ FK_API void fk_rope_llama3_backward(float* dy, size_t S, size_t heads, size_t he
 static inline size_t fk__att_block_width(size_t cap, size_t b0) { return cap - b0 < FK_ATT_BK ? cap - b0 : FK_ATT_BK; }
 /* The dims of the 16-dim chunk that starts at dim c0 (16, or the last chunk's fewer). */
 static inline size_t fk__kv_chunk_dims(size_t hd, size_t c0) { return hd - c0 < 16 ? hd - c0 : 16; }
-/* The element of key j, dim d within a key block of width w (layout above). */
+/* Whether key j of a block of width w lies alone (an odd width's last key) rather than in a pair. */
+static inline int fk__kv_alone(size_t w, size_t j) { return w % 2 == 1 && j + 1 == w; }
+/* The element of key j, dim d within a value block of width w (layout above). */
 static inline size_t fk__kv_block_index(size_t hd, size_t w, size_t j, size_t d) {
-  const size_t c0 = d / 16 * 16;
-  return c0 * w + j * fk__kv_chunk_dims(hd, c0) + (d - c0);
+  const size_t c0 = d / 16 * 16, n = fk__kv_chunk_dims(hd, c0);
+  return c0 * w + (fk__kv_alone(w, j) ? j * n + (d - c0) : j / 2 * 2 * n + (d - c0) * 2 + j % 2);
 }
 /* The element of position p, dim d in one KV head's cache of capacity cap (layout above). */
 static inline size_t fk_kv_index(size_t cap, size_t hd, size_t p, size_t d) {
@@ -10077,9 +10081,8 @@ FK_API void fk_k_store(const float* k, size_t S, size_t n_kv, size_t hd, uint16_
 FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
   for (size_t s = 0; s < S; ++s)
     for (size_t g = 0; g < n_kv; ++g)
-      for (size_t c0 = 0; c0 < hd; c0 += 16)
-        fk__f32_to_bf16_run(kv + s * n_kv * hd + g * hd + c0, cache + g * cap * hd + fk_kv_index(cap, hd, pos0 + s, c0),
-                            fk__kv_chunk_dims(hd, c0));
+      for (size_t d = 0; d < hd; ++d)
+        cache[g * cap * hd + fk_kv_index(cap, hd, pos0 + s, d)] = fk_f32_to_bf16_1(kv[s * n_kv * hd + g * hd + d]);
 }
 
 /* e^(m_old - m_new), the rescale of a row's running output and sum: exp(-inf) = 0 on the first block,
@@ -10164,9 +10167,10 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) {
  * of 7 query heads per KV head was bound by those FMAs: 0.40 of read bandwidth, Zen 5). As PyTorch's
  * bf16 attention does, a row's query is rounded to bf16 (RNE, fk__att_q_pairs_avx512) and so are its
  * weights p before PV; the scores, the softmax, its sum l and the outputs stay f32. The scores read the
- * key cache as it lies: a dim pair of 16 keys is one load, lane j key j's (d, d + 1). PV wants pairs of
- * keys instead (lane d: dim d of keys 2i and 2i + 1): each block's values are interleaved once into vp
- * (fk__att_load_v_pairs_avx512), which every row group then reads.
+ * key cache as it lies: a dim pair of 16 keys is one load, lane j key j's (d, d + 1); PV reads the value
+ * cache as it lies too: a key pair's 16 dims are one load, lane d dim d of both keys (an odd width's
+ * last key, alone in the cache, widened to pairs (v, 0)). Interleaving V into pairs once per block
+ * instead (a load and a vpermw per pair and 16 dims, into a stack tile) took a sixth of decode.
  * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 chains (even and
  * odd dim pairs), the softmax is one row's, PV runs the row's own key pairs in order (a row with an odd
  * number of keys ends on a half pair whose missing key is 0 in both factors); so grouping never changes
@@ -10182,28 +10186,6 @@ FK_TARGET_AVX512 FK_API void fk__att_q_pairs_avx512(const float* q, size_t hd, u
     const __m512 hi = _mm512_maskz_loadu_ps(fk__lanes16(hd, d + 16), q + d + 16);
     const __m512i pairs = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
     _mm512_mask_storeu_ps(qp + d / 2, fk__lanes16((hd + 1) / 2, d / 2), _mm512_castsi512_ps(pairs));
-  }
-}
-
-/* The V block's first bk keys -> vp: key pair i (keys 2i, 2i + 1) at vp + i * hd, its lane d dim d of
- * both keys (the even key's in the low half), an odd bk's last pair with 0 for the key it lacks. Per
- * pair and 16-dim chunk one load of both keys' rows (adjacent in the value layout) and one vpermw. */
-FK_TARGET_AVX512 FK_API void fk__att_load_v_pairs_avx512(const uint16_t* v, size_t hd, size_t w, size_t bk, uint32_t* vp) {
-  /* d | d << 16 in lane d (a constant: an array filled per chunk cost a store-forwarding stall each) */
-  static const uint32_t dim_twice[16] = {0x00000, 0x10001, 0x20002, 0x30003, 0x40004, 0x50005, 0x60006, 0x70007,
-                                         0x80008, 0x90009, 0xA000A, 0xB000B, 0xC000C, 0xD000D, 0xE000E, 0xF000F};
-  for (size_t c0 = 0; c0 < hd; c0 += 16) {
-    const size_t dims = fk__kv_chunk_dims(hd, c0);
-    /* vpermw's word indices: word 2d <- the first key's dim d (word d), word 2d + 1 <- the second's (word dims + d) */
-    const __m512i interleave = _mm512_add_epi32(_mm512_loadu_si512(dim_twice), _mm512_set1_epi32((int)(dims << 16)));
-    const __mmask16 dm = fk__lanes16(dims, 0);
-    const uint16_t* chunk = v + c0 * w;
-    for (size_t j = 0; j < bk; j += 2) {
-      const size_t words = (j + 1 < bk ? 2 : 1) * dims;
-      const __mmask32 wm = words >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << words) - 1);
-      const __m512i both = _mm512_maskz_loadu_epi16(wm, chunk + j * dims);
-      _mm512_mask_storeu_ps(vp + j / 2 * hd + c0, dm, _mm512_castsi512_ps(_mm512_permutexvar_epi16(interleave, both)));
-    }
   }
 }
 
@@ -10306,15 +10288,22 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_pair_bf16(int R,
   }
 }
 
-/* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd), key pairs i0 .. i1 - 1 of vp in order,
- * then with half set the pair i1 with its second key's value taken as 0 (a row's odd last key):
- * o[r] = o[r] corr[r] + sum p v (corr NULL: o[r] + sum, a row's run continued). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, const uint32_t* const* pb, const uint32_t* vp, size_t hd,
-                                                                     size_t d0, size_t i0, size_t i1, int half, const float* corr,
-                                                                     float* const* o) {
+/* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd), key pairs i0 .. i1 - 1 of the V block
+ * vb (width w) in order, then with half set the pair i1 with its second key's value taken as 0 (a row's
+ * odd last key): o[r] = o[r] corr[r] + sum p v (corr NULL: o[r] + sum, a row's run continued). */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, const uint32_t* const* pb, const uint16_t* vb, size_t w,
+                                                                     size_t hd, size_t d0, size_t i0, size_t i1, int half,
+                                                                     const float* corr, float* const* o) {
   __mmask16 dm[4];
+  const uint16_t* chunk[4]; /* the 16-dim chunks' key pair i0 */
+  size_t pair_words[4];
   FK_UNROLL(4)
-  for (int t = 0; t < 4; ++t) dm[t] = fk__lanes16(hd, d0 + 16 * (size_t)t);
+  for (int t = 0; t < 4; ++t) {
+    const size_t c0 = d0 + 16 * (size_t)t;
+    dm[t] = fk__lanes16(hd, c0);
+    pair_words[t] = c0 < hd ? 2 * fk__kv_chunk_dims(hd, c0) : 0;
+    chunk[t] = vb + (c0 < hd ? c0 * w : 0) + i0 * pair_words[t];
+  }
   __m512 e[4][4];
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
@@ -10324,18 +10313,23 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, cons
       if (corr) e[r][t] = _mm512_mul_ps(e[r][t], _mm512_set1_ps(corr[r]));
     }
   for (size_t i = i0; i < i1; ++i) {
-    const uint32_t* vi = vp + i * hd + d0;
-    __m512i v[4] = {_mm512_castps_si512(_mm512_maskz_loadu_ps(dm[0], vi)), _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[1], vi + 16)),
-                    _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[2], vi + 32)), _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[3], vi + 48))};
+    __m512i v[4];
+    FK_UNROLL(4)
+    for (int t = 0; t < 4; ++t) {
+      v[t] = _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[t], chunk[t]));
+      chunk[t] += pair_words[t];
+    }
     FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
     fk__att_pv_pair_bf16(R, pb, i, v, e);
   }
-  if (half) {
+  if (half) { /* the pair's second key: past the row's keys (its value may be unwritten: no NaN may pass) */
     const __m512i first = _mm512_set1_epi32(0xFFFF);
-    const uint32_t* vi = vp + i1 * hd + d0;
+    const int alone = fk__kv_alone(w, 2 * i1);
     __m512i v[4];
     FK_UNROLL(4)
-    for (int t = 0; t < 4; ++t) v[t] = _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(dm[t], vi + 16 * t)), first);
+    for (int t = 0; t < 4; ++t)
+      v[t] = alone ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(dm[t], chunk[t]))
+                   : _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(dm[t], chunk[t])), first);
     fk__att_pv_pair_bf16(R, pb, i1, v, e);
   }
   FK_UNROLL(4)
@@ -10348,11 +10342,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, cons
 static inline size_t fk__att_group512(size_t rem) { return rem == 5 ? 3 : rem < 4 ? rem : 4; }
 
 /* The n rows rows[0 .. n) (indices into qp, m, l and o, whose row i is o + i * hd), each seeing nv[i]
- * keys of the block: qp, the rows' query pairs; kb, the block's bf16 K (width w in the cache, bk keys
- * visible to some row); vp, its V pairs (fk__att_load_v_pairs_avx512). The next block's K and V (pf_k,
- * pf_v, pf_bytes each; NULL when there is none) are prefetched along the way. */
+ * keys of the block: qp, the rows' query pairs; kb and vb, the block's bf16 K and V (width w in the cache,
+ * bk keys visible to some row). The next block's K and V (pf_k, pf_v, pf_bytes each; NULL when there is
+ * none) are prefetched along the way. */
 FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
-                                                const uint16_t* kb, const uint32_t* vp, size_t w, size_t bk, size_t hd, float scale,
+                                                const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
                                                 float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
   uint32_t pb[FK_ATT_BQ][FK_ATT_BK / 2];
@@ -10395,13 +10389,13 @@ FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const
     for (size_t r = 1; r < R; ++r) both = nn[r] / 2 < both ? nn[r] / 2 : both;
     for (size_t d0 = 0; d0 < hd; d0 += 64) {
       fk__att_pf_tick(&pf);
-      if (R == 4) fk__att_pv_bf16(4, pp, vp, hd, d0, 0, both, 0, corr + k, oo);
-      else if (R == 3) fk__att_pv_bf16(3, pp, vp, hd, d0, 0, both, 0, corr + k, oo);
-      else if (R == 2) fk__att_pv_bf16(2, pp, vp, hd, d0, 0, both, 0, corr + k, oo);
-      else fk__att_pv_bf16(1, pp, vp, hd, d0, 0, both, 0, corr + k, oo);
+      if (R == 4) fk__att_pv_bf16(4, pp, vb, w, hd, d0, 0, both, 0, corr + k, oo);
+      else if (R == 3) fk__att_pv_bf16(3, pp, vb, w, hd, d0, 0, both, 0, corr + k, oo);
+      else if (R == 2) fk__att_pv_bf16(2, pp, vb, w, hd, d0, 0, both, 0, corr + k, oo);
+      else fk__att_pv_bf16(1, pp, vb, w, hd, d0, 0, both, 0, corr + k, oo);
       FK_UNROLL(4)
       for (size_t r = 0; r < R; ++r)
-        if (nn[r] > 2 * both) fk__att_pv_bf16(1, pp + r, vp, hd, d0, both, nn[r] / 2, (int)(nn[r] % 2), NULL, oo + r);
+        if (nn[r] > 2 * both) fk__att_pv_bf16(1, pp + r, vb, w, hd, d0, both, nn[r] / 2, (int)(nn[r] % 2), NULL, oo + r);
     }
   }
 }
@@ -10425,31 +10419,39 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
     }
 }
 
-/* V dims d .. d + 8 DV of key row v (bf16) as f32 vectors. DV = 2: one 256-bit load of 16 dims split into
- * v0 = the even dims (d, d + 2, .., d + 14: each 32-bit word shifted left 16) and v1 = the odd dims (the
- * words' high halves): no shuffles. The PV accumulators of a 16-dim chunk hold its dims in that order
- * (fk__att_rows puts them back in order at the end). DV = 1: dims d .. d + 7 in order. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_load_v_avx2(int DV, const uint16_t* v, __m256* v0, __m256* v1) {
+/* A V chunk's dims 0 .. 8 DV of one key as f32 vectors (v1 = v0 for DV = 1), from its key pair at pair:
+ * a 256-bit load is 8 dims of both keys, the even key's in each 32-bit word's low half (shifted left
+ * 16: fk__bf16_even), the odd key's in the high half (masked: fk__bf16_odd), so no shuffles. A key
+ * alone (an odd block width's last) has its dims in order. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_load_v_avx2(int DV, const uint16_t* pair, int odd_key, int alone, __m256* v0,
+                                                                       __m256* v1) {
+  if (alone) {
+    *v0 = fk__load_bf16x8(pair);
+    *v1 = DV > 1 ? fk__load_bf16x8(pair + 8) : *v0;
+    return;
+  }
+  const __m256i lo = _mm256_loadu_si256((const __m256i*)(const void*)pair);
+  *v0 = odd_key ? fk__bf16_odd(lo) : fk__bf16_even(lo);
   if (DV > 1) {
-    const __m256i w = _mm256_loadu_si256((const __m256i*)(const void*)v);
-    *v0 = fk__bf16_even(w);
-    *v1 = fk__bf16_odd(w);
+    const __m256i hi = _mm256_loadu_si256((const __m256i*)(const void*)(pair + 16));
+    *v1 = odd_key ? fk__bf16_odd(hi) : fk__bf16_even(hi);
   } else {
-    *v0 = *v1 = fk__load_bf16x8(v);
+    *v1 = *v0;
   }
 }
 
-/* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors of a V chunk; j0 is even; key
- * j's dims at vk + j * stride (bf16). R and DV are constants after inlining and callers pass e and f at
- * constant row offsets, so they stay in registers (R = 3, DV = 2: 12 accumulators, one key's 2 vectors,
- * 1 broadcast). */
+/* Keys [j0, j1) of rows 0 .. R-1 (R <= 3) into their chains, DV dim vectors of a V chunk of `stride`
+ * dims at vk, in a block of width w; j0 is even; key pair (j, j + 1) at vk + j * stride (bf16). R and DV
+ * are constants after inlining and callers pass e and f at constant row offsets, so they stay in
+ * registers (R = 3, DV = 2: 12 accumulators, one key's 2 vectors, 1 broadcast; the pair is loaded again
+ * for its second key rather than held). */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, int DV, const float* const* p, const uint16_t* vk,
-                                                                        size_t stride, size_t j0, size_t j1,
+                                                                        size_t stride, size_t w, size_t j0, size_t j1,
                                                                         __m256 (*e)[2], __m256 (*f)[2]) {
   size_t j = j0;
   for (; j + 2 <= j1; j += 2) {
     __m256 v0, v1;
-    fk__att_load_v_avx2(DV, vk + j * stride, &v0, &v1);
+    fk__att_load_v_avx2(DV, vk + j * stride, 0, 0, &v0, &v1);
     FK_KEEP_IN_REG2(v0, v1);
     FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
@@ -10458,7 +10460,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
       if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
     }
     __m256 w0, w1;
-    fk__att_load_v_avx2(DV, vk + (j + 1) * stride, &w0, &w1);
+    fk__att_load_v_avx2(DV, vk + j * stride, 1, 0, &w0, &w1);
     FK_KEEP_IN_REG2(w0, w1);
     FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
@@ -10469,7 +10471,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
   }
   if (j < j1) { /* an even key: chain e */
     __m256 v0, v1;
-    fk__att_load_v_avx2(DV, vk + j * stride, &v0, &v1);
+    fk__att_load_v_avx2(DV, vk + j * stride, 0, fk__kv_alone(w, j), &v0, &v1);
     FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
@@ -10480,9 +10482,10 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
 }
 
 /* o[r][d .. d + 8 DV) = o corr + sum_j p_j v_j for R rows: the keys all R rows see together, then each
- * row's own remaining keys alone, into the same chains. vk, stride: the V chunk that starts at dim d. */
+ * row's own remaining keys alone, into the same chains. vk, stride: the V chunk that starts at dim d,
+ * of `stride` dims, in a block of width w. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV, const float* const* p, const uint16_t* vk,
-                                                                   size_t stride, size_t d, const size_t* nv, size_t nboth,
+                                                                   size_t stride, size_t w, size_t d, const size_t* nv, size_t nboth,
                                                                    const float* corr, float* const* o) {
   __m256 e[3][2], f[3][2];
   FK_UNROLL(4)
@@ -10492,10 +10495,10 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
       e[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o[r] + d + 8 * (size_t)v), _mm256_set1_ps(corr[r]));
       f[r][v] = _mm256_setzero_ps();
     }
-  fk__att_pv_keys_avx2(R, DV, p, vk, stride, 0, nboth, e, f);
-  fk__att_pv_keys_avx2(1, DV, p, vk, stride, nboth, nv[0], e, f);
-  if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vk, stride, nboth, nv[1], e + 1, f + 1);
-  if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vk, stride, nboth, nv[2], e + 2, f + 2);
+  fk__att_pv_keys_avx2(R, DV, p, vk, stride, w, 0, nboth, e, f);
+  fk__att_pv_keys_avx2(1, DV, p, vk, stride, w, nboth, nv[0], e, f);
+  if (R > 1) fk__att_pv_keys_avx2(1, DV, p + 1, vk, stride, w, nboth, nv[1], e + 1, f + 1);
+  if (R > 2) fk__att_pv_keys_avx2(1, DV, p + 2, vk, stride, w, nboth, nv[2], e + 2, f + 2);
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
     FK_UNROLL(4)
@@ -10662,10 +10665,10 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_rows_avx2(int R, c
   size_t d = 0;
   for (; d + 16 <= hd; d += 16) {
     fk__att_pf_tick(pf);
-    fk__att_pv_avx2(R, 2, p, vb + d * w, 16, d, nv, nboth, corr, o);
+    fk__att_pv_avx2(R, 2, p, vb + d * w, 16, w, d, nv, nboth, corr, o);
   }
   if (d + 8 <= hd) { /* the last chunk, of 8 to 15 dims */
-    fk__att_pv_avx2(R, 1, p, vb + d * w, fk__kv_chunk_dims(hd, d), d, nv, nboth, corr, o);
+    fk__att_pv_avx2(R, 1, p, vb + d * w, fk__kv_chunk_dims(hd, d), w, d, nv, nboth, corr, o);
     d += 8;
   }
   FK_UNROLL(4)
@@ -10746,8 +10749,8 @@ static inline void fk__att_load_k(fk_isa isa, const uint16_t* kb, size_t hd, siz
 
 /* V block vb (width w in the cache) -> vf[j][d] (f32), its first bk keys (the scalar path). */
 static inline void fk__att_load_v(const uint16_t* vb, size_t hd, size_t w, size_t bk, float* vf) {
-  for (size_t c0 = 0; c0 < hd; c0 += 16)
-    for (size_t j = 0; j < bk; ++j) fk__bf16_to_f32_run(vb + fk__kv_block_index(hd, w, j, c0), vf + j * hd + c0, fk__kv_chunk_dims(hd, c0));
+  for (size_t j = 0; j < bk; ++j)
+    for (size_t d = 0; d < hd; ++d) vf[j * hd + d] = fk_bf16_to_f32_1(vb[fk__kv_block_index(hd, w, j, d)]);
 }
 
 /* ---- a work item: up to FK_ATT_BQ query rows that share one KV head ----------------------------------
@@ -10762,15 +10765,10 @@ static inline void fk__att_load_v(const uint16_t* vb, size_t hd, size_t w, size_
 FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow, const size_t* pos, size_t nr,
                          const uint16_t* kc, const uint16_t* vc, size_t hd, size_t cap, float scale, size_t kbeg, size_t klim,
                          float* part_o, float* part_m, float* part_l, size_t part_stride) {
-  /* the AVX-512 path reads the K block as it is and V as key pairs (bf16); the AVX2 path reads V as
-   * bf16, and its rows hold each whole 16-dim chunk as its 8 even dims, then its 8 odd dims
-   * (fk__att_load_v_avx2); the scalar path widens both */
+  /* the SIMD paths read the K and V blocks as they lie; the scalar path widens both */
   const int bf16 = FK_X86 && isa >= FK_ISA_AVX512BF16, avx2 = FK_X86 && isa >= FK_ISA_AVX2 && !bf16;
   float kt[FK_MAX_HEAD_DIM * FK_ATT_BK]; /* K block, transposed: kt[d][j] (scalar; AVX2 at many rows) */
-  union {
-    float widened[FK_ATT_BK * FK_MAX_HEAD_DIM];       /* scalar: vf[j][d] */
-    uint32_t pairs[FK_ATT_BK / 2 * FK_MAX_HEAD_DIM];  /* AVX-512: fk__att_load_v_pairs_avx512 */
-  } vtile;
+  float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block, widened: vf[j][d] (scalar) */
   float o[FK_ATT_BQ * FK_MAX_HEAD_DIM];
   /* The rows' queries, copied beside the tiles: read in place, where a row sits against the tiles'
    * stores (by address bits 0-11) decided whether its loads waited on them, and prefill ran at
@@ -10828,9 +10826,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       const char* pf_k = next_w ? (const char*)(kc + j1 * hd) : NULL;
       const char* pf_v = next_w ? (const char*)(vc + j1 * hd) : NULL;
       if (bf16) {
-        fk__att_load_v_pairs_avx512(vb, hd, w, bk, vtile.pairs);
-        fk__att_block_bf16(qp, rows, n, nvs, kb, vtile.pairs, w, bk, hd, scale, mrow, lrow, o, pf_k, pf_v,
-                           next_w * hd * sizeof(uint16_t));
+        fk__att_block_bf16(qp, rows, n, nvs, kb, vb, w, bk, hd, scale, mrow, lrow, o, pf_k, pf_v, next_w * hd * sizeof(uint16_t));
       } else {
         if (!k_direct) fk__att_load_k(isa, kb, hd, w, bk, kt);
         fk__att_block_avx2(ql, rows, n, nvs, k_direct ? NULL : kt, kb, bk, vb, hd, w, scale, mrow, lrow, o, pf_k, pf_v,
@@ -10839,15 +10835,14 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       continue;
     }
 #endif
-    fk__att_load_v(vb, hd, w, bk, vtile.widened);
+    fk__att_load_v(vb, hd, w, bk, vf);
     fk__att_load_k(isa, kb, hd, w, bk, kt);
     for (size_t i = 0; i < nr; ++i) {
       if (pos[i] < j0) continue; /* causal: this whole block is in row i's future */
       const size_t nv = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
-      fk__att_block_scalar(ql[i], kt, vtile.widened, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
+      fk__att_block_scalar(ql[i], kt, vf, hd, nv, scale, &mrow[i], &lrow[i], o + i * hd);
     }
   }
-  const size_t paired = avx2 ? hd / 16 * 16 : 0; /* dims held in even/odd order */
   for (size_t i = 0; i < nr; ++i) {
     const float* oi = o + i * hd;
     float* out = part_o ? part_o + i * part_stride * hd : orow[i];
@@ -10856,12 +10851,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       part_m[i * part_stride] = mrow[i];
       part_l[i * part_stride] = lrow[i];
     }
-    for (size_t d = 0; d < paired; d += 16)
-      for (size_t t = 0; t < 8; ++t) {
-        out[d + 2 * t] = oi[d + t] * mul;
-        out[d + 2 * t + 1] = oi[d + 8 + t] * mul;
-      }
-    for (size_t d = paired; d < hd; ++d) out[d] = oi[d] * mul;
+    for (size_t d = 0; d < hd; ++d) out[d] = oi[d] * mul;
   }
 }
 

@@ -431,16 +431,6 @@ FKE_FN __m512i fke_mm512_shuffle_i32x4(__m512i a_, __m512i b_, int imm) {
   return fke_si(&r);
 }
 
-/* vpermw: result word i = a's word idx[i] mod 32 (any word of the 32, across 128-bit lanes). */
-FKE_FN __m512i fke_mm512_permutexvar_epi16(__m512i idx_, __m512i a_) {
-  const fke_u16x32 idx = FKE_GET(fke_u16x32, idx_), a = FKE_GET(fke_u16x32, a_);
-  fke_u16x32 r;
-  for (int i = 0; i < 32; ++i) r.v[i] = a.v[idx.v[i] & 31u];
-  __m512i v;
-  memcpy(&v, &r, 64);
-  return v;
-}
-
 /* ---- bf16 ---- */
 /* vcvtne2ps2bf16: result words 0-15 from b, 16-31 from a; round to nearest even, NaN -> quiet NaN,
  * denormal -> zero of the same sign. */
@@ -525,7 +515,6 @@ FKE_FN __m512 fke_mm512_dpbf16_ps(__m512 src, __m512bh a_, __m512bh b_) {
 #undef _mm512_unpacklo_epi64
 #undef _mm512_unpackhi_epi64
 #undef _mm512_shuffle_i32x4
-#undef _mm512_permutexvar_epi16
 #undef _mm512_cvtne2ps_pbh
 #undef _mm512_dpbf16_ps
 
@@ -578,7 +567,6 @@ FKE_FN __m512 fke_mm512_dpbf16_ps(__m512 src, __m512bh a_, __m512bh b_) {
 #define _mm512_unpacklo_epi64 fke_mm512_unpacklo_epi64
 #define _mm512_unpackhi_epi64 fke_mm512_unpackhi_epi64
 #define _mm512_shuffle_i32x4 fke_mm512_shuffle_i32x4
-#define _mm512_permutexvar_epi16 fke_mm512_permutexvar_epi16
 #define _mm512_cvtne2ps_pbh fke_mm512_cvtne2ps_pbh
 #define _mm512_dpbf16_ps fke_mm512_dpbf16_ps
 #endif /* FKE_MODEL_ONLY */

@@ -11,12 +11,20 @@ struct att_problem {
   std::size_t S, n_heads, n_kv, hd, cap, pos0;
   unaligned<float> q;       // [S, n_heads*hd]
   unaligned<uint16_t> kc, vc;  // n_kv heads of cap positions in the caches' layouts (fk_k_index, fk_kv_index)
-  att_problem(std::size_t S_, std::size_t nh, std::size_t nkv, std::size_t hd_, std::size_t pos0_)
-      : S(S_), n_heads(nh), n_kv(nkv), hd(hd_), cap(pos0_ + S_ + 3), pos0(pos0_), q(S_ * nh * hd_),
-        kc(nkv * (pos0_ + S_ + 3) * hd_), vc(nkv * (pos0_ + S_ + 3) * hd_) {
+  // spare: cache positions past the last query's (never attended: NaN, as a cache's unwritten
+  // positions may hold anything)
+  att_problem(std::size_t S_, std::size_t nh, std::size_t nkv, std::size_t hd_, std::size_t pos0_, std::size_t spare = 3)
+      : S(S_), n_heads(nh), n_kv(nkv), hd(hd_), cap(pos0_ + S_ + spare), pos0(pos0_), q(S_ * nh * hd_),
+        kc(nkv * (pos0_ + S_ + spare) * hd_), vc(nkv * (pos0_ + S_ + spare) * hd_) {
     fill_f32(q.data(), q.size(), -1.5f, 1.5f);
     fill_bf16(kc.data(), kc.size(), -1.5f, 1.5f);
     fill_bf16(vc.data(), vc.size(), -1.0f, 1.0f);
+    for (std::size_t g = 0; g < nkv; ++g)
+      for (std::size_t p = pos0 + S; p < cap; ++p)
+        for (std::size_t d = 0; d < hd; ++d) {
+          kc[g * cap * hd + fk_k_index(cap, hd, p, d)] = 0x7FC0;
+          vc[g * cap * hd + fk_kv_index(cap, hd, p, d)] = 0x7FC0;
+        }
   }
   // Reference for query row s of head h, and its tolerance (derivation at the end). bf16_inputs: the
   // path multiplies in bf16 (the AVX-512 one, fk_attention.h): the query is rounded to bf16 as the
@@ -84,14 +92,16 @@ void check_rows(const att_problem& P, const float* out, std::size_t s_first, std
   CHECK(bad == 0);
 }
 
-void run_case(std::size_t S, std::size_t group, std::size_t n_kv, std::size_t hd, std::size_t pos0, bool decode_all_rows) {
+void run_case(std::size_t S, std::size_t group, std::size_t n_kv, std::size_t hd, std::size_t pos0, bool decode_all_rows,
+              std::size_t spare = 3) {
   CAPTURE(S);
   CAPTURE(group);
   CAPTURE(n_kv);
   CAPTURE(hd);
   CAPTURE(pos0);
+  CAPTURE(spare);
   const std::size_t nh = group * n_kv;
-  att_problem P(S, nh, n_kv, hd, pos0);
+  att_problem P(S, nh, n_kv, hd, pos0, spare);
   unaligned<float> out(S * nh * hd, NAN);
   fk_attention_prefill(P.q.data(), S, nh, P.kc.data(), P.vc.data(), n_kv, hd, P.cap, pos0, out.data());
   check_rows(P, out.data(), 0, S, "prefill");
@@ -125,10 +135,15 @@ TEST_CASE("the cache layouts place every (position, dim) of a head at its own el
         CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(cap * hd));
       }
   // the documented arrangements: block 32..39 of a 40-position cache has width 8. Values: dim 20 is in the
-  // chunk of dims 16..23 (8 wide), which starts at 32 * 24 + 16 * 8
-  CHECK(fk_kv_index(40, 24, 33, 20) == 32 * 24 + 16 * 8 + 1 * 8 + 4);
-  CHECK(fk_kv_index(40, 24, 5, 3) == 5 * 16 + 3);         // first block (width 32), chunk 0 (16 wide)
-  CHECK(fk_kv_index(40, 24, 5, 19) == 16 * 32 + 5 * 8 + 3);  // first block, chunk 16 (8 wide)
+  // chunk of dims 16..23 (8 wide), which starts at 32 * 24 + 16 * 8; position 33 is key pair 0's second
+  CHECK(fk_kv_index(40, 24, 33, 20) == 32 * 24 + 16 * 8 + 4 * 2 + 1);
+  CHECK(fk_kv_index(40, 24, 32, 20) == 32 * 24 + 16 * 8 + 4 * 2);
+  CHECK(fk_kv_index(40, 24, 5, 3) == 2 * 2 * 16 + 3 * 2 + 1);       // first block (width 32), chunk 0 (16 wide): pair 2
+  CHECK(fk_kv_index(40, 24, 5, 19) == 16 * 32 + 2 * 2 * 8 + 3 * 2 + 1);  // first block, chunk 16 (8 wide)
+  // block 32..40 of a 41-position cache has width 9: its last key alone after 4 pairs, its dims in order
+  CHECK(fk_kv_index(41, 24, 40, 3) == 32 * 24 + 8 * 16 + 3);
+  CHECK(fk_kv_index(41, 24, 40, 19) == 32 * 24 + 16 * 9 + 8 * 8 + 3);
+  CHECK(fk_kv_index(41, 24, 39, 19) == 32 * 24 + 16 * 9 + 3 * 2 * 8 + 3 * 2 + 1);
   // keys: dims 20 and 21 are the pair at 20 * 8 in that block, position 33 its second
   CHECK(fk_k_index(40, 24, 33, 20) == 32 * 24 + 20 * 8 + 1 * 2);
   CHECK(fk_k_index(40, 24, 33, 21) == 32 * 24 + 20 * 8 + 1 * 2 + 1);
@@ -172,6 +187,10 @@ TEST_CASE("attention prefill and decode: GQA 1..7, head_dim 32/64/128, against d
     run_case(40, 8, 1, 64, 37, false);  // 8 query heads per KV head: two groups of 4 on AVX-512; AVX2 widens kt
     run_case(40, 9, 1, 64, 37, false);  // 9: a third group of 1; both equal prefill bit for bit
     run_case(11, 1, 1, 24, 2, true);    // AVX-512: odd key counts (a half key pair), a 16- and an 8-dim V chunk
+    // the capacity's last block of an odd width, read to its end: its last value alone in the cache
+    run_case(13, 3, 1, 24, 0, true, 0);  // one block of 13 keys, V chunks of 16 and 8 dims
+    run_case(9, 2, 2, 64, 32, true, 0);  // a second block of 9
+    run_case(5, 8, 1, 40, 28, true, 0);  // a second block of 1: two row groups, V chunks of 16, 16 and 8 dims
   });
 }
 

@@ -173,7 +173,6 @@ FK_TARGET_AVX512 std::string disagreements(const operands& o) {
   FKT_SI("shuffle_i32x4 0x88", _mm512_shuffle_i32x4(ia, ib, 0x88), fke_mm512_shuffle_i32x4(ia, ib, 0x88));
   FKT_SI("shuffle_i32x4 0xdd", _mm512_shuffle_i32x4(ia, ib, 0xdd), fke_mm512_shuffle_i32x4(ia, ib, 0xdd));
   FKT_SI("shuffle_i32x4 0x1b", _mm512_shuffle_i32x4(ia, ib, 0x1b), fke_mm512_shuffle_i32x4(ia, ib, 0x1b));
-  FKT_SI("permutexvar_epi16", _mm512_permutexvar_epi16(ia, ib), fke_mm512_permutexvar_epi16(ia, ib));  // idx: any 16 bits
   {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o.h));
     FKT_SI("cvtepu16_epi32", _mm512_cvtepu16_epi32(h), fke_mm512_cvtepu16_epi32(h));
