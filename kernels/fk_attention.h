@@ -68,20 +68,24 @@ static inline size_t fk_k_index(size_t cap, size_t hd, size_t p, size_t d) {
   const size_t b0 = p / FK_ATT_BK * FK_ATT_BK, w = fk__att_block_width(cap, b0);
   return b0 * hd + fk__k_block_index(hd, w, p - b0, d);
 }
-/* k[S, n_kv*hd] (f32) -> key cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
-FK_API void fk_k_store(const float* k, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
+/* rows[S, n_kv*hd] (f32) -> cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE), each element
+ * where index_of (fk_k_index or fk_kv_index) puts it. */
+static inline void fk__cache_store(const float* rows, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0,
+                                   size_t (*index_of)(size_t, size_t, size_t, size_t)) {
   for (size_t s = 0; s < S; ++s)
     for (size_t g = 0; g < n_kv; ++g)
       for (size_t d = 0; d < hd; ++d)
-        cache[g * cap * hd + fk_k_index(cap, hd, pos0 + s, d)] = fk_f32_to_bf16_1(k[s * n_kv * hd + g * hd + d]);
+        cache[g * cap * hd + index_of(cap, hd, pos0 + s, d)] = fk_f32_to_bf16_1(rows[s * n_kv * hd + g * hd + d]);
+}
+
+/* k[S, n_kv*hd] (f32) -> key cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
+FK_API void fk_k_store(const float* k, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
+  fk__cache_store(k, S, n_kv, hd, cache, cap, pos0, fk_k_index);
 }
 
 /* v[S, n_kv*hd] (f32) -> value cache positions pos0 .. pos0+S-1 of every KV head (bf16, RNE). */
 FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint16_t* cache, size_t cap, size_t pos0) {
-  for (size_t s = 0; s < S; ++s)
-    for (size_t g = 0; g < n_kv; ++g)
-      for (size_t d = 0; d < hd; ++d)
-        cache[g * cap * hd + fk_kv_index(cap, hd, pos0 + s, d)] = fk_f32_to_bf16_1(kv[s * n_kv * hd + g * hd + d]);
+  fk__cache_store(kv, S, n_kv, hd, cache, cap, pos0, fk_kv_index);
 }
 
 /* e^(m_old - m_new), the rescale of a row's running output and sum: exp(-inf) = 0 on the first block,
@@ -418,22 +422,28 @@ FK_TARGET_AVX2 FK_API void fk__att_load_k_avx2(const uint16_t* k, size_t hd, siz
     }
 }
 
+/* Where a key's values lie in its V chunk (the value layout above). */
+typedef enum {
+  FK__V_EVEN_KEY, /* the first of a key pair */
+  FK__V_ODD_KEY,  /* the second */
+  FK__V_ALONE     /* an odd block width's last key: its dims in order */
+} fk__v_slot;
+
 /* A V chunk's dims 0 .. 8 DV of one key as f32 vectors (v1 = v0 for DV = 1), from its key pair at pair:
  * a 256-bit load is 8 dims of both keys, the even key's in each 32-bit word's low half (shifted left
- * 16: fk__bf16_even), the odd key's in the high half (masked: fk__bf16_odd), so no shuffles. A key
- * alone (an odd block width's last) has its dims in order. */
-FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_load_v_avx2(int DV, const uint16_t* pair, int odd_key, int alone, __m256* v0,
+ * 16: fk__bf16_even), the odd key's in the high half (masked: fk__bf16_odd), so no shuffles. */
+FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_load_v_avx2(int DV, const uint16_t* pair, fk__v_slot slot, __m256* v0,
                                                                        __m256* v1) {
-  if (alone) {
+  if (slot == FK__V_ALONE) {
     *v0 = fk__load_bf16x8(pair);
     *v1 = DV > 1 ? fk__load_bf16x8(pair + 8) : *v0;
     return;
   }
   const __m256i lo = _mm256_loadu_si256((const __m256i*)(const void*)pair);
-  *v0 = odd_key ? fk__bf16_odd(lo) : fk__bf16_even(lo);
+  *v0 = slot == FK__V_ODD_KEY ? fk__bf16_odd(lo) : fk__bf16_even(lo);
   if (DV > 1) {
     const __m256i hi = _mm256_loadu_si256((const __m256i*)(const void*)(pair + 16));
-    *v1 = odd_key ? fk__bf16_odd(hi) : fk__bf16_even(hi);
+    *v1 = slot == FK__V_ODD_KEY ? fk__bf16_odd(hi) : fk__bf16_even(hi);
   } else {
     *v1 = *v0;
   }
@@ -450,7 +460,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
   size_t j = j0;
   for (; j + 2 <= j1; j += 2) {
     __m256 v0, v1;
-    fk__att_load_v_avx2(DV, vk + j * stride, 0, 0, &v0, &v1);
+    fk__att_load_v_avx2(DV, vk + j * stride, FK__V_EVEN_KEY, &v0, &v1);
     FK_KEEP_IN_REG2(v0, v1);
     FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
@@ -459,7 +469,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
       if (DV > 1) e[r][1] = _mm256_fmadd_ps(pj, v1, e[r][1]);
     }
     __m256 w0, w1;
-    fk__att_load_v_avx2(DV, vk + j * stride, 1, 0, &w0, &w1);
+    fk__att_load_v_avx2(DV, vk + j * stride, FK__V_ODD_KEY, &w0, &w1);
     FK_KEEP_IN_REG2(w0, w1);
     FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
@@ -470,7 +480,7 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_keys_avx2(int R, i
   }
   if (j < j1) { /* an even key: chain e */
     __m256 v0, v1;
-    fk__att_load_v_avx2(DV, vk + j * stride, 0, fk__kv_alone(w, j), &v0, &v1);
+    fk__att_load_v_avx2(DV, vk + j * stride, fk__kv_alone(w, j) ? FK__V_ALONE : FK__V_EVEN_KEY, &v0, &v1);
     FK_UNROLL(4)
     for (int r = 0; r < R; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
