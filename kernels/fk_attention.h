@@ -179,7 +179,7 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) {
  * number of keys ends on a half pair whose missing key is 0 in both factors); so grouping never changes
  * a row's bits, and the phases let the rows' softmax chains (max, exp, sum: latency-bound) overlap.
  * The next key block is prefetched a few lines per tick: every 8 dim pairs of a group's scores, each
- * row's softmax, each 64-dim PV pass. (A burst per phase left decode of 2 query heads per KV head,
+ * group's softmax, each 64-dim PV pass. (A burst per phase left decode of 2 query heads per KV head,
  * 16/8/128, 1.5-1.6x slower; Zen 5, 1 thread.) */
 /* q[0 .. hd) -> qp[0 .. (hd + 1) / 2): dims (2i, 2i + 1) as one bf16 pair (vcvtne2ps2bf16: RNE, denormals
  * to 0), an odd hd's last dim paired with 0. */
@@ -253,30 +253,48 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_bf16(int R, 
  * same; most blocks skip the max's reduction and the rescale. */
 #define FK_ATT_MAX_SLACK 16.0f
 
-/* One row's softmax bookkeeping against the block: p_j = e^(s_j - m') (keys past nv masked to -inf for
- * the max, to 0 after exp), rounded to bf16 into pb (pair i: keys 2i, 2i + 1); m, l updated (l sums the
- * f32 weights, as PyTorch does); returns corr = e^(m - m'). m' = m unless a score passes m by more than
+/* The softmax bookkeeping of R (1 to 4) rows against the block, each step across the rows (their
+ * chains interleaved: see fk__exp512_n): row r's p_j = e^(s_j - m') (keys past n[r] masked to -inf for
+ * the max, to 0 after exp), rounded to bf16 into pb[r] (pair i: keys 2i, 2i + 1); m, l updated (l sums
+ * the f32 weights, as PyTorch does); corr[r] = e^(m - m'). m' = m unless a score passes m by more than
  * FK_ATT_MAX_SLACK; then it is the block's max (so m' = m, the first block aside, in most blocks: the
- * reduction and the rescale cost prefill 1.05-1.15x and decode 1.04-1.1x, Zen 5). */
-FK_TARGET_AVX512 static inline float fk__att_softmax_bf16(const float* s, size_t n, float* m, float* l, uint32_t* pb) {
+ * reduction and the rescale cost prefill 1.05-1.15x and decode 1.04-1.1x, Zen 5). A row's bits do not
+ * depend on the others. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_bf16(int R, float* const* s, const size_t* n, float* const* m,
+                                                                          float* const* l, uint32_t* const* pb, float* corr) {
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
-  const __mmask16 m0 = fk__lanes16(n, 0), m1 = fk__lanes16(n, 16);
-  const __m512 s0 = _mm512_mask_mov_ps(ninf, m0, _mm512_loadu_ps(s));
-  const __m512 s1 = _mm512_mask_mov_ps(ninf, m1, _mm512_loadu_ps(s + 16));
-  const __m512 mx = _mm512_max_ps(s0, s1);
-  float mnew = *m, corr = 1.0f;
-  if (_mm512_cmp_ps_mask(mx, _mm512_set1_ps(*m + FK_ATT_MAX_SLACK), _CMP_GT_OQ)) { /* always on the first block: m = -inf */
-    const float mb = _mm512_reduce_max_ps(mx);
-    mnew = mb > *m ? mb : *m;
-    corr = fk__att_corr(*m, mnew);
+  __mmask16 keep[8];
+  __m512 x[8];
+  FK_UNROLL(4)
+  for (int r = 0; r < R; ++r) {
+    keep[2 * r] = fk__lanes16(n[r], 0);
+    keep[2 * r + 1] = fk__lanes16(n[r], 16);
+    x[2 * r] = _mm512_mask_mov_ps(ninf, keep[2 * r], _mm512_loadu_ps(s[r]));
+    x[2 * r + 1] = _mm512_mask_mov_ps(ninf, keep[2 * r + 1], _mm512_loadu_ps(s[r] + 16));
   }
-  const __m512 mv = _mm512_set1_ps(mnew);
-  const __m512 p0 = _mm512_maskz_mov_ps(m0, fk__exp512(_mm512_sub_ps(s0, mv)));
-  const __m512 p1 = _mm512_maskz_mov_ps(m1, fk__exp512(_mm512_sub_ps(s1, mv)));
-  *l = fmaf(*l, corr, fk__hsum512(_mm512_add_ps(p0, p1))); /* explicit: C and C++ contract differently */
-  *m = mnew;
-  _mm512_storeu_si512(pb, (__m512i)_mm512_cvtne2ps_pbh(p1, p0));
-  return corr;
+  float mnew[4];
+  FK_UNROLL(4)
+  for (int r = 0; r < R; ++r) {
+    const __m512 mx = _mm512_max_ps(x[2 * r], x[2 * r + 1]);
+    mnew[r] = *m[r];
+    corr[r] = 1.0f;
+    if (_mm512_cmp_ps_mask(mx, _mm512_set1_ps(*m[r] + FK_ATT_MAX_SLACK), _CMP_GT_OQ)) { /* always on the first block: m = -inf */
+      const float mb = _mm512_reduce_max_ps(mx);
+      mnew[r] = mb > *m[r] ? mb : *m[r];
+      corr[r] = fk__att_corr(*m[r], mnew[r]);
+    }
+  }
+  FK_UNROLL(8)
+  for (int i = 0; i < 2 * R; ++i) x[i] = _mm512_sub_ps(x[i], _mm512_set1_ps(mnew[i / 2]));
+  fk__exp512_n(2 * R, x);
+  FK_UNROLL(8)
+  for (int i = 0; i < 2 * R; ++i) x[i] = _mm512_maskz_mov_ps(keep[i], x[i]);
+  FK_UNROLL(4)
+  for (int r = 0; r < R; ++r) {
+    *l[r] = fmaf(*l[r], corr[r], fk__hsum512(_mm512_add_ps(x[2 * r], x[2 * r + 1]))); /* explicit: C and C++ contract differently */
+    *m[r] = mnew[r];
+    _mm512_storeu_si512(pb[r], (__m512i)_mm512_cvtne2ps_pbh(x[2 * r + 1], x[2 * r]));
+  }
 }
 
 /* Key pair i's 64 dims v into R rows' PV chains e[r] (one per 16 dims). */
@@ -344,18 +362,45 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, cons
 /* Rows per AVX-512 group for rem rows still to go: 4, but 3 where a 4 would leave a single row behind. */
 static inline size_t fk__att_group512(size_t rem) { return rem == 5 ? 3 : rem < 4 ? rem : 4; }
 
+/* fk__att_softmax_bf16 of the block's rows k .. k + R - 1 (rows[], s, pb and corr indexed as in
+ * fk__att_block_bf16_body), one prefetch tick first. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_rows(size_t k, size_t R, float (*s)[FK_ATT_BK], const size_t* rows,
+                                                                          const size_t* nv, float* m, float* l,
+                                                                          uint32_t (*pb)[FK_ATT_BK / 2], float* corr, fk__att_pf* pf) {
+  float* ss[4];
+  size_t nn[4];
+  float *mm[4], *ll[4];
+  uint32_t* pp[4];
+  FK_UNROLL(4)
+  for (size_t r = 0; r < 4; ++r) {
+    const size_t i = k + (r < R ? r : 0);
+    ss[r] = s[i];
+    nn[r] = nv[rows[i]];
+    mm[r] = m + rows[i];
+    ll[r] = l + rows[i];
+    pp[r] = pb[i];
+  }
+  fk__att_pf_tick(pf);
+  if (R == 4) fk__att_softmax_bf16(4, ss, nn, mm, ll, pp, corr + k);
+  else if (R == 3) fk__att_softmax_bf16(3, ss, nn, mm, ll, pp, corr + k);
+  else if (R == 2) fk__att_softmax_bf16(2, ss, nn, mm, ll, pp, corr + k);
+  else fk__att_softmax_bf16(1, ss, nn, mm, ll, pp, corr + k);
+}
+
 /* The n rows rows[0 .. n) (indices into qp, m, l and o, whose row i is o + i * hd), each seeing nv[i]
  * keys of the block: qp, the rows' query pairs; kb and vb, the block's bf16 K and V (width w in the cache,
  * bk keys visible to some row). The next block's K and V (pf_k, pf_v, pf_bytes each; NULL when there is
  * none) are prefetched along the way. */
-FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
-                                                const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
-                                                float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(const uint32_t* const* qp, const size_t* rows, size_t n,
+                                                                             const size_t* nv, const uint16_t* kb, const uint16_t* vb,
+                                                                             size_t w, size_t bk, size_t hd, float scale, float* m,
+                                                                             float* l, float* o, const char* pf_k, const char* pf_v,
+                                                                             size_t pf_bytes, int softmax_rows) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
   uint32_t pb[FK_ATT_BQ][FK_ATT_BK / 2];
   const size_t groups = n / 4 + (n % 4 != 0); /* fk__att_group512's split: ceil(n / 4) groups */
-  /* ticks: each group's score steps of 8 dim pairs and its PV passes of 64 dims, each row's softmax */
-  const size_t ticks = groups * ((hd / 2 + 7) / 8 + (hd + 63) / 64) + n;
+  /* ticks: each group's score steps of 8 dim pairs and its PV passes of 64 dims, each softmax call */
+  const size_t ticks = groups * ((hd / 2 + 7) / 8 + (hd + 63) / 64) + (softmax_rows == 1 ? n : groups);
   fk__att_pf pf = {.k = pf_k, .v = pf_v, .at = 0, .step = fk__att_pf_step(pf_k, pf_bytes, ticks), .bytes = pf_bytes};
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
@@ -372,9 +417,9 @@ FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const
     else if (R == 2) fk__att_scores_bf16(2, qq, kb, w, bk, hd, scale, ss, &pf);
     else fk__att_scores_bf16(1, qq, kb, w, bk, hd, scale, ss, &pf);
   }
-  for (size_t k = 0; k < n; ++k) {
-    fk__att_pf_tick(&pf);
-    corr[k] = fk__att_softmax_bf16(s[k], nv[rows[k]], m + rows[k], l + rows[k], pb[k]);
+  for (size_t k = 0, R; k < n; k += R) {
+    R = softmax_rows == 1 ? 1 : fk__att_group512(n - k);
+    fk__att_softmax_rows(k, R, s, rows, nv, m, l, pb, corr, &pf);
   }
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
@@ -401,6 +446,17 @@ FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const
         if (nn[r] > 2 * both) fk__att_pv_bf16(1, pp + r, vb, w, hd, d0, both, nn[r] / 2, (int)(nn[r] % 2), NULL, oo + r);
     }
   }
+}
+/* A prefill item's many rows (compute-bound) take hd 64 as a constant, the dim-pair and 64-dim loops
+ * then unrolled and their masks folded, and their softmax in groups (fk__att_softmax_bf16): 1.2x and
+ * 1.05x. A decode group's few rows (bound by the cache reads) ran 1.04x and 1.02x slower with either,
+ * and prefill at hd 128 gained only 1.04x from the constant (Zen 5, 1 thread). */
+FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
+                                                const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
+                                                float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
+  if (n < FK_ATT_BQ / 2) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 1);
+  else if (hd == 64) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, 64, scale, m, l, o, pf_k, pf_v, pf_bytes, 4);
+  else fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 4);
 }
 
 /* Keys jb .. jb + 7's words of the K block's dim pair at kp, keys past bk 0 (not read: the capacity's
@@ -882,6 +938,14 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
       qr[i] = q + (q0 + i) * ld + h * hd;
       orow[i] = out + (q0 + i) * ld + h * hd;
       pos[i] = pos0 + q0 + i;
+    }
+    /* The next item's queries, into L2 (into L1 the K and V blocks would evict them): a head's rows lie
+     * ld floats apart, past the hardware prefetchers, and waiting for them cost prefill a tenth (Zen 5). */
+    if (it + 1 < items) {
+      const size_t next_h = (it + 1) / nqb, next_q0 = ((it + 1) % nqb) * FK_ATT_BQ;
+      const size_t next_nr = S - next_q0 < FK_ATT_BQ ? S - next_q0 : FK_ATT_BQ;
+      for (size_t i = 0; i < next_nr; ++i)
+        for (size_t b = 0; b < hd * sizeof(float); b += 64) __builtin_prefetch((const char*)(q + (next_q0 + i) * ld + next_h * hd) + b, 0, 2);
     }
     fk__att_rows(isa, qr, orow, pos, nr, kc + g * cap * hd, vc + g * cap * hd, hd, cap, scale, 0, (size_t)-1, NULL, NULL, NULL, 0);
   });
