@@ -447,10 +447,10 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(con
     }
   }
 }
-/* A prefill item's many rows (compute-bound) take hd 64 as a constant, the dim-pair and 64-dim loops
- * then unrolled and their masks folded, and their softmax in groups (fk__att_softmax_bf16): 1.2x and
- * 1.05x. A decode group's few rows (bound by the cache reads) ran 1.04x and 1.02x slower with either,
- * and prefill at hd 128 gained only 1.04x from the constant (Zen 5, 1 thread). */
+/* A prefill item's many rows take hd 64 as a constant, the dim-pair and 64-dim loops then unrolled and
+ * their masks folded, and their softmax in groups (fk__att_softmax_bf16): 1.2x and 1.05x. A decode
+ * group's few rows ran slower with either (the constant 1.04x, the groups 1.02-1.25x), and prefill at
+ * hd 128 gained only 1.04x from the constant (Zen 5, 1 thread; docs/PERFORMANCE.md). */
 FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
                                                 const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
                                                 float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
@@ -920,6 +920,13 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   }
 }
 
+/* Prefill work item it of nqb query blocks a head: its head h and first position q0; returns its rows. */
+static inline size_t fk__att_prefill_item(size_t it, size_t nqb, size_t S, size_t* h, size_t* q0) {
+  *h = it / nqb;
+  *q0 = (it % nqb) * FK_ATT_BQ;
+  return S - *q0 < FK_ATT_BQ ? S - *q0 : FK_ATT_BQ;
+}
+
 FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const uint16_t* kc, const uint16_t* vc, size_t n_kv,
                                  size_t hd, size_t cap, size_t pos0, float* out) {
   const fk_isa isa = fk_isa_active();
@@ -929,8 +936,8 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
   const float scale = 1.0f / sqrtf((float)hd);
   const int nt = fk__threads_for(items, (double)FK_ATT_BQ * (double)(pos0 + S) * (double)hd * 4);
   FK_PARALLEL_LOOP(nt, for (size_t it = 0; it < items; ++it) {
-    const size_t h = it / nqb, q0 = (it % nqb) * FK_ATT_BQ, g = h / group;
-    const size_t nr = S - q0 < FK_ATT_BQ ? S - q0 : FK_ATT_BQ;
+    size_t h, q0;
+    const size_t nr = fk__att_prefill_item(it, nqb, S, &h, &q0), g = h / group;
     const float* qr[FK_ATT_BQ];
     float* orow[FK_ATT_BQ];
     size_t pos[FK_ATT_BQ];
@@ -942,8 +949,8 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
     /* The next item's queries, into L2 (into L1 the K and V blocks would evict them): a head's rows lie
      * ld floats apart, past the hardware prefetchers, and waiting for them cost prefill a tenth (Zen 5). */
     if (it + 1 < items) {
-      const size_t next_h = (it + 1) / nqb, next_q0 = ((it + 1) % nqb) * FK_ATT_BQ;
-      const size_t next_nr = S - next_q0 < FK_ATT_BQ ? S - next_q0 : FK_ATT_BQ;
+      size_t next_h, next_q0;
+      const size_t next_nr = fk__att_prefill_item(it + 1, nqb, S, &next_h, &next_q0);
       for (size_t i = 0; i < next_nr; ++i)
         for (size_t b = 0; b < hd * sizeof(float); b += 64) __builtin_prefetch((const char*)(q + (next_q0 + i) * ld + next_h * hd) + b, 0, 2);
     }

@@ -171,21 +171,17 @@ FK_API uint16_t fk_f32_to_bf16_1(float f) {
 
 /* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
 #if FK_X86
-/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
- * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
- * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__exp512_n(int n, __m512* x);
-FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
-  fk__exp512_n(1, &x);
-  return x;
-}
-/* The same for x[0 .. n) (n <= 8) in place, each step across all n: one vector's exp is a chain of 13
- * dependent operations, and the FP scheduler does not hold enough of them to overlap the chains of
- * vectors written one after the other (the attention softmax ran a third faster so; Zen 5). */
+/* p[i] = p[i] r[i] + c for i < n: one Horner step of a polynomial in each of n vectors. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__horner_step512(int n, __m512* p, const __m512* r, float c) {
   FK_UNROLL(8)
   for (int i = 0; i < n; ++i) p[i] = _mm512_fmadd_ps(p[i], r[i], _mm512_set1_ps(c));
 }
+/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
+ * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
+ * underflows to 0 exactly where expf does (x is clamped only to keep n finite). Of x[0 .. n) (n <= 8)
+ * in place, each step across all n: one vector's exp is a chain of 13 dependent operations, and the FP
+ * scheduler does not hold enough of them to overlap the chains of vectors written one after the other
+ * (the attention softmax in row groups: prefill 1.05x; Zen 5). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__exp512_n(int n, __m512* x) {
   __m512 k[8], r[8];
   FK_UNROLL(8)
@@ -207,6 +203,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__exp512_n(int n, __m512*
   fk__horner_step512(n, x, r, 1.0f);
   FK_UNROLL(8)
   for (int i = 0; i < n; ++i) x[i] = _mm512_scalef_ps(x[i], k[i]);
+}
+/* One vector's exp. */
+FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
+  fk__exp512_n(1, &x);
+  return x;
 }
 
 /* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for

@@ -3228,21 +3228,17 @@ FK_API uint16_t fk_f32_to_bf16_1(float f) {
 
 /* ---- SIMD helpers shared by several kernels ----------------------------------------------------- */
 #if FK_X86
-/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
- * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
- * underflows to 0 exactly where expf does (x is clamped only to keep n finite). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__exp512_n(int n, __m512* x);
-FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
-  fk__exp512_n(1, &x);
-  return x;
-}
-/* The same for x[0 .. n) (n <= 8) in place, each step across all n: one vector's exp is a chain of 13
- * dependent operations, and the FP scheduler does not hold enough of them to overlap the chains of
- * vectors written one after the other (the attention softmax ran a third faster so; Zen 5). */
+/* p[i] = p[i] r[i] + c for i < n: one Horner step of a polynomial in each of n vectors. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__horner_step512(int n, __m512* p, const __m512* r, float c) {
   FK_UNROLL(8)
   for (int i = 0; i < n; ++i) p[i] = _mm512_fmadd_ps(p[i], r[i], _mm512_set1_ps(c));
 }
+/* exp(x): Cody-Waite range reduction x = n*ln2 + r, |r| <= ln2/2, then a degree-6 polynomial (Taylor,
+ * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
+ * underflows to 0 exactly where expf does (x is clamped only to keep n finite). Of x[0 .. n) (n <= 8)
+ * in place, each step across all n: one vector's exp is a chain of 13 dependent operations, and the FP
+ * scheduler does not hold enough of them to overlap the chains of vectors written one after the other
+ * (the attention softmax in row groups: prefill 1.05x; Zen 5). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__exp512_n(int n, __m512* x) {
   __m512 k[8], r[8];
   FK_UNROLL(8)
@@ -3264,6 +3260,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__exp512_n(int n, __m512*
   fk__horner_step512(n, x, r, 1.0f);
   FK_UNROLL(8)
   for (int i = 0; i < n; ++i) x[i] = _mm512_scalef_ps(x[i], k[i]);
+}
+/* One vector's exp. */
+FK_TARGET_AVX512 FK_API __m512 fk__exp512(__m512 x) {
+  fk__exp512_n(1, &x);
+  return x;
 }
 
 /* Same polynomial for AVX2. Without scalef the 2^n factor is built in the exponent field, valid for
@@ -10466,10 +10467,10 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(con
     }
   }
 }
-/* A prefill item's many rows (compute-bound) take hd 64 as a constant, the dim-pair and 64-dim loops
- * then unrolled and their masks folded, and their softmax in groups (fk__att_softmax_bf16): 1.2x and
- * 1.05x. A decode group's few rows (bound by the cache reads) ran 1.04x and 1.02x slower with either,
- * and prefill at hd 128 gained only 1.04x from the constant (Zen 5, 1 thread). */
+/* A prefill item's many rows take hd 64 as a constant, the dim-pair and 64-dim loops then unrolled and
+ * their masks folded, and their softmax in groups (fk__att_softmax_bf16): 1.2x and 1.05x. A decode
+ * group's few rows ran slower with either (the constant 1.04x, the groups 1.02-1.25x), and prefill at
+ * hd 128 gained only 1.04x from the constant (Zen 5, 1 thread; docs/PERFORMANCE.md). */
 FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
                                                 const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
                                                 float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
@@ -10939,6 +10940,13 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   }
 }
 
+/* Prefill work item it of nqb query blocks a head: its head h and first position q0; returns its rows. */
+static inline size_t fk__att_prefill_item(size_t it, size_t nqb, size_t S, size_t* h, size_t* q0) {
+  *h = it / nqb;
+  *q0 = (it % nqb) * FK_ATT_BQ;
+  return S - *q0 < FK_ATT_BQ ? S - *q0 : FK_ATT_BQ;
+}
+
 FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const uint16_t* kc, const uint16_t* vc, size_t n_kv,
                                  size_t hd, size_t cap, size_t pos0, float* out) {
   const fk_isa isa = fk_isa_active();
@@ -10948,8 +10956,8 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
   const float scale = 1.0f / sqrtf((float)hd);
   const int nt = fk__threads_for(items, (double)FK_ATT_BQ * (double)(pos0 + S) * (double)hd * 4);
   FK_PARALLEL_LOOP(nt, for (size_t it = 0; it < items; ++it) {
-    const size_t h = it / nqb, q0 = (it % nqb) * FK_ATT_BQ, g = h / group;
-    const size_t nr = S - q0 < FK_ATT_BQ ? S - q0 : FK_ATT_BQ;
+    size_t h, q0;
+    const size_t nr = fk__att_prefill_item(it, nqb, S, &h, &q0), g = h / group;
     const float* qr[FK_ATT_BQ];
     float* orow[FK_ATT_BQ];
     size_t pos[FK_ATT_BQ];
@@ -10961,8 +10969,8 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
     /* The next item's queries, into L2 (into L1 the K and V blocks would evict them): a head's rows lie
      * ld floats apart, past the hardware prefetchers, and waiting for them cost prefill a tenth (Zen 5). */
     if (it + 1 < items) {
-      const size_t next_h = (it + 1) / nqb, next_q0 = ((it + 1) % nqb) * FK_ATT_BQ;
-      const size_t next_nr = S - next_q0 < FK_ATT_BQ ? S - next_q0 : FK_ATT_BQ;
+      size_t next_h, next_q0;
+      const size_t next_nr = fk__att_prefill_item(it + 1, nqb, S, &next_h, &next_q0);
       for (size_t i = 0; i < next_nr; ++i)
         for (size_t b = 0; b < hd * sizeof(float); b += 64) __builtin_prefetch((const char*)(q + (next_q0 + i) * ld + next_h * hd) + b, 0, 2);
     }
