@@ -262,10 +262,11 @@ TEST_CASE("fk_linear_f32 and its backward: reference, finite differences, thread
 
 TEST_CASE("the AVX-512 f32 GEMM rounds as the AVX2 one: the same bits for every shape and thread count") {
   // Each element of C is the bias (or 0) plus its products k in order, one FMA each, on both paths:
-  // the 12 x 32 AVX-512 micro-kernel must give exactly the 6 x 16 AVX2 one's results. Shapes: rows
-  // of 1, under one 12-row micro-panel, past 120-row blocks with a tail; columns of 1, a partial
-  // panel, an odd count of panels (a lone 16-column panel after the pairs), several panel groups; K
-  // of 1 and over two K blocks; each of the three GEMMs a training step runs (x W^T, dY W, dY^T X).
+  // the AVX-512 micro-kernels (6 rows x 4 panels on row-major A, 12 x 2 on dY^T) must give exactly the
+  // 6 x 16 AVX2 one's results. Shapes: rows of 1, under one micro-panel, past 120-row blocks with a
+  // tail; columns of 1, a partial panel, 1, 2 and 3 panels after the full sweeps, several panel
+  // groups; K of 1 and over two K blocks; each of the three GEMMs a training step runs (x W^T, dY W,
+  // dY^T X).
   if (!fk_isa_force(FK_ISA_AVX2) || !fk_isa_force(FK_ISA_AVX512BF16)) {
     MESSAGE("skipping: this CPU lacks AVX-512 (test_kernels_emulated runs this test on its software model)");
     fk_isa_force(fk_isa_detect());
