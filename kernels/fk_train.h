@@ -62,10 +62,11 @@ FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
 /* C[m, n] = A B (+ bias[j]) with A(i, k) = a[i*a_row + k*a_col] and B(k, j) = b[k*b_row + j*b_col]: the
  * strides let one routine serve x W^T, dY W and dY^T X without copying a transpose. Blocked as
  * GotoBLAS does, in buffers on the stack: for each block of FK__GEMM_KC k's, B's columns are packed
- * 16 at a time (a panel, read from L1 by the micro-kernel) for up to FK__GEMM_NC_PANELS panels, and
- * A's rows are taken FK__GEMM_MC at a time, so that they stay in L2 while every panel passes them.
- * The AVX2 micro-kernel (6 rows x 1 panel) reads A through its strides; the AVX-512 one (12 rows x 2
- * panels) reads A packed as 12-row micro-panels, k-major, since its 12 rows would take 12 pointers.
+ * 16 at a time (a panel) for up to FK__GEMM_NC_PANELS panels, and A's rows are taken FK__GEMM_MC at
+ * a time, so that they stay in L2 while every panel passes them. The AVX2 micro-kernel (6 rows x 1
+ * panel) reads A through its strides; the AVX-512 ones (6 rows x 4 panels, 12 x 2) read A packed as
+ * it lies (fk__gemm_f32_pack_a), each broadcast at a constant displacement, where 6 or 12 strided
+ * rows would take as many pointers.
  * Threads take groups of panels. Each element of C starts from the bias (or 0) and adds its products
  * k in order, one FMA each, so the result depends neither on the blocking nor on the thread count,
  * and the AVX2 and AVX-512 paths agree bit for bit (the scalar path's order differs, as any two
