@@ -64,7 +64,7 @@ FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
  * GotoBLAS does, in buffers on the stack: for each block of FK__GEMM_KC k's, B's columns are packed
  * 16 at a time (a panel) for up to FK__GEMM_NC_PANELS panels, and A's rows are taken FK__GEMM_MC at
  * a time, so that they stay in L2 while every panel passes them. The AVX2 micro-kernel (6 rows x 1
- * panel) reads A through its strides; the AVX-512 ones (6 rows x 4 panels, 12 x 2) read A packed as
+ * panel) reads A through its strides (dY^T packed first: fk__gemm_f32_pack_a_t_avx2); the AVX-512 ones (6 rows x 4 panels, 12 x 2) read A packed as
  * it lies (fk__gemm_f32_pack_a), each broadcast at a constant displacement, where 6 or 12 strided
  * rows would take as many pointers.
  * Threads take groups of panels. Each element of C starts from the bias (or 0) and adds its products
@@ -170,8 +170,37 @@ FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, siz
 
 /* The rows [i0, i0 + mc) of C (c points at row i0, column j0) and the group's `cols` columns over one K
  * block, AVX2: each panel passes every 6-row block of the mc rows. */
+/* dY^T's rows [0, mc) (A with a_row == 1) over k's [0, kc) as k-major micro-panels of FK__GEMM_MR rows:
+ * micro-panel p at p FK__GEMM_PANEL_T2, element (r, k) at 6 k + r, rows past mc 0. Read k by k across
+ * all mc rows, a run of dY, the run 8 k's on prefetched (see fk__gemm_f32_pack_a); each micro-panel's
+ * 6 floats stored as 8, the 2 past them overwritten by the next k (hence 8 floats of slack). */
+#define FK__GEMM_PANEL_T2 (FK__GEMM_MR * FK__GEMM_KC + 8)
+FK_TARGET_AVX2 FK_API void fk__gemm_f32_pack_a_t_avx2(size_t kc, size_t mc, const float* a, size_t a_col, float* packed) {
+  const size_t micro_panels = (mc + FK__GEMM_MR - 1) / FK__GEMM_MR;
+  for (size_t k = 0; k < kc; ++k) {
+    if (k + 8 < kc)
+      for (size_t i = 0; i < mc; i += 16) _mm_prefetch((const char*)(a + i + (k + 8) * a_col), _MM_HINT_T0);
+    for (size_t p = 0; p < micro_panels; ++p) {
+      const size_t i0 = p * FK__GEMM_MR, mr = mc - i0 < FK__GEMM_MR ? mc - i0 : FK__GEMM_MR;
+      const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)mr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      _mm256_storeu_ps(packed + p * FK__GEMM_PANEL_T2 + k * FK__GEMM_MR, _mm256_maskload_ps(a + i0 + k * a_col, lanes));
+    }
+  }
+}
+
 FK_API void fk__gemm_f32_rows_avx2(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, size_t cols, const float* packed_b,
                                    const float* c_in, size_t ld_in, float* c, size_t ldc) {
+  if (a_row == 1 && a_col > 1) { /* dY^T: its 6 rows at a k lie in one line, and the k's a line apart each */
+    float packed_a[(FK__GEMM_MC + FK__GEMM_MR - 1) / FK__GEMM_MR * FK__GEMM_PANEL_T2];
+    fk__gemm_f32_pack_a_t_avx2(kc, mc, a, a_col, packed_a);
+    for (size_t p = 0; p * FK__GEMM_NR < cols; ++p) {
+      const size_t j = p * FK__GEMM_NR, nr = cols - j < FK__GEMM_NR ? cols - j : FK__GEMM_NR;
+      for (size_t ir = 0; ir < mc; ir += FK__GEMM_MR)
+        fk__gemm_f32_block_avx2(kc, packed_a + ir / FK__GEMM_MR * FK__GEMM_PANEL_T2, 1, FK__GEMM_MR, mc - ir < FK__GEMM_MR ? mc - ir : FK__GEMM_MR,
+                                packed_b + j * kc, c_in + ir * ld_in + j, ld_in, c + ir * ldc + j, ldc, nr);
+    }
+    return;
+  }
   for (size_t p = 0; p * FK__GEMM_NR < cols; ++p) {
     const size_t j = p * FK__GEMM_NR, nr = cols - j < FK__GEMM_NR ? cols - j : FK__GEMM_NR;
     for (size_t ir = 0; ir < mc; ir += FK__GEMM_MR)
@@ -263,7 +292,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_sweep_avx512(i
       const float *a_block = packed_a + ir * FK__GEMM_KC, *b = packed_b + j * kc, *start = c_in + ir * ld_in + j;
       float* out = c + ir * ldc + j;
       if (panels == np) fk__gemm_f32_block_avx512(mr, np, a_r, a_k, kc, a_block, b, start, ld_in, out, ldc, rows, columns);
-      else if (panels == 3) fk__gemm_f32_block_avx512(mr, 3, a_r, a_k, kc, a_block, b, start, ld_in, out, ldc, rows, columns);
+      else if (np > 3 && panels == 3) fk__gemm_f32_block_avx512(mr, 3, a_r, a_k, kc, a_block, b, start, ld_in, out, ldc, rows, columns);
       else if (panels == 2) fk__gemm_f32_block_avx512(mr, 2, a_r, a_k, kc, a_block, b, start, ld_in, out, ldc, rows, columns);
       else fk__gemm_f32_block_avx512(mr, 1, a_r, a_k, kc, a_block, b, start, ld_in, out, ldc, rows, columns);
     }
@@ -447,9 +476,6 @@ FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const floa
   const size_t per_thread = (panels + (size_t)nt - 1) / (size_t)nt;
   const size_t group_panels = per_thread < FK__GEMM_NC_PANELS ? per_thread : FK__GEMM_NC_PANELS;
   const size_t groups = (panels + group_panels - 1) / group_panels;
-  /* AVX2 reading A across its rows (dY^T in dW = dY^T X) touches a cache line per k: half the K block
-   * keeps those lines and B's panel together in L1 (the K blocking does not change any sum). */
-  const size_t k_block = !avx512 && a_row == 1 && a_col > 1 ? FK__GEMM_KC / 2 : FK__GEMM_KC;
   FK_PARALLEL_LOOP(nt, for (size_t group = 0; group < groups; ++group) {
     const size_t j0 = group * group_panels * FK__GEMM_NR;
     const size_t cols = n - j0 < group_panels * FK__GEMM_NR ? n - j0 : group_panels * FK__GEMM_NR;
@@ -458,8 +484,8 @@ FK_API void fk__gemm_f32(fk_isa isa, size_t m, size_t n, size_t kdim, const floa
     if (kdim == 0)
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < cols; ++j) c[i * n + j0 + j] = bias ? bias[j0 + j] : 0.0f;
-    for (size_t k0 = 0; k0 < kdim; k0 += k_block) {
-      const size_t kc = kdim - k0 < k_block ? kdim - k0 : k_block;
+    for (size_t k0 = 0; k0 < kdim; k0 += FK__GEMM_KC) {
+      const size_t kc = kdim - k0 < FK__GEMM_KC ? kdim - k0 : FK__GEMM_KC;
       fk__gemm_f32_pack_b(kc, cols, b + k0 * b_row + j0 * b_col, b_row, b_col, packed_b);
       /* the first K block starts from the bias (or 0), one row for every row of C: C is written once, never cleared first */
       const float* start = k0 > 0 ? NULL : bias ? bias + j0 : zero_row;
