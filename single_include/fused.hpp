@@ -11419,9 +11419,9 @@ FK_API void fk__axpy_f32(float a, const float* x, size_t n, float* y) {
  * GotoBLAS does, in buffers on the stack: for each block of FK__GEMM_KC k's, B's columns are packed
  * 16 at a time (a panel) for up to FK__GEMM_NC_PANELS panels, and A's rows are taken FK__GEMM_MC at
  * a time, so that they stay in L2 while every panel passes them. The AVX2 micro-kernel (6 rows x 1
- * panel) reads A through its strides (dY^T packed first: fk__gemm_f32_pack_a_t_avx2); the AVX-512 ones (6 rows x 4 panels, 12 x 2) read A packed as
- * it lies (fk__gemm_f32_pack_a), each broadcast at a constant displacement, where 6 or 12 strided
- * rows would take as many pointers.
+ * panel) reads A through its strides (dY^T packed first: fk__gemm_f32_pack_a_t); the AVX-512 ones
+ * (6 rows x 4 panels, 12 x 2) read A packed as it lies (fk__gemm_f32_pack_a), each broadcast at a
+ * constant displacement, where 6 or 12 strided rows would take as many pointers.
  * Threads take groups of panels. Each element of C starts from the bias (or 0) and adds its products
  * k in order, one FMA each, so the result depends neither on the blocking nor on the thread count,
  * and the AVX2 and AVX-512 paths agree bit for bit (the scalar path's order differs, as any two
@@ -11525,20 +11525,26 @@ FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, siz
 
 /* The rows [i0, i0 + mc) of C (c points at row i0, column j0) and the group's `cols` columns over one K
  * block, AVX2: each panel passes every 6-row block of the mc rows. */
-/* dY^T's rows [0, mc) (A with a_row == 1) over k's [0, kc) as k-major micro-panels of FK__GEMM_MR rows:
- * micro-panel p at p FK__GEMM_PANEL_T2, element (r, k) at 6 k + r, rows past mc 0. Read k by k across
- * all mc rows, a run of dY, the run 8 k's on prefetched (see fk__gemm_f32_pack_a); each micro-panel's
- * 6 floats stored as 8, the 2 past them overwritten by the next k (hence 8 floats of slack). */
-#define FK__GEMM_PANEL_T2 (FK__GEMM_MR * FK__GEMM_KC + 8)
-FK_TARGET_AVX2 FK_API void fk__gemm_f32_pack_a_t_avx2(size_t kc, size_t mc, const float* a, size_t a_col, float* packed) {
-  const size_t micro_panels = (mc + FK__GEMM_MR - 1) / FK__GEMM_MR;
+/* dY^T's rows [0, mc) (A with a_row == 1, a_col > 1) over k's [0, kc) as k-major micro-panels of mr
+ * (6 or 12) rows, for the AVX2 6 x 16 and the AVX-512 12 x 32 micro-kernels: micro-panel p at
+ * p FK__GEMM_PANEL_T(mr), element (r, k) at k mr + r, rows past mc 0. Read k by k across all mc rows,
+ * each k's rows one run of dY, the run 8 k's on prefetched (its lines lie a_col floats apart, beyond the
+ * hardware prefetchers). Reading dY^T through its strides instead, each k's rows another DRAM line, had
+ * taken a fifth of the AVX-512 GEMM (Zen 5). A micro-panel's mr floats of a k are stored as whole
+ * 8-float vectors, the floats past them overwritten by the next k: hence 8 floats of slack. */
+#define FK__GEMM_PANEL_T(mr) ((size_t)(mr) * FK__GEMM_KC + 8)
+FK_TARGET_AVX2 FK_API void fk__gemm_f32_pack_a_t(int mr, size_t kc, size_t mc, const float* a, size_t a_col, float* packed) {
+  const size_t micro_panels = (mc + (size_t)mr - 1) / (size_t)mr;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (size_t k = 0; k < kc; ++k) {
     if (k + 8 < kc)
       for (size_t i = 0; i < mc; i += 16) _mm_prefetch((const char*)(a + i + (k + 8) * a_col), _MM_HINT_T0);
     for (size_t p = 0; p < micro_panels; ++p) {
-      const size_t i0 = p * FK__GEMM_MR, mr = mc - i0 < FK__GEMM_MR ? mc - i0 : FK__GEMM_MR;
-      const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)mr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      _mm256_storeu_ps(packed + p * FK__GEMM_PANEL_T2 + k * FK__GEMM_MR, _mm256_maskload_ps(a + i0 + k * a_col, lanes));
+      const size_t i0 = p * (size_t)mr, rows = mc - i0 < (size_t)mr ? mc - i0 : (size_t)mr;
+      float* to = packed + p * FK__GEMM_PANEL_T(mr) + k * (size_t)mr;
+      for (int c = 0; c < mr; c += 8) /* lanes past the rows load nothing (no fault) and store 0 */
+        _mm256_storeu_ps(to + c, _mm256_maskload_ps(a + i0 + (size_t)c + k * a_col,
+                                                    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)rows - c), lane)));
     }
   }
 }
@@ -11546,12 +11552,12 @@ FK_TARGET_AVX2 FK_API void fk__gemm_f32_pack_a_t_avx2(size_t kc, size_t mc, cons
 FK_API void fk__gemm_f32_rows_avx2(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, size_t cols, const float* packed_b,
                                    const float* c_in, size_t ld_in, float* c, size_t ldc) {
   if (a_row == 1 && a_col > 1) { /* dY^T: its 6 rows at a k lie in one line, and the k's a line apart each */
-    float packed_a[(FK__GEMM_MC + FK__GEMM_MR - 1) / FK__GEMM_MR * FK__GEMM_PANEL_T2];
-    fk__gemm_f32_pack_a_t_avx2(kc, mc, a, a_col, packed_a);
+    float packed_a[(FK__GEMM_MC + FK__GEMM_MR - 1) / FK__GEMM_MR * FK__GEMM_PANEL_T(FK__GEMM_MR)];
+    fk__gemm_f32_pack_a_t(FK__GEMM_MR, kc, mc, a, a_col, packed_a);
     for (size_t p = 0; p * FK__GEMM_NR < cols; ++p) {
       const size_t j = p * FK__GEMM_NR, nr = cols - j < FK__GEMM_NR ? cols - j : FK__GEMM_NR;
       for (size_t ir = 0; ir < mc; ir += FK__GEMM_MR)
-        fk__gemm_f32_block_avx2(kc, packed_a + ir / FK__GEMM_MR * FK__GEMM_PANEL_T2, 1, FK__GEMM_MR, mc - ir < FK__GEMM_MR ? mc - ir : FK__GEMM_MR,
+        fk__gemm_f32_block_avx2(kc, packed_a + ir / FK__GEMM_MR * FK__GEMM_PANEL_T(FK__GEMM_MR), 1, FK__GEMM_MR, mc - ir < FK__GEMM_MR ? mc - ir : FK__GEMM_MR,
                                 packed_b + j * kc, c_in + ir * ld_in + j, ld_in, c + ir * ldc + j, ldc, nr);
     }
     return;
@@ -11564,12 +11570,16 @@ FK_API void fk__gemm_f32_rows_avx2(size_t kc, size_t mc, const float* a, size_t 
   }
 }
 
-/* A's rows [0, mc) over k's [0, kc) as micro-panels of the micro-kernel's mr rows, micro-panel p at
- * p mr KC (KC = FK__GEMM_KC), rows past mc 0, each laid out as A lies so that packing copies runs:
- *   A's rows contiguous (a_col == 1): mr = FK__GEMM_MR512, row-major, row r at r KC;
- *   otherwise: mr = FK__GEMM_MR512_T, k-major, k at k mr (the mr rows adjacent in A when a_row == 1).
+/* A's rows [0, mc) over k's [0, kc) as micro-panels of the micro-kernel's mr rows, rows past mc 0, each
+ * laid out as A lies so that packing copies runs:
+ *   A's rows contiguous (a_col == 1): mr = FK__GEMM_MR512, row-major, micro-panel p at p mr KC
+ *     (KC = FK__GEMM_KC), row r at r KC;
+ *   otherwise: mr = FK__GEMM_MR512_T, k-major, micro-panel p at p FK__GEMM_PANEL_T(mr), k at k mr
+ *     (dY^T, a_row == 1: fk__gemm_f32_pack_a_t).
  * A transposing copy into one layout (one element at a time) had taken a quarter of the AVX-512 GEMM's
- * time, and reading dY^T 12 floats of a row at a time, a micro-panel after another, a fifth (Zen 5). */
+ * time (Zen 5). The buffer holds FK__GEMM_PACKED_A floats: the k-major layout's, which with its slack
+ * exceeds the row-major one's MC KC. */
+#define FK__GEMM_PACKED_A ((FK__GEMM_MC + FK__GEMM_MR512_T - 1) / FK__GEMM_MR512_T * FK__GEMM_PANEL_T(FK__GEMM_MR512_T))
 FK_TARGET_AVX512 FK_API void fk__gemm_f32_pack_a(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, float* packed) {
   if (a_col == 1) {
     const size_t padded = (mc + FK__GEMM_MR512 - 1) / FK__GEMM_MR512 * FK__GEMM_MR512;
@@ -11579,19 +11589,16 @@ FK_TARGET_AVX512 FK_API void fk__gemm_f32_pack_a(size_t kc, size_t mc, const flo
     }
     return;
   }
+  if (a_row == 1) {
+    fk__gemm_f32_pack_a_t(FK__GEMM_MR512_T, kc, mc, a, a_col, packed);
+    return;
+  }
   const size_t micro_panels = (mc + FK__GEMM_MR512_T - 1) / FK__GEMM_MR512_T;
-  for (size_t k = 0; k < kc; ++k) { /* k by k, all mc rows: one run of A when a_row == 1 */
-    if (a_row == 1 && k + 8 < kc) /* the run 8 k's on: its lines lie a_col floats apart, beyond the prefetchers */
-      for (size_t i = 0; i < mc; i += 16) _mm_prefetch((const char*)(a + i + (k + 8) * a_col), _MM_HINT_T0);
-    for (size_t p = 0; p < micro_panels; ++p) {
-      const size_t i0 = p * FK__GEMM_MR512_T, mr = mc - i0 < FK__GEMM_MR512_T ? mc - i0 : FK__GEMM_MR512_T;
-      float* to = packed + p * FK__GEMM_MR512_T * FK__GEMM_KC + k * FK__GEMM_MR512_T;
-      if (a_row == 1) {
-        _mm512_mask_storeu_ps(to, fk__lanes16(FK__GEMM_MR512_T, 0), _mm512_maskz_loadu_ps(fk__lanes16(mr, 0), a + i0 + k * a_col));
-      } else {
-        for (size_t r = 0; r < FK__GEMM_MR512_T; ++r) to[r] = r < mr ? a[(i0 + r) * a_row + k * a_col] : 0.0f;
-      }
-    }
+  for (size_t p = 0; p < micro_panels; ++p) {
+    const size_t i0 = p * FK__GEMM_MR512_T, mr = mc - i0 < FK__GEMM_MR512_T ? mc - i0 : FK__GEMM_MR512_T;
+    for (size_t k = 0; k < kc; ++k)
+      for (size_t r = 0; r < FK__GEMM_MR512_T; ++r)
+        packed[p * FK__GEMM_PANEL_T(FK__GEMM_MR512_T) + k * FK__GEMM_MR512_T + r] = r < mr ? a[(i0 + r) * a_row + k * a_col] : 0.0f;
   }
 }
 
@@ -11637,6 +11644,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_sweep_avx512(i
                                                                            const float* packed_a, size_t cols, const float* packed_b,
                                                                            const float* c_in, size_t ld_in, float* c, size_t ldc) {
   const size_t a_r = row_major ? FK__GEMM_KC : 1, a_k = row_major ? 1 : (size_t)mr;
+  const size_t micro_panel = row_major ? (size_t)mr * FK__GEMM_KC : FK__GEMM_PANEL_T(mr); /* fk__gemm_f32_pack_a's layouts */
   for (size_t j = 0; j < cols; j += (size_t)np * FK__GEMM_NR) {
     const size_t width = cols - j < (size_t)np * FK__GEMM_NR ? cols - j : (size_t)np * FK__GEMM_NR;
     const int panels = (int)((width + FK__GEMM_NR - 1) / FK__GEMM_NR);
@@ -11644,7 +11652,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_sweep_avx512(i
     for (int p = 0; p < FK__GEMM_NP512; ++p) columns[p] = fk__lanes16(width, (size_t)p * FK__GEMM_NR);
     for (size_t ir = 0; ir < mc; ir += (size_t)mr) {
       const size_t rows = mc - ir < (size_t)mr ? mc - ir : (size_t)mr;
-      const float *a_block = packed_a + ir * FK__GEMM_KC, *b = packed_b + j * kc, *start = c_in + ir * ld_in + j;
+      const float *a_block = packed_a + ir / (size_t)mr * micro_panel, *b = packed_b + j * kc, *start = c_in + ir * ld_in + j;
       float* out = c + ir * ldc + j;
       if (panels == np) fk__gemm_f32_block_avx512(mr, np, a_r, a_k, kc, a_block, b, start, ld_in, out, ldc, rows, columns);
       else if (np > 3 && panels == 3) fk__gemm_f32_block_avx512(mr, 3, a_r, a_k, kc, a_block, b, start, ld_in, out, ldc, rows, columns);
@@ -11657,7 +11665,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_sweep_avx512(i
 /* fk__gemm_f32_rows_avx2's work on AVX-512: A's mc rows packed once, then the micro-kernel sweeps them. */
 FK_TARGET_AVX512 FK_API void fk__gemm_f32_rows_avx512(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, size_t cols,
                                                       const float* packed_b, const float* c_in, size_t ld_in, float* c, size_t ldc) {
-  float packed_a[FK__GEMM_MC * FK__GEMM_KC];
+  float packed_a[FK__GEMM_PACKED_A];
   fk__gemm_f32_pack_a(kc, mc, a, a_row, a_col, packed_a);
   if (a_col == 1) fk__gemm_f32_sweep_avx512(FK__GEMM_MR512, FK__GEMM_NP512, 1, kc, mc, packed_a, cols, packed_b, c_in, ld_in, c, ldc);
   else fk__gemm_f32_sweep_avx512(FK__GEMM_MR512_T, FK__GEMM_NP512_T, 0, kc, mc, packed_a, cols, packed_b, c_in, ld_in, c, ldc);
