@@ -298,7 +298,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_bf16(int R,
 }
 
 /* Key pair i's 64 dims v into R rows' PV chains e[r] (one per 16 dims). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_pair_bf16(int R, const uint32_t* const* pb, size_t i, const __m512i* v,
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_pair_bf16(int R, uint32_t* const* pb, size_t i, const __m512i* v,
                                                                           __m512 (*e)[4]) {
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r) {
@@ -312,7 +312,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_pair_bf16(int R,
 /* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd), key pairs i0 .. i1 - 1 of the V block
  * vb (width w) in order, then with half set the pair i1 with its second key's value taken as 0 (a row's
  * odd last key): o[r] = o[r] corr[r] + sum p v (corr NULL: o[r] + sum, a row's run continued). */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, const uint32_t* const* pb, const uint16_t* vb, size_t w,
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, uint32_t* const* pb, const uint16_t* vb, size_t w,
                                                                      size_t hd, size_t d0, size_t i0, size_t i1, int half,
                                                                      const float* corr, float* const* o) {
   __mmask16 dm[4];
@@ -362,29 +362,53 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, cons
 /* Rows per AVX-512 group for rem rows still to go: 4, but 3 where a 4 would leave a single row behind. */
 static inline size_t fk__att_group512(size_t rem) { return rem == 5 ? 3 : rem < 4 ? rem : 4; }
 
-/* fk__att_softmax_bf16 of the block's rows k .. k + R - 1 (rows[], s, pb and corr indexed as in
- * fk__att_block_bf16_body), one prefetch tick first. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_rows(size_t k, size_t R, float (*s)[FK_ATT_BK], const size_t* rows,
-                                                                          const size_t* nv, float* m, float* l,
-                                                                          uint32_t (*pb)[FK_ATT_BK / 2], float* corr, fk__att_pf* pf) {
-  float* ss[4];
-  size_t nn[4];
-  float *mm[4], *ll[4];
-  uint32_t* pp[4];
+/* Where the rows of one group (up to 4) of a key block's work lie, for every phase: the group's slot r
+ * is the block's row k + r, the index i into the block's tiles (s, pb, corr) and rows[i] into the
+ * item's (qp, nv, m, l, o). A group of R < 4 fills its slots past R with its first row, so each slot
+ * holds a valid pointer (those slots are never computed). Each phase reads only its fields; the rest
+ * are dropped after inlining. */
+typedef struct {
+  const uint32_t* q[4]; /* the query pairs */
+  float* s[4];          /* the scaled scores */
+  size_t n[4];          /* the keys seen */
+  float *m[4], *l[4];   /* running max and sum */
+  uint32_t* p[4];       /* the weights as bf16 pairs */
+  float* o[4];          /* the unnormalized output */
+} fk__att_rowset;
+/* The block's tiles and the item's rows as fk__att_block_bf16_body holds them. */
+typedef struct {
+  const uint32_t* const* qp;
+  const size_t *rows, *nv;
+  float *m, *l, *o;
+  size_t hd;
+  float (*s)[FK_ATT_BK];
+  uint32_t (*pb)[FK_ATT_BK / 2];
+} fk__att_tiles;
+static inline FK_ALWAYS_INLINE fk__att_rowset fk__att_rowset_at(const fk__att_tiles* t, size_t k, size_t R) {
+  fk__att_rowset g;
   FK_UNROLL(4)
   for (size_t r = 0; r < 4; ++r) {
-    const size_t i = k + (r < R ? r : 0);
-    ss[r] = s[i];
-    nn[r] = nv[rows[i]];
-    mm[r] = m + rows[i];
-    ll[r] = l + rows[i];
-    pp[r] = pb[i];
+    const size_t i = k + (r < R ? r : 0), row = t->rows[i];
+    g.q[r] = t->qp[row];
+    g.s[r] = t->s[i];
+    g.n[r] = t->nv[row];
+    g.m[r] = t->m + row;
+    g.l[r] = t->l + row;
+    g.p[r] = t->pb[i];
+    g.o[r] = t->o + row * t->hd;
   }
+  return g;
+}
+
+/* fk__att_softmax_bf16 of the block's rows k .. k + R - 1, one prefetch tick first. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_rows(const fk__att_tiles* t, size_t k, size_t R, float* corr,
+                                                                          fk__att_pf* pf) {
+  const fk__att_rowset g = fk__att_rowset_at(t, k, R);
   fk__att_pf_tick(pf);
-  if (R == 4) fk__att_softmax_bf16(4, ss, nn, mm, ll, pp, corr + k);
-  else if (R == 3) fk__att_softmax_bf16(3, ss, nn, mm, ll, pp, corr + k);
-  else if (R == 2) fk__att_softmax_bf16(2, ss, nn, mm, ll, pp, corr + k);
-  else fk__att_softmax_bf16(1, ss, nn, mm, ll, pp, corr + k);
+  if (R == 4) fk__att_softmax_bf16(4, g.s, g.n, g.m, g.l, g.p, corr + k);
+  else if (R == 3) fk__att_softmax_bf16(3, g.s, g.n, g.m, g.l, g.p, corr + k);
+  else if (R == 2) fk__att_softmax_bf16(2, g.s, g.n, g.m, g.l, g.p, corr + k);
+  else fk__att_softmax_bf16(1, g.s, g.n, g.m, g.l, g.p, corr + k);
 }
 
 /* The n rows rows[0 .. n) (indices into qp, m, l and o, whose row i is o + i * hd), each seeing nv[i]
@@ -402,48 +426,33 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(con
   /* ticks: each group's score steps of 8 dim pairs and its PV passes of 64 dims, each softmax call */
   const size_t ticks = groups * ((hd / 2 + 7) / 8 + (hd + 63) / 64) + (softmax_rows == 1 ? n : groups);
   fk__att_pf pf = {.k = pf_k, .v = pf_v, .at = 0, .step = fk__att_pf_step(pf_k, pf_bytes, ticks), .bytes = pf_bytes};
+  const fk__att_tiles t = {.qp = qp, .rows = rows, .nv = nv, .m = m, .l = l, .o = o, .hd = hd, .s = s, .pb = pb};
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
-    const uint32_t* qq[4];
-    float* ss[4];
-    FK_UNROLL(4)
-    for (size_t r = 0; r < 4; ++r) {
-      const size_t i = k + (r < R ? r : 0);
-      qq[r] = qp[rows[i]];
-      ss[r] = s[i];
-    }
-    if (R == 4) fk__att_scores_bf16(4, qq, kb, w, bk, hd, scale, ss, &pf);
-    else if (R == 3) fk__att_scores_bf16(3, qq, kb, w, bk, hd, scale, ss, &pf);
-    else if (R == 2) fk__att_scores_bf16(2, qq, kb, w, bk, hd, scale, ss, &pf);
-    else fk__att_scores_bf16(1, qq, kb, w, bk, hd, scale, ss, &pf);
+    const fk__att_rowset g = fk__att_rowset_at(&t, k, R);
+    if (R == 4) fk__att_scores_bf16(4, g.q, kb, w, bk, hd, scale, g.s, &pf);
+    else if (R == 3) fk__att_scores_bf16(3, g.q, kb, w, bk, hd, scale, g.s, &pf);
+    else if (R == 2) fk__att_scores_bf16(2, g.q, kb, w, bk, hd, scale, g.s, &pf);
+    else fk__att_scores_bf16(1, g.q, kb, w, bk, hd, scale, g.s, &pf);
   }
   for (size_t k = 0, R; k < n; k += R) {
     R = softmax_rows == 1 ? 1 : fk__att_group512(n - k);
-    fk__att_softmax_rows(k, R, s, rows, nv, m, l, pb, corr, &pf);
+    fk__att_softmax_rows(&t, k, R, corr, &pf);
   }
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
-    const uint32_t* pp[4];
-    size_t nn[4];
-    float* oo[4];
-    FK_UNROLL(4)
-    for (size_t r = 0; r < 4; ++r) {
-      const size_t i = k + (r < R ? r : 0);
-      pp[r] = pb[i];
-      nn[r] = nv[rows[i]];
-      oo[r] = o + rows[i] * hd;
-    }
-    size_t both = nn[0] / 2; /* whole key pairs every row of the group sees; a row's own further keys follow */
-    for (size_t r = 1; r < R; ++r) both = nn[r] / 2 < both ? nn[r] / 2 : both;
+    const fk__att_rowset g = fk__att_rowset_at(&t, k, R);
+    size_t both = g.n[0] / 2; /* whole key pairs every row of the group sees; a row's own further keys follow */
+    for (size_t r = 1; r < R; ++r) both = g.n[r] / 2 < both ? g.n[r] / 2 : both;
     for (size_t d0 = 0; d0 < hd; d0 += 64) {
       fk__att_pf_tick(&pf);
-      if (R == 4) fk__att_pv_bf16(4, pp, vb, w, hd, d0, 0, both, 0, corr + k, oo);
-      else if (R == 3) fk__att_pv_bf16(3, pp, vb, w, hd, d0, 0, both, 0, corr + k, oo);
-      else if (R == 2) fk__att_pv_bf16(2, pp, vb, w, hd, d0, 0, both, 0, corr + k, oo);
-      else fk__att_pv_bf16(1, pp, vb, w, hd, d0, 0, both, 0, corr + k, oo);
+      if (R == 4) fk__att_pv_bf16(4, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o);
+      else if (R == 3) fk__att_pv_bf16(3, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o);
+      else if (R == 2) fk__att_pv_bf16(2, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o);
+      else fk__att_pv_bf16(1, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o);
       FK_UNROLL(4)
       for (size_t r = 0; r < R; ++r)
-        if (nn[r] > 2 * both) fk__att_pv_bf16(1, pp + r, vb, w, hd, d0, both, nn[r] / 2, (int)(nn[r] % 2), NULL, oo + r);
+        if (g.n[r] > 2 * both) fk__att_pv_bf16(1, g.p + r, vb, w, hd, d0, both, g.n[r] / 2, (int)(g.n[r] % 2), NULL, g.o + r);
     }
   }
 }
