@@ -13176,7 +13176,10 @@ template <class... Args>
 // out: the header length is bounded (100 MB, as the reference implementation) and inside the file,
 // the header is a JSON object no deeper than the format needs, each dtype is known, each shape is
 // a list of non-negative integers whose element count times the dtype size (overflow-checked)
-// equals the byte span, each span lies inside the data area, and no two non-empty spans overlap.
+// equals the byte span, each span lies inside the data area, and the non-empty spans, in order,
+// fill the data area exactly: no overlap, no gap, no byte past the last tensor. (The reference
+// loader refuses gaps and trailing bytes too; a header length off by a few bytes shifts every
+// tensor, and only the data area's size shows it.)
 // Every failure is one load_error naming the file and the tensor. parse() works on a byte span so
 // that the mmap path (safetensors_file::open) and the fuzz harness run exactly the same code.
 //
@@ -13502,18 +13505,31 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
                                           static_cast<std::size_t>(expected_bytes), 8 + header_bytes + *begin});
   }
 
-  // Overlap: sorted by begin, each non-empty span must start at or after the furthest end so far.
-  // Empty spans hold no bytes, so they cannot alias anything.
+  // Sorted by begin, each non-empty span must start where the one before it ended (the first at 0),
+  // and the last end where the data area does. Empty spans hold no bytes: they cannot alias anything.
   std::ranges::sort(spans, {}, [](const span_ref& s) { return std::pair(s.begin, s.end); });
-  const span_ref* furthest = nullptr;
+  const span_ref* previous = nullptr;
   for (const span_ref& s : spans) {
     if (s.begin == s.end) continue;
-    if (furthest != nullptr && s.begin < furthest->end)
+    const std::uint64_t filled = previous != nullptr ? previous->end : 0;
+    if (s.begin < filled)
       throw_load_error(fname, "tensor \"{}\": data_offsets [{}, {}] overlap those of tensor \"{}\" [{}, {}]",
-                       result.tensors_[s.tensor].name, s.begin, s.end, result.tensors_[furthest->tensor].name,
-                       furthest->begin, furthest->end);
-    if (furthest == nullptr || s.end > furthest->end) furthest = &s;
+                       result.tensors_[s.tensor].name, s.begin, s.end, result.tensors_[previous->tensor].name,
+                       previous->begin, previous->end);
+    if (s.begin > filled)
+      throw_load_error(fname, "tensor \"{}\": data_offsets [{}, {}] leave {} bytes unused before it ({}); the tensors "
+                       "must fill the data area in order (the reference loader refuses this file too)",
+                       result.tensors_[s.tensor].name, s.begin, s.end, s.begin - filled,
+                       previous != nullptr ? fmt::format("after tensor \"{}\" [{}, {}]", result.tensors_[previous->tensor].name,
+                                                         previous->begin, previous->end)
+                                           : std::string("at the data area's start"));
+    previous = &s;
   }
+  const std::uint64_t filled = previous != nullptr ? previous->end : 0;
+  if (filled != data_area.size())
+    throw_load_error(fname, "the data area holds {} bytes, but the tensors end at byte {}: {} bytes past the last tensor "
+                     "(a header length that is off, or bytes appended; the reference loader refuses this file too)",
+                     data_area.size(), filled, data_area.size() - filled);
 
   // nlohmann's object iterates in key order, so tensors_ is already sorted by name for find().
   result.bound_.assign(result.tensors_.size(), false);

@@ -475,27 +475,53 @@ FST_API int fst__tensors(fst_file* f, char* err, size_t errn) {
     }
     order[f->count++] = t;
   }
-  /* Sorted, each name must differ from the next; sorted by begin, each non-empty span must start at
-   * or after the furthest end so far (empty spans hold no bytes). O(n log n) for hostile headers. */
-  if (f->count > 1) {
-    const fst_tensor* furthest = NULL;
-    qsort((void*)order, f->count, sizeof *order, fst__by_name);
-    for (k = 1; k < f->count; ++k)
-      if (!strcmp(order[k - 1]->name, order[k]->name)) {
-        fst__fail(err, errn, "%s: the header lists tensor \"%s\" twice", path, order[k]->name);
-        goto fail;
-      }
-    qsort((void*)order, f->count, sizeof *order, fst__by_offsets);
+  /* Sorted, each name must differ from the next; sorted by begin, each non-empty span must start where
+   * the one before it ended (the first at 0), and the last end where the data area does (empty spans
+   * hold no bytes). O(n log n) for hostile headers. */
+  {
+    const fst_tensor* previous = NULL;
+    uint64_t filled = 0;
+    if (f->count > 1) {
+      qsort((void*)order, f->count, sizeof *order, fst__by_name);
+      for (k = 1; k < f->count; ++k)
+        if (!strcmp(order[k - 1]->name, order[k]->name)) {
+          fst__fail(err, errn, "%s: the header lists tensor \"%s\" twice", path, order[k]->name);
+          goto fail;
+        }
+      qsort((void*)order, f->count, sizeof *order, fst__by_offsets);
+    }
     for (k = 0; k < f->count; ++k) {
       const fst_tensor* t = order[k];
       if (t->begin == t->end) continue;
-      if (furthest && t->begin < furthest->end) {
+      if (t->begin < filled) {
         fst__fail(err, errn, "%s: tensor \"%s\": data_offsets [%llu, %llu] overlap those of tensor \"%s\" [%llu, %llu]", path, t->name,
-                  (unsigned long long)t->begin, (unsigned long long)t->end, furthest->name, (unsigned long long)furthest->begin,
-                  (unsigned long long)furthest->end);
+                  (unsigned long long)t->begin, (unsigned long long)t->end, previous->name, (unsigned long long)previous->begin,
+                  (unsigned long long)previous->end);
         goto fail;
       }
-      if (!furthest || t->end > furthest->end) furthest = t;
+      if (t->begin > filled) {
+        if (previous)
+          fst__fail(err, errn,
+                    "%s: tensor \"%s\": data_offsets [%llu, %llu] leave %llu bytes unused before it (after tensor \"%s\" [%llu, %llu]); the "
+                    "tensors must fill the data area in order (the reference loader refuses this file too)",
+                    path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)(t->begin - filled),
+                    previous->name, (unsigned long long)previous->begin, (unsigned long long)previous->end);
+        else
+          fst__fail(err, errn,
+                    "%s: tensor \"%s\": data_offsets [%llu, %llu] leave %llu bytes unused before it (at the data area's start); the "
+                    "tensors must fill the data area in order (the reference loader refuses this file too)",
+                    path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)(t->begin - filled));
+        goto fail;
+      }
+      previous = t;
+      filled = t->end;
+    }
+    if (filled != f->data_bytes) {
+      fst__fail(err, errn,
+                "%s: the data area holds %llu bytes, but the tensors end at byte %llu: %llu bytes past the last tensor (a header "
+                "length that is off, or bytes appended; the reference loader refuses this file too)",
+                path, (unsigned long long)f->data_bytes, (unsigned long long)filled, (unsigned long long)(f->data_bytes - filled));
+      goto fail;
     }
   }
   free((void*)order);
@@ -564,8 +590,9 @@ fail:
 /* Opens the safetensors file at `path` and checks its header: the length is inside the file and at
  * most 100 MB, the header is strict JSON (UTF-8) with one entry per tensor name, each dtype is known,
  * each shape has at most FST_MAX_RANK non-negative dimensions whose byte count (overflow-checked)
- * equals the tensor's data_offsets span, every span lies inside the data area, and no two non-empty
- * spans overlap; "__metadata__" maps strings to strings. No tensor byte is read. */
+ * equals the tensor's data_offsets span, every span lies inside the data area, and the non-empty spans
+ * in order fill the data area exactly (no overlap, no gap, no byte past the last tensor: as the
+ * reference loader); "__metadata__" maps strings to strings. No tensor byte is read. */
 FST_API int fst_open(fst_file* f, const char* path, char* err, size_t errn) {
   FILE* stream = fopen(path, "rb");
   if (!stream) {

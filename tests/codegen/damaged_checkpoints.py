@@ -115,6 +115,18 @@ with open(os.path.join(d, "model.safetensors"), "wb") as f:
     f.write(struct.pack("<Q", len(text)) + text + data)
 expect_refused("a header padded with NULs", d, "NUL byte")
 
+# A header length 2 short, the JSON padded with spaces so that it still parses: every tensor would be
+# read 2 bytes early (silent garbage). The data area then outlasts the tensors: refused by both, as
+# the reference loader refuses it; so are bytes appended after the last tensor.
+d = variant("header_length_short")
+text = json.dumps(header, separators=(",", ":")).encode() + b" " * 8
+with open(os.path.join(d, "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(text) - 2) + text + data)
+expect_refused("a header length 2 bytes short", d, "2 bytes past the last tensor")
+d = variant("bytes_appended")
+write_safetensors(os.path.join(d, "model.safetensors"), header, data + b"\0" * 1000)
+expect_refused("1000 bytes appended", d, "1000 bytes past the last tensor")
+
 # A header of odd length: every BF16 tensor at an odd file offset, legal and read as any other.
 d = variant("odd_offsets")
 write_safetensors(os.path.join(d, "model.safetensors"), header, data, length_mod8=3)

@@ -177,7 +177,7 @@ TEST_CASE("C reader: strings are UTF-8 without NUL; numbers follow the JSON gram
   CHECK(name_error("\\x") == "t.safetensors: invalid JSON header: bad escape");
 
   const auto shape_error = [](const std::string& dims) {
-    return entry_error("{\"dtype\":\"U8\",\"shape\":[" + dims + "],\"data_offsets\":[0,1]}");
+    return entry_error("{\"dtype\":\"U8\",\"shape\":[" + dims + "],\"data_offsets\":[0,1]}", 1);
   };
   CHECK(shape_error("1") == "no error");
   CHECK(shape_error("01") == "t.safetensors: invalid JSON header: expected ',' or a closing bracket");
@@ -231,19 +231,35 @@ TEST_CASE("C reader: each tensor entry is checked: dtype, shape, offsets, bytes,
         "t.safetensors: tensor \"t\": data_offsets [9223372036854775800, 9223372036854775807] span 7 bytes, but its shape of U8 "
         "needs 16");
   // A zero dimension makes any shape empty, even one whose other dimensions overflow.
-  CHECK(entry_error(R"({"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]})") == "no error");
+  CHECK(entry_error(R"({"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]})", 0) == "no error");
 
   const std::string overlap = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                              R"("b":{"dtype":"F32","shape":[4],"data_offsets":[32,48]},)"
-                              R"("c":{"dtype":"F32","shape":[2],"data_offsets":[44,52]},)"
+                              R"("b":{"dtype":"F32","shape":[4],"data_offsets":[16,32]},)"
+                              R"("c":{"dtype":"F32","shape":[2],"data_offsets":[28,36]},)"
                               R"("empty":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})";
-  CHECK(open_error(craft(overlap, 64)) == "t.safetensors: tensor \"c\": data_offsets [44, 52] overlap those of tensor \"b\" [32, 48]");
+  CHECK(open_error(craft(overlap, 64)) == "t.safetensors: tensor \"c\": data_offsets [28, 36] overlap those of tensor \"b\" [16, 32]");
   const std::string inside = R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]},)"
                              R"("a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})";
   CHECK(open_error(craft(inside, 64)) == "t.safetensors: tensor \"b\": data_offsets [4, 12] overlap those of tensor \"a\" [0, 32]");
   const std::string unordered = R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
                                 R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
-  CHECK(open_error(craft(unordered, 16)) == "no error");  // order and gaps are the writer's business
+  CHECK(open_error(craft(unordered, 16)) == "no error");  // the header's order is the writer's business
+  // ... but, as for the reference loader, the tensors fill the data area: no gap, no byte after them
+  // (a header length a few bytes short shifts every tensor, and only the data area's size shows it)
+  CHECK(open_error(craft(unordered, 18)) ==
+        "t.safetensors: the data area holds 18 bytes, but the tensors end at byte 16: 2 bytes past the last tensor (a header "
+        "length that is off, or bytes appended; the reference loader refuses this file too)");
+  CHECK(open_error(craft("{}", 8)) ==
+        "t.safetensors: the data area holds 8 bytes, but the tensors end at byte 0: 8 bytes past the last tensor (a header "
+        "length that is off, or bytes appended; the reference loader refuses this file too)");
+  const std::string gap = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                          R"("b":{"dtype":"F32","shape":[2],"data_offsets":[20,28]}})";
+  CHECK(open_error(craft(gap, 28)) ==
+        "t.safetensors: tensor \"b\": data_offsets [20, 28] leave 4 bytes unused before it (after tensor \"a\" [0, 16]); the "
+        "tensors must fill the data area in order (the reference loader refuses this file too)");
+  CHECK(open_error(craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12)) ==
+        "t.safetensors: tensor \"a\": data_offsets [8, 12] leave 8 bytes unused before it (at the data area's start); the "
+        "tensors must fill the data area in order (the reference loader refuses this file too)");
 }
 
 TEST_CASE("C reader: missing files, directories, a truncated checkpoint") {

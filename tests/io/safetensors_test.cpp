@@ -334,18 +334,53 @@ TEST_CASE("each tensor entry is checked: dtype, shape, offsets, bytes, bounds, o
         "t.safetensors: tensor \"t\": data_offsets [18446744073709551600, 18446744073709551615] span 15 bytes, but "
         "shape [16] of U8 needs 16");
   // A zero dimension makes any shape empty, even one whose other dimensions overflow.
-  CHECK(entry_error(R"({"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]})") == "no error");
+  CHECK(entry_error(R"({"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]})", 0) == "no error");
 
   const std::string overlap = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                              R"("b":{"dtype":"F32","shape":[4],"data_offsets":[32,48]},)"
-                              R"("c":{"dtype":"F32","shape":[2],"data_offsets":[44,52]},)"
+                              R"("b":{"dtype":"F32","shape":[4],"data_offsets":[16,32]},)"
+                              R"("c":{"dtype":"F32","shape":[2],"data_offsets":[28,36]},)"
                               R"("empty":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}})";
   CHECK(parse_error(craft(overlap, 64)) ==
-        "t.safetensors: tensor \"c\": data_offsets [44, 52] overlap those of tensor \"b\" [32, 48]");
+        "t.safetensors: tensor \"c\": data_offsets [28, 36] overlap those of tensor \"b\" [16, 32]");
   const std::string inside = R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},)"
                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
   CHECK(parse_error(craft(inside, 64)) ==
         "t.safetensors: tensor \"b\": data_offsets [4, 12] overlap those of tensor \"a\" [0, 32]");
+}
+
+TEST_CASE("the tensors fill the data area in order: no gap, no byte past the last one") {
+  // The reference loader refuses both, and a header length a few bytes short (the header padded
+  // with spaces, so its JSON still parses) shifts every tensor: only the data area's size shows it.
+  const std::string two = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                          R"("b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]},)"
+                          R"("empty":{"dtype":"F32","shape":[0],"data_offsets":[24,24]}})";
+  CHECK(parse_error(craft(two, 24)) == "no error");
+  CHECK(parse_error(craft(two, 26)) ==
+        "t.safetensors: the data area holds 26 bytes, but the tensors end at byte 24: 2 bytes past the last tensor (a "
+        "header length that is off, or bytes appended; the reference loader refuses this file too)");
+  CHECK(parse_error(craft("{}", 8)) ==
+        "t.safetensors: the data area holds 8 bytes, but the tensors end at byte 0: 8 bytes past the last tensor (a "
+        "header length that is off, or bytes appended; the reference loader refuses this file too)");
+  const std::string gap = R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                          R"("b":{"dtype":"F32","shape":[2],"data_offsets":[20,28]}})";
+  CHECK(parse_error(craft(gap, 28)) ==
+        "t.safetensors: tensor \"b\": data_offsets [20, 28] leave 4 bytes unused before it (after tensor \"a\" [0, 16]); "
+        "the tensors must fill the data area in order (the reference loader refuses this file too)");
+  CHECK(parse_error(craft(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12)) ==
+        "t.safetensors: tensor \"a\": data_offsets [8, 12] leave 8 bytes unused before it (at the data area's start); "
+        "the tensors must fill the data area in order (the reference loader refuses this file too)");
+
+  // A real checkpoint whose header length is 2 short: its JSON, padded with spaces, still parses.
+  const std::vector<std::byte> model = read_bytes(tiny_a / "model.safetensors");
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(model[static_cast<std::size_t>(i)]) << (8 * i);
+  std::vector<std::byte> shifted(model.begin(), model.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  shifted.insert(shifted.end(), 8, std::byte{' '});
+  shifted.insert(shifted.end(), model.begin() + 8 + static_cast<std::ptrdiff_t>(n), model.end());
+  const std::uint64_t short_n = n + 8 - 2;
+  for (int i = 0; i < 8; ++i) shifted[static_cast<std::size_t>(i)] = static_cast<std::byte>((short_n >> (8 * i)) & 0xFF);
+  CHECK(parse_error(shifted).ends_with(": 2 bytes past the last tensor (a header length that is off, or bytes appended; "
+                                       "the reference loader refuses this file too)"));
 }
 
 TEST_CASE("a tensor not aligned to its element size is refused for in-place use, and still converts") {
