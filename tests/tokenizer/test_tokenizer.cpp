@@ -229,6 +229,16 @@ TEST_CASE("loader errors name the file and the field") {
   CHECK(with([](json& j) { j["added_tokens"][0]["lstrip"] = true; }) == "t.json: added_tokens[0].lstrip: true is not supported");
   CHECK(with([](json& j) { j["added_tokens"][0]["content"] = ""; }) == "t.json: added_tokens[0].content: must not be empty");
   CHECK(with([](json& j) { j["added_tokens"][0].erase("id"); }) == "t.json: added_tokens[0]: missing field 'id'");
+  // One id, one token: two would encode apart and decode alike (an id's added token may repeat the
+  // vocabulary's, and a token may be listed twice).
+  CHECK(with([](json& j) { j["model"]["vocab"]["ab"] = 97; }) ==
+        "t.json: model.vocab[\"ab\"]: id 97 is also the id of model.vocab[\"a\"]; each token needs its own id");
+  CHECK(with([](json& j) { j["added_tokens"].push_back({{"id", 257}, {"content", "<|other|>"}}); }) ==
+        "t.json: added_tokens[1].id: id 257 is also the id of added_tokens[0] (\"<|end|>\"); each token needs its own id");
+  CHECK(with([](json& j) { j["added_tokens"].push_back({{"id", 258}, {"content", "<|end|>"}}); }) ==
+        "t.json: added_tokens[1].content: \"<|end|>\" is already added_tokens[0] with id 257; a token has one id");
+  CHECK(with([](json& j) { j["added_tokens"].push_back(j["added_tokens"][0]); }) == "(loaded)");
+  CHECK(with([](json& j) { j["added_tokens"].push_back({{"id", 256}, {"content", "ab"}}); }) == "(loaded)");
   CHECK(load_error(fused::json_text::parse("{}")) == "t.json: (top level): missing field 'pre_tokenizer'");
 
   try {

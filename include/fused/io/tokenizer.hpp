@@ -339,9 +339,15 @@ class tokenizer {
       if (id > max_id) max_id = id, max_id_field = field;
     };
     vocab_.reserve(vocab.size());
+    // Each id names one token: two tokens of one id would encode apart and decode alike (the reference
+    // library keeps the later one for decoding, silently).
+    std::unordered_map<std::int32_t, std::string> vocab_text_of_id;
+    vocab_text_of_id.reserve(vocab.size());
     for (const auto& [text, idv] : vocab.items()) {
       const std::string field = "model.vocab[\"" + text + "\"]";
       const std::int32_t id = r.id(idv, field);
+      if (const auto [it, fresh] = vocab_text_of_id.try_emplace(id, text); !fresh)
+        r.fail(field, "id " + std::to_string(id) + " is also the id of model.vocab[\"" + it->second + "\"]; each token needs its own id");
       vocab_.emplace(text, id);
       note_id(id, field);
     }
@@ -349,6 +355,9 @@ class tokenizer {
     const json& added = r.optional_member(j, "added_tokens") ? j.at("added_tokens") : json::array();
     if (!added.is_array()) r.fail("added_tokens", "must be an array");
     std::vector<tokenization::added_token> raw_tokens, normalized_tokens;
+    // An added token may repeat a vocabulary entry (its id wins there), or itself word for word; but
+    // one id for two contents, or one content under two ids, could only encode or decode wrongly.
+    std::unordered_map<std::int32_t, std::size_t> added_index_of_id;
     for (std::size_t i = 0; i < added.size(); ++i) {
       const std::string field = "added_tokens[" + std::to_string(i) + "]";
       const json& t = added[i];
@@ -356,6 +365,16 @@ class tokenizer {
       const std::int32_t id = r.id(r.member(t, field, "id"), field + ".id");
       const std::string& content = r.str(r.member(t, field, "content"), field + ".content");
       if (content.empty()) r.fail(field + ".content", "must not be empty");
+      if (const auto [it, fresh] = added_index_of_id.try_emplace(id, i); !fresh) {
+        const std::string& earlier = added[it->second].at("content").get_ref<const std::string&>();
+        if (earlier != content)
+          r.fail(field + ".id", "id " + std::to_string(id) + " is also the id of added_tokens[" + std::to_string(it->second) + "] (\"" +
+                                    earlier + "\"); each token needs its own id");
+        continue;  // the same token twice
+      }
+      if (const auto at = added_ids_.find(content); at != added_ids_.end())
+        r.fail(field + ".content", "\"" + content + "\" is already added_tokens[" + std::to_string(added_index_of_id.at(at->second)) +
+                                       "] with id " + std::to_string(at->second) + "; a token has one id");
       for (const char* key : {"single_word", "lstrip", "rstrip"})
         if (r.boolean(t, field, key, false)) r.fail(field + "." + key, "true is not supported");
       const bool special = r.boolean(t, field, "special", false);
