@@ -221,6 +221,14 @@ TEST_CASE("RoPE: both spellings, the default and the llama3 kind") {
         "transformers 5)");
   CHECK(error_after([](json& j) { j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}}; }) ==
         "config.json: field \"rope_scaling.type\": \"yarn\" is not supported (only \"default\" and \"llama3\" RoPE)");
+  // RoPE over part of each head rotates other dims: refused, not run as full RoPE (1 is full RoPE).
+  CHECK(error_after([](json& j) { j["partial_rotary_factor"] = 0.5; }) ==
+        "config.json: field \"partial_rotary_factor\": 0.5 is not supported (RoPE over the whole head_dim only)");
+  CHECK(error_after([](json& j) {
+          j.erase("rope_theta");
+          j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "default"}, {"partial_rotary_factor", 0.25}};
+        }) == "config.json: field \"rope_parameters.partial_rotary_factor\": 0.25 is not supported (RoPE over the whole head_dim only)");
+  CHECK(error_after([](json& j) { j["partial_rotary_factor"] = 1.0; }) == "no error");
   CHECK(error_after([](json& j) {
           j.erase("rope_theta");
           j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "linear"}, {"factor", 2.0}};

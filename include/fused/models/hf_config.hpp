@@ -135,6 +135,16 @@ inline void read_rope(const config_reader& r, config& c) {
     if (const nlohmann::json* v = config_reader::get(*params, "rope_theta"))
       nested = r.positive_real("rope_parameters.rope_theta", *v);
   }
+  // RoPE over part of each head (Phi, some GLM) rotates other dims than the kernels do: refused, not
+  // run as full RoPE. 1 is full RoPE.
+  const auto refuse_partial = [&](std::string_view key, const nlohmann::json& v) {
+    if (r.positive_real(key, v) != 1.0)
+      r.fail(key, "{} is not supported (RoPE over the whole head_dim only)", json_text::excerpt(v));
+  };
+  if (const nlohmann::json* v = r.get("partial_rotary_factor")) refuse_partial("partial_rotary_factor", *v);
+  if (params != nullptr && params->is_object())
+    if (const nlohmann::json* v = config_reader::get(*params, "partial_rotary_factor"))
+      refuse_partial("rope_parameters.partial_rotary_factor", *v);
   if (top && nested && *top != *nested)
     r.fail("rope_theta", "{} disagrees with rope_parameters.rope_theta {}", *top, *nested);
   if (!top && !nested)
