@@ -208,6 +208,11 @@ TEST_CASE("each damaged document is refused with its rule and node") {
       {"a string id", [](json& j) { j["nodes"][2]["id"] = "12"; }, "nodes[2]", "format"},
       {"a misspelt field", [](json& j) { j["nodes"][2]["data"]["atributes"] = json::object(); }, "node 12", "format"},
       {"a state Input nothing carries", [](json& j) { j["nodes"][0]["data"]["state"] = true; }, "node 10", "state-carry"},
+      {"an Input named \"\"", [](json& j) { j["nodes"][0]["data"]["name"] = ""; }, "node 10", "format"},
+      {"a GetAttr of target \"\"", [](json& j) { j["nodes"][1]["data"]["target"] = ""; }, "node 11", "format"},
+      {"an Output named \"\"", [](json& j) { j["nodes"][3]["data"]["name"] = ""; }, "node 13", "format"},
+      {"a logits option fused would refuse", [](json& j) { j["metadata"]["options"] = {{"logits", "middle"}}; }, "graph", "format"},
+      {"options that are not an object", [](json& j) { j["metadata"]["options"] = 5; }, "graph", "format"},
       {"a Loop without its bound", [](json& j) {
          j["nodes"].push_back({{"id", 14}, {"type", "Loop"}, {"data", {{"body", {12}}}}});
        }, "node 14", "format"},

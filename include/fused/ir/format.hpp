@@ -265,10 +265,12 @@ class reader {
     switch (n.type) {
       case node_type::input:
       case node_type::get_attr: {
-        const std::string* name = text(data, n.type == node_type::input ? "name" : "target", where);
+        const char* key = n.type == node_type::input ? "name" : "target";
+        const std::string* name = text(data, key, where);
         if (name) n.name = *name;
+        if (name && name->empty()) fail(where, "format", std::string("\"") + key + "\" must not be empty (it names the tensor a run binds)");
         n.value = type_of(data, where, true);
-        ok = name && n.value;
+        ok = name && !name->empty() && n.value;
         if (n.type == node_type::input && data.contains("state")) {
           if (data["state"].is_boolean()) n.state = data["state"].get<bool>();
           else fail(where, "format", "\"state\" must be true or false"), ok = false;
@@ -290,7 +292,8 @@ class reader {
       case node_type::output: {
         const std::string* name = text(data, "name", where);
         if (name) n.name = *name;
-        ok = name != nullptr;
+        if (name && name->empty()) fail(where, "format", "\"name\" must not be empty (it names the tensor a run writes)");
+        ok = name != nullptr && !name->empty();
         if (const auto c = data.find("carries"); c != data.end()) {
           n.carries = this->index(*c, where, "carries");
           ok = ok && n.carries;
@@ -375,6 +378,12 @@ inline read_result from_json(const json& doc) {
     return out;
   }
   out.doc.metadata = *meta;
+  // The fields fused reads (docs/GRAPH_FORMAT.md): a value it would refuse later is refused here.
+  if (const auto o = meta->find("options"); o != meta->end()) {
+    if (!o->is_object()) r.fail("graph", "format", "metadata.options must be an object, got " + json_text::excerpt(*o));
+    else if (const auto l = o->find("logits"); l != o->end() && *l != "last" && *l != "all")
+      r.fail("graph", "format", "metadata.options.logits must be \"last\" or \"all\", got " + json_text::excerpt(*l));
+  }
 
   if (const auto s = doc.find("symbols"); s != doc.end()) {
     if (!s->is_array()) r.fail("graph", "format", "\"symbols\" must be an array of {\"name\"}");
