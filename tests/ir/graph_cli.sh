@@ -55,10 +55,24 @@ fails plan --graph "$work/bad2.json" --mode prefill
 "$fused" graph run "$data/relu_mlp.json" --weights "$data/relu_mlp_weights.safetensors" --inputs "$data/relu_mlp_inputs.safetensors" \
   --out "$work/mlp.safetensors" 2>/dev/null
 cmp "$work/mlp.safetensors" "$data/relu_mlp_expected.safetensors" || { echo "graph run of relu_mlp.json: unexpected output"; exit 1; }
-# Without its weights: the cut-wire report names the step and the missing parameter.
-fails graph run "$data/relu_mlp.json" --inputs "$data/relu_mlp_inputs.safetensors" --out "$work/x.safetensors"
-[ ! -s "$work/out" ] && grep -q "cut wire at step 0 'linear' -> 'hidden'.*'mlp.0.weight' (weight): MISSING" "$work/err" ||
-  { echo "graph run without weights"; cat "$work/err"; exit 1; }
+# Weights that lack a parameter, or hold it in another shape: the file and the GetAttr's target named.
+fails graph run "$data/relu_mlp.json" --weights "$data/relu_mlp_inputs.safetensors" --inputs "$data/relu_mlp_inputs.safetensors" \
+  --out "$work/x.safetensors"
+[ ! -s "$work/out" ] && grep -q 'relu_mlp_inputs.safetensors: no tensor "mlp.0.weight" (the graph.s GetAttr of that name)' "$work/err" ||
+  { echo "graph run with weights that lack one"; cat "$work/err"; exit 1; }
+python3 -c '
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+header["mlp.0.weight"]["shape"] = header["mlp.0.weight"]["shape"][::-1]
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])' "$data/relu_mlp_weights.safetensors" "$work/transposed.safetensors"
+fails graph run "$data/relu_mlp.json" --weights "$work/transposed.safetensors" --inputs "$data/relu_mlp_inputs.safetensors" \
+  --out "$work/x.safetensors"
+grep -q 'transposed.safetensors: tensor "mlp.0.weight" has shape \[2, 3\]; the graph.s GetAttr is \[3, 2\]' "$work/err" ||
+  { echo "graph run with a weight of another shape"; cat "$work/err"; exit 1; }
 # Control flow (the FX design's loop: x = x + 1, i = i + 1 while i < 10): from x = -3, x = 7 and i = 10.
 "$fused" graph run "$data/count_to_ten.json" --inputs "$data/count_to_ten_inputs.safetensors" --out "$work/count.safetensors" 2>/dev/null
 cmp "$work/count.safetensors" "$data/count_to_ten_expected.safetensors" || { echo "graph run of count_to_ten.json: unexpected output"; exit 1; }
@@ -94,6 +108,9 @@ usage '--bind ctx=5 cannot hold the prefill of --seq 8 tokens' plan --graph "$g"
 "$fused" plan --graph "$g" --mode decode --bind ctx=300 --format json >"$work/a"
 "$fused" plan --graph "$g" --mode decode --ctx 300 --format json >"$work/b"
 cmp -s "$work/a" "$work/b" || { echo "plan --graph: --bind ctx=300 differs from --ctx 300"; exit 1; }
+# Without its weights: said so, naming the first parameter the graph reads.
+usage 'the graph reads the parameter "mlp.0.weight" (a GetAttr node): give --weights' graph run "$data/relu_mlp.json" \
+  --inputs "$data/relu_mlp_inputs.safetensors" --out "$work/x.safetensors"
 usage '--bind binds batch twice (batch=2 and batch=3)' graph run "$data/relu_mlp.json" --weights "$data/relu_mlp_weights.safetensors" \
   --inputs "$data/relu_mlp_inputs.safetensors" --out "$work/x.safetensors" --bind batch=2 --bind batch=3
 # A Loop without its bound, and a Merge of a node that is not a Conditional or Loop: refused by node and rule.

@@ -118,6 +118,43 @@ inline CLI::Validator one_of(std::vector<std::string> words) {
       list, "one_of");
 }
 
+// Text from a file or a terminal as an error may quote it: control bytes (NUL first: it would end the
+// message) and bytes that are not UTF-8 as \xHH, the rest as it is.
+inline std::string printable(std::string_view text) {
+  std::string out;
+  const auto hex = [&out](unsigned char b) {
+    static constexpr char digits[] = "0123456789ABCDEF";
+    out += "\\x";
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b < 0x80) {
+      if (b < 0x20 || b == 0x7F) hex(b);
+      else out += static_cast<char>(b);
+      ++i;
+      continue;
+    }
+    // a well-formed UTF-8 sequence (no overlong form, surrogate or code point past U+10FFFF) is kept
+    const std::size_t n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 ? 2 : 0;
+    bool ok = n > 0 && b <= 0xF4 && i + n <= text.size();
+    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (ok && n >= 3) {
+      const auto second = static_cast<unsigned char>(text[i + 1]);
+      ok = !(b == 0xE0 && second < 0xA0) && !(b == 0xED && second >= 0xA0) && !(b == 0xF0 && second < 0x90) && !(b == 0xF4 && second >= 0x90);
+    }
+    if (!ok) {
+      hex(b);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
 // "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted, a trailing comma too
 // (as Python prints a list); an empty id ("1,,2", ",1") is an error, not an id less. `flag` names
 // the option (or argument) they came from, for the error.
@@ -132,14 +169,14 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
     while (i < w.size()) {
       const char c = w[i];
       if (c == ',') {
-        if (ids.empty() || comma_since_id) throw usage_error(std::string(flag) + ": '" + w + "' has an empty token id (two commas, or one first)");
+        if (ids.empty() || comma_since_id) throw usage_error(std::string(flag) + ": '" + printable(w) + "' has an empty token id (two commas, or one first)");
         comma_since_id = true;
         ++i;
         continue;
       }
-      if (c == '[' && (opened || !ids.empty())) throw usage_error(std::string(flag) + ": '" + w + "' has a '[' that does not open the list");
-      if (c == ']' && (!opened || closed)) throw usage_error(std::string(flag) + ": '" + w + "' has a ']' that closes no '['");
-      if (closed && c != ' ' && c != '\t' && c != '\n') throw usage_error(std::string(flag) + ": '" + w + "' goes on after the list's ']'");
+      if (c == '[' && (opened || !ids.empty())) throw usage_error(std::string(flag) + ": '" + printable(w) + "' has a '[' that does not open the list");
+      if (c == ']' && (!opened || closed)) throw usage_error(std::string(flag) + ": '" + printable(w) + "' has a ']' that closes no '['");
+      if (closed && c != ' ' && c != '\t' && c != '\n') throw usage_error(std::string(flag) + ": '" + printable(w) + "' goes on after the list's ']'");
       if (c == '[' || c == ']') {
         (c == '[' ? opened : closed) = true;
         ++i;
@@ -155,7 +192,7 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
         v = std::stoll(num, &used);
         if (used != num.size()) throw std::invalid_argument(num);
       } catch (const std::exception&) {
-        throw usage_error(std::string(flag) + ": '" + w + "' is not a list of token ids like 1,2,3");
+        throw usage_error(std::string(flag) + ": '" + printable(w) + "' is not a list of token ids like 1,2,3");
       }
       if (v < 0 || v > INT32_MAX) throw usage_error(std::string(flag) + ": token id " + num + " is outside [0, " + std::to_string(INT32_MAX) + "]");
       ids.push_back(static_cast<std::int32_t>(v));
@@ -163,8 +200,8 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
       i = end;
     }
   }
-  if (opened && !closed) throw usage_error(std::string(flag) + ": '" + last_word + "' has a '[' without its ']'");
-  if (comma_since_id) throw usage_error(std::string(flag) + ": '" + last_word + "' ends with a comma (an empty token id)");
+  if (opened && !closed) throw usage_error(std::string(flag) + ": '" + printable(last_word) + "' has a '[' without its ']'");
+  if (comma_since_id) throw usage_error(std::string(flag) + ": '" + printable(last_word) + "' ends with a comma (an empty token id)");
   return ids;
 }
 
@@ -218,6 +255,34 @@ inline std::string read_input_file(const std::string& path, const std::string& w
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw std::runtime_error(path + ": cannot read " + what + ": " + std::strerror(errno));
   return text;
+}
+
+// A path a command reads, for require_out_elsewhere, and whose it is ("the model's", "the --inputs"):
+// a directory stands for its regular files, each named as the owner's "weight file" or "file".
+struct read_path {
+  std::string path, owner;
+};
+
+// The file --out names must not be one the command reads: writing it would destroy that input (and a
+// weight file stays mapped while the command runs). The same file by identity: links, ./ and ../
+// alike. `result` says what --out holds, for the advice ("the logits").
+inline void require_out_elsewhere(std::string_view flag, const std::string& out, std::string_view result,
+                                  std::initializer_list<read_path> reads) {
+  std::error_code ec;
+  if (out.empty() || !std::filesystem::exists(out, ec)) return;
+  const auto refuse = [&](const std::string& what) {
+    throw usage_error(std::string(flag) + ": " + out + " is " + what + "; write " + std::string(result) + " elsewhere");
+  };
+  for (const read_path& r : reads) {
+    if (r.path.empty()) continue;
+    if (std::filesystem::is_directory(r.path, ec)) {
+      for (const auto& entry : std::filesystem::directory_iterator(r.path, ec))
+        if (entry.is_regular_file(ec) && std::filesystem::equivalent(out, entry.path(), ec))
+          refuse(r.owner + (entry.path().extension() == ".safetensors" ? " weight file " : " file ") + entry.path().string());
+    } else if (std::filesystem::equivalent(out, r.path, ec)) {
+      refuse(r.owner + " file " + r.path);
+    }
+  }
 }
 
 }  // namespace fused::cli

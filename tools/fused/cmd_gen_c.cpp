@@ -45,11 +45,19 @@ namespace fs = std::filesystem;
 
 // Where the kernel headers and fused_safetensors.h are: --kernels, $FUSED_KERNELS_DIR, an installed
 // tree next to this binary (bin/../include/fused/kernels, bin/../share/fused/codegen/c), or the source tree this binary was built from.
+// A directory given (--kernels, or the environment) must be one: a typo would otherwise fall through to
+// the defaults and copy other headers than the ones asked for.
 std::vector<fs::path> header_dirs(const std::string& given) {
   std::vector<fs::path> dirs;
-  if (!given.empty()) dirs.emplace_back(given);
-  if (const char* env = std::getenv("FUSED_KERNELS_DIR")) dirs.emplace_back(env);
   std::error_code ec;
+  if (!given.empty()) {
+    if (!fs::is_directory(given, ec)) throw fused::cli::usage_error("--kernels: " + given + " is not a directory");
+    dirs.emplace_back(given);
+  }
+  if (const char* env = std::getenv("FUSED_KERNELS_DIR"); env && *env) {
+    if (!fs::is_directory(env, ec)) throw std::runtime_error(std::string("FUSED_KERNELS_DIR: ") + env + " is not a directory");
+    dirs.emplace_back(env);
+  }
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     dirs.push_back(exe.parent_path().parent_path() / "include" / "fused" / "kernels");

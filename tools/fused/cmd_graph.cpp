@@ -48,6 +48,7 @@ struct export_options {
 int run_export(const export_options& o) {
   if (o.model.empty() == o.config.empty()) throw usage_error("give one of --model or --config");
   const std::string& source = o.model.empty() ? o.config : o.model;
+  fused::cli::require_out_elsewhere("--out", o.out, "the graph", {{.path = source, .owner = "the model's"}});
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(source);
   fused::decoder::graph_options options{};
   options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
@@ -124,6 +125,8 @@ std::vector<std::int64_t> bound_dims(const fused::tensor_info& t, const fused::b
 
 
 int run_graph(const run_options& o) {
+  fused::cli::require_out_elsewhere("--out", o.out, "the outputs",
+                                    {{.path = o.graph, .owner = "the graph"}, {.path = o.weights, .owner = "the --weights"}, {.path = o.inputs, .owner = "the --inputs"}});
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const fused::ir::loaded_graph loaded = fused::ir::load_graph(o.graph);
   const fused::ir::lowered& g = loaded.graph;
@@ -187,7 +190,16 @@ int run_graph(const run_options& o) {
     fused::wire_state& w = wires[static_cast<std::size_t>(t.id)];
     std::optional<std::vector<std::int64_t>> actual;
     if (t.kind == fused::role::weight) {
+      // A parameter the run cannot bind is the weights' fault (or a missing --weights): said so, naming
+      // the file and the GetAttr's target, before the cut-wire report would name the step instead.
       actual = stored[static_cast<std::size_t>(t.id)];
+      const std::string name = fused::to_string(t.name);
+      if (!actual && o.weights.empty())
+        throw usage_error("the graph reads the parameter \"" + name + "\" (a GetAttr node): give --weights, a model directory or a .safetensors file");
+      if (!actual) throw std::invalid_argument(o.weights + ": no tensor \"" + name + "\" (the graph's GetAttr of that name)");
+      if (*actual != bound_dims(t, b))
+        throw std::invalid_argument(o.weights + ": tensor \"" + name + "\" has shape " + fused::io::shape_string(*actual) + "; the graph's GetAttr is " +
+                                    fused::io::shape_string(bound_dims(t, b)));
     } else if (t.kind == fused::role::input || t.kind == fused::role::state) {
       if (const fused::io::tensor_view* v = in.find(fused::to_string(t.name))) {
         if (v->dtype != file_dtype(t.type))

@@ -34,11 +34,7 @@ int run_score(const options& o) {
   const std::string& out = o.out;
   const long long threads = o.threads;
   if (input.empty()) throw fused::cli::usage_error("--input-ids: at least one token id is needed");
-  // The weights are mapped from their files while the logits are written: --out must be another file.
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".safetensors" && std::filesystem::equivalent(out, entry.path(), ec))
-      throw fused::cli::usage_error("--out: " + out + " is the model's weight file " + entry.path().string() + "; write the logits elsewhere");
+  fused::cli::require_out_elsewhere("--out", out, "the logits", {{.path = dir, .owner = "the model's"}});
   if (threads > 0) fk_set_threads(static_cast<int>(threads));
 
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);

@@ -75,6 +75,7 @@ int as_rank(fused::cli::launch& l, const char* command, Work&& work) {
 }
 
 int train_step(const options& o, fused::cli::launch& l) {
+  fused::cli::require_out_elsewhere("--out", o.out, "the step's results", {{.path = o.model_dir, .owner = "the model's"}});
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const std::vector<std::int32_t> ids = fused::cli::parse_ids({o.tokens}, "--tokens");
   const auto sequences = static_cast<std::size_t>(o.batch);
