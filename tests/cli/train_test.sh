@@ -46,4 +46,10 @@ PY
 damage .adam_v f -1 'adam_v" holds -1 at element 0; AdamW.s second moment is a mean of squares, never negative'
 damage .adam_m f nan 'adam_m" holds NaN at element 0; a train state must be finite'
 damage optimizer.step i -5 'tensor "optimizer.step" holds -5; a step count is 0 .. 2^31 - 2'
+# AdamW's state resumed by SGD without momentum, whose state has no moments: refused, not dropped.
+if "$fused" train -m "$tmp/a" --data "$data" --seq 64 --batch 4 --steps 1 --threads 2 --optimizer sgd --resume "$tmp/a" --out "$tmp/e" 2>"$tmp/err"; then
+  echo "AdamW's state resumed by SGD was accepted"; exit 1
+fi
+grep -q 'adam_[mv]" is not part of this train step.s state' "$tmp/err" || { echo "AdamW's state resumed by SGD:"; cat "$tmp/err"; exit 1; }
+[ ! -e "$tmp/e" ] || { echo "AdamW's state resumed by SGD wrote $tmp/e"; exit 1; }
 echo ok

@@ -13,6 +13,7 @@
 // update program of its own applies it, so the result is the same bits for any R dividing K.
 #pragma once
 #include <algorithm>
+#include <unordered_set>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -290,6 +291,15 @@ class trainer {
   void resume(const std::filesystem::path& file) {
     detail::bound_program& p = keeper();
     const io::safetensors_file f = io::safetensors_file::open(file);
+    // A state of another optimizer (AdamW's moments resumed by SGD) must not be dropped silently.
+    std::unordered_set<std::string> state_names;
+    for (const tensor_info& t : p.plan.prog.tensors)
+      if (t.kind == role::state && t.is_feed) state_names.insert(to_string(t.name.str()));
+    for (const io::tensor_view& v : f.tensors()) {
+      if (!state_names.contains(v.name))
+        throw std::invalid_argument(file.string() + ": tensor \"" + v.name + "\" is not part of this train step's state (a state saved by another " +
+                                    "optimizer, or with other optimizer flags? --optimizer and --momentum must be those it was saved with)");
+    }
     for (const tensor_info& t : p.plan.prog.tensors) {
       if (t.kind != role::state || !t.is_feed) continue;
       const std::string name = to_string(t.name.str());
