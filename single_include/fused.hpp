@@ -17190,6 +17190,7 @@ class normalizer {
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <pcre2.h>
 
@@ -17240,7 +17241,8 @@ inline std::string with_unicode_white_space(std::string_view pattern) {
 
 class split_regex {
  public:
-  explicit split_regex(std::string_view pattern) {
+  // `where` names the pattern for a match that fails at run time ("tokenizer.json: pre_tokenizer.pattern").
+  explicit split_regex(std::string_view pattern, std::string where = "the pre-tokenizer's regex") : where_(std::move(where)) {
     const std::string p = with_unicode_white_space(pattern);
     int err = 0;
     PCRE2_SIZE at = 0;
@@ -17267,7 +17269,9 @@ class split_regex {
       if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
         rc = pcre2_match(code_.get(), subject, text.size(), pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md.get(), nullptr);
       if (rc == PCRE2_ERROR_NOMATCH) break;
-      if (rc < 0) throw std::runtime_error("regex match failed: " + message(rc));
+      if (rc < 0)
+        throw std::runtime_error(where_ + ": the regex gave up on this text (" + message(rc) +
+                                 "): a pattern that backtracks without bound on it, or text too long for it");
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
       const std::size_t start = ov[0], end = ov[1];
       if (end == start) {
@@ -17283,6 +17287,7 @@ class split_regex {
   }
 
  private:
+  std::string where_;
   struct code_deleter {
     void operator()(pcre2_code* c) const noexcept { pcre2_code_free(c); }
   };
@@ -17890,7 +17895,7 @@ class tokenizer {
       if (t == "ByteLevel") {
         if (i + 1 != steps.size()) r.fail(field, "ByteLevel must be the last pre-tokenizer step");
         if (r.boolean(s, field, "add_prefix_space", false)) r.fail(field + ".add_prefix_space", "true is not supported");
-        if (r.boolean(s, field, "use_regex", true)) splits_.emplace_back(gpt2_pattern);
+        if (r.boolean(s, field, "use_regex", true)) splits_.emplace_back(gpt2_pattern, r.origin + ": " + field + " (ByteLevel's own regex)");
         return;
       }
       if (t != "Split") r.fail(field + ".type", "'" + t + "' is not supported (only Split and ByteLevel)");
@@ -17912,7 +17917,7 @@ class tokenizer {
         r.fail(field + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}");
       }
       try {
-        splits_.emplace_back(regex);
+        splits_.emplace_back(regex, r.origin + ": " + field + ".pattern");
       } catch (const std::runtime_error& e) {
         r.fail(field + ".pattern", e.what());
       }

@@ -240,6 +240,19 @@ TEST_CASE("loader errors name the file and the field") {
   CHECK(with([](json& j) { j["added_tokens"].push_back(j["added_tokens"][0]); }) == "(loaded)");
   CHECK(with([](json& j) { j["added_tokens"].push_back({{"id", 256}, {"content", "ab"}}); }) == "(loaded)");
   CHECK(load_error(fused::json_text::parse("{}")) == "t.json: (top level): missing field 'pre_tokenizer'");
+  {  // A regex that backtracks without bound loads, and gives up on some text: named where it failed.
+    auto j = minimal();
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}}, {{"type", "ByteLevel"}}}}};
+    const tokenizer t = tokenizer::from_json(fused::json_text::dump(j), "t.json");
+    CHECK(t.encode("ab") == std::vector<std::int32_t>{256});
+    try {
+      (void)t.encode(std::string(40, 'a') + "b");
+      FAIL("expected an exception");
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()).starts_with("t.json: pre_tokenizer.pretokenizers[0].pattern: the regex gave up on this text ("));
+    }
+  }
 
   try {
     (void)tokenizer::from_json("{\"model\": ", "bad.json");

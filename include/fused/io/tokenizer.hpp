@@ -651,7 +651,7 @@ class tokenizer {
       if (t == "ByteLevel") {
         if (i + 1 != steps.size()) r.fail(field, "ByteLevel must be the last pre-tokenizer step");
         if (r.boolean(s, field, "add_prefix_space", false)) r.fail(field + ".add_prefix_space", "true is not supported");
-        if (r.boolean(s, field, "use_regex", true)) splits_.emplace_back(gpt2_pattern);
+        if (r.boolean(s, field, "use_regex", true)) splits_.emplace_back(gpt2_pattern, r.origin + ": " + field + " (ByteLevel's own regex)");
         return;
       }
       if (t != "Split") r.fail(field + ".type", "'" + t + "' is not supported (only Split and ByteLevel)");
@@ -673,7 +673,7 @@ class tokenizer {
         r.fail(field + ".pattern", "must be {\"Regex\": ...} or {\"String\": ...}");
       }
       try {
-        splits_.emplace_back(regex);
+        splits_.emplace_back(regex, r.origin + ": " + field + ".pattern");
       } catch (const std::runtime_error& e) {
         r.fail(field + ".pattern", e.what());
       }

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <pcre2.h>
 
@@ -61,7 +62,8 @@ inline std::string with_unicode_white_space(std::string_view pattern) {
 
 class split_regex {
  public:
-  explicit split_regex(std::string_view pattern) {
+  // `where` names the pattern for a match that fails at run time ("tokenizer.json: pre_tokenizer.pattern").
+  explicit split_regex(std::string_view pattern, std::string where = "the pre-tokenizer's regex") : where_(std::move(where)) {
     const std::string p = with_unicode_white_space(pattern);
     int err = 0;
     PCRE2_SIZE at = 0;
@@ -88,7 +90,9 @@ class split_regex {
       if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
         rc = pcre2_match(code_.get(), subject, text.size(), pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md.get(), nullptr);
       if (rc == PCRE2_ERROR_NOMATCH) break;
-      if (rc < 0) throw std::runtime_error("regex match failed: " + message(rc));
+      if (rc < 0)
+        throw std::runtime_error(where_ + ": the regex gave up on this text (" + message(rc) +
+                                 "): a pattern that backtracks without bound on it, or text too long for it");
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
       const std::size_t start = ov[0], end = ov[1];
       if (end == start) {
@@ -104,6 +108,7 @@ class split_regex {
   }
 
  private:
+  std::string where_;
   struct code_deleter {
     void operator()(pcre2_code* c) const noexcept { pcre2_code_free(c); }
   };
