@@ -229,6 +229,7 @@ TEST_CASE("RoPE: both spellings, the default and the llama3 kind") {
           j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "default"}, {"partial_rotary_factor", 0.25}};
         }) == "config.json: field \"rope_parameters.partial_rotary_factor\": 0.25 is not supported (RoPE over the whole head_dim only)");
   CHECK(error_after([](json& j) { j["partial_rotary_factor"] = 1.0; }) == "no error");
+  CHECK(error_after([](json& j) { j["rope_theta"] = 1e-308; }) == "config.json: field \"rope_theta\": 1e-308 must be at least 1 (RoPE's base)");
   CHECK(error_after([](json& j) {
           j.erase("rope_theta");
           j["rope_parameters"] = {{"rope_theta", 1e6}, {"rope_type", "linear"}, {"factor", 2.0}};

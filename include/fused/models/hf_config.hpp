@@ -150,6 +150,10 @@ inline void read_rope(const config_reader& r, config& c) {
   if (!top && !nested)
     r.fail("rope_theta", "is missing (expected at top level, or in \"rope_parameters\" since transformers 5)");
   c.rope_theta = nested ? *nested : *top;
+  // Below 1 the frequencies grow with the dim instead of falling, and the angles overflow within a
+  // few positions: every logit NaN, blamed on the activations. No model has such a base.
+  if (c.rope_theta < 1)
+    r.fail(nested ? "rope_parameters.rope_theta" : "rope_theta", "{} must be at least 1 (RoPE's base)", c.rope_theta);
 }
 
 template <class T>
