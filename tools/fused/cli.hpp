@@ -155,9 +155,9 @@ inline std::string printable(std::string_view text) {
   return out;
 }
 
-// "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted, a trailing comma too
-// (as Python prints a list); an empty id ("1,,2", ",1") is an error, not an id less. `flag` names
-// the option (or argument) they came from, for the error.
+// "1,2,3", "1 2 3" and "[1, 2, 3]" (the output of tokenize) are all accepted; an empty id ("1,,2",
+// ",1", "1,2,") is an error, not an id less. `flag` names the option (or argument) they came from,
+// for the error; the word an error quotes is printable().
 inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words, std::string_view flag) {
   std::vector<std::int32_t> ids;
   bool comma_since_id = false;
