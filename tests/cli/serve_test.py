@@ -261,6 +261,11 @@ answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAu
                           b"\r\nContent-Length: -5\r\n\r\n")
 check(closed and answer.startswith(b"HTTP/1.1 400") and b"the Content-Length header '-5' is not a number of bytes" in answer,
       f"Content-Length -5: {answer[:300]!r}")
+# Two Content-Length headers: where the body ends is ambiguous (RFC 9112 6.3), refused, not the first one read.
+answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                          b"\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}")
+check(closed and answer.startswith(b"HTTP/1.1 400") and b"the request has 2 Content-Length headers; send one" in answer,
+      f"two Content-Length headers: {answer[:300]!r}")
 
 # A chunked body is held to --max-body too (httplib 0.11 holds only a Content-Length to it).
 body = b'{"prompt": "' + b"a" * (2 << 20) + b'"}'

@@ -140,6 +140,13 @@ class server {
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      // Two Content-Length headers leave where the body ends ambiguous (RFC 9112 6.3: refuse such a
+      // request); httplib would read the first. The body is not read: the connection closes.
+      if (const std::size_t lengths = req.get_header_value_count("Content-Length"); lengths > 1) {
+        send_error(res, 400, "the request has " + std::to_string(lengths) + " Content-Length headers; send one");
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (o_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       if (bearer_token(req.get_header_value("Authorization")) == o_.api_key) return httplib::Server::HandlerResponse::Unhandled;
       send_error(res, 401, "invalid or missing API key (send Authorization: Bearer KEY)", "", "invalid_api_key");
