@@ -12,6 +12,7 @@
 // streaming SIMD sum over a buffer the size of the weights (bigger than the LLC for real models; the
 // synthetic blob itself), measured between the repetitions with the same threads.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -99,6 +100,14 @@ int run_bench(const options& o) {
                                   std::to_string(cfg.max_position_embeddings) + " of " + source);
   fused::decoder::model rt(*info.family, cfg, std::min<long long>(P, 512), ctx);
   const auto& plan = rt.prefill_plan();
+  // Synthetic weights are made in memory: a config that needs more than the machine has is named,
+  // not answered with std::bad_alloc (or the OOM killer) partway through.
+  if (o.synthetic) {
+    const auto memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    if (memory > 0 && static_cast<double>(rt.weights_bytes()) > memory)
+      throw std::runtime_error(fmt::format("{}: its bf16 weights take {:.1f} GiB; this machine has {:.1f} GiB of memory", source,
+                                           static_cast<double>(rt.weights_bytes()) / (1 << 30), memory / (1 << 30)));
+  }
   fused::cli::progress load_bar("loading weights", "MB", 0);
   const auto weights = o.synthetic ? fused::runtime::weight_store::synthetic(plan.prog.tensors, plan.mem.buffers, rt.weights_bytes(), 1)
                                    : fused::runtime::weight_store::load(o.model_dir, rt.tensors(), cfg.tie_word_embeddings,

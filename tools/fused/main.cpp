@@ -12,6 +12,7 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,9 @@ int main(int argc, char** argv) {
   } catch (const fused::cli::usage_error& e) {
     std::fprintf(stderr, "fused %s: %s\n", name.c_str(), one_line(e.what()).c_str());
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "fused %s: error: out of memory (an allocation this machine could not give)\n", name.c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fused %s: error: %s\n", name.c_str(), one_line(e.what()).c_str());
     return 1;
