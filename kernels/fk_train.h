@@ -168,8 +168,6 @@ FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, siz
     for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = block[r * FK__GEMM_NR + j];
 }
 
-/* The rows [i0, i0 + mc) of C (c points at row i0, column j0) and the group's `cols` columns over one K
- * block, AVX2: each panel passes every 6-row block of the mc rows. */
 /* dY^T's rows [0, mc) (A with a_row == 1, a_col > 1) over k's [0, kc) as k-major micro-panels of mr
  * (6 or 12) rows, for the AVX2 6 x 16 and the AVX-512 12 x 32 micro-kernels: micro-panel p at
  * p FK__GEMM_PANEL_T(mr), element (r, k) at k mr + r, rows past mc 0. Read k by k across all mc rows,
@@ -194,6 +192,8 @@ FK_TARGET_AVX2 FK_API void fk__gemm_f32_pack_a_t(int mr, size_t kc, size_t mc, c
   }
 }
 
+/* The rows [i0, i0 + mc) of C (c points at row i0, column j0) and the group's `cols` columns over one K
+ * block, AVX2: each panel passes every 6-row block of the mc rows. */
 FK_API void fk__gemm_f32_rows_avx2(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, size_t cols, const float* packed_b,
                                    const float* c_in, size_t ld_in, float* c, size_t ldc) {
   if (a_row == 1 && a_col > 1) { /* dY^T: its 6 rows at a k lie in one line, and the k's a line apart each */
