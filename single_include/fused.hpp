@@ -15537,7 +15537,6 @@ struct static_train_plan {
 // the gradients, their sum over the micro-batches is formed in a fixed tree (train/shards.hpp), and an
 // update program of its own applies it, so the result is the same bits for any R dividing K.
 #include <algorithm>
-#include <unordered_set>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -15547,6 +15546,7 @@ struct static_train_plan {
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>

@@ -13,7 +13,6 @@
 // update program of its own applies it, so the result is the same bits for any R dividing K.
 #pragma once
 #include <algorithm>
-#include <unordered_set>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +22,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
