@@ -9112,7 +9112,8 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
  *      of 128 k, W is packed into VNNI panels of 64 columns (panel[pair][col] = {W[col][2p], W[col][2p+1]}, a 16x16 32-bit transpose
  *      per 16 columns x 32 k); x rows are rounded to bf16 (vcvtne2ps2bf16: RNE, denormals as zero), in
  *      the workspace once per call or else into a 6-row stack tile shared by the item's panels; a 6 x 64
- *      register tile (24 zmm) accumulates with vdpbf16ps. M < 4 takes the GEMV row kernel instead.
+ *      register tile (24 zmm) accumulates with vdpbf16ps; the W lines of the next chunk are prefetched while
+ *      the tiles work (fk__w_ahead). M < 4 takes the GEMV row kernel instead.
  *    AMX-BF16 (M >= 16): a work item is up to 4 strips of 32 columns; per chunk of 256 k its strips are
  *      packed into B tiles (16 k pairs x 16 columns, 1 KiB contiguous each); A tiles load straight from
  *      the workspace (row stride K rounded up to 32), or from a 32-row stack tile rounded per item (no
@@ -9144,7 +9145,7 @@ FK_API void fk_swiglu(const float* gate, const float* up, size_t n, float* out) 
 #define FK_LIN_AMX_MAX_STRIPS 8      /* ... and the most 32-column strips per work item */
 #define FK_LIN_AMX_STRIPS 4          /* what fk_gemm_bf16 uses: up to 4 strips per item, */
 #define FK_LIN_AMX_KC 256            /* 256 k per chunk (see fk__gemm_block_amx) */
-#define FK_LIN_AMX_PREFETCH_MAX 4    /* the most W lines prefetched per k step (see fk__gemm_block_amx) */
+#define FK_LIN_AMX_PREFETCH_MAX 4    /* the most W lines prefetched per k step (fk__w_ahead) */
 
 /* The optional workspace of fk_gemm_bf16: x rounded to bf16 once per call, row stride K rounded up to
  * 32 (one AMX tile row), zero padded. fk_gemm_bf16_work_bytes(M, K) is its size. */
@@ -9285,6 +9286,32 @@ FK_TARGET_AVX2 FK_API void fk__rows_avx2(const float* x, size_t M, size_t K, con
     }
 }
 
+/* The W lines a GEMM work item packs next (its next k chunk, else the next item's first chunk),
+ * prefetched a few per step of the current chunk's products so that the packing finds them in cache
+ * instead of waiting on DRAM. Where a step would need more than most_per_step lines (few rows of x to
+ * spread them over), the prefetches cost more than they hide and none are made. Never changes a bit. */
+typedef struct {
+  const uint16_t* W;
+  size_t K, n0, k0, rows, row_lines, per_step, row, line;
+} fk__w_ahead;
+static inline fk__w_ahead fk__w_ahead_of(const uint16_t* W, size_t N, size_t K, size_t n0, size_t k0, size_t kc_max,
+                                        size_t item_cols, size_t packed_cols, size_t steps, size_t most_per_step) {
+  const size_t next_k0 = k0 + kc_max < K ? k0 + kc_max : 0, next_n0 = next_k0 ? n0 : n0 + item_cols;
+  const size_t cols = next_k0 ? packed_cols : item_cols, rows = next_n0 >= N ? 0 : N - next_n0 < cols ? N - next_n0 : cols;
+  const size_t kc = K - next_k0 < kc_max ? K - next_k0 : kc_max, row_lines = (kc * sizeof(uint16_t) + 63) / 64;
+  const size_t per_step = (rows * row_lines + steps - 1) / steps;
+  const fk__w_ahead ahead = {.W = W, .K = K, .n0 = next_n0, .k0 = next_k0, .rows = per_step <= most_per_step ? rows : 0,
+                             .row_lines = row_lines, .per_step = per_step, .row = 0, .line = 0};
+  return ahead;
+}
+/* Into L2: into L1 (_MM_HINT_T0) measured even on Zen 5's AVX-512 path. */
+static inline FK_ALWAYS_INLINE void fk__w_ahead_step(fk__w_ahead* ahead) {
+  for (size_t i = 0; i < ahead->per_step && ahead->row < ahead->rows; ++i) {
+    _mm_prefetch((const char*)(ahead->W + (ahead->n0 + ahead->row) * ahead->K + ahead->k0) + ahead->line * 64, _MM_HINT_T1);
+    if (++ahead->line == ahead->row_lines) ahead->line = 0, ++ahead->row;
+  }
+}
+
 /* ---- AVX2 GEMM (prefill on CPUs without AVX-512 BF16) ------------------------------------------ */
 /* Per chunk of FK_LIN_KC2 k, a work item's 64 columns of W are widened once into four f32 panels of 16
  * columns (panel[s][k][16], each contiguous), which every 6-row block of x then reuses: a 6 x 16
@@ -9389,6 +9416,7 @@ FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t 
     const size_t kc = K - k0 < FK_LIN_KC2 ? K - k0 : FK_LIN_KC2;
     const int first = k0 == 0;
     fk__pack_w_f32_avx2(W, N, K, n0, k0, kc, panel);
+    fk__w_ahead ahead = fk__w_ahead_of(W, N, K, n0, k0, FK_LIN_KC2, FK_LIN_NB, FK_LIN_NB, (M + FK_LIN_MR2 - 1) / FK_LIN_MR2 * 4, SIZE_MAX);
     for (size_t m0 = 0; m0 < M; m0 += FK_LIN_MR2) {
       const size_t mr = M - m0 < FK_LIN_MR2 ? M - m0 : FK_LIN_MR2;
       const float* xb = x + m0 * K + k0;
@@ -9396,6 +9424,7 @@ FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t 
       for (size_t s = 0; s < FK_LIN_NB / 16 && nn[s]; ++s) {
         const float* bp = panel + s * FK_LIN_KC2 * 16;
         const size_t c0 = n0 + s * 16;
+        fk__w_ahead_step(&ahead);
         /* constant mr per call so the accumulators live in registers */
         switch (mr) {
           case 6: fk__gemm_tile_avx2(xb, K, bp, kc, 6, first, bias, yb, N, c0, nn[s]); break;
@@ -9515,6 +9544,12 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, const uint16_
     const size_t kc = K - k0 < FK_LIN_KC_DP ? K - k0 : FK_LIN_KC_DP, kpad = (kc + 31) & ~(size_t)31;
     for (size_t h = 0; h < FK_LIN_DP_PANELS; ++h)
       if (nn[h]) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
+    /* however few rows share the chunk: even all of its lines before one tile measured faster here
+     * (Zen 5: 1.1x at 512 rows of x, 1.2-1.3x at 8-16) */
+    size_t panels = 0;
+    while (panels < FK_LIN_DP_PANELS && nn[panels]) ++panels;
+    fk__w_ahead ahead = fk__w_ahead_of(W, N, K, n0, k0, FK_LIN_KC_DP, np * FK_LIN_NB, panels * FK_LIN_NB,
+                                       (M + FK_LIN_MR - 1) / FK_LIN_MR * panels, SIZE_MAX);
     for (size_t m0 = 0; m0 < M; m0 += FK_LIN_MR) {
       const size_t mr = M - m0 < FK_LIN_MR ? M - m0 : FK_LIN_MR;
       /* x already rounded for the whole GEMM (work given): the tile is read in place */
@@ -9525,6 +9560,7 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, const uint16_
       const int first = k0 == 0;
       for (size_t h = 0; h < FK_LIN_DP_PANELS && nn[h]; ++h) {
         const size_t c0 = n0 + h * FK_LIN_NB;
+        fk__w_ahead_step(&ahead);
         /* constant mr per call so the 6 x 4 accumulator array lives in registers */
         switch (mr) {
           case 6: fk__gemm_tile_avx512(xs, lds, panel[h], kpad / 2, 6, first, bias, yb, N, c0, nn[h]); break;
@@ -9747,16 +9783,8 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
   for (size_t k0 = 0; k0 < K; k0 += kc_max) {
     const size_t kc = K - k0 < kc_max ? K - k0 : kc_max, kpad = (kc + 31) & ~(size_t)31, strip_u32 = kpad * 16;
     for (size_t s = 0; s < nstrips; ++s) fk__pack_w_strip(W, N, K, n0 + s * 32, k0, kc, strips + s * strip_u32);
-    /* The W rows the next packing reads (this item's next chunk, else the next item's first), brought
-     * into L2 a few lines per k step while the tiles work: the packing otherwise waits on DRAM
-     * (docs/PERFORMANCE.md). Where a step would need more than FK_LIN_AMX_PREFETCH_MAX lines (few rows
-     * of x), the prefetches cost more than they hide. */
-    const size_t pf_k0 = k0 + kc_max < K ? k0 + kc_max : 0, pf_n0 = pf_k0 ? n0 : n0 + ns * FK_LIN_AMX_STRIP;
-    const size_t pf_cols = (pf_k0 ? nstrips : ns) * FK_LIN_AMX_STRIP, pf_rows = pf_n0 >= N ? 0 : N - pf_n0 < pf_cols ? N - pf_n0 : pf_cols;
-    const size_t pf_kc = K - pf_k0 < kc_max ? K - pf_k0 : kc_max, pf_row_lines = (pf_kc * sizeof(uint16_t) + 63) / 64;
-    const size_t k_steps = (M + 31) / 32 * nstrips * (kpad / 32);
-    const size_t pf_per_step = (pf_rows * pf_row_lines + k_steps - 1) / k_steps;
-    size_t pf_row = pf_per_step <= FK_LIN_AMX_PREFETCH_MAX ? 0 : pf_rows, pf_line = 0;
+    fk__w_ahead ahead = fk__w_ahead_of(W, N, K, n0, k0, kc_max, ns * FK_LIN_AMX_STRIP, nstrips * FK_LIN_AMX_STRIP,
+                                       (M + 31) / 32 * nstrips * (kpad / 32), FK_LIN_AMX_PREFETCH_MAX);
     for (size_t m0 = 0; m0 < M; m0 += 32) {
       const size_t mr = M - m0 < 32 ? M - m0 : 32;
       const int in_place = xb && mr == 32;
@@ -9787,10 +9815,7 @@ FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb,
           FK_TILE_LOADD(6, b0 + kk / 2 * 16, 64);
           FK_TILE_LOADD(7, b1 + kk / 2 * 16, 64);
           fk__amx_dp_2x2();
-          for (size_t i = 0; i < pf_per_step && pf_row < pf_rows; ++i) {
-            _mm_prefetch((const char*)(W + (pf_n0 + pf_row) * K + pf_k0) + pf_line * 64, _MM_HINT_T1);
-            if (++pf_line == pf_row_lines) pf_line = 0, ++pf_row;
-          }
+          fk__w_ahead_step(&ahead);
         }
         fk__amx_store_c(yb, N, mr, nc, cb);
       }
