@@ -9,6 +9,7 @@
  *                   fk_swiglu (out may == gate), fk_copy_last_row
  *   fk_linear.h     fk_gemv_bf16 (M == 1), fk_gemm_bf16       y = x W^T (+ bias), W [N,K] as HF stores it;
  *                   fk_gemm_bf16_work_bytes                  its optional workspace (x rounded to bf16 once)
+ *                   fk_gemm_bf16_rows                        the arithmetic a row of an M-row call gets
  *   fk_rope.h       fk_rope (rotate-half, pos0 offset), fk_rope_inv_freq (the f32 inverse frequency),
  *                   fk_rope_llama3, fk_rope_llama3_inv_freq  (transformers' rope_type "llama3")
  *   fk_attention.h  fk_k_store, fk_kv_store, fk_attention_prefill, fk_attention_decode   (caches: n_kv x cap x hd bf16 in key blocks, fk_k_index / fk_kv_index)

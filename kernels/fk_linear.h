@@ -779,17 +779,32 @@ FK_API void fk__round_x_work(const float* x, size_t M, size_t K, uint16_t* work)
 }
 #endif
 
+/* Which arithmetic fk_gemm_bf16 gives each row of an M-row call on the active path (see Paths above):
+ * the GEMV row kernel, 64-column panels (AVX-512 BF16 vdpbf16ps or AVX2 f32 FMA chains), or AMX tiles.
+ * A row's bits depend on its x, W and this, never on the other rows or the threads: rows computed with
+ * equal values are equal, and a decoder's KV cache row may stand in for a fresh one only where they
+ * match (the tools' slot::feed). fk_gemv_bf16 is the row kernel. */
+typedef enum { FK_GEMM_ROWS_GEMV = 0, FK_GEMM_ROWS_PANELS = 1, FK_GEMM_ROWS_TILES = 2 } fk_gemm_rows;
+FK_API fk_gemm_rows fk_gemm_bf16_rows(size_t M) {
+  const fk_isa isa = fk_isa_active();
+  if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) return FK_GEMM_ROWS_TILES;
+  if (isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP) return FK_GEMM_ROWS_PANELS;
+  if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) return FK_GEMM_ROWS_PANELS;
+  return FK_GEMM_ROWS_GEMV;
+}
+
 /* work: NULL, or fk_gemm_bf16_work_bytes(M, K) writable bytes (any alignment of 2). The paths that
  * multiply in bf16 (AVX-512 BF16, AMX) then round x into it once per call instead of once per work
  * item; the other paths leave it alone. Same bits either way. */
 FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, size_t N, const uint16_t* bias, float* y,
                          uint16_t* work) {
-  const fk_isa isa = fk_isa_active();
+  const fk_gemm_rows rows = fk_gemm_bf16_rows(M);
 #if FK_X86
-  const int bf16_x = isa >= FK_ISA_AVX512BF16 && M >= FK_LIN_MIN_M_DP;
+  const fk_isa isa = fk_isa_active();
+  const int bf16_x = rows != FK_GEMM_ROWS_GEMV && isa >= FK_ISA_AVX512BF16;
   const uint16_t* xb = bf16_x && work ? work : NULL;
   if (xb) fk__round_x_work(x, M, K, work);
-  if (bf16_x && !(isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX)) {
+  if (bf16_x && rows == FK_GEMM_ROWS_PANELS) {
     const size_t P = (N + FK_LIN_NB - 1) / FK_LIN_NB;
     const int nt = fk__threads_for(P, (double)FK_LIN_NB * (double)K * (double)M);
     const size_t np = fk__panels_per_item(P, nt, FK_LIN_DP_PANELS), nb = (P + np - 1) / np;
@@ -800,20 +815,20 @@ FK_API void fk_gemm_bf16(const float* x, size_t M, size_t K, const uint16_t* W, 
   const size_t nb = (N + FK_LIN_NB - 1) / FK_LIN_NB;
   const int nt = fk__threads_for(nb, (double)FK_LIN_NB * (double)K * (double)M);
 #if FK_X86
-  if (isa == FK_ISA_AMX && M >= FK_LIN_MIN_M_AMX) {
+  if (rows == FK_GEMM_ROWS_TILES) {
     const size_t S = (N + FK_LIN_AMX_STRIP - 1) / FK_LIN_AMX_STRIP;
     const size_t ns = fk__panels_per_item(S, nt, FK_LIN_AMX_STRIPS), items = (S + ns - 1) / ns;
     FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < items; ++b) fk__gemm_block_amx(x, xb, M, K, W, N, bias, y, b * ns * FK_LIN_AMX_STRIP, ns, FK_LIN_AMX_KC););
     return;
   }
-  if (isa == FK_ISA_AVX2 && M >= FK_LIN_MIN_M_AVX2) {
+  if (rows == FK_GEMM_ROWS_PANELS) { /* AVX2 */
     FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) fk__gemm_block_avx2(x, M, K, W, N, bias, y, b * FK_LIN_NB););
     return;
   }
 #endif
   FK_PARALLEL_LOOP(nt, for (size_t b = 0; b < nb; ++b) {
     const size_t n0 = b * FK_LIN_NB, n1 = n0 + FK_LIN_NB < N ? n0 + FK_LIN_NB : N;
-    fk__linear_rows(isa, x, M, K, W, N, bias, y, n0, n1);
+    fk__linear_rows(fk_isa_active(), x, M, K, W, N, bias, y, n0, n1);
   });
 }
 

@@ -187,28 +187,49 @@ class slot {
   slot() = default;
   explicit slot(runtime::session s) : s_(std::move(s)) {}
 
-  // Makes the cache hold `ids` and returns the logits after the last one. The longest prefix
-  // already cached is kept (at least one token runs, for the logits); `reused` gets its length.
+  // Makes the cache hold `ids` and returns the logits after the last one, bit for bit what an empty
+  // cache would give (`reused` gets how many cached positions were kept). A linear layer computes a
+  // row with one of a few arithmetics, chosen by how many rows its call has (fk_gemm_bf16_rows): a
+  // decoded token's row, or a short call's, differs in its last bits from a long prefill's, and greedy
+  // text drifts from there. So a cached position is kept only where its ids agree and it was computed
+  // as a fresh prefill of `ids` would compute it, and only so far that the rest, run from there in
+  // calls of at most max_tokens, gets a fresh prefill's arithmetic too. At least one token runs.
   std::span<const float> feed(const session_model& m, std::span<const std::int32_t> ids, std::size_t* reused = nullptr) {
     if (ids.empty()) throw std::invalid_argument("no tokens to run");
+    const auto chunk = static_cast<std::size_t>(s_.max_tokens());
+    // The arithmetic of position j's row when ids[from ..) run from position `from`.
+    const auto rows_from = [&](std::size_t from, std::size_t j) {
+      const std::size_t start = from + (j - from) / chunk * chunk;
+      return fk_gemm_bf16_rows(std::min(chunk, ids.size() - start));
+    };
+    const auto rest_as_fresh = [&](std::size_t from) {
+      for (std::size_t j = from; j < ids.size(); ++j)
+        if (rows_from(from, j) != rows_from(0, j)) return false;
+      return true;
+    };
     std::size_t keep = 0;
-    while (keep < cached_.size() && keep + 1 < ids.size() && cached_[keep] == ids[keep]) ++keep;
+    while (keep < cached_.size() && keep + 1 < ids.size() && cached_[keep] == ids[keep] && rows_[keep] == rows_from(0, keep)) ++keep;
+    while (keep > 0 && !rest_as_fresh(keep)) --keep;
     s_.rewind(static_cast<std::int64_t>(keep));
     cached_.resize(keep);
+    rows_.resize(keep);
     if (reused) *reused = keep;
     const std::span<const std::int32_t> rest = ids.subspan(keep);
     std::span<const float> logits = m.prefill(s_, rest);
     cached_.insert(cached_.end(), rest.begin(), rest.end());
+    for (std::size_t j = keep; j < ids.size(); ++j) rows_.push_back(rows_from(keep, j));
     return logits;
   }
   std::span<const float> decode(const session_model& m, std::int32_t id) {
     std::span<const float> logits = m.decode(s_, id);
     cached_.push_back(id);
+    rows_.push_back(fk_gemm_bf16_rows(1));
     return logits;
   }
   void clear() {
     s_.reset();
     cached_.clear();
+    rows_.clear();
   }
   // How many leading ids of `ids` are cached (to pick the slot that has most of a prompt).
   std::size_t shared_prefix(std::span<const std::int32_t> ids) const {
@@ -222,6 +243,7 @@ class slot {
  private:
   runtime::session s_;
   std::vector<std::int32_t> cached_;
+  std::vector<fk_gemm_rows> rows_;  // the arithmetic of each cached position's row (see feed)
 };
 
 struct sampling {
