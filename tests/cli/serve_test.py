@@ -9,7 +9,8 @@ On the default model, greedy:
   - bad requests get a 4xx with an OpenAI-style error body while the server stays up;
   - the API key is enforced on /v1/ (not on /health);
   - past the sessions and the queue, 503; a client that goes away frees its session;
-  - SIGTERM lets the running request finish, then the server exits 0.
+  - SIGTERM lets the running request finish, then the server exits 0; meanwhile /health is 503
+    "stopping" and a new request gets 503 "the server is shutting down".
 Every wait is bounded."""
 import http.client
 import json
@@ -304,6 +305,19 @@ deadline = time.time() + 20
 while time.time() < deadline and not any(json.loads(request(port, "GET", "/health")[1])["busy"] for _ in [0]):
     time.sleep(0.002)
 p.send_signal(signal.SIGTERM)
+# While it drains: /health says so (503, for a load balancer) and a new request hears why it is refused.
+draining = None
+for _ in range(500):
+    try:
+        health = request(port, "GET", "/health")
+        if health[0] == 503:
+            draining = health + request(port, "POST", "/v1/completions", {"prompt": "And", "max_tokens": 1})
+            break
+    except OSError:
+        break
+    time.sleep(0.001)
+check(draining is not None and json.loads(draining[1])["status"] == "stopping" and draining[2] == 503
+      and json.loads(draining[3])["error"]["message"] == "the server is shutting down", f"while the server drains: {draining}")
 t.join(60)
 try:
     rc = p.wait(60)

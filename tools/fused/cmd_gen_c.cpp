@@ -149,6 +149,9 @@ int run_gen_c(const options& o) {
     throw fused::cli::usage_error(fmt::format("--max-ctx {} exceeds max_position_embeddings {}", ctx, cfg.max_position_embeddings));
   if (seq > ctx)
     throw fused::cli::usage_error(fmt::format("--max-ctx {}{} cannot hold the prefill of --max-seq {} tokens", ctx, o.max_ctx ? "" : " (the default)", seq));
+  if (generation && o.generate >= ctx)
+    throw fused::cli::usage_error(fmt::format("--generate {}: the KV cache of --max-ctx {}{} cannot hold a prompt and {} more tokens", o.generate, ctx,
+                                              o.max_ctx ? "" : " (the default)", o.generate));
   const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *source.family, cfg, seq, ctx, source.options, generation);
   const std::string logits = fused::decoder::name_of(source.options.logits);
   const auto written = fused::codegen::write_bundle(fused::codegen::emit_all(p), o.out, header_dirs(o.kernels));
@@ -172,11 +175,12 @@ const fused::cli::command gen_c_cmd{
       app.add_option("--logits", o->logits, "all positions' logits (the scorer needs them) or the last one's")
           ->check(fused::cli::one_of({"all", "last"}))
           ->excludes(graph);
-      app.add_option("--generate", o->generate, "also <name>_generate: the prompt and up to N greedy tokens as one program")
-          ->check(integer_in(1, 1 << 24));
+      auto* generate = app.add_option("--generate", o->generate, "also <name>_generate: the prompt and up to N greedy tokens as one program")
+                           ->check(integer_in(1, 1 << 24));
       app.add_option("--stop-ids", o->stop_ids, "token ids that end --generate (up to 4; default: the model's eos_token_id)")
           ->delimiter(',')
-          ->check(integer_in(0, INT32_MAX));
+          ->check(integer_in(0, INT32_MAX))
+          ->needs(generate);
       app.add_option("--bind", o->bind, "a graph program's symbol, NAME=VALUE (repeatable)")->needs(graph);
       auto* train = app.add_flag("--train", o->train, "a train step (forward, loss, backward, AdamW) with the `fused train-step` interface")->excludes(graph);
       app.add_option("--batch", o->batch, "--train: sequences per step, each of --max-seq tokens (default: 1 of min(256, max_position_embeddings))")->check(integer_in(1, 1 << 20))->needs(train);

@@ -97,6 +97,10 @@ class engine {
     cv_.notify_all();
   }
 
+  bool stopping() const {
+    std::lock_guard lk(m_);
+    return stopping_;
+  }
   int busy() const { return busy_.load(); }
   std::size_t queued() const {
     std::lock_guard lk(m_);

@@ -183,7 +183,10 @@ class server {
       send_error(res, 500, what);
     });
     http_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(fused::json_text::dump(json{{"status", "ok"}, {"sessions", o_.parallel}, {"busy", engine_.busy()}, {"queued", engine_.queued()}}, -1, fused::json_text::invalid_utf8::replace), "application/json");
+      // While a signal drains the running requests: 503, so that a load balancer sends no more.
+      const bool stopping = engine_.stopping();
+      if (stopping) res.status = 503;
+      res.set_content(fused::json_text::dump(json{{"status", stopping ? "stopping" : "ok"}, {"sessions", o_.parallel}, {"busy", engine_.busy()}, {"queued", engine_.queued()}}, -1, fused::json_text::invalid_utf8::replace), "application/json");
     });
     http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(fused::json_text::dump(json{{"object", "list"}, {"data", {{{"id", model_name()}, {"object", "model"}, {"created", started_}, {"owned_by", "fused"}}}}}, -1, fused::json_text::invalid_utf8::replace),
@@ -379,7 +382,9 @@ class server {
       return send_error(res, e.status, e.what(), e.param, e.code);
     }
     r->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
-    if (!engine_.submit(r)) return send_error(res, 503, "the server is busy: every session is in use and the queue is full; try again later");
+    if (!engine_.submit(r))
+      return send_error(res, 503, engine_.stopping() ? "the server is shutting down"
+                                                     : "the server is busy: every session is in use and the queue is full; try again later");
     // Wait for a session (or the shutdown's rejection), then for the prompt's run and the first token,
     // before the status goes out: a rejection is a 503, a model that fails on the prompt (logits not
     // finite) a 500. The prompt runs as one call, which a client that goes away would not stop either.
