@@ -1,7 +1,8 @@
 #!/bin/sh
 # usage: gen_c_cli.sh FUSED MODEL_DIR CMAKE_GENERATED_DIR CMAKE_SCORER WORK_DIR INPUT_IDS CONTINUE_IDS
 # `fused gen-c` for tiny_a with the limits tests/codegen/CMakeLists.txt gives fused_generate_c():
-# the same files; `cc ... OUTDIR/*.c` builds them; the scorer's logits equal the CMake scorer's, byte for byte.
+# the same files; `cc ... OUTDIR/*.c` builds them; the scorer's logits equal the CMake scorer's, byte for byte;
+# arguments `fused score` refuses, the scorer refuses with the same status and sentence.
 set -eu
 fused=$1 model=$2 cmake_dir=$3 cmake_scorer=$4 work=$5 in=$6 cont=$7
 rm -rf "$work"
@@ -14,4 +15,25 @@ cc -O2 -march=native -std=c11 "$work"/out/*.c -o "$work/scorer" -lm -fopenmp -lp
 "$work/scorer" --model "$model" --input-ids "$in" --continue-ids "$cont" --out "$work/gen_c.safetensors"
 "$cmake_scorer" --model "$model" --input-ids "$in" --continue-ids "$cont" --out "$work/cmake.safetensors"
 cmp "$work/gen_c.safetensors" "$work/cmake.safetensors" || { echo "the two scorers' logits differ"; exit 1; }
-echo "gen-c: same files as fused_generate_c, same logits"
+# refused ARGS...: the scorer and `fused score` both refuse ARGS, with one status and (unless the first
+# word is --status-only) one sentence after their names.
+refused() {
+  same_words=1
+  if [ "$1" = --status-only ]; then same_words=0; shift; fi
+  set +e
+  gen=$("$work/scorer" --model "$model" --out "$work/refused.safetensors" "$@" 2>&1 >/dev/null)
+  gen_rc=$?
+  cpp=$("$fused" score --model "$model" --out "$work/refused.safetensors" "$@" 2>&1 >/dev/null)
+  cpp_rc=$?
+  set -e
+  if [ "$gen_rc" -eq 0 ] || [ "$gen_rc" != "$cpp_rc" ]; then echo "$*: the scorer exits $gen_rc, fused score $cpp_rc ($gen)"; exit 1; fi
+  words=${cpp#fused score: }
+  words=${words#error: }  # fused marks a failed run's message (status 1); the scorer's status says it
+  if [ $same_words = 1 ] && [ "${gen#tiny_a: }" != "$words" ]; then echo "$*: the scorer says '$gen', fused score '$cpp'"; exit 1; fi
+}
+for ids in '1,,2' ',1' '1,' '[1,2' '1,2]' '[1],2' '1 [2]' 'x' '1;2' '-1' '99999999999'; do refused --input-ids "$ids"; done
+refused --input-ids 1 --continue-ids 5,1000
+refused --input-ids 1,1000
+refused --status-only --input-ids 1 --threads abc
+refused --status-only --input-ids 1 --threads -5
+echo "gen-c: same files as fused_generate_c, same logits, the same refusals"

@@ -16,25 +16,107 @@ static int usage(const char* argv0) {
   return 2;
 }
 
-/* "1,2,3", "1 2 3" and "[1, 2, 3]" are all accepted. */
-static int parse_ids(const char* s, int32_t** ids, size_t* n) {
+/* The ids of `flag` as fused's commands read them: "1,2,3", "1 2 3" or "[1, 2, 3]"; an empty id (two
+ * commas, one first or last), a stray bracket or anything else is refused, naming the flag (who: the
+ * program's name). Returns 0, or -1 after the message. */
+static int parse_ids(const char* who, const char* flag, const char* s, int32_t** ids, size_t* n) {
   size_t cap = 16;
+  int comma_since_id = 0, opened = 0, closed = 0;
+  const char* at;
   *n = 0;
-  if (!(*ids = (int32_t*)malloc(cap * sizeof(int32_t)))) return -1;
-  while (*s) {
+  if (!(*ids = (int32_t*)malloc(cap * sizeof(int32_t)))) {
+    fprintf(stderr, "%s: out of memory\n", who);
+    return -1;
+  }
+  for (at = s; *at;) {
     char* end;
     long v;
-    if (strchr(",[] \t\n", *s)) { ++s; continue; }
-    v = strtol(s, &end, 10);
-    if (end == s || v < 0 || v > 2147483647L || (*end && !strchr(",[] \t\n", *end))) return -1;
+    const char* wrong = NULL;
+    if (*at == ',') {
+      if (!*n || comma_since_id) {
+        fprintf(stderr, "%s: %s: '%s' has an empty token id (two commas, or one first)\n", who, flag, s);
+        return -1;
+      }
+      comma_since_id = 1;
+      ++at;
+      continue;
+    }
+    if (*at == '[' && (opened || *n)) wrong = "has a '[' that does not open the list";
+    else if (*at == ']' && (!opened || closed)) wrong = "has a ']' that closes no '['";
+    else if (closed && *at != ' ' && *at != '\t' && *at != '\n') wrong = "goes on after the list's ']'";
+    if (wrong) {
+      fprintf(stderr, "%s: %s: '%s' %s\n", who, flag, s, wrong);
+      return -1;
+    }
+    if (*at == '[' || *at == ']') {
+      *(*at == '[' ? &opened : &closed) = 1;
+      ++at;
+      continue;
+    }
+    if (*at == ' ' || *at == '\t' || *at == '\n') {
+      ++at;
+      continue;
+    }
+    if (!(*at >= '0' && *at <= '9') && *at != '-') {
+      fprintf(stderr, "%s: %s: '%s' is not a list of token ids like 1,2,3\n", who, flag, s);
+      return -1;
+    }
+    v = strtol(at, &end, 10);
+    if (end == at || (*end && !strchr(",[] \t\n", *end))) {
+      fprintf(stderr, "%s: %s: '%s' is not a list of token ids like 1,2,3\n", who, flag, s);
+      return -1;
+    }
+    if (v < 0 || v > 2147483647L) {
+      fprintf(stderr, "%s: %s: token id %.*s is outside [0, 2147483647]\n", who, flag, (int)(end - at), at);
+      return -1;
+    }
     if (*n == cap) {
       int32_t* bigger = (int32_t*)realloc(*ids, (cap *= 2) * sizeof(int32_t));
-      if (!bigger) return -1;
+      if (!bigger) {
+        fprintf(stderr, "%s: out of memory\n", who);
+        return -1;
+      }
       *ids = bigger;
     }
     (*ids)[(*n)++] = (int32_t)v;
-    s = end;
+    comma_since_id = 0;
+    at = end;
   }
+  if (opened && !closed) {
+    fprintf(stderr, "%s: %s: '%s' has a '[' without its ']'\n", who, flag, s);
+    return -1;
+  }
+  if (comma_since_id) {
+    fprintf(stderr, "%s: %s: '%s' ends with a comma (an empty token id)\n", who, flag, s);
+    return -1;
+  }
+  if (!*n) {
+    fprintf(stderr, "%s: %s: '%s' holds no token id\n", who, flag, s);
+    return -1;
+  }
+  return 0;
+}
+
+/* Every id of `flag` inside the vocabulary, as fused checks it before any work; 0, or -1 after the message. */
+static int ids_in_vocabulary(const char* who, const char* flag, const int32_t* ids, size_t n, long vocab) {
+  size_t i;
+  for (i = 0; i < n; ++i)
+    if (ids[i] >= vocab) {
+      fprintf(stderr, "%s: %s: token id %ld (at index %zu) is outside the vocabulary [0, %ld)\n", who, flag, (long)ids[i], i, vocab);
+      return -1;
+    }
+  return 0;
+}
+
+/* A whole number of `flag` in [lo, hi] into *out; 0, or -1 after the message. */
+static int parse_count(const char* who, const char* flag, const char* s, long lo, long hi, int* out) {
+  char* end;
+  const long v = strtol(s, &end, 10);
+  if (end == s || *end || v < lo || v > hi) {
+    fprintf(stderr, "%s: %s: '%s' is not a whole number in [%ld, %ld]\n", who, flag, s, lo, hi);
+    return -1;
+  }
+  *out = (int)v;
   return 0;
 }
 
@@ -172,15 +254,18 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--input-ids")) input = v;
     else if (!strcmp(a, "--continue-ids")) cont = v;
     else if (!strcmp(a, "--out")) out = v;
-    else if (!strcmp(a, "--threads")) threads = atoi(v);
-    else return usage(argv[0]);
+    else if (!strcmp(a, "--threads")) {
+      if (parse_count("micro", a, v, 0, 1024, &threads)) return 2;
+    } else return usage(argv[0]);
   }
   if (!model || !input || !out) return usage(argv[0]);
-  if (parse_ids(input, &ids, &T) || T == 0 || (cont && parse_ids(cont, &next, &N))) {
-    fprintf(stderr, "micro: --input-ids and --continue-ids take lists of token ids like 1,2,3 (at least one input id)\n");
+  if (parse_ids("micro", "--input-ids", input, &ids, &T) || (cont && parse_ids("micro", "--continue-ids", cont, &next, &N))) {
     rc = 2;
     goto out;
   }
+  if (ids_in_vocabulary("micro", "--input-ids", ids, T, MICRO_VOCAB_SIZE) ||
+      ids_in_vocabulary("micro", "--continue-ids", next, N, MICRO_VOCAB_SIZE))
+    goto out;
   if (T + (N > 1 ? N - 1 : 0) > MICRO_MAX_CTX) {
     fprintf(stderr, "micro: %zu input and %zu continue ids need %zu positions; this model was generated for %d (--max-ctx)\n", T, N,
             T + (N > 1 ? N - 1 : 0), MICRO_MAX_CTX);
