@@ -262,6 +262,10 @@ answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAu
                           b"\r\nContent-Length: -5\r\n\r\n")
 check(closed and answer.startswith(b"HTTP/1.1 400") and b"the Content-Length header '-5' is not a number of bytes" in answer,
       f"Content-Length -5: {answer[:300]!r}")
+answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                          b"\r\nContent-Length: abc\r\n\r\n{}")
+check(closed and answer.startswith(b"HTTP/1.1 400") and b"the Content-Length header 'abc' is not a number of bytes" in answer,
+      f"Content-Length abc: {answer[:300]!r}")
 # Two Content-Length headers: where the body ends is ambiguous (RFC 9112 6.3), refused, not the first one read.
 answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
                           b"\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}")
@@ -278,6 +282,16 @@ small = json.dumps({"prompt": "And God said", "max_tokens": 2}).encode()
 answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
                           b"\r\nTransfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(small) + small + b"\r\n0\r\n\r\n")
 check(answer.startswith(b"HTTP/1.1 200") and b'"completion_tokens":2' in answer, f"a chunked body within the limit: {answer[:300]!r}")
+# HTTP/1.0 has no chunked encoding (RFC 9112 7.1): the reply, streamed or not, is a body the closed
+# connection ends (it came in chunks, their sizes inside the JSON for an HTTP/1.0 client).
+for stream in (False, True):
+    body = json.dumps({"prompt": "And God said", "max_tokens": 3, "stream": stream}).encode()
+    answer, closed = exchange(port, b"POST /v1/completions HTTP/1.0\r\nAuthorization: Bearer " + KEY.encode() +
+                              b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    whole = json.loads(payload) if not stream else [json.loads(e[6:]) for e in payload.decode().split("\n\n") if e.startswith("data: {")]
+    check(closed and head.startswith(b"HTTP/1.1 200") and b"transfer-encoding" not in head.lower() and payload.endswith(b"}" if not stream else b"data: [DONE]\n\n")
+          and (whole["usage"]["completion_tokens"] == 3 if not stream else len(whole) >= 2), f"HTTP/1.0, stream={stream}: {answer[:400]!r}")
 
 # A client that goes away mid-stream: its request is cancelled and its session freed.
 for attempt in range(5):

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -63,6 +64,17 @@ inline void send_error(httplib::Response& res, int status, const std::string& me
   const char* type = status == 401 ? "authentication_error" : status == 503 ? "server_busy" : status >= 500 ? "server_error" : "invalid_request_error";
   res.status = status;
   res.set_content(fused::json_text::dump(error_body(message, type, param, code), -1, fused::json_text::invalid_utf8::replace), "application/json");
+}
+
+// A Content-Length that is not a count of bytes: httplib reads "-5" as a huge one (a 413) and "abc"
+// as 0 (the body then read as the next request). Both are the request's fault: a 400 naming it.
+inline bool content_length_garbled(const httplib::Request& req) {
+  if (!req.has_header("Content-Length")) return false;
+  const std::string length = req.get_header_value("Content-Length");
+  return length.empty() || length.find_first_not_of("0123456789") != std::string::npos;
+}
+inline void send_garbled_length(const httplib::Request& req, httplib::Response& res) {
+  send_error(res, 400, "the Content-Length header '" + req.get_header_value("Content-Length") + "' is not a number of bytes");
 }
 
 // The request's fields, checked: a wrong type or value names the field.
@@ -144,7 +156,10 @@ class server {
       // request); httplib would read the first. The body is not read: the connection closes.
       if (const std::size_t lengths = req.get_header_value_count("Content-Length"); lengths > 1) {
         send_error(res, 400, "the request has " + std::to_string(lengths) + " Content-Length headers; send one");
-        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (content_length_garbled(req)) {
+        send_garbled_length(req, res);
         return httplib::Server::HandlerResponse::Handled;
       }
       if (o_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
@@ -163,10 +178,7 @@ class server {
         res.set_header("Allow", wants_post ? "POST" : "GET");
         return send_error(res, 405, req.method + " is not allowed on " + req.path + ": use " + (wants_post ? "POST" : "GET"));
       }
-      // httplib reads a Content-Length that is not a count ("-5") as a huge one: 413. It is the request's fault.
-      const std::string length = req.get_header_value("Content-Length");
-      if (res.status == 413 && req.has_header("Content-Length") && (length.empty() || length.find_first_not_of("0123456789") != std::string::npos))
-        return send_error(res, 400, "the Content-Length header '" + length + "' is not a number of bytes");
+      if (res.status == 413 && content_length_garbled(req)) return send_garbled_length(req, res);
       const std::string message = res.status == 404 ? "no route for " + req.method + " " + req.path
                                   : res.status == 413 ? "the request body is larger than the server's limit (--max-body)"
                                                       : "the request could not be read (HTTP " + std::to_string(res.status) + ")";
@@ -194,11 +206,11 @@ class server {
     });
     // The routes read their bodies themselves: httplib 0.11 holds a body to --max-body only through its
     // Content-Length, and read a chunked one (Transfer-Encoding: chunked) of any size into memory.
-    http_.Post("/v1/chat/completions", [this](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& read) {
-      handle(res, read, true);
+    http_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      handle(req, res, read, true);
     });
-    http_.Post("/v1/completions", [this](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& read) {
-      handle(res, read, false);
+    http_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      handle(req, res, read, false);
     });
   }
 
@@ -370,7 +382,19 @@ class server {
     return std::nullopt;
   }
 
-  void handle(httplib::Response& res, const httplib::ContentReader& read, bool chat) {
+  // The reply goes out as it is written: in chunks to HTTP/1.1, and to HTTP/1.0 (which has no chunked
+  // encoding: RFC 9112 7.1) as a body the closed connection ends.
+  template <class Provider>
+  static void reply_with(const httplib::Request& req, httplib::Response& res, const char* type, Provider&& provider,
+                         std::function<void(bool)> on_end) {
+    if (req.version == "HTTP/1.0") {
+      res.set_content_provider(type, std::forward<Provider>(provider), std::move(on_end));
+    } else {
+      res.set_chunked_content_provider(type, std::forward<Provider>(provider), std::move(on_end));
+    }
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read, bool chat) {
     const std::optional<std::string> body_text = read_body(read, res);
     if (!body_text) return;  // the error handler writes the body
     json body;
@@ -406,8 +430,8 @@ class server {
     };
     if (stream) {
       res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
+      reply_with(
+          req, res, "text/event-stream",
           [this, r, id, created, model, chat, usage_in_stream, first = true](std::size_t, httplib::DataSink& sink) mutable {
             bool finished = false;
             const std::string text = r->take(std::chrono::milliseconds(500), &finished);
@@ -453,8 +477,8 @@ class server {
     }
     // Not streamed: the body is sent when the reply is complete; until then a space now and then
     // (JSON allows leading whitespace) finds out whether the client is still there.
-    res.set_chunked_content_provider(
-        "application/json",
+    reply_with(
+        req, res, "application/json",
         [this, r, id, created, model, chat, reply = std::string(), last_write = std::chrono::steady_clock::now()](std::size_t,
                                                                                                                  httplib::DataSink& sink) mutable {
           bool finished = false;
