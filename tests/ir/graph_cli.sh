@@ -73,6 +73,22 @@ fails graph run "$data/relu_mlp.json" --weights "$work/transposed.safetensors" -
   --out "$work/x.safetensors"
 grep -q 'transposed.safetensors: tensor "mlp.0.weight" has shape \[2, 3\]; the graph.s GetAttr is \[3, 2\]' "$work/err" ||
   { echo "graph run with a weight of another shape"; cat "$work/err"; exit 1; }
+# Inputs of another shape: the file's fault, named, whether a fixed dim differs or one gives its symbol
+# a value outside the graph's Range (exit 1, not a usage error).
+python3 -c '
+import json, struct, sys
+def write(path, rows, cols):
+    header = json.dumps({"x": {"dtype": "F32", "shape": [rows, cols], "data_offsets": [0, 4 * rows * cols]}}).encode()
+    header += b" " * (-len(header) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(header)) + header + bytes(4 * rows * cols))
+write(sys.argv[1], 2, 3)
+write(sys.argv[2], 2000, 2)' "$work/wrong_cols.safetensors" "$work/too_many_rows.safetensors"
+fails graph run "$data/relu_mlp.json" --weights "$data/relu_mlp_weights.safetensors" --inputs "$work/wrong_cols.safetensors" --out "$work/x.safetensors"
+grep -q 'wrong_cols.safetensors: tensor "x" has shape \[2, 3\]; the graph.s Input is \[batch, 2\] = \[2, 2\]' "$work/err" ||
+  { echo "graph run with an input of another shape"; cat "$work/err"; exit 1; }
+fails graph run "$data/relu_mlp.json" --weights "$data/relu_mlp_weights.safetensors" --inputs "$work/too_many_rows.safetensors" --out "$work/x.safetensors"
+grep -q 'too_many_rows.safetensors: tensor "x" dim 0 gives symbol "batch" a value the graph refuses: .*2000' "$work/err" ||
+  { echo "graph run with an input outside the Range"; cat "$work/err"; exit 1; }
 # Control flow (the FX design's loop: x = x + 1, i = i + 1 while i < 10): from x = -3, x = 7 and i = 10.
 "$fused" graph run "$data/count_to_ten.json" --inputs "$data/count_to_ten_inputs.safetensors" --out "$work/count.safetensors" 2>/dev/null
 cmp "$work/count.safetensors" "$data/count_to_ten_expected.safetensors" || { echo "graph run of count_to_ten.json: unexpected output"; exit 1; }

@@ -144,6 +144,7 @@ int run_graph(const run_options& o) {
 
   // Symbols: from --bind, then from the shapes of the inputs given (a disagreement is an error).
   std::map<std::string, std::int64_t> values = fused::cli::parse_binds(o.bind);
+  std::map<std::string, std::string> given_by;  // a symbol the inputs gave: which tensor's dim
   for (const fused::tensor_info& t : p.tensors) {
     if (t.kind != fused::role::input && t.kind != fused::role::state) continue;
     const fused::io::tensor_view* v = in.find(fused::to_string(t.name));
@@ -162,6 +163,7 @@ int run_graph(const run_options& o) {
         throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" dim " + std::to_string(i) + " makes symbol \"" + name + "\" " +
                                     std::to_string(value) + ", but it is " + std::to_string(it->second));
       values[name] = value;
+      given_by.emplace(name, "tensor \"" + v->name + "\" dim " + std::to_string(i));
     }
   }
   fused::binding b{};
@@ -178,7 +180,12 @@ int run_graph(const run_options& o) {
           throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" has rank " + std::to_string(v->shape.size()) + "; the graph's Input is " +
                                       fused::ir::detail::named_shape(t.shp, g.symbols) + ", so " + e.what());
       }
-    throw usage_error(e.what());
+    // A value out of the symbol's Range is the inputs' fault where one of their shapes gave it.
+    const std::string what = e.what();
+    for (const auto& [name, source] : given_by)
+      if (what.find("\"" + name + "\"") != std::string::npos && fused::cli::parse_binds(o.bind).count(name) == 0)
+        throw std::invalid_argument(o.inputs + ": " + source + " gives symbol \"" + name + "\" a value the graph refuses: " + what);
+    throw usage_error(what);
   }
   const fused::memory_plan mem = fused::ir::plan(p, b);
 
@@ -206,6 +213,10 @@ int run_graph(const run_options& o) {
           throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" is " + std::string(fused::io::dtype_name(v->dtype)) + "; the graph's Input is " +
                                       fused::name_of(t.type));
         actual = v->shape;
+        // The file's fault, said so before the cut-wire report would name the first step that reads it.
+        if (*actual != bound_dims(t, b))
+          throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" has shape " + fused::io::shape_string(*actual) + "; the graph's Input is " +
+                                      fused::ir::detail::named_shape(t.shp, g.symbols) + " = " + fused::io::shape_string(bound_dims(t, b)));
       }
     }
     w.bound = actual.has_value() || t.kind == fused::role::state;  // state starts at zero
