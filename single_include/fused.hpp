@@ -6582,7 +6582,8 @@ class reader {
   std::optional<std::int64_t> index(const json& v, const std::string& where, const std::string& field) {
     if (v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) return v.get<std::int64_t>();
     if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return v.get<std::int64_t>();
-    fail(where, "format", "\"" + field + "\" must be a non-negative integer, got " + json_text::excerpt(v));
+    fail(where, "format", "\"" + field + "\" must be a non-negative integer" + (v.is_number_unsigned() ? " up to 2^63 - 1" : "") + ", got " +
+                              json_text::excerpt(v));
     return std::nullopt;
   }
   std::optional<std::int64_t> integer(const json& v, const std::string& where, const std::string& field) {
@@ -7363,7 +7364,9 @@ inline void check_control(const document& doc, analysis& an, const slot_map& slo
     } else if (nd.type == node_type::merge) {
       const std::size_t c = merged_control(doc, an, i);
       if (c == SIZE_MAX) {
-        fail(id, "merge", "\"of\" names node " + std::to_string(nd.of.value_or(-1)) + ", which is not a Conditional or a Loop");
+        const bool exists = nd.of && an.position.count(*nd.of);
+        fail(id, "merge", "\"of\" names node " + std::to_string(nd.of.value_or(-1)) +
+                              (exists ? ", which is not a Conditional or a Loop" : ", which the graph does not have"));
         continue;
       }
       if (slots[i].size() != 2 || !slots[i].count(0) || !slots[i].count(1)) {

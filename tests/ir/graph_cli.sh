@@ -132,6 +132,8 @@ usage '--bind binds batch twice (batch=2 and batch=3)' graph run "$data/relu_mlp
 # A Loop without its bound, and a Merge of a node that is not a Conditional or Loop: refused by node and rule.
 damaged "$data/count_to_ten.json" 's/"max_trips": 100/"max_tripz": 100/' '^error: node 4: format: a Loop states its bound, "max_trips"'
 damaged "$data/count_to_ten.json" 's/"of": 4/"of": 0/' '^error: node 5: merge: "of" names node 0, which is not a Conditional or a Loop'
+damaged "$data/count_to_ten.json" 's/"of": 4/"of": 99/' '^error: node 5: merge: "of" names node 99, which the graph does not have'
+damaged "$data/count_to_ten.json" 's/"of": 4/"of": 18446744073709551615/' '"of" must be a non-negative integer up to 2^63 - 1, got 18446744073709551615'
 damaged "$data/count_to_ten.json" 's/"body": \[/"body": [10, /' '^error: node 4: region: "body" lists Output node 10'
 damaged "$data/count_to_ten.json" 's/"source": 7,/"source": 8,/' '^error: node 4: condition: the condition must be one bool'
 damaged "$data/count_to_ten.json" 's/"source": 8,/"source": 4,/' '^error: node 4: control-edges: a Loop node has no value'

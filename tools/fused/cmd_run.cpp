@@ -155,8 +155,7 @@ int run(options o) {
                                     std::to_string(default_model::capacity) + " positions");
     const std::int64_t capacity = o.ctx ? o.ctx : default_model::capacity;
     if (P + 1 > capacity)
-      throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the context holds " + std::to_string(capacity) +
-                                  " (and one more to generate)");
+      throw std::invalid_argument(fused::cli::prompt_too_long(P, capacity));
     const auto w = load_weights(default_model::plans::prefill.tensors);
     auto m = std::make_unique<default_model>(w);
     how = "static model";
@@ -166,8 +165,7 @@ int run(options o) {
     const std::int64_t ctx = o.ctx ? o.ctx : std::min<std::int64_t>(maxpos, P + std::max<long long>(o.n, 1));
     if (ctx > maxpos) throw fused::cli::usage_error("--ctx " + std::to_string(ctx) + " exceeds max_position_embeddings " + std::to_string(maxpos));
     if (P + 1 > ctx)
-      throw std::invalid_argument("the prompt is " + std::to_string(P) + " tokens; the context holds " + std::to_string(ctx) +
-                                  " (and one more to generate)" + (o.ctx ? "" : " = max_position_embeddings"));
+      throw std::invalid_argument(fused::cli::prompt_too_long(P, ctx, o.ctx ? "" : " (max_position_embeddings)"));
     fused::decoder::model m(*info.family, info.arch, std::min<std::int64_t>(P, 512), ctx);
     const auto w = load_weights(m.tensors());
     m.bind(w);

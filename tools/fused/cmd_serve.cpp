@@ -53,7 +53,9 @@ int serve(const options& o) {
                l.name.c_str(), l.model->kind(), fk_isa_name(fk_isa_active()), fk_get_threads(), o.parallel, o.parallel == 1 ? "" : "s",
                static_cast<long long>(l.model->capacity()), mib(s.state_bytes()), o.parallel, mib(each),
                mib(static_cast<std::size_t>(l.model->arena_bytes())), mib(static_cast<std::size_t>(l.model->weights_bytes())), o.queue);
-  std::fprintf(stderr, "[fused] listening on http://%s:%d\n", o.host.c_str(), port);
+  // An IPv6 address goes in brackets in a URL (RFC 3986 3.2.2).
+  const bool ipv6 = o.host.find(':') != std::string::npos;
+  std::fprintf(stderr, "[fused] listening on http://%s%s%s:%d\n", ipv6 ? "[" : "", o.host.c_str(), ipv6 ? "]" : "", port);
   std::fflush(stderr);
 
   std::thread on_signal([&s, signals] {

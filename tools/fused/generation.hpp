@@ -164,6 +164,14 @@ inline loaded_model load_model(const std::string& model_dir, std::int64_t ctx) {
   return l;
 }
 
+// Why a prompt of `prompt` tokens cannot run in a context of `capacity` positions: the token it
+// generates needs one more. `whose`: what sized the context, if not the user (" (max_position_embeddings)").
+inline std::string prompt_too_long(std::int64_t prompt, std::int64_t capacity, const std::string& whose = "") {
+  const auto count = [](std::int64_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+  return "the prompt is " + count(prompt, "token") + "; the context holds " + count(capacity, "position") + whose + ", the prompt at most " +
+         std::to_string(capacity - 1) + " of them (one more is generated)";
+}
+
 // The chat template: the model's, or the format named by --chat-template.
 inline io::chat_template chat_template_for(const std::filesystem::path& dir, const std::string& flag) {
   if (flag.empty()) return io::chat_template::from_model_dir(dir);

@@ -355,10 +355,8 @@ class server {
     }
     const std::int64_t capacity = l_.model->capacity();
     if (static_cast<std::int64_t>(r->prompt.size()) + 1 > capacity)
-      throw bad_request(400,
-                        "the prompt is " + std::to_string(r->prompt.size()) + " tokens; the context holds " + std::to_string(capacity) +
-                            " (and one more to generate)",
-                        chat ? "messages" : "prompt", "context_length_exceeded");
+      throw bad_request(400, fused::cli::prompt_too_long(static_cast<std::int64_t>(r->prompt.size()), capacity), chat ? "messages" : "prompt",
+                        "context_length_exceeded");
     return r;
   }
 

@@ -117,7 +117,8 @@ class reader {
   std::optional<std::int64_t> index(const json& v, const std::string& where, const std::string& field) {
     if (v.is_number_unsigned() && v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) return v.get<std::int64_t>();
     if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return v.get<std::int64_t>();
-    fail(where, "format", "\"" + field + "\" must be a non-negative integer, got " + json_text::excerpt(v));
+    fail(where, "format", "\"" + field + "\" must be a non-negative integer" + (v.is_number_unsigned() ? " up to 2^63 - 1" : "") + ", got " +
+                              json_text::excerpt(v));
     return std::nullopt;
   }
   std::optional<std::int64_t> integer(const json& v, const std::string& where, const std::string& field) {

@@ -256,7 +256,9 @@ inline void check_control(const document& doc, analysis& an, const slot_map& slo
     } else if (nd.type == node_type::merge) {
       const std::size_t c = merged_control(doc, an, i);
       if (c == SIZE_MAX) {
-        fail(id, "merge", "\"of\" names node " + std::to_string(nd.of.value_or(-1)) + ", which is not a Conditional or a Loop");
+        const bool exists = nd.of && an.position.count(*nd.of);
+        fail(id, "merge", "\"of\" names node " + std::to_string(nd.of.value_or(-1)) +
+                              (exists ? ", which is not a Conditional or a Loop" : ", which the graph does not have"));
         continue;
       }
       if (slots[i].size() != 2 || !slots[i].count(0) || !slots[i].count(1)) {
