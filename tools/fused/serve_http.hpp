@@ -156,10 +156,12 @@ class server {
       // request); httplib would read the first. The body is not read: the connection closes.
       if (const std::size_t lengths = req.get_header_value_count("Content-Length"); lengths > 1) {
         send_error(res, 400, "the request has " + std::to_string(lengths) + " Content-Length headers; send one");
+        res.set_header("Connection", "close");
         return httplib::Server::HandlerResponse::Handled;
       }
       if (content_length_garbled(req)) {
         send_garbled_length(req, res);
+        res.set_header("Connection", "close");  // where the body ends is unknown, as above
         return httplib::Server::HandlerResponse::Handled;
       }
       if (o_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
