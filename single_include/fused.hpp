@@ -9159,8 +9159,9 @@ FK_API size_t fk_gemm_bf16_work_bytes(size_t M, size_t K) { return M * fk__work_
 /* ---- scalar ----------------------------------------------------------------------------------- */
 FK_API float fk__dot_scalar(const float* x, const uint16_t* w, size_t K) {
   float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; /* 4 chains: same order for every row */
+  const size_t K4 = K & ~(size_t)3; /* (k + 4 <= K led g++ -O3 to a false -Waggressive-loop-optimizations) */
   size_t k = 0;
-  for (; k + 4 <= K; k += 4) {
+  for (; k < K4; k += 4) {
     a0 += x[k] * fk_bf16_to_f32_1(w[k]);
     a1 += x[k + 1] * fk_bf16_to_f32_1(w[k + 1]);
     a2 += x[k + 2] * fk_bf16_to_f32_1(w[k + 2]);
