@@ -6103,6 +6103,11 @@ using json = nlohmann::ordered_json;
 inline constexpr int format_major = 1;
 inline constexpr int format_minor = 0;
 
+// Bounds that keep every shape rule's arithmetic far from overflow (dims and integer attributes
+// multiply in pairs at most before a size check).
+inline constexpr std::int64_t max_dim = std::int64_t{1} << 31;
+inline constexpr std::int64_t max_integer_attribute = std::int64_t{1} << 31;
+
 enum class node_type : std::uint8_t { input, call, output, get_attr, conditional, loop, merge };
 
 inline constexpr const char* node_type_names[] = {"Input", "Call", "Output", "GetAttr", "Conditional", "Loop", "Merge"};
@@ -7091,10 +7096,11 @@ inline encoding encoding_for(const std::filesystem::path& file) {
 // Writes the document to `file`, MessagePack or JSON by its extension (encoding_for); returns the bytes written.
 inline std::size_t write_file(const document& doc, const std::filesystem::path& file) {
   const std::string bytes = encode(doc, encoding_for(file));
+  errno = 0;
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  if (!out) throw std::runtime_error(file.string() + ": cannot write");
+  if (!out) throw std::runtime_error(file.string() + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
   return bytes.size();
 }
 
@@ -7135,11 +7141,6 @@ inline std::size_t write_file(const document& doc, const std::filesystem::path& 
 
 
 namespace fused::ir {
-
-// Bounds that keep every shape rule's arithmetic far from overflow (dims and integer attributes
-// multiply in pairs at most before a size check).
-inline constexpr std::int64_t max_dim = std::int64_t{1} << 31;
-inline constexpr std::int64_t max_integer_attribute = std::int64_t{1} << 31;
 
 // What the validator learns of a document, for the lowering.
 struct analysis {
@@ -7439,6 +7440,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       if (!known) continue;
       if (c.kind == constraint_kind::range) {
         if (c.min < 1 || c.max < c.min) fail(where, "constraint", "Range of \"" + c.symbols[0] + "\" must satisfy 1 <= min <= max, got [" + std::to_string(c.min) + ", " + std::to_string(c.max) + "]");
+        else if (c.max > max_dim) fail(where, "constraint", "Range of \"" + c.symbols[0] + "\" has max " + std::to_string(c.max) + "; a dim is at most 2^31 = " + std::to_string(max_dim));
         auto& r = range[c.symbols[0]];
         r = {std::max(r.first, c.min), std::min(r.second, c.max)};
       } else if (c.kind == constraint_kind::divisible && c.by < 1) {
@@ -7994,6 +7996,7 @@ inline binding bind(const document& doc, const std::map<std::string, std::int64_
     if (it == values.end()) throw std::invalid_argument("symbol \"" + name + "\" is not bound (--bind " + name + "=VALUE)");
     const std::int64_t v = it->second;
     if (v < 1) throw std::invalid_argument("symbol \"" + name + "\" = " + std::to_string(v) + " must be positive");
+    if (v > max_dim) throw std::invalid_argument("symbol \"" + name + "\" = " + std::to_string(v) + " exceeds 2^31 = " + std::to_string(max_dim) + ", the largest dim a graph may have");
     for (const auto& c : doc.constraints) {
       if (c.symbols.empty() || c.symbols[0] != name) continue;
       if (c.kind == constraint_kind::range && (v < c.min || v > c.max))

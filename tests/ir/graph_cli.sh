@@ -48,6 +48,9 @@ damaged "$work/qwen2-0.5b.json" 's/"op":"embed"/"op":"embedd"/' "^error: node 2:
 # lowers what validates, and names the nodes.
 damaged "$work/qwen2-0.5b.json" 's/{"source":18,"target":20,"name":"cache.layers.0.key.next","slot":1}/{"source":19,"target":20,"name":"cache.layers.0.value.next","slot":1}/' \
   "^error: graph: lowering: .*: node 20 'attention' reads 'cache.layers.0.value.next' as a value cache, but node 20 'attention' reads the same bytes as a key cache, and one set of bytes holds one layout\$"
+# A Range wider than a dim may be: refused, not clamped (a plan could bind the symbol past 2^31).
+damaged "$data/relu_mlp.json" 's/"max": 1024/"max": 1099511627776/' \
+  '^error: constraints\[0\]: constraint: Range of "batch" has max 1099511627776; a dim is at most 2^31 = 2147483648$'
 sed 's/"op":"embed"/"op":"embedd"/' "$work/qwen2-0.5b.json" >"$work/bad2.json"
 fails plan --graph "$work/bad2.json" --mode prefill
 [ ! -s "$work/out" ] && grep -q "unknown-op" "$work/err" || { echo "plan --graph of a damaged file"; cat "$work/err"; exit 1; }

@@ -24,6 +24,11 @@ using json = nlohmann::ordered_json;
 inline constexpr int format_major = 1;
 inline constexpr int format_minor = 0;
 
+// Bounds that keep every shape rule's arithmetic far from overflow (dims and integer attributes
+// multiply in pairs at most before a size check).
+inline constexpr std::int64_t max_dim = std::int64_t{1} << 31;
+inline constexpr std::int64_t max_integer_attribute = std::int64_t{1} << 31;
+
 enum class node_type : std::uint8_t { input, call, output, get_attr, conditional, loop, merge };
 
 inline constexpr const char* node_type_names[] = {"Input", "Call", "Output", "GetAttr", "Conditional", "Loop", "Merge"};

@@ -626,10 +626,11 @@ inline encoding encoding_for(const std::filesystem::path& file) {
 // Writes the document to `file`, MessagePack or JSON by its extension (encoding_for); returns the bytes written.
 inline std::size_t write_file(const document& doc, const std::filesystem::path& file) {
   const std::string bytes = encode(doc, encoding_for(file));
+  errno = 0;
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  if (!out) throw std::runtime_error(file.string() + ": cannot write");
+  if (!out) throw std::runtime_error(file.string() + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
   return bytes.size();
 }
 

@@ -32,6 +32,7 @@ inline binding bind(const document& doc, const std::map<std::string, std::int64_
     if (it == values.end()) throw std::invalid_argument("symbol \"" + name + "\" is not bound (--bind " + name + "=VALUE)");
     const std::int64_t v = it->second;
     if (v < 1) throw std::invalid_argument("symbol \"" + name + "\" = " + std::to_string(v) + " must be positive");
+    if (v > max_dim) throw std::invalid_argument("symbol \"" + name + "\" = " + std::to_string(v) + " exceeds 2^31 = " + std::to_string(max_dim) + ", the largest dim a graph may have");
     for (const auto& c : doc.constraints) {
       if (c.symbols.empty() || c.symbols[0] != name) continue;
       if (c.kind == constraint_kind::range && (v < c.min || v > c.max))

@@ -28,11 +28,6 @@
 
 namespace fused::ir {
 
-// Bounds that keep every shape rule's arithmetic far from overflow (dims and integer attributes
-// multiply in pairs at most before a size check).
-inline constexpr std::int64_t max_dim = std::int64_t{1} << 31;
-inline constexpr std::int64_t max_integer_attribute = std::int64_t{1} << 31;
-
 // What the validator learns of a document, for the lowering.
 struct analysis {
   std::vector<issue> errors;
@@ -331,6 +326,7 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
       if (!known) continue;
       if (c.kind == constraint_kind::range) {
         if (c.min < 1 || c.max < c.min) fail(where, "constraint", "Range of \"" + c.symbols[0] + "\" must satisfy 1 <= min <= max, got [" + std::to_string(c.min) + ", " + std::to_string(c.max) + "]");
+        else if (c.max > max_dim) fail(where, "constraint", "Range of \"" + c.symbols[0] + "\" has max " + std::to_string(c.max) + "; a dim is at most 2^31 = " + std::to_string(max_dim));
         auto& r = range[c.symbols[0]];
         r = {std::max(r.first, c.min), std::min(r.second, c.max)};
       } else if (c.kind == constraint_kind::divisible && c.by < 1) {
