@@ -150,6 +150,13 @@ bad = [
     ("too long", json.dumps({"messages": [{"role": "user", "content": "and the " * 400}]}).encode(), 400, "the context holds 512"),
     ("not UTF-8", b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 400, "UTF-8"),
     ("huge body", b'{"prompt": "' + b"a" * (2 << 20) + b'"}', 413, "larger than the server's limit"),
+    # a key twice is refused (last-wins would answer what a proxy that read the first did not check)
+    ("key twice", b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "max_tokens": 9}', 400,
+     'the request body has the key "max_tokens" twice in one object'),
+    ("key twice, nested", b'{"messages": [{"role": "user", "role": "system", "content": "hi"}]}', 400, 'the key "role" twice'),
+    ("deep nesting", b'{"messages": ' + b"[" * 100 + b"]" * 100 + b"}", 400, "nests deeper than 32 levels"),
+    ("two limits", json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "max_completion_tokens": 7}).encode(), 400,
+     "max_tokens (5) and max_completion_tokens (7) disagree: give one"),
     # fields that would change the answer: refused unless neutral, not ignored
     ("logit_bias", json.dumps({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"50": 100}}).encode(), 400, "logit_bias is not supported"),
     ("tools", json.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}).encode(), 400, "tools are not supported"),
@@ -272,6 +279,12 @@ answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAu
 check(closed and answer.startswith(b"HTTP/1.1 400") and b"the request has 2 Content-Length headers; send one" in answer,
       f"two Content-Length headers: {answer[:300]!r}")
 
+# A POST with neither Content-Length nor chunked encoding: 411 at once (httplib would wait out its
+# read timeout for a body whose end it cannot know).
+started = time.time()
+answer, closed = exchange(port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() + b"\r\n\r\n")
+check(closed and answer.startswith(b"HTTP/1.1 411") and b"a POST needs a Content-Length header" in answer and time.time() - started < 3,
+      f"POST without Content-Length: {time.time() - started:.1f} s {answer[:300]!r}")
 # A chunked body is held to --max-body too (httplib 0.11 holds only a Content-Length to it).
 body = b'{"prompt": "' + b"a" * (2 << 20) + b'"}'
 chunked = b"".join(b"%x\r\n" % len(body[i:i + 65536]) + body[i:i + 65536] + b"\r\n" for i in range(0, len(body), 65536)) + b"0\r\n\r\n"

@@ -204,20 +204,7 @@ class slot {
   // calls of at most max_tokens, gets a fresh prefill's arithmetic too. At least one token runs.
   std::span<const float> feed(const session_model& m, std::span<const std::int32_t> ids, std::size_t* reused = nullptr) {
     if (ids.empty()) throw std::invalid_argument("no tokens to run");
-    const auto chunk = static_cast<std::size_t>(s_.max_tokens());
-    // The arithmetic of position j's row when ids[from ..) run from position `from`.
-    const auto rows_from = [&](std::size_t from, std::size_t j) {
-      const std::size_t start = from + (j - from) / chunk * chunk;
-      return fk_gemm_bf16_rows(std::min(chunk, ids.size() - start));
-    };
-    const auto rest_as_fresh = [&](std::size_t from) {
-      for (std::size_t j = from; j < ids.size(); ++j)
-        if (rows_from(from, j) != rows_from(0, j)) return false;
-      return true;
-    };
-    std::size_t keep = 0;
-    while (keep < cached_.size() && keep + 1 < ids.size() && cached_[keep] == ids[keep] && rows_[keep] == rows_from(0, keep)) ++keep;
-    while (keep > 0 && !rest_as_fresh(keep)) --keep;
+    const std::size_t keep = keepable(ids);
     s_.rewind(static_cast<std::int64_t>(keep));
     cached_.resize(keep);
     rows_.resize(keep);
@@ -225,8 +212,20 @@ class slot {
     const std::span<const std::int32_t> rest = ids.subspan(keep);
     std::span<const float> logits = m.prefill(s_, rest);
     cached_.insert(cached_.end(), rest.begin(), rest.end());
-    for (std::size_t j = keep; j < ids.size(); ++j) rows_.push_back(rows_from(keep, j));
+    for (std::size_t j = keep; j < ids.size(); ++j) rows_.push_back(rows_of(ids.size(), keep, j));
     return logits;
+  }
+  // How many cached positions feed(ids) would keep (the engine gives a prompt the slot that keeps most).
+  std::size_t keepable(std::span<const std::int32_t> ids) const {
+    const auto rest_as_fresh = [&](std::size_t from) {
+      for (std::size_t j = from; j < ids.size(); ++j)
+        if (rows_of(ids.size(), from, j) != rows_of(ids.size(), 0, j)) return false;
+      return true;
+    };
+    std::size_t keep = 0;
+    while (keep < cached_.size() && keep + 1 < ids.size() && cached_[keep] == ids[keep] && rows_[keep] == rows_of(ids.size(), 0, keep)) ++keep;
+    while (keep > 0 && !rest_as_fresh(keep)) --keep;
+    return keep;
   }
   std::span<const float> decode(const session_model& m, std::int32_t id) {
     std::span<const float> logits = m.decode(s_, id);
@@ -239,12 +238,6 @@ class slot {
     cached_.clear();
     rows_.clear();
   }
-  // How many leading ids of `ids` are cached (to pick the slot that has most of a prompt).
-  std::size_t shared_prefix(std::span<const std::int32_t> ids) const {
-    std::size_t n = 0;
-    while (n < cached_.size() && n < ids.size() && cached_[n] == ids[n]) ++n;
-    return n;
-  }
   std::int64_t position() const { return s_.position(); }
   std::int64_t capacity() const { return s_.capacity(); }
 
@@ -252,6 +245,13 @@ class slot {
   runtime::session s_;
   std::vector<std::int32_t> cached_;
   std::vector<fk_gemm_rows> rows_;  // the arithmetic of each cached position's row (see feed)
+
+  // The arithmetic of position j's row when positions [from, count) run from `from` in calls of at most max_tokens.
+  fk_gemm_rows rows_of(std::size_t count, std::size_t from, std::size_t j) const {
+    const auto chunk = static_cast<std::size_t>(s_.max_tokens());
+    const std::size_t start = from + (j - from) / chunk * chunk;
+    return fk_gemm_bf16_rows(std::min(chunk, count - start));
+  }
 };
 
 struct sampling {

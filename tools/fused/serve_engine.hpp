@@ -153,14 +153,14 @@ class engine {
     }
   }
 
-  // Queued requests into free slots: each to the free slot that has most of its prompt cached.
+  // Queued requests into free slots: each to the free slot whose cache keeps most of its prompt (slot::keepable).
   void assign() {
     while (!queue_.empty()) {
       slot_state* best = nullptr;
       std::size_t best_shared = 0;
       for (slot_state& st : slots_) {
         if (st.job) continue;
-        const std::size_t shared = st.s.shared_prefix(queue_.front()->prompt);
+        const std::size_t shared = st.s.keepable(queue_.front()->prompt);
         if (!best || shared > best_shared) {
           best = &st;
           best_shared = shared;

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -68,6 +69,13 @@ inline void send_error(httplib::Response& res, int status, const std::string& me
 
 // A Content-Length that is not a count of bytes: httplib reads "-5" as a huge one (a 413) and "abc"
 // as 0 (the body then read as the next request). Both are the request's fault: a 400 naming it.
+// Whether httplib reads the body in chunks: it does for a Transfer-Encoding of exactly "chunked", in
+// any case (httplib 0.11's is_chunked_transfer_encoding, which its shared library keeps to itself).
+inline bool chunked(const httplib::Request& req) {
+  const std::string coding = req.get_header_value("Transfer-Encoding");
+  return coding.size() == 7 && std::equal(coding.begin(), coding.end(), "chunked", [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+}
+
 inline bool content_length_garbled(const httplib::Request& req) {
   if (!req.has_header("Content-Length")) return false;
   const std::string length = req.get_header_value("Content-Length");
@@ -162,6 +170,12 @@ class server {
       if (content_length_garbled(req)) {
         send_garbled_length(req, res);
         res.set_header("Connection", "close");  // where the body ends is unknown, as above
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      // A POST whose body has no stated end: httplib 0.11 would wait out its read timeout for one.
+      if (req.method == "POST" && !req.has_header("Content-Length") && !chunked(req)) {
+        send_error(res, 411, "a POST needs a Content-Length header (or Transfer-Encoding: chunked)");
+        res.set_header("Connection", "close");
         return httplib::Server::HandlerResponse::Handled;
       }
       if (o_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
@@ -289,8 +303,24 @@ class server {
   std::shared_ptr<request> parse(const std::string& text, bool chat, json& body, bool& stream, bool& usage_in_stream) const {
     if (const std::size_t bad = first_invalid_utf8(text); bad != std::string::npos)
       throw bad_request(400, "the request body is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+    // A key twice in one object is refused, not read last-wins (a proxy may have read the first), and
+    // nesting is bounded: no request needs more than a few levels.
+    std::vector<std::unordered_set<std::string>> keys;  // of each open object
+    const auto strict = [&](int depth, json::parse_event_t event, json& parsed) {
+      constexpr int max_depth = 32;
+      if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= max_depth)
+        throw bad_request(400, "the request body nests deeper than " + std::to_string(max_depth) + " levels");
+      if (event == json::parse_event_t::object_start) keys.emplace_back();
+      if (event == json::parse_event_t::object_end) keys.pop_back();
+      if (event == json::parse_event_t::key) {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!keys.back().insert(key).second)
+          throw bad_request(400, "the request body has the key " + fused::json_text::excerpt(json(key)) + " twice in one object", key.substr(0, 60));
+      }
+      return true;
+    };
     try {
-      body = fused::json_text::parse(text);
+      body = fused::json_text::parse(text, strict);
     } catch (const json::exception& e) {
       throw bad_request(400, std::string("the request body is not valid JSON: ") + e.what());
     }
@@ -333,8 +363,12 @@ class server {
     r->how.top_k = f.integer("top_k", o_.how.top_k, 0, 1 << 30);
     r->how.repeat_penalty = f.number("repeat_penalty", o_.how.repeat_penalty, 0.01, 100);
     r->seed = static_cast<std::uint64_t>(f.integer("seed", static_cast<long long>(std::random_device{}() >> 1), 0, INT64_MAX));
-    const long long max_tokens = f.integer("max_completion_tokens", -1, 0, 1 << 30);
-    r->max_tokens = f.integer("max_tokens", max_tokens, 0, 1 << 30);
+    // Two names of one limit (max_tokens is the older): both may be given only alike.
+    const long long max_completion_tokens = f.integer("max_completion_tokens", -1, 0, 1 << 30);
+    r->max_tokens = f.integer("max_tokens", max_completion_tokens, 0, 1 << 30);
+    if (max_completion_tokens >= 0 && r->max_tokens != max_completion_tokens)
+      throw bad_request(400, "max_tokens (" + std::to_string(r->max_tokens) + ") and max_completion_tokens (" + std::to_string(max_completion_tokens) +
+                                 ") disagree: give one", "max_tokens");
     r->stops = stops_of(f);
     r->stop_ids = l_.eos;
     if (chat) {
