@@ -22,6 +22,7 @@
 #ifndef FUSED_SAFETENSORS_H
 #define FUSED_SAFETENSORS_H
 
+#include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -60,6 +61,7 @@ typedef struct {
   const char* p;
   const char* end;
   const char* what; /* file name, for messages */
+  const char* kind; /* what the text is, for messages: "JSON", or "JSON header" (a safetensors file's) */
   char* err;
   size_t errn;
   int failed;
@@ -79,7 +81,7 @@ FST_API void fst_json_free(fst_json* j) {
 }
 
 FST_API int fst__perr(fst__parser* ps, const char* msg) {
-  if (!ps->failed) fst__fail(ps->err, ps->errn, "%s: invalid JSON header: %s", ps->what, msg);
+  if (!ps->failed) fst__fail(ps->err, ps->errn, "%s: invalid %s: %s", ps->what, ps->kind, msg);
   ps->failed = 1;
   return -1;
 }
@@ -287,12 +289,15 @@ FST_API int fst__value(fst__parser* ps, fst_json* out, int depth) {
   return fst__perr(ps, "unexpected character");
 }
 
-/* Parses `len` bytes of JSON with containers at most `max_depth` deep (the outermost is 0). */
-FST_API int fst__json_parse_depth(const char* text, size_t len, const char* what, int max_depth, fst_json* out, char* err, size_t errn) {
+/* Parses `len` bytes of JSON with containers at most `max_depth` deep (the outermost is 0); `kind`
+ * names the text in messages. */
+FST_API int fst__json_parse_depth(const char* text, size_t len, const char* what, const char* kind, int max_depth, fst_json* out, char* err,
+                                  size_t errn) {
   fst__parser ps;
   ps.p = text;
   ps.end = text + len;
   ps.what = what;
+  ps.kind = kind;
   ps.err = err;
   ps.errn = errn;
   ps.failed = 0;
@@ -306,7 +311,7 @@ FST_API int fst__json_parse_depth(const char* text, size_t len, const char* what
 /* Parses `len` bytes of JSON (strict RFC 8259, UTF-8, containers at most 32 deep, no \u0000);
  * `what` names the file in messages. */
 FST_API int fst_json_parse(const char* text, size_t len, const char* what, fst_json* out, char* err, size_t errn) {
-  return fst__json_parse_depth(text, len, what, 32, out, err, errn);
+  return fst__json_parse_depth(text, len, what, "JSON", 32, out, err, errn);
 }
 
 /* The member `key` of an object, or NULL. */
@@ -578,7 +583,7 @@ FST_API int fst_open_stream(fst_file* f, FILE* stream, const char* name, char* e
     goto fail;
   }
   /* {name: {"shape": [...]}}: containers nest 2 deep at most, which bounds the parser's work */
-  if (fst__json_parse_depth(text, (size_t)hlen, name, 2, &f->header, err, errn)) { free(text); goto fail; }
+  if (fst__json_parse_depth(text, (size_t)hlen, name, "JSON header", 2, &f->header, err, errn)) { free(text); goto fail; }
   free(text);
   if (fst__tensors(f, err, errn)) goto fail;
   return 0;
@@ -996,11 +1001,11 @@ FST_API int fst_write(const char* path, const fst_out* t, int n, char* err, size
   fst__write_header(header, json + 1, t, n);
   while (at % 8) header[at++] = ' ';
   for (d = 0; d < 8; ++d) len8[d] = (unsigned char)((uint64_t)at >> (8 * d));
-  if (!(f = fopen(path, "wb"))) { free(header); fst__fail(err, errn, "%s: cannot write", path); return -1; }
+  if (!(f = fopen(path, "wb"))) { free(header); fst__fail(err, errn, "%s: cannot write: %s", path, strerror(errno)); return -1; }
   ok = fwrite(len8, 1, 8, f) == 8 && fwrite(header, 1, at, f) == at;
   for (k = 0; k < n && ok; ++k) ok = !t[k].bytes || fwrite(t[k].data, 1, (size_t)t[k].bytes, f) == (size_t)t[k].bytes;
   free(header);
-  if (fclose(f) || !ok) { fst__fail(err, errn, "%s: cannot write", path); return -1; }
+  if (fclose(f) || !ok) { fst__fail(err, errn, "%s: cannot write: %s", path, strerror(errno)); return -1; }
   return 0;
 }
 

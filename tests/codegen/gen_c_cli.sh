@@ -36,4 +36,16 @@ refused --input-ids 1 --continue-ids 5,1000
 refused --input-ids 1,1000
 refused --status-only --input-ids 1 --threads abc
 refused --status-only --input-ids 1 --threads -5
+# --name: a C identifier of at most 64 characters (it names every file), refused as a usage error
+# before anything is written.
+name_refused() {
+  set +e
+  err=$("$fused" gen-c --model "$model" --out "$work/named" --name "$1" 2>&1 >/dev/null)
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] && [ ! -e "$work/named" ] && echo "$err" | grep -qF "$2" || { echo "gen-c --name $1: exit $rc: $err"; exit 1; }
+}
+name_refused 9abc "the name '9abc' is not a C identifier"
+long=$(printf 'a%.0s' $(seq 1 300))
+name_refused "$long" "is longer than 64 characters"
 echo "gen-c: same files as fused_generate_c, same logits, the same refusals"

@@ -325,3 +325,13 @@ TEST_CASE("C reader: a model directory's index names a non-empty set of files in
   CHECK(fst_model_files(dir.path.c_str(), &list, err, sizeof err) == -1);
   CHECK(std::string(err) == dir.path.string() + ": neither model.safetensors nor model.safetensors.index.json is there");
 }
+
+TEST_CASE("C reader: JSON that is not a safetensors header is named as JSON") {
+  fst_json j;
+  char err[512] = "";
+  CHECK(fst_json_parse("{\"a\": nope}", 11, "config.json", &j, err, sizeof err) == -1);
+  CHECK(std::string(err) == "config.json: invalid JSON: unexpected character");
+  const std::string index = "{\"weight_map\": {\"a\": \"x\"}";
+  CHECK(fst_json_parse(index.data(), index.size(), "model.safetensors.index.json", &j, err, sizeof err) == -1);
+  CHECK(std::string(err) == "model.safetensors.index.json: invalid JSON: expected ',' or a closing bracket");
+}

@@ -169,7 +169,14 @@ const fused::cli::command gen_c_cmd{
       auto* graph = app.add_option("--graph", o->graph, "a graph file instead of --model: a decoder's (fused graph export), or any program with C kernels");
       model->excludes(graph);
       app.add_option("--out", o->out, "the directory to write")->required();
-      app.add_option("--name", o->name, "the C prefix of every symbol and file");
+      app.add_option("--name", o->name, "the C prefix of every symbol and file")->check([](const std::string& name) -> std::string {
+        try {
+          fused::codegen::detail::check_c_identifier(name);
+          return {};
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what()).substr(std::string_view("codegen: ").size());
+        }
+      });
       app.add_option("--max-seq", o->max_seq, "most tokens one prefill call takes")->default_str("min(512, --max-ctx)")->check(integer_in(1, 1 << 24));
       app.add_option("--max-ctx", o->max_ctx, "KV cache positions")->default_str("min(4096, max_position_embeddings)")->check(integer_in(1, 1 << 30));
       app.add_option("--logits", o->logits, "all positions' logits (the scorer needs them) or the last one's")

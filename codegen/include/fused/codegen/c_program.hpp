@@ -225,7 +225,11 @@ inline void add_generate(c_program& p, const decoder::family_entry& family, cons
 inline void check_c_identifier(const std::string& name) {
   bool ok = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
   for (char ch : name) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
-  if (!ok) throw std::invalid_argument("codegen: the name '" + name + "' is not a C identifier");
+  if (!ok) throw std::invalid_argument("codegen: the name '" + (name.size() > 64 ? name.substr(0, 64) + "..." : name) + "' is not a C identifier");
+  // Every file is named by it (<name>_generate_main.c the longest): far from a file name's 255 bytes.
+  constexpr std::size_t max_chars = 64;
+  if (name.size() > max_chars)
+    throw std::invalid_argument("codegen: the name '" + name.substr(0, max_chars) + "...' is longer than " + std::to_string(max_chars) + " characters");
   std::string lower = name;
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   for (const std::string_view taken : {"fk", "fst"})  // the kernels' and the safetensors reader's prefixes

@@ -5,6 +5,8 @@
 // builds it with nothing else on the include path.
 #pragma once
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -52,10 +54,11 @@ inline std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 inline void write_file(const std::filesystem::path& path, const std::string& text) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
-  if (!out) throw std::runtime_error(path.string() + ": cannot write");
+  if (!out) throw std::runtime_error(path.string() + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
 }
 // The quoted includes of a C header ("fk_common.h"), in order.
 inline std::vector<std::string> local_includes(const std::string& text) {
