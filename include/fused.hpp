@@ -112,6 +112,7 @@
 
 // io: Hugging Face config.json, safetensors, tokenizer.json
 #include "fused/io/chat_template.hpp"
+#include "fused/io/file_replace.hpp"
 #include "fused/io/json_config.hpp"
 #include "fused/io/load_error.hpp"
 #include "fused/io/safetensors.hpp"

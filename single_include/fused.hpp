@@ -6362,6 +6362,106 @@ inline document from_program(const program& p, const std::vector<symbol_decl>& s
 #include <unordered_set>
 #include <vector>
 
+// ---- begin fused/io/file_replace.hpp -------------------------------------------------------------------
+// Files written whole or not at all: the bytes go to a temporary file beside the target, which is
+// renamed over it once they are all on disk. A full disk, a signal or a crash leaves the old file
+// as it was (a checkpoint trained over in place, a results file), never part of a new one.
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fused::io {
+
+// One file to be replaced: write() fills a temporary beside it, commit() renames that over it; a
+// pending_file destroyed before commit() removes its temporary. A target that exists and is not a
+// regular file (a device such as /dev/stdout, a pipe) is written in place: it cannot be replaced.
+// Errors are std::runtime_error naming the target and the system's reason.
+class pending_file {
+ public:
+  explicit pending_file(std::filesystem::path target) : target_(std::move(target)) {
+    struct stat st {};
+    if (::stat(target_.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) fail("is a directory");
+      in_place_ = !S_ISREG(st.st_mode);
+      // through a link to the file it names, as writing it in place would go
+      if (!in_place_) {
+        std::error_code ec;
+        const std::filesystem::path resolved = std::filesystem::canonical(target_, ec);
+        if (!ec) final_ = resolved;
+      }
+    }
+    if (final_.empty()) final_ = target_;
+    static std::atomic<unsigned> counter{0};
+    temp_ = in_place_ ? final_
+                      : final_.parent_path() / ("." + final_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                                                std::to_string(counter.fetch_add(1)));
+  }
+  pending_file(const pending_file&) = delete;
+  pending_file& operator=(const pending_file&) = delete;
+  ~pending_file() {
+    if (written_ && !committed_ && !in_place_) ::unlink(temp_.c_str());
+  }
+
+  // The whole file's bytes (a second call replaces the first's).
+  void write(std::span<const std::byte> bytes) {
+    const int fd = in_place_ ? ::open(temp_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)
+                             : ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (written_ ? 0 : O_EXCL), 0666);
+    if (fd < 0) fail("cannot write", errno);
+    written_ = true;
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ::ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int why = n < 0 ? errno : ENOSPC;
+        ::close(fd);
+        fail("cannot write", why);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    // On disk before the rename: else a crash could leave the new name with no data behind it.
+    if (!in_place_ && ::fsync(fd) != 0) {
+      const int why = errno;
+      ::close(fd);
+      fail("cannot write", why);
+    }
+    if (::close(fd) != 0) fail("cannot write", errno);
+  }
+  void commit() {
+    if (!written_) throw std::logic_error("pending_file::commit before write");
+    if (!in_place_ && std::rename(temp_.c_str(), final_.c_str()) != 0) fail("cannot replace it", errno);
+    committed_ = true;
+  }
+  const std::filesystem::path& target() const { return target_; }
+
+ private:
+  [[noreturn]] void fail(const char* what, int why = 0) const {
+    throw std::runtime_error(target_.string() + ": " + what + (why ? std::string(": ") + std::strerror(why) : std::string()));
+  }
+
+  std::filesystem::path target_, final_, temp_;
+  bool in_place_ = false, written_ = false, committed_ = false;
+};
+
+// `bytes` as the whole of `path`, replacing what was there only once they are all written.
+inline void replace_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  pending_file f(path);
+  f.write(bytes);
+  f.commit();
+}
+
+}  // namespace fused::io
+// ---- end fused/io/file_replace.hpp ---------------------------------------------------------------------
 // ---- begin fused/io/tokenizer/utf8.hpp -----------------------------------------------------------------
 // UTF-8 scanning with the Unicode "maximal subpart" rule (Unicode 15, section 3.9, table 3-7):
 // the rule Python's bytes.decode(errors="replace") and Rust's String::from_utf8_lossy both follow,
@@ -7096,11 +7196,7 @@ inline encoding encoding_for(const std::filesystem::path& file) {
 // Writes the document to `file`, MessagePack or JSON by its extension (encoding_for); returns the bytes written.
 inline std::size_t write_file(const document& doc, const std::filesystem::path& file) {
   const std::string bytes = encode(doc, encoding_for(file));
-  errno = 0;
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw std::runtime_error(file.string() + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+  io::replace_file(file, std::as_bytes(std::span(bytes)));
   return bytes.size();
 }
 
@@ -13838,15 +13934,11 @@ inline std::vector<std::byte> serialize_safetensors(std::span<const tensor_data>
   return file;
 }
 
-// Writes serialize_safetensors(tensors, metadata) to `path`; throws std::runtime_error naming the
-// path if it cannot be written.
+// Writes serialize_safetensors(tensors, metadata) to `path`, replacing a file there only once it is
+// all written (replace_file); throws std::runtime_error naming the path if it cannot be written.
 inline void write_safetensors(const std::filesystem::path& path, std::span<const tensor_data> tensors,
                               const std::map<std::string, std::string>& metadata = {}) {
-  const std::vector<std::byte> file = serialize_safetensors(tensors, metadata);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (out) out.write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("{}: cannot write: {}", path.string(), std::strerror(errno)));
+  replace_file(path, serialize_safetensors(tensors, metadata));
 }
 inline void write_safetensors(const std::filesystem::path& path, std::initializer_list<tensor_data> tensors,
                               const std::map<std::string, std::string>& metadata = {}) {
@@ -15827,8 +15919,9 @@ class trainer {
   std::string parameter_name(std::size_t k) const { return to_string(step_.plan.prog.tensor(step_.plan.prog.parameters.at(k).value).name.str()); }
 
   // The parameters rounded to bf16 under their Hugging Face names: a model.safetensors that
-  // `fused run` and transformers load (config.json unchanged).
-  void save_checkpoint(const std::filesystem::path& file) {
+  // `fused run` and transformers load (with config.json's dtype bfloat16); checkpoint_file() is its bytes.
+  void save_checkpoint(const std::filesystem::path& file) { io::replace_file(file, checkpoint_file()); }
+  std::vector<std::byte> checkpoint_file() {
     detail::bound_program& p = keeper();
     std::vector<std::vector<std::uint16_t>> bf16(p.plan.prog.parameters.size());
     std::vector<io::tensor_data> out;
@@ -15838,18 +15931,19 @@ class trainer {
       fk_f32_to_bf16(values.data(), bf16[k].data(), values.size());
       out.push_back({parameter_name(k), io::dtype::BF16, p.dims_of(p.plan.prog.parameters[k].value), std::as_bytes(std::span(bf16[k]))});
     }
-    io::write_safetensors(file, out);
+    return io::serialize_safetensors(out);
   }
   // Everything a step carries to the next (f32 master parameters, the optimizer's state, its step
-  // count), by the program's tensor names: what resume() reads back.
-  void save_state(const std::filesystem::path& file) {
+  // count), by the program's tensor names: what resume() reads back; state_file() is its bytes.
+  void save_state(const std::filesystem::path& file) { io::replace_file(file, state_file()); }
+  std::vector<std::byte> state_file() {
     detail::bound_program& p = keeper();
     std::vector<io::tensor_data> out;
     for (const tensor_info& t : p.plan.prog.tensors)
       if (t.kind == role::state && t.is_feed)
         out.push_back({to_string(t.name.str()), t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32, p.dims_of(t.id),
                        std::span<const std::byte>(p.bytes_of(t.id), static_cast<std::size_t>(fused::bytes_of(t, p.plan.mem.bind)))});
-    io::write_safetensors(file, out);
+    return io::serialize_safetensors(out);
   }
   // Continues from save_state's file: every state tensor must be there with its dtype and shape, and
   // values a step can take on (finite; AdamW's second moments not negative; a step count that can

@@ -52,4 +52,41 @@ if "$fused" train -m "$tmp/a" --data "$data" --seq 64 --batch 4 --steps 1 --thre
 fi
 grep -q 'adam_[mv]" is not part of this train step.s state' "$tmp/err" || { echo "AdamW's state resumed by SGD:"; cat "$tmp/err"; exit 1; }
 [ ! -e "$tmp/e" ] || { echo "AdamW's state resumed by SGD wrote $tmp/e"; exit 1; }
+# Training over a checkpoint in place, with writes that fail past 20 MB (a full disk): the old files
+# stay whole (each new one goes beside its name, renamed over it once all are written), no temporary
+# is left, and --resume from them still works.
+cp -r "$tmp/b" "$tmp/in_place"
+before=$(cat "$tmp/in_place/model.safetensors" "$tmp/in_place/train_state.safetensors" | cksum)
+if sh -c 'trap "" XFSZ; ulimit -f 20000; exec "$@"' sh "$fused" train -m "$tmp/in_place" --data "$data" --seq 64 --batch 4 --steps 1 \
+     --threads 2 --resume "$tmp/in_place" --out "$tmp/in_place" 2>"$tmp/err"; then
+  echo "a write past ulimit -f succeeded"; exit 1
+fi
+grep -q "cannot write: File too large" "$tmp/err" || { echo "a failed write:"; cat "$tmp/err"; exit 1; }
+[ "$(cat "$tmp/in_place/model.safetensors" "$tmp/in_place/train_state.safetensors" | cksum)" = "$before" ] ||
+  { echo "a failed write changed the checkpoint it trained over"; exit 1; }
+[ -z "$(ls -A "$tmp/in_place" | grep tmp)" ] || { echo "a failed write left a temporary:"; ls -A "$tmp/in_place"; exit 1; }
+"$fused" train -m "$tmp/in_place" --data "$data" --seq 64 --batch 4 --steps 1 --log-every 1 --threads 2 --resume "$tmp/in_place" \
+  --out "$tmp/in_place" 2>"$tmp/log3"
+grep -q "^step     19 " "$tmp/log3" || { echo "resume after a failed write:"; cat "$tmp/log3"; exit 1; }
+# Finite weights whose activations overflow (a key bias of 3e38): train and train-step stop at the
+# NaN loss with exit 1 and write nothing (train-step wrote NaN gradients and exited 0); the
+# directories train made for --out are removed again.
+cp -r "$model" "$tmp/big"
+python3 - "$tmp/big/model.safetensors" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    f.seek(8 + n + header["model.layers.0.self_attn.k_proj.bias"]["data_offsets"][0])
+    f.write(struct.pack("<H", 0x7F7F))
+PY
+if "$fused" train-step -m "$tmp/big" --tokens 1,2,3 --out "$tmp/step.safetensors" 2>"$tmp/err"; then echo "train-step of a NaN loss exited 0"; exit 1; fi
+grep -q "so an activation overflowed; nothing written" "$tmp/err" && [ ! -e "$tmp/step.safetensors" ] || { echo "train-step, NaN loss:"; cat "$tmp/err"; exit 1; }
+if "$fused" train -m "$tmp/big" --data "$data" --seq 64 --batch 4 --steps 2 --threads 2 --out "$tmp/new/dir" 2>"$tmp/err"; then echo "train of a NaN loss exited 0"; exit 1; fi
+grep -q "step 1: the loss is .*so an activation overflowed" "$tmp/err" && [ ! -e "$tmp/new" ] || { echo "train, NaN loss:"; cat "$tmp/err"; ls "$tmp"; exit 1; }
+# A float32 checkpoint's trained copy is bf16, and its config.json says so.
+sed 's/"dtype": "bfloat16"/"dtype": "float32"/' "$model/config.json" > "$tmp/big/config.json"
+cp "$model/model.safetensors" "$tmp/big/model.safetensors"
+"$fused" train -m "$tmp/big" --data "$data" --seq 64 --batch 4 --steps 1 --threads 2 --out "$tmp/f" 2>/dev/null
+grep -q '"dtype": "bfloat16"' "$tmp/f/config.json" || { echo "the trained copy's config:"; cat "$tmp/f/config.json"; exit 1; }
 echo ok

@@ -219,6 +219,36 @@ TEST_CASE("the writer refuses malformed requests") {
                   std::invalid_argument);
 }
 
+TEST_CASE("a file is replaced whole or not at all") {
+  temp_file tmp("replaced.bin");
+  const std::string old_text = "the old file", new_text = "the new one";
+  write_bytes(tmp.path, std::as_bytes(std::span(old_text)));
+  const auto entries = [&] {
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(tmp.path.parent_path()))
+      n += e.path().filename().string().find("replaced.bin") != std::string::npos;
+    return n;
+  };
+  {
+    fused::io::pending_file f(tmp.path);
+    f.write(std::as_bytes(std::span(new_text)));
+    CHECK(read_bytes(tmp.path) == std::vector<std::byte>(std::as_bytes(std::span(old_text)).begin(), std::as_bytes(std::span(old_text)).end()));
+    CHECK(entries() == 2);  // the file and its temporary beside it
+  }  // not committed: the temporary goes, the old file stays
+  CHECK(entries() == 1);
+  CHECK(read_bytes(tmp.path).size() == old_text.size());
+  fused::io::replace_file(tmp.path, std::as_bytes(std::span(new_text)));
+  CHECK(read_bytes(tmp.path).size() == new_text.size());
+  CHECK(entries() == 1);
+  // A directory cannot be replaced by a file; a device is written in place (it cannot be renamed over).
+  CHECK_THROWS_WITH_AS(fused::io::replace_file(tmp.path.parent_path(), std::as_bytes(std::span(new_text))),
+                       (tmp.path.parent_path().string() + ": is a directory").c_str(), std::runtime_error);
+  fused::io::replace_file("/dev/null", std::as_bytes(std::span(new_text)));
+  CHECK(fs::is_character_file("/dev/null"));
+  CHECK_THROWS_WITH_AS(fused::io::replace_file("/nonexistent/x.bin", std::as_bytes(std::span(new_text))),
+                       "/nonexistent/x.bin: cannot write: No such file or directory", std::runtime_error);
+}
+
 TEST_CASE("f32 and f16 convert to bf16 with round-to-nearest-even; NaN stays NaN") {
   const auto bits = [](std::uint32_t u) { return std::bit_cast<float>(u); };
   const std::vector<float> f32{bits(0x3F800000),  // 1.0 -> exact

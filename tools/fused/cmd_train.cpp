@@ -5,6 +5,7 @@
 // 0..T-2 of each sequence), grad.<name> (d loss / d each parameter),
 // after.<name> (each parameter after the step) and loss_after [1] (the loss with the updated
 // parameters) — the definitions of a torch autograd + torch.optim.AdamW reference (docs/TRAINING.md).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <fused/core/json_text.hpp>
+#include <fused/io/file_replace.hpp>
 #include <fused/io/tokenizer.hpp>
 
 #include <fused/models/decoder_train.hpp>
@@ -96,6 +99,10 @@ int train_step(const options& o, fused::cli::launch& l) {
 
   const auto lr = static_cast<float>(o.lr);
   const float loss = t.step(ids, lr);
+  // The weights are finite (finite_weights): a loss that is not is an overflow in the step itself, and
+  // its NaN gradients and parameters are not results to write.
+  if (!std::isfinite(loss))
+    throw std::runtime_error("the loss is " + std::to_string(loss) + ": every weight is finite, so an activation overflowed; nothing written");
   const std::size_t n = t.prog().parameters.size();
   std::vector<std::vector<float>> grads(n), after(n);
   for (std::size_t k = 0; k < n; ++k) {
@@ -105,6 +112,9 @@ int train_step(const options& o, fused::cli::launch& l) {
     after[k].assign(p.begin(), p.end());
   }
   const float loss_after = t.step(ids, lr);  // this call's loss is the updated parameters'; its own update is not kept
+  if (!std::isfinite(loss_after))
+    throw std::runtime_error("the loss after the step is " + std::to_string(loss_after) + " (the loss before it was " + std::to_string(loss) +
+                             "): the update made the model overflow; try a smaller --lr; nothing written");
 
   std::vector<std::string> names;
   names.reserve(2 * n);
@@ -147,12 +157,63 @@ struct train_options {
 double learning_rate(const train_options& o, long long step) {
   if (step < o.warmup) return o.lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup);
   const long long decay_steps = o.steps - o.warmup;
-  const double progress = decay_steps > 1 ? static_cast<double>(step - o.warmup) / static_cast<double>(decay_steps - 1) : 1.0;
+  // one step of decay is the peak's (as Hugging Face's cosine schedule gives its step 0)
+  const double progress = decay_steps > 1 ? static_cast<double>(step - o.warmup) / static_cast<double>(decay_steps - 1) : 0.0;
   const double floor = o.lr * o.min_lr_ratio;
   return floor + (o.lr - floor) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
 }
 
 std::string read_text(const std::filesystem::path& path) { return fused::cli::read_input_file(path.string(), "the training text"); }
+
+// --out's directories that were not there, made at once; removed again (those still empty) unless
+// keep() is called: a failed run leaves nothing behind. It is checked by writing a file in it, as the
+// run will: access() says yes to root where the file system still says no (a read-only mount, /sys).
+class made_directories {
+ public:
+  made_directories() = default;
+  explicit made_directories(const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto fail = [&](const std::string& why) { throw std::runtime_error("--out " + dir.string() + ": " + why); };
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) fail("is not a directory");
+    std::vector<fs::path> missing;
+    for (fs::path p = fs::absolute(dir, ec).lexically_normal(); !p.empty() && !fs::exists(p, ec) && p != p.parent_path(); p = p.parent_path())
+      missing.push_back(p);
+    for (auto at = missing.rbegin(); at != missing.rend(); ++at) {
+      if (!fs::create_directory(*at, ec)) fail("cannot make the directory " + at->string() + ": " + ec.message());
+      made_.push_back(*at);
+    }
+    const fs::path probe = dir / (".fused-train-probe-" + std::to_string(getpid()));
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) fail("cannot write in it: " + std::string(std::strerror(errno)));
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  made_directories(made_directories&& other) noexcept : made_(std::move(other.made_)) { other.made_.clear(); }
+  made_directories& operator=(made_directories&& other) noexcept {
+    std::swap(made_, other.made_);
+    return *this;
+  }
+  ~made_directories() {
+    std::error_code ec;
+    for (auto at = made_.rbegin(); at != made_.rend(); ++at) std::filesystem::remove(*at, ec);  // only if empty
+  }
+  void keep() { made_.clear(); }
+
+ private:
+  std::vector<std::filesystem::path> made_;
+};
+
+// The model's config.json as the trained checkpoint's: its weights are now bf16, whatever the
+// config's dtype said (transformers reads "torch_dtype", newer versions "dtype").
+std::string written_config(const std::filesystem::path& file) {
+  const std::string text = fused::cli::read_input_file(file.string(), "the model's config");
+  nlohmann::ordered_json config = fused::json_text::parse_ordered(text);
+  bool changed = false;
+  for (const char* key : {"torch_dtype", "dtype"})
+    if (config.contains(key) && config[key] != "bfloat16") config[key] = "bfloat16", changed = true;
+  return changed ? fused::json_text::dump(config, 2) + "\n" : text;
+}
 
 int train(const train_options& o, fused::cli::launch& l) {
   namespace fs = std::filesystem;
@@ -171,17 +232,10 @@ int train(const train_options& o, fused::cli::launch& l) {
     if (id >= info.arch.vocab_size)
       throw std::invalid_argument(o.data + ": the tokenizer gives id " + std::to_string(id) + ", outside the model's vocabulary of " + std::to_string(info.arch.vocab_size));
 
-  // --out must be a directory, or one that can be made: checked before the first step, so that an
-  // --out that cannot be one fails now, not after the training; made at the end (a failed run leaves
-  // nothing behind).
-  if (l.rank() == 0) {
-    std::error_code ec;
-    fs::path there = fs::absolute(out, ec);
-    while (!fs::exists(there, ec) && there.has_parent_path() && there.parent_path() != there) there = there.parent_path();
-    if (!fs::is_directory(there, ec))
-      throw std::runtime_error("--out " + out.string() + ": " + (there == fs::absolute(out, ec) ? "is not a directory" : there.string() + " is not a directory"));
-    if (access(there.c_str(), W_OK) != 0) throw std::runtime_error("--out " + out.string() + ": cannot write in " + there.string() + ": " + std::strerror(errno));
-  }
+  // --out is made before the first step, so that one that cannot be fails now, not after the
+  // training; a run that fails removes what it made (left empty).
+  made_directories made;
+  if (l.rank() == 0) made = made_directories(out);
 
   fused::decoder::graph_options graph{};
   graph.train = train;
@@ -195,6 +249,9 @@ int train(const train_options& o, fused::cli::launch& l) {
     t.resume(fs::path(o.resume) / "train_state.safetensors");
   }
   const long long first = t.steps_taken();
+  if (first + o.steps > INT32_MAX)  // the step count the state carries is an i32
+    throw fused::cli::usage_error("--steps " + std::to_string(o.steps) + ": the state is at step " + std::to_string(first) +
+                                  ", and it counts steps up to 2^31 - 1 = " + std::to_string(INT32_MAX));
   if (speaks && t.layout().micro_batches > 1)
     std::fprintf(stderr, "fused train: each step in %lld micro-batches of %lld sequences over %d rank%s, gradients summed in a fixed tree\n",
                  static_cast<long long>(t.layout().micro_batches), o.batch / static_cast<long long>(t.layout().micro_batches), l.count(), l.count() == 1 ? "" : "s");
@@ -224,7 +281,11 @@ int train(const train_options& o, fused::cli::launch& l) {
     const auto start = std::chrono::steady_clock::now();
     const float loss = t.step(ids, static_cast<float>(lr));
     window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!std::isfinite(loss)) throw std::runtime_error("step " + std::to_string(step + 1) + ": the loss is " + std::to_string(loss) + " (try a smaller --lr)");
+    if (!std::isfinite(loss))  // the first step's loss is the loaded parameters' (finite: checked), later ones the updates'
+      throw std::runtime_error("step " + std::to_string(step + 1) + ": the loss is " + std::to_string(loss) +
+                               (step == first ? std::string(": the parameters are finite, so an activation overflowed")
+                                              : std::string(" (the updates made the model overflow: try a smaller --lr)")) +
+                               "; nothing written");
     window_loss += loss;
     ++window_steps;
     if (window_steps == o.log_every || step + 1 == first + o.steps) {
@@ -237,13 +298,26 @@ int train(const train_options& o, fused::cli::launch& l) {
   }
 
   if (!speaks) return 0;
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) throw std::runtime_error("--out " + out.string() + ": cannot make the directory: " + ec.message());
-  for (const char* file : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
-    if (fs::exists(dir / file) && !fs::equivalent(dir, out)) fs::copy_file(dir / file, out / file, fs::copy_options::overwrite_existing);
-  t.save_checkpoint(out / "model.safetensors");
-  t.save_state(out / "train_state.safetensors");
+  // Every file is written beside its name first and renamed over it once all are: training over a
+  // checkpoint in place (--out = --model or --resume) keeps the old one whole if a write fails.
+  std::vector<std::unique_ptr<fused::io::pending_file>> files;
+  const auto stage = [&](const char* name, std::span<const std::byte> bytes) {
+    files.push_back(std::make_unique<fused::io::pending_file>(out / name));
+    files.back()->write(bytes);
+  };
+  stage("model.safetensors", t.checkpoint_file());
+  stage("train_state.safetensors", t.state_file());
+  if (fs::exists(dir / "config.json")) {
+    const std::string config = written_config(dir / "config.json");
+    stage("config.json", std::as_bytes(std::span(config)));
+  }
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    if (fs::exists(dir / file) && !fs::equivalent(dir, out)) {
+      const std::string bytes = fused::cli::read_input_file((dir / file).string(), file);
+      stage(file, std::as_bytes(std::span(bytes)));
+    }
+  for (const auto& f : files) f->commit();
+  made.keep();
   std::fprintf(stderr, "fused train: wrote %s (model.safetensors, bf16; train_state.safetensors, f32, for --resume)\n", out.string().c_str());
   return 0;
 }
@@ -258,7 +332,9 @@ const fused::cli::command train_cmd{
       auto o = std::make_shared<train_options>();
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory (config.json, tokenizer.json, *.safetensors)")->required();
       app.add_option("--data", o->data, "the training text (UTF-8), tokenized with the model's tokenizer")->required();
-      app.add_option("--out", o->out, "the directory to write: config.json, model.safetensors, train_state.safetensors, the tokenizer")->required();
+      app.add_option("--out", o->out, "the directory to write: config.json, model.safetensors, train_state.safetensors, the tokenizer")
+          ->required()
+          ->check(fused::cli::not_empty("give a directory (. for this one)"));
       app.add_option("--seq", o->sequence, "tokens per sequence")->check(fused::cli::integer_in(2, 1 << 16));
       app.add_option("--batch", o->batch, "sequences per step")->check(fused::cli::integer_in(1, 4096));
       app.add_option("--micro-batch", o->micro_batch,
@@ -289,7 +365,7 @@ const fused::cli::command train_step_cmd{
       app.add_option("--lr", o->lr, "learning rate")->check(fused::cli::finite_in(0, 1e3));
       o->optimizer.add_to(app);
       app.add_option("--seed", o->seed, "seeds dropout's masks (a config's attention_dropout)")->check(fused::cli::integer_in(0, INT64_MAX));
-      app.add_option("--out", o->out, "the safetensors file to write")->required();
+      app.add_option("--out", o->out, "the safetensors file to write")->required()->check(fused::cli::not_empty("give a file name"));
       app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
       return [o] { return run_train_step(*o); };
     }};

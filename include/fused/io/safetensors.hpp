@@ -21,6 +21,7 @@
 // and records the name so that unbound() can report the tensors the model did not ask for.
 #pragma once
 #include "../core/json_text.hpp"
+#include "fused/io/file_replace.hpp"
 #include "fused/io/load_error.hpp"
 
 #include <fmt/format.h>
@@ -617,15 +618,11 @@ inline std::vector<std::byte> serialize_safetensors(std::span<const tensor_data>
   return file;
 }
 
-// Writes serialize_safetensors(tensors, metadata) to `path`; throws std::runtime_error naming the
-// path if it cannot be written.
+// Writes serialize_safetensors(tensors, metadata) to `path`, replacing a file there only once it is
+// all written (replace_file); throws std::runtime_error naming the path if it cannot be written.
 inline void write_safetensors(const std::filesystem::path& path, std::span<const tensor_data> tensors,
                               const std::map<std::string, std::string>& metadata = {}) {
-  const std::vector<std::byte> file = serialize_safetensors(tensors, metadata);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (out) out.write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("{}: cannot write: {}", path.string(), std::strerror(errno)));
+  replace_file(path, serialize_safetensors(tensors, metadata));
 }
 inline void write_safetensors(const std::filesystem::path& path, std::initializer_list<tensor_data> tensors,
                               const std::map<std::string, std::string>& metadata = {}) {

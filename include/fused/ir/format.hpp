@@ -19,6 +19,7 @@
 
 #include "../core/json_text.hpp"
 #include "../core/text_string.hpp"
+#include "../io/file_replace.hpp"
 #include "../io/tokenizer/utf8.hpp"
 #include "../plan/json.hpp"
 #include "document.hpp"
@@ -626,11 +627,7 @@ inline encoding encoding_for(const std::filesystem::path& file) {
 // Writes the document to `file`, MessagePack or JSON by its extension (encoding_for); returns the bytes written.
 inline std::size_t write_file(const document& doc, const std::filesystem::path& file) {
   const std::string bytes = encode(doc, encoding_for(file));
-  errno = 0;
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw std::runtime_error(file.string() + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+  io::replace_file(file, std::as_bytes(std::span(bytes)));
   return bytes.size();
 }
 

@@ -261,8 +261,9 @@ class trainer {
   std::string parameter_name(std::size_t k) const { return to_string(step_.plan.prog.tensor(step_.plan.prog.parameters.at(k).value).name.str()); }
 
   // The parameters rounded to bf16 under their Hugging Face names: a model.safetensors that
-  // `fused run` and transformers load (config.json unchanged).
-  void save_checkpoint(const std::filesystem::path& file) {
+  // `fused run` and transformers load (with config.json's dtype bfloat16); checkpoint_file() is its bytes.
+  void save_checkpoint(const std::filesystem::path& file) { io::replace_file(file, checkpoint_file()); }
+  std::vector<std::byte> checkpoint_file() {
     detail::bound_program& p = keeper();
     std::vector<std::vector<std::uint16_t>> bf16(p.plan.prog.parameters.size());
     std::vector<io::tensor_data> out;
@@ -272,18 +273,19 @@ class trainer {
       fk_f32_to_bf16(values.data(), bf16[k].data(), values.size());
       out.push_back({parameter_name(k), io::dtype::BF16, p.dims_of(p.plan.prog.parameters[k].value), std::as_bytes(std::span(bf16[k]))});
     }
-    io::write_safetensors(file, out);
+    return io::serialize_safetensors(out);
   }
   // Everything a step carries to the next (f32 master parameters, the optimizer's state, its step
-  // count), by the program's tensor names: what resume() reads back.
-  void save_state(const std::filesystem::path& file) {
+  // count), by the program's tensor names: what resume() reads back; state_file() is its bytes.
+  void save_state(const std::filesystem::path& file) { io::replace_file(file, state_file()); }
+  std::vector<std::byte> state_file() {
     detail::bound_program& p = keeper();
     std::vector<io::tensor_data> out;
     for (const tensor_info& t : p.plan.prog.tensors)
       if (t.kind == role::state && t.is_feed)
         out.push_back({to_string(t.name.str()), t.type == dtype::i32 ? io::dtype::I32 : io::dtype::F32, p.dims_of(t.id),
                        std::span<const std::byte>(p.bytes_of(t.id), static_cast<std::size_t>(fused::bytes_of(t, p.plan.mem.bind)))});
-    io::write_safetensors(file, out);
+    return io::serialize_safetensors(out);
   }
   // Continues from save_state's file: every state tensor must be there with its dtype and shape, and
   // values a step can take on (finite; AdamW's second moments not negative; a step count that can

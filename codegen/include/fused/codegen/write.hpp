@@ -5,8 +5,6 @@
 // builds it with nothing else on the include path.
 #pragma once
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -16,6 +14,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <fused/io/file_replace.hpp>
 
 #include "c_program.hpp"
 #include "emit_c.hpp"
@@ -54,11 +54,7 @@ inline std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 inline void write_file(const std::filesystem::path& path, const std::string& text) {
-  errno = 0;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(path.string() + ": cannot write" + (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+  io::replace_file(path, std::as_bytes(std::span(text)));
 }
 // The quoted includes of a C header ("fk_common.h"), in order.
 inline std::vector<std::string> local_includes(const std::string& text) {

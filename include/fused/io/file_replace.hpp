@@ -1,0 +1,99 @@
+// Files written whole or not at all: the bytes go to a temporary file beside the target, which is
+// renamed over it once they are all on disk. A full disk, a signal or a crash leaves the old file
+// as it was (a checkpoint trained over in place, a results file), never part of a new one.
+#pragma once
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fused::io {
+
+// One file to be replaced: write() fills a temporary beside it, commit() renames that over it; a
+// pending_file destroyed before commit() removes its temporary. A target that exists and is not a
+// regular file (a device such as /dev/stdout, a pipe) is written in place: it cannot be replaced.
+// Errors are std::runtime_error naming the target and the system's reason.
+class pending_file {
+ public:
+  explicit pending_file(std::filesystem::path target) : target_(std::move(target)) {
+    struct stat st {};
+    if (::stat(target_.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) fail("is a directory");
+      in_place_ = !S_ISREG(st.st_mode);
+      // through a link to the file it names, as writing it in place would go
+      if (!in_place_) {
+        std::error_code ec;
+        const std::filesystem::path resolved = std::filesystem::canonical(target_, ec);
+        if (!ec) final_ = resolved;
+      }
+    }
+    if (final_.empty()) final_ = target_;
+    static std::atomic<unsigned> counter{0};
+    temp_ = in_place_ ? final_
+                      : final_.parent_path() / ("." + final_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                                                std::to_string(counter.fetch_add(1)));
+  }
+  pending_file(const pending_file&) = delete;
+  pending_file& operator=(const pending_file&) = delete;
+  ~pending_file() {
+    if (written_ && !committed_ && !in_place_) ::unlink(temp_.c_str());
+  }
+
+  // The whole file's bytes (a second call replaces the first's).
+  void write(std::span<const std::byte> bytes) {
+    const int fd = in_place_ ? ::open(temp_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)
+                             : ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (written_ ? 0 : O_EXCL), 0666);
+    if (fd < 0) fail("cannot write", errno);
+    written_ = true;
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ::ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int why = n < 0 ? errno : ENOSPC;
+        ::close(fd);
+        fail("cannot write", why);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    // On disk before the rename: else a crash could leave the new name with no data behind it.
+    if (!in_place_ && ::fsync(fd) != 0) {
+      const int why = errno;
+      ::close(fd);
+      fail("cannot write", why);
+    }
+    if (::close(fd) != 0) fail("cannot write", errno);
+  }
+  void commit() {
+    if (!written_) throw std::logic_error("pending_file::commit before write");
+    if (!in_place_ && std::rename(temp_.c_str(), final_.c_str()) != 0) fail("cannot replace it", errno);
+    committed_ = true;
+  }
+  const std::filesystem::path& target() const { return target_; }
+
+ private:
+  [[noreturn]] void fail(const char* what, int why = 0) const {
+    throw std::runtime_error(target_.string() + ": " + what + (why ? std::string(": ") + std::strerror(why) : std::string()));
+  }
+
+  std::filesystem::path target_, final_, temp_;
+  bool in_place_ = false, written_ = false, committed_ = false;
+};
+
+// `bytes` as the whole of `path`, replacing what was there only once they are all written.
+inline void replace_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  pending_file f(path);
+  f.write(bytes);
+  f.commit();
+}
+
+}  // namespace fused::io
