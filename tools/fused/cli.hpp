@@ -75,9 +75,14 @@ inline CLI::Validator integer_in(long long lo, long long hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   return CLI::Validator(
       [lo, hi, range](std::string& text) -> std::string {
+        // Decimal, by from_chars: CLI11's lexical_cast (strtoll, base 0) reads 010 as 8, 0x10 as 16 and a
+        // number past 2^63 as 2^63 - 1; it is handed the canonical digits.
         long long x = 0;
-        if (!CLI::detail::lexical_cast(text, x)) return "'" + text + "' is not an integer";
-        if (x < lo || x > hi) return text + " is outside " + range;
+        const char* first = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+        const auto [end, ec] = std::from_chars(first, text.data() + text.size(), x);
+        if (ec == std::errc::invalid_argument || end != text.data() + text.size() || text.empty()) return "'" + text + "' is not an integer";
+        if (ec == std::errc::result_out_of_range || x < lo || x > hi) return text + " is outside " + range;
+        text = std::to_string(x);
         return {};
       },
       range, "integer_in");
@@ -94,6 +99,7 @@ inline CLI::Validator seed_range() {
         const auto [end, ec] = std::from_chars(first, text.data() + text.size(), x);
         if (ec == std::errc::invalid_argument || end != text.data() + text.size()) return "'" + text + "' is not an integer";
         if (negative || ec == std::errc::result_out_of_range) return text + " is outside " + range;
+        text = std::to_string(x);  // decimal for CLI11's lexical_cast, which reads 010 as 8 (see integer_in)
         return {};
       },
       range, "seed_range");

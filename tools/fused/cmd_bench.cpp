@@ -77,6 +77,7 @@ struct options {
   std::string config, model_dir, format = "text";
   bool synthetic = false, no_static = false;
   long long prompt = 512, gen = 64, reps = 3, threads = 0;
+  bool prompt_given = false, gen_given = false;  // on the command line, not the defaults
 };
 
 nlohmann::ordered_json spread_json(const spread& s) { return {{"min", s.min}, {"median", s.median}, {"max", s.max}}; }
@@ -88,16 +89,24 @@ int run_bench(const options& o) {
   if (!o.model_dir.empty() && o.synthetic) throw fused::cli::usage_error("--synthetic goes with --config, not with --model (which has its weights)");
   const int threads = o.threads > 0 ? static_cast<int>(o.threads) : fk_get_threads();
   fk_set_threads(threads);
-  const long long P = o.prompt, G = o.gen;
+  long long P = o.prompt, G = o.gen;
   const int reps = static_cast<int>(o.reps);
 
   const std::string source = o.model_dir.empty() ? o.config : o.model_dir;
   const fused::decoder::hf_model_info info = o.model_dir.empty() ? fused::decoder::load_hf_config(o.config) : fused::decoder::load_hf_model_info(o.model_dir);
   const fused::decoder::config& cfg = info.arch;
+  // A default the model's context cannot hold gives way (the default model's is 512 positions); a
+  // length the user gave does not.
+  const long long maxpos = cfg.max_position_embeddings;
+  if (P + G > maxpos && !o.prompt_given && maxpos - G >= 1) P = maxpos - G;
+  if (P + G > maxpos && !o.gen_given && maxpos - P >= 1) G = maxpos - P;
+  if (P + G != o.prompt + o.gen)
+    std::fprintf(stderr, "fused bench: a prompt of %lld tokens and %lld decoded (%lld + %lld exceed max_position_embeddings %lld of %s)\n", P,
+                 G, o.prompt, o.gen, maxpos, source.c_str());
   const long long ctx = P + G;
-  if (ctx > cfg.max_position_embeddings)
-    throw fused::cli::usage_error("--prompt + --gen = " + std::to_string(ctx) + " exceeds max_position_embeddings " +
-                                  std::to_string(cfg.max_position_embeddings) + " of " + source);
+  if (ctx > maxpos)
+    throw fused::cli::usage_error("--prompt + --gen = " + std::to_string(P) + " + " + std::to_string(G) + " exceeds max_position_embeddings " +
+                                  std::to_string(maxpos) + " of " + source);
   fused::decoder::model rt(*info.family, cfg, std::min<long long>(P, 512), ctx);
   const auto& plan = rt.prefill_plan();
   // Synthetic weights are made in memory: a config that needs more than the machine has is named,
@@ -239,13 +248,18 @@ const fused::cli::command bench_cmd{
       app.add_option("--config", o->config, "a config.json (or a model directory's) to time with --synthetic weights");
       app.add_flag("--synthetic", o->synthetic, "deterministic synthetic bf16 weights of the config's shape");
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory: time its real weights");
-      app.add_option("-p,--prompt", o->prompt, "prompt tokens to prefill")->check(integer_in(1, 1 << 20));
-      app.add_option("-n,--gen", o->gen, "tokens to decode after the prompt")->check(integer_in(1, 1 << 20));
+      auto* prompt = app.add_option("-p,--prompt", o->prompt, "prompt tokens to prefill (default 512, fewer where the model's context needs)")
+                         ->check(integer_in(1, 1 << 20));
+      auto* gen = app.add_option("-n,--gen", o->gen, "tokens to decode after the prompt")->check(integer_in(1, 1 << 20));
       app.add_option("-r,--reps", o->reps, "repetitions (min, median and max are reported)")->check(integer_in(1, 1000));
       app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(integer_in(0, 1024));
       app.add_option("-o,--format", o->format, "text, json, or md (a markdown table, as llama-bench -o md)")->check(fused::cli::one_of({"text", "json", "md"}));
       app.add_flag("--no-static", o->no_static, "time the run-time model only, even for a config this binary has a static model of");
-      return [o] { return run_bench(*o); };
+      return [o, prompt, gen] {
+        o->prompt_given = prompt->count() > 0;
+        o->gen_given = gen->count() > 0;
+        return run_bench(*o);
+      };
     }};
 
 }  // namespace fused::cli::cmd_bench

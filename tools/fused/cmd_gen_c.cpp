@@ -168,7 +168,7 @@ const fused::cli::command gen_c_cmd{
       auto* model = app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)");
       auto* graph = app.add_option("--graph", o->graph, "a graph file instead of --model: a decoder's (fused graph export), or any program with C kernels");
       model->excludes(graph);
-      app.add_option("--out", o->out, "the directory to write")->required();
+      app.add_option("--out", o->out, "the directory to write")->required()->check(fused::cli::not_empty("give a directory (. for this one)"));
       app.add_option("--name", o->name, "the C prefix of every symbol and file")->check([](const std::string& name) -> std::string {
         try {
           fused::codegen::detail::check_c_identifier(name);

@@ -272,7 +272,7 @@ const fused::cli::command export_cmd{
       auto o = std::make_shared<export_options>();
       app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)");
       app.add_option("--config", o->config, "a config.json, or a model directory holding one");
-      app.add_option("--out", o->out, "the file to write: .json, or .msgpack for MessagePack")->required();
+      app.add_option("--out", o->out, "the file to write: .json, or .msgpack for MessagePack")->required()->check(fused::cli::not_empty("give a file name"));
       app.add_option("--logits", o->logits, "logits of the last position or of all")->check(fused::cli::one_of({"last", "all"}));
       app.add_option("--generate", o->generate, "the program that generates up to N tokens greedily (prompt, then a Loop of decode steps)")
           ->check(fused::cli::integer_in(1, 1 << 30));
@@ -297,7 +297,7 @@ const fused::cli::command run_cmd{
       app.add_option("file", o->graph, "a graph file, JSON or MessagePack")->required();
       app.add_option("--weights", o->weights, "the parameters its GetAttr nodes name: a model directory or a .safetensors file");
       app.add_option("--inputs", o->inputs, "a .safetensors file holding each Input by name")->required();
-      app.add_option("--out", o->out, "the .safetensors file to write, each Output by name")->required();
+      app.add_option("--out", o->out, "the .safetensors file to write, each Output by name")->required()->check(fused::cli::not_empty("give a file name"));
       app.add_option("--bind", o->bind, "a symbol's value, NAME=VALUE (repeatable; others come from the inputs' shapes)");
       app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
       return [o] { return run_graph(*o); };

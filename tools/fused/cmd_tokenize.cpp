@@ -83,7 +83,10 @@ std::vector<std::int32_t> ids_from_file(const std::string& path) {
   } catch (const fused::cli::usage_error& e) {
     throw std::runtime_error(e.what());
   }
-  if (ids.empty()) throw std::runtime_error(source + ": holds no token ids");
+  // "[]" is tokenize's answer for empty text, and detokenizes to it; a file with nothing is a mistake.
+  std::string joined;
+  for (const std::string& w : words) joined += w;
+  if (ids.empty() && joined != "[]") throw std::runtime_error(source + ": holds no token ids");
   return ids;
 }
 
