@@ -52,6 +52,7 @@ expect 2 "'[1],2' goes on after the list's ']'" detokenize --tokenizer "$tok" "[
 printf '[[1]]\n' > "$tmp/nested.txt"
 expect 1 "'[[1]]' has a '[' that does not open the list" detokenize --tokenizer "$tok" --file "$tmp/nested.txt"
 expect 2 "'1,2,' ends with a comma" detokenize --tokenizer "$tok" "1,2,"
+expect 2 "'[1, 2' has a '[' without its ']'" detokenize --tokenizer "$tok" "[1," "2"
 # Empty text and back: tokenize prints [], which detokenizes to an empty line.
 "$fused" tokenize --tokenizer "$tok" '' | "$fused" detokenize --tokenizer "$tok" --file - > "$tmp/empty" || fail "tokenize '' | detokenize --file - failed"
 [ "$(wc -c < "$tmp/empty")" -eq 1 ] && [ -z "$(tr -d '\n' < "$tmp/empty")" ] || fail "tokenize '' | detokenize --file - is not an empty line"

@@ -53,15 +53,25 @@ struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A decimal number (digits, a point, an exponent; from_chars), finite and representable: strtod, which
+// CLI11 reads with, also takes hex (0x10 = 16) and turns 1e-400 into 0 silently.
+inline std::optional<double> finite_number(std::string_view text) {
+  if (text.size() > 1 && text[0] == '+') text.remove_prefix(1);
+  double x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x, std::chars_format::general);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(x)) return std::nullopt;
+  return x;
+}
+
 // A number in [lo, hi], or [lo, hi) with `hi_excluded`; NaN and infinities are refused (CLI::Range
 // lets NaN through: every comparison with NaN is false).
 inline CLI::Validator finite_in(double lo, double hi, bool hi_excluded = false) {
   const std::string range = "[" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + (hi_excluded ? ")" : "]");
   return CLI::Validator(
       [lo, hi, hi_excluded, range](std::string& text) -> std::string {
-        double x = 0;
-        if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x)) return "'" + text + "' is not a finite number";
-        if (x < lo || (hi_excluded ? x >= hi : x > hi)) return text + " is outside " + range;
+        const std::optional<double> x = finite_number(text);
+        if (!x) return "'" + text + "' is not a finite decimal number";
+        if (*x < lo || (hi_excluded ? *x >= hi : *x > hi)) return text + " is outside " + range;
         return {};
       },
       range, "finite_in");
@@ -168,9 +178,7 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
   std::vector<std::int32_t> ids;
   bool comma_since_id = false;
   bool opened = false, closed = false;  // one [ ... ] around the whole list, or none
-  std::string last_word;
   for (const std::string& w : words) {
-    last_word = w;
     std::size_t i = 0;
     while (i < w.size()) {
       const char c = w[i];
@@ -206,8 +214,12 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
       i = end;
     }
   }
-  if (opened && !closed) throw usage_error(std::string(flag) + ": '" + printable(last_word) + "' has a '[' without its ']'");
-  if (comma_since_id) throw usage_error(std::string(flag) + ": '" + printable(last_word) + "' ends with a comma (an empty token id)");
+  // about the whole list: quoted whole (its last word alone, "2" of "[1, 2", points at nothing)
+  std::string whole;
+  for (const std::string& w : words) whole += (whole.empty() ? "" : " ") + w;
+  if (whole.size() > 80) whole = "..." + whole.substr(whole.size() - 77);
+  if (opened && !closed) throw usage_error(std::string(flag) + ": '" + printable(whole) + "' has a '[' without its ']'");
+  if (comma_since_id) throw usage_error(std::string(flag) + ": '" + printable(whole) + "' ends with a comma (an empty token id)");
   return ids;
 }
 

@@ -58,7 +58,7 @@ std::string path_of(const CLI::App* app) {
 std::string one_line(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
+  return fused::cli::printable(text);  // a file's bytes quoted in a message (a key of byte 0xFF) stay text
 }
 
 // Words that start with '-' but are text, not flags: "-hello" as a prompt or as the text to tokenize

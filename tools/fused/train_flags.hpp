@@ -3,6 +3,8 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fused/train/step.hpp>
@@ -11,9 +13,19 @@
 
 namespace fused::cli {
 
+// "beta1,beta2": two decimal numbers in [0, 1), one comma between them and nothing else.
+inline std::optional<std::pair<double, double>> beta_pair(std::string_view text) {
+  const std::size_t comma = text.find(',');
+  if (comma == std::string_view::npos) return std::nullopt;
+  const std::optional<double> beta1 = finite_number(text.substr(0, comma)), beta2 = finite_number(text.substr(comma + 1));
+  const auto average = [](std::optional<double> b) { return b && *b >= 0 && *b < 1; };
+  if (!average(beta1) || !average(beta2)) return std::nullopt;
+  return std::pair{*beta1, *beta2};
+}
+
 struct optimizer_flags {
   std::string optimizer = "adamw";
-  std::vector<double> betas{0.9, 0.999};
+  std::string betas = "0.9,0.999";  // beta1,beta2
   double eps = 1e-8, momentum = 0, dampening = 0;
   std::optional<double> weight_decay;  // AdamW's decoupled decay (default 0.01), SGD's L2 term (default 0)
   bool nesterov = false;
@@ -24,7 +36,9 @@ struct optimizer_flags {
     const auto needs = [&](CLI::Option* o) { return train_only ? o->needs(train_only) : o; };
     needs(app.add_option("--optimizer", optimizer, "adamw (torch.optim.AdamW) or sgd (torch.optim.SGD, with --momentum)")
               ->check(one_of({"adamw", "sgd"})));
-    betas_given = needs(app.add_option("--betas", betas, "AdamW's beta1,beta2")->delimiter(',')->check(finite_below(0, 1)));
+    betas_given = needs(app.add_option("--betas", betas, "AdamW's beta1,beta2 (default 0.9,0.999)")->check(CLI::Validator(
+        [](std::string& text) -> std::string { return beta_pair(text) ? std::string() : "'" + text + "' is not two numbers in [0, 1): beta1,beta2"; },
+        "BETA1,BETA2", "beta_pair")));
     eps_given = needs(app.add_option("--eps", eps, "AdamW's eps")->check(finite_in(1e-30, 1)));
     needs(app.add_option("--weight-decay", weight_decay, "AdamW's decoupled weight decay (default 0.01); SGD's L2 penalty (default 0)")
               ->check(finite_in(0, 1e3)));
@@ -38,8 +52,9 @@ struct optimizer_flags {
     train::options o{.keep_gradients = keep_gradients};
     if (optimizer == "adamw") {
       if (momentum != 0 || dampening != 0 || nesterov) throw usage_error("--momentum, --dampening and --nesterov are SGD's (--optimizer sgd)");
-      if (betas.size() != 2) throw usage_error("--betas takes two numbers: beta1,beta2");
-      o.optimizer = {.beta1 = betas[0], .beta2 = betas[1], .eps = eps, .weight_decay = weight_decay.value_or(0.01)};
+      const std::optional<std::pair<double, double>> b = beta_pair(betas);
+      if (!b) throw usage_error("--betas: '" + betas + "' is not two numbers in [0, 1): beta1,beta2");
+      o.optimizer = {.beta1 = b->first, .beta2 = b->second, .eps = eps, .weight_decay = weight_decay.value_or(0.01)};
       return o;
     }
     if ((betas_given && betas_given->count() > 0) || (eps_given && eps_given->count() > 0)) throw usage_error("--betas and --eps are AdamW's (--optimizer adamw)");
