@@ -15708,7 +15708,9 @@ inline planned plan_train(const family_entry& f, const config& c, batch_shape sh
   if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
   if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
   check_positions(c, shape.tokens, "sequences of " + std::to_string(shape.tokens) + " tokens exceed");
-  if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens) throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) + " tokens is too large");
+  if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens)
+    throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) +
+                                " tokens is too large: a train step takes at most 2^20 = 1048576 tokens");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   o.training = true;
   o.logits = logits_rows::all;
@@ -17473,7 +17475,16 @@ class tokenizer {
                        (std::filesystem::exists(path / "tokenizer.json", ec) ? " (" + (path / "tokenizer.json").string() + ")" : std::string{}));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw load_error(path.string() + ": cannot open");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Bounded as it is read (a device such as /dev/zero never ends): the largest vocabularies' files
+    // are tens of MiB.
+    constexpr std::size_t max_bytes = std::size_t{512} << 20;
+    std::string text;
+    char chunk[1 << 16];
+    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+      if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes)
+        throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
+      text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    }
     if (in.bad()) throw load_error(path.string() + ": read error");
     return from_json(text, path.string());
   }

@@ -95,6 +95,9 @@ grep -q 'too_many_rows.safetensors: tensor "x" dim 0 gives symbol "batch" a valu
 # Control flow (the FX design's loop: x = x + 1, i = i + 1 while i < 10): from x = -3, x = 7 and i = 10.
 "$fused" graph run "$data/count_to_ten.json" --inputs "$data/count_to_ten_inputs.safetensors" --out "$work/count.safetensors" 2>/dev/null
 cmp "$work/count.safetensors" "$data/count_to_ten_expected.safetensors" || { echo "graph run of count_to_ten.json: unexpected output"; exit 1; }
+# A state's next value (an Output that carries it) is not written by one run, and the summary says so.
+"$fused" graph run "$data/state_add.json" --inputs "$data/state_add_inputs.safetensors" --out "$work/state.safetensors" 2>"$work/err"
+grep -q '(1 outputs; not written: the state Output "s")' "$work/err" || { echo "graph run of state_add.json:"; cat "$work/err"; exit 1; }
 "$fused" plan --graph "$data/count_to_ten.json" --mode prefill >"$work/plan.txt"
 grep -q "region 0 loop at 5..7 (header 1 step) while 'running', at most 100 trips; 'x_now' <- 'x_next'; 'i_now' <- 'i_next'" "$work/plan.txt" ||
   { echo "plan --graph count_to_ten.json shows no loop"; cat "$work/plan.txt"; exit 1; }

@@ -4,6 +4,8 @@
 // defaults shown there, unknown-flag and missing-value errors CLI11's business) and returns the
 // function that runs the command once the command line has parsed.
 #pragma once
+#include <fcntl.h>
+
 #include <CLI/CLI.hpp>
 
 #include <cctype>
@@ -259,18 +261,32 @@ inline std::map<std::string, std::int64_t> parse_binds(const std::vector<std::st
 }
 
 // The bytes of a file named on the command line, "-" for standard input; `what` says what the file is
-// for, in errors ("the prompt file"). A directory is named as one, not read as an empty stream.
-inline std::string read_input_file(const std::string& path, const std::string& what) {
+// for, in errors ("the prompt file"). A directory is named as one, not read as an empty stream; more
+// than `max_bytes` is refused as soon as it is read past (/dev/zero, `yes |` would fill the memory).
+inline std::string read_input_file(const std::string& path, const std::string& what, std::size_t max_bytes = std::size_t{1} << 30) {
+  const std::string source = path == "-" ? "standard input (" + what + ")" : path;
+  const auto read = [&](std::istream& in) {
+    std::string text;
+    char chunk[1 << 16];
+    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+      if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes)
+        throw std::runtime_error(source + ": " + (path == "-" ? std::string("it") : what) + " is larger than " +
+                                 std::to_string(max_bytes >> 20) + " MiB, the most this command reads");
+      text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    }
+    return text;
+  };
   if (path == "-") {
-    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    if (std::cin.bad()) throw std::runtime_error("standard input (" + what + "): cannot read");
+    if (::fcntl(0, F_GETFD) == -1) throw std::runtime_error(source + ": it is closed");  // else read as empty
+    std::string text = read(std::cin);
+    if (std::cin.bad()) throw std::runtime_error(source + ": cannot read");
     return text;
   }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory, not " + what);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open " + what + ": " + std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read(in);
   if (in.bad()) throw std::runtime_error(path + ": cannot read " + what + ": " + std::strerror(errno));
   return text;
 }

@@ -247,7 +247,7 @@ const fused::cli::command bench_cmd{
       using fused::cli::integer_in;
       app.add_option("--config", o->config, "a config.json (or a model directory's) to time with --synthetic weights");
       app.add_flag("--synthetic", o->synthetic, "deterministic synthetic bf16 weights of the config's shape");
-      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory: time its real weights");
+      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory: time its real weights")->check(fused::cli::not_empty("give a model directory"));
       auto* prompt = app.add_option("-p,--prompt", o->prompt, "prompt tokens to prefill (default 512, fewer where the model's context needs)")
                          ->check(integer_in(1, 1 << 20));
       auto* gen = app.add_option("-n,--gen", o->gen, "tokens to decode after the prompt")->check(integer_in(1, 1 << 20));

@@ -111,7 +111,7 @@ const fused::cli::command bench_serve_cmd{
     "bench serve", "the server under load: requests/s and tok/s with 1, 2 and 4 sessions", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
-      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model");
+      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model")->check(fused::cli::not_empty("give a model directory"));
       app.add_option("--parallel", o->parallel, "session counts to measure, e.g. 1,2,4")->delimiter(',')->check(integer_in(1, 256));
       app.add_option("--requests", o->requests, "requests per run")->check(integer_in(1, 1 << 20));
       app.add_option("--max-tokens", o->max_tokens, "max_tokens of each request")->check(integer_in(1, 1 << 20));

@@ -50,7 +50,7 @@ int run_bench_train(const options& o) {
 const fused::cli::command bench_train_cmd{
     "bench-train", "training throughput (tok/s) of a model's train step on 1 and on all threads", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
-      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->required();
+      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->check(fused::cli::not_empty("give a model directory"))->required();
       app.add_option("--seq", o->sequence, "tokens per sequence")->check(fused::cli::integer_in(2, 1 << 16));
       app.add_option("--batch", o->batch, "sequences per step")->check(fused::cli::integer_in(1, 4096));
       app.add_option("--steps", o->steps, "timed steps per thread count (after one warm-up step)")->check(fused::cli::integer_in(1, 1000));

@@ -223,8 +223,11 @@ int chat(const options& o) {
     std::optional<std::string> line = read_line(terminal);
     if (!line) break;
     if (!line->empty() && line->back() == '\r') line->pop_back();  // CRLF input: the line, not its '\r'
-    if (*line == "/exit") break;
-    if (*line == "/reset") {
+    // A command with spaces around it is still the command, not a message to the model.
+    const std::size_t first = line->find_first_not_of(" \t"), last = line->find_last_not_of(" \t");
+    const std::string_view word = first == std::string::npos ? std::string_view() : std::string_view(*line).substr(first, last - first + 1);
+    if (word == "/exit") break;
+    if (word == "/reset") {
       c.reset();
       std::fprintf(stderr, "[fused] the conversation starts again\n");
       continue;
@@ -244,7 +247,7 @@ const fused::cli::command chat_cmd{
     "chat", "talk with a model: a conversation that keeps its KV cache between turns", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
-      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model");
+      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model")->check(fused::cli::not_empty("give a model directory"));
       app.add_option("--system", o->system, "the system message");
       app.add_option("--chat-template", o->chat_template, "the chat format instead of the model's chat_template")
           ->check(fused::cli::one_of({"chatml", "llama3", "mistral"}));

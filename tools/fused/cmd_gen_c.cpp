@@ -139,6 +139,7 @@ int run_gen_c(const options& o) {
     const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
     source = {.family = info.family, .cfg = info.arch, .options = {}};
     source.options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
+    if (o.stop_ids.size() > 4) throw fused::cli::usage_error("--stop-ids: at most 4 ids, got " + std::to_string(o.stop_ids.size()));
     if (o.generate > 0) generation = fused::decoder::generation_options{.max_new_tokens = o.generate, .stop_ids = o.stop_ids.empty() ? info.eos_token_ids : o.stop_ids};
   }
   const fused::decoder::config& cfg = source.cfg;
@@ -165,7 +166,7 @@ const fused::cli::command gen_c_cmd{
     "gen-c", "standalone C11 for a model (docs/GENERATOR.md)", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
-      auto* model = app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)");
+      auto* model = app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)")->check(fused::cli::not_empty("give a model directory"));
       auto* graph = app.add_option("--graph", o->graph, "a graph file instead of --model: a decoder's (fused graph export), or any program with C kernels");
       model->excludes(graph);
       app.add_option("--out", o->out, "the directory to write")->required()->check(fused::cli::not_empty("give a directory (. for this one)"));

@@ -54,6 +54,7 @@ int run_export(const export_options& o) {
   options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
   if (o.generate > 0 && o.logits == "all") throw usage_error("--generate picks from the last position's logits: it takes no --logits all");
   if (o.generate == 0 && o.stop_ids_given) throw usage_error("--stop-ids end a generation: they need --generate");
+  if (o.stop_ids.size() > 4) throw usage_error("--stop-ids: at most 4 ids, got " + std::to_string(o.stop_ids.size()));
   const fused::ir::document doc =
       o.generate > 0 ? fused::decoder::generation_graph_file(*info.family, info.arch,
                                                              {.max_new_tokens = o.generate, .stop_ids = o.stop_ids_given ? o.stop_ids : info.eos_token_ids},
@@ -69,7 +70,7 @@ int run_check(const std::string& path) {
   const fused::ir::read_result file = fused::ir::read_file(path);
   // Form first: a node that could not be read would make its edges look wrong too.
   const std::vector<fused::ir::issue> errors = file.ok() ? fused::ir::validate(file.doc) : file.errors;
-  for (const auto& e : errors) std::printf("%s\n", fused::ir::to_line(e).c_str());
+  for (const auto& e : errors) std::printf("%s\n", fused::cli::printable(fused::ir::to_line(e)).c_str());  // a name may hold any character
   if (!errors.empty()) {
     std::fflush(stdout);
     std::fprintf(stderr, "fused graph check: %s: %zu error(s)%s\n", path.c_str(), errors.size(),
@@ -137,7 +138,7 @@ int run_graph(const run_options& o) {
   // Input (or the state, which starts at zero) run without it.
   std::vector<std::string> feeds;
   for (const fused::tensor_info& t : p.tensors)
-    if (t.kind == fused::role::input || t.kind == fused::role::state) feeds.push_back(fused::to_string(t.name));
+    if (t.kind == fused::role::input || (t.kind == fused::role::state && t.is_feed)) feeds.push_back(fused::to_string(t.name));
   for (const fused::io::tensor_view& v : in.tensors())
     if (std::find(feeds.begin(), feeds.end(), v.name) == feeds.end())
       throw std::invalid_argument(o.inputs + ": tensor \"" + v.name + "\" is not an Input of the graph (its Inputs: " + fmt::format("{}", fmt::join(feeds, ", ")) + ")");
@@ -257,8 +258,18 @@ int run_graph(const run_options& o) {
       fused::cli::require_finite_logits(std::span(reinterpret_cast<const float*>(bytes_at(t)), n / sizeof(float)), weights);
   }
   fused::io::write_safetensors(o.out, outs);
-  std::fprintf(stderr, "fused graph run: %s: %zu steps, arena %lld bytes -> %s (%zu outputs)\n", o.graph.c_str(), calls.size(),
-               static_cast<long long>(mem.arena_bytes()), o.out.c_str(), outs.size());
+  // An Output that carries a state is that state's next value, a feed of the next call: one run does
+  // not write it (docs/GRAPH_FORMAT.md), and says so.
+  std::vector<std::string> carried;
+  for (const fused::ir::node& nd : loaded.doc.nodes)
+    if (nd.type == fused::ir::node_type::output && nd.carries) carried.push_back("\"" + nd.name + "\"");
+  std::string unwritten;
+  if (!carried.empty())
+    unwritten = fmt::format("; not written: the state Output{} {}{}", carried.size() == 1 ? "" : "s",
+                            fmt::join(carried.begin(), carried.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(carried.size(), 3)), ", "),
+                            carried.size() > 3 ? fmt::format(" and {} more", carried.size() - 3) : std::string());
+  std::fprintf(stderr, "fused graph run: %s: %zu steps, arena %lld bytes -> %s (%zu outputs%s)\n", o.graph.c_str(), calls.size(),
+               static_cast<long long>(mem.arena_bytes()), o.out.c_str(), outs.size(), fused::cli::printable(unwritten).c_str());
   return 0;
 }
 
@@ -270,7 +281,7 @@ const fused::cli::command graph_cmd{"graph", "graph files: export, check, run (d
 const fused::cli::command export_cmd{
     "graph export", "a built-in model as a graph file (JSON or MessagePack, by the extension of --out)", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<export_options>();
-      app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)");
+      app.add_option("-m,--model", o->model, "a Hugging Face model directory (or its config.json)")->check(fused::cli::not_empty("give a model directory"));
       app.add_option("--config", o->config, "a config.json, or a model directory holding one");
       app.add_option("--out", o->out, "the file to write: .json, or .msgpack for MessagePack")->required()->check(fused::cli::not_empty("give a file name"));
       app.add_option("--logits", o->logits, "logits of the last position or of all")->check(fused::cli::one_of({"last", "all"}));

@@ -40,6 +40,18 @@ struct options {
   std::vector<std::string> bind;
 };
 
+// Each line of `text` through printable(): control characters and stray bytes escaped, lines kept.
+std::string printable_lines(const std::string& text) {
+  std::string out;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    out += fused::cli::printable(std::string_view(text).substr(at, end - at));
+    if (end < text.size()) out += '\n';
+    at = end + 1;
+  }
+  return out;
+}
+
 void write_out(const std::string& out) {
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
     throw std::runtime_error("cannot write the plan to standard output");
@@ -115,7 +127,7 @@ int run_plan_graph(const options& o) {
   } else if (o.format == "svg") {
     write_out(fused::plan_to_svg(g.prog, mem, title));
   } else {
-    write_out(fused::plan_to_text(g.prog, mem, title));
+    write_out(printable_lines(fused::plan_to_text(g.prog, mem, title)));  // a graph file's names may hold any character
   }
   return 0;
 }

@@ -78,7 +78,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   std::vector<std::int32_t> history(prompt);  // what the repetition penalty looks back on
   fused::io::tokenizer::stream_decoder out(tok);
   interrupt_scope ctrl_c;
-  if (o.how.temp > 0) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));  // every check has passed
+  if (o.how.temp > 0 && !o.seed) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));  // every check has passed
 
   auto start = clock_type::now();
   std::span<const float> logits;
@@ -119,7 +119,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
 }
 
 int run(options o) {
-  if (!o.prompt_file.empty()) o.prompt = fused::cli::read_input_file(o.prompt_file, "the prompt file");
+  if (!o.prompt_file.empty()) o.prompt = fused::cli::read_input_file(o.prompt_file, "the prompt file", std::size_t{64} << 20);
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const std::uint64_t seed = fused::cli::seed_or_fresh(o.seed);
   const fused::cli::model_files files = fused::cli::open_model_dir(o.model_dir);
@@ -154,8 +154,8 @@ int run(options o) {
       throw fused::cli::usage_error("--ctx " + std::to_string(o.ctx) + " exceeds the default model's context of " +
                                     std::to_string(default_model::capacity) + " positions");
     const std::int64_t capacity = o.ctx ? o.ctx : default_model::capacity;
-    if (P + 1 > capacity)
-      throw std::invalid_argument(fused::cli::prompt_too_long(P, capacity));
+    if (P + 1 > capacity && o.ctx) throw fused::cli::usage_error("--ctx " + std::to_string(o.ctx) + ": " + fused::cli::prompt_too_long(P, capacity));
+    if (P + 1 > capacity) throw std::invalid_argument(fused::cli::prompt_too_long(P, capacity));
     const auto w = load_weights(default_model::plans::prefill.tensors);
     auto m = std::make_unique<default_model>(w);
     how = "static model";
@@ -164,8 +164,8 @@ int run(options o) {
     const std::int64_t maxpos = info.arch.max_position_embeddings;
     const std::int64_t ctx = o.ctx ? o.ctx : std::min<std::int64_t>(maxpos, P + std::max<long long>(o.n, 1));
     if (ctx > maxpos) throw fused::cli::usage_error("--ctx " + std::to_string(ctx) + " exceeds max_position_embeddings " + std::to_string(maxpos));
-    if (P + 1 > ctx)
-      throw std::invalid_argument(fused::cli::prompt_too_long(P, ctx, o.ctx ? "" : " (max_position_embeddings)"));
+    if (P + 1 > ctx && o.ctx) throw fused::cli::usage_error("--ctx " + std::to_string(o.ctx) + ": " + fused::cli::prompt_too_long(P, ctx));
+    if (P + 1 > ctx) throw std::invalid_argument(fused::cli::prompt_too_long(P, ctx, " (max_position_embeddings)"));
     fused::decoder::model m(*info.family, info.arch, std::min<std::int64_t>(P, 512), ctx);
     const auto w = load_weights(m.tensors());
     m.bind(w);
@@ -184,10 +184,10 @@ const fused::cli::command run_cmd{
     "run", "generate text from a prompt (the default model, or --model DIR)", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
-      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory (config.json, tokenizer.json, *.safetensors); default: the default model (fused --version says where), run as a static model")
+      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory (config.json, tokenizer.json, *.safetensors); default: the default model (fused --version says where), run as a static model")->check(fused::cli::not_empty("give a model directory"))
           ;
       auto* prompt = app.add_option("-p,--prompt", o->prompt, "the prompt text");
-      auto* file = app.add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)");
+      auto* file = app.add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->check(fused::cli::not_empty("give a file, or - for standard input"));
       prompt->excludes(file);
       file->excludes(prompt);
       app.add_option("-n,--n-predict", o->n, "most tokens to generate")->check(integer_in(0, 1 << 30));

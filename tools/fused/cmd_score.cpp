@@ -76,7 +76,7 @@ int run_score(const options& o) {
 const fused::cli::command score_cmd{
     "score", "logits of a model for given token ids, written as safetensors", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
-      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->required();
+      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->check(fused::cli::not_empty("give a model directory"))->required();
       app.add_option("--input-ids", o->input_ids, "the prompt's token ids: 1,2,3")->required();
       app.add_option("--continue-ids", o->continue_ids, "ids fed one by one through decode after the prompt (teacher forcing)");
       app.add_option("--out", o->out, "the safetensors file to write (prefill_logits [T,V], decode_logits [N,V])")->required()->check(fused::cli::not_empty("give a file name"));

@@ -81,7 +81,7 @@ const fused::cli::command serve_cmd{
     "serve", "an OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, /health", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
-      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model");
+      app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model")->check(fused::cli::not_empty("give a model directory"));
       app.add_option("--host", o->host, "the address to listen on; 0.0.0.0 = every interface")
           ->check(fused::cli::not_empty("give an address (127.0.0.1: this machine only; 0.0.0.0: every interface)"))
           ->capture_default_str();

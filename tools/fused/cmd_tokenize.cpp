@@ -114,7 +114,7 @@ const fused::cli::command tokenize_cmd{
       auto o = std::make_shared<options>();
       app.add_option("--tokenizer", o->tokenizer, "the tokenizer.json")->required();
       auto* text = app.add_option("text", o->text, "the text (one argument: quote it; put -- before a text that starts with -)");
-      auto* file = app.add_option("-f,--file", o->file, "encode this file's text (- = standard input)");
+      auto* file = app.add_option("-f,--file", o->file, "encode this file's text (- = standard input)")->check(fused::cli::not_empty("give a file, or - for standard input"));
       auto* bench_file = app.add_option("--bench", o->bench_file, "time encoding this file (MB/s)");
       app.add_flag("--no-special", o->no_special, "encode special tokens' text as plain text");
       text->excludes(file)->excludes(bench_file);
@@ -131,7 +131,7 @@ const fused::cli::command detokenize_cmd{
       auto o = std::make_shared<options>();
       app.add_option("--tokenizer", o->tokenizer, "the tokenizer.json")->required();
       auto* ids = app.add_option("ids", o->ids, "token ids: 1,2,3 or 1 2 3 or [1, 2, 3]");
-      auto* file = app.add_option("-f,--file", o->file, "read the ids from this file (- = standard input), as tokenize prints them");
+      auto* file = app.add_option("-f,--file", o->file, "read the ids from this file (- = standard input), as tokenize prints them")->check(fused::cli::not_empty("give a file, or - for standard input"));
       ids->excludes(file);
       return [o, ids, file] {
         if (ids->count() + file->count() == 0) throw fused::cli::usage_error("give the token ids, e.g. 9707,11,1879, or --file PATH");

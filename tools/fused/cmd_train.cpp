@@ -163,7 +163,7 @@ double learning_rate(const train_options& o, long long step) {
   return floor + (o.lr - floor) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
 }
 
-std::string read_text(const std::filesystem::path& path) { return fused::cli::read_input_file(path.string(), "the training text"); }
+std::string read_text(const std::filesystem::path& path) { return fused::cli::read_input_file(path.string(), "the training text", std::size_t{16} << 30); }
 
 // --out's directories that were not there, made at once; removed again (those still empty) unless
 // keep() is called: a failed run leaves nothing behind. It is checked by writing a file in it, as the
@@ -330,7 +330,7 @@ int run_train(const train_options& o) {
 const fused::cli::command train_cmd{
     "train", "fine-tunes a model on a text file (AdamW or SGD with momentum) and writes a checkpoint fused run and transformers load", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<train_options>();
-      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory (config.json, tokenizer.json, *.safetensors)")->required();
+      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory (config.json, tokenizer.json, *.safetensors)")->check(fused::cli::not_empty("give a model directory"))->required();
       app.add_option("--data", o->data, "the training text (UTF-8), tokenized with the model's tokenizer")->required();
       app.add_option("--out", o->out, "the directory to write: config.json, model.safetensors, train_state.safetensors, the tokenizer")
           ->required()
@@ -357,7 +357,7 @@ const fused::cli::command train_cmd{
 const fused::cli::command train_step_cmd{
     "train-step", "one optimizer step (AdamW or SGD) on one sequence: loss, gradients and updated parameters as safetensors", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
-      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->required();
+      app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->check(fused::cli::not_empty("give a model directory"))->required();
       app.add_option("--tokens", o->tokens, "the sequence's token ids: 1,2,3 (the loss predicts each from those before it)")->required();
       app.add_option("--batch", o->batch, "the tokens are this many sequences of equal length, one after another")->check(fused::cli::integer_in(1, 1 << 20));
       app.add_option("--micro-batch", o->micro_batch, "sequences per gradient pass, as fused train's (the same bits on any number of ranks)")

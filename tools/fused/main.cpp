@@ -7,6 +7,8 @@
 // Every failure is one line on stderr, "fused <command>: ...", and nothing on stdout.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdlib>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <map>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fused/version.hpp>
@@ -108,8 +111,30 @@ std::vector<std::string> protect_text(const CLI::App& sub, std::vector<std::stri
 
 }  // namespace fused::cli::front_door
 
+// The kernels' environment variables, which they read with atoi and strcmp: a value they would
+// ignore or misread (FUSED_THREADS=99999999999 asked libgomp for 272 GB) is named here instead.
+std::string environment_error() {
+  if (const char* threads = std::getenv("FUSED_THREADS"); threads && *threads) {
+    const std::string_view text = threads;
+    int n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 1024)
+      return "the environment's FUSED_THREADS=" + fused::cli::printable(text) + " is not a thread count in [1, 1024]";
+  }
+  if (const char* isa = std::getenv("FUSED_ISA"); isa && *isa) {
+    const std::string_view text = isa;
+    if (text != "scalar" && text != "avx2" && text != "avx512bf16" && text != "avx512" && text != "amx")
+      return "the environment's FUSED_ISA=" + fused::cli::printable(text) + " is not one of scalar, avx2, avx512bf16, amx";
+  }
+  return {};
+}
+
 int main(int argc, char** argv) {
   using namespace fused::cli::front_door;
+  if (const std::string error = environment_error(); !error.empty()) {
+    std::fprintf(stderr, "fused: %s\n", error.c_str());
+    return 2;
+  }
   CLI::App app{"fused: a neural network as a compile-time program (static plans, BF16 kernels, C generator)", "fused"};
   app.set_version_flag("--version", version_text(), "print the version, the compiler and the kernels this CPU runs, then exit");
   app.require_subcommand(1);

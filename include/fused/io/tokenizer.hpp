@@ -83,7 +83,16 @@ class tokenizer {
                        (std::filesystem::exists(path / "tokenizer.json", ec) ? " (" + (path / "tokenizer.json").string() + ")" : std::string{}));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw load_error(path.string() + ": cannot open");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Bounded as it is read (a device such as /dev/zero never ends): the largest vocabularies' files
+    // are tens of MiB.
+    constexpr std::size_t max_bytes = std::size_t{512} << 20;
+    std::string text;
+    char chunk[1 << 16];
+    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+      if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes)
+        throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
+      text.append(chunk, static_cast<std::size_t>(in.gcount()));
+    }
     if (in.bad()) throw load_error(path.string() + ": read error");
     return from_json(text, path.string());
   }
