@@ -95,6 +95,11 @@ grep -q 'too_many_rows.safetensors: tensor "x" dim 0 gives symbol "batch" a valu
 # Control flow (the FX design's loop: x = x + 1, i = i + 1 while i < 10): from x = -3, x = 7 and i = 10.
 "$fused" graph run "$data/count_to_ten.json" --inputs "$data/count_to_ten_inputs.safetensors" --out "$work/count.safetensors" 2>/dev/null
 cmp "$work/count.safetensors" "$data/count_to_ten_expected.safetensors" || { echo "graph run of count_to_ten.json: unexpected output"; exit 1; }
+# An Input the inputs file lacks (one with no symbol to bind): named with the file, not a cut-wire dump.
+python3 -c 'import struct, sys; h = b"{}      "; open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h)' "$work/empty.safetensors"
+fails graph run "$data/count_to_ten.json" --inputs "$work/empty.safetensors" --out "$work/x.safetensors"
+grep -q "^fused graph run: error: $work/empty.safetensors: no tensor \"x\" (the graph's Input of that name)\$" "$work/err" ||
+  { echo "graph run without its Input:"; cat "$work/err"; exit 1; }
 # A state's next value (an Output that carries it) is not written by one run, and the summary says so.
 "$fused" graph run "$data/state_add.json" --inputs "$data/state_add_inputs.safetensors" --out "$work/state.safetensors" 2>"$work/err"
 grep -q '(1 outputs; not written: the state Output "s")' "$work/err" || { echo "graph run of state_add.json:"; cat "$work/err"; exit 1; }

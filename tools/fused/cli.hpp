@@ -246,6 +246,7 @@ inline std::pair<std::string, std::int64_t> parse_bind(const std::string& word) 
     throw usage_error("--bind " + word + ": expected NAME=INTEGER");
   }
   if (used != word.size() - eq - 1) throw usage_error("--bind " + word + ": expected NAME=INTEGER");
+  if (v < 1) throw usage_error("--bind " + word + ": a symbol is a dim, which must be positive");  // before it meets a shape
   return {word.substr(0, eq), v};
 }
 

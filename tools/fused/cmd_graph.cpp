@@ -218,6 +218,8 @@ int run_graph(const run_options& o) {
         if (*actual != bound_dims(t, b))
           throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" has shape " + fused::io::shape_string(*actual) + "; the graph's Input is " +
                                       fused::ir::detail::named_shape(t.shp, g.symbols) + " = " + fused::io::shape_string(bound_dims(t, b)));
+      } else if (t.kind == fused::role::input) {  // the file's fault too (a state starts at zero without one)
+        throw std::invalid_argument(o.inputs + ": no tensor \"" + fused::to_string(t.name) + "\" (the graph's Input of that name)");
       }
     }
     w.bound = actual.has_value() || t.kind == fused::role::state;  // state starts at zero
