@@ -115,6 +115,7 @@
 #include "fused/io/file_replace.hpp"
 #include "fused/io/json_config.hpp"
 #include "fused/io/load_error.hpp"
+#include "fused/io/read_bounded.hpp"
 #include "fused/io/safetensors.hpp"
 #include "fused/io/tokenizer.hpp"
 #include "fused/io/tokenizer/added_tokens.hpp"

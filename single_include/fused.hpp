@@ -16730,6 +16730,29 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 
 #include <nlohmann/json.hpp>
 
+// ---- begin fused/io/read_bounded.hpp -------------------------------------------------------------------
+// Reading a stream whose end may never come (a device such as /dev/zero, `yes |` on a pipe): in
+// chunks, up to a limit.
+#include <cstddef>
+#include <istream>
+#include <optional>
+#include <string>
+
+namespace fused::io {
+
+// All of `in`, or nullopt as soon as it holds more than `max_bytes`; the caller names the source.
+inline std::optional<std::string> read_at_most(std::istream& in, std::size_t max_bytes) {
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes) return std::nullopt;
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
+  return text;
+}
+
+}  // namespace fused::io
+// ---- end fused/io/read_bounded.hpp ---------------------------------------------------------------------
 // ---- begin fused/io/tokenizer/added_tokens.hpp ---------------------------------------------------------
 // Added tokens (`added_tokens` in tokenizer.json: "<|im_start|>", "<|endoftext|>", ...) are cut out
 // of the text before the pre-tokenizer sees it, each becoming its own id. Matching is leftmost,
@@ -17477,16 +17500,10 @@ class tokenizer {
     if (!in) throw load_error(path.string() + ": cannot open");
     // Bounded as it is read (a device such as /dev/zero never ends): the largest vocabularies' files
     // are tens of MiB.
-    constexpr std::size_t max_bytes = std::size_t{512} << 20;
-    std::string text;
-    char chunk[1 << 16];
-    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-      if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes)
-        throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
-      text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    }
+    const std::optional<std::string> text = read_at_most(in, std::size_t{512} << 20);
+    if (!text) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
     if (in.bad()) throw load_error(path.string() + ": read error");
-    return from_json(text, path.string());
+    return from_json(*text, path.string());
   }
 
   // `origin` names the source in error messages. Throws io::load_error.

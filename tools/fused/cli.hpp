@@ -20,12 +20,15 @@
 #include <iterator>
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <fused/io/read_bounded.hpp>
 
 namespace fused::cli {
 
@@ -267,15 +270,11 @@ inline std::map<std::string, std::int64_t> parse_binds(const std::vector<std::st
 inline std::string read_input_file(const std::string& path, const std::string& what, std::size_t max_bytes = std::size_t{1} << 30) {
   const std::string source = path == "-" ? "standard input (" + what + ")" : path;
   const auto read = [&](std::istream& in) {
-    std::string text;
-    char chunk[1 << 16];
-    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-      if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes)
-        throw std::runtime_error(source + ": " + (path == "-" ? std::string("it") : what) + " is larger than " +
-                                 std::to_string(max_bytes >> 20) + " MiB, the most this command reads");
-      text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    }
-    return text;
+    std::optional<std::string> text = io::read_at_most(in, max_bytes);
+    if (!text)
+      throw std::runtime_error(source + ": " + (path == "-" ? std::string("it") : what) + " is larger than " + std::to_string(max_bytes >> 20) +
+                               " MiB, the most this command reads");
+    return std::move(*text);
   };
   if (path == "-") {
     if (::fcntl(0, F_GETFD) == -1) throw std::runtime_error(source + ": it is closed");  // else read as empty

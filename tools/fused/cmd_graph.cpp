@@ -145,7 +145,7 @@ int run_graph(const run_options& o) {
 
   // Symbols: from --bind, then from the shapes of the inputs given (a disagreement is an error).
   std::map<std::string, std::int64_t> values = fused::cli::parse_binds(o.bind);
-  std::map<std::string, std::string> given_by;  // a symbol the inputs gave: which tensor's dim
+  std::map<std::string, std::string> given_by;  // a symbol the inputs gave, not --bind: which tensor's dim
   for (const fused::tensor_info& t : p.tensors) {
     if (t.kind != fused::role::input && t.kind != fused::role::state) continue;
     const fused::io::tensor_view* v = in.find(fused::to_string(t.name));
@@ -163,8 +163,8 @@ int run_graph(const run_options& o) {
       if (const auto it = values.find(name); it != values.end() && it->second != value)
         throw std::invalid_argument(o.inputs + ": tensor \"" + v->name + "\" dim " + std::to_string(i) + " makes symbol \"" + name + "\" " +
                                     std::to_string(value) + ", but it is " + std::to_string(it->second));
+      if (!values.count(name)) given_by.emplace(name, "tensor \"" + v->name + "\" dim " + std::to_string(i));  // not by --bind
       values[name] = value;
-      given_by.emplace(name, "tensor \"" + v->name + "\" dim " + std::to_string(i));
     }
   }
   fused::binding b{};
@@ -184,7 +184,7 @@ int run_graph(const run_options& o) {
     // A value out of the symbol's Range is the inputs' fault where one of their shapes gave it.
     const std::string what = e.what();
     for (const auto& [name, source] : given_by)
-      if (what.find("\"" + name + "\"") != std::string::npos && fused::cli::parse_binds(o.bind).count(name) == 0)
+      if (what.find("\"" + name + "\"") != std::string::npos)
         throw std::invalid_argument(o.inputs + ": " + source + " gives symbol \"" + name + "\" a value the graph refuses: " + what);
     throw usage_error(what);
   }

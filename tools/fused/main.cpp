@@ -121,10 +121,11 @@ std::string environment_error() {
     if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 1024)
       return "the environment's FUSED_THREADS=" + fused::cli::printable(text) + " is not a thread count in [1, 1024]";
   }
-  if (const char* isa = std::getenv("FUSED_ISA"); isa && *isa) {
-    const std::string_view text = isa;
-    if (text != "scalar" && text != "avx2" && text != "avx512bf16" && text != "avx512" && text != "amx")
-      return "the environment's FUSED_ISA=" + fused::cli::printable(text) + " is not one of scalar, avx2, avx512bf16, amx";
+  // A name the kernels know gives its path whatever the fallback; an unknown one gives the fallback.
+  if (const char* isa = std::getenv("FUSED_ISA"); isa && *isa && fk__isa_from_name(isa, FK_ISA_SCALAR) != fk__isa_from_name(isa, FK_ISA_AMX)) {
+    std::string names;
+    for (const fk_isa known : {FK_ISA_SCALAR, FK_ISA_AVX2, FK_ISA_AVX512BF16, FK_ISA_AMX}) names += (names.empty() ? "" : ", ") + std::string(fk_isa_name(known));
+    return "the environment's FUSED_ISA=" + fused::cli::printable(isa) + " is not one of " + names;
   }
   return {};
 }

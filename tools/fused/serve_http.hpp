@@ -67,8 +67,6 @@ inline void send_error(httplib::Response& res, int status, const std::string& me
   res.set_content(fused::json_text::dump(error_body(message, type, param, code), -1, fused::json_text::invalid_utf8::replace), "application/json");
 }
 
-// A Content-Length that is not a count of bytes: httplib reads "-5" as a huge one (a 413) and "abc"
-// as 0 (the body then read as the next request). Both are the request's fault: a 400 naming it.
 // Whether httplib reads the body in chunks: it does for a Transfer-Encoding of exactly "chunked", in
 // any case (httplib 0.11's is_chunked_transfer_encoding, which its shared library keeps to itself).
 inline bool chunked(const httplib::Request& req) {
@@ -76,6 +74,8 @@ inline bool chunked(const httplib::Request& req) {
   return coding.size() == 7 && std::equal(coding.begin(), coding.end(), "chunked", [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
 }
 
+// A Content-Length that is not a count of bytes: httplib reads "-5" as a huge one (a 413) and "abc"
+// as 0 (the body then read as the next request). Both are the request's fault: a 400 naming it.
 inline bool content_length_garbled(const httplib::Request& req) {
   if (!req.has_header("Content-Length")) return false;
   const std::string length = req.get_header_value("Content-Length");
@@ -160,23 +160,26 @@ class server {
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     });
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      // Two Content-Length headers leave where the body ends ambiguous (RFC 9112 6.3: refuse such a
-      // request); httplib would read the first. The body is not read: the connection closes.
-      if (const std::size_t lengths = req.get_header_value_count("Content-Length"); lengths > 1) {
-        send_error(res, 400, "the request has " + std::to_string(lengths) + " Content-Length headers; send one");
+      // A refusal of a request whose body's end is unknown: the body is not read, so the connection
+      // closes (whatever follows on it would be read as the next request).
+      const auto closing = [&res] {
         res.set_header("Connection", "close");
         return httplib::Server::HandlerResponse::Handled;
+      };
+      // Two Content-Length headers leave where the body ends ambiguous (RFC 9112 6.3: refuse such a
+      // request); httplib would read the first.
+      if (const std::size_t lengths = req.get_header_value_count("Content-Length"); lengths > 1) {
+        send_error(res, 400, "the request has " + std::to_string(lengths) + " Content-Length headers; send one");
+        return closing();
       }
       if (content_length_garbled(req)) {
         send_garbled_length(req, res);
-        res.set_header("Connection", "close");  // where the body ends is unknown, as above
-        return httplib::Server::HandlerResponse::Handled;
+        return closing();
       }
       // A POST whose body has no stated end: httplib 0.11 would wait out its read timeout for one.
       if (req.method == "POST" && !req.has_header("Content-Length") && !chunked(req)) {
         send_error(res, 411, "a POST needs a Content-Length header (or Transfer-Encoding: chunked)");
-        res.set_header("Connection", "close");
-        return httplib::Server::HandlerResponse::Handled;
+        return closing();
       }
       if (o_.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       if (bearer_token(req.get_header_value("Authorization")) == o_.api_key) return httplib::Server::HandlerResponse::Unhandled;

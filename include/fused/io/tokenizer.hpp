@@ -55,6 +55,7 @@
 
 #include "../core/json_text.hpp"
 #include "load_error.hpp"
+#include "read_bounded.hpp"
 #include "tokenizer/added_tokens.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/byte_fallback.hpp"
@@ -85,16 +86,10 @@ class tokenizer {
     if (!in) throw load_error(path.string() + ": cannot open");
     // Bounded as it is read (a device such as /dev/zero never ends): the largest vocabularies' files
     // are tens of MiB.
-    constexpr std::size_t max_bytes = std::size_t{512} << 20;
-    std::string text;
-    char chunk[1 << 16];
-    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-      if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes)
-        throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
-      text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    }
+    const std::optional<std::string> text = read_at_most(in, std::size_t{512} << 20);
+    if (!text) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
     if (in.bad()) throw load_error(path.string() + ": read error");
-    return from_json(text, path.string());
+    return from_json(*text, path.string());
   }
 
   // `origin` names the source in error messages. Throws io::load_error.
