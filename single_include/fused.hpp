@@ -168,6 +168,18 @@ FUSED_JSON_API std::string dump(const nlohmann::ordered_json& j, int indent, inv
 }
 #endif
 
+// nlohmann's message without its internals: "[json.exception.parse_error.101] parse error at line 1,
+// column 6: syntax error ..." -> "at line 1, column 6: syntax error ...", for a sentence after a file's name.
+inline std::string reason(const nlohmann::json::exception& e) {
+  std::string_view text = e.what();
+  if (text.starts_with("[json.exception.")) {
+    const auto end = text.find("] ");
+    if (end != std::string_view::npos) text.remove_prefix(end + 2);
+  }
+  if (text.starts_with("parse error ")) text.remove_prefix(12);
+  return std::string(text);
+}
+
 // A value as a message quotes it (a hostile file can hold megabytes in one): its JSON text cut after
 // 60 characters, strings that are not UTF-8 with U+FFFD, and NaN and the infinities (which
 // MessagePack holds, and dump writes as null) spelt out, in an array's elements too.
@@ -3796,7 +3808,8 @@ void reduce(const host_args& a, float init, Fold fold, bool mean) {
 }
 }  // namespace host_detail
 
-// sum / mean / max over one axis (attrs axis, counted from the end when negative; keepdim 0 or 1).
+// sum / mean / max over one axis (attrs axis, counted from the end when negative; keepdim 0 or 1);
+// a NaN in a row makes its sum, mean and max NaN, as in PyTorch.
 #define FUSED_HOST_REDUCE(NAME, INIT, FOLD, MEAN)                                          \
   inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
                                                        .category = "elementwise",             \
@@ -3807,7 +3820,8 @@ void reduce(const host_args& a, float init, Fold fold, bool mean) {
                                                        .attributes = host_detail::reduce_attributes});
 FUSED_HOST_REDUCE(sum, 0.0f, [](float acc, float x) { return acc + x; }, false)
 FUSED_HOST_REDUCE(mean, 0.0f, [](float acc, float x) { return acc + x; }, true)
-FUSED_HOST_REDUCE(max, -std::numeric_limits<float>::infinity(), [](float acc, float x) { return x > acc ? x : acc; }, false)
+// A NaN wins and stays, as torch.amax propagates it.
+FUSED_HOST_REDUCE(max, -std::numeric_limits<float>::infinity(), [](float acc, float x) { return x > acc || x != x ? x : acc; }, false)
 #undef FUSED_HOST_REDUCE
 
 // reshape to attrs shape (a list: 0 keeps the input's dim at that position, one -1 is inferred),
@@ -6191,7 +6205,9 @@ struct issue {
   std::string message;
 };
 
-inline std::string to_line(const issue& i) { return "error: " + i.where + ": " + i.rule + ": " + i.message; }
+// "node 12: shape: ...": an issue inside a sentence; to_line is the line `fused graph check` prints.
+inline std::string to_phrase(const issue& i) { return i.where + ": " + i.rule + ": " + i.message; }
+inline std::string to_line(const issue& i) { return "error: " + to_phrase(i); }
 
 inline std::string node_where(std::int64_t id) { return "node " + std::to_string(id); }
 inline std::string edge_where(std::size_t index, const edge& e) {
@@ -6637,7 +6653,8 @@ class strict_builder : public nlohmann::json_sax<json> {
     return true;
   }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
-    return fail("not a valid document at byte " + std::to_string(position) + ": " + e.what());
+    std::string why = json_text::reason(e);  // a parse error's says where; others get the byte
+    return fail(why.starts_with("at ") ? why : "at byte " + std::to_string(position) + ": " + why);
   }
 
  private:
@@ -7069,7 +7086,7 @@ inline read_result parse(std::string_view bytes) {
     parsed = enc == encoding::json_text ? json::sax_parse(bytes.begin(), bytes.end(), &b, json::input_format_t::json, true)
                                    : json::sax_parse(bytes.begin(), bytes.end(), &b, json::input_format_t::msgpack, true);
   } catch (const json::exception& e) {
-    if (b.error.empty()) b.error = e.what();
+    if (b.error.empty()) b.error = json_text::reason(e);
   }
   if (!parsed || !b.error.empty()) {
     read_result r;
@@ -8054,7 +8071,7 @@ struct loaded_graph {
 
 inline loaded_graph load_graph(const std::filesystem::path& file, const ops::registry& reg = ops::registry::global()) {
   read_result r = read_file(file);
-  if (!r.ok()) throw graph_error(file.string() + ": " + to_line(r.errors.front()) + " (fused graph check lists every error)");
+  if (!r.ok()) throw graph_error(file.string() + ": " + to_phrase(r.errors.front()) + " (fused graph check lists every error)");
   try {
     lowered g = lower(r.doc, reg);
     return {std::move(r.doc), std::move(g)};
@@ -13589,7 +13606,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
   try {
     root = json_text::parse(std::string_view(header, header_bytes), guard);
   } catch (const json::exception& e) {
-    throw_load_error(fname, "header is not valid JSON: {}", e.what());
+    throw_load_error(fname, "header is not valid JSON: {}", json_text::reason(e));
   }
   if (!root.is_object()) throw_load_error(fname, "header is not a JSON object");
 
@@ -16187,7 +16204,7 @@ inline nlohmann::json parse_json_object(std::string_view text, std::string_view 
   try {
     root = json_text::parse(text, guard);
   } catch (const json::exception& e) {
-    throw_load_error(file, "not valid JSON: {}", e.what());
+    throw_load_error(file, "not valid JSON: {}", json_text::reason(e));
   }
   if (!root.is_object()) throw_load_error(file, "not a JSON object");
   return root;
@@ -17513,7 +17530,7 @@ class tokenizer {
     try {
       j = fused::json_text::parse(json_text);
     } catch (const nlohmann::json::exception& e) {
-      throw load_error(origin + ": not valid JSON (" + e.what() + ")");
+      throw load_error(origin + ": not valid JSON: " + fused::json_text::reason(e));
     }
     try {
       return tokenizer(j, origin);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -114,6 +115,16 @@ TEST_CASE("softmax, layer_norm, reductions and matmul") {
   check_close(out.at("mean1"), {2, 5});
   check_close(out.at("max1"), {3, 6});
   check_close(out.at("matmul"), {4, 5, 11, 9});
+}
+
+TEST_CASE("max propagates a NaN wherever it stands in the row, as torch.amax does") {
+  graph g;
+  g.input("x", "f32", {3, 3});
+  g.call("max1", "max", {"x"}, {{"axis", 1}, {"keepdim", 0}}).output("max1");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const values out = run(g.doc(), {{"x", {nan, 1, 2, 3, nan, 1, 4, 5, nan}}});
+  REQUIRE(out.at("max1").size() == 3);
+  for (float m : out.at("max1")) CHECK(std::isnan(m));
 }
 
 TEST_CASE("reshape, transpose, concat, slice, full, arange") {

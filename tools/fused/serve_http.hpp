@@ -325,7 +325,7 @@ class server {
     try {
       body = fused::json_text::parse(text, strict);
     } catch (const json::exception& e) {
-      throw bad_request(400, std::string("the request body is not valid JSON: ") + e.what());
+      throw bad_request(400, "the request body is not valid JSON: " + fused::json_text::reason(e));
     }
     if (!body.is_object()) throw bad_request(400, "the request body must be a JSON object");
     const fields f(body);

@@ -72,6 +72,18 @@ FUSED_JSON_API std::string dump(const nlohmann::ordered_json& j, int indent, inv
 }
 #endif
 
+// nlohmann's message without its internals: "[json.exception.parse_error.101] parse error at line 1,
+// column 6: syntax error ..." -> "at line 1, column 6: syntax error ...", for a sentence after a file's name.
+inline std::string reason(const nlohmann::json::exception& e) {
+  std::string_view text = e.what();
+  if (text.starts_with("[json.exception.")) {
+    const auto end = text.find("] ");
+    if (end != std::string_view::npos) text.remove_prefix(end + 2);
+  }
+  if (text.starts_with("parse error ")) text.remove_prefix(12);
+  return std::string(text);
+}
+
 // A value as a message quotes it (a hostile file can hold megabytes in one): its JSON text cut after
 // 60 characters, strings that are not UTF-8 with U+FFFD, and NaN and the infinities (which
 // MessagePack holds, and dump writes as null) spelt out, in an array's elements too.

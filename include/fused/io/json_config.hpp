@@ -122,7 +122,7 @@ inline nlohmann::json parse_json_object(std::string_view text, std::string_view 
   try {
     root = json_text::parse(text, guard);
   } catch (const json::exception& e) {
-    throw_load_error(file, "not valid JSON: {}", e.what());
+    throw_load_error(file, "not valid JSON: {}", json_text::reason(e));
   }
   if (!root.is_object()) throw_load_error(file, "not a JSON object");
   return root;

@@ -273,7 +273,7 @@ inline safetensors_view safetensors_view::parse(std::span<const std::byte> file,
   try {
     root = json_text::parse(std::string_view(header, header_bytes), guard);
   } catch (const json::exception& e) {
-    throw_load_error(fname, "header is not valid JSON: {}", e.what());
+    throw_load_error(fname, "header is not valid JSON: {}", json_text::reason(e));
   }
   if (!root.is_object()) throw_load_error(fname, "header is not a JSON object");
 

@@ -99,7 +99,7 @@ class tokenizer {
     try {
       j = fused::json_text::parse(json_text);
     } catch (const nlohmann::json::exception& e) {
-      throw load_error(origin + ": not valid JSON (" + e.what() + ")");
+      throw load_error(origin + ": not valid JSON: " + fused::json_text::reason(e));
     }
     try {
       return tokenizer(j, origin);

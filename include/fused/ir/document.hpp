@@ -112,7 +112,9 @@ struct issue {
   std::string message;
 };
 
-inline std::string to_line(const issue& i) { return "error: " + i.where + ": " + i.rule + ": " + i.message; }
+// "node 12: shape: ...": an issue inside a sentence; to_line is the line `fused graph check` prints.
+inline std::string to_phrase(const issue& i) { return i.where + ": " + i.rule + ": " + i.message; }
+inline std::string to_line(const issue& i) { return "error: " + to_phrase(i); }
 
 inline std::string node_where(std::int64_t id) { return "node " + std::to_string(id); }
 inline std::string edge_where(std::size_t index, const edge& e) {

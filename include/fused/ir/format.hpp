@@ -68,7 +68,8 @@ class strict_builder : public nlohmann::json_sax<json> {
     return true;
   }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
-    return fail("not a valid document at byte " + std::to_string(position) + ": " + e.what());
+    std::string why = json_text::reason(e);  // a parse error's says where; others get the byte
+    return fail(why.starts_with("at ") ? why : "at byte " + std::to_string(position) + ": " + why);
   }
 
  private:
@@ -500,7 +501,7 @@ inline read_result parse(std::string_view bytes) {
     parsed = enc == encoding::json_text ? json::sax_parse(bytes.begin(), bytes.end(), &b, json::input_format_t::json, true)
                                    : json::sax_parse(bytes.begin(), bytes.end(), &b, json::input_format_t::msgpack, true);
   } catch (const json::exception& e) {
-    if (b.error.empty()) b.error = e.what();
+    if (b.error.empty()) b.error = json_text::reason(e);
   }
   if (!parsed || !b.error.empty()) {
     read_result r;

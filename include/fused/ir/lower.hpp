@@ -254,7 +254,7 @@ struct loaded_graph {
 
 inline loaded_graph load_graph(const std::filesystem::path& file, const ops::registry& reg = ops::registry::global()) {
   read_result r = read_file(file);
-  if (!r.ok()) throw graph_error(file.string() + ": " + to_line(r.errors.front()) + " (fused graph check lists every error)");
+  if (!r.ok()) throw graph_error(file.string() + ": " + to_phrase(r.errors.front()) + " (fused graph check lists every error)");
   try {
     lowered g = lower(r.doc, reg);
     return {std::move(r.doc), std::move(g)};

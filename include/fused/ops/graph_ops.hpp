@@ -315,7 +315,8 @@ void reduce(const host_args& a, float init, Fold fold, bool mean) {
 }
 }  // namespace host_detail
 
-// sum / mean / max over one axis (attrs axis, counted from the end when negative; keepdim 0 or 1).
+// sum / mean / max over one axis (attrs axis, counted from the end when negative; keepdim 0 or 1);
+// a NaN in a row makes its sum, mean and max NaN, as in PyTorch.
 #define FUSED_HOST_REDUCE(NAME, INIT, FOLD, MEAN)                                          \
   inline constexpr op_def NAME = host_detail::host_op({.name = #NAME,                         \
                                                        .category = "elementwise",             \
@@ -326,7 +327,8 @@ void reduce(const host_args& a, float init, Fold fold, bool mean) {
                                                        .attributes = host_detail::reduce_attributes});
 FUSED_HOST_REDUCE(sum, 0.0f, [](float acc, float x) { return acc + x; }, false)
 FUSED_HOST_REDUCE(mean, 0.0f, [](float acc, float x) { return acc + x; }, true)
-FUSED_HOST_REDUCE(max, -std::numeric_limits<float>::infinity(), [](float acc, float x) { return x > acc ? x : acc; }, false)
+// A NaN wins and stays, as torch.amax propagates it.
+FUSED_HOST_REDUCE(max, -std::numeric_limits<float>::infinity(), [](float acc, float x) { return x > acc || x != x ? x : acc; }, false)
 #undef FUSED_HOST_REDUCE
 
 // reshape to attrs shape (a list: 0 keeps the input's dim at that position, one -1 is inferred),
