@@ -989,23 +989,47 @@ FST_API size_t fst__write_header(char* out, size_t n, const fst_out* t, int coun
   return at;
 }
 
-/* Writes `n` tensors as a safetensors file (the header as long as the tensors need). */
+/* Writes `n` tensors as a safetensors file (the header as long as the tensors need). The bytes go to
+ * PATH.fused-tmp, renamed over PATH once all are written: a failed write (a full disk, a file size
+ * limit) leaves PATH as it was, as fused's C++ writer does. A device (/dev/...) is written in place. */
 FST_API int fst_write(const char* path, const fst_out* t, int n, char* err, size_t errn) {
   const size_t json = fst__write_header(NULL, 0, t, n);
+  const int device = strncmp(path, "/dev/", 5) == 0;
   size_t at = json;
   char* header = (char*)malloc(json + 8);
+  char* staged = (char*)malloc(strlen(path) + sizeof ".fused-tmp");
   unsigned char len8[8];
-  int k, d, ok;
+  int k, d, ok, saved;
   FILE* f;
-  if (!header) { fst__fail(err, errn, "%s: out of memory for the header", path); return -1; }
+  if (!header || !staged) { free(header); free(staged); fst__fail(err, errn, "%s: out of memory for the header", path); return -1; }
+  strcpy(staged, path);
+  if (!device) strcat(staged, ".fused-tmp");
   fst__write_header(header, json + 1, t, n);
   while (at % 8) header[at++] = ' ';
   for (d = 0; d < 8; ++d) len8[d] = (unsigned char)((uint64_t)at >> (8 * d));
-  if (!(f = fopen(path, "wb"))) { free(header); fst__fail(err, errn, "%s: cannot write: %s", path, strerror(errno)); return -1; }
+  if (!(f = fopen(staged, "wb"))) {
+    fst__fail(err, errn, "%s: cannot write: %s", path, strerror(errno));
+    free(header);
+    free(staged);
+    return -1;
+  }
   ok = fwrite(len8, 1, 8, f) == 8 && fwrite(header, 1, at, f) == at;
   for (k = 0; k < n && ok; ++k) ok = !t[k].bytes || fwrite(t[k].data, 1, (size_t)t[k].bytes, f) == (size_t)t[k].bytes;
   free(header);
-  if (fclose(f) || !ok) { fst__fail(err, errn, "%s: cannot write: %s", path, strerror(errno)); return -1; }
+  saved = errno;
+  if (fclose(f) || !ok) {
+    fst__fail(err, errn, "%s: cannot write: %s", path, strerror(ok ? errno : saved));
+    if (!device) remove(staged);
+    free(staged);
+    return -1;
+  }
+  if (!device && rename(staged, path) != 0) {
+    fst__fail(err, errn, "%s: cannot replace it: %s", path, strerror(errno));
+    remove(staged);
+    free(staged);
+    return -1;
+  }
+  free(staged);
   return 0;
 }
 

@@ -75,6 +75,10 @@ check(fresh == answers[1], f"the second answer from the cache {answers[1]!r} equ
 answers, turns, err = chat([first, second, "/reset", first], "-n", "10")
 check(len(answers) == 3 and answers[2] == answers[0] and turns[2][1] == 0, f"/reset starts again: {answers} {turns}")
 
+# Lines of spaces and tabs ask nothing: no turn runs for them.
+answers, turns, err = chat(["   ", "\t", first, " \t "], "-n", "2")
+check(len(answers) == 1 and len(turns) == 1 and turns[0][1] == 0, f"blank lines ask nothing: {answers} {turns}")
+
 long = " ".join(["and the earth"] * 200)
 answers, turns, err = chat([long, first], "-n", "4", rc=1)
 check("the context holds 512" in err and len(turns) == 1, f"an over-long message is refused and the chat goes on: {err}")

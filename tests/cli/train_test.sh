@@ -89,4 +89,9 @@ sed 's/"dtype": "bfloat16"/"dtype": "float32"/' "$model/config.json" > "$tmp/big
 cp "$model/model.safetensors" "$tmp/big/model.safetensors"
 "$fused" train -m "$tmp/big" --data "$data" --seq 64 --batch 4 --steps 1 --threads 2 --out "$tmp/f" 2>/dev/null
 grep -q '"dtype": "bfloat16"' "$tmp/f/config.json" || { echo "the trained copy's config:"; cat "$tmp/f/config.json"; exit 1; }
+# Text with bytes that are not UTF-8 trains (they read as U+FFFD), with a warning naming the first.
+{ cat "$data"; printf 'caf\351 \377\376\n'; } > "$tmp/latin1.txt"
+"$fused" train -m "$model" --data "$tmp/latin1.txt" --seq 64 --batch 4 --steps 1 --threads 2 --out "$tmp/l" 2>"$tmp/err"
+grep -q "latin1.txt is not UTF-8 text: 3 byte sequences are not (the first at byte $(($(wc -c < "$data") + 3)))" "$tmp/err" ||
+  { echo "train of text that is not UTF-8:"; cat "$tmp/err"; exit 1; }
 echo ok

@@ -220,6 +220,8 @@ def rope_theta(c):
 scorer_refuses("another rope_theta", with_config("rope_theta", lambda c: set_rope_theta(c, rope_theta(c) * 2)),
                'field "%s": this model was generated for' % ("rope_parameters.rope_theta" if rope == "rope_parameters" else "rope_theta"))
 scorer_refuses("another head_dim", with_config("head_dim", lambda c: c.update(head_dim=8)), 'field "head_dim"')
+scorer_refuses("hidden_size as a string", with_config("hidden_size_string", lambda c: c.update(hidden_size=str(c["hidden_size"]))),
+               'field "hidden_size" must be a number, got a string')
 llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
 if (config.get(rope) or {}).get("rope_type", "default") == "llama3":
     scorer_refuses("plain RoPE for a llama3 model", with_config("plain_rope", lambda c: c.update(rope_scaling=None)),

@@ -335,3 +335,42 @@ TEST_CASE("C reader: JSON that is not a safetensors header is named as JSON") {
   CHECK(fst_json_parse(index.data(), index.size(), "model.safetensors.index.json", &j, err, sizeof err) == -1);
   CHECK(std::string(err) == "model.safetensors.index.json: invalid JSON: expected ',' or a closing bracket");
 }
+
+TEST_CASE("C writer: the file is replaced whole or not at all") {
+  temp_path dir("writer");
+  fs::create_directories(dir.path);
+  const float values[3] = {1.5f, -2.0f, 0.25f};
+  fst_out t{};
+  t.name = "x";
+  t.dtype = "F32";
+  t.rank = 1;
+  t.shape[0] = 3;
+  t.data = values;
+  t.bytes = sizeof values;
+  char err[512] = "";
+  const fs::path file = dir.path / "out.safetensors";
+  REQUIRE(fst_write(file.c_str(), &t, 1, err, sizeof err) == 0);
+  CHECK(fs::file_size(file) > sizeof values);
+  CHECK_FALSE(fs::exists(dir.path / "out.safetensors.fused-tmp"));  // renamed, not left beside it
+  fst_file back{};
+  REQUIRE_MESSAGE(fst_open(&back, file.c_str(), err, sizeof err) == 0, err);
+  REQUIRE(back.count == 1);
+  float read[3] = {};
+  REQUIRE(fst_read(&back, &back.tensors[0], read, err, sizeof err) == 0);
+  CHECK(std::memcmp(read, values, sizeof values) == 0);
+  fst_close(&back);
+
+  // A target the rename cannot replace (a directory): an error naming it, the directory and the
+  // staging file's directory as they were.
+  const fs::path blocked = dir.path / "blocked.safetensors";
+  fs::create_directories(blocked);
+  CHECK(fst_write(blocked.c_str(), &t, 1, err, sizeof err) == -1);
+  CHECK(std::string(err).find("blocked.safetensors: cannot replace it") != std::string::npos);
+  CHECK(fs::is_directory(blocked));
+  CHECK_FALSE(fs::exists(dir.path / "blocked.safetensors.fused-tmp"));
+
+  // A directory that does not exist: nothing written, the path named.
+  const fs::path missing = dir.path / "none" / "x.safetensors";
+  CHECK(fst_write(missing.c_str(), &t, 1, err, sizeof err) == -1);
+  CHECK(std::string(err).find("x.safetensors: cannot write") != std::string::npos);
+}

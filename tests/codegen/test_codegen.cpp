@@ -185,6 +185,14 @@ TEST_CASE("fingerprints: the layout's follows every offset, the weights' only th
   CHECK(fused::codegen::layout_fingerprint(a) != fused::codegen::layout_fingerprint(c));
   CHECK(fused::codegen::weights_fingerprint(a) == fused::codegen::weights_fingerprint(b));
   CHECK(fused::codegen::weights_fingerprint(a) == fused::codegen::weights_fingerprint(c));
+  // A generation's stop ids (step attributes) and its most new tokens (the loop's bound) are its too.
+  auto generating = [&](std::int64_t most, std::vector<int> stops) {
+    return fused::codegen::layout_fingerprint(fused::codegen::from_runtime("m", fused::qwen2::entry, micro::value, 4, 16, {},
+                                                                           fused::decoder::generation_options{.max_new_tokens = most, .stop_ids = stops}));
+  };
+  CHECK(generating(8, {3}) == generating(8, {3}));
+  CHECK(generating(8, {3}) != generating(8, {5}));
+  CHECK(generating(8, {3}) != generating(9, {3}));
   auto cfg = micro::value;
   cfg.intermediate_size = 64;
   CHECK(fused::codegen::weights_fingerprint(a) != fused::codegen::weights_fingerprint(fused::codegen::from_runtime("m", fused::qwen2::entry, cfg, 4, 16)));

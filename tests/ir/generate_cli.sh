@@ -79,4 +79,20 @@ set +e
 rc=$?
 set -e
 [ $rc -eq 1 ] && grep -q "step [0-9]*: positions 8..8 do not fit a KV cache of 8 positions" "$work/err" || { echo "ctx=8: rc $rc"; cat "$work/err"; exit 1; }
+# gen-c --graph of the generation program: refused, pointing at --model DIR --generate N.
+set +e
+"$fused" gen-c --graph "$work/gen.json" --out "$work/c2" 2>"$work/err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "a generation program (metadata.options.generate, .*fused gen-c --model DIR --generate N" "$work/err" && [ ! -e "$work/c2" ] ||
+  { echo "gen-c --graph of a generation program: rc $rc"; cat "$work/err"; exit 1; }
+# A scorer left in the directory by an earlier gen-c does not build against a model that returns
+# the last position's logits only; the generate main does not build without --generate.
+"$fused" gen-c --model "$model" --out "$work/c" --name kjv --max-seq 32 --max-ctx 64 --logits last 2>/dev/null
+"$fused" gen-c --model "$model" --out "$work/c3" --name kjv --max-seq 32 --max-ctx 64 2>/dev/null
+cp "$work/c3/kjv_main.c" "$work/c/"
+cc -std=c11 -fsyntax-only "$work/c/kjv_main.c" 2>"$work/err" && { echo "a stale scorer built"; exit 1; }
+grep -q "kjv_main.c needs kjv.h generated with --logits all" "$work/err" || { echo "stale scorer:"; cat "$work/err"; exit 1; }
+cc -std=c11 -fsyntax-only "$work/c/kjv_generate_main.c" 2>"$work/err" && { echo "a stale generate main built"; exit 1; }
+grep -q "kjv_generate_main.c needs kjv.h generated with --generate N" "$work/err" || { echo "stale generate main:"; cat "$work/err"; exit 1; }
 echo "generate_cli: ok"

@@ -79,6 +79,52 @@ fi
 grep -q 'tensor "x" is F32 of rank 1; the input is F32 of rank 2' "$work/err" || { echo "wrong inputs:"; cat "$work/err"; exit 1; }
 if "$work/mlp/main" "$data/relu_mlp_inputs.safetensors" "$work/c.safetensors" 2>"$work/err"; then echo "mlp ran without parameters"; exit 1; fi
 grep -q "parameters: name their .safetensors file" "$work/err" || { cat "$work/err"; exit 1; }
+# The parameter files: split in two (each parameter once), widened to F32 (rounded back as graph run
+# rounds them), with a tensor that is no parameter, or with one twice.
+python3 - "$data/relu_mlp_weights.safetensors" "$work" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+tensors = {k: v for k, v in head.items() if k != "__metadata__"}
+def write(path, entries):  # entries: name -> (dtype, shape, bytes)
+    h, blob = {}, b""
+    for name, (dtype, shape, b) in entries.items():
+        h[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(blob), len(blob) + len(b)]}
+        blob += b
+    text = json.dumps(h).encode()
+    text += b" " * (-len(text) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + blob)
+def entry(name):
+    v = tensors[name]
+    return (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+names = sorted(tensors)
+write(sys.argv[2] + "/part1.safetensors", {k: entry(k) for k in names[:1]})
+write(sys.argv[2] + "/part2.safetensors", {k: entry(k) for k in names[1:]})
+def widened(name):
+    dtype, shape, b = entry(name)
+    assert dtype == "BF16"
+    halves = struct.unpack("<%dH" % (len(b) // 2), b)
+    return ("F32", shape, struct.pack("<%dI" % len(halves), *[h << 16 for h in halves]))
+write(sys.argv[2] + "/f32.safetensors", {k: widened(k) for k in names})
+write(sys.argv[2] + "/junk.safetensors", {"junk": ("F32", [1], struct.pack("<f", 1.0))})
+PY
+"$work/mlp/main" "$data/relu_mlp_inputs.safetensors" "$work/c.safetensors" "$work/part1.safetensors" "$work/part2.safetensors"
+python3 "$here/tensors.py" same "$work/c.safetensors" "$data/relu_mlp_expected.safetensors"
+same mlp "$data/relu_mlp.json" "$data/relu_mlp_inputs.safetensors" "$work/f32.safetensors"
+python3 "$here/tensors.py" same "$work/c.safetensors" "$data/relu_mlp_expected.safetensors"
+if "$work/mlp/main" "$data/relu_mlp_inputs.safetensors" "$work/c.safetensors" "$data/relu_mlp_weights.safetensors" "$work/junk.safetensors" 2>"$work/err"; then
+  echo "mlp took a tensor that is no parameter"; exit 1
+fi
+grep -q 'junk.safetensors: tensor "junk" is not a parameter of the program' "$work/err" || { cat "$work/err"; exit 1; }
+if "$work/mlp/main" "$data/relu_mlp_inputs.safetensors" "$work/c.safetensors" "$data/relu_mlp_weights.safetensors" "$work/part1.safetensors" 2>"$work/err"; then
+  echo "mlp took a parameter twice"; exit 1
+fi
+grep -q 'part1.safetensors: tensor ".*" is in more than one parameter file' "$work/err" || { cat "$work/err"; exit 1; }
+if "$work/mlp/main" "$data/relu_mlp_inputs.safetensors" "$work/c.safetensors" "$work/part2.safetensors" 2>"$work/err"; then
+  echo "mlp ran with a parameter missing"; exit 1
+fi
+grep -q 'part2.safetensors: no tensor ".*" (the parameter of that name)' "$work/err" || { cat "$work/err"; exit 1; }
 
 # A step with no C kernel (softmax runs as a host function): refused, naming it.
 sed 's/"op": "relu"/"op": "softmax"/' "$data/relu_or_sigmoid.json" >"$work/softmax.json"

@@ -40,7 +40,7 @@ struct load_result {
 load_result run_load(fused::cli::loaded_model& l, const options& o, int parallel) {
   fused::cli::serving::serve_options so;
   so.parallel = parallel;
-  so.queue = o.requests;
+  so.queue = parallel;  // each client waits for its answer: at most `parallel` requests are ever in flight
   so.log_requests = false;
   fused::cli::serving::server s(so, l, std::nullopt);
   const int port = s.bind("127.0.0.1", 0);
@@ -89,9 +89,15 @@ int bench_serve(const options& o) {
               "/v1/completions over loopback HTTP, median of %lld runs\n\n",
               l.name.c_str(), l.model->kind(), static_cast<long long>(l.model->capacity()), fk_isa_name(fk_isa_active()), fk_get_threads(),
               o.requests, o.max_tokens, o.reps);
-  std::printf("| sessions | requests/s | generated tok/s | median latency (ms) | tok/s vs 1 session |\n|---:|---:|---:|---:|---:|\n");
+  // Fewest sessions first: the last column compares each row with that one.
+  std::vector<int> counts = o.parallel;
+  if (counts.empty()) throw fused::cli::usage_error("--parallel: give at least one session count");
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  std::printf("| sessions | requests/s | generated tok/s | median latency (ms) | tok/s vs %d session%s |\n|---:|---:|---:|---:|---:|\n",
+              counts.front(), counts.front() == 1 ? "" : "s");
   double one = 0;
-  for (const int parallel : o.parallel) {
+  for (const int parallel : counts) {
     std::vector<double> rps, tps, lat;
     for (long long r = 0; r < o.reps; ++r) {
       const load_result x = run_load(l, o, parallel);

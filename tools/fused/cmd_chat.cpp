@@ -232,7 +232,7 @@ int chat(const options& o) {
       std::fprintf(stderr, "[fused] the conversation starts again\n");
       continue;
     }
-    if (line->empty()) continue;
+    if (word.empty()) continue;  // a blank line (spaces and tabs too) asks nothing, as llama.cpp's chat skips it
     if (!c.answer(*line)) ++unanswered;
   }
   if (terminal) std::fputc('\n', stdout);

@@ -43,28 +43,30 @@ namespace fused::cli::cmd_gen_c {
 
 namespace fs = std::filesystem;
 
-// Where the kernel headers and fused_safetensors.h are: --kernels, $FUSED_KERNELS_DIR, an installed
-// tree next to this binary (bin/../include/fused/kernels, bin/../share/fused/codegen/c), or the source tree this binary was built from.
-// A directory given (--kernels, or the environment) must be one: a typo would otherwise fall through to
-// the defaults and copy other headers than the ones asked for.
+// Where the kernel headers and fused_safetensors.h are: --kernels, else $FUSED_KERNELS_DIR, else an
+// installed tree next to this binary (bin/../include/fused/kernels) or the source tree this binary was
+// built from; fused_safetensors.h from that directory if it has one, else bin/../share/fused/codegen/c or
+// the source tree. A directory given must be one and must hold every kernel header the C needs (else
+// "cannot find the C header"): a typo or a partial copy would otherwise fall through to the defaults
+// and mix other headers with the ones asked for.
 std::vector<fs::path> header_dirs(const std::string& given) {
   std::vector<fs::path> dirs;
   std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const bool found_exe = !ec;
+  const fs::path source = fs::path(__FILE__).parent_path().parent_path().parent_path();
+  const char* env = std::getenv("FUSED_KERNELS_DIR");
   if (!given.empty()) {
     if (!fs::is_directory(given, ec)) throw fused::cli::usage_error("--kernels: " + given + " is not a directory");
     dirs.emplace_back(given);
-  }
-  if (const char* env = std::getenv("FUSED_KERNELS_DIR"); env && *env) {
+  } else if (env && *env) {
     if (!fs::is_directory(env, ec)) throw std::runtime_error(std::string("FUSED_KERNELS_DIR: ") + env + " is not a directory");
     dirs.emplace_back(env);
+  } else {
+    if (found_exe) dirs.push_back(exe.parent_path().parent_path() / "include" / "fused" / "kernels");
+    dirs.push_back(source / "kernels");
   }
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    dirs.push_back(exe.parent_path().parent_path() / "include" / "fused" / "kernels");
-    dirs.push_back(exe.parent_path().parent_path() / "share" / "fused" / "codegen" / "c");
-  }
-  const fs::path source = fs::path(__FILE__).parent_path().parent_path().parent_path();
-  dirs.push_back(source / "kernels");
+  if (found_exe) dirs.push_back(exe.parent_path().parent_path() / "share" / "fused" / "codegen" / "c");
   dirs.push_back(source / "codegen" / "c");
   return dirs;
 }
@@ -130,6 +132,9 @@ int run_gen_c(const options& o) {
     const fused::ir::loaded_graph loaded = fused::ir::load_graph(o.graph);
     if (!loaded.doc.metadata.contains("model")) return graph_program_c(o, loaded);
     if (!o.bind.empty()) throw fused::cli::usage_error("--bind is for graph programs; a decoder's graph is planned from its config");
+    if (const auto& meta = loaded.doc.metadata; meta.contains("options") && meta["options"].is_object() && meta["options"].contains("generate"))
+      throw fused::graph_error(o.graph + ": a generation program (metadata.options.generate, from `fused graph export --generate`): " +
+                               "gen-c prints that one from the model, `fused gen-c --model DIR --generate N`");
     try {
       source = fused::decoder::decoder_source_of(loaded.doc, loaded.graph.prog);
     } catch (const fused::graph_error& e) {
@@ -150,7 +155,7 @@ int run_gen_c(const options& o) {
     throw fused::cli::usage_error(fmt::format("--max-ctx {} exceeds max_position_embeddings {}", ctx, cfg.max_position_embeddings));
   if (seq > ctx)
     throw fused::cli::usage_error(fmt::format("--max-ctx {}{} cannot hold the prefill of --max-seq {} tokens", ctx, o.max_ctx ? "" : " (the default)", seq));
-  if (generation && o.generate >= ctx)
+  if (generation && o.generate > ctx)  // a prompt of T tokens and N new take T + N - 1 positions
     throw fused::cli::usage_error(fmt::format("--generate {}: the KV cache of --max-ctx {}{} cannot hold a prompt and {} more tokens", o.generate, ctx,
                                               o.max_ctx ? "" : " (the default)", o.generate));
   const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *source.family, cfg, seq, ctx, source.options, generation);

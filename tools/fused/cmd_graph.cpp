@@ -55,8 +55,9 @@ int run_export(const export_options& o) {
   if (o.generate > 0 && o.logits == "all") throw usage_error("--generate picks from the last position's logits: it takes no --logits all");
   if (o.generate == 0 && o.stop_ids_given) throw usage_error("--stop-ids end a generation: they need --generate");
   if (o.stop_ids.size() > 4) throw usage_error("--stop-ids: at most 4 ids, got " + std::to_string(o.stop_ids.size()));
-  // The program's ctx is at most max_position_embeddings (its Range): that must hold a prompt and N - 1 more.
-  if (o.generate >= info.arch.max_position_embeddings)
+  // The program's ctx is at most max_position_embeddings (its Range): a prompt of T tokens and N new
+  // take T + N - 1 positions.
+  if (o.generate > info.arch.max_position_embeddings)
     throw usage_error("--generate " + std::to_string(o.generate) + ": a KV cache of at most max_position_embeddings " +
                       std::to_string(info.arch.max_position_embeddings) + " positions cannot hold a prompt and " + std::to_string(o.generate) +
                       " more tokens");

@@ -102,7 +102,9 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
     std::fflush(stdout);
     ++t.generated;
     if (i + 1 == o.n) break;
-    if (static_cast<std::int64_t>(prompt.size() + t.generated) >= capacity) {
+    // `next` goes into the cache at position prompt + generated - 1: the last that fits is capacity - 1
+    // (the rule of serve, chat and the generation program: a prompt of T and N tokens take T + N - 1).
+    if (static_cast<std::int64_t>(prompt.size() + t.generated) > capacity) {
       std::fprintf(stderr, "\n[fused] stopped: the context of %lld positions is full\n", static_cast<long long>(capacity));
       break;
     }

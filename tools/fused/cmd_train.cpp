@@ -163,7 +163,22 @@ double learning_rate(const train_options& o, long long step) {
   return floor + (o.lr - floor) * 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress));
 }
 
-std::string read_text(const std::filesystem::path& path) { return fused::cli::read_input_file(path.string(), "the training text", std::size_t{16} << 30); }
+// The training text. Bytes that are not UTF-8 are tokenized as U+FFFD (as a Python str read with
+// errors="replace" gives them to Hugging Face's tokenizer); a file of them is likely not text: said once.
+std::string read_text(const std::filesystem::path& path, bool speaks) {
+  std::string text = fused::cli::read_input_file(path.string(), "the training text", std::size_t{16} << 30);
+  if (fused::io::tokenization::is_valid_utf8(text)) return text;
+  std::size_t invalid = 0, first = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const fused::io::tokenization::utf8_unit u = fused::io::tokenization::next_utf8_unit(text, at);
+    if (u.kind != fused::io::tokenization::utf8_unit::valid && invalid++ == 0) first = at;
+    at += u.size;
+  }
+  if (invalid && speaks)
+    std::fprintf(stderr, "[fused] warning: %s is not UTF-8 text: %zu byte sequences are not (the first at byte %zu); each is read as U+FFFD\n",
+                 path.string().c_str(), invalid, first);
+  return text;
+}
 
 // --out's directories that were not there, made at once; removed again (those still empty) unless
 // keep() is called: a failed run leaves nothing behind. It is checked by writing a file in it, as the
@@ -224,7 +239,7 @@ int train(const train_options& o, fused::cli::launch& l) {
   if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json (the text is tokenized with the model's tokenizer)");
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
   const auto tok = fused::io::tokenizer::from_file(dir / "tokenizer.json");
-  const std::vector<std::int32_t> corpus = tok.encode(read_text(o.data), false);
+  const std::vector<std::int32_t> corpus = tok.encode(read_text(o.data, l.rank() == 0), false);
   const auto S = static_cast<std::size_t>(o.sequence);
   if (corpus.size() < S)
     throw std::invalid_argument(o.data + ": " + std::to_string(corpus.size()) + " tokens, fewer than one sequence of --seq " + std::to_string(S));

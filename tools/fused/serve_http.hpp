@@ -7,6 +7,11 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <cstdio>
 #include <ctime>
 #include <functional>
@@ -137,13 +142,68 @@ inline std::string bearer_token(const std::string& header) {
   return scheme == "bearer" ? header.substr(7) : std::string{};
 }
 
+// httplib's ThreadPool, whose threads all start at once: where the system gives fewer (a memory
+// limit, a thread cap), its constructor throws with the started threads joinable, and the process
+// aborts. This pool stops and joins those and throws a sentence instead, before the server listens.
+class connection_pool final : public httplib::TaskQueue {
+ public:
+  explicit connection_pool(std::size_t threads) {
+    try {
+      for (std::size_t k = 0; k < threads; ++k) threads_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {
+      const std::size_t started = threads_.size();
+      shutdown();
+      throw std::runtime_error("cannot start " + std::to_string(threads) + " connection threads (started " + std::to_string(started) +
+                               ": " + e.what() + "); lower --queue or --parallel");
+    }
+  }
+  ~connection_pool() override { shutdown(); }
+  void enqueue(std::function<void()> job) override {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(job));
+    }
+    wake_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, and every accepted connection served
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  std::vector<std::thread> threads_;
+  std::deque<std::function<void()>> jobs_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+};
+
 class server {
  public:
   server(const serve_options& o, fused::cli::loaded_model& l, std::optional<fused::io::chat_template> tmpl)
       : o_(o), l_(l), tmpl_(std::move(tmpl)), engine_(l, o.parallel, static_cast<std::size_t>(o.queue), o.log_requests) {
     // One thread per connection: the sessions, the queue and a few for /health and errors.
     const std::size_t threads = static_cast<std::size_t>(o.parallel) + static_cast<std::size_t>(o.queue) + 4;
-    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    pool_ = std::make_unique<connection_pool>(threads);  // here, where a failure is a sentence, not in listen()
+    http_.new_task_queue = [this, threads]() -> httplib::TaskQueue* { return pool_ ? pool_.release() : new connection_pool(threads); };
     http_.set_payload_max_length(static_cast<std::size_t>(o.max_body));
     // One request per connection: each response says "Connection: close". httplib 0.11 reads each
     // request of a kept-alive connection through a buffer of its own, so a request sent before the
@@ -548,6 +608,7 @@ class server {
   std::optional<fused::io::chat_template> tmpl_;
   fused::cli::engine engine_;
   httplib::Server http_;
+  std::unique_ptr<connection_pool> pool_;  // handed to http_ when it listens
   std::atomic<std::uint64_t> next_id_{0};
   std::time_t started_ = std::time(nullptr);
 };

@@ -499,6 +499,10 @@ static const char* config_rope_type(const fst_json* j) {
        "      const fst_json* alternative = config_value(&j, fields[k].alternative);\n"
        "      if (alternative) {\n        v = alternative;\n        key = fields[k].alternative;\n      }\n    }\n"
        "    given = v && (v->type == FST_NUMBER || v->type == FST_BOOL);\n"
+       "    if (v && v->type != FST_NULL && !given) { /* \"256\", a list: the file's fault, not a missing field */\n"
+       "      fst__fail(err, errn, \"%s: field \\\"%s\\\" must be a number, got %s\", path, key,\n"
+       "                v->type == FST_STRING ? \"a string\" : v->type == FST_ARRAY ? \"a list\" : \"an object\");\n"
+       "      rc = -1;\n      break;\n    }\n"
        "    got = given ? v->num : fields[k].fallback;\n"
        "    if (got != fields[k].want) {\n"
        "      if (given || fields[k].fallback != -1)\n"
@@ -899,9 +903,9 @@ FUSED_UNOPTIMIZED inline std::string emit_source(const c_program& p, std::string
          "    return -1;\n  }\n"
          "  m->pos = 0;\n"
          "  if (" + n + "__check(m, ids, n)) return -1;\n"
-         "  if (n + " + P + "_MAX_NEW_TOKENS > " + P + "_MAX_CTX) {\n"
-         "    snprintf(m->error, sizeof m->error, \"generate: %zu prompt tokens and up to %d more need more than the %d positions of the KV cache\", n,\n"
-         "             " + P + "_MAX_NEW_TOKENS, " + P + "_MAX_CTX);\n"
+         "  if (n + " + P + "_MAX_NEW_TOKENS - 1 > " + P + "_MAX_CTX) { /* the last token picked is never fed back */\n"
+         "    snprintf(m->error, sizeof m->error, \"generate: %zu prompt tokens and up to %d more need %zu positions; the KV cache holds %d\", n,\n"
+         "             " + P + "_MAX_NEW_TOKENS, n + " + P + "_MAX_NEW_TOKENS - 1, " + P + "_MAX_CTX);\n"
          "    return -1;\n  }\n"
          "  memcpy(m->arena + " + named("input_ids", role::input) + ", ids, n * sizeof(int32_t));\n"
          "#ifdef FUSED_DEBUG_CANARIES\n  " + n + "__arm_at(m, 2, 0);\n#endif\n"
@@ -930,6 +934,9 @@ FUSED_UNOPTIMIZED inline std::string emit_scorer(const c_program& p, std::string
        " * DIR: a Hugging Face directory (model.safetensors or an index of shards; its config.json must be the\n"
        " * config this model was generated for) or one .safetensors file. */\n";
   c += "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n#include \"" + n + ".h\"\n#include \"" + support_header + "\"\n\n";
+  // A scorer left from an earlier gen-c into the same directory must not build against a model that
+  // returns the last position's logits only: it would write arena bytes as the other rows.
+  c += "#if !" + P + "_LOGITS_ALL_ROWS\n#error \"" + n + "_main.c needs " + n + ".h generated with --logits all: this one returns the last position's logits only\"\n#endif\n\n";
   c += R"(static int usage(const char* argv0) {
   fprintf(stderr, "usage: %s --model DIR --input-ids 1,2,3 [--continue-ids 4,5] --out FILE.safetensors [--threads N]\n", argv0);
   return 2;
@@ -1019,6 +1026,7 @@ FUSED_UNOPTIMIZED inline std::string emit_generate_main(const c_program& p, std:
        " * and its tokens per second (prompt and generation together, as one call). */\n";
   c += "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <time.h>\n\n#include \"" + n + ".h\"\n#include \"" +
        support_header + "\"\n\n";
+  c += "#ifndef " + P + "_MAX_NEW_TOKENS\n#error \"" + n + "_generate_main.c needs " + n + ".h generated with --generate N\"\n#endif\n\n";
   c += R"(static int usage(const char* argv0) {
   fprintf(stderr, "usage: %s --model DIR --input-ids 1,2,3 [--threads N] [--repeat R]\n", argv0);
   return 2;

@@ -3,7 +3,8 @@
 //
 // Fingerprints (FNV-1a, 64 bits) let a caller tell layouts apart without comparing files:
 //   layout_fingerprint   config, limits, every tensor (name, role, dtype, shape), every step (op,
-//                        operands, kernel per mode) and every buffer (region, offset, bytes);
+//                        operands, attributes, kernel per mode), control flow (a loop's bound) and
+//                        every buffer (region, offset, bytes);
 //   weights_fingerprint  the weights region only (names, dtypes, shapes, offsets): a weights blob
 //                        packed for one build fits every build that shares it (other MAX_SEQ/MAX_CTX).
 //
@@ -11,6 +12,7 @@
 // transform (fused/plan/canaries.hpp: buffers moved apart, not re-planned).
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -154,7 +156,7 @@ inline std::uint64_t weights_fingerprint(const c_program& p) {
 
 inline std::uint64_t layout_fingerprint(const c_program& p) {
   fnv1a f;
-  f.str("fused layout v1");
+  f.str("fused layout v2");
   for (const auto& [k, v] : config_fields(p.cfg)) {
     f.str(k);
     f.str(v);
@@ -178,6 +180,18 @@ inline std::uint64_t layout_fingerprint(const c_program& p) {
       for (int k = 0; k < s.n_inputs; ++k) f.num(s.inputs[static_cast<std::size_t>(k)]);
       f.num(s.result);
       f.str(m->kernels[i] ? m->kernels[i] : "");
+      // Its attributes: a generation's stop ids live here, an eps or a rope theta too.
+      for (const std::int64_t v : s.at.i) f.num(v);
+      for (const double v : {s.at.f, s.at.extra[0], s.at.extra[1], s.at.extra[2]}) f.num(std::bit_cast<std::int64_t>(v));
+    }
+    for (const region_info& r : m->regions) {  // control flow: a loop's bound is the most tokens generated
+      f.num(static_cast<std::int64_t>(r.kind));
+      f.num(r.parent);
+      f.num(r.condition);
+      f.num(r.max_trips);
+      f.num(r.first);
+      f.num(r.count);
+      f.num(r.header);
     }
     for (std::int64_t r : m->region_bytes) f.num(r);
   }

@@ -88,7 +88,11 @@ inline std::vector<std::filesystem::path> c_headers_needed(const std::vector<std
         found = d / name;
         break;
       }
-    if (found.empty()) throw std::runtime_error("codegen: cannot find the C header " + name + " (looked in the kernel and support directories)");
+    if (found.empty()) {
+      std::string looked;
+      for (const auto& d : dirs) looked += (looked.empty() ? "" : ", ") + d.string();
+      throw std::runtime_error("codegen: cannot find the C header " + name + " (looked in " + looked + ")");
+    }
     out.push_back(found);
     for (auto& inc : detail::local_includes(detail::read_file(found))) todo.push_back(inc);
   }

@@ -11,6 +11,10 @@
 #include "micro.h"
 #include "fused_safetensors.h"
 
+#if !MICRO_LOGITS_ALL_ROWS
+#error "micro_main.c needs micro.h generated with --logits all: this one returns the last position's logits only"
+#endif
+
 static int usage(const char* argv0) {
   fprintf(stderr, "usage: %s --model DIR --input-ids 1,2,3 [--continue-ids 4,5] --out FILE.safetensors [--threads N]\n", argv0);
   return 2;
@@ -184,6 +188,12 @@ static int check_config(const char* dir, char* err, size_t errn) {
       }
     }
     given = v && (v->type == FST_NUMBER || v->type == FST_BOOL);
+    if (v && v->type != FST_NULL && !given) { /* "256", a list: the file's fault, not a missing field */
+      fst__fail(err, errn, "%s: field \"%s\" must be a number, got %s", path, key,
+                v->type == FST_STRING ? "a string" : v->type == FST_ARRAY ? "a list" : "an object");
+      rc = -1;
+      break;
+    }
     got = given ? v->num : fields[k].fallback;
     if (got != fields[k].want) {
       if (given || fields[k].fallback != -1)
