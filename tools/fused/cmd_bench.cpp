@@ -57,7 +57,7 @@ void one_rep(Model& m, const std::vector<std::int32_t>& prompt, long long gen, f
   m.reset();
   double t = seconds([&] { (void)m.prefill(prompt); });
   f.prefill.push_back(static_cast<double>(prompt.size()) / t);
-  std::int32_t next = 1;
+  std::int32_t next = prompt.back();  // any id of the vocabulary (a config may have one token)
   t = seconds([&] {
     for (long long i = 0; i < gen; ++i) {
       const auto logits = m.decode(next);

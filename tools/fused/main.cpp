@@ -182,10 +182,15 @@ int main(int argc, char** argv) {
   // The command's words (one or two), then its arguments with text that starts with '-' protected.
   std::vector<std::string> words(argv + 1, argv + argc);
   std::size_t command_words = 0;
+  const CLI::App* asks_help = nullptr;  // a command given -h/--help: its help, whatever else is wrong
   if (!words.empty() && apps.count(words[0])) command_words = words.size() > 1 && apps.count(words[0] + " " + words[1]) ? 2 : 1;
   if (command_words > 0) {
     const std::string name = command_words == 2 ? words[0] + " " + words[1] : words[0];
     std::vector<std::string> rest = protect_text(*apps.at(name), {words.begin() + static_cast<std::ptrdiff_t>(command_words), words.end()});
+    for (const std::string& word : rest) {
+      if (word == "--") break;  // text from here on
+      if (word == "-h" || word == "--help") asks_help = apps.at(name);
+    }
     words.resize(command_words);
     words.insert(words.end(), rest.begin(), rest.end());
   }
@@ -209,6 +214,11 @@ int main(int argc, char** argv) {
     }
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (asks_help) {  // `fused plan --help --mode x`: CLI11 checks the values first
+      const std::string parent = path_of(asks_help->get_parent());
+      std::printf("%s", asks_help->help(parent.empty() ? "fused" : "fused " + parent).c_str());
+      return 0;
+    }
     std::string where;
     const CLI::App* deepest = &app;
     for (const CLI::App* a = &app; a; ) {  // the subcommand the error belongs to, as far as parsed
