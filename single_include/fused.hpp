@@ -16329,6 +16329,10 @@ inline void read_rope(const config_reader& r, config& c) {
                c.rope_low_freq_factor);
       return;
     }
+    // No kind: transformers fails looking one up; scaling parameters read as plain RoPE would be wrong.
+    for (const auto& [field, value] : params.items())
+      if (field != "rope_theta")
+        r.fail(key, "gives \"{}\" but no \"rope_type\" (or \"type\"): which RoPE it scales by is not said", field);
   };
   std::optional<double> top, nested;
   if (const nlohmann::json* v = r.get("rope_theta")) top = r.positive_real("rope_theta", *v);
@@ -16358,9 +16362,9 @@ inline void read_rope(const config_reader& r, config& c) {
       refuse_partial("rope_parameters.partial_rotary_factor", *v);
   if (top && nested && *top != *nested)
     r.fail("rope_theta", "{} disagrees with rope_parameters.rope_theta {}", *top, *nested);
-  if (!top && !nested)
-    r.fail("rope_theta", "is missing (expected at top level, or in \"rope_parameters\" since transformers 5)");
-  c.rope_theta = nested ? *nested : *top;
+  // None given: transformers' default, 10000 in the config class of every family this build runs
+  // (older Llama 2 era files leave it out).
+  c.rope_theta = nested ? *nested : top ? *top : 10000.0;
   // Below 1 the frequencies grow with the dim instead of falling, and the angles overflow within a
   // few positions: every logit NaN, blamed on the activations. No model has such a base.
   if (c.rope_theta < 1)
@@ -16388,14 +16392,18 @@ inline const family_entry& find_family_of(const config_reader& r) {
   }
   if (architectures != nullptr) {
     if (!architectures->is_array()) r.fail("architectures", "must be a list, got {}", json_text::excerpt(*architectures));
-    const family_entry* by_architecture = nullptr;
+    const family_entry* by_architecture = nullptr;  // the first one named that this build runs
+    bool names_f = false;                           // model_type's family is among them
     for (const nlohmann::json& a : *architectures)
-      if (a.is_string() && (by_architecture = find_family(a.get_ref<const std::string&>(), true)) != nullptr) break;
-    if (f != nullptr && by_architecture != f)
+      if (const family_entry* g = a.is_string() ? find_family(a.get_ref<const std::string&>(), true) : nullptr) {
+        if (by_architecture == nullptr) by_architecture = g;
+        names_f = names_f || g == f;
+      }
+    if (f != nullptr && !names_f)
       r.fail("architectures", "{} does not include \"{}\"", json_text::excerpt(*architectures), f->architecture);
     if (by_architecture == nullptr)
       r.fail("architectures", "{} names no supported architecture", json_text::excerpt(*architectures));
-    f = by_architecture;
+    if (f == nullptr) f = by_architecture;
   }
   if (f == nullptr) r.fail("model_type", "is missing, and so is \"architectures\": cannot tell which model this is");
   return *f;
@@ -16663,11 +16671,15 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 // Hugging Face models carry their chat format as a Jinja program (tokenizer_config.json's
 // "chat_template"). fused does not run Jinja: it recognises the formats of the families it runs
 // and renders them itself, and refuses a template it does not know (the caller names a format).
-//   - chatml  (Qwen2, Qwen2.5, Qwen3): <|im_start|>ROLE\nTEXT<|im_end|>\n ... <|im_start|>assistant\n
+//   - chatml  (Qwen2, Qwen2.5, Qwen3, QwQ, SmolLM2): <|im_start|>ROLE\nTEXT<|im_end|>\n ... <|im_start|>assistant\n
+//   - llama2  (Llama 2 chat): BOS [INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nTEXT [/INST] ANSWER </s> ...
 //   - llama3  (Llama 3, 3.1, 3.2): BOS <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|> ...
 //   - mistral (Mistral 7B v0.1 - v0.3): BOS [INST] TEXT[/INST] ANSWER</s> ...
-// with the variants their templates differ by, read from the template text: a default system
-// message (Qwen2/2.5), Llama 3.1's dated system turn, the spaces around Mistral's [/INST].
+// with the variants their templates differ by, read from the template's string literals: a default
+// system message (Qwen2/2.5, SmolLM2), what follows the generation prompt (QwQ's <think>), a leading
+// BOS, Llama 3.1's dated system turn, the spaces around Mistral's [/INST] and its trimmed answers.
+// A template that is not well-formed Jinja (an unclosed tag or block, a filter Jinja does not have)
+// is refused, naming what is wrong; comments ({# ... #}) are not read.
 //
 // The template's control tokens become their ids; the messages' text is encoded with special tokens
 // off, so a user who types "<|im_end|>" gets text, not a control token (a template engine rendering
@@ -16678,6 +16690,7 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 //   std::vector<std::int32_t> ids = tmpl.encode(tok, {{"system", "Be brief."}, {"user", "Hi"}});
 //   auto stop = tmpl.end_of_turn_ids(tok);                          // <|im_end|>
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
@@ -17739,19 +17752,24 @@ class tokenizer {
   tokenization::bpe_model load(const json& j, const reader& r) {
     if (!j.is_object()) r.fail("(top level)", "must be a JSON object");
     if (r.optional_member(j, "truncation") != nullptr) r.fail("truncation", "truncation is not supported (set it to null)");
-    // The decoder tells the two kinds apart: ByteLevel, or a Sequence (SentencePiece-style BPE).
-    if (const json* d = r.optional_member(j, "decoder"); d != nullptr && d->is_object()) {
-      const auto t = d->find("type");
-      byte_fallback_ = t != d->end() && *t == "Sequence";
+    // The decoder tells the two kinds apart: ByteLevel (alone, or the one decoder of a Sequence), or
+    // a Sequence of SentencePiece-style BPE's. It is checked first: a pre-tokenizer is judged by it.
+    const json& dec = r.member(j, "(top level)", "decoder");
+    bool byte_level_sequence = false;
+    if (dec.is_object() && dec.contains("type") && dec["type"] == "Sequence") {
+      const json* inner = dec.contains("decoders") ? &dec["decoders"] : nullptr;
+      byte_level_sequence = inner && inner->is_array() && inner->size() == 1 && (*inner)[0].is_object() && (*inner)[0].contains("type") &&
+                            (*inner)[0]["type"] == "ByteLevel";
+      byte_fallback_ = !byte_level_sequence;
     }
+    if (!byte_fallback_ && !byte_level_sequence)
+      if (const std::string t = dec.is_null() ? "null" : r.type(dec, "decoder"); t != "ByteLevel")
+        r.fail("decoder.type", "'" + t + "' is not supported (only ByteLevel, or the Sequence [Replace, ByteFallback, Fuse, Strip] of SentencePiece-style BPE)");
     load_normalizer(r.optional_member(j, "normalizer"), r);
     if (byte_fallback_) load_metaspace(r.member(j, "(top level)", "pre_tokenizer"), r);
     else load_pre_tokenizer(r.member(j, "(top level)", "pre_tokenizer"), r);
     load_post_processor(r.optional_member(j, "post_processor"), r);
-    const json& dec = r.member(j, "(top level)", "decoder");
     if (byte_fallback_) load_byte_fallback_decoder(dec, r);
-    else if (const std::string t = dec.is_null() ? "null" : r.type(dec, "decoder"); t != "ByteLevel")
-      r.fail("decoder.type", "'" + t + "' is not supported (only ByteLevel, or the Sequence [Replace, ByteFallback, Fuse, Strip] of SentencePiece-style BPE)");
 
     const json& model = r.member(j, "(top level)", "model");
     if (r.type(model, "model") != "BPE") r.fail("model.type", "'" + model.at("type").get<std::string>() + "' is not supported (only BPE)");
@@ -18166,7 +18184,7 @@ struct chat_message {
   std::string content;
 };
 
-enum class chat_format { chatml, llama3, mistral };
+enum class chat_format { chatml, llama2, llama3, mistral };
 
 struct chat_template {
   chat_format format = chat_format::chatml;
@@ -18174,68 +18192,164 @@ struct chat_template {
   std::string default_system{};
   // chatml: the template keeps <think> reasoning only after the last user turn (Qwen3).
   bool strip_reasoning = false;
+  // chatml: the template writes bos_token first (Hermes 3); what its generation prompt writes after
+  // "<|im_start|>assistant\n" (QwQ: "<think>\n"); whether it writes one at all.
+  bool bos_first = false;
+  std::string generation_prefix{};
+  bool generation_prompt = true;
   // llama3: a system turn always comes first, dated ("Cutting Knowledge Date: ...", Llama 3.1+).
   bool dated_system = false;
   std::string knowledge_date{};// "December 2023"
   std::string today{};         // "26 Jul 2024"; empty: today's date, as strftime_now("%d %b %Y")
-  // mistral: " [/INST]" (v0.1) rather than "[/INST]", and " " before an answer (v0.3).
+  // mistral: " [/INST]" (v0.1) rather than "[/INST]", " " before an answer (v0.3), answers | trim (v0.3).
   bool space_before_close = false;
   bool space_before_answer = true;
+  bool trim_answers = false;
   // The BOS and EOS tokens the template writes (tokenizer_config.json's bos_token / eos_token).
   std::string bos = "", eos = "";
 
-  static constexpr std::string_view format_names = "chatml|llama3|mistral";
+  static constexpr std::string_view format_names = "chatml|llama2|llama3|mistral";
 
   // A format by name, with its families' defaults; nullopt for another name.
   static std::optional<chat_template> named(std::string_view name) {
     chat_template t;
     if (name == "chatml") t.format = chat_format::chatml;
+    else if (name == "llama2") t = {.format = chat_format::llama2, .bos = "<s>", .eos = "</s>"};
     else if (name == "llama3") t = {.format = chat_format::llama3, .bos = "<|begin_of_text|>", .eos = "<|eot_id|>"};
     else if (name == "mistral") t = {.format = chat_format::mistral, .bos = "<s>", .eos = "</s>"};
     else return std::nullopt;
     return t;
   }
 
-  // The format of a Jinja chat template's text, with its variants; nullopt when it is none of these.
-  static std::optional<chat_template> recognise(std::string_view jinja) {
-    const auto has = [&](std::string_view s) { return jinja.find(s) != std::string_view::npos; };
-    if (has("<|im_start|>")) {
+  // The format of a Jinja chat template's text, with its variants; nullopt when it is none of these
+  // or not well-formed Jinja (syntax_problem says why).
+  static std::optional<chat_template> recognise(std::string_view template_text) {
+    if (syntax_problem(template_text)) return std::nullopt;
+    const jinja_text j = read_jinja(template_text);
+    const auto has = [&](std::string_view s) { return j.code.find(s) != std::string::npos; };
+    const auto literal_has = [&](std::string_view s) {
+      return std::any_of(j.literals.begin(), j.literals.end(), [&](const std::string& l) { return l.find(s) != std::string::npos; });
+    };
+    if (literal_has("<|im_start|>")) {
       chat_template t = *named("chatml");
-      // Qwen2/2.5 give a conversation without a system message a fixed one:
-      //   {{- '<|im_start|>system\nYou are Qwen, ... assistant.<|im_end|>\n' }}
-      // (the newline written as an escape in the Jinja string, or as the character itself).
-      static constexpr std::string_view open = "<|im_start|>system";
-      for (std::size_t at = jinja.find(open); at != std::string_view::npos; at = jinja.find(open, at + 1)) {
-        std::size_t text = at + open.size();
-        if (jinja.substr(text, 2) == "\\n") text += 2;
-        else if (jinja.substr(text, 1) == "\n") text += 1;
-        else continue;
-        const std::size_t end = jinja.find("<|im_end|>", text);
-        if (end == std::string_view::npos) break;
-        const std::string_view between = jinja.substr(text, end - text);
-        if (between.empty() || between.find_first_of("'\"{}+") != std::string_view::npos) continue;  // an expression, not a literal
-        t.default_system = unescape(between);
-        break;
-      }
-      t.strip_reasoning = has("</think>");
+      // A fixed system message for a conversation without one (Qwen2/2.5, SmolLM2): one literal
+      //   '<|im_start|>system\nYou are Qwen, ... assistant.<|im_end|>\n'
+      // (a literal that goes on with an expression, '<|im_start|>system\n' + ..., is not one).
+      static constexpr std::string_view open = "<|im_start|>system\n", close = "<|im_end|>";
+      for (const std::string& l : j.literals)
+        if (l.starts_with(open) && l.find(close) != std::string::npos && l.find(close) > open.size()) {
+          t.default_system = l.substr(open.size(), l.find(close) - open.size());
+          break;
+        }
+      // The generation prompt: what its literal writes after the assistant's header (QwQ's "<think>\n").
+      static constexpr std::string_view header = "<|im_start|>assistant\n";
+      for (const std::string& l : j.literals)
+        if (l.starts_with(header) && l.size() > header.size() && l.find("<|im_end|>") == std::string::npos)
+          t.generation_prefix = l.substr(header.size());
+      t.generation_prompt = has("add_generation_prompt");
+      t.bos_first = has("bos_token");
+      t.strip_reasoning = literal_has("</think>");
       return t;
     }
-    if (has("<|start_header_id|>")) {
+    if (literal_has("<<SYS>>")) return *named("llama2");  // before [INST]: Llama 2 writes both
+    if (literal_has("<|start_header_id|>")) {
       chat_template t = *named("llama3");
-      if (has("Cutting Knowledge Date:")) {
+      if (literal_has("Cutting Knowledge Date:")) {
         t.dated_system = true;
-        t.knowledge_date = literal_after(jinja, "Cutting Knowledge Date: ", "\\n").value_or("December 2023");
+        t.knowledge_date = literal_after(j, "Cutting Knowledge Date: ").value_or("December 2023");
         // 3.2 dates the turn today when strftime_now exists (transformers defines it); 3.1 uses a constant.
-        if (!has("strftime_now")) t.today = quoted_after(jinja, "date_string = ").value_or("26 Jul 2024");
+        if (!has("strftime_now")) t.today = quoted_after(template_text, "date_string = ").value_or("26 Jul 2024");
       }
       return t;
     }
-    if (has("[INST]")) {
+    if (literal_has("[INST]")) {
       chat_template t = *named("mistral");
-      t.space_before_close = has(" [/INST]");
-      t.space_before_answer = has("\" \" + message[\"content\"]") || has("' ' + message['content']");
+      t.space_before_close = literal_has(" [/INST]");
+      const auto written = [&](std::string_view s) { return j.raw.find(s) != std::string::npos; };
+      t.space_before_answer = written("\" \" + message[\"content\"]") || written("' ' + message['content']");
+      t.trim_answers = written("message[\"content\"]|trim + eos_token") || written("message[\"content\"] | trim + eos_token") ||
+                       written("message['content']|trim + eos_token") || written("message['content'] | trim + eos_token");
       return t;
     }
+    return std::nullopt;
+  }
+
+  // What makes `template_text` not well-formed Jinja, or nullopt: a tag ({{ }}, {% %}, {# #}) or a
+  // string in one left open, a block ({% if %}, {% for %}, ...) never closed or an end closing none,
+  // a filter Jinja (with transformers' tojson) does not have. Not a Jinja parser: what slips through
+  // is what a template that renders cannot hold.
+  static std::optional<std::string> syntax_problem(std::string_view text) {
+    static constexpr std::string_view blocks[] = {"if", "for", "macro", "call", "filter", "raw", "block", "generation", "set"};
+    static constexpr std::string_view filters[] = {
+        "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "filesizeformat", "first",
+        "float", "forceescape", "format", "groupby", "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max",
+        "min", "pprint", "random", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort",
+        "string", "striptags", "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "urlencode", "urlize", "wordcount",
+        "wordwrap", "xmlattr"};
+    std::vector<std::pair<std::string, std::size_t>> open;  // the blocks open, and where
+    for (std::size_t at = text.find('{'); at != std::string_view::npos; at = text.find('{', at + 1)) {
+      if (at + 1 >= text.size() || (text[at + 1] != '{' && text[at + 1] != '%' && text[at + 1] != '#')) continue;
+      const char kind = text[at + 1];
+      const std::string_view closing = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
+      const std::string where = " at byte " + std::to_string(at);
+      if (kind == '#') {
+        const std::size_t end = text.find(closing, at + 2);
+        if (end == std::string_view::npos) return "the comment" + where + " is never closed";
+        at = end + 1;
+        continue;
+      }
+      // The tag's end, past its strings; its words and filters on the way.
+      std::size_t i = at + 2;
+      std::string code;
+      for (; i + 1 < text.size() && text.substr(i, 2) != closing; ++i) {
+        if (text[i] == '\'' || text[i] == '"') {
+          const char q = text[i];
+          for (++i; i < text.size() && text[i] != q; ++i)
+            if (text[i] == '\\') ++i;
+          if (i >= text.size()) return "a string" + where + " is never closed";
+          code += ' ';
+          continue;
+        }
+        code += text[i];
+      }
+      if (i + 1 >= text.size()) return std::string(kind == '{' ? "the expression" : "the statement") + where + " is never closed";
+      for (std::size_t bar = code.find('|'); bar != std::string::npos; bar = code.find('|', bar + 1)) {
+        std::size_t n = bar + 1;
+        while (n < code.size() && (code[n] == ' ' || code[n] == '\t' || code[n] == '\n')) ++n;
+        std::size_t e = n;
+        while (e < code.size() && (std::isalnum(static_cast<unsigned char>(code[e])) || code[e] == '_')) ++e;
+        const std::string name = code.substr(n, e - n);
+        if (std::find(std::begin(filters), std::end(filters), name) == std::end(filters))
+          return "the filter '" + name + "'" + where + " is not one Jinja has";
+      }
+      if (kind == '%') {
+        std::size_t w = 0;
+        while (w < code.size() && (code[w] == '-' || code[w] == '+' || code[w] == ' ' || code[w] == '\t' || code[w] == '\n')) ++w;
+        std::size_t e = w;
+        while (e < code.size() && (std::isalnum(static_cast<unsigned char>(code[e])) || code[e] == '_')) ++e;
+        const std::string word = code.substr(w, e - w);
+        const bool block_set = word == "set" && code.find('=') == std::string::npos;  // {% set x %}...{% endset %}
+        if (word == "set" && !block_set) {
+        } else if (std::find(std::begin(blocks), std::end(blocks), word) != std::end(blocks)) {
+          open.emplace_back(word, at);
+          if (word == "raw") {  // its text is not Jinja
+            const std::size_t end = text.find("endraw", i);
+            if (end == std::string_view::npos) return "{% raw %}" + where + " is never closed";
+            at = end;
+            open.pop_back();
+            continue;
+          }
+        } else if (word.starts_with("end")) {
+          if (open.empty() || open.back().first != word.substr(3))
+            return "{% " + word + " %}" + where + " closes " + (open.empty() ? std::string("no block") : "{% " + open.back().first + " %} at byte " + std::to_string(open.back().second));
+          open.pop_back();
+        } else if ((word == "elif" || word == "else") && (open.empty() || (open.back().first != "if" && open.back().first != "for"))) {
+          return "{% " + word + " %}" + where + " is outside an {% if %}";
+        }
+      }
+      at = i + 1;
+    }
+    if (!open.empty()) return "{% " + open.back().first + " %} at byte " + std::to_string(open.back().second) + " is never closed";
     return std::nullopt;
   }
 
@@ -18267,10 +18381,12 @@ struct chat_template {
       const auto field = [](const nlohmann::json& j) { return j.contains("chat_template") ? j["chat_template"] : nlohmann::json(); };
       jinja = template_text(alone.contains("chat_template") ? field(alone) : field(config), from, choose);
     }
+    if (const std::optional<std::string> wrong = syntax_problem(jinja)) throw load_error(from + ": chat_template is not well-formed Jinja: " + *wrong + choose);
     std::optional<chat_template> t = recognise(jinja);
-    if (!t) throw load_error(from + ": chat_template is not a format fused renders (ChatML, Llama 3, Mistral [INST])" + choose);
-    t->bos = token_text(config, "bos_token").value_or(t->bos);
-    t->eos = token_text(config, "eos_token").value_or(t->eos);
+    if (!t) throw load_error(from + ": chat_template is not a format fused renders (ChatML, Llama 2, Llama 3, Mistral [INST])" + choose);
+    // An absent token keeps the format's; a null one is none (the template writes "").
+    if (config.contains("bos_token")) t->bos = token_text(config, "bos_token").value_or("");
+    if (config.contains("eos_token")) t->eos = token_text(config, "eos_token").value_or("");
     return *t;
   }
 
@@ -18285,6 +18401,7 @@ struct chat_template {
     }
     switch (format) {
       case chat_format::chatml: render_chatml(messages, add_generation_prompt, pieces); break;
+      case chat_format::llama2: render_llama2(messages, pieces); break;
       case chat_format::llama3: render_llama3(messages, add_generation_prompt, pieces); break;
       case chat_format::mistral: render_mistral(messages, pieces); break;
     }
@@ -18344,12 +18461,16 @@ struct chat_template {
       control(out, "<|im_end|>");
       text(out, "\n");
     };
+    if (bos_first) control(out, bos);
     if ((messages.empty() || messages.front().role != "system") && !default_system.empty()) turn("system", default_system);
     // Qwen3: reasoning is kept (as a <think> block) only in the answers after the last question,
     // and the final answer always gets one; earlier answers lose theirs.
+    // The last question: a user message that is not a tool's answer (<tool_response>...</tool_response>).
     std::size_t last_query = messages.empty() ? 0 : messages.size() - 1;
-    for (std::size_t i = 0; i < messages.size(); ++i)
-      if (messages[i].role == "user") last_query = i;
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      const std::string_view c = messages[i].content;
+      if (messages[i].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) last_query = i;
+    }
     for (std::size_t i = 0; i < messages.size(); ++i) {
       const chat_message& m = messages[i];
       if (!strip_reasoning || m.role != "assistant") {
@@ -18358,13 +18479,13 @@ struct chat_template {
       }
       const auto [reasoning, answer] = split_reasoning(m.content);
       if (i > last_query && (i + 1 == messages.size() || !reasoning.empty()))
-        turn(m.role, "<think>\n" + std::string(strip_newlines(reasoning)) + "\n</think>\n\n" + std::string(answer));
+        turn(m.role, "<think>\n" + std::string(strip_newlines(reasoning)) + "\n</think>\n\n" + std::string(lstrip_newlines(answer)));  // content.lstrip('\n')
       else
         turn(m.role, std::string(answer));
     }
-    if (generation) {
+    if (generation && generation_prompt) {
       control(out, "<|im_start|>");
-      text(out, "assistant\n");
+      text(out, "assistant\n" + generation_prefix);
     }
   }
 
@@ -18396,44 +18517,78 @@ struct chat_template {
     }
   }
 
-  // Mistral's template puts the system message into the last user turn and wants the turns to
-  // alternate user / assistant; the generation prompt is the [/INST] that closes each user turn.
-  void render_mistral(std::span<const chat_message> messages, std::vector<piece>& out) const {
-    std::size_t first = 0;
-    std::string system;
-    if (!messages.empty() && messages.front().role == "system") {
-      system = messages.front().content;
-      first = 1;
-    }
-    std::size_t last_user = messages.size();
+  // After an optional system message, user and assistant must alternate (Llama 2's and Mistral's
+  // templates raise otherwise): the index of the first of them.
+  static std::size_t alternating(std::span<const chat_message> messages, const char* format) {
+    const std::size_t first = !messages.empty() && messages.front().role == "system" ? 1 : 0;
+    for (std::size_t i = first; i < messages.size(); ++i)
+      if (messages[i].role != ((i - first) % 2 == 0 ? "user" : "assistant"))
+        throw std::invalid_argument("messages[" + std::to_string(i) + "].role: '" + messages[i].role + "'; after an optional first system message, " +
+                                    format + " format alternates user and assistant");
+    return first;
+  }
+
+  // Llama 2 chat: each user turn BOS [INST] TEXT [/INST], each answer " ANSWER " EOS, the system
+  // message wrapped in <<SYS>> at the start of the first user turn; text stripped (Python's strip()).
+  void render_llama2(std::span<const chat_message> messages, std::vector<piece>& out) const {
+    const std::size_t first = alternating(messages, "Llama 2's");
     for (std::size_t i = first; i < messages.size(); ++i) {
-      const std::string& want = (i - first) % 2 == 0 ? "user" : "assistant";
-      if (messages[i].role != want)
-        throw std::invalid_argument("messages[" + std::to_string(i) + "].role: '" + messages[i].role +
-                                    "'; after an optional first system message, Mistral's format alternates user and assistant");
-      if (want == "user") last_user = i;
+      const chat_message& m = messages[i];
+      std::string content = m.content;
+      if (i == first && first == 1) content = "<<SYS>>\n" + messages.front().content + "\n<</SYS>>\n\n" + m.content;
+      if (m.role == "user") {
+        control(out, bos);
+        out.push_back({"[INST]", piece::control_or_text});
+        text(out, " " + std::string(trim(content)) + " ");
+        out.push_back({"[/INST]", piece::control_or_text});
+      } else {
+        text(out, " " + std::string(trim(content)) + " ");
+        control(out, eos);
+      }
     }
+  }
+
+  // Mistral's template puts the system message into the user turn that ends the conversation (none
+  // when an answer ends it) and wants the turns to alternate user / assistant; the generation prompt
+  // is the [/INST] that closes each user turn.
+  void render_mistral(std::span<const chat_message> messages, std::vector<piece>& out) const {
+    const std::size_t first = alternating(messages, "Mistral's");
+    const std::string system = first == 1 ? messages.front().content : std::string();
     control(out, bos);
     for (std::size_t i = first; i < messages.size(); ++i) {
       const chat_message& m = messages[i];
       if (m.role == "user") {
         out.push_back({"[INST]", piece::control_or_text});
         std::string body = " ";
-        if (i == last_user && !system.empty()) body.append(system).append("\n\n");
+        if (i + 1 == messages.size() && first == 1) body.append(system).append("\n\n");
         body.append(m.content).append(space_before_close ? " " : "");
         text(out, std::move(body));
         out.push_back({"[/INST]", piece::control_or_text});
       } else {
-        text(out, std::string(space_before_answer ? " " : "").append(m.content));
+        text(out, std::string(space_before_answer ? " " : "").append(trim_answers ? trim(m.content) : std::string_view(m.content)));
         control(out, eos);
       }
     }
   }
 
+  // Jinja's | trim and Python's str.strip(): the whitespace str.isspace() knows, Unicode's included.
   static std::string_view trim(std::string_view s) {
-    const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
-    while (!s.empty() && space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && space(s.back())) s.remove_suffix(1);
+    static constexpr std::string_view wide[] = {"\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002", "\u2003", "\u2004",
+                                                "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a", "\u2028", "\u2029",
+                                                "\u202f", "\u205f", "\u3000"};
+    const auto ascii = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); };
+    for (bool again = true; again && !s.empty();) {
+      again = false;
+      if (ascii(s.front())) s.remove_prefix(1), again = true;
+      for (const std::string_view w : wide)
+        if (!again && s.starts_with(w)) s.remove_prefix(w.size()), again = true;
+    }
+    for (bool again = true; again && !s.empty();) {
+      again = false;
+      if (ascii(s.back())) s.remove_suffix(1), again = true;
+      for (const std::string_view w : wide)
+        if (!again && s.ends_with(w)) s.remove_suffix(w.size()), again = true;
+    }
     return s;
   }
 
@@ -18450,6 +18605,10 @@ struct chat_template {
     while (!reasoning.empty() && reasoning.front() == '\n') reasoning.remove_prefix(1);
     return {reasoning, answer};
   }
+  static std::string_view lstrip_newlines(std::string_view s) {
+    while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
+    return s;
+  }
   static std::string_view strip_newlines(std::string_view s) {
     while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
     while (!s.empty() && s.back() == '\n') s.remove_suffix(1);
@@ -18459,33 +18618,74 @@ struct chat_template {
   static std::string date_today() {
     const std::time_t now = std::time(nullptr);
     std::tm tm{};
-    gmtime_r(&now, &tm);
+    localtime_r(&now, &tm);  // transformers' strftime_now: datetime.now(), the local date
     char buf[32];
     return std::string(buf, std::strftime(buf, sizeof buf, "%d %b %Y", &tm));
   }
 
-  // A Jinja string literal's escapes (\n, \', \", \\) as the characters they stand for.
-  static std::string unescape(std::string_view s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '\\' && i + 1 < s.size()) {
-        const char c = s[++i];
-        out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
-      } else {
-        out += s[i];
+  // A template's text in two parts: its string literals (escapes read, the text outside tags
+  // included) and its code (the tags' text with the literals blanked), comments dropped.
+  struct jinja_text {
+    std::vector<std::string> literals;
+    std::string code;
+    std::string raw;  // the text as written, without its comments
+  };
+  static jinja_text read_jinja(std::string_view t) {
+    jinja_text j;
+    std::size_t at = 0;
+    while (at < t.size()) {
+      std::size_t tag = t.find('{', at);
+      while (tag != std::string_view::npos && tag + 1 < t.size() && t[tag + 1] != '{' && t[tag + 1] != '%' && t[tag + 1] != '#') tag = t.find('{', tag + 1);
+      if (tag == std::string_view::npos || tag + 1 >= t.size()) {
+        j.literals.emplace_back(t.substr(at));
+        j.raw += t.substr(at);
+        break;
       }
+      if (tag > at) j.literals.emplace_back(t.substr(at, tag - at));
+      j.raw += t.substr(at, tag - at);
+      const char kind = t[tag + 1];
+      const std::string_view closing = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
+      std::size_t i = tag + 2;
+      if (kind == '#') {
+        const std::size_t end = t.find(closing, i);
+        at = end == std::string_view::npos ? t.size() : end + 2;
+        continue;
+      }
+      for (; i + 1 < t.size() && t.substr(i, 2) != closing; ++i) {
+        if (t[i] != '\'' && t[i] != '"') {
+          j.code += t[i];
+          continue;
+        }
+        const char q = t[i];
+        std::string lit;
+        for (++i; i < t.size() && t[i] != q; ++i) {
+          if (t[i] == '\\' && i + 1 < t.size()) {
+            const char c = t[++i];
+            lit += c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+          } else {
+            lit += t[i];
+          }
+        }
+        j.code += q;
+        j.code += q;
+        j.literals.push_back(std::move(lit));
+      }
+      j.code += '\n';
+      j.raw += t.substr(tag, std::min(i + 2, t.size()) - tag);
+      at = i + 2;
     }
-    return out;
+    return j;
   }
-  // The literal text after `key` up to `end` ("December 2023" in "Cutting Knowledge Date: December 2023\n").
-  static std::optional<std::string> literal_after(std::string_view jinja, std::string_view key, std::string_view end) {
-    const std::size_t at = jinja.find(key);
-    if (at == std::string_view::npos) return std::nullopt;
-    const std::size_t from = at + key.size(), to = jinja.find(end, from);
-    if (to == std::string_view::npos || to - from > 64) return std::nullopt;
-    const std::string_view lit = jinja.substr(from, to - from);
-    if (lit.empty() || lit.find_first_of("'\"{}+") != std::string_view::npos) return std::nullopt;
-    return std::string(lit);
+  // The text after `key` in a literal, up to the line's end ("December 2023" in
+  // "Cutting Knowledge Date: December 2023\n").
+  static std::optional<std::string> literal_after(const jinja_text& j, std::string_view key) {
+    for (const std::string& l : j.literals)
+      if (const std::size_t at = l.find(key); at != std::string::npos) {
+        const std::size_t from = at + key.size(), to = l.find('\n', from);
+        if (to == std::string::npos || to == from || to - from > 64) return std::nullopt;
+        return l.substr(from, to - from);
+      }
+    return std::nullopt;
   }
   // The quoted string after `key` ("26 Jul 2024" in `date_string = "26 Jul 2024"`).
   static std::optional<std::string> quoted_after(std::string_view jinja, std::string_view key) {
@@ -18493,7 +18693,9 @@ struct chat_template {
     if (at == std::string_view::npos || at + key.size() >= jinja.size()) return std::nullopt;
     const char q = jinja[at + key.size()];
     if (q != '"' && q != '\'') return std::nullopt;
-    return literal_after(jinja.substr(at), std::string(key) + q, std::string(1, q));
+    const std::size_t from = at + key.size() + 1, to = jinja.find(q, from);
+    if (to == std::string_view::npos || to == from || to - from > 64) return std::nullopt;
+    return std::string(jinja.substr(from, to - from));
   }
   // A "chat_template" field: the text, or the "default" one of a list of named templates
   // ([{"name": "default", "template": "..."}, ...]).

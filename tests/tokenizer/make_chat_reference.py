@@ -11,6 +11,12 @@ same way (jinja2 from Debian: python3-jinja2), for templates of each format fuse
   llama3_1  - Llama 3.1's dated system turn, written here
   mistral_3 - Mistral v0.3's [INST] form, written here
   mistral_1 - Mistral v0.1's (" [/INST]", no space before an answer), written here
+  mistral_3_trim - Mistral v0.3's as published (answers | trim)
+  qwen2_5_math - ChatML with a default system message holding braces and a backslash (\boxed{})
+  qwq       - ChatML whose generation prompt opens a <think> block, a comment with a system turn in it
+  hermes    - ChatML after {{ bos_token }}, its default system message in double quotes with an apostrophe
+  smollm2   - ChatML with a default system message written with real newlines
+  llama2    - Llama 2 chat's <<SYS>> form
 test_chat_template.cpp checks that fused's rendering gives tok.encode(text) for every case.
 Run from the repository root: python3 tests/tokenizer/make_chat_reference.py
 """
@@ -54,6 +60,30 @@ MISTRAL_1 = ("{{ bos_token }}{% for message in messages %}"
              "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
              "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% endif %}{% endfor %}")
 
+MISTRAL_3_TRIM = MISTRAL_3.replace("{{- \" \" + message[\"content\"] + eos_token}}", "{{- \" \" + message[\"content\"]|trim + eos_token}}")
+assert MISTRAL_3_TRIM != MISTRAL_3
+QWEN2_5_MATH = QWEN2.replace("You are a helpful assistant.", "Please reason step by step, and put your final answer within \\\\boxed{}.")
+QWQ = ("{#- an old system turn: '<|im_start|>system\nYou are X.<|im_end|>\n' #}"
+       "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}{%- endfor %}"
+       "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n<think>\n' }}{%- endif %}")
+HERMES = ("{{ bos_token }}{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+          "{{ \"<|im_start|>system\nYou're a helpful assistant.<|im_end|>\n\" }}{% endif %}"
+          "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+SMOLLM2 = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+           "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+           "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+           "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+LLAMA2 = ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}"
+          "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+          "{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+          "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+          "{% if loop.index0 == 0 and system_message != false %}"
+          "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+          "{% else %}{% set content = message['content'] %}{% endif %}"
+          "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+          "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
+
 with open("tests/data/tokenizer/qwen2/tokenizer_config.json") as f:
     QWEN2_5 = json.load(f)["chat_template"]
 
@@ -65,6 +95,12 @@ TEMPLATES = {
     "llama3_1": (LLAMA3_1, "llama3_tiny", "<|begin_of_text|>", "<|eot_id|>"),
     "mistral_3": (MISTRAL_3, "sentencepiece_tiny", "<s>", "</s>"),
     "mistral_1": (MISTRAL_1, "sentencepiece_tiny", "<s>", "</s>"),
+    "mistral_3_trim": (MISTRAL_3_TRIM, "sentencepiece_tiny", "<s>", "</s>"),
+    "qwen2_5_math": (QWEN2_5_MATH, "qwen2", None, "<|endoftext|>"),
+    "qwq": (QWQ, "qwen2", None, "<|endoftext|>"),
+    "hermes": (HERMES, "qwen2", "<|endoftext|>", "<|im_end|>"),
+    "smollm2": (SMOLLM2, "qwen2", None, "<|im_end|>"),
+    "llama2": (LLAMA2, "sentencepiece_tiny", "<s>", "</s>"),
 }
 
 CONVERSATIONS = [
@@ -76,6 +112,14 @@ CONVERSATIONS = [
     ([{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there"}], False),
     ([{"role": "user", "content": "line one\n\nline two"}, {"role": "assistant", "content": "<think>\nA thought.\n</think>\n\nThe answer."},
       {"role": "user", "content": "and then?"}], True),
+    # Answers and questions with whitespace around them (Unicode's too), a conversation an answer ends.
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "\u00a0Who?\u3000"},
+      {"role": "assistant", "content": " the answer \n"}, {"role": "user", "content": "And then?\u2028"}], True),
+    ([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there"}], False),
+    # Qwen3: an answer's leading newlines go (content.lstrip('\n')); a tool's answer is not a question.
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "\n\nHello"}], False),
+    ([{"role": "user", "content": "What is six times seven?"}, {"role": "assistant", "content": "<think>\nAsk the tool.\n</think>\n\nCalling it."},
+      {"role": "user", "content": "<tool_response>\n42\n</tool_response>"}], True),
 ]
 
 

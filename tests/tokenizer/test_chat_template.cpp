@@ -47,6 +47,8 @@ nlohmann::json reference() {
   return fused::json_text::parse(in);
 }
 
+std::string ref_template(const char* name) { return reference().at("templates").at(name).at("chat_template").get<std::string>(); }
+
 }  // namespace
 
 TEST_CASE("chat templates render as transformers does, with the template's tokens as control ids") {
@@ -72,7 +74,7 @@ TEST_CASE("chat templates render as transformers does, with the template's token
     CHECK(tmpl->encode(tok, messages, generation) == tok.encode(text, true));
     ++checked;
   }
-  CHECK(checked >= 25);  // every template, most conversations
+  CHECK(checked >= 60);  // every template, most conversations
 }
 
 TEST_CASE("the variants are read from the template text") {
@@ -91,6 +93,51 @@ TEST_CASE("the variants are read from the template text") {
   CHECK_FALSE(of("mistral_1").space_before_answer);
   CHECK(of("mistral_1").space_before_close);
   CHECK_FALSE(chat_template::recognise("{% for m in messages %}{{ m.content }}{% endfor %}").has_value());
+  CHECK(of("qwen2_5_math").default_system == "Please reason step by step, and put your final answer within \\boxed{}.");
+  CHECK(of("hermes").default_system == "You're a helpful assistant.");
+  CHECK(of("hermes").bos_first);
+  CHECK_FALSE(of("qwen2").bos_first);
+  CHECK(of("smollm2").default_system == "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  CHECK(of("qwq").generation_prefix == "<think>\n");
+  CHECK(of("qwq").default_system.empty());  // the system turn in its comment is not read
+  CHECK(of("qwen2_5").generation_prefix.empty());
+  CHECK(of("llama2").format == fused::io::chat_format::llama2);
+  CHECK(of("mistral_3_trim").trim_answers);
+  CHECK_FALSE(of("mistral_3").trim_answers);
+  // No add_generation_prompt in the template: none is written, as jinja2 renders it.
+  CHECK_FALSE(chat_template::recognise("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}")
+                  ->generation_prompt);
+}
+
+TEST_CASE("a template that is not well-formed Jinja is refused, saying what is wrong and where") {
+  const auto problem = [](std::string_view t) { return chat_template::syntax_problem(t).value_or("none"); };
+  CHECK(problem("{% if x %}<|im_start|>") == "{% if %} at byte 0 is never closed");
+  CHECK(problem("<|im_start|>{% endfor %}") == "{% endfor %} at byte 12 closes no block");
+  CHECK(problem("{% for m in messages %}{% endif %}{% endfor %}") == "{% endif %} at byte 23 closes {% for %} at byte 0");
+  CHECK(problem("{{ m['role'] | frobnicate }}") == "the filter 'frobnicate' at byte 0 is not one Jinja has");
+  CHECK(problem("{{ '<|im_start|>") == "a string at byte 0 is never closed");
+  CHECK(problem("{{ x ") == "the expression at byte 0 is never closed");
+  CHECK(problem("{# a comment") == "the comment at byte 0 is never closed");
+  CHECK(problem("{% else %}") == "{% else %} at byte 0 is outside an {% if %}");
+  // What is well-formed: strings holding tag marks, block sets, raw blocks, filters with arguments.
+  CHECK(problem("{{ '%} }}' | trim }}{% set x %}a{% endset %}{% raw %}{% if %}{% endraw %}{{ m | join(', ') | length }}") == "none");
+  CHECK(problem(ref_template("qwen2_5")) == "none");
+  CHECK_FALSE(chat_template::recognise("{% if %}<|im_start|>").has_value());
+}
+
+TEST_CASE("tokenizer_config.json's null bos_token is none") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "fused_chat_template_null_bos";
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "{{ bos_token }}<|start_header_id|>", "bos_token": null})";
+  CHECK(chat_template::from_model_dir(dir).bos.empty());
+  std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "{{ bos_token }}<|start_header_id|>"})";
+  CHECK(chat_template::from_model_dir(dir).bos == "<|begin_of_text|>");  // absent: the format's
+  std::ofstream(dir / "tokenizer_config.json") << R"({"chat_template": "{% if x %}<|start_header_id|>"})";
+  CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir),
+                       doctest::Contains("tokenizer_config.json: chat_template is not well-formed Jinja: {% if %} at byte 0 is never closed"),
+                       fused::io::load_error);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("user text never becomes a control token") {
@@ -129,7 +176,7 @@ TEST_CASE("a model directory's template: absent or unknown is refused with the f
   write(R"({"eos_token": "<|endoftext|>"})");
   CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir),
                        doctest::Contains("tokenizer_config.json: this model has no chat_template (nor chat_template.jinja beside it); choose a "
-                                         "format with --chat-template chatml|llama3|mistral"),
+                                         "format with --chat-template chatml|llama2|llama3|mistral"),
                        fused::io::load_error);
   write(R"({"chat_template": ""})");
   CHECK_THROWS_WITH_AS(chat_template::from_model_dir(dir), doctest::Contains("tokenizer_config.json: chat_template is empty"), fused::io::load_error);

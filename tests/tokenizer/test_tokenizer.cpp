@@ -221,6 +221,13 @@ TEST_CASE("loader errors name the file and the field") {
   CHECK(with([](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array()}}; })
             .find("t.json: pre_tokenizer: needs a ByteLevel step last") == 0);
   CHECK(with([](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }).find("t.json: decoder.type: 'WordPiece' is not supported") == 0);
+  // The decoder is judged before the pre-tokenizer: a Metaspace one is named, not the pre-tokenizer
+  // it would go with; a Sequence of ByteLevel alone is ByteLevel.
+  CHECK(with([](json& j) {
+          j["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
+          j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
+        }).find("t.json: decoder.type: 'Metaspace' is not supported") == 0);
+  CHECK(with([](json& j) { j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "ByteLevel"}}}}}; }) == "(loaded)");
   CHECK(with([](json& j) { j["post_processor"] = {{"type", "BertProcessing"}}; }).find("t.json: post_processor.type: 'BertProcessing'") == 0);
   CHECK(with([](json& j) {
           j["post_processor"] = {{"type", "Sequence"}, {"processors", {{{"type", "ByteLevel"}}, {{"type", "RobertaProcessing"}}}}};
@@ -239,7 +246,7 @@ TEST_CASE("loader errors name the file and the field") {
         "t.json: added_tokens[1].content: \"<|end|>\" is already added_tokens[0] with id 257; a token has one id");
   CHECK(with([](json& j) { j["added_tokens"].push_back(j["added_tokens"][0]); }) == "(loaded)");
   CHECK(with([](json& j) { j["added_tokens"].push_back({{"id", 256}, {"content", "ab"}}); }) == "(loaded)");
-  CHECK(load_error(fused::json_text::parse("{}")) == "t.json: (top level): missing field 'pre_tokenizer'");
+  CHECK(load_error(fused::json_text::parse("{}")) == "t.json: (top level): missing field 'decoder'");
   {  // A regex that backtracks without bound loads, and gives up on some text: named where it failed.
     auto j = minimal();
     j["pre_tokenizer"] = {{"type", "Sequence"},

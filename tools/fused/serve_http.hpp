@@ -435,7 +435,7 @@ class server {
     r->stops = stops_of(f);
     r->stop_ids = l_.eos;
     if (chat) {
-      if (!tmpl_) throw bad_request(400, "this model has no chat template fused renders: start the server with --chat-template chatml|llama3|mistral");
+      if (!tmpl_) throw bad_request(400, "this model has no chat template fused renders: start the server with --chat-template chatml|llama2|llama3|mistral");
       const std::vector<fused::io::chat_message> messages = messages_of(body);
       try {
         r->prompt = tmpl_->encode(l_.tok, messages);

@@ -308,19 +308,24 @@ class tokenizer {
   tokenization::bpe_model load(const json& j, const reader& r) {
     if (!j.is_object()) r.fail("(top level)", "must be a JSON object");
     if (r.optional_member(j, "truncation") != nullptr) r.fail("truncation", "truncation is not supported (set it to null)");
-    // The decoder tells the two kinds apart: ByteLevel, or a Sequence (SentencePiece-style BPE).
-    if (const json* d = r.optional_member(j, "decoder"); d != nullptr && d->is_object()) {
-      const auto t = d->find("type");
-      byte_fallback_ = t != d->end() && *t == "Sequence";
+    // The decoder tells the two kinds apart: ByteLevel (alone, or the one decoder of a Sequence), or
+    // a Sequence of SentencePiece-style BPE's. It is checked first: a pre-tokenizer is judged by it.
+    const json& dec = r.member(j, "(top level)", "decoder");
+    bool byte_level_sequence = false;
+    if (dec.is_object() && dec.contains("type") && dec["type"] == "Sequence") {
+      const json* inner = dec.contains("decoders") ? &dec["decoders"] : nullptr;
+      byte_level_sequence = inner && inner->is_array() && inner->size() == 1 && (*inner)[0].is_object() && (*inner)[0].contains("type") &&
+                            (*inner)[0]["type"] == "ByteLevel";
+      byte_fallback_ = !byte_level_sequence;
     }
+    if (!byte_fallback_ && !byte_level_sequence)
+      if (const std::string t = dec.is_null() ? "null" : r.type(dec, "decoder"); t != "ByteLevel")
+        r.fail("decoder.type", "'" + t + "' is not supported (only ByteLevel, or the Sequence [Replace, ByteFallback, Fuse, Strip] of SentencePiece-style BPE)");
     load_normalizer(r.optional_member(j, "normalizer"), r);
     if (byte_fallback_) load_metaspace(r.member(j, "(top level)", "pre_tokenizer"), r);
     else load_pre_tokenizer(r.member(j, "(top level)", "pre_tokenizer"), r);
     load_post_processor(r.optional_member(j, "post_processor"), r);
-    const json& dec = r.member(j, "(top level)", "decoder");
     if (byte_fallback_) load_byte_fallback_decoder(dec, r);
-    else if (const std::string t = dec.is_null() ? "null" : r.type(dec, "decoder"); t != "ByteLevel")
-      r.fail("decoder.type", "'" + t + "' is not supported (only ByteLevel, or the Sequence [Replace, ByteFallback, Fuse, Strip] of SentencePiece-style BPE)");
 
     const json& model = r.member(j, "(top level)", "model");
     if (r.type(model, "model") != "BPE") r.fail("model.type", "'" + model.at("type").get<std::string>() + "' is not supported (only BPE)");

@@ -118,6 +118,10 @@ inline void read_rope(const config_reader& r, config& c) {
                c.rope_low_freq_factor);
       return;
     }
+    // No kind: transformers fails looking one up; scaling parameters read as plain RoPE would be wrong.
+    for (const auto& [field, value] : params.items())
+      if (field != "rope_theta")
+        r.fail(key, "gives \"{}\" but no \"rope_type\" (or \"type\"): which RoPE it scales by is not said", field);
   };
   std::optional<double> top, nested;
   if (const nlohmann::json* v = r.get("rope_theta")) top = r.positive_real("rope_theta", *v);
@@ -147,9 +151,9 @@ inline void read_rope(const config_reader& r, config& c) {
       refuse_partial("rope_parameters.partial_rotary_factor", *v);
   if (top && nested && *top != *nested)
     r.fail("rope_theta", "{} disagrees with rope_parameters.rope_theta {}", *top, *nested);
-  if (!top && !nested)
-    r.fail("rope_theta", "is missing (expected at top level, or in \"rope_parameters\" since transformers 5)");
-  c.rope_theta = nested ? *nested : *top;
+  // None given: transformers' default, 10000 in the config class of every family this build runs
+  // (older Llama 2 era files leave it out).
+  c.rope_theta = nested ? *nested : top ? *top : 10000.0;
   // Below 1 the frequencies grow with the dim instead of falling, and the angles overflow within a
   // few positions: every logit NaN, blamed on the activations. No model has such a base.
   if (c.rope_theta < 1)
@@ -177,14 +181,18 @@ inline const family_entry& find_family_of(const config_reader& r) {
   }
   if (architectures != nullptr) {
     if (!architectures->is_array()) r.fail("architectures", "must be a list, got {}", json_text::excerpt(*architectures));
-    const family_entry* by_architecture = nullptr;
+    const family_entry* by_architecture = nullptr;  // the first one named that this build runs
+    bool names_f = false;                           // model_type's family is among them
     for (const nlohmann::json& a : *architectures)
-      if (a.is_string() && (by_architecture = find_family(a.get_ref<const std::string&>(), true)) != nullptr) break;
-    if (f != nullptr && by_architecture != f)
+      if (const family_entry* g = a.is_string() ? find_family(a.get_ref<const std::string&>(), true) : nullptr) {
+        if (by_architecture == nullptr) by_architecture = g;
+        names_f = names_f || g == f;
+      }
+    if (f != nullptr && !names_f)
       r.fail("architectures", "{} does not include \"{}\"", json_text::excerpt(*architectures), f->architecture);
     if (by_architecture == nullptr)
       r.fail("architectures", "{} names no supported architecture", json_text::excerpt(*architectures));
-    f = by_architecture;
+    if (f == nullptr) f = by_architecture;
   }
   if (f == nullptr) r.fail("model_type", "is missing, and so is \"architectures\": cannot tell which model this is");
   return *f;

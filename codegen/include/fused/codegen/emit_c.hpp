@@ -448,6 +448,7 @@ FUSED_UNOPTIMIZED inline std::string check_config_c(const c_program& p) {
     if (field == "num_key_value_heads") return P + "_NUM_ATTENTION_HEADS";
     if (field == "head_dim") return "(" + P + "_HIDDEN_SIZE / " + P + "_NUM_ATTENTION_HEADS)";
     if (field == "tie_word_embeddings") return "0";
+    if (field == "rope_theta") return "10000";  // as hf_config.hpp reads a file without one
     return "-1";
   };
   std::string table;

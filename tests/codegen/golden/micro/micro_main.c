@@ -165,7 +165,7 @@ static int check_config(const char* dir, char* err, size_t errn) {
       {"head_dim", NULL, MICRO_HEAD_DIM, (MICRO_HIDDEN_SIZE / MICRO_NUM_ATTENTION_HEADS)},
       {"max_position_embeddings", NULL, MICRO_MAX_POSITION_EMBEDDINGS, -1},
       {"rms_norm_eps", NULL, MICRO_RMS_NORM_EPS, -1},
-      {"rope_theta", "rope_parameters.rope_theta", MICRO_ROPE_THETA, -1},
+      {"rope_theta", "rope_parameters.rope_theta", MICRO_ROPE_THETA, 10000},
       {"tie_word_embeddings", NULL, MICRO_TIE_WORD_EMBEDDINGS, 0}};
   size_t k;
   snprintf(path, sizeof path, "%s/config.json", dir);
