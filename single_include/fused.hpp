@@ -151,6 +151,11 @@ constexpr nlohmann::json::error_handler_t handler_of(invalid_utf8 bad) {
 }  // namespace detail
 
 FUSED_JSON_API nlohmann::json parse(std::string_view text, const callback& check, bool allow_exceptions) {
+  // nlohmann's lexer ends the text at a NUL byte: what follows one would go unread.
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    if (!allow_exceptions) return nlohmann::json(nlohmann::json::value_t::discarded);
+    throw nlohmann::json::parse_error::create(101, nul + 1, "a NUL byte (JSON text has none)", nullptr);
+  }
   return nlohmann::json::parse(text.data(), text.data() + text.size(), check, allow_exceptions);
 }
 FUSED_JSON_API nlohmann::json parse(std::istream& in) {
@@ -6121,6 +6126,9 @@ inline constexpr int format_minor = 0;
 // multiply in pairs at most before a size check).
 inline constexpr std::int64_t max_dim = std::int64_t{1} << 31;
 inline constexpr std::int64_t max_integer_attribute = std::int64_t{1} << 31;
+// How deep Conditionals and Loops may sit inside one another: the scheduler walks regions
+// recursively, in time that grows with the cube of the depth (2000 levels took minutes).
+inline constexpr int max_control_depth = 64;
 
 enum class node_type : std::uint8_t { input, call, output, get_attr, conditional, loop, merge };
 
@@ -7075,11 +7083,24 @@ inline read_result from_json(const json& doc) {
 // after any whitespace and a UTF-8 byte-order mark, which some editors write; anything else is read
 // as MessagePack, where those bytes would be a lone integer, no graph either).
 inline read_result parse(std::string_view bytes) {
+  const auto refused = [](std::string why) {
+    read_result r;
+    r.errors.push_back({"graph", "format", std::move(why)});
+    return r;
+  };
+  // UTF-16 and UTF-32 text (their byte-order marks, or ASCII's high zero bytes) is named as such.
+  if (bytes.starts_with("\xFF\xFE") || bytes.starts_with("\xFE\xFF") ||
+      (bytes.size() >= 2 && (bytes[0] == '\0') != (bytes[1] == '\0') && (bytes[0] == '{' || bytes[1] == '{')))
+    return refused("UTF-16 or UTF-32 text; a graph file is UTF-8 JSON or MessagePack");
   if (bytes.starts_with("\xEF\xBB\xBF")) bytes.remove_prefix(3);
   std::size_t first = 0;
   while (first < bytes.size() && (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\r' || bytes[first] == '\t')) ++first;
-  const bool json_text = first < bytes.size() && (bytes[first] == '{' || bytes[first] == '[' || bytes[first] == '"');
+  if (first == bytes.size()) return refused(bytes.empty() ? "the file is empty" : "the file holds only whitespace");
+  const bool json_text = bytes[first] == '{' || bytes[first] == '[' || bytes[first] == '"';
   const encoding enc = json_text ? encoding::json_text : encoding::msgpack;
+  // nlohmann's lexer ends JSON text at a NUL byte and would not read what follows it.
+  if (const std::size_t nul = bytes.find('\0'); json_text && nul != std::string_view::npos)
+    return refused("not valid JSON: at byte " + std::to_string(nul + 1) + ": a NUL byte (JSON text has none)");  // 1-based, as nlohmann counts
   detail::strict_builder b;
   bool parsed = false;
   try {
@@ -7435,14 +7456,19 @@ inline void check_control(const document& doc, analysis& an, const slot_map& slo
       }
     }
   }
-  // Parents, and no region inside itself.
+  // Parents, no region inside itself, and no deeper than max_control_depth.
   for (auto& r : an.regions) r.parent = an.region_of[r.control];
   for (std::size_t r = 0; r < an.regions.size(); ++r) {
     std::size_t steps = 0;
     for (int a = an.regions[r].parent; a >= 0 && steps <= an.regions.size(); a = an.regions[static_cast<std::size_t>(a)].parent) ++steps;
-    if (steps > an.regions.size()) {
-      fail(doc.nodes[an.regions[r].control].id, "region", std::string(name_of(doc.nodes[an.regions[r].control].type)) + " is inside its own body (directly or through others)");
-      for (auto& q : an.regions) q.parent = -1;  // so nothing below walks the loop
+    const node& control = doc.nodes[an.regions[r].control];
+    const bool cycle = steps > an.regions.size(), deep = steps >= static_cast<std::size_t>(max_control_depth);
+    if (cycle || deep) {
+      if (cycle) fail(control.id, "region", std::string(name_of(control.type)) + " is inside its own body (directly or through others)");
+      else
+        fail(control.id, "region", std::string(name_of(control.type)) + " sits inside " + std::to_string(steps) +
+                                       " Conditionals and Loops; at most " + std::to_string(max_control_depth) + " may nest");
+      for (auto& q : an.regions) q.parent = -1;  // so nothing below walks the regions
       std::fill(an.region_of.begin(), an.region_of.end(), -1);
       return;
     }
@@ -7568,7 +7594,11 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     for (const auto& [s, r] : range) {
       bool possible = r.first <= r.second;
       for (const auto& c : doc.constraints)
-        if (possible && c.kind == constraint_kind::divisible && c.by >= 1 && c.symbols[0] == s) possible = (r.first + c.by - 1) / c.by * c.by <= r.second;
+        if (possible && c.kind == constraint_kind::divisible && c.by >= 1 && c.symbols[0] == s) {
+          // The least multiple of `by` at or above the minimum, without overflow: at most the maximum?
+          const std::int64_t rest = r.first % c.by, least_gap = rest == 0 ? 0 : c.by - rest;
+          possible = r.first <= r.second - least_gap;
+        }
       if (!possible) fail("graph", "constraint", "no value of symbol \"" + s + "\" satisfies all its constraints");
     }
   }
@@ -7860,7 +7890,8 @@ inline std::string report(const std::vector<issue>& issues, std::size_t max_line
 
 namespace detail {
 // The program's steps are the file's Call, Merge and carry nodes in the analysis's order
-// (node_of_step); a message from the builder names steps, and a graph file's reader knows nodes.
+// (node_of_step); a message from the builder or the executor names steps, and a graph file's
+// reader knows nodes.
 inline std::string steps_as_nodes(std::string_view message, const std::vector<std::int64_t>& node_of_step) {
   std::string out;
   auto digit = [&](std::size_t i) { return i < message.size() && message[i] >= '0' && message[i] <= '9'; };
@@ -7868,7 +7899,7 @@ inline std::string steps_as_nodes(std::string_view message, const std::vector<st
     if (message.substr(i, 5) == "step " && digit(i + 5)) {
       std::size_t j = i + 5, id = 0;
       for (; digit(j) && id < node_of_step.size(); ++j) id = id * 10 + static_cast<std::size_t>(message[j] - '0');
-      if (!digit(j) && id < node_of_step.size()) {
+      if (!digit(j) && id < node_of_step.size() && node_of_step[id] >= 0) {  // -1: a step of no node (a copy)
         out += node_where(node_of_step[id]);
         i = j;
         continue;
@@ -18185,6 +18216,9 @@ struct chat_message {
 };
 
 enum class chat_format { chatml, llama2, llama3, mistral };
+// When a ChatML template opens the assistant's turn after the messages: when add_generation_prompt
+// asks, always (a template that never reads the flag but writes the header), or never.
+enum class generation_rule : std::uint8_t { when_asked, always, never };
 
 struct chat_template {
   chat_format format = chat_format::chatml;
@@ -18193,10 +18227,10 @@ struct chat_template {
   // chatml: the template keeps <think> reasoning only after the last user turn (Qwen3).
   bool strip_reasoning = false;
   // chatml: the template writes bos_token first (Hermes 3); what its generation prompt writes after
-  // "<|im_start|>assistant\n" (QwQ: "<think>\n"); whether it writes one at all.
+  // "<|im_start|>assistant\n" (QwQ: "<think>\n"); when it writes one.
   bool bos_first = false;
   std::string generation_prefix{};
-  bool generation_prompt = true;
+  generation_rule generation_prompt = generation_rule::when_asked;
   // llama3: a system turn always comes first, dated ("Cutting Knowledge Date: ...", Llama 3.1+).
   bool dated_system = false;
   std::string knowledge_date{};// "December 2023"
@@ -18243,10 +18277,13 @@ struct chat_template {
         }
       // The generation prompt: what its literal writes after the assistant's header (QwQ's "<think>\n").
       static constexpr std::string_view header = "<|im_start|>assistant\n";
+      bool writes_header = false;
       for (const std::string& l : j.literals)
-        if (l.starts_with(header) && l.size() > header.size() && l.find("<|im_end|>") == std::string::npos)
-          t.generation_prefix = l.substr(header.size());
-      t.generation_prompt = has("add_generation_prompt");
+        if (l.starts_with(header) && l.find("<|im_end|>") == std::string::npos) {
+          writes_header = true;
+          if (l.size() > header.size()) t.generation_prefix = l.substr(header.size());
+        }
+      t.generation_prompt = has("add_generation_prompt") ? generation_rule::when_asked : writes_header ? generation_rule::always : generation_rule::never;
       t.bos_first = has("bos_token");
       t.strip_reasoning = literal_has("</think>");
       return t;
@@ -18279,7 +18316,8 @@ struct chat_template {
   // a filter Jinja (with transformers' tojson) does not have. Not a Jinja parser: what slips through
   // is what a template that renders cannot hold.
   static std::optional<std::string> syntax_problem(std::string_view text) {
-    static constexpr std::string_view blocks[] = {"if", "for", "macro", "call", "filter", "raw", "block", "generation", "set"};
+    static constexpr std::string_view blocks[] = {"if",  "for",        "macro", "call", "filter", "raw",
+                                                  "block", "generation", "set",   "with", "autoescape"};
     static constexpr std::string_view filters[] = {
         "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "filesizeformat", "first",
         "float", "forceescape", "format", "groupby", "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max",
@@ -18333,9 +18371,9 @@ struct chat_template {
         } else if (std::find(std::begin(blocks), std::end(blocks), word) != std::end(blocks)) {
           open.emplace_back(word, at);
           if (word == "raw") {  // its text is not Jinja
-            const std::size_t end = text.find("endraw", i);
-            if (end == std::string_view::npos) return "{% raw %}" + where + " is never closed";
-            at = end;
+            const std::optional<std::pair<std::size_t, std::size_t>> end = endraw_tag(text, i + 2);
+            if (!end) return "{% raw %}" + where + " is never closed";
+            at = end->second - 1;
             open.pop_back();
             continue;
           }
@@ -18343,7 +18381,8 @@ struct chat_template {
           if (open.empty() || open.back().first != word.substr(3))
             return "{% " + word + " %}" + where + " closes " + (open.empty() ? std::string("no block") : "{% " + open.back().first + " %} at byte " + std::to_string(open.back().second));
           open.pop_back();
-        } else if ((word == "elif" || word == "else") && (open.empty() || (open.back().first != "if" && open.back().first != "for"))) {
+        } else if ((word == "elif" && (open.empty() || open.back().first != "if")) ||
+                   (word == "else" && (open.empty() || (open.back().first != "if" && open.back().first != "for")))) {
           return "{% " + word + " %}" + where + " is outside an {% if %}";
         }
       }
@@ -18454,7 +18493,7 @@ struct chat_template {
     return ids;
   }
 
-  void render_chatml(std::span<const chat_message> messages, bool generation, std::vector<piece>& out) const {
+  void render_chatml(std::span<const chat_message> messages, bool asked, std::vector<piece>& out) const {
     const auto turn = [&](const std::string& role, const std::string& content) {
       control(out, "<|im_start|>");
       text(out, role + "\n" + content);
@@ -18483,7 +18522,7 @@ struct chat_template {
       else
         turn(m.role, std::string(answer));
     }
-    if (generation && generation_prompt) {
+    if (generation_prompt == generation_rule::always || (asked && generation_prompt == generation_rule::when_asked)) {
       control(out, "<|im_start|>");
       text(out, "assistant\n" + generation_prefix);
     }
@@ -18623,6 +18662,74 @@ struct chat_template {
     return std::string(buf, std::strftime(buf, sizeof buf, "%d %b %Y", &tm));
   }
 
+  // The {% endraw %} tag at or after `from`: where it starts and where it ends (past its "%}").
+  static std::optional<std::pair<std::size_t, std::size_t>> endraw_tag(std::string_view t, std::size_t from) {
+    for (std::size_t at = t.find("{%", from); at != std::string_view::npos; at = t.find("{%", at + 2)) {
+      std::size_t i = at + 2;
+      const auto blanks = [&] {
+        while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) ++i;
+      };
+      if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+      blanks();
+      if (t.substr(i, 6) != "endraw") continue;
+      i += 6;
+      blanks();
+      if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+      if (t.substr(i, 2) == "%}") return std::pair{at, i + 2};
+    }
+    return std::nullopt;
+  }
+
+  // A string literal's text as jinja2 reads it (Python's unicode-escape): \n, \t, \\, \', \xHH,
+  // \uHHHH, \UHHHHHHHH, octal, ...; another escape keeps its backslash.
+  static std::string unescape(std::string_view lit) {
+    std::string out;
+    const auto utf8 = [&](std::uint32_t c) {
+      if (c < 0x80) out += static_cast<char>(c);
+      else if (c < 0x800) out += static_cast<char>(0xC0 | (c >> 6)), out += static_cast<char>(0x80 | (c & 0x3F));
+      else if (c < 0x10000)
+        out += static_cast<char>(0xE0 | (c >> 12)), out += static_cast<char>(0x80 | ((c >> 6) & 0x3F)), out += static_cast<char>(0x80 | (c & 0x3F));
+      else
+        out += static_cast<char>(0xF0 | (c >> 18)), out += static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
+            out += static_cast<char>(0x80 | ((c >> 6) & 0x3F)), out += static_cast<char>(0x80 | (c & 0x3F));
+    };
+    const auto hex = [&](std::size_t at, std::size_t digits) -> std::optional<std::uint32_t> {
+      if (at + digits > lit.size()) return std::nullopt;
+      std::uint32_t v = 0;
+      for (std::size_t k = 0; k < digits; ++k) {
+        const char c = lit[at + k];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return std::nullopt;
+        v = v * 16 + static_cast<std::uint32_t>(d);
+      }
+      return v;
+    };
+    for (std::size_t i = 0; i < lit.size(); ++i) {
+      if (lit[i] != '\\' || i + 1 >= lit.size()) {
+        out += lit[i];
+        continue;
+      }
+      const char c = lit[++i];
+      static constexpr std::string_view from = "\\'\"abfnrtv", to = "\\'\"\a\b\f\n\r\t\v";
+      if (const std::size_t k = from.find(c); k != std::string_view::npos) {
+        out += to[k];
+      } else if (c >= '0' && c <= '7') {
+        std::uint32_t v = 0;
+        std::size_t n = 0;
+        for (; n < 3 && i + n < lit.size() && lit[i + n] >= '0' && lit[i + n] <= '7'; ++n) v = v * 8 + static_cast<std::uint32_t>(lit[i + n] - '0');
+        utf8(v);
+        i += n - 1;
+      } else if (const std::size_t digits = c == 'x' ? 2 : c == 'u' ? 4 : c == 'U' ? 8 : 0; digits && hex(i + 1, digits) && *hex(i + 1, digits) <= 0x10FFFF) {
+        utf8(*hex(i + 1, digits));
+        i += digits;
+      } else {
+        out += '\\';
+        out += c;
+      }
+    }
+    return out;
+  }
+
   // A template's text in two parts: its string literals (escapes read, the text outside tags
   // included) and its code (the tags' text with the literals blanked), comments dropped.
   struct jinja_text {
@@ -18651,24 +18758,33 @@ struct chat_template {
         at = end == std::string_view::npos ? t.size() : end + 2;
         continue;
       }
+      if (kind == '%') {  // {% raw %} ... {% endraw %}: its text is text
+        std::size_t w = i;
+        while (w < t.size() && (t[w] == '-' || t[w] == '+' || t[w] == ' ' || t[w] == '\t' || t[w] == '\n' || t[w] == '\r')) ++w;
+        std::size_t e = w;
+        while (e < t.size() && std::isalpha(static_cast<unsigned char>(t[e]))) ++e;
+        const std::size_t tag_end = t.find("%}", e);
+        if (t.substr(w, e - w) == "raw" && tag_end != std::string_view::npos) {
+          const auto end = endraw_tag(t, tag_end + 2);
+          const std::size_t stop = end ? end->first : t.size();
+          j.literals.emplace_back(t.substr(tag_end + 2, stop - tag_end - 2));
+          j.raw += t.substr(tag_end + 2, stop - tag_end - 2);
+          at = end ? end->second : t.size();
+          continue;
+        }
+      }
       for (; i + 1 < t.size() && t.substr(i, 2) != closing; ++i) {
         if (t[i] != '\'' && t[i] != '"') {
           j.code += t[i];
           continue;
         }
         const char q = t[i];
-        std::string lit;
-        for (++i; i < t.size() && t[i] != q; ++i) {
-          if (t[i] == '\\' && i + 1 < t.size()) {
-            const char c = t[++i];
-            lit += c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
-          } else {
-            lit += t[i];
-          }
-        }
+        const std::size_t from = i + 1;
+        for (++i; i < t.size() && t[i] != q; ++i)
+          if (t[i] == '\\') ++i;
         j.code += q;
         j.code += q;
-        j.literals.push_back(std::move(lit));
+        j.literals.push_back(unescape(t.substr(from, std::min(i, t.size()) - from)));
       }
       j.code += '\n';
       j.raw += t.substr(tag, std::min(i + 2, t.size()) - tag);

@@ -54,7 +54,8 @@ int one_input(const std::uint8_t* data, std::size_t size) {
     starts += id == im_start;
     ends += id == im_end;
   }
-  require(starts == turns + (generation && t->generation_prompt ? 1 : 0), "<|im_start|> count differs from the turns");
+  const bool opens = t->generation_prompt == fused::io::generation_rule::always || (generation && t->generation_prompt == fused::io::generation_rule::when_asked);
+  require(starts == turns + (opens ? 1 : 0), "<|im_start|> count differs from the turns");
   require(ends == turns, "<|im_end|> count differs from the turns");
   if (!t->strip_reasoning) {
     const std::string text = demo_tokenizer().decode(ids);

@@ -73,12 +73,12 @@ rc=$?
 set -e
 [ $rc -eq 1 ] && [ ! -s "$work/out" ] && grep -q "kjv: .*: cannot generate from weights that are not finite: tensor \"$name\" holds NaN at element 0 (1 of" "$work/err" ||
   { echo "kjv_generate with a NaN weight: rc $rc"; cat "$work/out" "$work/err"; exit 1; }
-# A context of 8 positions cannot hold 4 prompt tokens and 12 more: refused, naming the step.
+# A context of 8 positions cannot hold 4 prompt tokens and 12 more: refused, naming the node.
 set +e
 "$fused" graph run "$work/gen.json" --weights "$model" --inputs "$work/in.safetensors" --bind ctx=8 --out "$work/x.safetensors" 2>"$work/err"
 rc=$?
 set -e
-[ $rc -eq 1 ] && grep -q "step [0-9]*: positions 8..8 do not fit a KV cache of 8 positions" "$work/err" || { echo "ctx=8: rc $rc"; cat "$work/err"; exit 1; }
+[ $rc -eq 1 ] && grep -q "node [0-9]*: positions 8..8 do not fit a KV cache of 8 positions" "$work/err" || { echo "ctx=8: rc $rc"; cat "$work/err"; exit 1; }
 # gen-c --graph of the generation program: refused, pointing at --model DIR --generate N.
 set +e
 "$fused" gen-c --graph "$work/gen.json" --out "$work/c2" 2>"$work/err"

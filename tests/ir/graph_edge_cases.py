@@ -212,7 +212,7 @@ g = graph("embed", [inp(0, "ids", [3], "i32"), {"id": 1, "type": "GetAttr", "dat
 weights = write_tensors(os.path.join(work, "emb.safetensors"), {"emb": ("BF16", [4, 2], [0x3F80] * 8)})
 for ids in ([0, 4, 1], [0, 100000000, -100000000]):
     cpp, c = both("embed", g, write_tensors(os.path.join(work, "ids.safetensors"), {"ids": ("I32", [3], ids)}), weights)
-    message = f"step 0: token id {ids[1]} (row 1) is outside the embedding table [0, 4)"
+    message = f"node 2: token id {ids[1]} (row 1) is outside the embedding table [0, 4)"
     check(f"an embed id {ids[1]}: refused by both", cpp == (1, message) and c[:2] == (1, message), f"{cpp} {c}")
 
 # State given in the inputs file; a tensor no Input names.

@@ -203,6 +203,9 @@ TEST_CASE("each damaged document is refused with its rule and node") {
       {"rank 5", [](json& j) { j["nodes"][0]["data"]["shape"] = {1, 1, 1, "n", 4}; }, "node 10", "rank"},
       {"an impossible constraint", [](json& j) { j["constraints"].push_back({{"type", "Divisible"}, {"symbols", {"n"}}, {"by", 100}}); }, "graph",
        "constraint"},
+      {"a divisor near the int64 limit", [](json& j) {
+         j["constraints"].push_back({{"type", "Divisible"}, {"symbols", {"n"}}, {"by", std::int64_t{9223372036854775807}}});
+       }, "graph", "constraint"},
       {"an unknown dtype", [](json& j) { j["nodes"][0]["data"]["dtype"] = "f8"; }, "node 10", "dtype"},
       {"an unknown node type", [](json& j) { j["nodes"][2]["type"] = "Cal"; }, "node 12", "node-type"},
       {"a string id", [](json& j) { j["nodes"][2]["id"] = "12"; }, "nodes[2]", "format"},
@@ -293,10 +296,36 @@ TEST_CASE("bytes that are not a document are one defect, never a crash") {
     CHECK(!r.ok());
   }
   CHECK(fused::ir::parse("{\"a\":1,\"a\":2}").errors[0].message.find("key \"a\" appears twice") != std::string::npos);
+  // What the lexer would stop at or misread is named: a NUL (nlohmann ends JSON text there), UTF-16,
+  // nothing at all.
+  const std::string text = fused::ir::encode(fused::ir::from_json(small_graph()).doc, fused::ir::encoding::json_text);
+  CHECK(fused::ir::parse(text + std::string("\0{{{", 4)).errors.at(0).message ==
+        "not valid JSON: at byte " + std::to_string(text.size() + 1) + ": a NUL byte (JSON text has none)");
+  CHECK(fused::ir::parse(std::string("{\0\"\0", 4)).errors.at(0).message == "UTF-16 or UTF-32 text; a graph file is UTF-8 JSON or MessagePack");
+  CHECK(fused::ir::parse("\xFF\xFE{").errors.at(0).message == "UTF-16 or UTF-32 text; a graph file is UTF-8 JSON or MessagePack");
+  CHECK(fused::ir::parse(" \n\t").errors.at(0).message == "the file holds only whitespace");
+  CHECK(fused::ir::parse("").errors.at(0).message == "the file is empty");
   // MessagePack {"metadata": "\xff"}: a string that is not UTF-8 (JSON's lexer refuses it itself).
   const fused::ir::read_result bad_text = fused::ir::parse(std::string("\x81\xa8metadata\xa1\xff", 12));
   REQUIRE(!bad_text.ok());
   CHECK(bad_text.errors[0].message.find("not valid UTF-8") != std::string::npos);
+}
+
+TEST_CASE("Conditionals nested past max_control_depth are refused, in time linear in the file") {
+  // Each Conditional in the previous one's then: depth 100.
+  json j = fused::json_text::parse_ordered(R"({"metadata": {"version": "1.0"}, "nodes": [
+      {"id": 1, "type": "Input", "data": {"name": "x", "dtype": "f32", "shape": [1]}}], "edges": [], "inputs": [1], "outputs": []})");
+  const int depth = 100;
+  for (int k = 0; k < depth; ++k) {
+    const int cond = 10 + 2 * k;
+    j["nodes"].push_back({{"id", cond}, {"type", "Conditional"}, {"data", {{"name", "c" + std::to_string(k)}, {"then", k + 1 < depth ? json{cond + 2} : json::array()}, {"else", json::array()}}}});
+    j["edges"].push_back({{"source", 1}, {"target", cond}, {"name", "x"}, {"slot", 0}});
+  }
+  const std::vector<fused::ir::issue> e = issues_of(j);
+  CHECK_MESSAGE(has_issue(e, "node " + std::to_string(10 + 2 * fused::ir::max_control_depth), "region"), lines(e));
+  bool said = false;
+  for (const auto& i : e) said = said || i.message.find("at most 64 may nest") != std::string::npos;
+  CHECK_MESSAGE(said, lines(e));
 }
 
 TEST_CASE("a custom op registered by name is read, validated and lowered like a built-in one") {

@@ -104,9 +104,16 @@ TEST_CASE("the variants are read from the template text") {
   CHECK(of("llama2").format == fused::io::chat_format::llama2);
   CHECK(of("mistral_3_trim").trim_answers);
   CHECK_FALSE(of("mistral_3").trim_answers);
-  // No add_generation_prompt in the template: none is written, as jinja2 renders it.
-  CHECK_FALSE(chat_template::recognise("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}")
-                  ->generation_prompt);
+  // No add_generation_prompt in the template: the header it writes after the messages, always, or none.
+  CHECK(chat_template::recognise("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}")
+            ->generation_prompt == fused::io::generation_rule::never);
+  CHECK(chat_template::recognise("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+                                 "{{ '<|im_start|>assistant\\n' }}")
+            ->generation_prompt == fused::io::generation_rule::always);
+  CHECK(of("qwen2").generation_prompt == fused::io::generation_rule::when_asked);
+  // A literal's escapes as jinja2 reads them (Python's unicode-escape).
+  CHECK(chat_template::recognise(R"({{ '<|im_start|>system\nYou are caf\u00e9 \x41I, \'quoted\' \\ \U0001F600 \q.<|im_end|>\n' }})")->default_system ==
+        "You are caf\u00e9 AI, 'quoted' \\ \U0001F600 \\q.");
 }
 
 TEST_CASE("a template that is not well-formed Jinja is refused, saying what is wrong and where") {
@@ -122,6 +129,12 @@ TEST_CASE("a template that is not well-formed Jinja is refused, saying what is w
   // What is well-formed: strings holding tag marks, block sets, raw blocks, filters with arguments.
   CHECK(problem("{{ '%} }}' | trim }}{% set x %}a{% endset %}{% raw %}{% if %}{% endraw %}{{ m | join(', ') | length }}") == "none");
   CHECK(problem(ref_template("qwen2_5")) == "none");
+  CHECK(problem("{% with x = 1 %}{{ x }}{% endwith %}{% autoescape false %}{% endautoescape %}") == "none");
+  CHECK(problem("{% raw %}the word endraw, and {% if %}{%- endraw -%}") == "none");
+  CHECK(problem("{% for m in messages %}{% elif x %}{% endfor %}") == "{% elif %} at byte 23 is outside an {% if %}");
+  CHECK(problem("{% for m in messages %}{% else %}{% endfor %}") == "none");  // a for's else: no iterations
+  // A raw block's text is text: its quote opens no string.
+  CHECK(chat_template::recognise("{%- raw -%}{{ '\" {% endraw %}{{ '<|im_start|>' }}").has_value());
   CHECK_FALSE(chat_template::recognise("{% if %}<|im_start|>").has_value());
 }
 

@@ -253,7 +253,13 @@ int run_graph(const run_options& o) {
   for (const fused::tensor_info& t : p.tensors)
     if (t.kind == fused::role::input || t.kind == fused::role::state)
       if (const fused::io::tensor_view* v = in.find(fused::to_string(t.name))) std::memcpy(bytes_at(t), v->data, v->bytes);
-  fused::runtime::execute(p, mem, calls, r, b);
+  try {
+    fused::runtime::execute(p, mem, calls, r, b);
+  } catch (const std::out_of_range& e) {  // "step 99: ..." names the program's step; the file has nodes
+    std::vector<std::int64_t> node_of_step(p.steps.size(), -1);
+    for (const fused::step& s : p.steps) node_of_step[static_cast<std::size_t>(s.id)] = loaded.graph.node_of_tensor[static_cast<std::size_t>(s.result)];
+    throw std::out_of_range(fused::ir::detail::steps_as_nodes(e.what(), node_of_step));
+  }
 
   std::vector<fused::io::tensor_data> outs;
   for (const fused::named_output& out : p.outputs) {

@@ -55,6 +55,11 @@ constexpr nlohmann::json::error_handler_t handler_of(invalid_utf8 bad) {
 }  // namespace detail
 
 FUSED_JSON_API nlohmann::json parse(std::string_view text, const callback& check, bool allow_exceptions) {
+  // nlohmann's lexer ends the text at a NUL byte: what follows one would go unread.
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    if (!allow_exceptions) return nlohmann::json(nlohmann::json::value_t::discarded);
+    throw nlohmann::json::parse_error::create(101, nul + 1, "a NUL byte (JSON text has none)", nullptr);
+  }
   return nlohmann::json::parse(text.data(), text.data() + text.size(), check, allow_exceptions);
 }
 FUSED_JSON_API nlohmann::json parse(std::istream& in) {

@@ -50,6 +50,9 @@ struct chat_message {
 };
 
 enum class chat_format { chatml, llama2, llama3, mistral };
+// When a ChatML template opens the assistant's turn after the messages: when add_generation_prompt
+// asks, always (a template that never reads the flag but writes the header), or never.
+enum class generation_rule : std::uint8_t { when_asked, always, never };
 
 struct chat_template {
   chat_format format = chat_format::chatml;
@@ -58,10 +61,10 @@ struct chat_template {
   // chatml: the template keeps <think> reasoning only after the last user turn (Qwen3).
   bool strip_reasoning = false;
   // chatml: the template writes bos_token first (Hermes 3); what its generation prompt writes after
-  // "<|im_start|>assistant\n" (QwQ: "<think>\n"); whether it writes one at all.
+  // "<|im_start|>assistant\n" (QwQ: "<think>\n"); when it writes one.
   bool bos_first = false;
   std::string generation_prefix{};
-  bool generation_prompt = true;
+  generation_rule generation_prompt = generation_rule::when_asked;
   // llama3: a system turn always comes first, dated ("Cutting Knowledge Date: ...", Llama 3.1+).
   bool dated_system = false;
   std::string knowledge_date{};// "December 2023"
@@ -108,10 +111,13 @@ struct chat_template {
         }
       // The generation prompt: what its literal writes after the assistant's header (QwQ's "<think>\n").
       static constexpr std::string_view header = "<|im_start|>assistant\n";
+      bool writes_header = false;
       for (const std::string& l : j.literals)
-        if (l.starts_with(header) && l.size() > header.size() && l.find("<|im_end|>") == std::string::npos)
-          t.generation_prefix = l.substr(header.size());
-      t.generation_prompt = has("add_generation_prompt");
+        if (l.starts_with(header) && l.find("<|im_end|>") == std::string::npos) {
+          writes_header = true;
+          if (l.size() > header.size()) t.generation_prefix = l.substr(header.size());
+        }
+      t.generation_prompt = has("add_generation_prompt") ? generation_rule::when_asked : writes_header ? generation_rule::always : generation_rule::never;
       t.bos_first = has("bos_token");
       t.strip_reasoning = literal_has("</think>");
       return t;
@@ -144,7 +150,8 @@ struct chat_template {
   // a filter Jinja (with transformers' tojson) does not have. Not a Jinja parser: what slips through
   // is what a template that renders cannot hold.
   static std::optional<std::string> syntax_problem(std::string_view text) {
-    static constexpr std::string_view blocks[] = {"if", "for", "macro", "call", "filter", "raw", "block", "generation", "set"};
+    static constexpr std::string_view blocks[] = {"if",  "for",        "macro", "call", "filter", "raw",
+                                                  "block", "generation", "set",   "with", "autoescape"};
     static constexpr std::string_view filters[] = {
         "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "filesizeformat", "first",
         "float", "forceescape", "format", "groupby", "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max",
@@ -198,9 +205,9 @@ struct chat_template {
         } else if (std::find(std::begin(blocks), std::end(blocks), word) != std::end(blocks)) {
           open.emplace_back(word, at);
           if (word == "raw") {  // its text is not Jinja
-            const std::size_t end = text.find("endraw", i);
-            if (end == std::string_view::npos) return "{% raw %}" + where + " is never closed";
-            at = end;
+            const std::optional<std::pair<std::size_t, std::size_t>> end = endraw_tag(text, i + 2);
+            if (!end) return "{% raw %}" + where + " is never closed";
+            at = end->second - 1;
             open.pop_back();
             continue;
           }
@@ -208,7 +215,8 @@ struct chat_template {
           if (open.empty() || open.back().first != word.substr(3))
             return "{% " + word + " %}" + where + " closes " + (open.empty() ? std::string("no block") : "{% " + open.back().first + " %} at byte " + std::to_string(open.back().second));
           open.pop_back();
-        } else if ((word == "elif" || word == "else") && (open.empty() || (open.back().first != "if" && open.back().first != "for"))) {
+        } else if ((word == "elif" && (open.empty() || open.back().first != "if")) ||
+                   (word == "else" && (open.empty() || (open.back().first != "if" && open.back().first != "for")))) {
           return "{% " + word + " %}" + where + " is outside an {% if %}";
         }
       }
@@ -319,7 +327,7 @@ struct chat_template {
     return ids;
   }
 
-  void render_chatml(std::span<const chat_message> messages, bool generation, std::vector<piece>& out) const {
+  void render_chatml(std::span<const chat_message> messages, bool asked, std::vector<piece>& out) const {
     const auto turn = [&](const std::string& role, const std::string& content) {
       control(out, "<|im_start|>");
       text(out, role + "\n" + content);
@@ -348,7 +356,7 @@ struct chat_template {
       else
         turn(m.role, std::string(answer));
     }
-    if (generation && generation_prompt) {
+    if (generation_prompt == generation_rule::always || (asked && generation_prompt == generation_rule::when_asked)) {
       control(out, "<|im_start|>");
       text(out, "assistant\n" + generation_prefix);
     }
@@ -488,6 +496,74 @@ struct chat_template {
     return std::string(buf, std::strftime(buf, sizeof buf, "%d %b %Y", &tm));
   }
 
+  // The {% endraw %} tag at or after `from`: where it starts and where it ends (past its "%}").
+  static std::optional<std::pair<std::size_t, std::size_t>> endraw_tag(std::string_view t, std::size_t from) {
+    for (std::size_t at = t.find("{%", from); at != std::string_view::npos; at = t.find("{%", at + 2)) {
+      std::size_t i = at + 2;
+      const auto blanks = [&] {
+        while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) ++i;
+      };
+      if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+      blanks();
+      if (t.substr(i, 6) != "endraw") continue;
+      i += 6;
+      blanks();
+      if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+      if (t.substr(i, 2) == "%}") return std::pair{at, i + 2};
+    }
+    return std::nullopt;
+  }
+
+  // A string literal's text as jinja2 reads it (Python's unicode-escape): \n, \t, \\, \', \xHH,
+  // \uHHHH, \UHHHHHHHH, octal, ...; another escape keeps its backslash.
+  static std::string unescape(std::string_view lit) {
+    std::string out;
+    const auto utf8 = [&](std::uint32_t c) {
+      if (c < 0x80) out += static_cast<char>(c);
+      else if (c < 0x800) out += static_cast<char>(0xC0 | (c >> 6)), out += static_cast<char>(0x80 | (c & 0x3F));
+      else if (c < 0x10000)
+        out += static_cast<char>(0xE0 | (c >> 12)), out += static_cast<char>(0x80 | ((c >> 6) & 0x3F)), out += static_cast<char>(0x80 | (c & 0x3F));
+      else
+        out += static_cast<char>(0xF0 | (c >> 18)), out += static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
+            out += static_cast<char>(0x80 | ((c >> 6) & 0x3F)), out += static_cast<char>(0x80 | (c & 0x3F));
+    };
+    const auto hex = [&](std::size_t at, std::size_t digits) -> std::optional<std::uint32_t> {
+      if (at + digits > lit.size()) return std::nullopt;
+      std::uint32_t v = 0;
+      for (std::size_t k = 0; k < digits; ++k) {
+        const char c = lit[at + k];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return std::nullopt;
+        v = v * 16 + static_cast<std::uint32_t>(d);
+      }
+      return v;
+    };
+    for (std::size_t i = 0; i < lit.size(); ++i) {
+      if (lit[i] != '\\' || i + 1 >= lit.size()) {
+        out += lit[i];
+        continue;
+      }
+      const char c = lit[++i];
+      static constexpr std::string_view from = "\\'\"abfnrtv", to = "\\'\"\a\b\f\n\r\t\v";
+      if (const std::size_t k = from.find(c); k != std::string_view::npos) {
+        out += to[k];
+      } else if (c >= '0' && c <= '7') {
+        std::uint32_t v = 0;
+        std::size_t n = 0;
+        for (; n < 3 && i + n < lit.size() && lit[i + n] >= '0' && lit[i + n] <= '7'; ++n) v = v * 8 + static_cast<std::uint32_t>(lit[i + n] - '0');
+        utf8(v);
+        i += n - 1;
+      } else if (const std::size_t digits = c == 'x' ? 2 : c == 'u' ? 4 : c == 'U' ? 8 : 0; digits && hex(i + 1, digits) && *hex(i + 1, digits) <= 0x10FFFF) {
+        utf8(*hex(i + 1, digits));
+        i += digits;
+      } else {
+        out += '\\';
+        out += c;
+      }
+    }
+    return out;
+  }
+
   // A template's text in two parts: its string literals (escapes read, the text outside tags
   // included) and its code (the tags' text with the literals blanked), comments dropped.
   struct jinja_text {
@@ -516,24 +592,33 @@ struct chat_template {
         at = end == std::string_view::npos ? t.size() : end + 2;
         continue;
       }
+      if (kind == '%') {  // {% raw %} ... {% endraw %}: its text is text
+        std::size_t w = i;
+        while (w < t.size() && (t[w] == '-' || t[w] == '+' || t[w] == ' ' || t[w] == '\t' || t[w] == '\n' || t[w] == '\r')) ++w;
+        std::size_t e = w;
+        while (e < t.size() && std::isalpha(static_cast<unsigned char>(t[e]))) ++e;
+        const std::size_t tag_end = t.find("%}", e);
+        if (t.substr(w, e - w) == "raw" && tag_end != std::string_view::npos) {
+          const auto end = endraw_tag(t, tag_end + 2);
+          const std::size_t stop = end ? end->first : t.size();
+          j.literals.emplace_back(t.substr(tag_end + 2, stop - tag_end - 2));
+          j.raw += t.substr(tag_end + 2, stop - tag_end - 2);
+          at = end ? end->second : t.size();
+          continue;
+        }
+      }
       for (; i + 1 < t.size() && t.substr(i, 2) != closing; ++i) {
         if (t[i] != '\'' && t[i] != '"') {
           j.code += t[i];
           continue;
         }
         const char q = t[i];
-        std::string lit;
-        for (++i; i < t.size() && t[i] != q; ++i) {
-          if (t[i] == '\\' && i + 1 < t.size()) {
-            const char c = t[++i];
-            lit += c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
-          } else {
-            lit += t[i];
-          }
-        }
+        const std::size_t from = i + 1;
+        for (++i; i < t.size() && t[i] != q; ++i)
+          if (t[i] == '\\') ++i;
         j.code += q;
         j.code += q;
-        j.literals.push_back(std::move(lit));
+        j.literals.push_back(unescape(t.substr(from, std::min(i, t.size()) - from)));
       }
       j.code += '\n';
       j.raw += t.substr(tag, std::min(i + 2, t.size()) - tag);

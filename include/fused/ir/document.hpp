@@ -28,6 +28,9 @@ inline constexpr int format_minor = 0;
 // multiply in pairs at most before a size check).
 inline constexpr std::int64_t max_dim = std::int64_t{1} << 31;
 inline constexpr std::int64_t max_integer_attribute = std::int64_t{1} << 31;
+// How deep Conditionals and Loops may sit inside one another: the scheduler walks regions
+// recursively, in time that grows with the cube of the depth (2000 levels took minutes).
+inline constexpr int max_control_depth = 64;
 
 enum class node_type : std::uint8_t { input, call, output, get_attr, conditional, loop, merge };
 

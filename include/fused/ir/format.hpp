@@ -490,11 +490,24 @@ inline read_result from_json(const json& doc) {
 // after any whitespace and a UTF-8 byte-order mark, which some editors write; anything else is read
 // as MessagePack, where those bytes would be a lone integer, no graph either).
 inline read_result parse(std::string_view bytes) {
+  const auto refused = [](std::string why) {
+    read_result r;
+    r.errors.push_back({"graph", "format", std::move(why)});
+    return r;
+  };
+  // UTF-16 and UTF-32 text (their byte-order marks, or ASCII's high zero bytes) is named as such.
+  if (bytes.starts_with("\xFF\xFE") || bytes.starts_with("\xFE\xFF") ||
+      (bytes.size() >= 2 && (bytes[0] == '\0') != (bytes[1] == '\0') && (bytes[0] == '{' || bytes[1] == '{')))
+    return refused("UTF-16 or UTF-32 text; a graph file is UTF-8 JSON or MessagePack");
   if (bytes.starts_with("\xEF\xBB\xBF")) bytes.remove_prefix(3);
   std::size_t first = 0;
   while (first < bytes.size() && (bytes[first] == ' ' || bytes[first] == '\n' || bytes[first] == '\r' || bytes[first] == '\t')) ++first;
-  const bool json_text = first < bytes.size() && (bytes[first] == '{' || bytes[first] == '[' || bytes[first] == '"');
+  if (first == bytes.size()) return refused(bytes.empty() ? "the file is empty" : "the file holds only whitespace");
+  const bool json_text = bytes[first] == '{' || bytes[first] == '[' || bytes[first] == '"';
   const encoding enc = json_text ? encoding::json_text : encoding::msgpack;
+  // nlohmann's lexer ends JSON text at a NUL byte and would not read what follows it.
+  if (const std::size_t nul = bytes.find('\0'); json_text && nul != std::string_view::npos)
+    return refused("not valid JSON: at byte " + std::to_string(nul + 1) + ": a NUL byte (JSON text has none)");  // 1-based, as nlohmann counts
   detail::strict_builder b;
   bool parsed = false;
   try {

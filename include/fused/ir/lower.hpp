@@ -43,7 +43,8 @@ inline std::string report(const std::vector<issue>& issues, std::size_t max_line
 
 namespace detail {
 // The program's steps are the file's Call, Merge and carry nodes in the analysis's order
-// (node_of_step); a message from the builder names steps, and a graph file's reader knows nodes.
+// (node_of_step); a message from the builder or the executor names steps, and a graph file's
+// reader knows nodes.
 inline std::string steps_as_nodes(std::string_view message, const std::vector<std::int64_t>& node_of_step) {
   std::string out;
   auto digit = [&](std::size_t i) { return i < message.size() && message[i] >= '0' && message[i] <= '9'; };
@@ -51,7 +52,7 @@ inline std::string steps_as_nodes(std::string_view message, const std::vector<st
     if (message.substr(i, 5) == "step " && digit(i + 5)) {
       std::size_t j = i + 5, id = 0;
       for (; digit(j) && id < node_of_step.size(); ++j) id = id * 10 + static_cast<std::size_t>(message[j] - '0');
-      if (!digit(j) && id < node_of_step.size()) {
+      if (!digit(j) && id < node_of_step.size() && node_of_step[id] >= 0) {  // -1: a step of no node (a copy)
         out += node_where(node_of_step[id]);
         i = j;
         continue;

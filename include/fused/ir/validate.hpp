@@ -208,14 +208,19 @@ inline void check_control(const document& doc, analysis& an, const slot_map& slo
       }
     }
   }
-  // Parents, and no region inside itself.
+  // Parents, no region inside itself, and no deeper than max_control_depth.
   for (auto& r : an.regions) r.parent = an.region_of[r.control];
   for (std::size_t r = 0; r < an.regions.size(); ++r) {
     std::size_t steps = 0;
     for (int a = an.regions[r].parent; a >= 0 && steps <= an.regions.size(); a = an.regions[static_cast<std::size_t>(a)].parent) ++steps;
-    if (steps > an.regions.size()) {
-      fail(doc.nodes[an.regions[r].control].id, "region", std::string(name_of(doc.nodes[an.regions[r].control].type)) + " is inside its own body (directly or through others)");
-      for (auto& q : an.regions) q.parent = -1;  // so nothing below walks the loop
+    const node& control = doc.nodes[an.regions[r].control];
+    const bool cycle = steps > an.regions.size(), deep = steps >= static_cast<std::size_t>(max_control_depth);
+    if (cycle || deep) {
+      if (cycle) fail(control.id, "region", std::string(name_of(control.type)) + " is inside its own body (directly or through others)");
+      else
+        fail(control.id, "region", std::string(name_of(control.type)) + " sits inside " + std::to_string(steps) +
+                                       " Conditionals and Loops; at most " + std::to_string(max_control_depth) + " may nest");
+      for (auto& q : an.regions) q.parent = -1;  // so nothing below walks the regions
       std::fill(an.region_of.begin(), an.region_of.end(), -1);
       return;
     }
@@ -341,7 +346,11 @@ inline analysis analyze(const document& doc, const ops::registry& reg = ops::reg
     for (const auto& [s, r] : range) {
       bool possible = r.first <= r.second;
       for (const auto& c : doc.constraints)
-        if (possible && c.kind == constraint_kind::divisible && c.by >= 1 && c.symbols[0] == s) possible = (r.first + c.by - 1) / c.by * c.by <= r.second;
+        if (possible && c.kind == constraint_kind::divisible && c.by >= 1 && c.symbols[0] == s) {
+          // The least multiple of `by` at or above the minimum, without overflow: at most the maximum?
+          const std::int64_t rest = r.first % c.by, least_gap = rest == 0 ? 0 : c.by - rest;
+          possible = r.first <= r.second - least_gap;
+        }
       if (!possible) fail("graph", "constraint", "no value of symbol \"" + s + "\" satisfies all its constraints");
     }
   }

@@ -77,6 +77,7 @@ struct c_program {
   decoder::generation_options generation{};   // its options
   std::shared_ptr<const decoder::generation_program> generation_source;  // owns the names its tensors point into
   std::vector<named_output> outputs;  // tensors with role::output, in id order
+  std::vector<std::int64_t> node_of_step;  // a graph file's program: the node of each step id (-1: none); else empty
   std::vector<state_pair> state;      // state feed -> the step result that carries it to the next call
   std::vector<trained_parameter> trained;  // a train step's parameters (emit_train_c.hpp), else none
   std::int64_t train_sequences = 0;         // and its batch: sequences of max_seq tokens each

@@ -29,6 +29,13 @@ inline constexpr const char* support_header = "fused_safetensors.h";
 
 namespace detail {
 
+// How a run-time message names step `id`: its graph file's node where the program came from one
+// (as `fused graph run` says it), else the step.
+inline std::string step_label(const c_program& p, int id) {
+  const auto i = static_cast<std::size_t>(id);
+  return i < p.node_of_step.size() && p.node_of_step[i] >= 0 ? "node " + std::to_string(p.node_of_step[i]) : "step " + std::to_string(id);
+}
+
 FUSED_UNOPTIMIZED inline std::string float_literal(float v) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.9gf", static_cast<double>(v));  // 9 digits: the float round-trips
@@ -146,7 +153,7 @@ FUSED_UNOPTIMIZED inline std::string call_text(const c_program& p, const mode_pl
     const std::string ids = operand(p, m, c.in[0]), vocab = std::to_string(c.sizes.vocab);
     code += "{\n    size_t row_;\n    for (row_ = 0; row_ < (size_t)(" + rows_times(c.rows, dec, 1) + "); ++row_)\n"
             "      if (" + ids + "[row_] < 0 || " + ids + "[row_] >= " + vocab + ") {\n"
-            "        snprintf(m->error, sizeof m->error, \"step " + std::to_string(c.step) + ": token id %ld (row %zu) is outside the embedding table [0, " +
+            "        snprintf(m->error, sizeof m->error, \"" + step_label(p, c.step) + ": token id %ld (row %zu) is outside the embedding table [0, " +
             vocab + ")\", (long)" + ids + "[row_], row_);\n        return -1;\n      }\n  }\n  ";
   }
   std::string invocation = std::string(spec.name) + "(";
@@ -154,7 +161,7 @@ FUSED_UNOPTIMIZED inline std::string call_text(const c_program& p, const mode_pl
   invocation += ")";
   // A kernel that refuses an input out of its range returns nonzero, having written nothing.
   if (spec.refuses)
-    code += "if (" + invocation + ") return " + p.name + "__fail(m, \"" + p.name + ": " + m.mode + " step " + std::to_string(c.step) + " '" +
+    code += "if (" + invocation + ") return " + p.name + "__fail(m, \"" + p.name + ": " + m.mode + " " + step_label(p, c.step) + " '" +
             s.op->name + "' (" + std::string(spec.name) + "): " + spec.refuses + "\");";
   else
     code += invocation + ";";
