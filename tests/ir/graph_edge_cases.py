@@ -215,6 +215,13 @@ for ids in ([0, 4, 1], [0, 100000000, -100000000]):
     message = f"node 2: token id {ids[1]} (row 1) is outside the embedding table [0, 4)"
     check(f"an embed id {ids[1]}: refused by both", cpp == (1, message) and c[:2] == (1, message), f"{cpp} {c}")
 
+# An arena larger than any machine's memory (4 TiB of zeros): named before it is allocated.
+g = graph("huge", [call(1, "zeros", "z", shape=[1048576, 1048576]), out(2, "z")], [(1, 2, 0)])
+rc, _, msg = run([fused, "graph", "run", g, "--inputs", write_tensors(os.path.join(work, "none.safetensors"), {}),
+                  "--out", os.path.join(work, "huge_out.safetensors")])
+check("a 4 TiB arena: refused before allocating", rc == 1 and "its state and activation arena take 4096.0 GiB as bound; this machine has" in msg and
+      not os.path.exists(os.path.join(work, "huge_out.safetensors")), msg)
+
 # State given in the inputs file; a tensor no Input names.
 g = graph("state", [inp(0, "x", [1]), inp(1, "s", [1], state=True), call(2, "add", "s_next"), out(3, "s", carries=1), out(4, "total")],
           [(1, 2, 0), (0, 2, 1), (2, 3, 0), (2, 4, 0)])

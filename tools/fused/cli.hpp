@@ -5,6 +5,7 @@
 // function that runs the command once the command line has parsed.
 #pragma once
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -31,6 +32,13 @@
 #include <fused/io/read_bounded.hpp>
 
 namespace fused::cli {
+
+// The machine's physical memory in bytes (0 where the system does not say): a run that plans past it
+// is named before it allocates (its pages would be zeroed, and the OOM killer would end it).
+inline double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
 
 using runner = std::function<int()>;
 using setup_fn = std::function<runner(CLI::App& sub)>;

@@ -112,7 +112,7 @@ int run_bench(const options& o) {
   // Synthetic weights are made in memory: a config that needs more than the machine has is named,
   // not answered with std::bad_alloc (or the OOM killer) partway through.
   if (o.synthetic) {
-    const auto memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    const double memory = fused::cli::physical_memory_bytes();
     if (memory > 0 && static_cast<double>(rt.weights_bytes()) > memory)
       throw std::runtime_error(fmt::format("{}: its bf16 weights take {:.1f} GiB; this machine has {:.1f} GiB of memory", source,
                                            static_cast<double>(rt.weights_bytes()) / (1 << 30), memory / (1 << 30)));

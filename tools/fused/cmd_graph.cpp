@@ -243,8 +243,12 @@ int run_graph(const run_options& o) {
       throw std::runtime_error(fmt::format("{}: cannot allocate its {} of {} bytes ({:.1f} GiB)", o.graph, what, bytes, static_cast<double>(bytes) / (1 << 30)));
     }
   };
-  fused::runtime::aligned_bytes state = allocate(mem.region_bytes[static_cast<int>(fused::region::state)], "state");
-  fused::runtime::aligned_bytes arena = allocate(mem.arena_bytes(), "activation arena");
+  const std::int64_t state_bytes = mem.region_bytes[static_cast<int>(fused::region::state)], arena_bytes = mem.arena_bytes();
+  if (const double memory = fused::cli::physical_memory_bytes(); memory > 0 && static_cast<double>(state_bytes + arena_bytes) > memory)
+    throw std::runtime_error(fmt::format("{}: its state and activation arena take {:.1f} GiB as bound; this machine has {:.1f} GiB of memory", o.graph,
+                                         static_cast<double>(state_bytes + arena_bytes) / (1 << 30), memory / (1 << 30)));
+  fused::runtime::aligned_bytes state = allocate(state_bytes, "state");
+  fused::runtime::aligned_bytes arena = allocate(arena_bytes, "activation arena");
   const fused::runtime::regions r{weights.table(), state.data(), arena.data()};
   auto bytes_at = [&](const fused::tensor_info& t) {
     const fused::buffer& buf = mem.buffers[static_cast<std::size_t>(t.id)];
