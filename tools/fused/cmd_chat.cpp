@@ -250,7 +250,7 @@ const fused::cli::command chat_cmd{
       app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model")->check(fused::cli::not_empty("give a model directory"));
       app.add_option("--system", o->system, "the system message");
       app.add_option("--chat-template", o->chat_template, "the chat format instead of the model's chat_template")
-          ->check(fused::cli::one_of({"chatml", "llama2", "llama3", "mistral"}));
+          ->check(fused::cli::chat_template_choices());
       app.add_option("-n,--n-predict", o->n, "most tokens in one reply; -1 = until the model ends it or the context is full")
           ->check(integer_in(-1, 1 << 30));
       app.add_option("-c,--ctx", o->ctx, "KV cache positions; 0 = max_position_embeddings, at most 4096 (the default model: its 512)")

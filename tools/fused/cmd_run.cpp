@@ -203,7 +203,7 @@ const fused::cli::command run_cmd{
       auto* chat = app.add_flag("--chat", o->chat, "the prompt is a user message, in the model's chat template; stop at the end of the answer");
       app.add_option("--system", o->system, "the system message of --chat")->needs(chat);
       app.add_option("--chat-template", o->chat_template, "the chat format of --chat instead of the model's chat_template")
-          ->check(fused::cli::one_of({"chatml", "llama2", "llama3", "mistral"}))
+          ->check(fused::cli::chat_template_choices())
           ->needs(chat);
       return [o, prompt, file] {
         if (prompt->count() == 0 && file->count() == 0) throw fused::cli::usage_error("give the prompt: -p/--prompt TEXT or -f/--file PATH");

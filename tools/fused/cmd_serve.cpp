@@ -95,7 +95,7 @@ const fused::cli::command serve_cmd{
       app.add_option("--alias", o->alias, "the model's name in responses and /v1/models; default: the directory's name")
           ->check(fused::cli::not_empty("give a name, or leave --alias out"));
       app.add_option("--chat-template", o->chat_template, "the chat format instead of the model's chat_template")
-          ->check(fused::cli::one_of({"chatml", "llama2", "llama3", "mistral"}));
+          ->check(fused::cli::chat_template_choices());
       app.add_option("--max-body", o->max_body, "largest request body in bytes; larger ones get 413")->check(integer_in(1024, 1LL << 30))->capture_default_str();
       fused::cli::add_sampling_flags(app, o->how);  // the defaults of requests that give none
       app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));

@@ -172,6 +172,17 @@ inline std::string prompt_too_long(std::int64_t prompt, std::int64_t capacity, c
          std::to_string(capacity - 1) + " of them (one more is generated)";
 }
 
+// --chat-template's choices: the formats chat_template::named knows ("chatml|llama2|...").
+inline CLI::Validator chat_template_choices() {
+  std::vector<std::string> names;
+  for (std::string_view rest = io::chat_template::format_names; !rest.empty();) {
+    const std::size_t bar = rest.find('|');
+    names.emplace_back(rest.substr(0, bar));
+    rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
+  }
+  return one_of(std::move(names));
+}
+
 // The chat template: the model's, or the format named by --chat-template.
 inline io::chat_template chat_template_for(const std::filesystem::path& dir, const std::string& flag) {
   if (flag.empty()) return io::chat_template::from_model_dir(dir);
