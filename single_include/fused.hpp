@@ -4822,6 +4822,8 @@ inline std::string dump_plan_json(const nlohmann::ordered_json& doc) {
 // does the rest for each mode (in constant evaluation that half is the cost a second mode adds).
 // The result always goes through verify() (fused/plan/verifier.hpp) before anyone uses it.
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -4842,7 +4844,14 @@ namespace detail {
 struct overlap_lists {
   scratch<int> begin;
   scratch<int> list;
+  std::int64_t pairs = 0;  // overlapping pairs of groups
+  int busiest = -1, busiest_overlaps = 0;  // the group that overlaps the most others, and how many
 };
+
+// Pairs of overlapping lifetimes grow as the square of the values live at once: a graph file whose
+// thousands of Inputs are all read at its end would ask for gigabytes of lists (20,000 of them: 1.6 GB,
+// 10 s). Past this many (the lists' 512 MiB) lifetimes_of stops with an error naming the busiest value.
+inline constexpr std::int64_t max_overlap_pairs = std::int64_t{1} << 26;
 
 constexpr overlap_lists overlaps(const int* first_of, const int* last_of, const int* by_first, std::size_t n) {
   overlap_lists o;
@@ -4867,10 +4876,18 @@ constexpr overlap_lists overlaps(const int* first_of, const int* last_of, const 
   scratch<int> degree(n + 1, 0);
   int* const deg = degree.data();
   int covered = 0;
+  std::int64_t ends = 0;  // list entries: each pair twice
   for (std::size_t i = 0; i < n; ++i) {
     covered += cover[i];
     deg[by_first[i]] = reach[i] - static_cast<int>(i) - 1 + covered;
+    ends += deg[by_first[i]];
+    if (o.busiest < 0 || deg[by_first[i]] > o.busiest_overlaps) {
+      o.busiest = by_first[i];
+      o.busiest_overlaps = deg[by_first[i]];
+    }
   }
+  o.pairs = ends / 2;
+  if (o.pairs > max_overlap_pairs) return o;  // no lists: lifetimes_of refuses the program
   o.begin = scratch<int>(n + 1);
   int at = 0;
   for (std::size_t i = 0; i <= n; ++i) {
@@ -5184,6 +5201,11 @@ constexpr lifetimes lifetimes_of(const program& p) {
     for (std::size_t i = 0; i < ng; ++i) by_birth.data()[i] = by_id.data()[o.data()[i]];
   }
   lt.overlap = detail::overlaps(gfirst, glast, by_birth.data(), ng);
+  if (lt.overlap.pairs > detail::max_overlap_pairs)
+    throw std::length_error("too many values live at once to plan: " + std::to_string(lt.overlap.pairs) +
+                            " pairs of overlapping lifetimes (the planner's limit: " + std::to_string(detail::max_overlap_pairs) +
+                            "); '" + std::string(tensors[head[lt.overlap.busiest]].name.str().view()) + "' alone overlaps " +
+                            std::to_string(lt.overlap.busiest_overlaps) + " others");
   lt.by_birth = std::move(by_birth);
   lt.head = std::move(head_v);
   lt.group_first = std::move(gfirst_v);
@@ -7927,6 +7949,9 @@ inline lowered lower(const document& doc, const analysis& an) {
   auto enter = [&](int analysis_region) { b.set_region(analysis_region < 0 ? -1 : region_in_builder[static_cast<std::size_t>(analysis_region)]); };
   std::vector<std::pair<tensor_id, std::size_t>> carries;  // a loop carry's value, and the node of its next value
   std::map<std::size_t, tensor_id> feed_copy;               // an Output node of a feed -> the feed's copy
+  std::vector<std::vector<std::size_t>> outputs_of_feed(doc.nodes.size());  // a node -> the plain Outputs of it, in file order
+  for (std::size_t o = 0; o < doc.nodes.size(); ++o)
+    if (doc.nodes[o].type == node_type::output && !doc.nodes[o].carries) outputs_of_feed[an.operands[o][0]].push_back(o);
   for (const std::size_t i : an.order) {
     const node& nd = doc.nodes[i];
     const tensor_info* t = an.types[i] ? &*an.types[i] : nullptr;
@@ -7967,12 +7992,11 @@ inline lowered lower(const document& doc, const analysis& an) {
         // An Output of the feed as it is gets bytes of its own, a copy made first (before any step
         // could update a state in place): the feed keeps its role and its bytes (the caller's
         // inputs, the weights, the state), which an output's would take over.
-        for (std::size_t o = 0; o < doc.nodes.size(); ++o)
-          if (doc.nodes[o].type == node_type::output && !doc.nodes[o].carries && an.operands[o][0] == i) {
-            feed_copy[o] = b.apply(control::copy_apart, {tensor_of[i]}, {}, keep(doc.nodes[o].name));
-            node_of_step.push_back(doc.nodes[o].id);
-            if (!b.peek().ok()) throw graph_error(node_where(doc.nodes[o].id) + ": " + to_string(b.peek().message));
-          }
+        for (const std::size_t o : outputs_of_feed[i]) {
+          feed_copy[o] = b.apply(control::copy_apart, {tensor_of[i]}, {}, keep(doc.nodes[o].name));
+          node_of_step.push_back(doc.nodes[o].id);
+          if (!b.peek().ok()) throw graph_error(node_where(doc.nodes[o].id) + ": " + to_string(b.peek().message));
+        }
         break;
       case node_type::call: {
         tensor_id in[max_inputs]{};

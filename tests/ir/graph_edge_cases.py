@@ -222,6 +222,16 @@ rc, _, msg = run([fused, "graph", "run", g, "--inputs", write_tensors(os.path.jo
 check("a 4 TiB arena: refused before allocating", rc == 1 and "its state and activation arena take 4096.0 GiB as bound; this machine has" in msg and
       not os.path.exists(os.path.join(work, "huge_out.safetensors")), msg)
 
+# 12,000 Inputs, each live from the call's start to the add that reads it: 72 million pairs of
+# overlapping lifetimes, past the planner's limit (2^26); refused with a sentence, not ~0.6 GB of lists.
+n = 12000
+wide = [inp(i, f"x{i}", [4]) for i in range(n)] + [call(n + i, "add", f"a{i}") for i in range(1, n)] + [out(2 * n, "sum")]
+wide_edges = [(0 if i == 1 else n + i - 1, n + i, 0) for i in range(1, n)] + [(i, n + i, 1) for i in range(1, n)] + [(2 * n - 1, 2 * n, 0)]
+g = graph("many_live", wide, wide_edges)
+rc, _, msg = run([fused, "plan", "--graph", g, "--mode", "prefill"])
+check("12,000 values live at once: refused by the planner, naming one", rc == 1 and "too many values live at once to plan: " in msg and
+      "'x0' alone overlaps" in msg, msg)
+
 # State given in the inputs file; a tensor no Input names.
 g = graph("state", [inp(0, "x", [1]), inp(1, "s", [1], state=True), call(2, "add", "s_next"), out(3, "s", carries=1), out(4, "total")],
           [(1, 2, 0), (0, 2, 1), (2, 3, 0), (2, 4, 0)])

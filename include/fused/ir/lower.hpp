@@ -80,6 +80,9 @@ inline lowered lower(const document& doc, const analysis& an) {
   auto enter = [&](int analysis_region) { b.set_region(analysis_region < 0 ? -1 : region_in_builder[static_cast<std::size_t>(analysis_region)]); };
   std::vector<std::pair<tensor_id, std::size_t>> carries;  // a loop carry's value, and the node of its next value
   std::map<std::size_t, tensor_id> feed_copy;               // an Output node of a feed -> the feed's copy
+  std::vector<std::vector<std::size_t>> outputs_of_feed(doc.nodes.size());  // a node -> the plain Outputs of it, in file order
+  for (std::size_t o = 0; o < doc.nodes.size(); ++o)
+    if (doc.nodes[o].type == node_type::output && !doc.nodes[o].carries) outputs_of_feed[an.operands[o][0]].push_back(o);
   for (const std::size_t i : an.order) {
     const node& nd = doc.nodes[i];
     const tensor_info* t = an.types[i] ? &*an.types[i] : nullptr;
@@ -120,12 +123,11 @@ inline lowered lower(const document& doc, const analysis& an) {
         // An Output of the feed as it is gets bytes of its own, a copy made first (before any step
         // could update a state in place): the feed keeps its role and its bytes (the caller's
         // inputs, the weights, the state), which an output's would take over.
-        for (std::size_t o = 0; o < doc.nodes.size(); ++o)
-          if (doc.nodes[o].type == node_type::output && !doc.nodes[o].carries && an.operands[o][0] == i) {
-            feed_copy[o] = b.apply(control::copy_apart, {tensor_of[i]}, {}, keep(doc.nodes[o].name));
-            node_of_step.push_back(doc.nodes[o].id);
-            if (!b.peek().ok()) throw graph_error(node_where(doc.nodes[o].id) + ": " + to_string(b.peek().message));
-          }
+        for (const std::size_t o : outputs_of_feed[i]) {
+          feed_copy[o] = b.apply(control::copy_apart, {tensor_of[i]}, {}, keep(doc.nodes[o].name));
+          node_of_step.push_back(doc.nodes[o].id);
+          if (!b.peek().ok()) throw graph_error(node_where(doc.nodes[o].id) + ": " + to_string(b.peek().message));
+        }
         break;
       case node_type::call: {
         tensor_id in[max_inputs]{};

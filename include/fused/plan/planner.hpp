@@ -24,6 +24,8 @@
 // The result always goes through verify() (fused/plan/verifier.hpp) before anyone uses it.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -46,7 +48,14 @@ namespace detail {
 struct overlap_lists {
   scratch<int> begin;
   scratch<int> list;
+  std::int64_t pairs = 0;  // overlapping pairs of groups
+  int busiest = -1, busiest_overlaps = 0;  // the group that overlaps the most others, and how many
 };
+
+// Pairs of overlapping lifetimes grow as the square of the values live at once: a graph file whose
+// thousands of Inputs are all read at its end would ask for gigabytes of lists (20,000 of them: 1.6 GB,
+// 10 s). Past this many (the lists' 512 MiB) lifetimes_of stops with an error naming the busiest value.
+inline constexpr std::int64_t max_overlap_pairs = std::int64_t{1} << 26;
 
 constexpr overlap_lists overlaps(const int* first_of, const int* last_of, const int* by_first, std::size_t n) {
   overlap_lists o;
@@ -71,10 +80,18 @@ constexpr overlap_lists overlaps(const int* first_of, const int* last_of, const 
   scratch<int> degree(n + 1, 0);
   int* const deg = degree.data();
   int covered = 0;
+  std::int64_t ends = 0;  // list entries: each pair twice
   for (std::size_t i = 0; i < n; ++i) {
     covered += cover[i];
     deg[by_first[i]] = reach[i] - static_cast<int>(i) - 1 + covered;
+    ends += deg[by_first[i]];
+    if (o.busiest < 0 || deg[by_first[i]] > o.busiest_overlaps) {
+      o.busiest = by_first[i];
+      o.busiest_overlaps = deg[by_first[i]];
+    }
   }
+  o.pairs = ends / 2;
+  if (o.pairs > max_overlap_pairs) return o;  // no lists: lifetimes_of refuses the program
   o.begin = scratch<int>(n + 1);
   int at = 0;
   for (std::size_t i = 0; i <= n; ++i) {
@@ -388,6 +405,11 @@ constexpr lifetimes lifetimes_of(const program& p) {
     for (std::size_t i = 0; i < ng; ++i) by_birth.data()[i] = by_id.data()[o.data()[i]];
   }
   lt.overlap = detail::overlaps(gfirst, glast, by_birth.data(), ng);
+  if (lt.overlap.pairs > detail::max_overlap_pairs)
+    throw std::length_error("too many values live at once to plan: " + std::to_string(lt.overlap.pairs) +
+                            " pairs of overlapping lifetimes (the planner's limit: " + std::to_string(detail::max_overlap_pairs) +
+                            "); '" + std::string(tensors[head[lt.overlap.busiest]].name.str().view()) + "' alone overlaps " +
+                            std::to_string(lt.overlap.busiest_overlaps) + " others");
   lt.by_birth = std::move(by_birth);
   lt.head = std::move(head_v);
   lt.group_first = std::move(gfirst_v);
