@@ -15981,6 +15981,22 @@ class trainer {
     detail::bound_program& p = keeper();
     return p.floats(p.plan.prog.parameters.at(k).value);
   }
+  // The first parameter, or the first f32 state tensor (parameters and the optimizer's state), that
+  // holds a value that is not finite, as a sentence naming it; empty when all are finite. A run
+  // checks its last update with these: no later loss would show it.
+  std::string first_non_finite_parameter() {
+    detail::bound_program& p = keeper();
+    for (const auto& parameter : p.plan.prog.parameters)
+      if (std::string bad = non_finite_in(p, parameter.value); !bad.empty()) return bad;
+    return {};
+  }
+  std::string first_non_finite_state() {
+    detail::bound_program& p = keeper();
+    for (const tensor_info& t : p.plan.prog.tensors)
+      if (t.kind == role::state && t.is_feed && t.type == dtype::f32)
+        if (std::string bad = non_finite_in(p, t.id); !bad.empty()) return bad;
+    return {};
+  }
   std::span<const float> gradient(std::size_t k) const {
     if (update_) {
       const std::size_t n = static_cast<std::size_t>(step_.plan.prog.tensor(step_.plan.prog.parameters.at(k).value).shp.elements(step_.plan.mem.bind));
@@ -16074,6 +16090,17 @@ class trainer {
   }
 
  private:
+  // What first_non_finite_* says of tensor t: "tensor "x" holds NaN at element i (b of n values are
+  // not finite)", as fused_safetensors.h's fst_first_non_finite_f32 says it in the generated C.
+  static std::string non_finite_in(detail::bound_program& p, tensor_id t) {
+    const std::span<const float> values = p.floats(t);
+    std::size_t bad = 0, first = 0;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]) && bad++ == 0) first = i;
+    if (!bad) return {};
+    return fmt::format("tensor \"{}\" holds {} at element {} ({} of {} values are not finite)", to_string(p.plan.prog.tensor(t).name.str()),
+                       std::isnan(values[first]) ? "NaN" : "an infinity", first, bad, values.size());
+  }
   static bool sharded(const data_parallel& p) { return p.micro_batches > 1 || (p.ranks != nullptr && p.ranks->ranks() > 1); }
   static batch_shape sharded_shape(batch_shape whole, const data_parallel& p) {
     if (!sharded(p)) return whole;

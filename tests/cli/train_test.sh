@@ -94,4 +94,28 @@ grep -q '"dtype": "bfloat16"' "$tmp/f/config.json" || { echo "the trained copy's
 "$fused" train -m "$model" --data "$tmp/latin1.txt" --seq 64 --batch 4 --steps 1 --threads 2 --out "$tmp/l" 2>"$tmp/err"
 grep -q "latin1.txt is not UTF-8 text: 3 byte sequences are not (the first at byte $(($(wc -c < "$data") + 3)))" "$tmp/err" ||
   { echo "train of text that is not UTF-8:"; cat "$tmp/err"; exit 1; }
+# A last update past f32's range (lr and weight decay 1000) leaves every loss finite but the
+# parameters NaN: train in place stops, exit 1, and the model it was given is left as it was (it had
+# written the NaN checkpoint over it, exit 0); train-step refuses the same update.
+cp -r "$model" "$tmp/inplace"
+sum_before=$(cat "$tmp/inplace"/* | cksum)
+if "$fused" train -m "$tmp/inplace" --data "$data" --seq 16 --batch 1 --steps 2 --lr 1000 --weight-decay 1000 --min-lr-ratio 1 --threads 2 \
+    --out "$tmp/inplace" 2>"$tmp/err"; then echo "train of an overflowing update exited 0"; exit 1; fi
+grep -q "step 2: the update made the model overflow: tensor .* holds NaN at element" "$tmp/err" && [ "$(cat "$tmp/inplace"/* | cksum)" = "$sum_before" ] ||
+  { echo "train, an overflowing last update:"; cat "$tmp/err"; ls -la "$tmp/inplace"; exit 1; }
+# One step overflows a key bias of 1.7e35 (x (1 - lr x weight decay)) while the loss stays finite.
+python3 - "$tmp/big/model.safetensors" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(n))
+    f.seek(8 + n + header["model.layers.0.self_attn.k_proj.bias"]["data_offsets"][0])
+    f.write(struct.pack("<H", 0x7A00))
+PY
+"$fused" train-step -m "$tmp/big" --tokens 1,2,3,4,5,6,7,8 --out "$tmp/step.safetensors" 2>/dev/null
+rm "$tmp/step.safetensors"
+if "$fused" train-step -m "$tmp/big" --tokens 1,2,3,4,5,6,7,8 --lr 1000 --weight-decay 1000 --out "$tmp/step.safetensors" 2>"$tmp/err"; then
+  echo "train-step of an overflowing update exited 0"; exit 1; fi
+grep -q 'the update made the model overflow: tensor "model.layers.0.self_attn.k_proj.bias" holds an infinity at element 0' "$tmp/err" &&
+  [ ! -e "$tmp/step.safetensors" ] || { echo "train-step, an overflowing update:"; cat "$tmp/err"; exit 1; }
 echo ok

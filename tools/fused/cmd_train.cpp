@@ -103,6 +103,10 @@ int train_step(const options& o, fused::cli::launch& l) {
   // its NaN gradients and parameters are not results to write.
   if (!std::isfinite(loss))
     throw std::runtime_error("the loss is " + std::to_string(loss) + ": every weight is finite, so an activation overflowed; nothing written");
+  // A finite loss can still leave an update past f32's range (an RMSNorm maps an infinity to 0):
+  // the parameters written as `after.*` must be finite too.
+  if (const std::string bad = t.first_non_finite_parameter(); !bad.empty())
+    throw std::runtime_error("the update made the model overflow: " + bad + "; try a smaller --lr; nothing written");
   const std::size_t n = t.prog().parameters.size();
   std::vector<std::vector<float>> grads(n), after(n);
   for (std::size_t k = 0; k < n; ++k) {
@@ -264,9 +268,9 @@ int train(const train_options& o, fused::cli::launch& l) {
     t.resume(fs::path(o.resume) / "train_state.safetensors");
   }
   const long long first = t.steps_taken();
-  if (first + o.steps > INT32_MAX)  // the step count the state carries is an i32
+  if (first + o.steps >= INT32_MAX)  // the step count the state carries is an i32, and a state must be able to take a step more (resume)
     throw fused::cli::usage_error("--steps " + std::to_string(o.steps) + ": the state is at step " + std::to_string(first) +
-                                  ", and it counts steps up to 2^31 - 1 = " + std::to_string(INT32_MAX));
+                                  ", and it counts steps up to 2^31 - 2 = " + std::to_string(INT32_MAX - 1));
   if (speaks && t.layout().micro_batches > 1)
     std::fprintf(stderr, "fused train: each step in %lld micro-batches of %lld sequences over %d rank%s, gradients summed in a fixed tree\n",
                  static_cast<long long>(t.layout().micro_batches), o.batch / static_cast<long long>(t.layout().micro_batches), l.count(), l.count() == 1 ? "" : "s");
@@ -312,6 +316,11 @@ int train(const train_options& o, fused::cli::launch& l) {
     }
   }
 
+  // The last step's update is seen by no later loss: the state written must be finite, as --resume
+  // requires (a NaN checkpoint written over the model in place would lose it).
+  if (const std::string bad = t.first_non_finite_state(); !bad.empty())
+    throw std::runtime_error("step " + std::to_string(first + o.steps) + ": the update made the model overflow: " + bad +
+                             " (try a smaller --lr); nothing written");
   if (!speaks) return 0;
   // Every file is written beside its name first and renamed over it once all are: training over a
   // checkpoint in place (--out = --model or --resume) keeps the old one whole if a write fails.

@@ -49,7 +49,7 @@ FUSED_UNOPTIMIZED inline std::string emit_train_main(const c_program& p, std::st
                   " * (model.safetensors or an index of shards; BF16, F16 or F32, taken exactly as f32) or one file. */\n";
   // fk_kernels.h for FK_IGNORE_LABEL only: the kernels run in <name>.c, whose thread count
   // <name>_set_threads sets (C kernels keep their state per translation unit).
-  c += "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n#include \"" + n + ".h\"\n#include \"" + support_header +
+  c += "#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n#include \"" + n + ".h\"\n#include \"" + support_header +
        "\"\n#include \"fk_kernels.h\"\n\n";
   for (const auto& [k, v] : config_fields(p.cfg)) c += "#define " + P + "_" + upper_ident(k) + " " + v + "\n";
   c += "#define " + P + "_SEQUENCES " + std::to_string(p.train_sequences) + "\n#define " + P + "_TOKENS " + std::to_string(p.max_seq) + "\n\n";
@@ -138,11 +138,21 @@ static unsigned char* aligned_region(size_t bytes) {
        "  if (fst_first_non_finite_f32(checkpoint, PARAMETERS, m.state, err, sizeof err)) {\n"
        "    fprintf(stderr, \"" + n + ": %s: cannot train from weights that are not finite: %s\\n\", model, err);\n    return 1;\n  }\n"
        "  if (step(&m, ids, labels, lr, &loss)) {\n    fprintf(stderr, \"%s\\n\", m.error);\n    return 1;\n  }\n"
+       "  /* As fused train-step: a loss that is not finite, or an update past f32's range, is not written. */\n"
+       "  if (!isfinite(loss)) {\n"
+       "    fprintf(stderr, \"" + n + ": the loss is %f: every weight is finite, so an activation overflowed; nothing written\\n\", (double)loss);\n"
+       "    return 1;\n  }\n"
+       "  if (fst_first_non_finite_f32(checkpoint, PARAMETERS, m.state, err, sizeof err)) {\n"
+       "    fprintf(stderr, \"" + n + ": the update made the model overflow: %s; try a smaller --lr; nothing written\\n\", err);\n    return 1;\n  }\n"
        "  for (k = 0; k < PARAMETERS; ++k) {\n"
        "    memcpy(kept[2 * k], m.arena + parameters[k].gradient, parameters[k].elements * sizeof(float));\n"
        "    memcpy(kept[2 * k + 1], m.state + parameters[k].value, parameters[k].elements * sizeof(float));\n  }\n"
        "  /* This call's loss is the updated parameters'; its own update is not kept. */\n"
        "  if (step(&m, ids, labels, lr, &loss_after)) {\n    fprintf(stderr, \"%s\\n\", m.error);\n    return 1;\n  }\n"
+       "  if (!isfinite(loss_after)) {\n"
+       "    fprintf(stderr, \"" + n + ": the loss after the step is %f (the loss before it was %f): the update made the model overflow; \"\n"
+       "                    \"try a smaller --lr; nothing written\\n\", (double)loss_after, (double)loss);\n"
+       "    return 1;\n  }\n"
        "  memset(outs, 0, sizeof outs);\n"
        "  outs[0].name = \"loss\";\n  outs[0].dtype = \"F32\";\n  outs[0].rank = 1;\n  outs[0].shape[0] = 1;\n  outs[0].data = &loss;\n"
        "  outs[0].bytes = sizeof loss;\n"
