@@ -118,4 +118,16 @@ if "$fused" train-step -m "$tmp/big" --tokens 1,2,3,4,5,6,7,8 --lr 1000 --weight
   echo "train-step of an overflowing update exited 0"; exit 1; fi
 grep -q 'the update made the model overflow: tensor "model.layers.0.self_attn.k_proj.bias" holds an infinity at element 0' "$tmp/err" &&
   [ ! -e "$tmp/step.safetensors" ] || { echo "train-step, an overflowing update:"; cat "$tmp/err"; exit 1; }
+# Ctrl-C stops the run after the step in progress, writes what the steps so far made (--resume goes
+# on from it) and exits 130 (before: killed, --out left behind empty).
+"$fused" train -m "$model" --data "$data" --seq 16 --batch 1 --steps 1000000 --log-every 1 --threads 1 --out "$tmp/int" 2>"$tmp/int_log" &
+pid=$!
+i=0
+while ! grep -q '^step' "$tmp/int_log" && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+kill -INT $pid
+wait $pid && rc=0 || rc=$?
+steps=$(sed -n 's/^fused train: interrupted after step \([0-9]*\) of 1000000: writing what it made$/\1/p' "$tmp/int_log")
+[ "$rc" = 130 ] && [ -n "$steps" ] && [ -s "$tmp/int/train_state.safetensors" ] || { echo "train, interrupted: exit $rc"; cat "$tmp/int_log"; exit 1; }
+"$fused" train -m "$tmp/int" --resume "$tmp/int" --data "$data" --seq 16 --batch 1 --steps 1 --threads 1 --out "$tmp/int2" 2>"$tmp/int_log2"
+grep -q "^step $(printf '%6d' $((steps + 1))) " "$tmp/int_log2" || { echo "resume after an interrupt at step $steps:"; cat "$tmp/int_log2"; exit 1; }
 echo ok

@@ -5,10 +5,12 @@
 // function that runs the command once the command line has parsed.
 #pragma once
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -326,5 +328,42 @@ inline void require_out_elsewhere(std::string_view flag, const std::string& out,
     }
   }
 }
+
+// ---- Ctrl-C ----
+// While an interrupt_scope lives, SIGINT (and SIGTERM where asked) sets `interrupted` to the signal's
+// number instead of ending the process: the command stops where it chooses (run after a token, chat
+// at the end of a reply, train after a step). An atomic, not a volatile sig_atomic_t: the signal may
+// land on any thread (OpenMP's workers too).
+inline std::atomic<int> interrupted{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
+extern "C" inline void on_interrupt_signal(int signal) { interrupted.store(signal, std::memory_order_relaxed); }
+
+struct interrupt_options {
+  bool sigterm_too = false;   // SIGTERM stops the command as SIGINT does
+  bool second_ends = true;    // the handler resets itself: a second signal ends the process
+  bool restart_reads = true;  // SA_RESTART: a blocking read or write goes on (false: it fails with EINTR, as chat's line reader wants)
+};
+class interrupt_scope {
+ public:
+  explicit interrupt_scope(interrupt_options o = {}) : sigterm_too_(o.sigterm_too) {
+    interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt_signal;
+    sa.sa_flags = (o.second_ends ? SA_RESETHAND : 0) | (o.restart_reads ? SA_RESTART : 0);
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    if (sigterm_too_) sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~interrupt_scope() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    if (sigterm_too_) sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  interrupt_scope(const interrupt_scope&) = delete;
+  interrupt_scope& operator=(const interrupt_scope&) = delete;
+
+ private:
+  bool sigterm_too_;
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
 }  // namespace fused::cli

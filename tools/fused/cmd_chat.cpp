@@ -32,24 +32,6 @@ struct options {
   bool context_shift = false;
 };
 
-// Ctrl-C sets the flag and interrupts a blocking read (no SA_RESTART): the reply loop stops at the
-// next token, the line reader starts a new line. The process is never ended by it.
-std::atomic<int> g_interrupted{0};
-extern "C" void on_chat_interrupt(int) { g_interrupted.store(1, std::memory_order_relaxed); }
-
-struct interrupt_scope {
-  struct sigaction old {};
-  interrupt_scope() {
-    struct sigaction sa {};
-    sa.sa_handler = on_chat_interrupt;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
-  }
-  ~interrupt_scope() { sigaction(SIGINT, &old, nullptr); }
-  interrupt_scope(const interrupt_scope&) = delete;
-  interrupt_scope& operator=(const interrupt_scope&) = delete;
-};
-
 // One line of standard input without its newline; nullopt at end of input. On a terminal, Ctrl-C
 // drops the line typed so far and shows the prompt again.
 std::optional<std::string> read_line(bool terminal) {
@@ -64,7 +46,7 @@ std::optional<std::string> read_line(bool terminal) {
     }
     if (got == 0) return line.empty() ? std::nullopt : std::optional<std::string>(line);
     if (errno != EINTR) return std::nullopt;
-    if (g_interrupted.exchange(0) && terminal) {
+    if (interrupted.exchange(0) && terminal) {
       line.clear();
       std::fputs("\n> ", stdout);
       std::fflush(stdout);
@@ -119,7 +101,7 @@ class conversation {
       }
       ids = tmpl_.encode(l_.tok, messages_);
     }
-    g_interrupted = 0;
+    interrupted = 0;
     auto start = clock_type::now();
     std::size_t reused = 0;
     std::span<const float> logits = slot_.feed(*l_.model, ids, &reused);
@@ -132,7 +114,7 @@ class conversation {
     std::size_t decode_calls = 0, prefilled_again = 0;
     const char* ended = nullptr;
     std::vector<std::int32_t> history(ids);  // the prompt, then the reply: the repetition penalty's window
-    while (!g_interrupted && o_.n != 0) {
+    while (!interrupted && o_.n != 0) {
       const std::int32_t next = sampler_.next(logits, history);
       if (std::find(stop_.begin(), stop_.end(), next) != stop_.end()) break;
       reply.push_back(next);
@@ -170,11 +152,11 @@ class conversation {
     messages_.push_back({"assistant", l_.tok.decode(reply)});
     if (ended) std::fprintf(stderr, "[fused] reply stopped: %s\n", ended);
     std::fprintf(stderr, "[fused] turn %d: %sprefill %zu tokens (%zu reused from the cache), %.1f tok/s | generated %zu tokens, %.1f tok/s%s | context %lld of %lld\n",
-                 turn_, g_interrupted ? "interrupted | " : "", prefilled, reused, prefill_s > 0 ? static_cast<double>(prefilled) / prefill_s : 0.0,
+                 turn_, interrupted ? "interrupted | " : "", prefilled, reused, prefill_s > 0 ? static_cast<double>(prefilled) / prefill_s : 0.0,
                  reply.size(), decode_calls && decode_s > 0 ? static_cast<double>(decode_calls) / decode_s : 0.0,
                  prefilled_again ? (" | context shifted, " + std::to_string(prefilled_again) + " tokens run again").c_str() : "",
                  static_cast<long long>(slot_.position()), static_cast<long long>(capacity));
-    g_interrupted = 0;
+    interrupted = 0;
     return true;
   }
 
@@ -212,14 +194,16 @@ int chat(const options& o) {
                o.how.temp > 0 ? (", seed " + std::to_string(seed)).c_str() : "");
   if (terminal) std::fprintf(stderr, "[fused] /reset starts again, /exit or Ctrl-D ends, Ctrl-C stops a reply\n");
   conversation c(l, std::move(tmpl), o, seed);
-  interrupt_scope ctrl_c;
+  // Ctrl-C sets the flag and interrupts a blocking read (no SA_RESTART): the reply loop stops at the
+  // next token, the line reader starts a new line. The process is never ended by it.
+  interrupt_scope ctrl_c({.second_ends = false, .restart_reads = false});
   int unanswered = 0;
   for (;;) {
     if (terminal) {
       std::fputs("> ", stdout);
       std::fflush(stdout);
     }
-    g_interrupted = 0;
+    interrupted = 0;
     std::optional<std::string> line = read_line(terminal);
     if (!line) break;
     if (!line->empty() && line->back() == '\r') line->pop_back();  // CRLF input: the line, not its '\r'

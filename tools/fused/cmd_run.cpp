@@ -44,27 +44,6 @@ struct timing {
   bool interrupted = false;
 };
 
-// Ctrl-C asks generation to stop; the handler resets itself, so a second Ctrl-C ends the process.
-// An atomic, not a volatile sig_atomic_t: the signal may land on any thread (OpenMP's workers too).
-std::atomic<int> g_interrupted{0};
-static_assert(std::atomic<int>::is_always_lock_free, "a signal handler may only touch lock-free atomics");
-extern "C" void on_interrupt(int) { g_interrupted.store(1, std::memory_order_relaxed); }
-
-struct interrupt_scope {
-  struct sigaction old {};
-  interrupt_scope() {
-    g_interrupted = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;  // SA_RESTART: a write to a pipe is not cut short by EINTR
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
-  }
-  ~interrupt_scope() { sigaction(SIGINT, &old, nullptr); }
-  interrupt_scope(const interrupt_scope&) = delete;
-  interrupt_scope& operator=(const interrupt_scope&) = delete;
-};
-
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 // The generation loop, the same for the static and the run-time model.
@@ -77,7 +56,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   fused::cli::sampler draw(o.how, seed, V, weights);
   std::vector<std::int32_t> history(prompt);  // what the repetition penalty looks back on
   fused::io::tokenizer::stream_decoder out(tok);
-  interrupt_scope ctrl_c;
+  interrupt_scope ctrl_c;  // Ctrl-C asks generation to stop; a second one ends the process
   if (o.how.temp > 0 && !o.seed) std::fprintf(stderr, "[fused] seed %llu\n", static_cast<unsigned long long>(seed));  // every check has passed
 
   auto start = clock_type::now();
@@ -85,7 +64,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   {
     // Chunk by chunk (as prefill itself would) so that a long prompt shows its progress.
     fused::cli::progress bar("prefill", "tokens", static_cast<double>(prompt.size()));
-    for (std::size_t at = 0; at < prompt.size() && !g_interrupted; at += static_cast<std::size_t>(chunk)) {
+    for (std::size_t at = 0; at < prompt.size() && !interrupted; at += static_cast<std::size_t>(chunk)) {
       const std::size_t len = std::min(prompt.size() - at, static_cast<std::size_t>(chunk));
       logits = m.prefill(std::span(prompt).subspan(at, len));
       bar.update(static_cast<double>(at + len));
@@ -93,7 +72,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
   }
   t.prefill_s = seconds_since(start);
   start = clock_type::now();
-  for (long long i = 0; i < o.n && !g_interrupted; ++i) {
+  for (long long i = 0; i < o.n && !interrupted; ++i) {
     const std::int32_t next = draw.next(logits, history);
     if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
     history.push_back(next);
@@ -112,7 +91,7 @@ timing generate(Model& m, const fused::io::tokenizer& tok, const std::vector<std
     ++t.decode_calls;
   }
   t.decode_s = seconds_since(start);
-  t.interrupted = g_interrupted != 0;
+  t.interrupted = interrupted != 0;
   const std::string rest = out.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -291,7 +293,13 @@ int train(const train_options& o, fused::cli::launch& l) {
   std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch) * S);
   double window_loss = 0, window_seconds = 0;
   long long window_steps = 0;
-  for (long long step = first; step < first + o.steps; ++step) {
+  // Ctrl-C or SIGTERM stops the run after the step in progress and writes what the steps so far made
+  // (--resume goes on from it), exit 128 + the signal; a second signal ends the process. Ranks of a
+  // data-parallel run would stop at different steps, each waiting on the others: they keep the default.
+  std::optional<fused::cli::interrupt_scope> stop;
+  if (l.count() == 1) stop.emplace(fused::cli::interrupt_options{.sigterm_too = true});
+  long long last = first + o.steps;  // one past the last step taken
+  for (long long step = first; step < last; ++step) {
     for (long long b = 0; b < o.batch; ++b) {
       const std::size_t at = next_start();
       std::copy_n(corpus.begin() + static_cast<std::ptrdiff_t>(at), S, ids.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * S));
@@ -307,7 +315,8 @@ int train(const train_options& o, fused::cli::launch& l) {
                                "; nothing written");
     window_loss += loss;
     ++window_steps;
-    if (window_steps == o.log_every || step + 1 == first + o.steps) {
+    if (fused::cli::interrupted) last = step + 1;
+    if (window_steps == o.log_every || step + 1 == last) {
       if (speaks)
         std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.0f tok/s\n", step + 1, window_loss / static_cast<double>(window_steps), lr,
                    static_cast<double>(window_steps * o.batch * o.sequence) / window_seconds);
@@ -316,10 +325,14 @@ int train(const train_options& o, fused::cli::launch& l) {
     }
   }
 
+  const int signal = fused::cli::interrupted;
+  if (signal && speaks)
+    std::fprintf(stderr, "fused train: %s after step %lld of %lld: writing what it made\n", signal == SIGTERM ? "SIGTERM" : "interrupted",
+                 last, first + o.steps);
   // The last step's update is seen by no later loss: the state written must be finite, as --resume
   // requires (a NaN checkpoint written over the model in place would lose it).
   if (const std::string bad = t.first_non_finite_state(); !bad.empty())
-    throw std::runtime_error("step " + std::to_string(first + o.steps) + ": the update made the model overflow: " + bad +
+    throw std::runtime_error("step " + std::to_string(last) + ": the update made the model overflow: " + bad +
                              " (try a smaller --lr); nothing written");
   if (!speaks) return 0;
   // Every file is written beside its name first and renamed over it once all are: training over a
@@ -343,7 +356,7 @@ int train(const train_options& o, fused::cli::launch& l) {
   for (const auto& f : files) f->commit();
   made.keep();
   std::fprintf(stderr, "fused train: wrote %s (model.safetensors, bf16; train_state.safetensors, f32, for --resume)\n", out.string().c_str());
-  return 0;
+  return signal ? 128 + signal : 0;  // as a shell reports a process the signal ended
 }
 
 int run_train(const train_options& o) {
