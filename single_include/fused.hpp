@@ -6991,7 +6991,10 @@ inline read_result from_json(const json& doc) {
   if (!version) return out;
   const auto dot = version->find('.');
   const std::string major = version->substr(0, dot);
-  if (major != std::to_string(format_major) || dot == std::string::npos || dot + 1 == version->size()) {
+  // "MAJOR.MINOR", the minor a number: a later minor version reads as this one, anything else is not a version.
+  const bool minor_is_number = dot != std::string::npos && dot + 1 < version->size() && version->size() - dot - 1 <= 9 &&
+                               version->find_first_not_of("0123456789", dot + 1) == std::string::npos;
+  if (major != std::to_string(format_major) || !minor_is_number) {
     r.fail("graph", "version", "version \"" + *version + "\" is not one this reader knows (it reads " + std::to_string(format_major) + ".x)");
     return out;
   }

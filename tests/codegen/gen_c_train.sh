@@ -62,6 +62,11 @@ if "$work/train_step" --model "$model" --tokens 1,2,3 --out "$work/bad.safetenso
   echo "the generated train step took 3 tokens"; exit 1
 fi
 grep -q "takes $((seq * batch)) ids" "$work/bad.txt" || { cat "$work/bad.txt"; exit 1; }
+# A learning rate fused train-step refuses (hex, a space, inf) is refused here too, exit 2.
+for lr in 0x10 " 1" inf; do
+  "$work/train_step" --model "$model" --tokens "$ids" --lr "$lr" --out "$work/bad.safetensors" 2>"$work/bad.txt" && rc=0 || rc=$?
+  [ "$rc" = 2 ] && [ ! -e "$work/bad.safetensors" ] || { echo "the generated train step with --lr '$lr': exit $rc"; cat "$work/bad.txt"; exit 1; }
+done
 # A NaN in the checkpoint is refused by both before any step, with the same sentence.
 mkdir -p "$work/model_nan"
 cp "$model/config.json" "$work/model_nan/"

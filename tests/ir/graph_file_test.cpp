@@ -155,7 +155,7 @@ TEST_CASE("a small graph validates, lowers and plans under its symbols") {
   CHECK_THROWS_WITH_AS(fused::ir::bind(r.doc, {{"n", 2}, {"m", 1}}), "the graph has no symbol \"m\"", std::invalid_argument);
 }
 
-TEST_CASE("versions: any 1.x is read, another major version is refused naming it") {
+TEST_CASE("versions: any 1.x is read, another major version or a malformed one is refused naming it") {
   json j = small_graph();
   j["metadata"]["version"] = "1.7";
   CHECK(issues_of(j).empty());
@@ -163,6 +163,11 @@ TEST_CASE("versions: any 1.x is read, another major version is refused naming it
   const auto e = issues_of(j);
   REQUIRE(e.size() == 1);
   CHECK(fused::ir::to_line(e[0]) == "error: graph: version: version \"2.0\" is not one this reader knows (it reads 1.x)");
+  for (const char* not_a_version : {"1.0.0.0.99999999999999999999", "1.x", "1.", "1", "1.-1", "1. 0", "1.1234567890"}) {
+    CAPTURE(not_a_version);
+    j["metadata"]["version"] = not_a_version;
+    CHECK(has_issue(issues_of(j), "graph", "version"));
+  }
   j.erase("metadata");
   CHECK(has_issue(issues_of(j), "graph", "version"));
 }

@@ -103,6 +103,9 @@ struct c_program {
   }
 };
 
+// The safetensors and JSON reader the generated mains include beside the kernel headers.
+inline constexpr const char* support_header = "fused_safetensors.h";
+
 namespace detail {
 
 template <class Tensors, class Steps, class Buffers, class Kernels, class Calls>
@@ -235,8 +238,11 @@ inline void check_c_identifier(const std::string& name) {
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   for (const std::string_view taken : {"fk", "fst"})  // the kernels' and the safetensors reader's prefixes
     if (lower == taken || lower.starts_with(std::string(taken) + "_"))
-      throw std::invalid_argument("codegen: the name '" + name + "' starts with " + std::string(taken) +
-                                  "_, the prefix of the kernels' or the safetensors reader's symbols; choose another name");
+      throw std::invalid_argument("codegen: the name '" + name + "' " + (lower == taken ? "is " + std::string(taken) : "starts with " + std::string(taken) + "_") +
+                                  ", the prefix of the kernels' or the safetensors reader's symbols; choose another name");
+  // <name>.h beside the headers the C includes must not be one of them (a case-insensitive file system: compared lower-case).
+  if (lower + ".h" == support_header)
+    throw std::invalid_argument("codegen: the name '" + name + "' would make " + lower + ".h, the name of a header the C includes; choose another name");
 }
 
 inline void finish(c_program& p) {

@@ -25,7 +25,6 @@ inline const std::vector<std::string>& kernel_headers() {
   static const std::vector<std::string> h{"fk_cpu.h", "fk_convert.h", "fk_elementwise.h", "fk_linear.h", "fk_rope.h", "fk_attention.h"};
   return h;
 }
-inline constexpr const char* support_header = "fused_safetensors.h";
 
 namespace detail {
 
