@@ -18370,41 +18370,20 @@ struct chat_template {
   // a filter Jinja (with transformers' tojson) does not have. Not a Jinja parser: what slips through
   // is what a template that renders cannot hold.
   static std::optional<std::string> syntax_problem(std::string_view text) {
-    static constexpr std::string_view blocks[] = {"if",  "for",        "macro", "call", "filter", "raw",
-                                                  "block", "generation", "set",   "with", "autoescape"};
+    static constexpr std::string_view blocks[] = {"if", "for", "macro", "call", "filter", "block", "generation", "set", "with", "autoescape"};
     static constexpr std::string_view filters[] = {
         "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "filesizeformat", "first",
         "float", "forceescape", "format", "groupby", "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max",
         "min", "pprint", "random", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort",
         "string", "striptags", "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "urlencode", "urlize", "wordcount",
         "wordwrap", "xmlattr"};
+    std::vector<jinja_piece> pieces;
+    if (std::optional<std::string> unreadable = split_jinja(text, pieces)) return unreadable;
     std::vector<std::pair<std::string, std::size_t>> open;  // the blocks open, and where
-    for (std::size_t at = text.find('{'); at != std::string_view::npos; at = text.find('{', at + 1)) {
-      if (at + 1 >= text.size() || (text[at + 1] != '{' && text[at + 1] != '%' && text[at + 1] != '#')) continue;
-      const char kind = text[at + 1];
-      const std::string_view closing = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
-      const std::string where = " at byte " + std::to_string(at);
-      if (kind == '#') {
-        const std::size_t end = text.find(closing, at + 2);
-        if (end == std::string_view::npos) return "the comment" + where + " is never closed";
-        at = end + 1;
-        continue;
-      }
-      // The tag's end, past its strings; its words and filters on the way.
-      std::size_t i = at + 2;
-      std::string code;
-      for (; i + 1 < text.size() && text.substr(i, 2) != closing; ++i) {
-        if (text[i] == '\'' || text[i] == '"') {
-          const char q = text[i];
-          for (++i; i < text.size() && text[i] != q; ++i)
-            if (text[i] == '\\') ++i;
-          if (i >= text.size()) return "a string" + where + " is never closed";
-          code += ' ';
-          continue;
-        }
-        code += text[i];
-      }
-      if (i + 1 >= text.size()) return std::string(kind == '{' ? "the expression" : "the statement") + where + " is never closed";
+    for (const jinja_piece& p : pieces) {
+      if (p.kind == jinja_kind::text) continue;
+      const std::string where = " at byte " + std::to_string(p.at);
+      const std::string& code = p.code;
       for (std::size_t bar = code.find('|'); bar != std::string::npos; bar = code.find('|', bar + 1)) {
         std::size_t n = bar + 1;
         while (n < code.size() && (code[n] == ' ' || code[n] == '\t' || code[n] == '\n')) ++n;
@@ -18414,33 +18393,20 @@ struct chat_template {
         if (std::find(std::begin(filters), std::end(filters), name) == std::end(filters))
           return "the filter '" + name + "'" + where + " is not one Jinja has";
       }
-      if (kind == '%') {
-        std::size_t w = 0;
-        while (w < code.size() && (code[w] == '-' || code[w] == '+' || code[w] == ' ' || code[w] == '\t' || code[w] == '\n')) ++w;
-        std::size_t e = w;
-        while (e < code.size() && (std::isalnum(static_cast<unsigned char>(code[e])) || code[e] == '_')) ++e;
-        const std::string word = code.substr(w, e - w);
-        const bool block_set = word == "set" && code.find('=') == std::string::npos;  // {% set x %}...{% endset %}
-        if (word == "set" && !block_set) {
-        } else if (std::find(std::begin(blocks), std::end(blocks), word) != std::end(blocks)) {
-          open.emplace_back(word, at);
-          if (word == "raw") {  // its text is not Jinja
-            const std::optional<std::pair<std::size_t, std::size_t>> end = endraw_tag(text, i + 2);
-            if (!end) return "{% raw %}" + where + " is never closed";
-            at = end->second - 1;
-            open.pop_back();
-            continue;
-          }
-        } else if (word.starts_with("end")) {
-          if (open.empty() || open.back().first != word.substr(3))
-            return "{% " + word + " %}" + where + " closes " + (open.empty() ? std::string("no block") : "{% " + open.back().first + " %} at byte " + std::to_string(open.back().second));
-          open.pop_back();
-        } else if ((word == "elif" && (open.empty() || open.back().first != "if")) ||
-                   (word == "else" && (open.empty() || (open.back().first != "if" && open.back().first != "for")))) {
-          return "{% " + word + " %}" + where + " is outside an {% if %}";
-        }
+      if (p.kind != jinja_kind::statement) continue;
+      const std::string word(statement_word(code));
+      const bool block_set = word == "set" && code.find('=') == std::string::npos;  // {% set x %}...{% endset %}
+      if (word == "set" && !block_set) {
+      } else if (std::find(std::begin(blocks), std::end(blocks), word) != std::end(blocks)) {
+        open.emplace_back(word, p.at);
+      } else if (word.starts_with("end")) {
+        if (open.empty() || open.back().first != word.substr(3))
+          return "{% " + word + " %}" + where + " closes " + (open.empty() ? std::string("no block") : "{% " + open.back().first + " %} at byte " + std::to_string(open.back().second));
+        open.pop_back();
+      } else if ((word == "elif" && (open.empty() || open.back().first != "if")) ||
+                 (word == "else" && (open.empty() || (open.back().first != "if" && open.back().first != "for")))) {
+        return "{% " + word + " %}" + where + " is outside an {% if %}";
       }
-      at = i + 1;
     }
     if (!open.empty()) return "{% " + open.back().first + " %} at byte " + std::to_string(open.back().second) + " is never closed";
     return std::nullopt;
@@ -18784,6 +18750,84 @@ struct chat_template {
     return out;
   }
 
+  // One piece of a template: text outside the tags (a {% raw %} block's included), or a tag, {{ }}
+  // or {% %}; comments are dropped.
+  enum class jinja_kind { text, expression, statement };
+  struct jinja_piece {
+    jinja_kind kind = jinja_kind::text;
+    std::size_t at = 0;                     // its first byte in the template
+    std::string_view written;               // as written: the text, or the tag with its delimiters
+    std::string code;                       // a tag's text inside its delimiters, each string literal as its two quotes
+    std::vector<std::string_view> strings;  // a tag's string literals as written between their quotes (escapes unread)
+  };
+  static jinja_piece text_piece(std::size_t at, std::string_view written) {
+    jinja_piece p;
+    p.at = at;
+    p.written = written;
+    return p;
+  }
+  // The template in pieces, in order: the one scanner syntax_problem and read_jinja share. Returns
+  // what stops it, naming the byte where that starts: a tag, a string in one, a comment or a
+  // {% raw %} block never closed (the pieces before it are in `pieces`).
+  static std::optional<std::string> split_jinja(std::string_view t, std::vector<jinja_piece>& pieces) {
+    std::size_t at = 0;  // where the text not yet in a piece starts
+    for (std::size_t tag = t.find('{'); tag != std::string_view::npos && tag + 1 < t.size(); tag = t.find('{', tag + 1)) {
+      const char mark = t[tag + 1];
+      if (mark != '{' && mark != '%' && mark != '#') continue;
+      const std::string where = " at byte " + std::to_string(tag);
+      if (tag > at) pieces.push_back(text_piece(at, t.substr(at, tag - at)));
+      if (mark == '#') {
+        const std::size_t end = t.find("#}", tag + 2);
+        if (end == std::string_view::npos) return "the comment" + where + " is never closed";
+        at = end + 2;
+        tag = end + 1;
+        continue;
+      }
+      const std::string_view closing = mark == '{' ? "}}" : "%}";
+      jinja_piece p;
+      p.kind = mark == '{' ? jinja_kind::expression : jinja_kind::statement;
+      p.at = tag;
+      std::size_t i = tag + 2;
+      for (; i + 1 < t.size() && t.substr(i, 2) != closing; ++i) {
+        if (t[i] != '\'' && t[i] != '"') {
+          p.code += t[i];
+          continue;
+        }
+        const char quote = t[i];
+        const std::size_t from = i + 1;
+        for (++i; i < t.size() && t[i] != quote; ++i)
+          if (t[i] == '\\') ++i;
+        if (i >= t.size()) return "a string" + where + " is never closed";
+        p.code += quote;
+        p.code += quote;
+        p.strings.push_back(t.substr(from, i - from));
+      }
+      if (i + 1 >= t.size()) return std::string(mark == '{' ? "the expression" : "the statement") + where + " is never closed";
+      p.written = t.substr(tag, i + 2 - tag);
+      at = i + 2;
+      tag = i + 1;
+      if (p.kind == jinja_kind::statement && statement_word(p.code) == "raw") {  // its text is text, up to {% endraw %}
+        const std::optional<std::pair<std::size_t, std::size_t>> end = endraw_tag(t, at);
+        if (!end) return "{% raw %}" + where + " is never closed";
+        pieces.push_back(text_piece(at, t.substr(at, end->first - at)));
+        at = end->second;
+        tag = at - 1;
+        continue;
+      }
+      pieces.push_back(std::move(p));
+    }
+    if (at < t.size()) pieces.push_back(text_piece(at, t.substr(at)));
+    return std::nullopt;
+  }
+  // A statement's first word: "if" of "{%- if x %}".
+  static std::string_view statement_word(std::string_view code) {
+    std::size_t w = 0;
+    while (w < code.size() && std::string_view("-+ \t\n\r").find(code[w]) != std::string_view::npos) ++w;
+    std::size_t e = w;
+    while (e < code.size() && (std::isalnum(static_cast<unsigned char>(code[e])) || code[e] == '_')) ++e;
+    return code.substr(w, e - w);
+  }
+
   // A template's text in two parts: its string literals (escapes read, the text outside tags
   // included) and its code (the tags' text with the literals blanked), comments dropped.
   struct jinja_text {
@@ -18792,57 +18836,18 @@ struct chat_template {
     std::string raw;  // the text as written, without its comments
   };
   static jinja_text read_jinja(std::string_view t) {
+    std::vector<jinja_piece> pieces;
+    (void)split_jinja(t, pieces);  // recognise() asks syntax_problem first: what is unreadable is refused there
     jinja_text j;
-    std::size_t at = 0;
-    while (at < t.size()) {
-      std::size_t tag = t.find('{', at);
-      while (tag != std::string_view::npos && tag + 1 < t.size() && t[tag + 1] != '{' && t[tag + 1] != '%' && t[tag + 1] != '#') tag = t.find('{', tag + 1);
-      if (tag == std::string_view::npos || tag + 1 >= t.size()) {
-        j.literals.emplace_back(t.substr(at));
-        j.raw += t.substr(at);
-        break;
-      }
-      if (tag > at) j.literals.emplace_back(t.substr(at, tag - at));
-      j.raw += t.substr(at, tag - at);
-      const char kind = t[tag + 1];
-      const std::string_view closing = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
-      std::size_t i = tag + 2;
-      if (kind == '#') {
-        const std::size_t end = t.find(closing, i);
-        at = end == std::string_view::npos ? t.size() : end + 2;
+    for (const jinja_piece& p : pieces) {
+      j.raw += p.written;
+      if (p.kind == jinja_kind::text) {
+        j.literals.emplace_back(p.written);
         continue;
       }
-      if (kind == '%') {  // {% raw %} ... {% endraw %}: its text is text
-        std::size_t w = i;
-        while (w < t.size() && (t[w] == '-' || t[w] == '+' || t[w] == ' ' || t[w] == '\t' || t[w] == '\n' || t[w] == '\r')) ++w;
-        std::size_t e = w;
-        while (e < t.size() && std::isalpha(static_cast<unsigned char>(t[e]))) ++e;
-        const std::size_t tag_end = t.find("%}", e);
-        if (t.substr(w, e - w) == "raw" && tag_end != std::string_view::npos) {
-          const auto end = endraw_tag(t, tag_end + 2);
-          const std::size_t stop = end ? end->first : t.size();
-          j.literals.emplace_back(t.substr(tag_end + 2, stop - tag_end - 2));
-          j.raw += t.substr(tag_end + 2, stop - tag_end - 2);
-          at = end ? end->second : t.size();
-          continue;
-        }
-      }
-      for (; i + 1 < t.size() && t.substr(i, 2) != closing; ++i) {
-        if (t[i] != '\'' && t[i] != '"') {
-          j.code += t[i];
-          continue;
-        }
-        const char q = t[i];
-        const std::size_t from = i + 1;
-        for (++i; i < t.size() && t[i] != q; ++i)
-          if (t[i] == '\\') ++i;
-        j.code += q;
-        j.code += q;
-        j.literals.push_back(unescape(t.substr(from, std::min(i, t.size()) - from)));
-      }
+      j.code += p.code;
       j.code += '\n';
-      j.raw += t.substr(tag, std::min(i + 2, t.size()) - tag);
-      at = i + 2;
+      for (const std::string_view literal : p.strings) j.literals.push_back(unescape(literal));
     }
     return j;
   }
