@@ -47,6 +47,16 @@ FUSED_JSON_API nlohmann::ordered_json parse_ordered(std::string_view text);
 FUSED_JSON_API std::string dump(const nlohmann::json& j, int indent = -1, invalid_utf8 bad = invalid_utf8::refuse);
 FUSED_JSON_API std::string dump(const nlohmann::ordered_json& j, int indent = -1, invalid_utf8 bad = invalid_utf8::refuse);
 
+// nlohmann's lexer ends JSON text at a NUL byte, and what follows one would go unread: every reader
+// here refuses a text with one (parse_error 101 at its 1-based byte, as nlohmann counts).
+inline std::size_t first_nul(std::string_view text) {
+  const std::size_t at = text.find('\0');
+  return at == std::string_view::npos ? 0 : at + 1;
+}
+inline void require_no_nul(std::string_view text) {
+  if (const std::size_t byte = first_nul(text)) throw nlohmann::json::parse_error::create(101, byte, "a NUL byte (JSON text has none)", nullptr);
+}
+
 #if FUSED_JSON_DEFINITIONS
 namespace detail {
 constexpr nlohmann::json::error_handler_t handler_of(invalid_utf8 bad) {
@@ -55,11 +65,8 @@ constexpr nlohmann::json::error_handler_t handler_of(invalid_utf8 bad) {
 }  // namespace detail
 
 FUSED_JSON_API nlohmann::json parse(std::string_view text, const callback& check, bool allow_exceptions) {
-  // nlohmann's lexer ends the text at a NUL byte: what follows one would go unread.
-  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
-    if (!allow_exceptions) return nlohmann::json(nlohmann::json::value_t::discarded);
-    throw nlohmann::json::parse_error::create(101, nul + 1, "a NUL byte (JSON text has none)", nullptr);
-  }
+  if (first_nul(text) && !allow_exceptions) return nlohmann::json(nlohmann::json::value_t::discarded);
+  require_no_nul(text);
   return nlohmann::json::parse(text.data(), text.data() + text.size(), check, allow_exceptions);
 }
 FUSED_JSON_API nlohmann::json parse(std::istream& in) {
@@ -67,6 +74,7 @@ FUSED_JSON_API nlohmann::json parse(std::istream& in) {
   return parse(text);
 }
 FUSED_JSON_API nlohmann::ordered_json parse_ordered(std::string_view text) {
+  require_no_nul(text);
   return nlohmann::ordered_json::parse(text.data(), text.data() + text.size());
 }
 FUSED_JSON_API std::string dump(const nlohmann::json& j, int indent, invalid_utf8 bad) {

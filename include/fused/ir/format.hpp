@@ -508,12 +508,10 @@ inline read_result parse(std::string_view bytes) {
   if (first == bytes.size()) return refused(bytes.empty() ? "the file is empty" : "the file holds only whitespace");
   const bool json_text = bytes[first] == '{' || bytes[first] == '[' || bytes[first] == '"';
   const encoding enc = json_text ? encoding::json_text : encoding::msgpack;
-  // nlohmann's lexer ends JSON text at a NUL byte and would not read what follows it.
-  if (const std::size_t nul = bytes.find('\0'); json_text && nul != std::string_view::npos)
-    return refused("not valid JSON: at byte " + std::to_string(nul + 1) + ": a NUL byte (JSON text has none)");  // 1-based, as nlohmann counts
   detail::strict_builder b;
   bool parsed = false;
   try {
+    if (enc == encoding::json_text) fused::json_text::require_no_nul(bytes);
     parsed = enc == encoding::json_text ? json::sax_parse(bytes.begin(), bytes.end(), &b, json::input_format_t::json, true)
                                    : json::sax_parse(bytes.begin(), bytes.end(), &b, json::input_format_t::msgpack, true);
   } catch (const json::exception& e) {
