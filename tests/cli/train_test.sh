@@ -72,14 +72,17 @@ grep -q "^step     19 " "$tmp/log3" || { echo "resume after a failed write:"; ca
 # NaN loss with exit 1 and write nothing (train-step wrote NaN gradients and exited 0); the
 # directories train made for --out are removed again.
 cp -r "$model" "$tmp/big"
-python3 - "$tmp/big/model.safetensors" <<'PY'
+set_key_bias() {  # model.safetensors bf16-bits: the first element of layer 0's key bias
+  python3 - "$1" "$2" <<'PY'
 import json, struct, sys
 with open(sys.argv[1], "r+b") as f:
     n = struct.unpack("<Q", f.read(8))[0]
     header = json.loads(f.read(n))
     f.seek(8 + n + header["model.layers.0.self_attn.k_proj.bias"]["data_offsets"][0])
-    f.write(struct.pack("<H", 0x7F7F))
+    f.write(struct.pack("<H", int(sys.argv[2], 16)))
 PY
+}
+set_key_bias "$tmp/big/model.safetensors" 0x7F7F
 if "$fused" train-step -m "$tmp/big" --tokens 1,2,3 --out "$tmp/step.safetensors" 2>"$tmp/err"; then echo "train-step of a NaN loss exited 0"; exit 1; fi
 grep -q "so an activation overflowed; nothing written" "$tmp/err" && [ ! -e "$tmp/step.safetensors" ] || { echo "train-step, NaN loss:"; cat "$tmp/err"; exit 1; }
 if "$fused" train -m "$tmp/big" --data "$data" --seq 64 --batch 4 --steps 2 --threads 2 --out "$tmp/new/dir" 2>"$tmp/err"; then echo "train of a NaN loss exited 0"; exit 1; fi
@@ -104,14 +107,7 @@ if "$fused" train -m "$tmp/inplace" --data "$data" --seq 16 --batch 1 --steps 2 
 grep -q "step 2: the update made the model overflow: tensor .* holds NaN at element" "$tmp/err" && [ "$(cat "$tmp/inplace"/* | cksum)" = "$sum_before" ] ||
   { echo "train, an overflowing last update:"; cat "$tmp/err"; ls -la "$tmp/inplace"; exit 1; }
 # One step overflows a key bias of 1.7e35 (x (1 - lr x weight decay)) while the loss stays finite.
-python3 - "$tmp/big/model.safetensors" <<'PY'
-import json, struct, sys
-with open(sys.argv[1], "r+b") as f:
-    n = struct.unpack("<Q", f.read(8))[0]
-    header = json.loads(f.read(n))
-    f.seek(8 + n + header["model.layers.0.self_attn.k_proj.bias"]["data_offsets"][0])
-    f.write(struct.pack("<H", 0x7A00))
-PY
+set_key_bias "$tmp/big/model.safetensors" 0x7A00
 "$fused" train-step -m "$tmp/big" --tokens 1,2,3,4,5,6,7,8 --out "$tmp/step.safetensors" 2>/dev/null
 rm "$tmp/step.safetensors"
 if "$fused" train-step -m "$tmp/big" --tokens 1,2,3,4,5,6,7,8 --lr 1000 --weight-decay 1000 --out "$tmp/step.safetensors" 2>"$tmp/err"; then
