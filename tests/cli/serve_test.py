@@ -138,9 +138,11 @@ bad = [
     ("no messages", json.dumps({"model": "x"}).encode(), 400, "messages is required"),
     ("wrong type", json.dumps({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}).encode(), 400, "temperature must be a number in [0, "),
     ("out of range", json.dumps({"messages": [{"role": "user", "content": "hi"}], "top_p": 3}).encode(), 400, "top_p must be a number in [0, 1], got 3"),
-    # JSON's integers above INT64_MAX (unsigned to the parser) and below 0, each against its bound
-    ("seed above int64", json.dumps({"messages": [{"role": "user", "content": "hi"}], "seed": 2**64 - 1}).encode(), 400,
-     "seed must be an integer in [0, 9223372036854775807], got 18446744073709551615"),
+    # a seed is any integer fused run -s takes, [0, 2^64 - 1]: not below, not past (a double to the parser)
+    ("negative seed", json.dumps({"messages": [{"role": "user", "content": "hi"}], "seed": -1}).encode(), 400,
+     "seed must be an integer in [0, 18446744073709551615], got -1"),
+    ("seed past 2^64 - 1", b'{"messages": [{"role": "user", "content": "hi"}], "seed": 18446744073709551616}', 400,
+     "seed must be an integer in [0, 18446744073709551615], got 1.8446744073709552e+19"),
     ("negative top_k", json.dumps({"messages": [{"role": "user", "content": "hi"}], "top_k": -1}).encode(), 400, "top_k must be an integer in [0, "),
     ("bad role", json.dumps({"messages": [{"role": "wizard", "content": "hi"}]}).encode(), 400, "messages[0].role: 'wizard'"),
     ("bad content part", json.dumps({"messages": [{"role": "user", "content": [{"type": 7, "text": "hi"}]}]}).encode(), 400,
@@ -162,6 +164,13 @@ bad = [
     ("tools", json.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}).encode(), 400, "tools are not supported"),
     ("response_format", json.dumps({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}).encode(), 400,
      "response_format is not supported"),
+    ("modalities", json.dumps({"messages": [{"role": "user", "content": "hi"}], "modalities": ["text", "audio"]}).encode(), 400,
+     "modalities is not supported: only [\"text\"]"),
+    ("web search", json.dumps({"messages": [{"role": "user", "content": "hi"}], "web_search_options": {}}).encode(), 400,
+     "web_search_options is not supported"),
+    ("logprobs 0", json.dumps({"messages": [{"role": "user", "content": "hi"}], "logprobs": 0}).encode(), 400, "logprobs is not supported"),
+    ("stream_options unstreamed", json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": True}}).encode(), 400,
+     "stream_options is only for a streamed answer"),
 ]
 for what, raw, want_status, want_text in bad:
     try:
@@ -182,6 +191,22 @@ status, text = request(port, "POST", "/v1/chat/completions", parts)
 check(status == 200 and json.loads(text)["choices"][0]["message"]["content"] == chat_want, f"text parts are one message: {text}")
 status, text = request(port, "POST", "/v1/completions", {"prompt": "x" * 10, "max_tokens": 1})
 check(status == 200, "completions still answer")
+# Expect: 100-continue with a body over --max-body: 413 before the client sends it (it had said 100,
+# read the 3 MB, then 413).
+with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n"
+              b"Expect: 100-continue\r\nAuthorization: Bearer " + KEY.encode() + b"\r\n\r\n")
+    reply = b""
+    while chunk := s.recv(4096):
+        reply += chunk
+check(reply.startswith(b"HTTP/1.1 413") and b"larger than the server's limit" in reply and reply.count(b"Connection: close") == 1,
+      f"Expect: 100-continue over the limit: {reply[:300]!r}")
+# A seed up to 2^64 - 1, as fused run -s takes it: the same sampled text.
+seeded = subprocess.run([FUSED, "run", "--threads", "1", "--temp", "0.8", "-s", str(2**64 - 1), "-p", "And God said", "-n", "10"],
+                        capture_output=True, text=True, timeout=120)
+status, text = request(port, "POST", "/v1/completions", {"prompt": "And God said", "max_tokens": 10, "temperature": 0.8, "seed": 2**64 - 1})
+check(seeded.returncode == 0 and status == 200 and json.loads(text)["choices"][0]["text"] == seeded.stdout[:-1],
+      f"seed 2^64 - 1: {status} {text[:200]!r} against fused run's {seeded.stdout!r}")
 status, text = request(port, "GET", "/nowhere")
 check(status == 404 and "no route" in text, f"unknown route: {status} {text}")
 

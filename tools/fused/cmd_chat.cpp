@@ -187,7 +187,7 @@ int chat(const options& o) {
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   const std::uint64_t seed = fused::cli::seed_or_fresh(o.seed);
   fused::cli::loaded_model l = fused::cli::load_model(o.model_dir, o.ctx);
-  fused::io::chat_template tmpl = fused::cli::chat_template_for(l.dir, o.chat_template);
+  fused::io::chat_template tmpl = fused::cli::chat_template_for(l.dir, o.chat_template, l.tok);
   const bool terminal = isatty(STDIN_FILENO) == 1;
   std::fprintf(stderr, "[fused] chat with %s (%s, %lld positions, %s, %d threads)%s\n", l.name.c_str(), l.model->kind(),
                static_cast<long long>(l.model->capacity()), fk_isa_name(fk_isa_active()), fk_get_threads(),

@@ -113,7 +113,7 @@ int run(options o) {
   // (Llama 3's <|begin_of_text|>), then the text; a chat prompt is the model's chat template's.
   std::vector<std::int32_t> prompt;
   if (o.chat) {
-    const fused::io::chat_template tmpl = fused::cli::chat_template_for(dir, o.chat_template);
+    const fused::io::chat_template tmpl = fused::cli::chat_template_for(dir, o.chat_template, tok);
     std::vector<fused::io::chat_message> messages;
     if (o.system) messages.push_back({"system", *o.system});
     messages.push_back({"user", o.prompt});

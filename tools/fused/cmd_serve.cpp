@@ -39,7 +39,7 @@ int serve(const options& o) {
   fused::cli::loaded_model l = fused::cli::load_model(o.model_dir, o.ctx);
   std::optional<fused::io::chat_template> tmpl;
   try {
-    tmpl = fused::cli::chat_template_for(l.dir, o.chat_template);
+    tmpl = fused::cli::chat_template_for(l.dir, o.chat_template, l.tok);
   } catch (const fused::io::load_error& e) {
     std::fprintf(stderr, "[fused] /v1/chat/completions is off: %s\n", e.what());
   }

@@ -183,9 +183,24 @@ inline CLI::Validator chat_template_choices() {
   return one_of(std::move(names));
 }
 
-// The chat template: the model's, or the format named by --chat-template.
-inline io::chat_template chat_template_for(const std::filesystem::path& dir, const std::string& flag) {
-  if (flag.empty()) return io::chat_template::from_model_dir(dir);
+// A template whose control tokens the tokenizer lacks (--chat-template llama3 for a Qwen2 model)
+// would fail every conversation: said once, before any (a usage error when --chat-template chose it,
+// the model's load_error when its own does not fit its tokenizer).
+inline io::chat_template renderable(io::chat_template t, const io::tokenizer& tok, const std::filesystem::path& dir, const std::string& flag) {
+  try {
+    const io::chat_message probe[] = {{"user", "hi"}, {"assistant", "hi"}, {"user", "hi"}};
+    (void)t.encode(tok, probe);
+  } catch (const std::invalid_argument& e) {
+    if (!flag.empty()) throw usage_error("--chat-template " + flag + ": " + e.what());
+    throw io::load_error(dir.string() + ": its chat template: " + e.what());
+  }
+  return t;
+}
+
+// The chat template: the model's, or the format named by --chat-template; either checked against
+// the tokenizer.
+inline io::chat_template chat_template_for(const std::filesystem::path& dir, const std::string& flag, const io::tokenizer& tok) {
+  if (flag.empty()) return renderable(io::chat_template::from_model_dir(dir), tok, dir, flag);
   std::optional<io::chat_template> t = io::chat_template::named(flag);
   if (!t) throw usage_error("--chat-template " + flag + ": not one of " + std::string(io::chat_template::format_names));
   // The names of the BOS / EOS tokens are the tokenizer's where its config gives them.
@@ -197,7 +212,7 @@ inline io::chat_template chat_template_for(const std::filesystem::path& dir, con
     } catch (const io::load_error&) {  // no usable tokenizer_config.json: the format's defaults
     }
   }
-  return *t;
+  return renderable(*t, tok, dir, flag);
 }
 
 // One conversation's KV cache and the ids it holds.

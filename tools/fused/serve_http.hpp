@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -117,6 +118,13 @@ class fields {
       throw bad_request(400, std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + fused::json_text::dump(*v), name);
     return v->get<long long>();
   }
+  // An integer in [0, 2^64 - 1] (a seed, as fused run -s takes one).
+  std::uint64_t unsigned_integer(const char* name, std::uint64_t fallback) const {
+    const json* v = get(name);
+    if (!v) return fallback;
+    if (!v->is_number_unsigned()) throw bad_request(400, std::string(name) + " must be an integer in [0, 18446744073709551615], got " + fused::json_text::excerpt(*v), name);
+    return v->get<std::uint64_t>();
+  }
   bool boolean(const char* name, bool fallback) const {
     const json* v = get(name);
     if (!v) return fallback;
@@ -200,8 +208,10 @@ class server {
  public:
   server(const serve_options& o, fused::cli::loaded_model& l, std::optional<fused::io::chat_template> tmpl)
       : o_(o), l_(l), tmpl_(std::move(tmpl)), engine_(l, o.parallel, static_cast<std::size_t>(o.queue), o.log_requests) {
-    // One thread per connection: the sessions, the queue and a few for /health and errors.
-    const std::size_t threads = static_cast<std::size_t>(o.parallel) + static_cast<std::size_t>(o.queue) + 4;
+    // One thread per connection, from its first byte: the sessions, the queue, and 32 more for /health,
+    // refusals and clients still sending their request (a browser's idle preconnects, a slow link:
+    // httplib 0.11 bounds each read to 5 s, not the whole request; docs/SERVING.md).
+    const std::size_t threads = static_cast<std::size_t>(o.parallel) + static_cast<std::size_t>(o.queue) + 32;
     pool_ = std::make_unique<connection_pool>(threads);  // here, where a failure is a sentence, not in listen()
     http_.new_task_queue = [this, threads]() -> httplib::TaskQueue* { return pool_ ? pool_.release() : new connection_pool(threads); };
     http_.set_payload_max_length(static_cast<std::size_t>(o.max_body));
@@ -245,6 +255,17 @@ class server {
       if (bearer_token(req.get_header_value("Authorization")) == o_.api_key) return httplib::Server::HandlerResponse::Unhandled;
       send_error(res, 401, "invalid or missing API key (send Authorization: Bearer KEY)", "", "invalid_api_key");
       return httplib::Server::HandlerResponse::Handled;
+    });
+    // Expect: 100-continue with a Content-Length over --max-body: refused before the client sends the
+    // body (httplib answered 100, read all of it, then 413).
+    http_.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!req.has_header("Content-Length") || content_length_garbled(req)) return 100;  // the pre-routing handler answers those
+      const std::string length = req.get_header_value("Content-Length");
+      std::uint64_t bytes = 0;
+      const auto [end, error] = std::from_chars(length.data(), length.data() + length.size(), bytes);
+      if (error == std::errc() && bytes <= static_cast<std::uint64_t>(o_.max_body)) return 100;
+      send_error(res, 413, "the request body is larger than the server's limit (--max-body)");
+      return 413;  // httplib closes the connection after it
     });
     // Whatever httplib answers itself (404, 413 for a body over --max-body, 400 for a malformed
     // request line) gets the same kind of body as ours.
@@ -401,7 +422,7 @@ class server {
     };
     const auto is_false_or_zero = [](const json& v) { return v == false || v == 0; };
     const auto is_empty = [](const json& v) { return (v.is_object() || v.is_array() || v.is_string()) && v.empty(); };
-    refuse_unless("logprobs", is_false_or_zero, "is not supported");
+    refuse_unless("logprobs", [](const json& v) { return v == false; }, "is not supported");  // a completion's 0 asks for the chosen tokens'
     refuse_unless("top_logprobs", is_false_or_zero, "is not supported");
     refuse_unless("logit_bias", is_empty, "is not supported");
     refuse_unless("best_of", [](const json& v) { return v == 1; }, "must be 1 (one choice per request)");
@@ -412,11 +433,15 @@ class server {
     refuse_unless("functions", is_empty, "are not supported (no function calling)");
     refuse_unless("tool_choice", [](const json& v) { return v == "none" || v == "auto"; }, "is not supported (no function calling)");
     refuse_unless("function_call", [](const json& v) { return v == "none" || v == "auto"; }, "is not supported (no function calling)");
+    refuse_unless("modalities", [](const json& v) { return v == json::array({"text"}); }, "is not supported: only [\"text\"]");
+    for (const char* output_option : {"audio", "web_search_options", "prediction"})  // present (even {}), each asks for what fused does not do
+      refuse_unless(output_option, [](const json&) { return false; }, "is not supported");
     if (const json* model = f.get("model"); model && !model->is_string()) throw bad_request(400, "model must be a string", "model");
     stream = f.boolean("stream", false);
     usage_in_stream = false;
     if (const json* so = f.get("stream_options")) {
       if (!so->is_object()) throw bad_request(400, "stream_options must be an object", "stream_options");
+      if (!stream) throw bad_request(400, "stream_options is only for a streamed answer (\"stream\": true)", "stream_options");
       usage_in_stream = fields(*so).boolean("include_usage", false);
     }
     r->how = o_.how;
@@ -425,7 +450,7 @@ class server {
     r->how.min_p = f.number("min_p", o_.how.min_p, 0, 1);
     r->how.top_k = f.integer("top_k", o_.how.top_k, 0, 1 << 30);
     r->how.repeat_penalty = f.number("repeat_penalty", o_.how.repeat_penalty, 0.01, 100);
-    r->seed = static_cast<std::uint64_t>(f.integer("seed", static_cast<long long>(std::random_device{}() >> 1), 0, INT64_MAX));
+    r->seed = f.unsigned_integer("seed", std::random_device{}());
     // Two names of one limit (max_tokens is the older): both may be given only alike.
     const long long max_completion_tokens = f.integer("max_completion_tokens", -1, 0, 1 << 30);
     r->max_tokens = f.integer("max_tokens", max_completion_tokens, 0, 1 << 30);
