@@ -112,7 +112,7 @@ int graph_program_c(const options& o, const fused::ir::loaded_graph& loaded) {
   const fused::memory_plan mem = fused::ir::plan(loaded.graph.prog, b);
   fused::codegen::c_program p;
   try {
-    p = fused::codegen::program_for_c(o.name, loaded.graph.prog, mem, loaded.graph.node_of_tensor);
+    p = fused::codegen::program_for_c(o.name, loaded.graph.prog, mem, loaded.graph.node_of_step());
   } catch (const std::exception& e) {
     throw fused::graph_error(o.graph + ": " + e.what());
   }

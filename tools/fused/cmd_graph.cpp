@@ -260,9 +260,7 @@ int run_graph(const run_options& o) {
   try {
     fused::runtime::execute(p, mem, calls, r, b);
   } catch (const std::out_of_range& e) {  // "step 99: ..." names the program's step; the file has nodes
-    std::vector<std::int64_t> node_of_step(p.steps.size(), -1);
-    for (const fused::step& s : p.steps) node_of_step[static_cast<std::size_t>(s.id)] = loaded.graph.node_of_tensor[static_cast<std::size_t>(s.result)];
-    throw std::out_of_range(fused::ir::detail::steps_as_nodes(e.what(), node_of_step));
+    throw std::out_of_range(fused::ir::detail::steps_as_nodes(e.what(), loaded.graph.node_of_step()));
   }
 
   std::vector<fused::io::tensor_data> outs;

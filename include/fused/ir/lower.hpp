@@ -30,6 +30,14 @@ struct lowered {
   lowered& operator=(lowered&&) = default;
   lowered(const lowered&) = delete;
   lowered& operator=(const lowered&) = delete;
+
+  // The node each step computes (its result's; -1: none), by step id: what a run-time message that
+  // names "step N" (the executor's, the generated C's) says to the file's reader.
+  std::vector<std::int64_t> node_of_step() const {
+    std::vector<std::int64_t> node(prog.steps.size(), -1);
+    for (const step& s : prog.steps) node[static_cast<std::size_t>(s.id)] = node_of_tensor[static_cast<std::size_t>(s.result)];
+    return node;
+  }
 };
 
 // Every issue as lines, for an exception's message.

@@ -8,7 +8,6 @@
 //                  `fused graph run` interface (inputs by name, dtype and shape checked; outputs by name)
 // Every symbol is bound when the program is planned: the C has no dynamic size.
 #pragma once
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -67,9 +66,9 @@ inline named_tensors outputs_of(const c_program& p) {
 
 // The planned program as a c_program of one mode, "run" (its macros are <NAME>_RUN_<TENSOR>).
 // Refuses a program with a step no C kernel implements, naming it.
-// node_of_tensor (a graph file's, ir::lowered): the node each step's result is, so that the C's
+// node_of_step (a graph file's, ir::lowered::node_of_step): the node of each step, so that the C's
 // run-time messages name nodes as `fused graph run` does; empty: they name steps.
-inline c_program program_for_c(std::string name, const program& prog, const memory_plan& mem, std::span<const std::int64_t> node_of_tensor = {}) {
+inline c_program program_for_c(std::string name, const program& prog, const memory_plan& mem, std::vector<std::int64_t> node_of_step = {}) {
   if (const verdict v = verify(prog, mem); !v.ok) throw graph_error("codegen: the plan failed verification: " + to_string(v.what));
   runtime::lowering_error e{};
   const std::vector<runtime::call> calls = runtime::lower_calls(prog.tensors, prog.steps, mem.buffers, mem.kernels, mem.bind, prog.training, 0, &e);
@@ -99,10 +98,7 @@ inline c_program program_for_c(std::string name, const program& prog, const memo
   p.prefill.carries = prog.carries;
   detail::check_calls(p.prefill);
   for (const auto& o : prog.outputs) p.outputs.push_back(o);
-  if (!node_of_tensor.empty()) {
-    p.node_of_step.assign(prog.steps.size(), -1);
-    for (const step& s : prog.steps) p.node_of_step[static_cast<std::size_t>(s.id)] = node_of_tensor[static_cast<std::size_t>(s.result)];
-  }
+  p.node_of_step = std::move(node_of_step);
   return p;
 }
 
