@@ -53,8 +53,11 @@ inline std::size_t first_nul(std::string_view text) {
   const std::size_t at = text.find('\0');
   return at == std::string_view::npos ? 0 : at + 1;
 }
+inline nlohmann::json::parse_error nul_error(std::size_t byte) {
+  return nlohmann::json::parse_error::create(101, byte, "a NUL byte (JSON text has none)", nullptr);
+}
 inline void require_no_nul(std::string_view text) {
-  if (const std::size_t byte = first_nul(text)) throw nlohmann::json::parse_error::create(101, byte, "a NUL byte (JSON text has none)", nullptr);
+  if (const std::size_t byte = first_nul(text)) throw nul_error(byte);
 }
 
 #if FUSED_JSON_DEFINITIONS
@@ -65,8 +68,10 @@ constexpr nlohmann::json::error_handler_t handler_of(invalid_utf8 bad) {
 }  // namespace detail
 
 FUSED_JSON_API nlohmann::json parse(std::string_view text, const callback& check, bool allow_exceptions) {
-  if (first_nul(text) && !allow_exceptions) return nlohmann::json(nlohmann::json::value_t::discarded);
-  require_no_nul(text);
+  if (const std::size_t byte = first_nul(text)) {  // looked for once
+    if (!allow_exceptions) return nlohmann::json(nlohmann::json::value_t::discarded);
+    throw nul_error(byte);
+  }
   return nlohmann::json::parse(text.data(), text.data() + text.size(), check, allow_exceptions);
 }
 FUSED_JSON_API nlohmann::json parse(std::istream& in) {
