@@ -149,8 +149,11 @@ inline std::size_t first_nul(std::string_view text) {
   const std::size_t at = text.find('\0');
   return at == std::string_view::npos ? 0 : at + 1;
 }
+inline nlohmann::json::parse_error nul_error(std::size_t byte) {
+  return nlohmann::json::parse_error::create(101, byte, "a NUL byte (JSON text has none)", nullptr);
+}
 inline void require_no_nul(std::string_view text) {
-  if (const std::size_t byte = first_nul(text)) throw nlohmann::json::parse_error::create(101, byte, "a NUL byte (JSON text has none)", nullptr);
+  if (const std::size_t byte = first_nul(text)) throw nul_error(byte);
 }
 
 #if FUSED_JSON_DEFINITIONS
@@ -161,8 +164,10 @@ constexpr nlohmann::json::error_handler_t handler_of(invalid_utf8 bad) {
 }  // namespace detail
 
 FUSED_JSON_API nlohmann::json parse(std::string_view text, const callback& check, bool allow_exceptions) {
-  if (first_nul(text) && !allow_exceptions) return nlohmann::json(nlohmann::json::value_t::discarded);
-  require_no_nul(text);
+  if (const std::size_t byte = first_nul(text)) {  // looked for once
+    if (!allow_exceptions) return nlohmann::json(nlohmann::json::value_t::discarded);
+    throw nul_error(byte);
+  }
   return nlohmann::json::parse(text.data(), text.data() + text.size(), check, allow_exceptions);
 }
 FUSED_JSON_API nlohmann::json parse(std::istream& in) {
@@ -7908,6 +7913,14 @@ struct lowered {
   lowered& operator=(lowered&&) = default;
   lowered(const lowered&) = delete;
   lowered& operator=(const lowered&) = delete;
+
+  // The node each step computes (its result's; -1: none), by step id: what a run-time message that
+  // names "step N" (the executor's, the generated C's) says to the file's reader.
+  std::vector<std::int64_t> node_of_step() const {
+    std::vector<std::int64_t> node(prog.steps.size(), -1);
+    for (const step& s : prog.steps) node[static_cast<std::size_t>(s.id)] = node_of_tensor[static_cast<std::size_t>(s.result)];
+    return node;
+  }
 };
 
 // Every issue as lines, for an exception's message.
@@ -18315,11 +18328,23 @@ struct chat_template {
     return t;
   }
 
+  // One piece of a template: text outside the tags (a {% raw %} block's included), or a tag, {{ }}
+  // or {% %}; comments are dropped.
+  enum class jinja_kind { text, expression, statement };
+  struct jinja_piece {
+    jinja_kind kind = jinja_kind::text;
+    std::size_t at = 0;                     // its first byte in the template
+    std::string_view written;               // as written: the text, or the tag with its delimiters
+    std::string code;                       // a tag's text inside its delimiters, each string literal as its two quotes
+    std::vector<std::string_view> strings;  // a tag's string literals as written between their quotes (escapes unread)
+  };
+
   // The format of a Jinja chat template's text, with its variants; nullopt when it is none of these
   // or not well-formed Jinja (syntax_problem says why).
   static std::optional<chat_template> recognise(std::string_view template_text) {
-    if (syntax_problem(template_text)) return std::nullopt;
-    const jinja_text j = read_jinja(template_text);
+    std::vector<jinja_piece> pieces;
+    if (split_jinja(template_text, pieces) || block_problem(pieces)) return std::nullopt;
+    const jinja_text j = read_jinja(pieces);
     const auto has = [&](std::string_view s) { return j.code.find(s) != std::string::npos; };
     const auto literal_has = [&](std::string_view s) {
       return std::any_of(j.literals.begin(), j.literals.end(), [&](const std::string& l) { return l.find(s) != std::string::npos; });
@@ -18376,6 +18401,12 @@ struct chat_template {
   // a filter Jinja (with transformers' tojson) does not have. Not a Jinja parser: what slips through
   // is what a template that renders cannot hold.
   static std::optional<std::string> syntax_problem(std::string_view text) {
+    std::vector<jinja_piece> pieces;
+    if (std::optional<std::string> unreadable = split_jinja(text, pieces)) return unreadable;
+    return block_problem(pieces);
+  }
+  // syntax_problem's half after split_jinja: the tags' filters and blocks.
+  static std::optional<std::string> block_problem(const std::vector<jinja_piece>& pieces) {
     static constexpr std::string_view blocks[] = {"if", "for", "macro", "call", "filter", "block", "generation", "set", "with", "autoescape"};
     static constexpr std::string_view filters[] = {
         "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "filesizeformat", "first",
@@ -18383,8 +18414,6 @@ struct chat_template {
         "min", "pprint", "random", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort",
         "string", "striptags", "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "urlencode", "urlize", "wordcount",
         "wordwrap", "xmlattr"};
-    std::vector<jinja_piece> pieces;
-    if (std::optional<std::string> unreadable = split_jinja(text, pieces)) return unreadable;
     std::vector<std::pair<std::string, std::size_t>> open;  // the blocks open, and where
     for (const jinja_piece& p : pieces) {
       if (p.kind == jinja_kind::text) continue;
@@ -18756,23 +18785,13 @@ struct chat_template {
     return out;
   }
 
-  // One piece of a template: text outside the tags (a {% raw %} block's included), or a tag, {{ }}
-  // or {% %}; comments are dropped.
-  enum class jinja_kind { text, expression, statement };
-  struct jinja_piece {
-    jinja_kind kind = jinja_kind::text;
-    std::size_t at = 0;                     // its first byte in the template
-    std::string_view written;               // as written: the text, or the tag with its delimiters
-    std::string code;                       // a tag's text inside its delimiters, each string literal as its two quotes
-    std::vector<std::string_view> strings;  // a tag's string literals as written between their quotes (escapes unread)
-  };
   static jinja_piece text_piece(std::size_t at, std::string_view written) {
     jinja_piece p;
     p.at = at;
     p.written = written;
     return p;
   }
-  // The template in pieces, in order: the one scanner syntax_problem and read_jinja share. Returns
+  // The template in pieces, in order: the one scanner syntax_problem and recognise share. Returns
   // what stops it, naming the byte where that starts: a tag, a string in one, a comment or a
   // {% raw %} block never closed (the pieces before it are in `pieces`).
   static std::optional<std::string> split_jinja(std::string_view t, std::vector<jinja_piece>& pieces) {
@@ -18841,9 +18860,7 @@ struct chat_template {
     std::string code;
     std::string raw;  // the text as written, without its comments
   };
-  static jinja_text read_jinja(std::string_view t) {
-    std::vector<jinja_piece> pieces;
-    (void)split_jinja(t, pieces);  // recognise() asks syntax_problem first: what is unreadable is refused there
+  static jinja_text read_jinja(const std::vector<jinja_piece>& pieces) {
     jinja_text j;
     for (const jinja_piece& p : pieces) {
       j.raw += p.written;
