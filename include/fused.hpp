@@ -13,6 +13,7 @@
 #include "fused/core/checked_size.hpp"
 #include "fused/core/dtype.hpp"
 #include "fused/core/json_text.hpp"
+#include "fused/core/non_finite.hpp"
 #include "fused/core/shape.hpp"
 #include "fused/core/shape_text.hpp"
 #include "fused/core/sort.hpp"

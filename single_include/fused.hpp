@@ -225,6 +225,40 @@ std::string excerpt(const Json& j) {
 #undef FUSED_JSON_DEFINITIONS
 #undef FUSED_JSON_API
 // ---- end fused/core/json_text.hpp ----------------------------------------------------------------------
+// ---- begin fused/core/non_finite.hpp -------------------------------------------------------------------
+// Finding a NaN or an infinity in a tensor and saying where, in the one sentence every reader uses:
+// `tensor "model.norm.weight" holds NaN at element 7 (3 of 896 values are not finite)`. The weights a
+// run loads, a trainer's state and parameters say it so, and the generated C says it the same way
+// (fused_safetensors.h, fst__first_non_finite).
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace fused {
+
+// The values of a tensor that are not finite: how many, and the index of the first.
+struct non_finite_count {
+  std::size_t count = 0, first = 0;
+};
+
+// value_at(i) for i < n, counted; value_at is any callable returning a float.
+template <class ValueAt>
+non_finite_count count_non_finite(std::size_t n, ValueAt&& value_at) {
+  non_finite_count c;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(value_at(i)) && c.count++ == 0) c.first = i;
+  return c;
+}
+
+// The sentence for tensor `name` of n values, `first_value` being the value at c.first.
+inline std::string non_finite_sentence(std::string_view name, float first_value, non_finite_count c, std::size_t n) {
+  return "tensor \"" + std::string(name) + "\" holds " + (std::isnan(first_value) ? "NaN" : "an infinity") + " at element " +
+         std::to_string(c.first) + " (" + std::to_string(c.count) + " of " + std::to_string(n) + " values are not finite)";
+}
+
+}  // namespace fused
+// ---- end fused/core/non_finite.hpp ---------------------------------------------------------------------
 // ---- begin fused/core/shape.hpp ------------------------------------------------------------------------
 // Static shapes whose dims are either constants or symbols bound per mode.
 //
@@ -4285,6 +4319,10 @@ enum class method { adamw, sgd };
 
 // The state tensor counting the optimizer's steps (AdamW's t; SGD's first step starts its momentum).
 inline constexpr const char* step_count_name = "optimizer.step";
+// The fewest tokens a train step's sequence may hold, the loss predicting each next one, and the
+// sentence that refuses fewer (the static plan's static_assert says it too, as a literal).
+inline constexpr std::int64_t min_sequence_tokens = 2;
+inline constexpr const char* too_few_tokens = "a train step's sequences need at least 2 tokens (the loss predicts each next one)";
 // A data-parallel shard's input numbering its dropout draw: (steps taken) * micro-batches + the
 // micro-batch + 1, so that every micro-batch of every step draws its own masks, whatever the ranks.
 inline constexpr const char* dropout_draw_name = "dropout_draw";
@@ -14190,17 +14228,14 @@ class weight_store {
       const auto n = static_cast<std::size_t>(source.numel());
       const std::vector<float> stored = as_stored ? io::to_f32_owned(source) : std::vector<float>{};
       const auto value = [&](std::size_t i) { return as_stored ? stored[i] : fk_bf16_to_f32_1(table_[k][i]); };
-      std::size_t bad = 0, first = 0;
-      for (std::size_t i = 0; i < n; ++i)
-        if (!std::isfinite(value(i)) && bad++ == 0) first = i;
-      if (!bad) continue;
-      float as_written = value(first);
-      if (source.dtype == io::dtype::F32) std::memcpy(&as_written, source.data + first * sizeof(float), sizeof(float));
+      const non_finite_count bad = count_non_finite(n, value);
+      if (!bad.count) continue;
+      float as_written = value(bad.first);
+      if (source.dtype == io::dtype::F32) std::memcpy(&as_written, source.data + bad.first * sizeof(float), sizeof(float));
       if (std::isfinite(as_written))
         return fmt::format("tensor \"{}\" holds {:g} at element {}, beyond bf16's range ({} of {} values are not finite in bf16)",
-                           source.name, as_written, first, bad, n);
-      return fmt::format("tensor \"{}\" holds {} at element {} ({} of {} values are not finite)", source.name,
-                         std::isnan(as_written) ? "NaN" : "an infinity", first, bad, n);
+                           source.name, as_written, bad.first, bad.count, n);
+      return non_finite_sentence(source.name, as_written, bad, n);
     }
     return {};
   }
@@ -15722,7 +15757,7 @@ template <class Preset, std::int64_t Tokens, std::int64_t Sequences = 1, train::
 struct static_train_plan {
   using family = typename Preset::family;
   static constexpr config cfg = Preset::value;
-  static_assert(Tokens >= 2, "fused: a train step's sequences need at least 2 tokens (the loss predicts each next one)");
+  static_assert(Tokens >= train::min_sequence_tokens, "fused: a train step's sequences need at least 2 tokens (the loss predicts each next one)");
   static_assert(Sequences >= 1, "fused: a train step needs at least one sequence");
   static_assert(Tokens <= Preset::value.max_position_embeddings, "fused: a train step's sequences exceed the model's max_position_embeddings");
   static_assert(Preset::value.sliding_window == 0 || Tokens <= Preset::value.sliding_window,
@@ -15799,7 +15834,7 @@ struct batch_shape {
 // std::invalid_argument naming the size or config field at fault, graph_error for a program the
 // pipeline refuses (an op with no backward rule, a parameter the loss does not reach).
 inline planned plan_train(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) {
-  if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
+  if (shape.tokens < train::min_sequence_tokens) throw std::invalid_argument(std::string(train::too_few_tokens) + ", got " + std::to_string(shape.tokens));
   if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
   check_positions(c, shape.tokens, "sequences of " + std::to_string(shape.tokens) + " tokens exceed");
   if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens)
@@ -16112,16 +16147,12 @@ class trainer {
   }
 
  private:
-  // What first_non_finite_* says of tensor t: "tensor "x" holds NaN at element i (b of n values are
-  // not finite)", as fused_safetensors.h's fst_first_non_finite_f32 says it in the generated C.
+  // What first_non_finite_* says of tensor t (core/non_finite.hpp's sentence), empty when it is finite.
   static std::string non_finite_in(detail::bound_program& p, tensor_id t) {
     const std::span<const float> values = p.floats(t);
-    std::size_t bad = 0, first = 0;
-    for (std::size_t i = 0; i < values.size(); ++i)
-      if (!std::isfinite(values[i]) && bad++ == 0) first = i;
-    if (!bad) return {};
-    return fmt::format("tensor \"{}\" holds {} at element {} ({} of {} values are not finite)", to_string(p.plan.prog.tensor(t).name.str()),
-                       std::isnan(values[first]) ? "NaN" : "an infinity", first, bad, values.size());
+    const non_finite_count bad = count_non_finite(values.size(), [&](std::size_t i) { return values[i]; });
+    if (!bad.count) return {};
+    return non_finite_sentence(to_string(p.plan.prog.tensor(t).name.str()), values[bad.first], bad, values.size());
   }
   static bool sharded(const data_parallel& p) { return p.micro_batches > 1 || (p.ranks != nullptr && p.ranks->ranks() > 1); }
   static batch_shape sharded_shape(batch_shape whole, const data_parallel& p) {

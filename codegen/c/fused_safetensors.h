@@ -629,9 +629,9 @@ typedef struct {
 } fst_weight;
 
 /* The first weight of `table` whose values in `region` (bf16, or with `as_f32` f32) hold a NaN or an
- * infinity, described as fused's C++ runtime does (`tensor "model.norm.weight" holds NaN at element 7
- * (3 of 896 values are not finite)`) into out[0..n); 0 and out empty when every one is finite. It
- * reads every weight: for a diagnosis, or once before training. */
+ * infinity, in the sentence of fused's C++ runtime (include/fused/core/non_finite.hpp: `tensor
+ * "model.norm.weight" holds NaN at element 7 (3 of 896 values are not finite)`), into out[0..n); 0 and
+ * out empty when every one is finite. It reads every weight: for a diagnosis, or once before training. */
 FST_API int fst__first_non_finite(const fst_weight* table, size_t count, const unsigned char* region, int as_f32, char* out, size_t n) {
   size_t w, i;
   if (n) out[0] = '\0';

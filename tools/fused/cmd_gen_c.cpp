@@ -90,7 +90,7 @@ int train_step_c(const options& o) {
   const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(256, info.arch.max_position_embeddings));
   if (seq > info.arch.max_position_embeddings)
     throw fused::cli::usage_error(fmt::format("--max-seq {} exceeds max_position_embeddings {}", seq, info.arch.max_position_embeddings));
-  if (seq < 2) throw fused::cli::usage_error(fmt::format("--max-seq {}: a train step's sequences need at least 2 tokens (the loss predicts each next one)", seq));
+  if (seq < fused::train::min_sequence_tokens) throw fused::cli::usage_error(fmt::format("--max-seq {}: {}", seq, fused::train::too_few_tokens));
   fused::decoder::graph_options graph{};
   graph.train = o.optimizer.options();
   const fused::codegen::c_program p = fused::codegen::train_program_for_c(o.name, *info.family, info.arch, {.sequences = o.batch, .tokens = seq}, graph);

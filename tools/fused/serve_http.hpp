@@ -262,7 +262,7 @@ class server {
       if (!req.has_header("Content-Length") || content_length_garbled(req)) return 100;  // the pre-routing handler answers those
       const std::string length = req.get_header_value("Content-Length");
       std::uint64_t bytes = 0;
-      const auto [end, error] = std::from_chars(length.data(), length.data() + length.size(), bytes);
+      const std::errc error = std::from_chars(length.data(), length.data() + length.size(), bytes).ec;
       if (error == std::errc() && bytes <= static_cast<std::uint64_t>(o_.max_body)) return 100;
       send_error(res, 413, "the request body is larger than the server's limit (--max-body)");
       return 413;  // httplib closes the connection after it

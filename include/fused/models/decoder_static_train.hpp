@@ -19,7 +19,7 @@ template <class Preset, std::int64_t Tokens, std::int64_t Sequences = 1, train::
 struct static_train_plan {
   using family = typename Preset::family;
   static constexpr config cfg = Preset::value;
-  static_assert(Tokens >= 2, "fused: a train step's sequences need at least 2 tokens (the loss predicts each next one)");
+  static_assert(Tokens >= train::min_sequence_tokens, "fused: a train step's sequences need at least 2 tokens (the loss predicts each next one)");
   static_assert(Sequences >= 1, "fused: a train step needs at least one sequence");
   static_assert(Tokens <= Preset::value.max_position_embeddings, "fused: a train step's sequences exceed the model's max_position_embeddings");
   static_assert(Preset::value.sliding_window == 0 || Tokens <= Preset::value.sliding_window,

@@ -27,6 +27,7 @@
 
 #include <fmt/format.h>
 
+#include "../core/non_finite.hpp"
 #include "../io/safetensors.hpp"
 #include "../runtime/execute.hpp"
 #include "../runtime/session.hpp"
@@ -47,7 +48,7 @@ struct batch_shape {
 // std::invalid_argument naming the size or config field at fault, graph_error for a program the
 // pipeline refuses (an op with no backward rule, a parameter the loss does not reach).
 inline planned plan_train(const family_entry& f, const config& c, batch_shape shape, graph_options o = {}) {
-  if (shape.tokens < 2) throw std::invalid_argument("a train step's sequences need at least 2 tokens (the loss predicts each next one), got " + std::to_string(shape.tokens));
+  if (shape.tokens < train::min_sequence_tokens) throw std::invalid_argument(std::string(train::too_few_tokens) + ", got " + std::to_string(shape.tokens));
   if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
   check_positions(c, shape.tokens, "sequences of " + std::to_string(shape.tokens) + " tokens exceed");
   if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens)
@@ -360,16 +361,12 @@ class trainer {
   }
 
  private:
-  // What first_non_finite_* says of tensor t: "tensor "x" holds NaN at element i (b of n values are
-  // not finite)", as fused_safetensors.h's fst_first_non_finite_f32 says it in the generated C.
+  // What first_non_finite_* says of tensor t (core/non_finite.hpp's sentence), empty when it is finite.
   static std::string non_finite_in(detail::bound_program& p, tensor_id t) {
     const std::span<const float> values = p.floats(t);
-    std::size_t bad = 0, first = 0;
-    for (std::size_t i = 0; i < values.size(); ++i)
-      if (!std::isfinite(values[i]) && bad++ == 0) first = i;
-    if (!bad) return {};
-    return fmt::format("tensor \"{}\" holds {} at element {} ({} of {} values are not finite)", to_string(p.plan.prog.tensor(t).name.str()),
-                       std::isnan(values[first]) ? "NaN" : "an infinity", first, bad, values.size());
+    const non_finite_count bad = count_non_finite(values.size(), [&](std::size_t i) { return values[i]; });
+    if (!bad.count) return {};
+    return non_finite_sentence(to_string(p.plan.prog.tensor(t).name.str()), values[bad.first], bad, values.size());
   }
   static bool sharded(const data_parallel& p) { return p.micro_batches > 1 || (p.ranks != nullptr && p.ranks->ranks() > 1); }
   static batch_shape sharded_shape(batch_shape whole, const data_parallel& p) {

@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../core/json_text.hpp"
+#include "../core/non_finite.hpp"
 #include "../core/text_string.hpp"
 #include "../io/load_error.hpp"
 #include "../io/safetensors.hpp"
@@ -187,17 +188,14 @@ class weight_store {
       const auto n = static_cast<std::size_t>(source.numel());
       const std::vector<float> stored = as_stored ? io::to_f32_owned(source) : std::vector<float>{};
       const auto value = [&](std::size_t i) { return as_stored ? stored[i] : fk_bf16_to_f32_1(table_[k][i]); };
-      std::size_t bad = 0, first = 0;
-      for (std::size_t i = 0; i < n; ++i)
-        if (!std::isfinite(value(i)) && bad++ == 0) first = i;
-      if (!bad) continue;
-      float as_written = value(first);
-      if (source.dtype == io::dtype::F32) std::memcpy(&as_written, source.data + first * sizeof(float), sizeof(float));
+      const non_finite_count bad = count_non_finite(n, value);
+      if (!bad.count) continue;
+      float as_written = value(bad.first);
+      if (source.dtype == io::dtype::F32) std::memcpy(&as_written, source.data + bad.first * sizeof(float), sizeof(float));
       if (std::isfinite(as_written))
         return fmt::format("tensor \"{}\" holds {:g} at element {}, beyond bf16's range ({} of {} values are not finite in bf16)",
-                           source.name, as_written, first, bad, n);
-      return fmt::format("tensor \"{}\" holds {} at element {} ({} of {} values are not finite)", source.name,
-                         std::isnan(as_written) ? "NaN" : "an infinity", first, bad, n);
+                           source.name, as_written, bad.first, bad.count, n);
+      return non_finite_sentence(source.name, as_written, bad, n);
     }
     return {};
   }

@@ -28,6 +28,10 @@ enum class method { adamw, sgd };
 
 // The state tensor counting the optimizer's steps (AdamW's t; SGD's first step starts its momentum).
 inline constexpr const char* step_count_name = "optimizer.step";
+// The fewest tokens a train step's sequence may hold, the loss predicting each next one, and the
+// sentence that refuses fewer (the static plan's static_assert says it too, as a literal).
+inline constexpr std::int64_t min_sequence_tokens = 2;
+inline constexpr const char* too_few_tokens = "a train step's sequences need at least 2 tokens (the loss predicts each next one)";
 // A data-parallel shard's input numbering its dropout draw: (steps taken) * micro-batches + the
 // micro-batch + 1, so that every micro-batch of every step draws its own masks, whatever the ranks.
 inline constexpr const char* dropout_draw_name = "dropout_draw";
