@@ -4323,6 +4323,8 @@ inline constexpr const char* step_count_name = "optimizer.step";
 // sentence that refuses fewer (the static plan's static_assert says it too, as a literal).
 inline constexpr std::int64_t min_sequence_tokens = 2;
 inline constexpr const char* too_few_tokens = "a train step's sequences need at least 2 tokens (the loss predicts each next one)";
+// The most tokens one train step takes, its sequences together.
+inline constexpr std::int64_t max_step_tokens = std::int64_t{1} << 20;
 // A data-parallel shard's input numbering its dropout draw: (steps taken) * micro-batches + the
 // micro-batch + 1, so that every micro-batch of every step draws its own masks, whatever the ranks.
 inline constexpr const char* dropout_draw_name = "dropout_draw";
@@ -13197,8 +13199,11 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
 // What every executor of a planned decoder shares: the caller-visible contract of prefill and
 // decode over one KV cache — the position, the capacity checks, token-id validation, where the
 // token ids go in and the logits come out. Generic: it knows plans and calls, not attention.
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -13237,12 +13242,19 @@ struct capacity_error : std::length_error {
   using std::length_error::length_error;
 };
 
-// 64-byte-aligned, zero-filled bytes owned by a model that was not given caller-owned regions.
+// The machine's physical memory in bytes (0 where the system does not say).
+inline double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+// 64-byte-aligned, zero-filled bytes owned by a model that was not given caller-owned regions. More
+// than the machine's memory is refused (std::length_error) before a page is touched: the allocator
+// may grant it, and zeroing it would then end the process by the OOM killer, not by an error.
 class aligned_bytes {
  public:
   aligned_bytes() = default;
-  explicit aligned_bytes(std::size_t n)
-      : p_(n ? static_cast<std::byte*>(::operator new(n, std::align_val_t{64})) : nullptr), n_(n) {
+  explicit aligned_bytes(std::size_t n) : p_(n ? static_cast<std::byte*>(::operator new(checked(n), std::align_val_t{64})) : nullptr), n_(n) {
     if (p_) std::memset(p_, 0, n);
   }
   aligned_bytes(aligned_bytes&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
@@ -13259,6 +13271,15 @@ class aligned_bytes {
   std::size_t size() const { return n_; }
 
  private:
+  static std::size_t checked(std::size_t n) {
+    if (const double memory = physical_memory_bytes(); memory > 0 && static_cast<double>(n) > memory) {
+      char figures[128];
+      std::snprintf(figures, sizeof figures, "cannot allocate %.1f GiB: this machine has %.1f GiB of memory", static_cast<double>(n) / (1 << 30),
+                    memory / (1 << 30));
+      throw std::length_error(figures);
+    }
+    return n;
+  }
   void release() {
     if (p_) ::operator delete(p_, std::align_val_t{64});
     p_ = nullptr;
@@ -13409,17 +13430,19 @@ struct static_run {
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+// ---- begin fused/io/json_config.hpp --------------------------------------------------------------------
+// JSON files of a model directory, read with every error naming the file and the field: a reader
+// of one JSON object's fields (config_reader), a parser that bounds nesting and refuses repeated
+// keys, and a reader of small text files. What the fields mean is models/hf_config.hpp's business.
 // ---- begin fused/io/load_error.hpp ---------------------------------------------------------------------
 // The one exception type the loaders throw for a bad input file (config.json, safetensors).
 // Its message always starts with the file, then names the field or tensor at fault, so a user can
@@ -13449,6 +13472,211 @@ template <class... Args>
 
 }  // namespace fused::io
 // ---- end fused/io/load_error.hpp -----------------------------------------------------------------------
+// ---- begin fused/io/read_bounded.hpp -------------------------------------------------------------------
+// Reading a source whose end may never come (a device such as /dev/zero, `yes |` on a pipe, a FIFO
+// that nobody writes): by read(2), in chunks, up to a limit, a read error told apart from the end.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+namespace fused::io {
+
+// What reading a source gave: its bytes, or why they stop short.
+struct read_result {
+  std::string bytes;
+  bool too_large = false;  // it holds more than the limit (bytes then holds what was read)
+  int open_error = 0;      // errno of a failed open (ENOENT, ELOOP), 0 when none
+  int read_error = 0;      // errno of a failed read (EISDIR, EIO), 0 when none
+};
+
+// All of file descriptor fd, or too_large as soon as it holds more than max_bytes. A read error is
+// reported (std::istream took one, a directory on standard input say, for the end).
+inline read_result read_fd_at_most(int fd, std::size_t max_bytes) {
+  read_result r;
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      r.read_error = errno;
+      return r;
+    }
+    if (n == 0) return r;
+    if (r.bytes.size() + static_cast<std::size_t>(n) > max_bytes) {
+      r.too_large = true;
+      return r;
+    }
+    r.bytes.append(chunk, static_cast<std::size_t>(n));
+  }
+}
+
+// The file at `path`, as read_fd_at_most reads it. Opened without blocking, then read blocking: a FIFO
+// that no process writes reads as empty instead of waiting for a writer forever, one that a process
+// writes (`<(...)`) as it comes.
+inline read_result read_file_at_most(const std::filesystem::path& path, std::size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  read_result r;
+  if (fd < 0) {
+    r.open_error = errno;
+    return r;
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags == -1 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) r.open_error = errno;
+  else r = read_fd_at_most(fd, max_bytes);
+  ::close(fd);
+  return r;
+}
+
+}  // namespace fused::io
+// ---- end fused/io/read_bounded.hpp ---------------------------------------------------------------------
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+namespace fused::io {
+
+namespace detail {
+
+// Reads the fields of one config.json object; every accessor reports errors with the file name.
+class config_reader {
+ public:
+  config_reader(const nlohmann::json& root, std::string_view file) : root_(root), file_(file) {}
+
+  // The value of `key` in `object`, or nullptr when absent or null (transformers writes null for
+  // "not set", e.g. "pad_token_id": null).
+  static const nlohmann::json* get(const nlohmann::json& object, std::string_view key) {
+    const auto it = object.find(key);
+    return it == object.end() || it->is_null() ? nullptr : &*it;
+  }
+  const nlohmann::json* get(std::string_view key) const { return get(root_, key); }
+  bool contains(std::string_view key) const { return root_.contains(key); }  // null or not
+
+  const nlohmann::json& require(std::string_view key) const {
+    const nlohmann::json* v = get(key);
+    if (v == nullptr) fail(key, "is missing");
+    return *v;
+  }
+
+  // An integer >= min_value that fits in int.
+  int integer(std::string_view key, const nlohmann::json& v, int min_value) const {
+    if (!v.is_number_integer()) fail(key, "must be an integer, got {}", json_text::excerpt(v));
+    if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX)
+                               : v.get<std::int64_t>() < INT_MIN)
+      fail(key, "{} is out of range", json_text::excerpt(v));
+    const int i = v.get<int>();
+    if (i < min_value) fail(key, "{} must be {}", i, min_value == 1 ? "positive" : "non-negative");
+    return i;
+  }
+  int positive(std::string_view key) const { return integer(key, require(key), 1); }
+
+  // A finite number > 0 (and < upper_bound when given).
+  double positive_real(std::string_view key, const nlohmann::json& v,
+                       std::optional<double> upper_bound = std::nullopt) const {
+    if (!v.is_number()) fail(key, "must be a number, got {}", json_text::excerpt(v));
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d <= 0 || (upper_bound && d >= *upper_bound))
+      fail(key, "{} must be positive{}", json_text::excerpt(v), upper_bound ? fmt::format(" and below {}", *upper_bound) : "");
+    return d;
+  }
+
+  const std::string& string(std::string_view key, const nlohmann::json& v) const {
+    if (!v.is_string()) fail(key, "must be a string, got {}", json_text::excerpt(v));
+    return v.get_ref<const std::string&>();
+  }
+
+  bool boolean(std::string_view key, const nlohmann::json& v) const {
+    if (!v.is_boolean()) fail(key, "must be true or false, got {}", json_text::excerpt(v));
+    return v.get<bool>();
+  }
+
+  template <class... Args>
+  [[noreturn]] void fail(std::string_view key, fmt::format_string<Args...> format, Args&&... args) const {
+    throw_load_error(file_, "field \"{}\": {}", key, fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  std::string_view file() const { return file_; }
+
+ private:
+  const nlohmann::json& root_;
+  std::string_view file_;
+};
+
+inline std::vector<int> read_token_ids(const config_reader& r, std::string_view key, int vocab_size) {
+  std::vector<int> ids;
+  const nlohmann::json* v = r.get(key);
+  if (v == nullptr) return ids;
+  if (v->is_array()) {
+    for (const nlohmann::json& id : *v) ids.push_back(r.integer(key, id, 0));
+  } else {
+    ids.push_back(r.integer(key, *v, 0));
+  }
+  for (int id : ids)
+    if (id >= vocab_size) r.fail(key, "{} is not below vocab_size {}", id, vocab_size);
+  return ids;
+}
+
+// Parses with a nesting limit (config.json is shallow; this bounds the work a hostile file can
+// cause) and refuses a repeated top-level key (the parser would silently keep the last one).
+inline nlohmann::json parse_json_object(std::string_view text, std::string_view file) {
+  using nlohmann::json;
+  std::unordered_set<std::string> keys;
+  const auto guard = [&](int depth, json::parse_event_t event, json& parsed) {
+    constexpr int max_depth = 32;
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= max_depth)
+      throw_load_error(file, "JSON nests deeper than {} levels", max_depth);
+    if (event == json::parse_event_t::key && depth == 1 && !keys.insert(parsed.get<std::string>()).second)
+      throw_load_error(file, "field \"{}\" appears twice", parsed.get<std::string>());
+    return true;
+  };
+  json root;
+  try {
+    root = json_text::parse(text, guard);
+  } catch (const json::exception& e) {
+    throw_load_error(file, "not valid JSON: {}", json_text::reason(e));
+  }
+  if (!root.is_object()) throw_load_error(file, "not a JSON object");
+  return root;
+}
+
+// The whole of a small JSON file: a FIFO or a device would be read without end, and a
+// config.json is a few kilobytes, so anything else or anything over 16 MB is refused.
+inline std::string read_text_file(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  std::error_code ec;
+  // Checked before opening: opening a FIFO would already block.
+  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
+    throw_load_error(name, "{}", std::filesystem::is_directory(file, ec) ? "is a directory, not a file" : "not a regular file");
+  constexpr std::uintmax_t max_bytes = 16 << 20;
+  if (const std::uintmax_t size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
+    throw_load_error(name, "is {} bytes, more than the {} bytes a config file could need", size, max_bytes);
+  read_result text = read_file_at_most(file, max_bytes);  // a file that grows as it is read stops at the bound too
+  if (text.open_error) throw_load_error(name, "cannot open: {}", std::strerror(text.open_error));
+  if (text.read_error) throw_load_error(name, "cannot read: {}", std::strerror(text.read_error));
+  if (text.too_large) throw_load_error(name, "holds more than the {} bytes a config file could need", max_bytes);
+  return std::move(text.bytes);
+}
+
+}  // namespace detail
+
+}  // namespace fused::io
+// ---- end fused/io/json_config.hpp ----------------------------------------------------------------------
 // ---- begin fused/io/safetensors.hpp --------------------------------------------------------------------
 // Hugging Face safetensors: a validating, read-only, zero-copy reader and a small writer.
 //
@@ -13829,7 +14057,8 @@ class mapped_file {
  public:
   static mapped_file open(const std::filesystem::path& path) {
     const std::string name = path.string();
-    const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+    // Without blocking: a FIFO (nothing to map) is refused below, not waited on for a writer.
+    const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw_load_error(name, "cannot open: {}", std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -14262,10 +14491,7 @@ class weight_store {
   void open_shards(const std::filesystem::path& dir, const std::filesystem::path& index_path) {
     const std::string index = index_path.string();
     source_ = index;
-    std::ifstream in(index_path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const nlohmann::json j = json_text::parse(ss.str(), nullptr, false);
+    const nlohmann::json j = json_text::parse(io::detail::read_text_file(index_path), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw io::load_error(index + ": not a JSON object with a \"weight_map\" object");
     const nlohmann::json& map = j["weight_map"];
@@ -15837,9 +16063,9 @@ inline planned plan_train(const family_entry& f, const config& c, batch_shape sh
   if (shape.tokens < train::min_sequence_tokens) throw std::invalid_argument(std::string(train::too_few_tokens) + ", got " + std::to_string(shape.tokens));
   if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
   check_positions(c, shape.tokens, "sequences of " + std::to_string(shape.tokens) + " tokens exceed");
-  if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens)
+  if (shape.sequences > train::max_step_tokens / shape.tokens)
     throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) +
-                                " tokens is too large: a train step takes at most 2^20 = 1048576 tokens");
+                                " tokens is too large: a train step takes at most " + std::to_string(train::max_step_tokens) + " tokens");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   o.training = true;
   o.logits = logits_rows::all;
@@ -16217,157 +16443,6 @@ class trainer {
 //
 // config_differences() compares two configs field by field through Hana reflection of
 // decoder::config, so adding a field there is all it takes for every check to cover it.
-// ---- begin fused/io/json_config.hpp --------------------------------------------------------------------
-// JSON files of a model directory, read with every error naming the file and the field: a reader
-// of one JSON object's fields (config_reader), a parser that bounds nesting and refuses repeated
-// keys, and a reader of small text files. What the fields mean is models/hf_config.hpp's business.
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include <cerrno>
-#include <climits>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <optional>
-#include <sstream>
-#include <string>
-#include <string_view>
-#include <unordered_set>
-#include <vector>
-
-namespace fused::io {
-
-namespace detail {
-
-// Reads the fields of one config.json object; every accessor reports errors with the file name.
-class config_reader {
- public:
-  config_reader(const nlohmann::json& root, std::string_view file) : root_(root), file_(file) {}
-
-  // The value of `key` in `object`, or nullptr when absent or null (transformers writes null for
-  // "not set", e.g. "pad_token_id": null).
-  static const nlohmann::json* get(const nlohmann::json& object, std::string_view key) {
-    const auto it = object.find(key);
-    return it == object.end() || it->is_null() ? nullptr : &*it;
-  }
-  const nlohmann::json* get(std::string_view key) const { return get(root_, key); }
-  bool contains(std::string_view key) const { return root_.contains(key); }  // null or not
-
-  const nlohmann::json& require(std::string_view key) const {
-    const nlohmann::json* v = get(key);
-    if (v == nullptr) fail(key, "is missing");
-    return *v;
-  }
-
-  // An integer >= min_value that fits in int.
-  int integer(std::string_view key, const nlohmann::json& v, int min_value) const {
-    if (!v.is_number_integer()) fail(key, "must be an integer, got {}", json_text::excerpt(v));
-    if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX)
-                               : v.get<std::int64_t>() < INT_MIN)
-      fail(key, "{} is out of range", json_text::excerpt(v));
-    const int i = v.get<int>();
-    if (i < min_value) fail(key, "{} must be {}", i, min_value == 1 ? "positive" : "non-negative");
-    return i;
-  }
-  int positive(std::string_view key) const { return integer(key, require(key), 1); }
-
-  // A finite number > 0 (and < upper_bound when given).
-  double positive_real(std::string_view key, const nlohmann::json& v,
-                       std::optional<double> upper_bound = std::nullopt) const {
-    if (!v.is_number()) fail(key, "must be a number, got {}", json_text::excerpt(v));
-    const double d = v.get<double>();
-    if (!std::isfinite(d) || d <= 0 || (upper_bound && d >= *upper_bound))
-      fail(key, "{} must be positive{}", json_text::excerpt(v), upper_bound ? fmt::format(" and below {}", *upper_bound) : "");
-    return d;
-  }
-
-  const std::string& string(std::string_view key, const nlohmann::json& v) const {
-    if (!v.is_string()) fail(key, "must be a string, got {}", json_text::excerpt(v));
-    return v.get_ref<const std::string&>();
-  }
-
-  bool boolean(std::string_view key, const nlohmann::json& v) const {
-    if (!v.is_boolean()) fail(key, "must be true or false, got {}", json_text::excerpt(v));
-    return v.get<bool>();
-  }
-
-  template <class... Args>
-  [[noreturn]] void fail(std::string_view key, fmt::format_string<Args...> format, Args&&... args) const {
-    throw_load_error(file_, "field \"{}\": {}", key, fmt::format(format, std::forward<Args>(args)...));
-  }
-
-  std::string_view file() const { return file_; }
-
- private:
-  const nlohmann::json& root_;
-  std::string_view file_;
-};
-
-inline std::vector<int> read_token_ids(const config_reader& r, std::string_view key, int vocab_size) {
-  std::vector<int> ids;
-  const nlohmann::json* v = r.get(key);
-  if (v == nullptr) return ids;
-  if (v->is_array()) {
-    for (const nlohmann::json& id : *v) ids.push_back(r.integer(key, id, 0));
-  } else {
-    ids.push_back(r.integer(key, *v, 0));
-  }
-  for (int id : ids)
-    if (id >= vocab_size) r.fail(key, "{} is not below vocab_size {}", id, vocab_size);
-  return ids;
-}
-
-// Parses with a nesting limit (config.json is shallow; this bounds the work a hostile file can
-// cause) and refuses a repeated top-level key (the parser would silently keep the last one).
-inline nlohmann::json parse_json_object(std::string_view text, std::string_view file) {
-  using nlohmann::json;
-  std::unordered_set<std::string> keys;
-  const auto guard = [&](int depth, json::parse_event_t event, json& parsed) {
-    constexpr int max_depth = 32;
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= max_depth)
-      throw_load_error(file, "JSON nests deeper than {} levels", max_depth);
-    if (event == json::parse_event_t::key && depth == 1 && !keys.insert(parsed.get<std::string>()).second)
-      throw_load_error(file, "field \"{}\" appears twice", parsed.get<std::string>());
-    return true;
-  };
-  json root;
-  try {
-    root = json_text::parse(text, guard);
-  } catch (const json::exception& e) {
-    throw_load_error(file, "not valid JSON: {}", json_text::reason(e));
-  }
-  if (!root.is_object()) throw_load_error(file, "not a JSON object");
-  return root;
-}
-
-// The whole of a small JSON file: a FIFO or a device would be read without end, and a
-// config.json is a few kilobytes, so anything else or anything over 16 MB is refused.
-inline std::string read_text_file(const std::filesystem::path& file) {
-  const std::string name = file.string();
-  std::error_code ec;
-  // Checked before opening: opening a FIFO would already block.
-  if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
-    throw_load_error(name, "{}", std::filesystem::is_directory(file, ec) ? "is a directory, not a file" : "not a regular file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw_load_error(name, "cannot open: {}", std::strerror(errno));
-  constexpr std::uintmax_t max_bytes = 16 << 20;
-  if (const std::uintmax_t size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
-    throw_load_error(name, "is {} bytes, more than the {} bytes a config file could need", size, max_bytes);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw_load_error(name, "cannot read: {}", std::strerror(errno));
-  return std::move(text).str();
-}
-
-}  // namespace detail
-
-}  // namespace fused::io
-// ---- end fused/io/json_config.hpp ----------------------------------------------------------------------
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16879,9 +16954,9 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <optional>
@@ -16895,29 +16970,6 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 
 #include <nlohmann/json.hpp>
 
-// ---- begin fused/io/read_bounded.hpp -------------------------------------------------------------------
-// Reading a stream whose end may never come (a device such as /dev/zero, `yes |` on a pipe): in
-// chunks, up to a limit.
-#include <cstddef>
-#include <istream>
-#include <optional>
-#include <string>
-
-namespace fused::io {
-
-// All of `in`, or nullopt as soon as it holds more than `max_bytes`; the caller names the source.
-inline std::optional<std::string> read_at_most(std::istream& in, std::size_t max_bytes) {
-  std::string text;
-  char chunk[1 << 16];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-    if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes) return std::nullopt;
-    text.append(chunk, static_cast<std::size_t>(in.gcount()));
-  }
-  return text;
-}
-
-}  // namespace fused::io
-// ---- end fused/io/read_bounded.hpp ---------------------------------------------------------------------
 // ---- begin fused/io/tokenizer/added_tokens.hpp ---------------------------------------------------------
 // Added tokens (`added_tokens` in tokenizer.json: "<|im_start|>", "<|endoftext|>", ...) are cut out
 // of the text before the pre-tokenizer sees it, each becoming its own id. Matching is leftmost,
@@ -17661,14 +17713,13 @@ class tokenizer {
     if (std::filesystem::is_directory(path, ec))
       throw load_error(path.string() + ": is a directory; give the tokenizer.json file" +
                        (std::filesystem::exists(path / "tokenizer.json", ec) ? " (" + (path / "tokenizer.json").string() + ")" : std::string{}));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw load_error(path.string() + ": cannot open");
     // Bounded as it is read (a device such as /dev/zero never ends): the largest vocabularies' files
     // are tens of MiB.
-    const std::optional<std::string> text = read_at_most(in, std::size_t{512} << 20);
-    if (!text) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
-    if (in.bad()) throw load_error(path.string() + ": read error");
-    return from_json(*text, path.string());
+    const read_result text = read_file_at_most(path, std::size_t{512} << 20);
+    if (text.too_large) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
+    if (text.open_error) throw load_error(path.string() + ": cannot open: " + std::strerror(text.open_error));
+    if (text.read_error) throw load_error(path.string() + ": cannot read: " + std::strerror(text.read_error));
+    return from_json(text.bytes, path.string());
   }
 
   // `origin` names the source in error messages. Throws io::load_error.

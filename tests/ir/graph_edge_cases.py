@@ -219,7 +219,7 @@ for ids in ([0, 4, 1], [0, 100000000, -100000000]):
 g = graph("huge", [call(1, "zeros", "z", shape=[1048576, 1048576]), out(2, "z")], [(1, 2, 0)])
 rc, _, msg = run([fused, "graph", "run", g, "--inputs", write_tensors(os.path.join(work, "none.safetensors"), {}),
                   "--out", os.path.join(work, "huge_out.safetensors")])
-check("a 4 TiB arena: refused before allocating", rc == 1 and "its state and activation arena take 4096.0 GiB as bound; this machine has" in msg and
+check("a 4 TiB arena: refused before allocating", rc == 1 and "its state and activation arena under this binding take 4096.0 GiB; this machine has" in msg and
       not os.path.exists(os.path.join(work, "huge_out.safetensors")), msg)
 
 # 12,000 Inputs, each live from the call's start to the add that reads it: 72 million pairs of

@@ -271,7 +271,7 @@ TEST_CASE("loader errors name the file and the field") {
     (void)tokenizer::from_file("/nonexistent/tokenizer.json");
     FAIL("expected an exception");
   } catch (const std::runtime_error& e) {
-    CHECK(std::string(e.what()) == "/nonexistent/tokenizer.json: cannot open");
+    CHECK(std::string(e.what()) == "/nonexistent/tokenizer.json: cannot open: No such file or directory");
   }
 }
 

@@ -10,15 +10,17 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cfloat>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <functional>
@@ -32,14 +34,23 @@
 #include <vector>
 
 #include <fused/io/read_bounded.hpp>
+#include <fused/runtime/session.hpp>
 
 namespace fused::cli {
 
 // The machine's physical memory in bytes (0 where the system does not say): a run that plans past it
 // is named before it allocates (its pages would be zeroed, and the OOM killer would end it).
-inline double physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+using fused::runtime::physical_memory_bytes;
+
+// Refuses, before they are allocated, buffers of `bytes` that exceed the machine's memory: `what` names
+// them ("x.json: its state and activation arena"). Their pages would be zeroed as they are touched, and
+// the OOM killer would end the run partway through.
+inline void require_memory(const std::string& what, double bytes) {
+  const double memory = physical_memory_bytes();
+  if (memory <= 0 || bytes <= memory) return;
+  char figures[96];
+  std::snprintf(figures, sizeof figures, " take %.1f GiB; this machine has %.1f GiB of memory", bytes / (1 << 30), memory / (1 << 30));
+  throw std::runtime_error(what + figures);
 }
 
 using runner = std::function<int()>;
@@ -79,7 +90,8 @@ inline std::optional<double> finite_number(std::string_view text) {
 }
 
 // A number in [lo, hi], or [lo, hi) with `hi_excluded`; NaN and infinities are refused (CLI::Range
-// lets NaN through: every comparison with NaN is false).
+// lets NaN through: every comparison with NaN is false), and so is a value f32 holds as 0 or a
+// denormal (a learning rate of 1e-320 would train with 0).
 inline CLI::Validator finite_in(double lo, double hi, bool hi_excluded = false) {
   const std::string range = "[" + CLI::detail::to_string(lo) + ", " + CLI::detail::to_string(hi) + (hi_excluded ? ")" : "]");
   return CLI::Validator(
@@ -87,6 +99,8 @@ inline CLI::Validator finite_in(double lo, double hi, bool hi_excluded = false) 
         const std::optional<double> x = finite_number(text);
         if (!x) return "'" + text + "' is not a finite decimal number";
         if (*x < lo || (hi_excluded ? *x >= hi : *x > hi)) return text + " is outside " + range;
+        // The kernels compute in f32: a value below its smallest normal number would be 0 or lose its digits.
+        if (*x != 0 && std::fabs(*x) < FLT_MIN) return text + " is below f32's smallest normal number, " + CLI::detail::to_string(FLT_MIN);
         return {};
       },
       range, "finite_in");
@@ -95,32 +109,42 @@ inline CLI::Validator finite_in(double lo, double hi, bool hi_excluded = false) 
 // A finite number in [lo, hi): a momentum or an AdamW beta, which 1 would make no average.
 inline CLI::Validator finite_below(double lo, double hi) { return finite_in(lo, hi, true); }
 
-// An integer in [lo, hi], with the range in the message.
+// What is wrong with `text` as a decimal integer in [lo, hi] (from_chars: CLI11's lexical_cast, strtoll
+// in base 0, reads 010 as 8, 0x10 as 16 and a number past 2^63 as 2^63 - 1), empty when nothing is; the
+// value into `value`.
+inline std::string integer_problem(std::string_view text, long long lo, long long hi, long long& value) {
+  const char* first = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), value);
+  if (ec == std::errc::invalid_argument || end != text.data() + text.size() || text.empty()) return "'" + std::string(text) + "' is not an integer";
+  if (ec == std::errc::result_out_of_range || value < lo || value > hi)
+    return std::string(text) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return {};
+}
+
+// An integer in [lo, hi], with the range in the message. Attach it with ->transform(): it hands CLI11
+// the canonical digits, and ->check() would hand it a copy (non-modifying), so 010 would reach
+// CLI11's base-0 reading and become 8.
 inline CLI::Validator integer_in(long long lo, long long hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   return CLI::Validator(
-      [lo, hi, range](std::string& text) -> std::string {
-        // Decimal, by from_chars: CLI11's lexical_cast (strtoll, base 0) reads 010 as 8, 0x10 as 16 and a
-        // number past 2^63 as 2^63 - 1; it is handed the canonical digits.
+      [lo, hi](std::string& text) -> std::string {
         long long x = 0;
-        const char* first = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
-        const auto [end, ec] = std::from_chars(first, text.data() + text.size(), x);
-        if (ec == std::errc::invalid_argument || end != text.data() + text.size() || text.empty()) return "'" + text + "' is not an integer";
-        if (ec == std::errc::result_out_of_range || x < lo || x > hi) return text + " is outside " + range;
-        text = std::to_string(x);
-        return {};
+        std::string problem = integer_problem(text, lo, hi, x);
+        if (problem.empty()) text = std::to_string(x);
+        return problem;
       },
       range, "integer_in");
 }
 
-// A 64-bit seed, 0 .. 2^64 - 1: CLI11 would read -5 into an unsigned option as 2^64 - 5.
+// A 64-bit seed, 0 .. 2^64 - 1: CLI11 would read -5 into an unsigned option as 2^64 - 5. Attached
+// with ->transform(), as integer_in.
 inline CLI::Validator seed_range() {
   const std::string range = "[0, " + std::to_string(UINT64_MAX) + "]";
   return CLI::Validator(
       [range](std::string& text) -> std::string {
-        const bool negative = !text.empty() && text[0] == '-';
+        const bool negative = !text.empty() && text[0] == '-', plus = text.size() > 1 && text[0] == '+';
         std::uint64_t x = 0;
-        const char* first = text.data() + (negative ? 1 : 0);
+        const char* first = text.data() + (negative || plus ? 1 : 0);
         const auto [end, ec] = std::from_chars(first, text.data() + text.size(), x);
         if (ec == std::errc::invalid_argument || end != text.data() + text.size()) return "'" + text + "' is not an integer";
         if (negative || ec == std::errc::result_out_of_range) return text + " is outside " + range;
@@ -216,14 +240,10 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
       while (end < w.size() && (std::isdigit(static_cast<unsigned char>(w[end])) || (end == i && w[end] == '-'))) ++end;
       const std::string num = w.substr(i, end - i);
       long long v = 0;
-      try {
-        std::size_t used = 0;
-        v = std::stoll(num, &used);
-        if (used != num.size()) throw std::invalid_argument(num);
-      } catch (const std::exception&) {
+      const auto [num_end, error] = std::from_chars(num.data(), num.data() + num.size(), v);
+      if (num.empty() || (error != std::errc() && error != std::errc::result_out_of_range) || num_end != num.data() + num.size())
         throw usage_error(std::string(flag) + ": '" + printable(w) + "' is not a list of token ids like 1,2,3");
-      }
-      if (v < 0 || v > INT32_MAX) throw usage_error(std::string(flag) + ": token id " + num + " is outside [0, " + std::to_string(INT32_MAX) + "]");
+      if (error == std::errc::result_out_of_range || v < 0 || v > INT32_MAX) throw usage_error(std::string(flag) + ": token id " + num + " is outside [0, " + std::to_string(INT32_MAX) + "]");
       ids.push_back(static_cast<std::int32_t>(v));
       comma_since_id = false;
       i = end;
@@ -236,6 +256,33 @@ inline std::vector<std::int32_t> parse_ids(const std::vector<std::string>& words
   if (opened && !closed) throw usage_error(std::string(flag) + ": '" + printable(whole) + "' has a '[' without its ']'");
   if (comma_since_id) throw usage_error(std::string(flag) + ": '" + printable(whole) + "' ends with a comma (an empty token id)");
   return ids;
+}
+
+// --stop-ids as given (parse_ids's forms; CLI11's delimiter would drop an empty id, "1,,2" read as
+// 1,2): at most 4 ids, none when the flag is absent.
+inline std::vector<int> stop_ids(const std::vector<std::string>& words) {
+  const std::vector<std::int32_t> ids = parse_ids(words, "--stop-ids");
+  if (ids.size() > 4) throw usage_error("--stop-ids: at most 4 ids, got " + std::to_string(ids.size()));
+  if (ids.empty() && !words.empty()) throw usage_error("--stop-ids: give at least one token id");
+  return {ids.begin(), ids.end()};
+}
+
+// A list option's integers, each in [lo, hi], from its words ("1,2,4" or "1 2 4"): CLI11's delimiter
+// would drop an empty item ("1,,4" read as 1,4), so the option keeps its words and this reads them.
+inline std::vector<long long> integer_list(const std::vector<std::string>& words, std::string_view flag, long long lo, long long hi) {
+  std::vector<long long> values;
+  for (const std::string& word : words)
+    for (std::size_t begin = 0;;) {
+      const std::size_t comma = std::min(word.find(',', begin), word.size());
+      long long x = 0;
+      if (comma == begin) throw usage_error(std::string(flag) + ": '" + printable(word) + "' has an empty item (two commas, or one at an end)");
+      if (std::string problem = integer_problem(std::string_view(word).substr(begin, comma - begin), lo, hi, x); !problem.empty())
+        throw usage_error(std::string(flag) + ": " + printable(problem));
+      values.push_back(x);
+      if (comma == word.size()) break;
+      begin = comma + 1;
+    }
+  return values;
 }
 
 // Every id `flag` gave is inside the vocabulary, checked before any work: a run that stopped at the
@@ -276,29 +323,21 @@ inline std::map<std::string, std::int64_t> parse_binds(const std::vector<std::st
 
 // The bytes of a file named on the command line, "-" for standard input; `what` says what the file is
 // for, in errors ("the prompt file"). A directory is named as one, not read as an empty stream; more
-// than `max_bytes` is refused as soon as it is read past (/dev/zero, `yes |` would fill the memory).
+// than `max_bytes` is refused as soon as it is read past (/dev/zero, `yes |` would fill the memory); a
+// read error is one (standard input a directory: EISDIR), not an end.
 inline std::string read_input_file(const std::string& path, const std::string& what, std::size_t max_bytes = std::size_t{1} << 30) {
   const std::string source = path == "-" ? "standard input (" + what + ")" : path;
-  const auto read = [&](std::istream& in) {
-    std::optional<std::string> text = io::read_at_most(in, max_bytes);
-    if (!text)
-      throw std::runtime_error(source + ": " + (path == "-" ? std::string("it") : what) + " is larger than " + std::to_string(max_bytes >> 20) +
-                               " MiB, the most this command reads");
-    return std::move(*text);
-  };
-  if (path == "-") {
-    if (::fcntl(0, F_GETFD) == -1) throw std::runtime_error(source + ": it is closed");  // else read as empty
-    std::string text = read(std::cin);
-    if (std::cin.bad()) throw std::runtime_error(source + ": cannot read");
-    return text;
-  }
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory, not " + what);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open " + what + ": " + std::strerror(errno));
-  std::string text = read(in);
-  if (in.bad()) throw std::runtime_error(path + ": cannot read " + what + ": " + std::strerror(errno));
-  return text;
+  if (path != "-" && std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": is a directory, not " + what);
+  if (path == "-" && ::fcntl(0, F_GETFD) == -1) throw std::runtime_error(source + ": it is closed");
+  io::read_result r = path == "-" ? io::read_fd_at_most(0, max_bytes) : io::read_file_at_most(path, max_bytes);
+  if (r.too_large)
+    throw std::runtime_error(source + ": " + (path == "-" ? std::string("it") : what) + " is larger than " + std::to_string(max_bytes >> 20) +
+                             " MiB, the most this command reads");
+  if (r.open_error) throw std::runtime_error(path + ": cannot open " + what + ": " + std::strerror(r.open_error));
+  if (r.read_error && path == "-") throw std::runtime_error(source + ": cannot read: " + std::strerror(r.read_error));
+  if (r.read_error) throw std::runtime_error(path + ": cannot read " + what + ": " + std::strerror(r.read_error));
+  return std::move(r.bytes);
 }
 
 // A path a command reads, for require_out_elsewhere, and whose it is ("the model's", "the --inputs"):

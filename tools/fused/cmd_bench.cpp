@@ -111,12 +111,7 @@ int run_bench(const options& o) {
   const auto& plan = rt.prefill_plan();
   // Synthetic weights are made in memory: a config that needs more than the machine has is named,
   // not answered with std::bad_alloc (or the OOM killer) partway through.
-  if (o.synthetic) {
-    const double memory = fused::cli::physical_memory_bytes();
-    if (memory > 0 && static_cast<double>(rt.weights_bytes()) > memory)
-      throw std::runtime_error(fmt::format("{}: its bf16 weights take {:.1f} GiB; this machine has {:.1f} GiB of memory", source,
-                                           static_cast<double>(rt.weights_bytes()) / (1 << 30), memory / (1 << 30)));
-  }
+  if (o.synthetic) fused::cli::require_memory(source + ": its bf16 weights", static_cast<double>(rt.weights_bytes()));
   fused::cli::progress load_bar("loading weights", "MB", 0);
   const auto weights = o.synthetic ? fused::runtime::weight_store::synthetic(plan.prog.tensors, plan.mem.buffers, rt.weights_bytes(), 1)
                                    : fused::runtime::weight_store::load(o.model_dir, rt.tensors(), cfg.tie_word_embeddings,
@@ -249,10 +244,10 @@ const fused::cli::command bench_cmd{
       app.add_flag("--synthetic", o->synthetic, "deterministic synthetic bf16 weights of the config's shape");
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory: time its real weights")->check(fused::cli::not_empty("give a model directory"));
       auto* prompt = app.add_option("-p,--prompt", o->prompt, "prompt tokens to prefill (default 512, fewer where the model's context needs)")
-                         ->check(integer_in(1, 1 << 20));
-      auto* gen = app.add_option("-n,--gen", o->gen, "tokens to decode after the prompt")->check(integer_in(1, 1 << 20));
-      app.add_option("-r,--reps", o->reps, "repetitions (min, median and max are reported)")->check(integer_in(1, 1000));
-      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(integer_in(0, 1024));
+                         ->transform(integer_in(1, 1 << 20));
+      auto* gen = app.add_option("-n,--gen", o->gen, "tokens to decode after the prompt")->transform(integer_in(1, 1 << 20));
+      app.add_option("-r,--reps", o->reps, "repetitions (min, median and max are reported)")->transform(integer_in(1, 1000));
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->transform(integer_in(0, 1024));
       app.add_option("-o,--format", o->format, "text, json, or md (a markdown table, as llama-bench -o md)")->check(fused::cli::one_of({"text", "json", "md"}));
       app.add_flag("--no-static", o->no_static, "time the run-time model only, even for a config this binary has a static model of");
       return [o, prompt, gen] {

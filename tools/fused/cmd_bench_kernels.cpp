@@ -384,7 +384,7 @@ int run(const options& o) {
 const fused::cli::command reg{
     "bench kernels", "each kernel's throughput against this machine's measured ceiling", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
-      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->transform(fused::cli::integer_in(0, 1024));
       app.add_option("-o,--format", o->format, "text or json")->check(fused::cli::one_of({"text", "json"}));
       app.add_flag("--study", o->study, "also time the design alternatives (docs/history/PERFORMANCE-2026-11.md)");
       const CLI::App* bench = app.get_parent();

@@ -25,7 +25,7 @@ namespace fused::cli::cmd_bench_serve {
 
 struct options {
   std::string model_dir;
-  std::vector<int> parallel{1, 2, 4};
+  std::vector<std::string> parallel{"1,2,4"};  // session counts, fused::cli::integer_list's forms
   long long requests = 32, max_tokens = 64, reps = 3, threads = 0;
 };
 
@@ -83,17 +83,18 @@ load_result run_load(fused::cli::loaded_model& l, const options& o, int parallel
 }
 
 int bench_serve(const options& o) {
+  // Fewest sessions first: the last column compares each row with that one.
+  const std::vector<long long> given = fused::cli::integer_list(o.parallel, "--parallel", 1, 256);
+  std::vector<int> counts(given.begin(), given.end());
+  if (counts.empty()) throw fused::cli::usage_error("--parallel: give at least one session count");
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   fused::cli::loaded_model l = fused::cli::load_model(o.model_dir, 0);
   std::printf("fused bench serve: %s (%s, %lld positions a session), %s path, %d threads; %lld requests of up to %lld tokens per run, "
               "/v1/completions over loopback HTTP, median of %lld runs\n\n",
               l.name.c_str(), l.model->kind(), static_cast<long long>(l.model->capacity()), fk_isa_name(fk_isa_active()), fk_get_threads(),
               o.requests, o.max_tokens, o.reps);
-  // Fewest sessions first: the last column compares each row with that one.
-  std::vector<int> counts = o.parallel;
-  if (counts.empty()) throw fused::cli::usage_error("--parallel: give at least one session count");
-  std::sort(counts.begin(), counts.end());
-  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   std::printf("| sessions | requests/s | generated tok/s | median latency (ms) | tok/s vs %d session%s |\n|---:|---:|---:|---:|---:|\n",
               counts.front(), counts.front() == 1 ? "" : "s");
   double one = 0;
@@ -118,11 +119,11 @@ const fused::cli::command bench_serve_cmd{
       auto o = std::make_shared<options>();
       using fused::cli::integer_in;
       app.add_option("-m,--model", o->model_dir, "Hugging Face model directory; default: the default model, run as a static model")->check(fused::cli::not_empty("give a model directory"));
-      app.add_option("--parallel", o->parallel, "session counts to measure, e.g. 1,2,4")->delimiter(',')->check(integer_in(1, 256));
-      app.add_option("--requests", o->requests, "requests per run")->check(integer_in(1, 1 << 20));
-      app.add_option("--max-tokens", o->max_tokens, "max_tokens of each request")->check(integer_in(1, 1 << 20));
-      app.add_option("--reps", o->reps, "runs per session count (the median is reported)")->check(integer_in(1, 100));
-      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
+      app.add_option("--parallel", o->parallel, "session counts to measure, e.g. 1,2,4")->default_str("1,2,4");
+      app.add_option("--requests", o->requests, "requests per run")->transform(integer_in(1, 1 << 20));
+      app.add_option("--max-tokens", o->max_tokens, "max_tokens of each request")->transform(integer_in(1, 1 << 20));
+      app.add_option("--reps", o->reps, "runs per session count (the median is reported)")->transform(integer_in(1, 100));
+      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->transform(integer_in(0, 1024));
       return [o] { return bench_serve(*o); };
     }};
 

@@ -12,6 +12,7 @@
 
 #include "bench_util.hpp"
 #include "cli.hpp"
+#include "train_flags.hpp"
 
 namespace fused::cli::cmd_bench_train {
 
@@ -22,6 +23,7 @@ struct options {
 
 int run_bench_train(const options& o) {
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
+  fused::cli::check_train_shape(info.arch, o.batch, o.sequence, "--seq");
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence});
   t.load(fused::runtime::weight_store::load(o.model_dir, t.checkpoint_tensors(), info.arch.tie_word_embeddings));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch * o.sequence));
@@ -51,10 +53,10 @@ const fused::cli::command bench_train_cmd{
     "bench-train", "training throughput (tok/s) of a model's train step on 1 and on all threads", [](CLI::App& app) -> fused::cli::runner {
       auto o = std::make_shared<options>();
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->check(fused::cli::not_empty("give a model directory"))->required();
-      app.add_option("--seq", o->sequence, "tokens per sequence")->check(fused::cli::integer_in(2, 1 << 16));
-      app.add_option("--batch", o->batch, "sequences per step")->check(fused::cli::integer_in(1, 4096));
-      app.add_option("--steps", o->steps, "timed steps per thread count (after one warm-up step)")->check(fused::cli::integer_in(1, 1000));
-      app.add_option("-t,--threads", o->threads, "the larger thread count; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      app.add_option("--seq", o->sequence, "tokens per sequence")->transform(fused::cli::integer_in(2, 1 << 16));
+      app.add_option("--batch", o->batch, "sequences per step")->transform(fused::cli::integer_in(1, 4096));
+      app.add_option("--steps", o->steps, "timed steps per thread count (after one warm-up step)")->transform(fused::cli::integer_in(1, 1000));
+      app.add_option("-t,--threads", o->threads, "the larger thread count; 0 = all cores")->transform(fused::cli::integer_in(0, 1024));
       return [o] { return run_bench_train(*o); };
     }};
 

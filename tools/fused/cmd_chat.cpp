@@ -10,10 +10,12 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -32,27 +34,56 @@ struct options {
   bool context_shift = false;
 };
 
-// One line of standard input without its newline; nullopt at end of input. On a terminal, Ctrl-C
-// drops the line typed so far and shows the prompt again.
-std::optional<std::string> read_line(bool terminal) {
-  std::string line;
-  for (;;) {
-    char c = 0;
-    const ssize_t got = ::read(STDIN_FILENO, &c, 1);
-    if (got == 1) {
-      if (c == '\n') return line;
-      line += c;
-      continue;
-    }
-    if (got == 0) return line.empty() ? std::nullopt : std::optional<std::string>(line);
-    if (errno != EINTR) return std::nullopt;
-    if (interrupted.exchange(0) && terminal) {
-      line.clear();
-      std::fputs("\n> ", stdout);
-      std::fflush(stdout);
+// Standard input's lines. A line longer than max_line_bytes (no newline in /dev/zero) and a read error
+// (a directory, a closed descriptor) end the chat with an error, not with the silence of an end.
+class line_reader {
+ public:
+  static constexpr std::size_t max_line_bytes = std::size_t{64} << 20;
+
+  // The next line without its newline; nullopt at end of input. On a terminal, Ctrl-C drops the line
+  // typed so far and shows the prompt again.
+  std::optional<std::string> next(bool terminal) {
+    for (;;) {
+      if (const std::size_t newline = pending_.find('\n', scanned_); newline != std::string::npos) {
+        std::string line = pending_.substr(0, newline);
+        pending_.erase(0, newline + 1);
+        scanned_ = 0;
+        return line;
+      }
+      scanned_ = pending_.size();
+      if (pending_.size() > max_line_bytes)
+        throw std::runtime_error("standard input: a line longer than " + std::to_string(max_line_bytes >> 20) + " MiB, the most a chat message may be");
+      if (ended_) {
+        if (pending_.empty()) return std::nullopt;
+        scanned_ = 0;
+        return std::exchange(pending_, std::string());
+      }
+      char chunk[1 << 16];
+      const ssize_t got = ::read(STDIN_FILENO, chunk, sizeof chunk);
+      if (got > 0) {
+        pending_.append(chunk, static_cast<std::size_t>(got));
+        continue;
+      }
+      if (got == 0) {
+        ended_ = true;
+        continue;
+      }
+      if (errno == EBADF) throw std::runtime_error("standard input: it is closed");
+      if (errno != EINTR) throw std::runtime_error(std::string("standard input: cannot read: ") + std::strerror(errno));
+      if (interrupted.exchange(0) && terminal) {
+        pending_.clear();
+        scanned_ = 0;
+        std::fputs("\n> ", stdout);
+        std::fflush(stdout);
+      }
     }
   }
-}
+
+ private:
+  std::string pending_;      // read, not yet returned
+  std::size_t scanned_ = 0;  // pending_'s bytes known to hold no newline
+  bool ended_ = false;
+};
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
@@ -198,13 +229,14 @@ int chat(const options& o) {
   // next token, the line reader starts a new line. The process is never ended by it.
   interrupt_scope ctrl_c({.second_ends = false, .restart_reads = false});
   int unanswered = 0;
+  line_reader input;
   for (;;) {
     if (terminal) {
       std::fputs("> ", stdout);
       std::fflush(stdout);
     }
     interrupted = 0;
-    std::optional<std::string> line = read_line(terminal);
+    std::optional<std::string> line = input.next(terminal);
     if (!line) break;
     if (!line->empty() && line->back() == '\r') line->pop_back();  // CRLF input: the line, not its '\r'
     // A command with spaces around it is still the command, not a message to the model.
@@ -236,15 +268,15 @@ const fused::cli::command chat_cmd{
       app.add_option("--chat-template", o->chat_template, "the chat format instead of the model's chat_template")
           ->check(fused::cli::chat_template_choices());
       app.add_option("-n,--n-predict", o->n, "most tokens in one reply; -1 = until the model ends it or the context is full")
-          ->check(integer_in(-1, 1 << 30));
+          ->transform(integer_in(-1, 1 << 30));
       app.add_option("-c,--ctx", o->ctx, "KV cache positions; 0 = max_position_embeddings, at most 4096 (the default model: its 512)")
-          ->check(integer_in(0, 1 << 30));
+          ->transform(integer_in(0, 1 << 30));
       app.add_flag("--context-shift", o->context_shift, "when the context is full, drop the oldest turns and go on");
       fused::cli::add_sampling_flags(app, o->how);
       app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")
           ->default_str("random")
-          ->check(fused::cli::seed_range());
-      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
+          ->transform(fused::cli::seed_range());
+      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->transform(integer_in(0, 1024));
       return [o] { return chat(*o); };
     }};
 

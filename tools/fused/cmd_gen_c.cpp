@@ -75,12 +75,21 @@ struct options {
   std::string model, graph, out, name = "model", logits = "all", kernels;
   std::optional<std::int64_t> max_seq, max_ctx;
   long long generate = 0;     // > 0: <name>_generate too, of up to this many tokens
-  std::vector<int> stop_ids;  // its stop ids (default: the model's eos_token_id)
+  std::vector<std::string> stop_ids;  // its stop ids as given, parse_ids's forms (default: the model's eos_token_id)
   std::vector<std::string> bind;  // a graph program's symbols, NAME=VALUE
   bool train = false;             // a train step instead of prefill and decode
   long long batch = 1;            // its sequences
   fused::cli::optimizer_flags optimizer;  // its update
 };
+
+// Writes the files and the headers they include into --out, having refused any of them that is a
+// file gen-c reads (the bundle's own graph.json over --graph's, say).
+std::vector<fs::path> write_out(std::vector<fused::codegen::emitted_file> files, const options& o) {
+  const fused::codegen::bundle_files bundle = fused::codegen::plan_bundle(std::move(files), header_dirs(o.kernels));
+  for (const fs::path& path : fused::codegen::bundle_paths(bundle, o.out))
+    fused::cli::require_out_elsewhere("--out", path.string(), "the C", {{.path = o.graph, .owner = "the --graph"}, {.path = o.model, .owner = "the model's"}});
+  return fused::codegen::write_bundle(bundle, o.out);
+}
 
 // The train step of --model as C (emit_train_c.hpp).
 int train_step_c(const options& o) {
@@ -94,7 +103,7 @@ int train_step_c(const options& o) {
   fused::decoder::graph_options graph{};
   graph.train = o.optimizer.options();
   const fused::codegen::c_program p = fused::codegen::train_program_for_c(o.name, *info.family, info.arch, {.sequences = o.batch, .tokens = seq}, graph);
-  const auto written = fused::codegen::write_bundle(fused::codegen::emit_train(p), o.out, header_dirs(o.kernels));
+  const auto written = write_out(fused::codegen::emit_train(p), o);
   std::fprintf(stderr, "fused gen-c: %s (a train step of %lld x %lld tokens: %zu steps, %zu parameters, arena %lld bytes, state %lld bytes) -> %s: %zu files\n",
                o.name.c_str(), o.batch, static_cast<long long>(seq), p.prefill.steps.size(), p.trained.size(),
                static_cast<long long>(p.prefill.bytes(fused::region::activations)), static_cast<long long>(p.state_bytes()), o.out.c_str(), written.size());
@@ -116,7 +125,7 @@ int graph_program_c(const options& o, const fused::ir::loaded_graph& loaded) {
   } catch (const std::exception& e) {
     throw fused::graph_error(o.graph + ": " + e.what());
   }
-  const auto written = fused::codegen::write_bundle(fused::codegen::emit_program(p), o.out, header_dirs(o.kernels));
+  const auto written = write_out(fused::codegen::emit_program(p), o);
   std::fprintf(stderr, "fused gen-c: %s (a graph program: %zu steps, %zu control-flow regions, arena %lld bytes) -> %s: %zu files\n", o.name.c_str(),
                p.prefill.steps.size(), p.prefill.regions.size(), static_cast<long long>(p.prefill.bytes(fused::region::activations)), o.out.c_str(),
                written.size());
@@ -145,8 +154,8 @@ int run_gen_c(const options& o) {
     const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
     source = {.family = info.family, .cfg = info.arch, .options = {}};
     source.options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
-    if (o.stop_ids.size() > 4) throw fused::cli::usage_error("--stop-ids: at most 4 ids, got " + std::to_string(o.stop_ids.size()));
-    if (o.generate > 0) generation = fused::decoder::generation_options{.max_new_tokens = o.generate, .stop_ids = o.stop_ids.empty() ? info.eos_token_ids : o.stop_ids};
+    const std::vector<int> stop_ids = fused::cli::stop_ids(o.stop_ids);
+    if (o.generate > 0) generation = fused::decoder::generation_options{.max_new_tokens = o.generate, .stop_ids = stop_ids.empty() ? info.eos_token_ids : stop_ids};
   }
   const fused::decoder::config& cfg = source.cfg;
   const std::int64_t ctx = o.max_ctx.value_or(std::min<std::int64_t>(4096, cfg.max_position_embeddings));
@@ -161,7 +170,7 @@ int run_gen_c(const options& o) {
                                               o.max_ctx ? "" : " (the default)", o.generate));
   const fused::codegen::c_program p = fused::codegen::from_runtime(o.name, *source.family, cfg, seq, ctx, source.options, generation);
   const std::string logits = fused::decoder::name_of(source.options.logits);
-  const auto written = fused::codegen::write_bundle(fused::codegen::emit_all(p), o.out, header_dirs(o.kernels));
+  const auto written = write_out(fused::codegen::emit_all(p), o);
   std::fprintf(stderr, "fused gen-c: %s (prefill up to %lld tokens, KV cache %lld, logits %s) -> %s: %zu files, fingerprint %s\n", o.name.c_str(),
                static_cast<long long>(seq), static_cast<long long>(ctx), logits.c_str(), o.out.c_str(), written.size(),
                fused::codegen::hex64(fused::codegen::layout_fingerprint(p)).c_str());
@@ -184,20 +193,18 @@ const fused::cli::command gen_c_cmd{
           return std::string(e.what()).substr(std::string_view("codegen: ").size());
         }
       });
-      app.add_option("--max-seq", o->max_seq, "most tokens one prefill call takes")->default_str("min(512, --max-ctx)")->check(integer_in(1, 1 << 24));
-      app.add_option("--max-ctx", o->max_ctx, "KV cache positions")->default_str("min(4096, max_position_embeddings)")->check(integer_in(1, 1 << 30));
+      app.add_option("--max-seq", o->max_seq, "most tokens one prefill call takes")->default_str("min(512, --max-ctx)")->transform(integer_in(1, 1 << 24));
+      app.add_option("--max-ctx", o->max_ctx, "KV cache positions")->default_str("min(4096, max_position_embeddings)")->transform(integer_in(1, 1 << 30));
       app.add_option("--logits", o->logits, "all positions' logits (the scorer needs them) or the last one's")
           ->check(fused::cli::one_of({"all", "last"}))
           ->excludes(graph);
       auto* generate = app.add_option("--generate", o->generate, "also <name>_generate: the prompt and up to N greedy tokens as one program")
-                           ->check(integer_in(1, 1 << 24));
+                           ->transform(integer_in(1, 1 << 24));
       app.add_option("--stop-ids", o->stop_ids, "token ids that end --generate (up to 4; default: the model's eos_token_id)")
-          ->delimiter(',')
-          ->check(integer_in(0, INT32_MAX))
           ->needs(generate);
       app.add_option("--bind", o->bind, "a graph program's symbol, NAME=VALUE (repeatable)")->needs(graph);
       auto* train = app.add_flag("--train", o->train, "a train step (forward, loss, backward, AdamW) with the `fused train-step` interface")->excludes(graph);
-      app.add_option("--batch", o->batch, "--train: sequences per step, each of --max-seq tokens (default: 1 of min(256, max_position_embeddings))")->check(integer_in(1, 1 << 20))->needs(train);
+      app.add_option("--batch", o->batch, "--train: sequences per step, each of --max-seq tokens (default: 1 of min(256, max_position_embeddings))")->transform(integer_in(1, 1 << 20))->needs(train);
       o->optimizer.add_to(app, train);
       app.add_option("--kernels", o->kernels, "where the kernel headers are (default: installed tree, then the source tree)");
       return [o] { return run_gen_c(*o); };

@@ -41,8 +41,7 @@ using fused::cli::usage_error;
 struct export_options {
   std::string model, config, out, logits = "last";
   long long generate = 0;          // > 0: the generation program of this many tokens
-  std::vector<int> stop_ids;       // its stop ids (default: the model's eos_token_id)
-  bool stop_ids_given = false;
+  std::vector<std::string> stop_ids;  // its stop ids as given, parse_ids's forms (default: the model's eos_token_id)
 };
 
 int run_export(const export_options& o) {
@@ -53,8 +52,8 @@ int run_export(const export_options& o) {
   fused::decoder::graph_options options{};
   options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
   if (o.generate > 0 && o.logits == "all") throw usage_error("--generate picks from the last position's logits: it takes no --logits all");
-  if (o.generate == 0 && o.stop_ids_given) throw usage_error("--stop-ids end a generation: they need --generate");
-  if (o.stop_ids.size() > 4) throw usage_error("--stop-ids: at most 4 ids, got " + std::to_string(o.stop_ids.size()));
+  if (o.generate == 0 && !o.stop_ids.empty()) throw usage_error("--stop-ids end a generation: they need --generate");
+  const std::vector<int> stop_ids = fused::cli::stop_ids(o.stop_ids);
   // The program's ctx is at most max_position_embeddings (its Range): a prompt of T tokens and N new
   // take T + N - 1 positions.
   if (o.generate > info.arch.max_position_embeddings)
@@ -63,7 +62,7 @@ int run_export(const export_options& o) {
                       " more tokens");
   const fused::ir::document doc =
       o.generate > 0 ? fused::decoder::generation_graph_file(*info.family, info.arch,
-                                                             {.max_new_tokens = o.generate, .stop_ids = o.stop_ids_given ? o.stop_ids : info.eos_token_ids},
+                                                             {.max_new_tokens = o.generate, .stop_ids = o.stop_ids.empty() ? info.eos_token_ids : stop_ids},
                                                              source)
                      : fused::decoder::to_graph_file(*info.family, info.arch, options, source);
   const std::size_t bytes = fused::ir::write_file(doc, o.out);
@@ -244,9 +243,7 @@ int run_graph(const run_options& o) {
     }
   };
   const std::int64_t state_bytes = mem.region_bytes[static_cast<int>(fused::region::state)], arena_bytes = mem.arena_bytes();
-  if (const double memory = fused::cli::physical_memory_bytes(); memory > 0 && static_cast<double>(state_bytes + arena_bytes) > memory)
-    throw std::runtime_error(fmt::format("{}: its state and activation arena take {:.1f} GiB as bound; this machine has {:.1f} GiB of memory", o.graph,
-                                         static_cast<double>(state_bytes + arena_bytes) / (1 << 30), memory / (1 << 30)));
+  fused::cli::require_memory(o.graph + ": its state and activation arena under this binding", static_cast<double>(state_bytes + arena_bytes));
   fused::runtime::aligned_bytes state = allocate(state_bytes, "state");
   fused::runtime::aligned_bytes arena = allocate(arena_bytes, "activation arena");
   const fused::runtime::regions r{weights.table(), state.data(), arena.data()};
@@ -302,14 +299,9 @@ const fused::cli::command export_cmd{
       app.add_option("--out", o->out, "the file to write: .json, or .msgpack for MessagePack")->required()->check(fused::cli::not_empty("give a file name"));
       app.add_option("--logits", o->logits, "logits of the last position or of all")->check(fused::cli::one_of({"last", "all"}));
       app.add_option("--generate", o->generate, "the program that generates up to N tokens greedily (prompt, then a Loop of decode steps)")
-          ->check(fused::cli::integer_in(1, 1 << 30));
-      app.add_option("--stop-ids", o->stop_ids, "token ids that end generation (up to 4; default: the model's eos_token_id)")
-          ->delimiter(',')
-          ->check(fused::cli::integer_in(0, INT32_MAX));
-      return [o] {
-        o->stop_ids_given = !o->stop_ids.empty();
-        return run_export(*o);
-      };
+          ->transform(fused::cli::integer_in(1, 1 << 30));
+      app.add_option("--stop-ids", o->stop_ids, "token ids that end generation (up to 4; default: the model's eos_token_id)");
+      return [o] { return run_export(*o); };
     }};
 
 const fused::cli::command check_cmd{"graph check", "validates a graph file: every violation, one a line", [](CLI::App& app) -> fused::cli::runner {
@@ -326,7 +318,7 @@ const fused::cli::command run_cmd{
       app.add_option("--inputs", o->inputs, "a .safetensors file holding each Input by name")->required();
       app.add_option("--out", o->out, "the .safetensors file to write, each Output by name")->required()->check(fused::cli::not_empty("give a file name"));
       app.add_option("--bind", o->bind, "a symbol's value, NAME=VALUE (repeatable; others come from the inputs' shapes)");
-      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->transform(fused::cli::integer_in(0, 1024));
       return [o] { return run_graph(*o); };
     }};
 

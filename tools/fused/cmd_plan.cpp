@@ -197,9 +197,9 @@ const fused::cli::command plan_cmd{
       auto* graph = app.add_option("--graph", o->graph, "a graph file (docs/GRAPH_FORMAT.md), JSON or MessagePack, instead of --config");
       app.add_option("--bind", o->bind, "--graph: a symbol's value, NAME=VALUE (repeatable)");
       app.add_option("--mode", o->mode, "prefill or decode")->required()->check(one_of({"prefill", "decode"}));
-      app.add_option("--seq", o->seq, "prefill: tokens per call")->default_str("512")->check(fused::cli::integer_in(1, std::int64_t{1} << 24));
+      app.add_option("--seq", o->seq, "prefill: tokens per call")->default_str("512")->transform(fused::cli::integer_in(1, std::int64_t{1} << 24));
       app.add_option("--ctx", o->ctx, "KV cache positions")->default_str("min(4096, max_position_embeddings)")
-          ->check(fused::cli::integer_in(1, std::int64_t{1} << 31));
+          ->transform(fused::cli::integer_in(1, std::int64_t{1} << 31));
       app.add_option("--format", o->format, "text, json (docs/PLAN_FORMAT.md) or svg")->check(one_of({"text", "json", "svg"}));
       app.add_option("--logits", o->logits, "logits of the last position or of all (a graph file's are as exported)")
           ->check(one_of({"last", "all"}))

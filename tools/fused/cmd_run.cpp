@@ -171,14 +171,14 @@ const fused::cli::command run_cmd{
       auto* file = app.add_option("-f,--file", o->prompt_file, "read the prompt from this file (- for standard input)")->check(fused::cli::not_empty("give a file, or - for standard input"));
       prompt->excludes(file);
       file->excludes(prompt);
-      app.add_option("-n,--n-predict", o->n, "most tokens to generate")->check(integer_in(0, 1 << 30));
+      app.add_option("-n,--n-predict", o->n, "most tokens to generate")->transform(integer_in(0, 1 << 30));
       fused::cli::add_sampling_flags(app, o->how);
       app.add_option("-s,--seed", o->seed, "sampling seed; default: a fresh one, printed on stderr")
           ->default_str("random")
-          ->check(fused::cli::seed_range());
-      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
+          ->transform(fused::cli::seed_range());
+      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->transform(integer_in(0, 1024));
       app.add_option("-c,--ctx", o->ctx, "KV cache positions (run-time model); 0 = prompt + -n, up to max_position_embeddings")
-          ->check(integer_in(0, 1 << 30));
+          ->transform(integer_in(0, 1 << 30));
       auto* chat = app.add_flag("--chat", o->chat, "the prompt is a user message, in the model's chat template; stop at the end of the answer");
       app.add_option("--system", o->system, "the system message of --chat")->needs(chat);
       app.add_option("--chat-template", o->chat_template, "the chat format of --chat instead of the model's chat_template")

@@ -80,7 +80,7 @@ const fused::cli::command score_cmd{
       app.add_option("--input-ids", o->input_ids, "the prompt's token ids: 1,2,3")->required();
       app.add_option("--continue-ids", o->continue_ids, "ids fed one by one through decode after the prompt (teacher forcing)");
       app.add_option("--out", o->out, "the safetensors file to write (prefill_logits [T,V], decode_logits [N,V])")->required()->check(fused::cli::not_empty("give a file name"));
-      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->transform(fused::cli::integer_in(0, 1024));
       return [o] { return run_score(*o); };
     }};
 

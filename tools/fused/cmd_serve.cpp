@@ -85,20 +85,20 @@ const fused::cli::command serve_cmd{
       app.add_option("--host", o->host, "the address to listen on; 0.0.0.0 = every interface")
           ->check(fused::cli::not_empty("give an address (127.0.0.1: this machine only; 0.0.0.0: every interface)"))
           ->capture_default_str();
-      app.add_option("--port", o->port, "the port; 0 = any free one (printed)")->check(integer_in(0, 65535))->capture_default_str();
-      app.add_option("--parallel", o->parallel, "sessions answering at once, each with its own KV cache")->check(integer_in(1, 256))->capture_default_str();
-      app.add_option("--queue", o->queue, "requests that may wait for a session; more get 503")->check(integer_in(0, 4096))->capture_default_str();
+      app.add_option("--port", o->port, "the port; 0 = any free one (printed)")->transform(integer_in(0, 65535))->capture_default_str();
+      app.add_option("--parallel", o->parallel, "sessions answering at once, each with its own KV cache")->transform(integer_in(1, 256))->capture_default_str();
+      app.add_option("--queue", o->queue, "requests that may wait for a session; more get 503")->transform(integer_in(0, 4096))->capture_default_str();
       app.add_option("-c,--ctx", o->ctx, "KV cache positions per session; 0 = max_position_embeddings, at most 4096 (the default model: its 512)")
-          ->check(integer_in(0, 1 << 30));
+          ->transform(integer_in(0, 1 << 30));
       app.add_option("--api-key", o->api_key, "require Authorization: Bearer KEY on /v1/ requests")
           ->check(fused::cli::not_empty("an empty key would let every request in: give a key, or leave --api-key out"));
       app.add_option("--alias", o->alias, "the model's name in responses and /v1/models; default: the directory's name")
           ->check(fused::cli::not_empty("give a name, or leave --alias out"));
       app.add_option("--chat-template", o->chat_template, "the chat format instead of the model's chat_template")
           ->check(fused::cli::chat_template_choices());
-      app.add_option("--max-body", o->max_body, "largest request body in bytes; larger ones get 413")->check(integer_in(1024, 1LL << 30))->capture_default_str();
+      app.add_option("--max-body", o->max_body, "largest request body in bytes; larger ones get 413")->transform(integer_in(1024, 1LL << 30))->capture_default_str();
       fused::cli::add_sampling_flags(app, o->how);  // the defaults of requests that give none
-      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->check(integer_in(0, 1024));
+      app.add_option("-t,--threads", o->threads, "threads for the kernels; 0 = all cores")->transform(integer_in(0, 1024));
       return [o] { return serve(*o); };
     }};
 

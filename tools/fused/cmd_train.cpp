@@ -90,6 +90,7 @@ int train_step(const options& o, fused::cli::launch& l) {
   const fused::train::options train = o.optimizer.options(true);
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
   fused::cli::require_in_vocabulary(ids, "--tokens", info.arch.vocab_size);
+  fused::cli::check_train_shape(info.arch, o.batch, static_cast<long long>(ids.size() / sequences), "--tokens: a sequence of");
 
   fused::decoder::graph_options graph{};
   graph.train = train;
@@ -172,7 +173,11 @@ double learning_rate(const train_options& o, long long step) {
 // The training text. Bytes that are not UTF-8 are tokenized as U+FFFD (as a Python str read with
 // errors="replace" gives them to Hugging Face's tokenizer); a file of them is likely not text: said once.
 std::string read_text(const std::filesystem::path& path, bool speaks) {
-  std::string text = fused::cli::read_input_file(path.string(), "the training text", std::size_t{16} << 30);
+  // At most 16 GiB, and a quarter of the memory: the ids take as much again, and more than the machine
+  // has would end in the OOM killer, not in this sentence.
+  const double quarter = fused::cli::physical_memory_bytes() / 4;
+  const std::size_t cap = std::size_t{16} << 30, max_bytes = quarter > 0 && quarter < static_cast<double>(cap) ? static_cast<std::size_t>(quarter) : cap;
+  std::string text = fused::cli::read_input_file(path.string(), "the training text", max_bytes);
   if (fused::io::tokenization::is_valid_utf8(text)) return text;
   std::size_t invalid = 0, first = 0;
   for (std::size_t at = 0; at < text.size();) {
@@ -244,6 +249,7 @@ int train(const train_options& o, fused::cli::launch& l) {
   const fs::path dir = o.model_dir, out = o.out;
   if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json (the text is tokenized with the model's tokenizer)");
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
+  fused::cli::check_train_shape(info.arch, o.batch, o.sequence, "--seq");
   const auto tok = fused::io::tokenizer::from_file(dir / "tokenizer.json");
   const std::vector<std::int32_t> corpus = tok.encode(read_text(o.data, l.rank() == 0), false);
   const auto S = static_cast<std::size_t>(o.sequence);
@@ -372,22 +378,22 @@ const fused::cli::command train_cmd{
       app.add_option("--out", o->out, "the directory to write: config.json, model.safetensors, train_state.safetensors, the tokenizer")
           ->required()
           ->check(fused::cli::not_empty("give a directory (. for this one)"));
-      app.add_option("--seq", o->sequence, "tokens per sequence")->check(fused::cli::integer_in(2, 1 << 16));
-      app.add_option("--batch", o->batch, "sequences per step")->check(fused::cli::integer_in(1, 4096));
+      app.add_option("--seq", o->sequence, "tokens per sequence")->transform(fused::cli::integer_in(2, 1 << 16));
+      app.add_option("--batch", o->batch, "sequences per step")->transform(fused::cli::integer_in(1, 4096));
       app.add_option("--micro-batch", o->micro_batch,
                      "sequences per gradient pass: the batch's gradients summed over its micro-batches in a fixed tree, the same bits "
                      "on any number of ranks (mpirun -np R); 0 = the batch over the ranks, in one program on one rank")
-          ->check(fused::cli::integer_in(0, 4096));
-      app.add_option("--steps", o->steps, "optimizer steps")->check(fused::cli::integer_in(1, 1 << 30));
+          ->transform(fused::cli::integer_in(0, 4096));
+      app.add_option("--steps", o->steps, "optimizer steps")->transform(fused::cli::integer_in(1, 1 << 30));
       app.add_option("--lr", o->lr, "peak learning rate")->check(fused::cli::finite_in(0, 1e3));
-      app.add_option("--warmup", o->warmup, "steps of linear warmup before the cosine decay")->check(fused::cli::integer_in(0, 1 << 30));
+      app.add_option("--warmup", o->warmup, "steps of linear warmup before the cosine decay")->transform(fused::cli::integer_in(0, 1 << 30));
       app.add_option("--min-lr-ratio", o->min_lr_ratio, "the cosine decay's last learning rate, as a fraction of --lr")->check(fused::cli::finite_in(0, 1));
       o->optimizer.add_to(app);
       app.add_option("--seed", o->seed, "seeds the choice of training windows and dropout's masks (a config's attention_dropout)")
-          ->check(fused::cli::integer_in(0, INT64_MAX));
+          ->transform(fused::cli::integer_in(0, INT64_MAX));
       app.add_option("--resume", o->resume, "continue from a directory an earlier fused train wrote (its train_state.safetensors)");
-      app.add_option("--log-every", o->log_every, "steps between progress lines")->check(fused::cli::integer_in(1, 1 << 30));
-      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      app.add_option("--log-every", o->log_every, "steps between progress lines")->transform(fused::cli::integer_in(1, 1 << 30));
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->transform(fused::cli::integer_in(0, 1024));
       return [o] { return run_train(*o); };
     }};
 
@@ -396,14 +402,14 @@ const fused::cli::command train_step_cmd{
       auto o = std::make_shared<options>();
       app.add_option("-m,--model", o->model_dir, "a Hugging Face model directory")->check(fused::cli::not_empty("give a model directory"))->required();
       app.add_option("--tokens", o->tokens, "the sequence's token ids: 1,2,3 (the loss predicts each from those before it)")->required();
-      app.add_option("--batch", o->batch, "the tokens are this many sequences of equal length, one after another")->check(fused::cli::integer_in(1, 1 << 20));
+      app.add_option("--batch", o->batch, "the tokens are this many sequences of equal length, one after another")->transform(fused::cli::integer_in(1, 1 << 20));
       app.add_option("--micro-batch", o->micro_batch, "sequences per gradient pass, as fused train's (the same bits on any number of ranks)")
-          ->check(fused::cli::integer_in(0, 1 << 20));
+          ->transform(fused::cli::integer_in(0, 1 << 20));
       app.add_option("--lr", o->lr, "learning rate")->check(fused::cli::finite_in(0, 1e3));
       o->optimizer.add_to(app);
-      app.add_option("--seed", o->seed, "seeds dropout's masks (a config's attention_dropout)")->check(fused::cli::integer_in(0, INT64_MAX));
+      app.add_option("--seed", o->seed, "seeds dropout's masks (a config's attention_dropout)")->transform(fused::cli::integer_in(0, INT64_MAX));
       app.add_option("--out", o->out, "the safetensors file to write")->required()->check(fused::cli::not_empty("give a file name"));
-      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->check(fused::cli::integer_in(0, 1024));
+      app.add_option("-t,--threads", o->threads, "threads; 0 = all cores")->transform(fused::cli::integer_in(0, 1024));
       return [o] { return run_train_step(*o); };
     }};
 

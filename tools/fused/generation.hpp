@@ -288,12 +288,12 @@ struct sampling {
 // The sampling flags of run, chat and serve (for serve, what a request that gives none gets).
 inline void add_sampling_flags(CLI::App& app, sampling& how) {
   app.add_option("--temp", how.temp, "temperature; 0 = greedy")->check(finite_in(0, 100));
-  app.add_option("--top-k", how.top_k, "keep the k most likely tokens; 0 = off")->check(integer_in(0, 1 << 30));
+  app.add_option("--top-k", how.top_k, "keep the k most likely tokens; 0 = off")->transform(integer_in(0, 1 << 30));
   app.add_option("--top-p", how.top_p, "keep the most likely tokens up to this probability mass; 1 = off")->check(finite_in(0, 1));
   app.add_option("--min-p", how.min_p, "drop tokens less likely than min-p times the most likely one; 0 = off")->check(finite_in(0, 1));
   app.add_option("--repeat-penalty", how.repeat_penalty, "divide the logits of recent tokens by this (CTRL's penalty); 1 = off")
       ->check(finite_in(0.01, 100));
-  app.add_option("--repeat-last-n", how.repeat_last_n, "how many recent tokens the repetition penalty looks at")->check(integer_in(0, 1 << 20));
+  app.add_option("--repeat-last-n", how.repeat_last_n, "how many recent tokens the repetition penalty looks at")->transform(integer_in(0, 1 << 20));
 }
 
 // Logits with a NaN or an infinity are refused, not sampled or written out (sampled, they pick token

@@ -121,6 +121,21 @@ std::string environment_error() {
     if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 1024)
       return "the environment's FUSED_THREADS=" + fused::cli::printable(text) + " is not a thread count in [1, 1024]";
   }
+  // libgomp's own: a list of counts, one per nesting level. A garbled one it ignores with a warning;
+  // a huge one it would try to start (OMP_NUM_THREADS=99999999999: "libgomp: Out of memory").
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && *omp) {
+    const std::string_view text = omp;
+    for (std::size_t begin = 0; begin <= text.size();) {
+      const std::size_t comma = std::min(text.find(',', begin), text.size());
+      std::size_t first = begin;  // libgomp reads with strtoul, which skips leading spaces
+      while (first < comma && std::isspace(static_cast<unsigned char>(text[first]))) ++first;
+      long long n = 0;
+      const auto [end, ec] = std::from_chars(text.data() + first, text.data() + comma, n);
+      if ((ec == std::errc() && end == text.data() + comma && n > 1024) || ec == std::errc::result_out_of_range)
+        return "the environment's OMP_NUM_THREADS=" + fused::cli::printable(text) + " asks for more than 1024 threads";
+      begin = comma + 1;
+    }
+  }
   // A name the kernels know gives its path whatever the fallback; an unknown one gives the fallback.
   if (const char* isa = std::getenv("FUSED_ISA"); isa && *isa && fk__isa_from_name(isa, FK_ISA_SCALAR) != fk__isa_from_name(isa, FK_ISA_AMX)) {
     std::string names;
@@ -175,6 +190,12 @@ int main(int argc, char** argv) {
     std::printf("%s", which->help(which == &app ? "" : parent.empty() ? "fused" : "fused " + parent).c_str());
     return 0;
   }
+  if (argc >= 2 && argv[1][0] == '-' && std::strcmp(argv[1], "-h") != 0 && std::strcmp(argv[1], "--help") != 0 && std::strcmp(argv[1], "--version") != 0) {
+    // `fused -t 2 run`: CLI11 would blame run for "2 -t"
+    std::fprintf(stderr, "fused: %s: fused itself takes only --help and --version; a command's options follow it (fused COMMAND [OPTIONS])\n",
+                 fused::cli::printable(argv[1]).c_str());
+    return 2;
+  }
   if (argc >= 2 && argv[1][0] != '-' && !apps.count(argv[1])) {  // CLI11 would say "a subcommand is required"
     std::fprintf(stderr, "fused: unknown command '%s' (see fused --help)\n", argv[1]);
     return 2;
@@ -186,10 +207,34 @@ int main(int argc, char** argv) {
   if (!words.empty() && apps.count(words[0])) command_words = words.size() > 1 && apps.count(words[0] + " " + words[1]) ? 2 : 1;
   if (command_words > 0) {
     const std::string name = command_words == 2 ? words[0] + " " + words[1] : words[0];
-    std::vector<std::string> rest = protect_text(*apps.at(name), {words.begin() + static_cast<std::ptrdiff_t>(command_words), words.end()});
+    const CLI::App& command = *apps.at(name);
+    std::vector<std::string> rest = protect_text(command, {words.begin() + static_cast<std::ptrdiff_t>(command_words), words.end()});
     for (const std::string& word : rest) {
       if (word == "--") break;  // text from here on
-      if (word == "-h" || word == "--help") asks_help = apps.at(name);
+      if (word == "-h" || word == "--help") asks_help = &command;
+    }
+    // `-temp 0` is -t with the value "emp" to CLI11 ("--threads: 'emp' is not an integer"): a word of
+    // one dash that is a long option's name gets that said instead.
+    for (const std::string& word : rest) {
+      if (word == "--") break;
+      if (word.size() < 3 || word[0] != '-' || word[1] == '-' || asks_help) continue;
+      const std::string as_long = "-" + word.substr(0, word.find('='));
+      if (command.get_option_no_throw(as_long) != nullptr) {
+        std::fprintf(stderr, "fused %s: %s: an option of more than one letter takes two dashes: %s (see fused %s --help)\n", name.c_str(),
+                     fused::cli::printable(word).c_str(), as_long.c_str(), name.c_str());
+        return 2;
+      }
+    }
+    // Text where the command takes none: CLI11 would read "-hq" after the "--" as -h and -q, print the
+    // help and exit 0, the work not done.
+    const auto dashes = std::find(rest.begin(), rest.end(), "--");
+    if (dashes != rest.end() && dashes + 1 != rest.end() && !asks_help &&
+        command.get_options([](const CLI::Option* o) { return o->get_positional(); }).empty()) {
+      std::string unexpected;
+      for (auto it = dashes + 1; it != rest.end(); ++it) unexpected += " " + fused::cli::printable(*it);
+      std::fprintf(stderr, "fused %s: The following argument%s not expected:%s (see fused %s --help)\n", name.c_str(),
+                   rest.end() - dashes > 2 ? "s were" : " was", unexpected.c_str(), name.c_str());
+      return 2;
     }
     words.resize(command_words);
     words.insert(words.end(), rest.begin(), rest.end());

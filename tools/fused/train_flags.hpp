@@ -1,5 +1,6 @@
 // The optimizer's flags, one set for every command that plans a train step (train, train-step,
-// gen-c --train): --optimizer adamw|sgd and its hyperparameters, as torch.optim names them.
+// gen-c --train): --optimizer adamw|sgd and its hyperparameters, as torch.optim names them; and the
+// check of a step's shape that those commands and bench-train make before planning it.
 #pragma once
 #include <optional>
 #include <string>
@@ -7,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include <fused/models/decoder_config.hpp>
 #include <fused/train/step.hpp>
 
 #include "cli.hpp"
@@ -21,6 +23,18 @@ inline std::optional<std::pair<double, double>> beta_pair(std::string_view text)
   const auto average = [](std::optional<double> b) { return b && *b >= 0 && *b < 1; };
   if (!average(beta1) || !average(beta2)) return std::nullopt;
   return std::pair{*beta1, *beta2};
+}
+
+// A train step's shape from the command line against the model and the step's limits, as usage errors
+// that name the flags (plan_train's own sentences name none): `tokens_flag` gives a sequence's tokens.
+inline void check_train_shape(const decoder::config& c, long long batch, long long tokens, std::string_view tokens_flag) {
+  const std::string given = std::string(tokens_flag) + " " + std::to_string(tokens);
+  if (tokens < train::min_sequence_tokens) throw usage_error(given + ": " + train::too_few_tokens);
+  if (tokens > c.max_position_embeddings) throw usage_error(given + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (c.sliding_window != 0 && tokens > c.sliding_window)
+    throw usage_error(given + " exceeds sliding_window " + std::to_string(c.sliding_window) + ": only full attention is implemented");
+  if (batch > train::max_step_tokens / tokens)
+    throw usage_error("--batch " + std::to_string(batch) + " x " + given + " tokens: a train step takes at most " + std::to_string(train::max_step_tokens) + " tokens");
 }
 
 struct optimizer_flags {

@@ -4,6 +4,7 @@
 #pragma once
 #include "fused/core/json_text.hpp"
 #include "fused/io/load_error.hpp"
+#include "fused/io/read_bounded.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,9 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -136,15 +135,14 @@ inline std::string read_text_file(const std::filesystem::path& file) {
   // Checked before opening: opening a FIFO would already block.
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
     throw_load_error(name, "{}", std::filesystem::is_directory(file, ec) ? "is a directory, not a file" : "not a regular file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw_load_error(name, "cannot open: {}", std::strerror(errno));
   constexpr std::uintmax_t max_bytes = 16 << 20;
   if (const std::uintmax_t size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
     throw_load_error(name, "is {} bytes, more than the {} bytes a config file could need", size, max_bytes);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw_load_error(name, "cannot read: {}", std::strerror(errno));
-  return std::move(text).str();
+  read_result text = read_file_at_most(file, max_bytes);  // a file that grows as it is read stops at the bound too
+  if (text.open_error) throw_load_error(name, "cannot open: {}", std::strerror(text.open_error));
+  if (text.read_error) throw_load_error(name, "cannot read: {}", std::strerror(text.read_error));
+  if (text.too_large) throw_load_error(name, "holds more than the {} bytes a config file could need", max_bytes);
+  return std::move(text.bytes);
 }
 
 }  // namespace detail

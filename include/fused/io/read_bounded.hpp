@@ -1,22 +1,60 @@
-// Reading a stream whose end may never come (a device such as /dev/zero, `yes |` on a pipe): in
-// chunks, up to a limit.
+// Reading a source whose end may never come (a device such as /dev/zero, `yes |` on a pipe, a FIFO
+// that nobody writes): by read(2), in chunks, up to a limit, a read error told apart from the end.
 #pragma once
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstddef>
-#include <istream>
-#include <optional>
+#include <filesystem>
 #include <string>
 
 namespace fused::io {
 
-// All of `in`, or nullopt as soon as it holds more than `max_bytes`; the caller names the source.
-inline std::optional<std::string> read_at_most(std::istream& in, std::size_t max_bytes) {
-  std::string text;
+// What reading a source gave: its bytes, or why they stop short.
+struct read_result {
+  std::string bytes;
+  bool too_large = false;  // it holds more than the limit (bytes then holds what was read)
+  int open_error = 0;      // errno of a failed open (ENOENT, ELOOP), 0 when none
+  int read_error = 0;      // errno of a failed read (EISDIR, EIO), 0 when none
+};
+
+// All of file descriptor fd, or too_large as soon as it holds more than max_bytes. A read error is
+// reported (std::istream took one, a directory on standard input say, for the end).
+inline read_result read_fd_at_most(int fd, std::size_t max_bytes) {
+  read_result r;
   char chunk[1 << 16];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-    if (text.size() + static_cast<std::size_t>(in.gcount()) > max_bytes) return std::nullopt;
-    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      r.read_error = errno;
+      return r;
+    }
+    if (n == 0) return r;
+    if (r.bytes.size() + static_cast<std::size_t>(n) > max_bytes) {
+      r.too_large = true;
+      return r;
+    }
+    r.bytes.append(chunk, static_cast<std::size_t>(n));
   }
-  return text;
+}
+
+// The file at `path`, as read_fd_at_most reads it. Opened without blocking, then read blocking: a FIFO
+// that no process writes reads as empty instead of waiting for a writer forever, one that a process
+// writes (`<(...)`) as it comes.
+inline read_result read_file_at_most(const std::filesystem::path& path, std::size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  read_result r;
+  if (fd < 0) {
+    r.open_error = errno;
+    return r;
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags == -1 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) r.open_error = errno;
+  else r = read_fd_at_most(fd, max_bytes);
+  ::close(fd);
+  return r;
 }
 
 }  // namespace fused::io

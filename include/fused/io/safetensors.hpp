@@ -381,7 +381,8 @@ class mapped_file {
  public:
   static mapped_file open(const std::filesystem::path& path) {
     const std::string name = path.string();
-    const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+    // Without blocking: a FIFO (nothing to map) is refused below, not waited on for a writer.
+    const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw_load_error(name, "cannot open: {}", std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {

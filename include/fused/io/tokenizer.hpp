@@ -37,9 +37,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <optional>
@@ -82,14 +82,13 @@ class tokenizer {
     if (std::filesystem::is_directory(path, ec))
       throw load_error(path.string() + ": is a directory; give the tokenizer.json file" +
                        (std::filesystem::exists(path / "tokenizer.json", ec) ? " (" + (path / "tokenizer.json").string() + ")" : std::string{}));
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw load_error(path.string() + ": cannot open");
     // Bounded as it is read (a device such as /dev/zero never ends): the largest vocabularies' files
     // are tens of MiB.
-    const std::optional<std::string> text = read_at_most(in, std::size_t{512} << 20);
-    if (!text) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
-    if (in.bad()) throw load_error(path.string() + ": read error");
-    return from_json(*text, path.string());
+    const read_result text = read_file_at_most(path, std::size_t{512} << 20);
+    if (text.too_large) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
+    if (text.open_error) throw load_error(path.string() + ": cannot open: " + std::strerror(text.open_error));
+    if (text.read_error) throw load_error(path.string() + ": cannot read: " + std::strerror(text.read_error));
+    return from_json(text.bytes, path.string());
   }
 
   // `origin` names the source in error messages. Throws io::load_error.

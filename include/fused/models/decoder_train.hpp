@@ -51,9 +51,9 @@ inline planned plan_train(const family_entry& f, const config& c, batch_shape sh
   if (shape.tokens < train::min_sequence_tokens) throw std::invalid_argument(std::string(train::too_few_tokens) + ", got " + std::to_string(shape.tokens));
   if (shape.sequences < 1) throw std::invalid_argument("a train step needs at least one sequence");
   check_positions(c, shape.tokens, "sequences of " + std::to_string(shape.tokens) + " tokens exceed");
-  if (shape.sequences > (std::int64_t{1} << 20) / shape.tokens)
+  if (shape.sequences > train::max_step_tokens / shape.tokens)
     throw std::invalid_argument("a batch of " + std::to_string(shape.sequences) + " x " + std::to_string(shape.tokens) +
-                                " tokens is too large: a train step takes at most 2^20 = 1048576 tokens");
+                                " tokens is too large: a train step takes at most " + std::to_string(train::max_step_tokens) + " tokens");
   if (const auto p = check_sizes(c)) throw std::invalid_argument(std::string("config field \"") + p->field + "\": " + p->message);
   o.training = true;
   o.logits = logits_rows::all;

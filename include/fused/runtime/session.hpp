@@ -2,8 +2,11 @@
 // decode over one KV cache — the position, the capacity checks, token-id validation, where the
 // token ids go in and the logits come out. Generic: it knows plans and calls, not attention.
 #pragma once
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -43,12 +46,19 @@ struct capacity_error : std::length_error {
   using std::length_error::length_error;
 };
 
-// 64-byte-aligned, zero-filled bytes owned by a model that was not given caller-owned regions.
+// The machine's physical memory in bytes (0 where the system does not say).
+inline double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+// 64-byte-aligned, zero-filled bytes owned by a model that was not given caller-owned regions. More
+// than the machine's memory is refused (std::length_error) before a page is touched: the allocator
+// may grant it, and zeroing it would then end the process by the OOM killer, not by an error.
 class aligned_bytes {
  public:
   aligned_bytes() = default;
-  explicit aligned_bytes(std::size_t n)
-      : p_(n ? static_cast<std::byte*>(::operator new(n, std::align_val_t{64})) : nullptr), n_(n) {
+  explicit aligned_bytes(std::size_t n) : p_(n ? static_cast<std::byte*>(::operator new(checked(n), std::align_val_t{64})) : nullptr), n_(n) {
     if (p_) std::memset(p_, 0, n);
   }
   aligned_bytes(aligned_bytes&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
@@ -65,6 +75,15 @@ class aligned_bytes {
   std::size_t size() const { return n_; }
 
  private:
+  static std::size_t checked(std::size_t n) {
+    if (const double memory = physical_memory_bytes(); memory > 0 && static_cast<double>(n) > memory) {
+      char figures[128];
+      std::snprintf(figures, sizeof figures, "cannot allocate %.1f GiB: this machine has %.1f GiB of memory", static_cast<double>(n) / (1 << 30),
+                    memory / (1 << 30));
+      throw std::length_error(figures);
+    }
+    return n;
+  }
   void release() {
     if (p_) ::operator delete(p_, std::align_val_t{64});
     p_ = nullptr;

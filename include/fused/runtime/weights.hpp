@@ -22,12 +22,10 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +34,7 @@
 #include "../core/json_text.hpp"
 #include "../core/non_finite.hpp"
 #include "../core/text_string.hpp"
+#include "../io/json_config.hpp"
 #include "../io/load_error.hpp"
 #include "../io/safetensors.hpp"
 #include "session.hpp"
@@ -222,10 +221,7 @@ class weight_store {
   void open_shards(const std::filesystem::path& dir, const std::filesystem::path& index_path) {
     const std::string index = index_path.string();
     source_ = index;
-    std::ifstream in(index_path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const nlohmann::json j = json_text::parse(ss.str(), nullptr, false);
+    const nlohmann::json j = json_text::parse(io::detail::read_text_file(index_path), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       throw io::load_error(index + ": not a JSON object with a \"weight_map\" object");
     const nlohmann::json& map = j["weight_map"];

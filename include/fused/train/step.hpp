@@ -32,6 +32,8 @@ inline constexpr const char* step_count_name = "optimizer.step";
 // sentence that refuses fewer (the static plan's static_assert says it too, as a literal).
 inline constexpr std::int64_t min_sequence_tokens = 2;
 inline constexpr const char* too_few_tokens = "a train step's sequences need at least 2 tokens (the loss predicts each next one)";
+// The most tokens one train step takes, its sequences together.
+inline constexpr std::int64_t max_step_tokens = std::int64_t{1} << 20;
 // A data-parallel shard's input numbering its dropout draw: (steps taken) * micro-batches + the
 // micro-batch + 1, so that every micro-batch of every step draws its own masks, whatever the ranks.
 inline constexpr const char* dropout_draw_name = "dropout_draw";

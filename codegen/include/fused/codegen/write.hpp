@@ -99,35 +99,53 @@ inline std::vector<std::filesystem::path> c_headers_needed(const std::vector<std
   return out;
 }
 
-// Writes the files into `out_dir` (created if needed) and copies the headers from `header_dirs`.
-// Returns the paths written.
-inline std::vector<std::filesystem::path> write_bundle(const std::vector<emitted_file>& files, const std::filesystem::path& out_dir,
-                                                       const std::vector<std::filesystem::path>& header_dirs) {
+// A bundle as written: the emitted files, and the headers their C includes (from header_dirs).
+struct bundle_files {
+  std::vector<emitted_file> files;
+  std::vector<std::filesystem::path> headers;  // where each header is read from
+};
+
+// The headers `files` need beyond one another; throws std::invalid_argument when an emitted file has
+// a header's name (a program named fk_common would be written over by the kernels' fk_common.h).
+inline bundle_files plan_bundle(std::vector<emitted_file> files, const std::vector<std::filesystem::path>& header_dirs) {
   std::vector<std::string> included;  // what the emitted files include beyond one another
   for (const auto& f : files)
     for (auto& inc : detail::local_includes(f.text)) included.push_back(inc);
   std::erase_if(included, [&](const std::string& inc) {
     return std::any_of(files.begin(), files.end(), [&](const emitted_file& f) { return f.name == inc; });
   });
-  const std::vector<std::filesystem::path> headers = c_headers_needed(header_dirs, included);
-  for (const auto& h : headers)  // (a program named fk_common would be written over by the kernels' fk_common.h)
-    for (const auto& f : files)
+  bundle_files b{.files = std::move(files), .headers = c_headers_needed(header_dirs, included)};
+  for (const auto& h : b.headers)
+    for (const auto& f : b.files)
       if (f.name == h.filename().string())
         throw std::invalid_argument("codegen: the program's " + f.name + " has the name of a header its C includes; choose another name");
+  return b;
+}
+
+// The paths a bundle takes in `out_dir`, each file's and each header's.
+inline std::vector<std::filesystem::path> bundle_paths(const bundle_files& b, const std::filesystem::path& out_dir) {
+  std::vector<std::filesystem::path> paths;
+  for (const auto& f : b.files) paths.push_back(out_dir / f.name);
+  for (const auto& h : b.headers) paths.push_back(out_dir / h.filename());
+  return paths;
+}
+
+// Writes the bundle into `out_dir` (created if needed). Returns the paths written.
+inline std::vector<std::filesystem::path> write_bundle(const bundle_files& b, const std::filesystem::path& out_dir) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec || !std::filesystem::is_directory(out_dir))
     throw std::runtime_error(out_dir.string() + ": cannot be made a directory" + (ec ? ": " + ec.message() : ""));
-  std::vector<std::filesystem::path> written;
-  for (const auto& f : files) {
-    detail::write_file(out_dir / f.name, f.text);
-    written.push_back(out_dir / f.name);
-  }
-  for (const auto& h : headers) {
-    detail::write_file(out_dir / h.filename(), detail::read_file(h));
-    written.push_back(out_dir / h.filename());
-  }
-  return written;
+  for (const auto& f : b.files) detail::write_file(out_dir / f.name, f.text);
+  for (const auto& h : b.headers) detail::write_file(out_dir / h.filename(), detail::read_file(h));
+  return bundle_paths(b, out_dir);
+}
+
+// Writes the files into `out_dir` (created if needed) and copies the headers from `header_dirs`.
+// Returns the paths written.
+inline std::vector<std::filesystem::path> write_bundle(const std::vector<emitted_file>& files, const std::filesystem::path& out_dir,
+                                                       const std::vector<std::filesystem::path>& header_dirs) {
+  return write_bundle(plan_bundle(files, header_dirs), out_dir);
 }
 
 }  // namespace fused::codegen

@@ -1,0 +1,32 @@
+#!/bin/sh
+# usage: input_edges.sh FUSED MODEL_DIR WORK_DIR
+# Inputs that never end or cannot be read, and outputs that would destroy an input: each is an error
+# that names it, within the test's timeout (a FIFO nobody writes, /dev/zero on standard input, a
+# directory on standard input, gen-c's graph.json over the graph it reads).
+set -u
+fused=$1 model=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" || exit 1
+failed=0
+# expect RC REGEX COMMAND...: the exit status, and stderr matching the (grep -E) regex unless it is empty.
+expect() {
+  want=$1 regex=$2
+  shift 2
+  "$@" > "$work/out" 2> "$work/err"
+  rc=$?
+  if [ $rc -ne "$want" ] || { [ -n "$regex" ] && ! grep -Eq -- "$regex" "$work/err"; }; then
+    echo "FAIL: $*: exit $rc (expected $want), stderr: $(head -c 400 "$work/err")"
+    failed=1
+  fi
+}
+mkfifo "$work/fifo" || exit 1
+mkdir "$work/fifo_model" && cp "$model/config.json" "$model/tokenizer.json" "$work/fifo_model/" && ln -s ../fifo "$work/fifo_model/model.safetensors"
+expect 1 "fifo_model/model.safetensors: not a regular file" timeout 60 "$fused" run -m "$work/fifo_model" -p x -n 1
+expect 1 "fifo: not valid JSON" timeout 60 "$fused" tokenize --tokenizer "$work/fifo" x
+expect 1 "standard input: a line longer than 64 MiB" timeout 60 "$fused" chat -m "$model" --chat-template chatml -n 1 < /dev/zero
+expect 1 "standard input: cannot read: Is a directory" "$fused" chat -m "$model" --chat-template chatml -n 1 < "$work"
+expect 1 "standard input \(the text to tokenize\): cannot read: Is a directory" "$fused" tokenize --tokenizer "$model/tokenizer.json" -f - < "$work"
+mkdir "$work/g"
+expect 0 "" "$fused" graph export -m "$model" --out "$work/g/graph.json"
+expect 2 "--out: .*g/graph.json is the --graph file .*; write the C elsewhere" "$fused" gen-c --graph "$work/g/graph.json" --out "$work/g"
+expect 0 "" "$fused" graph check "$work/g/graph.json"
+exit $failed
