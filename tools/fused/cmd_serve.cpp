@@ -6,7 +6,9 @@
 // --queue places; past that they get 503. Bad requests get a 4xx with an OpenAI-style error body.
 // SIGINT / SIGTERM: stop accepting, answer the queued requests 503, let the running ones finish
 // (a second signal cancels them), exit 0.
+#include <netdb.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 #include <csignal>
 #include <cstdio>
@@ -25,7 +27,20 @@ using fused::cli::serving::server;
 
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
+// --host as getaddrinfo reads it, before the model loads: httplib's bind says only that it failed.
+void require_resolvable(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0)
+    throw fused::cli::usage_error("--host " + fused::cli::printable(host) + ": " + ::gai_strerror(error));
+  ::freeaddrinfo(found);
+}
+
 int serve(const options& o) {
+  require_resolvable(o.host);
   if (o.threads > 0) fk_set_threads(static_cast<int>(o.threads));
   // SIGINT and SIGTERM go to a thread of their own (sigwait): blocked here, before any thread starts,
   // so that every thread inherits the mask.
