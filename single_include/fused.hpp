@@ -6492,6 +6492,7 @@ class pending_file {
     if (::stat(target_.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) fail("is a directory");
       in_place_ = !S_ISREG(st.st_mode);
+      fifo_ = S_ISFIFO(st.st_mode);
       // through a link to the file it names, as writing it in place would go
       if (!in_place_) {
         std::error_code ec;
@@ -6513,9 +6514,20 @@ class pending_file {
 
   // The whole file's bytes (a second call replaces the first's).
   void write(std::span<const std::byte> bytes) {
-    const int fd = in_place_ ? ::open(temp_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)
+    // In place without blocking: a FIFO that no process reads would hold the open forever (ENXIO
+    // instead); then blocking again, so that a reader that is slow is waited for.
+    const int fd = in_place_ ? ::open(temp_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NONBLOCK)
                              : ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (written_ ? 0 : O_EXCL), 0666);
+    if (fd < 0 && errno == ENXIO && fifo_) fail("is a FIFO that no process reads");
     if (fd < 0) fail("cannot write", errno);
+    if (in_place_) {
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (flags == -1 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) {
+        const int why = errno;
+        ::close(fd);
+        fail("cannot write", why);
+      }
+    }
     written_ = true;
     std::size_t done = 0;
     while (done < bytes.size()) {
@@ -6549,7 +6561,7 @@ class pending_file {
   }
 
   std::filesystem::path target_, final_, temp_;
-  bool in_place_ = false, written_ = false, committed_ = false;
+  bool in_place_ = false, fifo_ = false, written_ = false, committed_ = false;
 };
 
 // `bytes` as the whole of `path`, replacing what was there only once they are all written.
@@ -13199,6 +13211,7 @@ inline void execute(const program& p, const memory_plan& m, std::span<const call
 // What every executor of a planned decoder shares: the caller-visible contract of prefill and
 // decode over one KV cache — the position, the capacity checks, token-id validation, where the
 // token ids go in and the logits come out. Generic: it knows plans and calls, not attention.
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -13247,10 +13260,16 @@ inline double physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
+// Its memory and swap together (0 where the system does not say): the most any allocation can hold.
+inline double memory_and_swap_bytes() {
+  struct sysinfo info {};
+  if (::sysinfo(&info) != 0) return 0.0;
+  return (static_cast<double>(info.totalram) + static_cast<double>(info.totalswap)) * static_cast<double>(info.mem_unit);
+}
 
 // 64-byte-aligned, zero-filled bytes owned by a model that was not given caller-owned regions. More
-// than the machine's memory is refused (std::length_error) before a page is touched: the allocator
-// may grant it, and zeroing it would then end the process by the OOM killer, not by an error.
+// than the machine's memory and swap is refused (std::length_error) before a page is touched: the
+// allocator may grant it, and zeroing it would end the process by the OOM killer, not by an error.
 class aligned_bytes {
  public:
   aligned_bytes() = default;
@@ -13272,9 +13291,9 @@ class aligned_bytes {
 
  private:
   static std::size_t checked(std::size_t n) {
-    if (const double memory = physical_memory_bytes(); memory > 0 && static_cast<double>(n) > memory) {
+    if (const double memory = memory_and_swap_bytes(); memory > 0 && static_cast<double>(n) > memory) {
       char figures[128];
-      std::snprintf(figures, sizeof figures, "cannot allocate %.1f GiB: this machine has %.1f GiB of memory", static_cast<double>(n) / (1 << 30),
+      std::snprintf(figures, sizeof figures, "cannot allocate %.1f GiB: this machine has %.1f GiB of memory and swap", static_cast<double>(n) / (1 << 30),
                     memory / (1 << 30));
       throw std::length_error(figures);
     }
@@ -13476,6 +13495,7 @@ template <class... Args>
 // Reading a source whose end may never come (a device such as /dev/zero, `yes |` on a pipe, a FIFO
 // that nobody writes): by read(2), in chunks, up to a limit, a read error told apart from the end.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13491,6 +13511,7 @@ struct read_result {
   bool too_large = false;  // it holds more than the limit (bytes then holds what was read)
   int open_error = 0;      // errno of a failed open (ENOENT, ELOOP), 0 when none
   int read_error = 0;      // errno of a failed read (EISDIR, EIO), 0 when none
+  bool unwritten_fifo = false;  // a FIFO that gave no byte: no process had it open to write
 };
 
 // All of file descriptor fd, or too_large as soon as it holds more than max_bytes. A read error is
@@ -13515,8 +13536,8 @@ inline read_result read_fd_at_most(int fd, std::size_t max_bytes) {
 }
 
 // The file at `path`, as read_fd_at_most reads it. Opened without blocking, then read blocking: a FIFO
-// that no process writes reads as empty instead of waiting for a writer forever, one that a process
-// writes (`<(...)`) as it comes.
+// that a process writes (`<(...)`) is read as it comes, and one that no process has open to write is
+// unwritten_fifo at once instead of a wait for a writer that may never come.
 inline read_result read_file_at_most(const std::filesystem::path& path, std::size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   read_result r;
@@ -13527,6 +13548,8 @@ inline read_result read_file_at_most(const std::filesystem::path& path, std::siz
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags == -1 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) r.open_error = errno;
   else r = read_fd_at_most(fd, max_bytes);
+  struct stat st {};
+  r.unwritten_fifo = r.bytes.empty() && !r.read_error && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
   ::close(fd);
   return r;
 }
@@ -13660,7 +13683,7 @@ inline nlohmann::json parse_json_object(std::string_view text, std::string_view 
 inline std::string read_text_file(const std::filesystem::path& file) {
   const std::string name = file.string();
   std::error_code ec;
-  // Checked before opening: opening a FIFO would already block.
+  // Checked before reading: a FIFO or a device has no size to bound.
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
     throw_load_error(name, "{}", std::filesystem::is_directory(file, ec) ? "is a directory, not a file" : "not a regular file");
   constexpr std::uintmax_t max_bytes = 16 << 20;
@@ -16954,8 +16977,8 @@ using static_model = decoder::static_model<Preset, MaxTokens, Ctx, Options>;
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iterator>
@@ -17719,6 +17742,7 @@ class tokenizer {
     if (text.too_large) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
     if (text.open_error) throw load_error(path.string() + ": cannot open: " + std::strerror(text.open_error));
     if (text.read_error) throw load_error(path.string() + ": cannot read: " + std::strerror(text.read_error));
+    if (text.unwritten_fifo) throw load_error(path.string() + ": an empty FIFO (had a process opened it to write?)");
     return from_json(text.bytes, path.string());
   }
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # usage: input_edges.sh FUSED MODEL_DIR WORK_DIR
-# Inputs that never end or cannot be read, and outputs that would destroy an input: each is an error
-# that names it, within the test's timeout (a FIFO nobody writes, /dev/zero on standard input, a
-# directory on standard input, gen-c's graph.json over the graph it reads).
+# Inputs that never end or cannot be read, outputs nobody reads and outputs that would destroy an
+# input: each is an error that names it, within the test's timeout (a FIFO nobody writes or reads,
+# /dev/zero or a directory on standard input, gen-c's graph.json over the graph it reads).
 set -u
 fused=$1 model=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" || exit 1
@@ -21,7 +21,8 @@ expect() {
 mkfifo "$work/fifo" || exit 1
 mkdir "$work/fifo_model" && cp "$model/config.json" "$model/tokenizer.json" "$work/fifo_model/" && ln -s ../fifo "$work/fifo_model/model.safetensors"
 expect 1 "fifo_model/model.safetensors: not a regular file" timeout 60 "$fused" run -m "$work/fifo_model" -p x -n 1
-expect 1 "fifo: not valid JSON" timeout 60 "$fused" tokenize --tokenizer "$work/fifo" x
+expect 1 "fifo: an empty FIFO" timeout 60 "$fused" tokenize --tokenizer "$work/fifo" x
+expect 1 "fifo: is a FIFO that no process reads" timeout 60 "$fused" score -m "$model" --input-ids 1 --out "$work/fifo"
 expect 1 "standard input: a line longer than 64 MiB" timeout 60 "$fused" chat -m "$model" --chat-template chatml -n 1 < /dev/zero
 expect 1 "standard input: cannot read: Is a directory" "$fused" chat -m "$model" --chat-template chatml -n 1 < "$work"
 expect 1 "standard input \(the text to tokenize\): cannot read: Is a directory" "$fused" tokenize --tokenizer "$model/tokenizer.json" -f - < "$work"

@@ -337,6 +337,7 @@ inline std::string read_input_file(const std::string& path, const std::string& w
   if (r.open_error) throw std::runtime_error(path + ": cannot open " + what + ": " + std::strerror(r.open_error));
   if (r.read_error && path == "-") throw std::runtime_error(source + ": cannot read: " + std::strerror(r.read_error));
   if (r.read_error) throw std::runtime_error(path + ": cannot read " + what + ": " + std::strerror(r.read_error));
+  if (r.unwritten_fifo) throw std::runtime_error(path + ": " + what + " is an empty FIFO (had a process opened it to write?)");
   return std::move(r.bytes);
 }
 

@@ -23,7 +23,7 @@ struct options {
 
 int run_bench_train(const options& o) {
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
-  fused::cli::check_train_shape(info.arch, o.batch, o.sequence, "--seq");
+  fused::cli::check_train_shape(info.arch, {.batch = o.batch, .micro_batches = 1, .tokens = o.sequence, .sequence = "--seq " + std::to_string(o.sequence)});
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence});
   t.load(fused::runtime::weight_store::load(o.model_dir, t.checkpoint_tensors(), info.arch.tie_word_embeddings));
   std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch * o.sequence));

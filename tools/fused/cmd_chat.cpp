@@ -53,20 +53,16 @@ class line_reader {
       scanned_ = pending_.size();
       if (pending_.size() > max_line_bytes)
         throw std::runtime_error("standard input: a line longer than " + std::to_string(max_line_bytes >> 20) + " MiB, the most a chat message may be");
-      if (ended_) {
-        if (pending_.empty()) return std::nullopt;
-        scanned_ = 0;
-        return std::exchange(pending_, std::string());
-      }
       char chunk[1 << 16];
       const ssize_t got = ::read(STDIN_FILENO, chunk, sizeof chunk);
       if (got > 0) {
         pending_.append(chunk, static_cast<std::size_t>(got));
         continue;
       }
-      if (got == 0) {
-        ended_ = true;
-        continue;
+      if (got == 0) {  // the end, or on a terminal Ctrl-D: the line typed so far, and reading goes on
+        if (pending_.empty()) return std::nullopt;
+        scanned_ = 0;
+        return std::exchange(pending_, std::string());
       }
       if (errno == EBADF) throw std::runtime_error("standard input: it is closed");
       if (errno != EINTR) throw std::runtime_error(std::string("standard input: cannot read: ") + std::strerror(errno));
@@ -82,7 +78,6 @@ class line_reader {
  private:
   std::string pending_;      // read, not yet returned
   std::size_t scanned_ = 0;  // pending_'s bytes known to hold no newline
-  bool ended_ = false;
 };
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }

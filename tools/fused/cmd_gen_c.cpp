@@ -97,9 +97,7 @@ int train_step_c(const options& o) {
   if (o.generate > 0 || o.max_ctx) throw fused::cli::usage_error("--train plans a train step: --generate and --max-ctx are for inference programs");
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_config(o.model);
   const std::int64_t seq = o.max_seq.value_or(std::min<std::int64_t>(256, info.arch.max_position_embeddings));
-  if (seq > info.arch.max_position_embeddings)
-    throw fused::cli::usage_error(fmt::format("--max-seq {} exceeds max_position_embeddings {}", seq, info.arch.max_position_embeddings));
-  if (seq < fused::train::min_sequence_tokens) throw fused::cli::usage_error(fmt::format("--max-seq {}: {}", seq, fused::train::too_few_tokens));
+  fused::cli::check_train_shape(info.arch, {.batch = o.batch, .micro_batches = 1, .tokens = seq, .sequence = "--max-seq " + std::to_string(seq)});
   fused::decoder::graph_options graph{};
   graph.train = o.optimizer.options();
   const fused::codegen::c_program p = fused::codegen::train_program_for_c(o.name, *info.family, info.arch, {.sequences = o.batch, .tokens = seq}, graph);

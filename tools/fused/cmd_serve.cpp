@@ -34,8 +34,12 @@ void require_resolvable(const std::string& host) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  if (const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0)
-    throw fused::cli::usage_error("--host " + fused::cli::printable(host) + ": " + ::gai_strerror(error));
+  if (const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0) {
+    const std::string what = "--host " + fused::cli::printable(host) + ": " + ::gai_strerror(error);
+    // a name that does not exist is the command line's fault; a lookup that failed is not
+    if (error == EAI_AGAIN || error == EAI_SYSTEM || error == EAI_MEMORY || error == EAI_FAIL) throw std::runtime_error(what);
+    throw fused::cli::usage_error(what);
+  }
   ::freeaddrinfo(found);
 }
 

@@ -90,13 +90,15 @@ int train_step(const options& o, fused::cli::launch& l) {
   const fused::train::options train = o.optimizer.options(true);
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
   fused::cli::require_in_vocabulary(ids, "--tokens", info.arch.vocab_size);
-  fused::cli::check_train_shape(info.arch, o.batch, static_cast<long long>(ids.size() / sequences), "--tokens: a sequence of");
+  const long long tokens = static_cast<long long>(ids.size() / sequences), programs = micro_batches(o.batch, o.micro_batch, l.count());
+  fused::cli::check_train_shape(info.arch, {.batch = o.batch, .micro_batches = programs, .tokens = tokens,
+                                            .sequence = "--tokens: sequences of " + std::to_string(tokens) + " ids"});
 
   fused::decoder::graph_options graph{};
   graph.train = train;
   graph.train.seed = static_cast<std::uint64_t>(o.seed);
-  const fused::decoder::data_parallel parallel{.micro_batches = micro_batches(o.batch, o.micro_batch, l.count()), .ranks = l.ranks.get()};
-  fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = static_cast<std::int64_t>(ids.size() / sequences)}, graph, parallel);
+  const fused::decoder::data_parallel parallel{.micro_batches = programs, .ranks = l.ranks.get()};
+  fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = tokens}, graph, parallel);
   const std::vector<fused::tensor_info> stored = t.checkpoint_tensors();
   t.load(finite_weights(fused::runtime::weight_store::load(o.model_dir, stored, info.arch.tie_word_embeddings), o.model_dir));
 
@@ -249,7 +251,8 @@ int train(const train_options& o, fused::cli::launch& l) {
   const fs::path dir = o.model_dir, out = o.out;
   if (!fs::exists(dir / "tokenizer.json")) throw std::invalid_argument(dir.string() + ": no tokenizer.json (the text is tokenized with the model's tokenizer)");
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir);
-  fused::cli::check_train_shape(info.arch, o.batch, o.sequence, "--seq");
+  const long long programs = micro_batches(o.batch, o.micro_batch, l.count());
+  fused::cli::check_train_shape(info.arch, {.batch = o.batch, .micro_batches = programs, .tokens = o.sequence, .sequence = "--seq " + std::to_string(o.sequence)});
   const auto tok = fused::io::tokenizer::from_file(dir / "tokenizer.json");
   const std::vector<std::int32_t> corpus = tok.encode(read_text(o.data, l.rank() == 0), false);
   const auto S = static_cast<std::size_t>(o.sequence);
@@ -267,7 +270,7 @@ int train(const train_options& o, fused::cli::launch& l) {
   fused::decoder::graph_options graph{};
   graph.train = train;
   graph.train.seed = static_cast<std::uint64_t>(o.seed);
-  const fused::decoder::data_parallel parallel{.micro_batches = micro_batches(o.batch, o.micro_batch, l.count()), .ranks = l.ranks.get()};
+  const fused::decoder::data_parallel parallel{.micro_batches = programs, .ranks = l.ranks.get()};
   fused::decoder::trainer t(*info.family, info.arch, {.sequences = o.batch, .tokens = o.sequence}, graph, parallel);
   const bool speaks = l.rank() == 0;  // every rank computes the same: rank 0 reports and writes
   if (o.resume.empty()) {

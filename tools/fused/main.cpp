@@ -127,12 +127,13 @@ std::string environment_error() {
     const std::string_view text = omp;
     for (std::size_t begin = 0; begin <= text.size();) {
       const std::size_t comma = std::min(text.find(',', begin), text.size());
-      std::size_t first = begin;  // libgomp reads with strtoul, which skips leading spaces
-      while (first < comma && std::isspace(static_cast<unsigned char>(text[first]))) ++first;
+      std::size_t first = begin, last = comma;  // libgomp reads with strtoul, and takes spaces around
+      while (first < last && std::isspace(static_cast<unsigned char>(text[first]))) ++first;
+      while (last > first && std::isspace(static_cast<unsigned char>(text[last - 1]))) --last;
       long long n = 0;
-      const auto [end, ec] = std::from_chars(text.data() + first, text.data() + comma, n);
-      if ((ec == std::errc() && end == text.data() + comma && n > 1024) || ec == std::errc::result_out_of_range)
-        return "the environment's OMP_NUM_THREADS=" + fused::cli::printable(text) + " asks for more than 1024 threads";
+      const auto [end, ec] = std::from_chars(text.data() + first, text.data() + last, n);
+      if ((ec == std::errc() && end == text.data() + last && (n > 1024 || n < 0)) || ec == std::errc::result_out_of_range)
+        return "the environment's OMP_NUM_THREADS=" + fused::cli::printable(text) + " is not a thread count in [1, 1024]";
       begin = comma + 1;
     }
   }
@@ -220,8 +221,10 @@ int main(int argc, char** argv) {
       if (word.size() < 3 || word[0] != '-' || word[1] == '-' || asks_help) continue;
       const std::string as_long = "-" + word.substr(0, word.find('='));
       if (command.get_option_no_throw(as_long) != nullptr) {
-        std::fprintf(stderr, "fused %s: %s: an option of more than one letter takes two dashes: %s (see fused %s --help)\n", name.c_str(),
-                     fused::cli::printable(word).c_str(), as_long.c_str(), name.c_str());
+        std::fprintf(stderr,
+                     "fused %s: %s: an option of more than one letter takes two dashes: %s (text that starts with '-' is given as "
+                     "--NAME=TEXT; see fused %s --help)\n",
+                     name.c_str(), fused::cli::printable(word).c_str(), as_long.c_str(), name.c_str());
         return 2;
       }
     }

@@ -25,16 +25,24 @@ inline std::optional<std::pair<double, double>> beta_pair(std::string_view text)
   return std::pair{*beta1, *beta2};
 }
 
-// A train step's shape from the command line against the model and the step's limits, as usage errors
-// that name the flags (plan_train's own sentences name none): `tokens_flag` gives a sequence's tokens.
-inline void check_train_shape(const decoder::config& c, long long batch, long long tokens, std::string_view tokens_flag) {
-  const std::string given = std::string(tokens_flag) + " " + std::to_string(tokens);
-  if (tokens < train::min_sequence_tokens) throw usage_error(given + ": " + train::too_few_tokens);
-  if (tokens > c.max_position_embeddings) throw usage_error(given + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
-  if (c.sliding_window != 0 && tokens > c.sliding_window)
-    throw usage_error(given + " exceeds sliding_window " + std::to_string(c.sliding_window) + ": only full attention is implemented");
-  if (batch > train::max_step_tokens / tokens)
-    throw usage_error("--batch " + std::to_string(batch) + " x " + given + " tokens: a train step takes at most " + std::to_string(train::max_step_tokens) + " tokens");
+// The shape of a train step from the command line against the model and the step's limits, as usage
+// errors that name the flags (plan_train's own sentences name none). `sequence` says how the command
+// line gave the sequences' `tokens` ("--seq 512"); the batch runs as `micro_batches` programs (its
+// ranks' and micro-batches'), each of which is held to train::max_step_tokens.
+struct train_shape {
+  long long batch = 1, micro_batches = 1, tokens = 0;
+  std::string sequence;
+};
+inline void check_train_shape(const decoder::config& c, const train_shape& s) {
+  if (s.tokens < train::min_sequence_tokens) throw usage_error(s.sequence + ": " + train::too_few_tokens);
+  if (s.tokens > c.max_position_embeddings) throw usage_error(s.sequence + " exceeds max_position_embeddings " + std::to_string(c.max_position_embeddings));
+  if (c.sliding_window != 0 && s.tokens > c.sliding_window)
+    throw usage_error(s.sequence + " exceeds sliding_window " + std::to_string(c.sliding_window) + ": only full attention is implemented");
+  const long long per_program = s.batch / s.micro_batches;
+  if (per_program > train::max_step_tokens / s.tokens)
+    throw usage_error("--batch " + std::to_string(s.batch) +
+                      (s.micro_batches > 1 ? " in " + std::to_string(s.micro_batches) + " micro-batches of " + std::to_string(per_program) : std::string()) +
+                      " x " + s.sequence + ": a train step's program takes at most " + std::to_string(train::max_step_tokens) + " tokens");
 }
 
 struct optimizer_flags {

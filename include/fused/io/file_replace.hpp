@@ -29,6 +29,7 @@ class pending_file {
     if (::stat(target_.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) fail("is a directory");
       in_place_ = !S_ISREG(st.st_mode);
+      fifo_ = S_ISFIFO(st.st_mode);
       // through a link to the file it names, as writing it in place would go
       if (!in_place_) {
         std::error_code ec;
@@ -50,9 +51,20 @@ class pending_file {
 
   // The whole file's bytes (a second call replaces the first's).
   void write(std::span<const std::byte> bytes) {
-    const int fd = in_place_ ? ::open(temp_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)
+    // In place without blocking: a FIFO that no process reads would hold the open forever (ENXIO
+    // instead); then blocking again, so that a reader that is slow is waited for.
+    const int fd = in_place_ ? ::open(temp_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NONBLOCK)
                              : ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (written_ ? 0 : O_EXCL), 0666);
+    if (fd < 0 && errno == ENXIO && fifo_) fail("is a FIFO that no process reads");
     if (fd < 0) fail("cannot write", errno);
+    if (in_place_) {
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (flags == -1 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) {
+        const int why = errno;
+        ::close(fd);
+        fail("cannot write", why);
+      }
+    }
     written_ = true;
     std::size_t done = 0;
     while (done < bytes.size()) {
@@ -86,7 +98,7 @@ class pending_file {
   }
 
   std::filesystem::path target_, final_, temp_;
-  bool in_place_ = false, written_ = false, committed_ = false;
+  bool in_place_ = false, fifo_ = false, written_ = false, committed_ = false;
 };
 
 // `bytes` as the whole of `path`, replacing what was there only once they are all written.

@@ -132,7 +132,7 @@ inline nlohmann::json parse_json_object(std::string_view text, std::string_view 
 inline std::string read_text_file(const std::filesystem::path& file) {
   const std::string name = file.string();
   std::error_code ec;
-  // Checked before opening: opening a FIFO would already block.
+  // Checked before reading: a FIFO or a device has no size to bound.
   if (std::filesystem::exists(file, ec) && !std::filesystem::is_regular_file(file, ec))
     throw_load_error(name, "{}", std::filesystem::is_directory(file, ec) ? "is a directory, not a file" : "not a regular file");
   constexpr std::uintmax_t max_bytes = 16 << 20;

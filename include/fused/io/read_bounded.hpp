@@ -2,6 +2,7 @@
 // that nobody writes): by read(2), in chunks, up to a limit, a read error told apart from the end.
 #pragma once
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,7 @@ struct read_result {
   bool too_large = false;  // it holds more than the limit (bytes then holds what was read)
   int open_error = 0;      // errno of a failed open (ENOENT, ELOOP), 0 when none
   int read_error = 0;      // errno of a failed read (EISDIR, EIO), 0 when none
+  bool unwritten_fifo = false;  // a FIFO that gave no byte: no process had it open to write
 };
 
 // All of file descriptor fd, or too_large as soon as it holds more than max_bytes. A read error is
@@ -41,8 +43,8 @@ inline read_result read_fd_at_most(int fd, std::size_t max_bytes) {
 }
 
 // The file at `path`, as read_fd_at_most reads it. Opened without blocking, then read blocking: a FIFO
-// that no process writes reads as empty instead of waiting for a writer forever, one that a process
-// writes (`<(...)`) as it comes.
+// that a process writes (`<(...)`) is read as it comes, and one that no process has open to write is
+// unwritten_fifo at once instead of a wait for a writer that may never come.
 inline read_result read_file_at_most(const std::filesystem::path& path, std::size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   read_result r;
@@ -53,6 +55,8 @@ inline read_result read_file_at_most(const std::filesystem::path& path, std::siz
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags == -1 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) r.open_error = errno;
   else r = read_fd_at_most(fd, max_bytes);
+  struct stat st {};
+  r.unwritten_fifo = r.bytes.empty() && !r.read_error && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
   ::close(fd);
   return r;
 }

@@ -37,8 +37,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iterator>
@@ -88,6 +88,7 @@ class tokenizer {
     if (text.too_large) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
     if (text.open_error) throw load_error(path.string() + ": cannot open: " + std::strerror(text.open_error));
     if (text.read_error) throw load_error(path.string() + ": cannot read: " + std::strerror(text.read_error));
+    if (text.unwritten_fifo) throw load_error(path.string() + ": an empty FIFO (had a process opened it to write?)");
     return from_json(text.bytes, path.string());
   }
 

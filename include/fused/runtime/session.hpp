@@ -2,6 +2,7 @@
 // decode over one KV cache — the position, the capacity checks, token-id validation, where the
 // token ids go in and the logits come out. Generic: it knows plans and calls, not attention.
 #pragma once
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -51,10 +52,16 @@ inline double physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
+// Its memory and swap together (0 where the system does not say): the most any allocation can hold.
+inline double memory_and_swap_bytes() {
+  struct sysinfo info {};
+  if (::sysinfo(&info) != 0) return 0.0;
+  return (static_cast<double>(info.totalram) + static_cast<double>(info.totalswap)) * static_cast<double>(info.mem_unit);
+}
 
 // 64-byte-aligned, zero-filled bytes owned by a model that was not given caller-owned regions. More
-// than the machine's memory is refused (std::length_error) before a page is touched: the allocator
-// may grant it, and zeroing it would then end the process by the OOM killer, not by an error.
+// than the machine's memory and swap is refused (std::length_error) before a page is touched: the
+// allocator may grant it, and zeroing it would end the process by the OOM killer, not by an error.
 class aligned_bytes {
  public:
   aligned_bytes() = default;
@@ -76,9 +83,9 @@ class aligned_bytes {
 
  private:
   static std::size_t checked(std::size_t n) {
-    if (const double memory = physical_memory_bytes(); memory > 0 && static_cast<double>(n) > memory) {
+    if (const double memory = memory_and_swap_bytes(); memory > 0 && static_cast<double>(n) > memory) {
       char figures[128];
-      std::snprintf(figures, sizeof figures, "cannot allocate %.1f GiB: this machine has %.1f GiB of memory", static_cast<double>(n) / (1 << 30),
+      std::snprintf(figures, sizeof figures, "cannot allocate %.1f GiB: this machine has %.1f GiB of memory and swap", static_cast<double>(n) / (1 << 30),
                     memory / (1 << 30));
       throw std::length_error(figures);
     }
