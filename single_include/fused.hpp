@@ -6474,6 +6474,7 @@ inline document from_program(const program& p, const std::vector<symbol_decl>& s
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -6483,13 +6484,17 @@ namespace fused::io {
 
 // One file to be replaced: write() fills a temporary beside it, commit() renames that over it; a
 // pending_file destroyed before commit() removes its temporary. A target that exists and is not a
-// regular file (a device such as /dev/stdout, a pipe) is written in place: it cannot be replaced.
-// Errors are std::runtime_error naming the target and the system's reason.
+// regular file (a device, a pipe) is written in place: it cannot be replaced. A name of a descriptor
+// the process holds (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) is written through that
+// descriptor, as the shell's redirection meant: opened anew, the file behind `>> log` would have been
+// replaced, its earlier lines lost. Errors are std::runtime_error naming the target and the reason.
 class pending_file {
  public:
-  explicit pending_file(std::filesystem::path target) : target_(std::move(target)) {
+  explicit pending_file(std::filesystem::path target) : target_(std::move(target)), inherited_(inherited_descriptor(target_)) {
     struct stat st {};
-    if (::stat(target_.c_str(), &st) == 0) {
+    if (inherited_ >= 0) {
+      in_place_ = true;
+    } else if (::stat(target_.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) fail("is a directory");
       in_place_ = !S_ISREG(st.st_mode);
       fifo_ = S_ISFIFO(st.st_mode);
@@ -6512,8 +6517,14 @@ class pending_file {
     if (written_ && !committed_ && !in_place_) ::unlink(temp_.c_str());
   }
 
-  // The whole file's bytes (a second call replaces the first's).
+  // The whole file's bytes (a second call replaces the first's, but on an inherited descriptor follows it).
   void write(std::span<const std::byte> bytes) {
+    if (inherited_ >= 0) {
+      written_ = true;
+      std::fflush(inherited_ == 2 ? stderr : stdout);  // what the process printed there comes first
+      write_all(inherited_, bytes, false);
+      return;
+    }
     // In place without blocking: a FIFO that no process reads would hold the open forever (ENXIO
     // instead); then blocking again, so that a reader that is slow is waited for.
     const int fd = in_place_ ? ::open(temp_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NONBLOCK)
@@ -6529,17 +6540,7 @@ class pending_file {
       }
     }
     written_ = true;
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ::ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int why = n < 0 ? errno : ENOSPC;
-        ::close(fd);
-        fail("cannot write", why);
-      }
-      done += static_cast<std::size_t>(n);
-    }
+    write_all(fd, bytes, true);
     // On disk before the rename: else a crash could leave the new name with no data behind it.
     if (!in_place_ && ::fsync(fd) != 0) {
       const int why = errno;
@@ -6556,11 +6557,37 @@ class pending_file {
   const std::filesystem::path& target() const { return target_; }
 
  private:
+  // N for /dev/stdout (1), /dev/stderr (2), /dev/fd/N and /proc/self/fd/N; -1 for any other name.
+  static int inherited_descriptor(const std::filesystem::path& p) {
+    const std::string name = p.lexically_normal().string();
+    if (name == "/dev/stdout") return 1;
+    if (name == "/dev/stderr") return 2;
+    for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"})
+      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && name.size() - prefix.size() < 9)
+        return std::stoi(name.substr(prefix.size()));
+    return -1;
+  }
+  // All of bytes to fd; a failure closes it when `owned` and is thrown.
+  void write_all(int fd, std::span<const std::byte> bytes, bool owned) const {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ::ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int why = n < 0 ? errno : ENOSPC;
+        if (owned) ::close(fd);
+        fail("cannot write", why);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
   [[noreturn]] void fail(const char* what, int why = 0) const {
     throw std::runtime_error(target_.string() + ": " + what + (why ? std::string(": ") + std::strerror(why) : std::string()));
   }
 
   std::filesystem::path target_, final_, temp_;
+  int inherited_ = -1;  // the descriptor a name such as /dev/stdout stands for, or -1
   bool in_place_ = false, fifo_ = false, written_ = false, committed_ = false;
 };
 
@@ -13502,6 +13529,7 @@ template <class... Args>
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 namespace fused::io {
 
@@ -13511,7 +13539,7 @@ struct read_result {
   bool too_large = false;  // it holds more than the limit (bytes then holds what was read)
   int open_error = 0;      // errno of a failed open (ENOENT, ELOOP), 0 when none
   int read_error = 0;      // errno of a failed read (EISDIR, EIO), 0 when none
-  bool unwritten_fifo = false;  // a FIFO that gave no byte: no process had it open to write
+  bool unwritten_fifo = false;  // a named FIFO that gave no byte: no process had it open to write
 };
 
 // All of file descriptor fd, or too_large as soon as it holds more than max_bytes. A read error is
@@ -13548,8 +13576,12 @@ inline read_result read_file_at_most(const std::filesystem::path& path, std::siz
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags == -1 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) r.open_error = errno;
   else r = read_fd_at_most(fd, max_bytes);
+  // A named FIFO, not a pipe (`<(true)` is one, opened by its writer: empty is what it wrote).
   struct stat st {};
-  r.unwritten_fifo = r.bytes.empty() && !r.read_error && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+  char link[32] = {};
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  r.unwritten_fifo = r.bytes.empty() && !r.read_error && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) &&
+                     !(::readlink(self.c_str(), link, sizeof link - 1) > 0 && std::string_view(link).starts_with("pipe:"));
   ::close(fd);
   return r;
 }

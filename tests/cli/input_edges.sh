@@ -2,7 +2,8 @@
 # usage: input_edges.sh FUSED MODEL_DIR WORK_DIR
 # Inputs that never end or cannot be read, outputs nobody reads and outputs that would destroy an
 # input: each is an error that names it, within the test's timeout (a FIFO nobody writes or reads,
-# /dev/zero or a directory on standard input, gen-c's graph.json over the graph it reads).
+# /dev/zero or a directory on standard input, gen-c's graph.json over the graph it reads), while an
+# empty pipe is empty text and /dev/stdout is the shell's descriptor.
 set -u
 fused=$1 model=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" || exit 1
@@ -26,6 +27,18 @@ expect 1 "fifo: is a FIFO that no process reads" timeout 60 "$fused" score -m "$
 expect 1 "standard input: a line longer than 64 MiB" timeout 60 "$fused" chat -m "$model" --chat-template chatml -n 1 < /dev/zero
 expect 1 "standard input: cannot read: Is a directory" "$fused" chat -m "$model" --chat-template chatml -n 1 < "$work"
 expect 1 "standard input \(the text to tokenize\): cannot read: Is a directory" "$fused" tokenize --tokenizer "$model/tokenizer.json" -f - < "$work"
+# an empty pipe (a process that wrote nothing) is empty text, not an "empty FIFO"
+if ! printf '' | "$fused" tokenize --tokenizer "$model/tokenizer.json" -f /dev/stdin > "$work/out" 2> "$work/err" || [ "$(cat "$work/out")" != "[]" ]; then
+  echo "FAIL: an empty pipe as -f /dev/stdin: $(cat "$work/out" "$work/err")"
+  failed=1
+fi
+# --out /dev/stdout writes through the shell's descriptor: appended, the log's earlier lines stay
+printf 'EARLIER LINE\n' > "$work/log"
+"$fused" graph export -m "$model" --out /dev/stdout >> "$work/log" 2> "$work/err"
+if ! grep -q "EARLIER LINE" "$work/log" || ! grep -q '"nodes"' "$work/log"; then
+  echo "FAIL: graph export --out /dev/stdout >> log lost the log's earlier line: $(head -c 200 "$work/log") $(cat "$work/err")"
+  failed=1
+fi
 mkdir "$work/g"
 expect 0 "" "$fused" graph export -m "$model" --out "$work/g/graph.json"
 expect 2 "--out: .*g/graph.json is the --graph file .*; write the C elsewhere" "$fused" gen-c --graph "$work/g/graph.json" --out "$work/g"

@@ -113,7 +113,9 @@ inline CLI::Validator finite_below(double lo, double hi) { return finite_in(lo, 
 // in base 0, reads 010 as 8, 0x10 as 16 and a number past 2^63 as 2^63 - 1), empty when nothing is; the
 // value into `value`.
 inline std::string integer_problem(std::string_view text, long long lo, long long hi, long long& value) {
-  const char* first = text.data() + (text.size() > 1 && text[0] == '+' ? 1 : 0);
+  const bool plus = text.size() > 1 && text[0] == '+';
+  if (plus && text[1] == '-') return "'" + std::string(text) + "' is not an integer";
+  const char* first = text.data() + (plus ? 1 : 0);
   const auto [end, ec] = std::from_chars(first, text.data() + text.size(), value);
   if (ec == std::errc::invalid_argument || end != text.data() + text.size() || text.empty()) return "'" + std::string(text) + "' is not an integer";
   if (ec == std::errc::result_out_of_range || value < lo || value > hi)

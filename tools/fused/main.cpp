@@ -130,6 +130,7 @@ std::string environment_error() {
       std::size_t first = begin, last = comma;  // libgomp reads with strtoul, and takes spaces around
       while (first < last && std::isspace(static_cast<unsigned char>(text[first]))) ++first;
       while (last > first && std::isspace(static_cast<unsigned char>(text[last - 1]))) --last;
+      if (first < last && text[first] == '+') ++first;
       long long n = 0;
       const auto [end, ec] = std::from_chars(text.data() + first, text.data() + last, n);
       if ((ec == std::errc() && end == text.data() + last && (n > 1024 || n < 0)) || ec == std::errc::result_out_of_range)

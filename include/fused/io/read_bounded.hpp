@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 namespace fused::io {
 
@@ -18,7 +19,7 @@ struct read_result {
   bool too_large = false;  // it holds more than the limit (bytes then holds what was read)
   int open_error = 0;      // errno of a failed open (ENOENT, ELOOP), 0 when none
   int read_error = 0;      // errno of a failed read (EISDIR, EIO), 0 when none
-  bool unwritten_fifo = false;  // a FIFO that gave no byte: no process had it open to write
+  bool unwritten_fifo = false;  // a named FIFO that gave no byte: no process had it open to write
 };
 
 // All of file descriptor fd, or too_large as soon as it holds more than max_bytes. A read error is
@@ -55,8 +56,12 @@ inline read_result read_file_at_most(const std::filesystem::path& path, std::siz
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags == -1 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1) r.open_error = errno;
   else r = read_fd_at_most(fd, max_bytes);
+  // A named FIFO, not a pipe (`<(true)` is one, opened by its writer: empty is what it wrote).
   struct stat st {};
-  r.unwritten_fifo = r.bytes.empty() && !r.read_error && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+  char link[32] = {};
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  r.unwritten_fifo = r.bytes.empty() && !r.read_error && ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) &&
+                     !(::readlink(self.c_str(), link, sizeof link - 1) > 0 && std::string_view(link).starts_with("pipe:"));
   ::close(fd);
   return r;
 }
