@@ -13527,6 +13527,7 @@ template <class... Args>
 
 #include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -13541,6 +13542,17 @@ struct read_result {
   int read_error = 0;      // errno of a failed read (EISDIR, EIO), 0 when none
   bool unwritten_fifo = false;  // a named FIFO that gave no byte: no process had it open to write
 };
+
+// Why `r` holds no text to use, as the words after the source's name ("cannot open: No such file or
+// directory"), or empty when it holds all of it; `what` names the text ("the prompt file") where the
+// source's name does not. Too large is the caller's to say: its limit means something only there.
+inline std::string failure(const read_result& r, std::string_view what = {}) {
+  const std::string object = what.empty() ? std::string{} : " " + std::string(what);
+  if (r.open_error) return "cannot open" + object + ": " + std::strerror(r.open_error);
+  if (r.read_error) return "cannot read" + object + ": " + std::strerror(r.read_error);
+  if (r.unwritten_fifo) return (what.empty() ? std::string("an") : std::string(what) + " is an") + " empty FIFO (had a process opened it to write?)";
+  return {};
+}
 
 // All of file descriptor fd, or too_large as soon as it holds more than max_bytes. A read error is
 // reported (std::istream took one, a directory on standard input say, for the end).
@@ -13722,8 +13734,7 @@ inline std::string read_text_file(const std::filesystem::path& file) {
   if (const std::uintmax_t size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
     throw_load_error(name, "is {} bytes, more than the {} bytes a config file could need", size, max_bytes);
   read_result text = read_file_at_most(file, max_bytes);  // a file that grows as it is read stops at the bound too
-  if (text.open_error) throw_load_error(name, "cannot open: {}", std::strerror(text.open_error));
-  if (text.read_error) throw_load_error(name, "cannot read: {}", std::strerror(text.read_error));
+  if (const std::string why = failure(text); !why.empty()) throw_load_error(name, "{}", why);
   if (text.too_large) throw_load_error(name, "holds more than the {} bytes a config file could need", max_bytes);
   return std::move(text.bytes);
 }
@@ -16092,6 +16103,7 @@ struct static_train_plan {
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -16262,7 +16274,13 @@ class trainer {
   // One train step on `ids` (tokens() of them: the batch's sequences one after another) against
   // `labels` (as many; -100 skips a position) at learning rate `lr`: returns the loss before the update.
   // Every rank of a data-parallel trainer passes the whole batch and gets the same loss and update.
-  float step(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr) {
+  float step(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr) { return *step_unless(ids, labels, lr, {}); }
+  // The same, unless `stop` answers true before one of its micro-batches (asked on a trainer of one
+  // rank; a step of many micro-batches takes minutes, and Ctrl-C should not wait for all of them):
+  // then the step is dropped, no update made (the parameters, the optimizer's state and its step count
+  // as they were), and the answer is empty. A step run as one program is taken whole.
+  std::optional<float> step_unless(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr,
+                                   const std::function<bool()>& stop) {
     if (static_cast<std::int64_t>(ids.size()) != tokens_ || labels.size() != ids.size())
       throw std::invalid_argument("a train step takes " + std::to_string(tokens_) + " token ids and as many labels, got " + std::to_string(ids.size()) + " and " +
                                   std::to_string(labels.size()));
@@ -16277,7 +16295,13 @@ class trainer {
     const auto micro_tokens = static_cast<std::size_t>(tokens_ / layout_.micro_batches);
     const program& g = step_.plan.prog;
     const std::int64_t first_draw = std::int64_t{steps_taken()} * layout_.micro_batches + 1;
+    const bool may_stop = stop && ranks().ranks() == 1;  // ranks would part ways: each waits on the others' sums
+    bool stopped = false;
     train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
+      if (stopped || (may_stop && stop())) {  // the rest of the tree sums what no update will read
+        stopped = true;
+        return;
+      }
       const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
       step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
       step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
@@ -16293,6 +16317,7 @@ class trainer {
       }
       out.back() = loss_of(step_);
     });
+    if (stopped) return std::nullopt;
     detail::bound_program& u = *update_;
     for (std::size_t k = 0; k < g.parameters.size(); ++k) {
       const std::span<const float> sum = gradient(k);
@@ -16304,12 +16329,16 @@ class trainer {
     return sums_.back();
   }
   // The same with next-token labels: in each sequence label t = ids[t + 1], its last position skipped.
-  float step(std::span<const std::int32_t> ids, float lr) {
+  float step(std::span<const std::int32_t> ids, float lr) { return step(ids, next_token_labels(ids), lr); }
+  std::optional<float> step_unless(std::span<const std::int32_t> ids, float lr, const std::function<bool()>& stop) {
+    return step_unless(ids, next_token_labels(ids), lr, stop);
+  }
+  std::vector<std::int32_t> next_token_labels(std::span<const std::int32_t> ids) const {
     std::vector<std::int32_t> labels(ids.size(), FK_IGNORE_LABEL);
     const auto per = static_cast<std::size_t>(shape_.tokens);
     for (std::size_t t = 0; t + 1 < ids.size(); ++t)
       if ((t + 1) % per != 0) labels[t] = ids[t + 1];
-    return step(ids, labels, lr);
+    return labels;
   }
 
   // Parameter k (program order: prog().parameters) as it is now, and d loss / d it from the last
@@ -17772,9 +17801,7 @@ class tokenizer {
     // are tens of MiB.
     const read_result text = read_file_at_most(path, std::size_t{512} << 20);
     if (text.too_large) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
-    if (text.open_error) throw load_error(path.string() + ": cannot open: " + std::strerror(text.open_error));
-    if (text.read_error) throw load_error(path.string() + ": cannot read: " + std::strerror(text.read_error));
-    if (text.unwritten_fifo) throw load_error(path.string() + ": an empty FIFO (had a process opened it to write?)");
+    if (const std::string why = failure(text); !why.empty()) throw load_error(path.string() + ": " + why);
     return from_json(text.bytes, path.string());
   }
 

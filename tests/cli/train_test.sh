@@ -126,4 +126,20 @@ steps=$(sed -n 's/^fused train: interrupted after step \([0-9]*\) of 1000000: wr
 [ "$rc" = 130 ] && [ -n "$steps" ] && [ -s "$tmp/int/train_state.safetensors" ] || { echo "train, interrupted: exit $rc"; cat "$tmp/int_log"; exit 1; }
 "$fused" train -m "$tmp/int" --resume "$tmp/int" --data "$data" --seq 16 --batch 1 --steps 1 --threads 1 --out "$tmp/int2" 2>"$tmp/int_log2"
 grep -q "^step $(printf '%6d' $((steps + 1))) " "$tmp/int_log2" || { echo "resume after an interrupt at step $steps:"; cat "$tmp/int_log2"; exit 1; }
+# SIGTERM in a step of many micro-batches stops before the next one, the step dropped (it had run the
+# whole step first: a minute here); the state written is the step before's, so --resume takes step 1 again.
+"$fused" train -m "$model" --data "$data" --seq 16 --batch 4096 --micro-batch 1 --steps 2 --threads 1 --out "$tmp/term" 2>"$tmp/term_log" &
+pid=$!
+i=0
+while ! grep -q 'micro-batches' "$tmp/term_log" && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 0.5
+kill -TERM $pid
+(sleep 60; kill -KILL $pid 2>/dev/null) &
+watchdog=$!
+wait $pid && rc=0 || rc=$?
+kill $watchdog 2>/dev/null || true
+grep -q '^fused train: SIGTERM during step 1 of 2, dropped before its last micro-batches: writing what the steps before it made$' "$tmp/term_log" &&
+  [ "$rc" = 143 ] && [ -s "$tmp/term/train_state.safetensors" ] || { echo "train, SIGTERM within a step: exit $rc"; cat "$tmp/term_log"; exit 1; }
+"$fused" train -m "$tmp/term" --resume "$tmp/term" --data "$data" --seq 16 --batch 1 --steps 1 --threads 1 --out "$tmp/term2" 2>"$tmp/term_log2"
+grep -q "^step      1 " "$tmp/term_log2" || { echo "resume after a dropped step 1:"; cat "$tmp/term_log2"; exit 1; }
 echo ok

@@ -336,10 +336,7 @@ inline std::string read_input_file(const std::string& path, const std::string& w
   if (r.too_large)
     throw std::runtime_error(source + ": " + (path == "-" ? std::string("it") : what) + " is larger than " + std::to_string(max_bytes >> 20) +
                              " MiB, the most this command reads");
-  if (r.open_error) throw std::runtime_error(path + ": cannot open " + what + ": " + std::strerror(r.open_error));
-  if (r.read_error && path == "-") throw std::runtime_error(source + ": cannot read: " + std::strerror(r.read_error));
-  if (r.read_error) throw std::runtime_error(path + ": cannot read " + what + ": " + std::strerror(r.read_error));
-  if (r.unwritten_fifo) throw std::runtime_error(path + ": " + what + " is an empty FIFO (had a process opened it to write?)");
+  if (const std::string why = path == "-" ? io::failure(r) : io::failure(r, what); !why.empty()) throw std::runtime_error(source + ": " + why);
   return std::move(r.bytes);
 }
 

@@ -153,6 +153,7 @@ int run_gen_c(const options& o) {
     source = {.family = info.family, .cfg = info.arch, .options = {}};
     source.options.logits = o.logits == "all" ? fused::decoder::logits_rows::all : fused::decoder::logits_rows::last;
     const std::vector<int> stop_ids = fused::cli::stop_ids(o.stop_ids);
+    fused::cli::require_in_vocabulary(stop_ids, "--stop-ids", info.arch.vocab_size);
     if (o.generate > 0) generation = fused::decoder::generation_options{.max_new_tokens = o.generate, .stop_ids = stop_ids.empty() ? info.eos_token_ids : stop_ids};
   }
   const fused::decoder::config& cfg = source.cfg;

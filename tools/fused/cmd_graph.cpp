@@ -54,6 +54,7 @@ int run_export(const export_options& o) {
   if (o.generate > 0 && o.logits == "all") throw usage_error("--generate picks from the last position's logits: it takes no --logits all");
   if (o.generate == 0 && !o.stop_ids.empty()) throw usage_error("--stop-ids end a generation: they need --generate");
   const std::vector<int> stop_ids = fused::cli::stop_ids(o.stop_ids);
+  fused::cli::require_in_vocabulary(stop_ids, "--stop-ids", info.arch.vocab_size);
   // The program's ctx is at most max_position_embeddings (its Range): a prompt of T tokens and N new
   // take T + N - 1 positions.
   if (o.generate > info.arch.max_position_embeddings)

@@ -302,12 +302,14 @@ int train(const train_options& o, fused::cli::launch& l) {
   std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch) * S);
   double window_loss = 0, window_seconds = 0;
   long long window_steps = 0;
-  // Ctrl-C or SIGTERM stops the run after the step in progress and writes what the steps so far made
-  // (--resume goes on from it), exit 128 + the signal; a second signal ends the process. Ranks of a
-  // data-parallel run would stop at different steps, each waiting on the others: they keep the default.
+  // Ctrl-C or SIGTERM stops the run after the step in progress (a step of many micro-batches: before
+  // its next one, the step dropped) and writes what the steps so far made (--resume goes on from it),
+  // exit 128 + the signal; a second signal ends the process. Ranks of a data-parallel run would stop
+  // at different steps, each waiting on the others: they keep the default.
   std::optional<fused::cli::interrupt_scope> stop;
   if (l.count() == 1) stop.emplace(fused::cli::interrupt_options{.sigterm_too = true});
   long long last = first + o.steps;  // one past the last step taken
+  long long dropped = 0;               // the step a signal cut short, 0 when none
   for (long long step = first; step < last; ++step) {
     for (long long b = 0; b < o.batch; ++b) {
       const std::size_t at = next_start();
@@ -315,7 +317,13 @@ int train(const train_options& o, fused::cli::launch& l) {
     }
     const double lr = learning_rate(o, step - first);
     const auto start = std::chrono::steady_clock::now();
-    const float loss = t.step(ids, static_cast<float>(lr));
+    const std::optional<float> taken = t.step_unless(ids, static_cast<float>(lr), [] { return fused::cli::interrupted != 0; });
+    if (!taken) {
+      dropped = step + 1;
+      last = step;
+      break;
+    }
+    const float loss = *taken;
     window_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!std::isfinite(loss))  // the first step's loss is the loaded parameters' (finite: checked), later ones the updates'
       throw std::runtime_error("step " + std::to_string(step + 1) + ": the loss is " + std::to_string(loss) +
@@ -335,7 +343,13 @@ int train(const train_options& o, fused::cli::launch& l) {
   }
 
   const int signal = fused::cli::interrupted;
-  if (signal && speaks)
+  if (speaks && window_steps > 0)  // the steps a dropped one followed, not yet logged
+    std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.0f tok/s\n", last, window_loss / static_cast<double>(window_steps),
+                 learning_rate(o, last - 1 - first), static_cast<double>(window_steps * o.batch * o.sequence) / window_seconds);
+  if (signal && speaks && dropped)
+    std::fprintf(stderr, "fused train: %s during step %lld of %lld, dropped before its last micro-batches: writing what the steps before it made\n",
+                 signal == SIGTERM ? "SIGTERM" : "interrupted", dropped, first + o.steps);
+  else if (signal && speaks)
     std::fprintf(stderr, "fused train: %s after step %lld of %lld: writing what it made\n", signal == SIGTERM ? "SIGTERM" : "interrupted",
                  last, first + o.steps);
   // The last step's update is seen by no later loss: the state written must be finite, as --resume

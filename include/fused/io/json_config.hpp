@@ -139,8 +139,7 @@ inline std::string read_text_file(const std::filesystem::path& file) {
   if (const std::uintmax_t size = std::filesystem::file_size(file, ec); !ec && size > max_bytes)
     throw_load_error(name, "is {} bytes, more than the {} bytes a config file could need", size, max_bytes);
   read_result text = read_file_at_most(file, max_bytes);  // a file that grows as it is read stops at the bound too
-  if (text.open_error) throw_load_error(name, "cannot open: {}", std::strerror(text.open_error));
-  if (text.read_error) throw_load_error(name, "cannot read: {}", std::strerror(text.read_error));
+  if (const std::string why = failure(text); !why.empty()) throw_load_error(name, "{}", why);
   if (text.too_large) throw_load_error(name, "holds more than the {} bytes a config file could need", max_bytes);
   return std::move(text.bytes);
 }

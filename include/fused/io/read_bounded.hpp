@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -21,6 +22,17 @@ struct read_result {
   int read_error = 0;      // errno of a failed read (EISDIR, EIO), 0 when none
   bool unwritten_fifo = false;  // a named FIFO that gave no byte: no process had it open to write
 };
+
+// Why `r` holds no text to use, as the words after the source's name ("cannot open: No such file or
+// directory"), or empty when it holds all of it; `what` names the text ("the prompt file") where the
+// source's name does not. Too large is the caller's to say: its limit means something only there.
+inline std::string failure(const read_result& r, std::string_view what = {}) {
+  const std::string object = what.empty() ? std::string{} : " " + std::string(what);
+  if (r.open_error) return "cannot open" + object + ": " + std::strerror(r.open_error);
+  if (r.read_error) return "cannot read" + object + ": " + std::strerror(r.read_error);
+  if (r.unwritten_fifo) return (what.empty() ? std::string("an") : std::string(what) + " is an") + " empty FIFO (had a process opened it to write?)";
+  return {};
+}
 
 // All of file descriptor fd, or too_large as soon as it holds more than max_bytes. A read error is
 // reported (std::istream took one, a directory on standard input say, for the end).

@@ -86,9 +86,7 @@ class tokenizer {
     // are tens of MiB.
     const read_result text = read_file_at_most(path, std::size_t{512} << 20);
     if (text.too_large) throw load_error(path.string() + ": larger than 512 MiB, more than a tokenizer.json could need");
-    if (text.open_error) throw load_error(path.string() + ": cannot open: " + std::strerror(text.open_error));
-    if (text.read_error) throw load_error(path.string() + ": cannot read: " + std::strerror(text.read_error));
-    if (text.unwritten_fifo) throw load_error(path.string() + ": an empty FIFO (had a process opened it to write?)");
+    if (const std::string why = failure(text); !why.empty()) throw load_error(path.string() + ": " + why);
     return from_json(text.bytes, path.string());
   }
 

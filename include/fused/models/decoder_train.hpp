@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -195,7 +196,13 @@ class trainer {
   // One train step on `ids` (tokens() of them: the batch's sequences one after another) against
   // `labels` (as many; -100 skips a position) at learning rate `lr`: returns the loss before the update.
   // Every rank of a data-parallel trainer passes the whole batch and gets the same loss and update.
-  float step(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr) {
+  float step(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr) { return *step_unless(ids, labels, lr, {}); }
+  // The same, unless `stop` answers true before one of its micro-batches (asked on a trainer of one
+  // rank; a step of many micro-batches takes minutes, and Ctrl-C should not wait for all of them):
+  // then the step is dropped, no update made (the parameters, the optimizer's state and its step count
+  // as they were), and the answer is empty. A step run as one program is taken whole.
+  std::optional<float> step_unless(std::span<const std::int32_t> ids, std::span<const std::int32_t> labels, float lr,
+                                   const std::function<bool()>& stop) {
     if (static_cast<std::int64_t>(ids.size()) != tokens_ || labels.size() != ids.size())
       throw std::invalid_argument("a train step takes " + std::to_string(tokens_) + " token ids and as many labels, got " + std::to_string(ids.size()) + " and " +
                                   std::to_string(labels.size()));
@@ -210,7 +217,13 @@ class trainer {
     const auto micro_tokens = static_cast<std::size_t>(tokens_ / layout_.micro_batches);
     const program& g = step_.plan.prog;
     const std::int64_t first_draw = std::int64_t{steps_taken()} * layout_.micro_batches + 1;
+    const bool may_stop = stop && ranks().ranks() == 1;  // ranks would part ways: each waits on the others' sums
+    bool stopped = false;
     train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
+      if (stopped || (may_stop && stop())) {  // the rest of the tree sums what no update will read
+        stopped = true;
+        return;
+      }
       const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
       step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
       step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
@@ -226,6 +239,7 @@ class trainer {
       }
       out.back() = loss_of(step_);
     });
+    if (stopped) return std::nullopt;
     detail::bound_program& u = *update_;
     for (std::size_t k = 0; k < g.parameters.size(); ++k) {
       const std::span<const float> sum = gradient(k);
@@ -237,12 +251,16 @@ class trainer {
     return sums_.back();
   }
   // The same with next-token labels: in each sequence label t = ids[t + 1], its last position skipped.
-  float step(std::span<const std::int32_t> ids, float lr) {
+  float step(std::span<const std::int32_t> ids, float lr) { return step(ids, next_token_labels(ids), lr); }
+  std::optional<float> step_unless(std::span<const std::int32_t> ids, float lr, const std::function<bool()>& stop) {
+    return step_unless(ids, next_token_labels(ids), lr, stop);
+  }
+  std::vector<std::int32_t> next_token_labels(std::span<const std::int32_t> ids) const {
     std::vector<std::int32_t> labels(ids.size(), FK_IGNORE_LABEL);
     const auto per = static_cast<std::size_t>(shape_.tokens);
     for (std::size_t t = 0; t + 1 < ids.size(); ++t)
       if ((t + 1) % per != 0) labels[t] = ids[t + 1];
-    return step(ids, labels, lr);
+    return labels;
   }
 
   // Parameter k (program order: prog().parameters) as it is now, and d loss / d it from the last
