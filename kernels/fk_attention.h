@@ -90,7 +90,7 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
 
 /* e^(m_old - m_new), the rescale of a row's running output and sum: exp(-inf) = 0 on the first block,
  * where o and l are 0 anyway. While the running max stands the difference is 0 and the result exactly
- * 1 without the libm call (prefill 1.05x on Zen 5). expf's own result whatever the inputs. */
+ * 1 without the libm call. expf's own result whatever the inputs. */
 static inline float fk__att_corr(float m_old, float m_new) {
   const float diff = m_old - m_new;
   return diff == 0.0f ? 1.0f : expf(diff);
@@ -167,20 +167,19 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) {
 /* ---- AVX-512 BF16: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV),
  * rows in groups of up to 4 that share every K and V load, the products by vdpbf16ps: two bf16
  * products per f32 lane, exact, accumulated in f32, at twice the rate of FMAs on widened values (decode
- * of 7 query heads per KV head was bound by those FMAs: 0.40 of read bandwidth, Zen 5). As PyTorch's
+ * of 7 query heads per KV head was bound by those FMAs). As PyTorch's
  * bf16 attention does, a row's query is rounded to bf16 (RNE, fk__att_q_pairs_avx512) and so are its
  * weights p before PV; the scores, the softmax, its sum l and the outputs stay f32. The scores read the
  * key cache as it lies: a dim pair of 16 keys is one load, lane j key j's (d, d + 1); PV reads the value
  * cache as it lies too: a key pair's 16 dims are one load, lane d dim d of both keys (an odd width's
  * last key, alone in the cache, widened to pairs (v, 0)). Interleaving V into pairs once per block
- * instead (a load and a vpermw per pair and 16 dims, into a stack tile) took a sixth of decode.
+ * instead (a load and a vpermw per pair and 16 dims, into a stack tile) cost decode more than it saved.
  * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 chains (even and
  * odd dim pairs), the softmax is one row's, PV runs the row's own key pairs in order (a row with an odd
  * number of keys ends on a half pair whose missing key is 0 in both factors); so grouping never changes
  * a row's bits, and the phases let the rows' softmax chains (max, exp, sum: latency-bound) overlap.
  * The next key block is prefetched a few lines per tick: every 8 dim pairs of a group's scores, each
- * group's softmax, each 64-dim PV pass. (A burst per phase left decode of 2 query heads per KV head,
- * 16/8/128, 1.5-1.6x slower; Zen 5, 1 thread.) */
+ * group's softmax, each 64-dim PV pass: a burst per phase stalls on the lines it asks for. */
 /* q[0 .. hd) -> qp[0 .. (hd + 1) / 2): dims (2i, 2i + 1) as one bf16 pair (vcvtne2ps2bf16: RNE, denormals
  * to 0), an odd hd's last dim paired with 0. */
 FK_TARGET_AVX512 FK_API void fk__att_q_pairs_avx512(const float* q, size_t hd, uint32_t* qp) {
@@ -257,9 +256,8 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_bf16(int R, 
  * chains interleaved: see fk__exp512_n): row r's p_j = e^(s_j - m') (keys past n[r] masked to -inf for
  * the max, to 0 after exp), rounded to bf16 into pb[r] (pair i: keys 2i, 2i + 1); m, l updated (l sums
  * the f32 weights, as PyTorch does); corr[r] = e^(m - m'). m' = m unless a score passes m by more than
- * FK_ATT_MAX_SLACK; then it is the block's max (so m' = m, the first block aside, in most blocks: the
- * reduction and the rescale cost prefill 1.05-1.15x and decode 1.04-1.1x, Zen 5). A row's bits do not
- * depend on the others. */
+ * FK_ATT_MAX_SLACK; then it is the block's max (so m' = m, the first block aside, in most blocks,
+ * which skip the reduction and the rescale). A row's bits do not depend on the others. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_bf16(int R, float* const* s, const size_t* n, float* const* m,
                                                                           float* const* l, uint32_t* const* pb, float* corr) {
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -457,9 +455,8 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(con
   }
 }
 /* A prefill item's many rows take hd 64 as a constant, the dim-pair and 64-dim loops then unrolled and
- * their masks folded, and their softmax in groups (fk__att_softmax_bf16): 1.2x and 1.05x. A decode
- * group's few rows ran slower with either (the constant 1.04x, the groups 1.02-1.25x), and prefill at
- * hd 128 gained only 1.04x from the constant (Zen 5, 1 thread; docs/PERFORMANCE.md). */
+ * their masks folded, and their softmax in groups (fk__att_softmax_bf16). A decode group's few rows ran
+ * slower with either, and prefill at hd 128 gained too little from the constant to carry its code. */
 FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
                                                 const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
                                                 float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
@@ -595,9 +592,8 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
  * The next key block (pf_k, pf_v: pf_bytes each; none if pf_k is NULL) is prefetched in address order,
  * a line or two of K and of V at each tick of the inner loops (fk__att_pf): spread out like this it
  * arrives while this block computes. The hardware prefetcher alone leaves the loads stalled on DRAM; in
- * one burst at the top of the block the prefetches only stall; a burst per phase (4 per block at 2
- * rows) left decode of 2 query heads per KV head 1.3x slower; K in the order the scores read it, or all
- * of K before V, 0.8-0.9x (Zen 3; the hardware prefetchers follow the address order). */
+ * one burst at the top of the block, or one per phase, the prefetches only stall; in address order, as
+ * the hardware prefetchers follow it (K in the order the scores read it, or all of K before V, lost). */
 
 
 /* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 3) rows, keys past a row's nv included (masked later). */
@@ -827,6 +823,30 @@ static inline void fk__att_load_v(const uint16_t* vb, size_t hd, size_t w, size_
     for (size_t d = 0; d < hd; ++d) vf[j * hd + d] = fk_bf16_to_f32_1(vb[fk__kv_block_index(hd, w, j, d)]);
 }
 
+/* out[d] = o[d] * mul for d < hd (a row's normalization), in vectors where the CPU has them: g++ -O2,
+ * the generated C's documented build, leaves the plain loop scalar, and prefill attention waited on it.
+ * The same bits either way. */
+#if FK_X86
+FK_TARGET_AVX2 FK_API void fk__att_scale_avx2(float* out, const float* o, float mul, size_t hd) {
+  /* the tail its own index: with hd a constant, g++ took a shared one for a loop without end
+   * (-Waggressive-loop-optimizations) */
+  const size_t whole = hd - hd % 8;
+  const __m256 m = _mm256_set1_ps(mul);
+  for (size_t d = 0; d < whole; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), m));
+  for (size_t d = whole; d < hd; ++d) out[d] = o[d] * mul;
+}
+#endif
+static inline void fk__att_scale(fk_isa isa, float* out, const float* o, float mul, size_t hd) {
+#if FK_X86
+  if (isa >= FK_ISA_AVX2) {
+    fk__att_scale_avx2(out, o, mul, hd);
+    return;
+  }
+#endif
+  (void)isa;
+  for (size_t d = 0; d < hd; ++d) out[d] = o[d] * mul;
+}
+
 /* ---- a work item: up to FK_ATT_BQ query rows that share one KV head ----------------------------------
  * Prefill: rows are consecutive positions of one query head. Decode: rows are the query heads of one
  * GQA group at the same position, so each K/V block is widened once for the whole group. A row's
@@ -845,9 +865,9 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block, widened: vf[j][d] (scalar) */
   float o[FK_ATT_BQ * FK_MAX_HEAD_DIM];
   /* The rows' queries, copied beside the tiles: read in place, where a row sits against the tiles'
-   * stores (by address bits 0-11) decided whether its loads waited on them, and prefill ran at
-   * 0.75-1.0x by where the allocator and the stack happened to put them (Zen 5). AVX-512 keeps them
-   * as bf16 pairs (fk__att_q_pairs_avx512). */
+   * stores (by address bits 0-11) decided whether its loads waited on them, and prefill's speed
+   * depended on where the allocator and the stack happened to put them. AVX-512 keeps them as bf16
+   * pairs (fk__att_q_pairs_avx512). */
   union {
     float f32[FK_ATT_BQ * FK_MAX_HEAD_DIM];
     uint32_t pairs[FK_ATT_BQ * FK_MAX_HEAD_DIM / 2];
@@ -872,14 +892,14 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     }
     mrow[i] = -INFINITY;
     lrow[i] = 0.0f;
-    for (size_t d = 0; d < hd; ++d) o[i * hd + d] = 0.0f;
     kend = pos[i] + 1 > kend ? pos[i] + 1 : kend;
   }
   kend = kend < klim ? kend : klim;
+  memset(o, 0, nr * hd * sizeof(float));
   /* AVX2, few rows (decode of a few query heads per KV head): the scores read each K block themselves,
    * no kt: splitting the dim pairs once per row group beats writing and rereading kt up to two groups
-   * of 2 (4 rows); at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32 rows widen
-   * each block once (Zen 3, from DRAM). Same bits either way. */
+   * of 2 (4 rows); at 5-8 rows it is even or slower, and prefill's 32 rows widen each block once.
+   * Same bits either way. */
 #if FK_X86
   const int k_direct = avx2 && nr <= 4;
 #endif
@@ -925,7 +945,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       part_m[i * part_stride] = mrow[i];
       part_l[i * part_stride] = lrow[i];
     }
-    for (size_t d = 0; d < hd; ++d) out[d] = oi[d] * mul;
+    fk__att_scale(isa, out, oi, mul, hd);
   }
 }
 
@@ -956,7 +976,7 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
       pos[i] = pos0 + q0 + i;
     }
     /* The next item's queries, into L2 (into L1 the K and V blocks would evict them): a head's rows lie
-     * ld floats apart, past the hardware prefetchers, and waiting for them cost prefill a tenth (Zen 5). */
+     * ld floats apart, past the hardware prefetchers, and prefill waited for them. */
     if (it + 1 < items) {
       size_t next_h, next_q0;
       const size_t next_nr = fk__att_prefill_item(it + 1, nqb, S, &next_h, &next_q0);
@@ -979,10 +999,10 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
  * multiply-add rounds exactly as fmaf does), vector code where the CPU has FMA. */
 #if FK_X86
 FK_TARGET_AVX2 FK_API void fk__att_merge_avx2(float* o, const float* po, float c, size_t hd) {
-  size_t d = 0;
+  const size_t whole = hd - hd % 8; /* the tail's own index, as in fk__att_scale_avx2 */
   const __m256 cv = _mm256_set1_ps(c);
-  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), cv, _mm256_loadu_ps(o + d)));
-  for (; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+  for (size_t d = 0; d < whole; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), cv, _mm256_loadu_ps(o + d)));
+  for (size_t d = whole; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
 }
 #endif
 FK_API void fk__att_merge(fk_isa isa, float* o, const float* po, float c, size_t hd) {

@@ -132,8 +132,7 @@
 
 /* A loop over an array of vector registers (a register tile's accumulators, rows read at once) is
  * unrolled whatever the optimization level: g++ 12 at -O2, where the generated C and CI build, leaves
- * such loops rolled, so the array stays in memory and every FMA waits on a store and a reload (the AVX2
- * GEMM ran 2.5x slower than at -O3). n bounds the trip count; the loops are meant for constant ones.
+ * such loops rolled, so the array stays in memory and every FMA waits on a store and a reload. n bounds the trip count; the loops are meant for constant ones.
  * Not under AddressSanitizer: a check on every access of a fully unrolled tile made clang 16 take
  * 5 minutes over the kernels' unit (37 s rolled; docs/COMPILE_TIME.md), and speed is not what an
  * ASan build is for. The pragma changes no result. */
@@ -180,8 +179,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__horner_step512(int n, _
  * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
  * underflows to 0 exactly where expf does (x is clamped only to keep n finite). Of x[0 .. n) (n <= 8)
  * in place, each step across all n: one vector's exp is a chain of 13 dependent operations, and the FP
- * scheduler does not hold enough of them to overlap the chains of vectors written one after the other
- * (the attention softmax in row groups: prefill 1.05x; Zen 5). */
+ * scheduler does not hold enough of them to overlap the chains of vectors written one after the other. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__exp512_n(int n, __m512* x) {
   __m512 k[8], r[8];
   FK_UNROLL(8)

@@ -162,10 +162,10 @@ FK_API int fk_get_threads(void) {
   return d;
 }
 
-/* The least work (flops or bytes, as fk__threads_for counts it) worth a fork. A fork and join of two
- * libgomp threads cost 2.3 us on the Zen 5 VM (two futex syscalls), the time one thread takes to read
- * about 80 KB from DRAM or some 250 KB from its caches: a small model's GEMVs (the default model's
- * [256 x 768], 393 KB, cached) ran faster on one thread than on two (docs/PERFORMANCE.md). */
+/* The least work (flops or bytes, as fk__threads_for counts it) worth a fork: a fork and join of
+ * libgomp threads (two futex syscalls) costs as long as one thread takes to read a few hundred KB from
+ * its caches, so a small model's GEMVs (the default model's [256 x 768], cached) run faster on one
+ * thread than on two. */
 #define FK_PARALLEL_MIN_WORK 262144
 
 FK_STATE_API long long* fk__parallel_min_work_state(void) {

@@ -20,6 +20,8 @@
  *                   fk_unary_value, fk_binary_value          (graph files' f32 math; codes: fk_pointwise_ops.h)
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
  * kernel; names with a double underscore (fk__*) are internal.
+ * The comments say why a kernel is built as it is; the measurements that decided it are in
+ * docs/history/PERFORMANCE-2026-12.md ("Measurements behind the kernels' comments").
  * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */
 #ifndef FK_KERNELS_H
 #define FK_KERNELS_H

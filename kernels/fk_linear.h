@@ -93,13 +93,11 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * one range per thread; a range of at least 64 rows) is cut into S slabs of L rows and runs as L groups
  * of rows {i, i+L, ..., i+(S-1)L}: each accumulator walks its own slab, S contiguous streams that the
  * hardware prefetchers follow, each also requesting its line some bytes ahead (it runs on into the
- * slab's next row). Per path (fk__row_reads_of): 8 streams, 256 bytes ahead on the AVX2 and AMX paths
- * (Zen 3, Sapphire Rapids); 4 streams, 2 KiB ahead on the AVX-512 BF16 path (Zen 5 reads 4 streams
- * fastest, and 2 KiB ahead read its decode GEMVs 1.1-1.2x as fast as 256 bytes; 8 streams lose with
- * more than 256). Against 8 or 16 adjacent rows at a time (short streams, the next group prefetched),
- * slabs read the decode GEMVs up to 1.3x (Sapphire Rapids), 1.9x (Zen 3) and 1.5x (Zen 5) as fast;
- * docs/PERFORMANCE.md and docs/history/. Rows past the slabs, and a range under 64 rows, take adjacent
- * rows with the next group prefetched. */
+ * slab's next row). Per path (fk__row_reads_of), what read fastest where it was measured: 8 streams,
+ * 256 bytes ahead on the AVX2 and AMX paths (Zen 3, Sapphire Rapids); 4 streams, 2 KiB ahead on the
+ * AVX-512 BF16 path (Zen 5). Slabs read the decode GEMVs faster than 8 or 16 adjacent rows at a time
+ * (short streams, the next group prefetched) on all three. Rows past the slabs, and a range under 64
+ * rows, take adjacent rows with the next group prefetched. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
@@ -210,7 +208,7 @@ static inline fk__w_ahead fk__w_ahead_of(const uint16_t* W, size_t N, size_t K, 
                              .row_lines = row_lines, .per_step = per_step, .row = 0, .line = 0};
   return ahead;
 }
-/* Into L2: into L1 (_MM_HINT_T0) measured even on Zen 5's AVX-512 path. */
+/* Into L2: into L1 (_MM_HINT_T0) gained nothing, and L2 leaves L1 to the tiles at work. */
 static inline FK_ALWAYS_INLINE void fk__w_ahead_step(fk__w_ahead* ahead) {
   for (size_t i = 0; i < ahead->per_step && ahead->row < ahead->rows; ++i) {
     _mm_prefetch((const char*)(ahead->W + (ahead->n0 + ahead->row) * ahead->K + ahead->k0) + ahead->line * 64, _MM_HINT_T1);
@@ -450,8 +448,7 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, const uint16_
     const size_t kc = K - k0 < FK_LIN_KC_DP ? K - k0 : FK_LIN_KC_DP, kpad = (kc + 31) & ~(size_t)31;
     for (size_t h = 0; h < FK_LIN_DP_PANELS; ++h)
       if (nn[h]) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
-    /* however few rows share the chunk: even all of its lines before one tile measured faster here
-     * (Zen 5: 1.1x at 512 rows of x, 1.2-1.3x at 8-16) */
+    /* however few rows share the chunk: even all of its lines before one tile measured faster here */
     size_t panels = 0;
     while (panels < FK_LIN_DP_PANELS && nn[panels]) ++panels;
     fk__w_ahead ahead = fk__w_ahead_of(W, N, K, n0, k0, FK_LIN_KC_DP, np * FK_LIN_NB, panels * FK_LIN_NB,
@@ -663,11 +660,9 @@ FK_TARGET_AVX512 FK_API void fk__pack_w_strip(const uint16_t* W, size_t N, size_
  * the rounded x, or a zero-padded stack copy for a last block of fewer rows or without xb), 6, 7 = a
  * strip's two column halves, 0..3 = C (x half i, column half j -> 2i + j). C starts as a bias tile or
  * tilezero and lives in y between chunks; full 32 x 32 blocks move by tile loads and stores straight
- * from y, ragged ones through a stack block. Measured on a 16-core Xeon with AMX (paired, 1 thread;
- * docs/PERFORMANCE.md): 1.5-2.5x the earlier kernel (64-column panels whose B tiles were spread over
- * 4 KiB, C started by a scalar loop over a staging block) on [512x896]x[896x4864], 1.2-1.4x on
- * [512x4864]x[4864x896]. Of 1, 2, 4 and 8 strips x 512-128 k, 4 x 256 was the most consistent on 1
- * thread (docs/history/PERFORMANCE-2026-11.md). */
+ * from y, ragged ones through a stack block: faster than 64-column panels whose B tiles were spread
+ * over 4 KiB with C started by a scalar loop over a staging block. Of 1, 2, 4 and 8 strips x 512-128 k,
+ * 4 x 256 was the most consistent on 1 thread. */
 FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
                                              size_t N, const uint16_t* bias, float* y, size_t n0, size_t ns, size_t kc_max) {
   const size_t ldb = fk__work_ld(K);

@@ -172,8 +172,8 @@ FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, siz
  * (6 or 12) rows, for the AVX2 6 x 16 and the AVX-512 12 x 32 micro-kernels: micro-panel p at
  * p FK__GEMM_PANEL_T(mr), element (r, k) at k mr + r, rows past mc 0. Read k by k across all mc rows,
  * each k's rows one run of dY, the run 8 k's on prefetched (its lines lie a_col floats apart, beyond the
- * hardware prefetchers). Reading dY^T through its strides instead, each k's rows another DRAM line, had
- * taken a fifth of the AVX-512 GEMM (Zen 5). A micro-panel's mr floats of a k are stored as whole
+ * hardware prefetchers). Reading dY^T through its strides instead, each k's rows another DRAM line,
+ * stalled the AVX-512 GEMM on memory. A micro-panel's mr floats of a k are stored as whole
  * 8-float vectors, the floats past them overwritten by the next k: hence 8 floats of slack. */
 #define FK__GEMM_PANEL_T(mr) ((size_t)(mr) * FK__GEMM_KC + 8)
 FK_TARGET_AVX2 FK_API void fk__gemm_f32_pack_a_t(int mr, size_t kc, size_t mc, const float* a, size_t a_col, float* packed) {
@@ -221,8 +221,8 @@ FK_API void fk__gemm_f32_rows_avx2(size_t kc, size_t mc, const float* a, size_t 
  *     (KC = FK__GEMM_KC), row r at r KC;
  *   otherwise: mr = FK__GEMM_MR512_T, k-major, micro-panel p at p FK__GEMM_PANEL_T(mr), k at k mr
  *     (dY^T, a_row == 1: fk__gemm_f32_pack_a_t).
- * A transposing copy into one layout (one element at a time) had taken a quarter of the AVX-512 GEMM's
- * time (Zen 5). The buffer holds FK__GEMM_PACKED_A floats: the k-major layout's, which with its slack
+ * A transposing copy into one layout (one element at a time) took a large share of the AVX-512 GEMM's
+ * time. The buffer holds FK__GEMM_PACKED_A floats: the k-major layout's, which with its slack
  * exceeds the row-major one's MC KC. */
 #define FK__GEMM_PACKED_A ((FK__GEMM_MC + FK__GEMM_MR512_T - 1) / FK__GEMM_MR512_T * FK__GEMM_PANEL_T(FK__GEMM_MR512_T))
 FK_TARGET_AVX512 FK_API void fk__gemm_f32_pack_a(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, float* packed) {
@@ -283,8 +283,8 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_block_avx512(i
 
 /* Every mr-row micro-panel of A's packed mc rows against the group's columns, np panels at a time: A
  * row-major (mr = FK__GEMM_MR512, np = FK__GEMM_NP512) or k-major (FK__GEMM_MR512_T, FK__GEMM_NP512_T).
- * Which suits which was measured (Zen 5): 6 x 4 ran x W^T 1.13x as fast as 12 x 2, which ran dY^T X
- * 1.07x as fast as 6 x 4. */
+ * Which suits which was measured: 6 x 4 runs x W^T faster than 12 x 2, which runs dY^T X faster than
+ * 6 x 4. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_sweep_avx512(int mr, int np, int row_major, size_t kc, size_t mc,
                                                                            const float* packed_a, size_t cols, const float* packed_b,
                                                                            const float* c_in, size_t ld_in, float* c, size_t ldc) {

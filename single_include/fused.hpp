@@ -3253,8 +3253,7 @@ inline constexpr op_def take_last{
 
 /* A loop over an array of vector registers (a register tile's accumulators, rows read at once) is
  * unrolled whatever the optimization level: g++ 12 at -O2, where the generated C and CI build, leaves
- * such loops rolled, so the array stays in memory and every FMA waits on a store and a reload (the AVX2
- * GEMM ran 2.5x slower than at -O3). n bounds the trip count; the loops are meant for constant ones.
+ * such loops rolled, so the array stays in memory and every FMA waits on a store and a reload. n bounds the trip count; the loops are meant for constant ones.
  * Not under AddressSanitizer: a check on every access of a fully unrolled tile made clang 16 take
  * 5 minutes over the kernels' unit (37 s rolled; docs/COMPILE_TIME.md), and speed is not what an
  * ASan build is for. The pragma changes no result. */
@@ -3301,8 +3300,7 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__horner_step512(int n, _
  * max rel. error ~2e-7 on the interval) and scalef(p, n) = p*2^n, which overflows to +inf and
  * underflows to 0 exactly where expf does (x is clamped only to keep n finite). Of x[0 .. n) (n <= 8)
  * in place, each step across all n: one vector's exp is a chain of 13 dependent operations, and the FP
- * scheduler does not hold enough of them to overlap the chains of vectors written one after the other
- * (the attention softmax in row groups: prefill 1.05x; Zen 5). */
+ * scheduler does not hold enough of them to overlap the chains of vectors written one after the other. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__exp512_n(int n, __m512* x) {
   __m512 k[8], r[8];
   FK_UNROLL(8)
@@ -8904,6 +8902,8 @@ constexpr bool lowers_to_kernels(const std::array<call, N>& calls) {
  *                   fk_unary_value, fk_binary_value          (graph files' f32 math; codes: fk_pointwise_ops.h)
  * Per-path entry points (name_scalar / name_avx2 / name_avx512) are callable too, e.g. to pin one
  * kernel; names with a double underscore (fk__*) are internal.
+ * The comments say why a kernel is built as it is; the measurements that decided it are in
+ * docs/history/PERFORMANCE-2026-12.md ("Measurements behind the kernels' comments").
  * Limits: head_dim <= FK_MAX_HEAD_DIM (128) for RoPE and attention, even for RoPE; n_heads % n_kv == 0. */
 #ifndef FK_KERNELS_H
 #define FK_KERNELS_H
@@ -9072,10 +9072,10 @@ FK_API int fk_get_threads(void) {
   return d;
 }
 
-/* The least work (flops or bytes, as fk__threads_for counts it) worth a fork. A fork and join of two
- * libgomp threads cost 2.3 us on the Zen 5 VM (two futex syscalls), the time one thread takes to read
- * about 80 KB from DRAM or some 250 KB from its caches: a small model's GEMVs (the default model's
- * [256 x 768], 393 KB, cached) ran faster on one thread than on two (docs/PERFORMANCE.md). */
+/* The least work (flops or bytes, as fk__threads_for counts it) worth a fork: a fork and join of
+ * libgomp threads (two futex syscalls) costs as long as one thread takes to read a few hundred KB from
+ * its caches, so a small model's GEMVs (the default model's [256 x 768], cached) run faster on one
+ * thread than on two. */
 #define FK_PARALLEL_MIN_WORK 262144
 
 FK_STATE_API long long* fk__parallel_min_work_state(void) {
@@ -9464,13 +9464,11 @@ FK_API void fk__rows_scalar(const float* x, size_t M, size_t K, const uint16_t* 
  * one range per thread; a range of at least 64 rows) is cut into S slabs of L rows and runs as L groups
  * of rows {i, i+L, ..., i+(S-1)L}: each accumulator walks its own slab, S contiguous streams that the
  * hardware prefetchers follow, each also requesting its line some bytes ahead (it runs on into the
- * slab's next row). Per path (fk__row_reads_of): 8 streams, 256 bytes ahead on the AVX2 and AMX paths
- * (Zen 3, Sapphire Rapids); 4 streams, 2 KiB ahead on the AVX-512 BF16 path (Zen 5 reads 4 streams
- * fastest, and 2 KiB ahead read its decode GEMVs 1.1-1.2x as fast as 256 bytes; 8 streams lose with
- * more than 256). Against 8 or 16 adjacent rows at a time (short streams, the next group prefetched),
- * slabs read the decode GEMVs up to 1.3x (Sapphire Rapids), 1.9x (Zen 3) and 1.5x (Zen 5) as fast;
- * docs/PERFORMANCE.md and docs/history/. Rows past the slabs, and a range under 64 rows, take adjacent
- * rows with the next group prefetched. */
+ * slab's next row). Per path (fk__row_reads_of), what read fastest where it was measured: 8 streams,
+ * 256 bytes ahead on the AVX2 and AMX paths (Zen 3, Sapphire Rapids); 4 streams, 2 KiB ahead on the
+ * AVX-512 BF16 path (Zen 5). Slabs read the decode GEMVs faster than 8 or 16 adjacent rows at a time
+ * (short streams, the next group prefetched) on all three. Rows past the slabs, and a range under 64
+ * rows, take adjacent rows with the next group prefetched. */
 FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__dot_rows_avx2(const float* x, size_t K, const uint16_t* w, size_t ldw,
                                                                      int R, float* out, const uint16_t* pf) {
   __m256 a[8];
@@ -9581,7 +9579,7 @@ static inline fk__w_ahead fk__w_ahead_of(const uint16_t* W, size_t N, size_t K, 
                              .row_lines = row_lines, .per_step = per_step, .row = 0, .line = 0};
   return ahead;
 }
-/* Into L2: into L1 (_MM_HINT_T0) measured even on Zen 5's AVX-512 path. */
+/* Into L2: into L1 (_MM_HINT_T0) gained nothing, and L2 leaves L1 to the tiles at work. */
 static inline FK_ALWAYS_INLINE void fk__w_ahead_step(fk__w_ahead* ahead) {
   for (size_t i = 0; i < ahead->per_step && ahead->row < ahead->rows; ++i) {
     _mm_prefetch((const char*)(ahead->W + (ahead->n0 + ahead->row) * ahead->K + ahead->k0) + ahead->line * 64, _MM_HINT_T1);
@@ -9821,8 +9819,7 @@ FK_TARGET_AVX512 FK_API void fk__gemm_block_avx512(const float* x, const uint16_
     const size_t kc = K - k0 < FK_LIN_KC_DP ? K - k0 : FK_LIN_KC_DP, kpad = (kc + 31) & ~(size_t)31;
     for (size_t h = 0; h < FK_LIN_DP_PANELS; ++h)
       if (nn[h]) fk__pack_w_vnni(W, N, K, n0 + h * FK_LIN_NB, k0, kc, panel[h]);
-    /* however few rows share the chunk: even all of its lines before one tile measured faster here
-     * (Zen 5: 1.1x at 512 rows of x, 1.2-1.3x at 8-16) */
+    /* however few rows share the chunk: even all of its lines before one tile measured faster here */
     size_t panels = 0;
     while (panels < FK_LIN_DP_PANELS && nn[panels]) ++panels;
     fk__w_ahead ahead = fk__w_ahead_of(W, N, K, n0, k0, FK_LIN_KC_DP, np * FK_LIN_NB, panels * FK_LIN_NB,
@@ -10034,11 +10031,9 @@ FK_TARGET_AVX512 FK_API void fk__pack_w_strip(const uint16_t* W, size_t N, size_
  * the rounded x, or a zero-padded stack copy for a last block of fewer rows or without xb), 6, 7 = a
  * strip's two column halves, 0..3 = C (x half i, column half j -> 2i + j). C starts as a bias tile or
  * tilezero and lives in y between chunks; full 32 x 32 blocks move by tile loads and stores straight
- * from y, ragged ones through a stack block. Measured on a 16-core Xeon with AMX (paired, 1 thread;
- * docs/PERFORMANCE.md): 1.5-2.5x the earlier kernel (64-column panels whose B tiles were spread over
- * 4 KiB, C started by a scalar loop over a staging block) on [512x896]x[896x4864], 1.2-1.4x on
- * [512x4864]x[4864x896]. Of 1, 2, 4 and 8 strips x 512-128 k, 4 x 256 was the most consistent on 1
- * thread (docs/history/PERFORMANCE-2026-11.md). */
+ * from y, ragged ones through a stack block: faster than 64-column panels whose B tiles were spread
+ * over 4 KiB with C started by a scalar loop over a staging block. Of 1, 2, 4 and 8 strips x 512-128 k,
+ * 4 x 256 was the most consistent on 1 thread. */
 FK_TARGET_AMX FK_API void fk__gemm_block_amx(const float* x, const uint16_t* xb, size_t M, size_t K, const uint16_t* W,
                                              size_t N, const uint16_t* bias, float* y, size_t n0, size_t ns, size_t kc_max) {
   const size_t ldb = fk__work_ld(K);
@@ -10436,7 +10431,7 @@ FK_API void fk_kv_store(const float* kv, size_t S, size_t n_kv, size_t hd, uint1
 
 /* e^(m_old - m_new), the rescale of a row's running output and sum: exp(-inf) = 0 on the first block,
  * where o and l are 0 anyway. While the running max stands the difference is 0 and the result exactly
- * 1 without the libm call (prefill 1.05x on Zen 5). expf's own result whatever the inputs. */
+ * 1 without the libm call. expf's own result whatever the inputs. */
 static inline float fk__att_corr(float m_old, float m_new) {
   const float diff = m_old - m_new;
   return diff == 0.0f ? 1.0f : expf(diff);
@@ -10513,20 +10508,19 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) {
 /* ---- AVX-512 BF16: a key block in three phases (all rows' scores, all rows' softmax, all rows' PV),
  * rows in groups of up to 4 that share every K and V load, the products by vdpbf16ps: two bf16
  * products per f32 lane, exact, accumulated in f32, at twice the rate of FMAs on widened values (decode
- * of 7 query heads per KV head was bound by those FMAs: 0.40 of read bandwidth, Zen 5). As PyTorch's
+ * of 7 query heads per KV head was bound by those FMAs). As PyTorch's
  * bf16 attention does, a row's query is rounded to bf16 (RNE, fk__att_q_pairs_avx512) and so are its
  * weights p before PV; the scores, the softmax, its sum l and the outputs stay f32. The scores read the
  * key cache as it lies: a dim pair of 16 keys is one load, lane j key j's (d, d + 1); PV reads the value
  * cache as it lies too: a key pair's 16 dims are one load, lane d dim d of both keys (an odd width's
  * last key, alone in the cache, widened to pairs (v, 0)). Interleaving V into pairs once per block
- * instead (a load and a vpermw per pair and 16 dims, into a stack tile) took a sixth of decode.
+ * instead (a load and a vpermw per pair and 16 dims, into a stack tile) cost decode more than it saved.
  * Per row the arithmetic is the same whatever the group: scores are 2 key vectors x 2 chains (even and
  * odd dim pairs), the softmax is one row's, PV runs the row's own key pairs in order (a row with an odd
  * number of keys ends on a half pair whose missing key is 0 in both factors); so grouping never changes
  * a row's bits, and the phases let the rows' softmax chains (max, exp, sum: latency-bound) overlap.
  * The next key block is prefetched a few lines per tick: every 8 dim pairs of a group's scores, each
- * group's softmax, each 64-dim PV pass. (A burst per phase left decode of 2 query heads per KV head,
- * 16/8/128, 1.5-1.6x slower; Zen 5, 1 thread.) */
+ * group's softmax, each 64-dim PV pass: a burst per phase stalls on the lines it asks for. */
 /* q[0 .. hd) -> qp[0 .. (hd + 1) / 2): dims (2i, 2i + 1) as one bf16 pair (vcvtne2ps2bf16: RNE, denormals
  * to 0), an odd hd's last dim paired with 0. */
 FK_TARGET_AVX512 FK_API void fk__att_q_pairs_avx512(const float* q, size_t hd, uint32_t* qp) {
@@ -10603,9 +10597,8 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_bf16(int R, 
  * chains interleaved: see fk__exp512_n): row r's p_j = e^(s_j - m') (keys past n[r] masked to -inf for
  * the max, to 0 after exp), rounded to bf16 into pb[r] (pair i: keys 2i, 2i + 1); m, l updated (l sums
  * the f32 weights, as PyTorch does); corr[r] = e^(m - m'). m' = m unless a score passes m by more than
- * FK_ATT_MAX_SLACK; then it is the block's max (so m' = m, the first block aside, in most blocks: the
- * reduction and the rescale cost prefill 1.05-1.15x and decode 1.04-1.1x, Zen 5). A row's bits do not
- * depend on the others. */
+ * FK_ATT_MAX_SLACK; then it is the block's max (so m' = m, the first block aside, in most blocks,
+ * which skip the reduction and the rescale). A row's bits do not depend on the others. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_bf16(int R, float* const* s, const size_t* n, float* const* m,
                                                                           float* const* l, uint32_t* const* pb, float* corr) {
   const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -10803,9 +10796,8 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(con
   }
 }
 /* A prefill item's many rows take hd 64 as a constant, the dim-pair and 64-dim loops then unrolled and
- * their masks folded, and their softmax in groups (fk__att_softmax_bf16): 1.2x and 1.05x. A decode
- * group's few rows ran slower with either (the constant 1.04x, the groups 1.02-1.25x), and prefill at
- * hd 128 gained only 1.04x from the constant (Zen 5, 1 thread; docs/PERFORMANCE.md). */
+ * their masks folded, and their softmax in groups (fk__att_softmax_bf16). A decode group's few rows ran
+ * slower with either, and prefill at hd 128 gained too little from the constant to carry its code. */
 FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
                                                 const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
                                                 float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
@@ -10941,9 +10933,8 @@ FK_TARGET_AVX2 static inline FK_ALWAYS_INLINE void fk__att_pv_avx2(int R, int DV
  * The next key block (pf_k, pf_v: pf_bytes each; none if pf_k is NULL) is prefetched in address order,
  * a line or two of K and of V at each tick of the inner loops (fk__att_pf): spread out like this it
  * arrives while this block computes. The hardware prefetcher alone leaves the loads stalled on DRAM; in
- * one burst at the top of the block the prefetches only stall; a burst per phase (4 per block at 2
- * rows) left decode of 2 query heads per KV head 1.3x slower; K in the order the scores read it, or all
- * of K before V, 0.8-0.9x (Zen 3; the hardware prefetchers follow the address order). */
+ * one burst at the top of the block, or one per phase, the prefetches only stall; in address order, as
+ * the hardware prefetchers follow it (K in the order the scores read it, or all of K before V, lost). */
 
 
 /* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 3) rows, keys past a row's nv included (masked later). */
@@ -11173,6 +11164,30 @@ static inline void fk__att_load_v(const uint16_t* vb, size_t hd, size_t w, size_
     for (size_t d = 0; d < hd; ++d) vf[j * hd + d] = fk_bf16_to_f32_1(vb[fk__kv_block_index(hd, w, j, d)]);
 }
 
+/* out[d] = o[d] * mul for d < hd (a row's normalization), in vectors where the CPU has them: g++ -O2,
+ * the generated C's documented build, leaves the plain loop scalar, and prefill attention waited on it.
+ * The same bits either way. */
+#if FK_X86
+FK_TARGET_AVX2 FK_API void fk__att_scale_avx2(float* out, const float* o, float mul, size_t hd) {
+  /* the tail its own index: with hd a constant, g++ took a shared one for a loop without end
+   * (-Waggressive-loop-optimizations) */
+  const size_t whole = hd - hd % 8;
+  const __m256 m = _mm256_set1_ps(mul);
+  for (size_t d = 0; d < whole; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), m));
+  for (size_t d = whole; d < hd; ++d) out[d] = o[d] * mul;
+}
+#endif
+static inline void fk__att_scale(fk_isa isa, float* out, const float* o, float mul, size_t hd) {
+#if FK_X86
+  if (isa >= FK_ISA_AVX2) {
+    fk__att_scale_avx2(out, o, mul, hd);
+    return;
+  }
+#endif
+  (void)isa;
+  for (size_t d = 0; d < hd; ++d) out[d] = o[d] * mul;
+}
+
 /* ---- a work item: up to FK_ATT_BQ query rows that share one KV head ----------------------------------
  * Prefill: rows are consecutive positions of one query head. Decode: rows are the query heads of one
  * GQA group at the same position, so each K/V block is widened once for the whole group. A row's
@@ -11191,9 +11206,9 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
   float vf[FK_ATT_BK * FK_MAX_HEAD_DIM]; /* V block, widened: vf[j][d] (scalar) */
   float o[FK_ATT_BQ * FK_MAX_HEAD_DIM];
   /* The rows' queries, copied beside the tiles: read in place, where a row sits against the tiles'
-   * stores (by address bits 0-11) decided whether its loads waited on them, and prefill ran at
-   * 0.75-1.0x by where the allocator and the stack happened to put them (Zen 5). AVX-512 keeps them
-   * as bf16 pairs (fk__att_q_pairs_avx512). */
+   * stores (by address bits 0-11) decided whether its loads waited on them, and prefill's speed
+   * depended on where the allocator and the stack happened to put them. AVX-512 keeps them as bf16
+   * pairs (fk__att_q_pairs_avx512). */
   union {
     float f32[FK_ATT_BQ * FK_MAX_HEAD_DIM];
     uint32_t pairs[FK_ATT_BQ * FK_MAX_HEAD_DIM / 2];
@@ -11218,14 +11233,14 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     }
     mrow[i] = -INFINITY;
     lrow[i] = 0.0f;
-    for (size_t d = 0; d < hd; ++d) o[i * hd + d] = 0.0f;
     kend = pos[i] + 1 > kend ? pos[i] + 1 : kend;
   }
   kend = kend < klim ? kend : klim;
+  memset(o, 0, nr * hd * sizeof(float));
   /* AVX2, few rows (decode of a few query heads per KV head): the scores read each K block themselves,
    * no kt: splitting the dim pairs once per row group beats writing and rereading kt up to two groups
-   * of 2 (4 rows); at 5-8 rows it is even or slower (0.9-1.05x at 7 rows), and prefill's 32 rows widen
-   * each block once (Zen 3, from DRAM). Same bits either way. */
+   * of 2 (4 rows); at 5-8 rows it is even or slower, and prefill's 32 rows widen each block once.
+   * Same bits either way. */
 #if FK_X86
   const int k_direct = avx2 && nr <= 4;
 #endif
@@ -11271,7 +11286,7 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
       part_m[i * part_stride] = mrow[i];
       part_l[i * part_stride] = lrow[i];
     }
-    for (size_t d = 0; d < hd; ++d) out[d] = oi[d] * mul;
+    fk__att_scale(isa, out, oi, mul, hd);
   }
 }
 
@@ -11302,7 +11317,7 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
       pos[i] = pos0 + q0 + i;
     }
     /* The next item's queries, into L2 (into L1 the K and V blocks would evict them): a head's rows lie
-     * ld floats apart, past the hardware prefetchers, and waiting for them cost prefill a tenth (Zen 5). */
+     * ld floats apart, past the hardware prefetchers, and prefill waited for them. */
     if (it + 1 < items) {
       size_t next_h, next_q0;
       const size_t next_nr = fk__att_prefill_item(it + 1, nqb, S, &next_h, &next_q0);
@@ -11325,10 +11340,10 @@ FK_API void fk_attention_prefill(const float* q, size_t S, size_t n_heads, const
  * multiply-add rounds exactly as fmaf does), vector code where the CPU has FMA. */
 #if FK_X86
 FK_TARGET_AVX2 FK_API void fk__att_merge_avx2(float* o, const float* po, float c, size_t hd) {
-  size_t d = 0;
+  const size_t whole = hd - hd % 8; /* the tail's own index, as in fk__att_scale_avx2 */
   const __m256 cv = _mm256_set1_ps(c);
-  for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), cv, _mm256_loadu_ps(o + d)));
-  for (; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
+  for (size_t d = 0; d < whole; d += 8) _mm256_storeu_ps(o + d, _mm256_fmadd_ps(_mm256_loadu_ps(po + d), cv, _mm256_loadu_ps(o + d)));
+  for (size_t d = whole; d < hd; ++d) o[d] = fmaf(po[d], c, o[d]);
 }
 #endif
 FK_API void fk__att_merge(fk_isa isa, float* o, const float* po, float c, size_t hd) {
@@ -11862,8 +11877,8 @@ FK_API void fk__gemm_f32_block_avx2(size_t kc, const float* a, size_t a_row, siz
  * (6 or 12) rows, for the AVX2 6 x 16 and the AVX-512 12 x 32 micro-kernels: micro-panel p at
  * p FK__GEMM_PANEL_T(mr), element (r, k) at k mr + r, rows past mc 0. Read k by k across all mc rows,
  * each k's rows one run of dY, the run 8 k's on prefetched (its lines lie a_col floats apart, beyond the
- * hardware prefetchers). Reading dY^T through its strides instead, each k's rows another DRAM line, had
- * taken a fifth of the AVX-512 GEMM (Zen 5). A micro-panel's mr floats of a k are stored as whole
+ * hardware prefetchers). Reading dY^T through its strides instead, each k's rows another DRAM line,
+ * stalled the AVX-512 GEMM on memory. A micro-panel's mr floats of a k are stored as whole
  * 8-float vectors, the floats past them overwritten by the next k: hence 8 floats of slack. */
 #define FK__GEMM_PANEL_T(mr) ((size_t)(mr) * FK__GEMM_KC + 8)
 FK_TARGET_AVX2 FK_API void fk__gemm_f32_pack_a_t(int mr, size_t kc, size_t mc, const float* a, size_t a_col, float* packed) {
@@ -11911,8 +11926,8 @@ FK_API void fk__gemm_f32_rows_avx2(size_t kc, size_t mc, const float* a, size_t 
  *     (KC = FK__GEMM_KC), row r at r KC;
  *   otherwise: mr = FK__GEMM_MR512_T, k-major, micro-panel p at p FK__GEMM_PANEL_T(mr), k at k mr
  *     (dY^T, a_row == 1: fk__gemm_f32_pack_a_t).
- * A transposing copy into one layout (one element at a time) had taken a quarter of the AVX-512 GEMM's
- * time (Zen 5). The buffer holds FK__GEMM_PACKED_A floats: the k-major layout's, which with its slack
+ * A transposing copy into one layout (one element at a time) took a large share of the AVX-512 GEMM's
+ * time. The buffer holds FK__GEMM_PACKED_A floats: the k-major layout's, which with its slack
  * exceeds the row-major one's MC KC. */
 #define FK__GEMM_PACKED_A ((FK__GEMM_MC + FK__GEMM_MR512_T - 1) / FK__GEMM_MR512_T * FK__GEMM_PANEL_T(FK__GEMM_MR512_T))
 FK_TARGET_AVX512 FK_API void fk__gemm_f32_pack_a(size_t kc, size_t mc, const float* a, size_t a_row, size_t a_col, float* packed) {
@@ -11973,8 +11988,8 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_block_avx512(i
 
 /* Every mr-row micro-panel of A's packed mc rows against the group's columns, np panels at a time: A
  * row-major (mr = FK__GEMM_MR512, np = FK__GEMM_NP512) or k-major (FK__GEMM_MR512_T, FK__GEMM_NP512_T).
- * Which suits which was measured (Zen 5): 6 x 4 ran x W^T 1.13x as fast as 12 x 2, which ran dY^T X
- * 1.07x as fast as 6 x 4. */
+ * Which suits which was measured: 6 x 4 runs x W^T faster than 12 x 2, which runs dY^T X faster than
+ * 6 x 4. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_sweep_avx512(int mr, int np, int row_major, size_t kc, size_t mc,
                                                                            const float* packed_a, size_t cols, const float* packed_b,
                                                                            const float* c_in, size_t ld_in, float* c, size_t ldc) {

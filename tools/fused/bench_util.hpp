@@ -1,8 +1,8 @@
 // Shared by the `fused bench` subcommands: timing, medians, and this machine's read-bandwidth
 // ceiling (a streaming SIMD sum, N threads each over a fixed contiguous share): the best of a 256-bit
 // sum, 4- and 8-stream 256-bit sums and, on an AVX-512 machine, a 512-bit sum, because they differ: on
-// Sapphire Rapids one core streams ~30 GB/s through ymm loads and ~24 GB/s through zmm loads; on Zen 3
-// one core reads ~20 GB/s as one stream and ~25 GB/s as 8 concurrent streams.
+// Sapphire Rapids one core streams faster through ymm loads than through zmm loads; on Zen 3 one core
+// reads faster as 8 concurrent streams than as one.
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -59,10 +59,9 @@ FK_TARGET_AVX2 inline float stream_sum_avx2(const float* p, std::size_t n) {
 }
 // S streams at once: the range is cut into S slabs read side by side, as the GEMV row kernel reads a
 // thread's weight rows (fk__rows_avx2); what is left past the S slabs, as one stream. A CPU whose
-// prefetchers follow several streams reads faster this way (Zen 3: ~25 GB/s with 8 against ~20 for
-// one, one core; Zen 5: most with 4), and a kernel that reads several weight rows at once can reach it.
-// Ahead > 0: each stream also requests its line Ahead floats ahead, as the GEMV row kernel does (Zen 5:
-// 4 streams 1 KiB ahead read ~1.1x as fast as without).
+// prefetchers follow several streams reads faster this way (Zen 3 most with 8, Zen 5 with 4), and a
+// kernel that reads several weight rows at once can reach it. Ahead > 0: each stream also requests its
+// line Ahead floats ahead, as the GEMV row kernel does (Zen 5 reads faster so).
 template <std::size_t S, std::size_t Ahead = 0>
 FK_TARGET_AVX2 inline float stream_sum_avx2_streams(const float* p, std::size_t n) {
   const std::size_t slab = n / S / 16 * 16;
