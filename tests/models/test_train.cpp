@@ -13,6 +13,7 @@
 #include <memory>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include <fused/core/json_text.hpp>
@@ -393,6 +394,35 @@ TEST_CASE("data parallel: any rank count dividing the micro-batches takes the sa
   one.load(w);
   CHECK(one.layout().micro_batches == 1);
   CHECK(one.step(ids, 1e-2f) == losses[0]);
+}
+
+TEST_CASE("a step stopped before one of its micro-batches is dropped: nothing moves, and the next is the same step") {
+  const std::int64_t T = 9;
+  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir_of("tiny_llama"));
+  const std::vector<fused::tensor_info> stored = fused::decoder::trainer(*info.family, info.arch, {.tokens = T}).checkpoint_tensors();
+  const fused::runtime::weight_store w = fused::runtime::weight_store::load(dir_of("tiny_llama"), stored, info.arch.tie_word_embeddings);
+  const fused::decoder::batch_shape batch{.sequences = 6, .tokens = T};
+  const std::vector<std::int32_t> ids = tokens_of(6 * T, info.arch.vocab_size, 23);
+  fused::decoder::trainer straight(*info.family, info.arch, batch, {}, {.micro_batches = 6});
+  straight.load(w);
+  const float loss = straight.step(ids, 1e-2f);
+
+  fused::decoder::trainer stopped(*info.family, info.arch, batch, {}, {.micro_batches = 6});
+  stopped.load(w);
+  const std::vector<std::byte> before(stopped.state().begin(), stopped.state().end());
+  int asked = 0;
+  CHECK_FALSE(stopped.step_unless(ids, 1e-2f, [&] { return ++asked == 4; }).has_value());
+  CHECK(asked == 4);  // before micro-batches 0 to 3; the fourth answer stops it, none is asked again
+  CHECK(stopped.steps_taken() == 0);
+  CHECK(std::vector<std::byte>(stopped.state().begin(), stopped.state().end()) == before);  // parameters, moments, step count
+  const std::optional<float> taken = stopped.step_unless(ids, 1e-2f, [] { return false; });
+  REQUIRE(taken.has_value());
+  CHECK(*taken == loss);
+  CHECK(stopped.steps_taken() == 1);
+  for (std::size_t k = 0; k < straight.prog().parameters.size(); ++k) {
+    const auto a = straight.parameter(k), b = stopped.parameter(k);
+    CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  }
 }
 
 TEST_CASE("data parallel: batches and rank counts that do not split are refused") {
