@@ -6485,7 +6485,8 @@ namespace fused::io {
 // regular file (a device, a pipe) is written in place: it cannot be replaced. A name of a descriptor
 // the process holds (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) is written through that
 // descriptor, as the shell's redirection meant: opened anew, the file behind `>> log` would have been
-// replaced, its earlier lines lost. Errors are std::runtime_error naming the target and the reason.
+// replaced, its earlier lines lost. A link is written through, to the file it names (made if it is
+// not there yet). Errors are std::runtime_error naming the target and the reason.
 class pending_file {
  public:
   explicit pending_file(std::filesystem::path target) : target_(std::move(target)), inherited_(inherited_descriptor(target_)) {
@@ -6502,6 +6503,8 @@ class pending_file {
         const std::filesystem::path resolved = std::filesystem::canonical(target_, ec);
         if (!ec) final_ = resolved;
       }
+    } else if (errno == ENOENT) {
+      final_ = dangling_link_target(target_);
     }
     if (final_.empty()) final_ = target_;
     static std::atomic<unsigned> counter{0};
@@ -6565,6 +6568,19 @@ class pending_file {
           name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && name.size() - prefix.size() < 9)
         return std::stoi(name.substr(prefix.size()));
     return -1;
+  }
+  // The file a link that points nowhere names, through a chain of links: it is made there and the
+  // link kept, as the shell's `>` makes it (a rename over the link itself would replace the link);
+  // empty for a name that is no link.
+  static std::filesystem::path dangling_link_target(const std::filesystem::path& p) {
+    std::error_code ec;
+    std::filesystem::path at = p;
+    for (int hop = 0; hop < 40 && std::filesystem::is_symlink(at, ec); ++hop) {
+      const std::filesystem::path to = std::filesystem::read_symlink(at, ec);
+      if (ec) return {};
+      at = to.is_absolute() ? to : at.parent_path() / to;
+    }
+    return at == p ? std::filesystem::path{} : at;
   }
   // All of bytes to fd; a failure closes it when `owned` and is thrown.
   void write_all(int fd, std::span<const std::byte> bytes, bool owned) const {
@@ -16311,28 +16327,28 @@ class trainer {
     const program& g = step_.plan.prog;
     const std::int64_t first_draw = std::int64_t{steps_taken()} * layout_.micro_batches + 1;
     const bool may_stop = stop && ranks().ranks() == 1;  // ranks would part ways: each waits on the others' sums
-    bool stopped = false;
-    train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
-      if (stopped || (may_stop && stop())) {  // the rest of the tree sums what no update will read
-        stopped = true;
-        return;
-      }
-      const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
-      step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
-      step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
-      step_.write("label_count", &label_count, sizeof label_count);
-      if (draw_input_ >= 0) {
-        const auto draw = static_cast<std::int32_t>(first_draw + m);
-        std::memcpy(step_.bytes_of(draw_input_), &draw, sizeof draw);
-      }
-      step_.run();
-      for (std::size_t k = 0; k < g.parameters.size(); ++k) {
-        const std::span<const float> grad = step_.floats(g.parameters[k].gradient);
-        std::copy(grad.begin(), grad.end(), out.begin() + static_cast<std::ptrdiff_t>(gradient_at_[k]));
-      }
-      out.back() = loss_of(step_);
-    });
-    if (stopped) return std::nullopt;
+    struct stopped_step {};  // thrown by a leaf: the tree's sums still to come would read what no update reads
+    try {
+      train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
+        if (may_stop && stop()) throw stopped_step{};
+        const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
+        step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
+        step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
+        step_.write("label_count", &label_count, sizeof label_count);
+        if (draw_input_ >= 0) {
+          const auto draw = static_cast<std::int32_t>(first_draw + m);
+          std::memcpy(step_.bytes_of(draw_input_), &draw, sizeof draw);
+        }
+        step_.run();
+        for (std::size_t k = 0; k < g.parameters.size(); ++k) {
+          const std::span<const float> grad = step_.floats(g.parameters[k].gradient);
+          std::copy(grad.begin(), grad.end(), out.begin() + static_cast<std::ptrdiff_t>(gradient_at_[k]));
+        }
+        out.back() = loss_of(step_);
+      });
+    } catch (const stopped_step&) {
+      return std::nullopt;
+    }
     detail::bound_program& u = *update_;
     for (std::size_t k = 0; k < g.parameters.size(); ++k) {
       const std::span<const float> sum = gradient(k);

@@ -3,7 +3,8 @@
 # Inputs that never end or cannot be read, outputs nobody reads and outputs that would destroy an
 # input: each is an error that names it, within the test's timeout (a FIFO nobody writes or reads,
 # /dev/zero or a directory on standard input, gen-c's graph.json over the graph it reads), while an
-# empty pipe is empty text and /dev/stdout is the shell's descriptor.
+# empty pipe is empty text, /dev/stdout is the shell's descriptor and a link to a file not there yet is
+# written through.
 set -u
 fused=$1 model=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" || exit 1
@@ -43,4 +44,12 @@ mkdir "$work/g"
 expect 0 "" "$fused" graph export -m "$model" --out "$work/g/graph.json"
 expect 2 "--out: .*g/graph.json is the --graph file .*; write the C elsewhere" "$fused" gen-c --graph "$work/g/graph.json" --out "$work/g"
 expect 0 "" "$fused" graph check "$work/g/graph.json"
+# --out a link to a file not there yet: the file is made there and the link kept (the link had been
+# replaced by the file), through a chain of links too
+ln -s made/graph.json "$work/link.json" && ln -s link.json "$work/link2.json" && mkdir "$work/made" || exit 1
+expect 0 "" "$fused" graph export -m "$model" --out "$work/link2.json"
+if [ ! -L "$work/link.json" ] || [ ! -L "$work/link2.json" ] || [ ! -s "$work/made/graph.json" ]; then
+  echo "FAIL: --out through links to a file not there yet: $(ls -l "$work" "$work/made")"
+  failed=1
+fi
 exit $failed

@@ -24,7 +24,8 @@ namespace fused::io {
 // regular file (a device, a pipe) is written in place: it cannot be replaced. A name of a descriptor
 // the process holds (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) is written through that
 // descriptor, as the shell's redirection meant: opened anew, the file behind `>> log` would have been
-// replaced, its earlier lines lost. Errors are std::runtime_error naming the target and the reason.
+// replaced, its earlier lines lost. A link is written through, to the file it names (made if it is
+// not there yet). Errors are std::runtime_error naming the target and the reason.
 class pending_file {
  public:
   explicit pending_file(std::filesystem::path target) : target_(std::move(target)), inherited_(inherited_descriptor(target_)) {
@@ -41,6 +42,8 @@ class pending_file {
         const std::filesystem::path resolved = std::filesystem::canonical(target_, ec);
         if (!ec) final_ = resolved;
       }
+    } else if (errno == ENOENT) {
+      final_ = dangling_link_target(target_);
     }
     if (final_.empty()) final_ = target_;
     static std::atomic<unsigned> counter{0};
@@ -104,6 +107,19 @@ class pending_file {
           name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && name.size() - prefix.size() < 9)
         return std::stoi(name.substr(prefix.size()));
     return -1;
+  }
+  // The file a link that points nowhere names, through a chain of links: it is made there and the
+  // link kept, as the shell's `>` makes it (a rename over the link itself would replace the link);
+  // empty for a name that is no link.
+  static std::filesystem::path dangling_link_target(const std::filesystem::path& p) {
+    std::error_code ec;
+    std::filesystem::path at = p;
+    for (int hop = 0; hop < 40 && std::filesystem::is_symlink(at, ec); ++hop) {
+      const std::filesystem::path to = std::filesystem::read_symlink(at, ec);
+      if (ec) return {};
+      at = to.is_absolute() ? to : at.parent_path() / to;
+    }
+    return at == p ? std::filesystem::path{} : at;
   }
   // All of bytes to fd; a failure closes it when `owned` and is thrown.
   void write_all(int fd, std::span<const std::byte> bytes, bool owned) const {

@@ -218,28 +218,28 @@ class trainer {
     const program& g = step_.plan.prog;
     const std::int64_t first_draw = std::int64_t{steps_taken()} * layout_.micro_batches + 1;
     const bool may_stop = stop && ranks().ranks() == 1;  // ranks would part ways: each waits on the others' sums
-    bool stopped = false;
-    train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
-      if (stopped || (may_stop && stop())) {  // the rest of the tree sums what no update will read
-        stopped = true;
-        return;
-      }
-      const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
-      step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
-      step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
-      step_.write("label_count", &label_count, sizeof label_count);
-      if (draw_input_ >= 0) {
-        const auto draw = static_cast<std::int32_t>(first_draw + m);
-        std::memcpy(step_.bytes_of(draw_input_), &draw, sizeof draw);
-      }
-      step_.run();
-      for (std::size_t k = 0; k < g.parameters.size(); ++k) {
-        const std::span<const float> grad = step_.floats(g.parameters[k].gradient);
-        std::copy(grad.begin(), grad.end(), out.begin() + static_cast<std::ptrdiff_t>(gradient_at_[k]));
-      }
-      out.back() = loss_of(step_);
-    });
-    if (stopped) return std::nullopt;
+    struct stopped_step {};  // thrown by a leaf: the tree's sums still to come would read what no update reads
+    try {
+      train::tree_sum(ranks(), layout_, std::span<float>(sums_), scratch_, [&](std::int64_t m, std::span<float> out) {
+        if (may_stop && stop()) throw stopped_step{};
+        const std::size_t first = static_cast<std::size_t>(m) * micro_tokens;
+        step_.write("input_ids", ids.data() + first, micro_tokens * sizeof(std::int32_t));
+        step_.write("labels", labels.data() + first, micro_tokens * sizeof(std::int32_t));
+        step_.write("label_count", &label_count, sizeof label_count);
+        if (draw_input_ >= 0) {
+          const auto draw = static_cast<std::int32_t>(first_draw + m);
+          std::memcpy(step_.bytes_of(draw_input_), &draw, sizeof draw);
+        }
+        step_.run();
+        for (std::size_t k = 0; k < g.parameters.size(); ++k) {
+          const std::span<const float> grad = step_.floats(g.parameters[k].gradient);
+          std::copy(grad.begin(), grad.end(), out.begin() + static_cast<std::ptrdiff_t>(gradient_at_[k]));
+        }
+        out.back() = loss_of(step_);
+      });
+    } catch (const stopped_step&) {
+      return std::nullopt;
+    }
     detail::bound_program& u = *update_;
     for (std::size_t k = 0; k < g.parameters.size(); ++k) {
       const std::span<const float> sum = gradient(k);
