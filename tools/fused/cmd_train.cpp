@@ -302,6 +302,14 @@ int train(const train_options& o, fused::cli::launch& l) {
   std::vector<std::int32_t> ids(static_cast<std::size_t>(o.batch) * S);
   double window_loss = 0, window_seconds = 0;
   long long window_steps = 0;
+  // The steps since the last log line, as one line after step `taken` (1-based), and a new window.
+  const auto log_window = [&](long long taken, double lr) {
+    if (speaks)
+      std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.0f tok/s\n", taken, window_loss / static_cast<double>(window_steps), lr,
+                   static_cast<double>(window_steps * o.batch * o.sequence) / window_seconds);
+    window_loss = window_seconds = 0;
+    window_steps = 0;
+  };
   // Ctrl-C or SIGTERM stops the run after the step in progress (a step of many micro-batches: before
   // its next one, the step dropped) and writes what the steps so far made (--resume goes on from it),
   // exit 128 + the signal; a second signal ends the process. Ranks of a data-parallel run would stop
@@ -333,19 +341,11 @@ int train(const train_options& o, fused::cli::launch& l) {
     window_loss += loss;
     ++window_steps;
     if (fused::cli::interrupted) last = step + 1;
-    if (window_steps == o.log_every || step + 1 == last) {
-      if (speaks)
-        std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.0f tok/s\n", step + 1, window_loss / static_cast<double>(window_steps), lr,
-                   static_cast<double>(window_steps * o.batch * o.sequence) / window_seconds);
-      window_loss = window_seconds = 0;
-      window_steps = 0;
-    }
+    if (window_steps == o.log_every || step + 1 == last) log_window(step + 1, lr);
   }
 
   const int signal = fused::cli::interrupted;
-  if (speaks && window_steps > 0)  // the steps a dropped one followed, not yet logged
-    std::fprintf(stderr, "step %6lld  loss %.4f  lr %.2e  %.0f tok/s\n", last, window_loss / static_cast<double>(window_steps),
-                 learning_rate(o, last - 1 - first), static_cast<double>(window_steps * o.batch * o.sequence) / window_seconds);
+  if (window_steps > 0) log_window(last, learning_rate(o, last - 1 - first));  // the steps a dropped one followed
   if (signal && speaks && dropped)
     std::fprintf(stderr, "fused train: %s during step %lld of %lld, dropped before its last micro-batches: writing what the steps before it made\n",
                  signal == SIGTERM ? "SIGTERM" : "interrupted", dropped, first + o.steps);
