@@ -64,6 +64,18 @@ std::string one_line(std::string text) {
   return fused::cli::printable(text);  // a file's bytes quoted in a message (a key of byte 0xFF) stay text
 }
 
+// The option a word names: exactly, as `--name=value`, or as `-Xvalue` for a short option X that
+// takes a value; none for any other word.
+const CLI::Option* named_option(const CLI::App& sub, const std::string& w) {
+  if (w.size() < 2 || w[0] != '-') return nullptr;
+  if (const CLI::Option* o = sub.get_option_no_throw(w.substr(0, w.find('=')))) return o;
+  if (w[1] != '-') {
+    const CLI::Option* o = sub.get_option_no_throw(w.substr(0, 2));
+    if (o && o->get_items_expected_min() > 0) return o;
+  }
+  return nullptr;
+}
+
 // Words that start with '-' but are text, not flags: "-hello" as a prompt or as the text to tokenize
 // (CLI11 would read "-h" and "ello"). A value that starts with '-' is joined to its option
 // (`-p -x` -> `--prompt=-x`); any other word of one dash that names no option of the command goes
@@ -71,15 +83,7 @@ std::string one_line(std::string text) {
 // exactly, is `--name=value`, or is `-Xvalue` for a short option X that takes a value; an unknown
 // `--word` stays an unknown flag (refused), and `-- --word` is the text "--word".
 std::vector<std::string> protect_text(const CLI::App& sub, std::vector<std::string> words) {
-  const auto option = [&](const std::string& w) -> const CLI::Option* {
-    if (w.size() < 2 || w[0] != '-') return nullptr;
-    if (const CLI::Option* o = sub.get_option_no_throw(w.substr(0, w.find('=')))) return o;
-    if (w[1] != '-') {
-      const CLI::Option* o = sub.get_option_no_throw(w.substr(0, 2));
-      if (o && o->get_items_expected_min() > 0) return o;
-    }
-    return nullptr;
-  };
+  const auto option = [&](const std::string& w) { return named_option(sub, w); };
   std::vector<std::string> out, text;
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
@@ -107,6 +111,54 @@ std::vector<std::string> protect_text(const CLI::App& sub, std::vector<std::stri
     out.insert(out.end(), text.begin(), text.end());
   }
   return out;
+}
+
+// A list's word in brackets with an empty item ("[1,,2]", "[1, ,2]", "[,1]"): CLI11 splits such a
+// word itself and drops its empty items before the option's parser (parse_ids, integer_list) sees
+// them, so "[1,,2]" would pass as 1,2. Named here, as those parsers name "1,,2". `words` are the
+// command's arguments as protect_text leaves them.
+std::string empty_list_item(const CLI::App& sub, const std::vector<std::string>& words) {
+  const auto problem = [](const CLI::Option* owner, const std::string& value) -> std::string {
+    if (!owner || !owner->get_allow_extra_args() || value.size() < 2 || value.front() != '[' || value.back() != ']') return {};
+    const std::string_view inside = std::string_view(value).substr(1, value.size() - 2);
+    if (inside.find_first_not_of(" \t\n") == std::string_view::npos) return {};  // "[]": the option's own "missing"
+    for (std::size_t begin = 0;;) {
+      const std::size_t comma = std::min(inside.find(',', begin), inside.size());
+      if (inside.substr(begin, comma - begin).find_first_not_of(" \t\n") == std::string_view::npos)
+        return owner->get_name() + ": '" + fused::cli::printable(value) + "' has an empty item (two commas, or one at an end)";
+      if (comma == inside.size()) return {};
+      begin = comma + 1;
+    }
+  };
+  const CLI::Option* positional = nullptr;  // where words no option takes go
+  for (const CLI::Option* o : sub.get_options([](const CLI::Option* o) { return o->get_positional(); }))
+    if (!positional) positional = o;
+  const CLI::Option* list = nullptr;  // the list option whose values the words now are
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--") {
+      for (std::size_t j = i + 1; j < words.size(); ++j)
+        if (std::string p = problem(positional, words[j]); !p.empty()) return p;
+      break;
+    }
+    const CLI::Option* o = named_option(sub, w);
+    std::string p;
+    if (!o) {
+      p = problem(list ? list : positional, w);
+    } else if (const std::size_t eq = w.find('='); eq != std::string::npos && w.compare(0, 2, "--") == 0) {
+      p = problem(o, w.substr(eq + 1));
+      list = nullptr;
+    } else if (o->get_items_expected_min() == 0 || (w.size() > 2 && w[1] != '-')) {
+      list = nullptr;  // a flag, or -Xvalue
+    } else if (o->get_allow_extra_args()) {
+      list = o;
+    } else {
+      list = nullptr;
+      ++i;  // its one value
+    }
+    if (!p.empty()) return p;
+  }
+  return {};
 }
 
 }  // namespace fused::cli::front_door
@@ -214,6 +266,10 @@ int main(int argc, char** argv) {
     for (const std::string& word : rest) {
       if (word == "--") break;  // text from here on
       if (word == "-h" || word == "--help") asks_help = &command;
+    }
+    if (const std::string problem = empty_list_item(command, rest); !problem.empty() && !asks_help) {
+      std::fprintf(stderr, "fused %s: %s\n", name.c_str(), problem.c_str());
+      return 2;
     }
     // `-temp 0` is -t with the value "emp" to CLI11 ("--threads: 'emp' is not an integer"): a word of
     // one dash that is a long option's name gets that said instead.
