@@ -10811,13 +10811,15 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(con
     }
   }
 }
-/* A prefill item's many rows take hd 64 as a constant, the dim-pair and 64-dim loops then unrolled and
- * their masks folded, and their softmax in groups (fk__att_softmax_bf16). A decode group's few rows ran
- * slower with either, and prefill at hd 128 gained too little from the constant to carry its code. */
+/* hd 64 as a constant unrolls the dim-pair and 64-dim loops and folds their masks: faster in prefill
+ * and in decode wherever the cache is not read from DRAM (there the reads bound it, and it runs even).
+ * A prefill item's many rows also take their softmax in groups (fk__att_softmax_bf16); a decode
+ * group's few rows ran slower so. hd 128 gained too little from the constant to carry its code. */
 FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
                                                 const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
                                                 float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
-  if (n < FK_ATT_BQ / 2) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 1);
+  if (n < FK_ATT_BQ / 2 && hd == 64) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, 64, scale, m, l, o, pf_k, pf_v, pf_bytes, 1);
+  else if (n < FK_ATT_BQ / 2) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 1);
   else if (hd == 64) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, 64, scale, m, l, o, pf_k, pf_v, pf_bytes, 4);
   else fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 4);
 }
