@@ -6497,14 +6497,9 @@ class pending_file {
       if (S_ISDIR(st.st_mode)) fail("is a directory");
       in_place_ = !S_ISREG(st.st_mode);
       fifo_ = S_ISFIFO(st.st_mode);
-      // through a link to the file it names, as writing it in place would go
-      if (!in_place_) {
-        std::error_code ec;
-        const std::filesystem::path resolved = std::filesystem::canonical(target_, ec);
-        if (!ec) final_ = resolved;
-      }
+      if (!in_place_) final_ = link_target(target_);
     } else if (errno == ENOENT) {
-      final_ = dangling_link_target(target_);
+      final_ = link_target(target_);  // a link to a file not there yet: made there
     }
     if (final_.empty()) final_ = target_;
     static std::atomic<unsigned> counter{0};
@@ -6569,18 +6564,18 @@ class pending_file {
         return std::stoi(name.substr(prefix.size()));
     return -1;
   }
-  // The file a link that points nowhere names, through a chain of links: it is made there and the
-  // link kept, as the shell's `>` makes it (a rename over the link itself would replace the link);
-  // empty for a name that is no link.
-  static std::filesystem::path dangling_link_target(const std::filesystem::path& p) {
+  // The file a name reaches through its chain of links (the name itself when it is no link): the
+  // bytes go there and the links stay, as the shell's `>` writes (a rename over a link would replace
+  // the link itself, and leave the file it named as it was).
+  static std::filesystem::path link_target(const std::filesystem::path& p) {
     std::error_code ec;
     std::filesystem::path at = p;
     for (int hop = 0; hop < 40 && std::filesystem::is_symlink(at, ec); ++hop) {
       const std::filesystem::path to = std::filesystem::read_symlink(at, ec);
-      if (ec) return {};
+      if (ec) return p;
       at = to.is_absolute() ? to : at.parent_path() / to;
     }
-    return at == p ? std::filesystem::path{} : at;
+    return at;
   }
   // All of bytes to fd; a failure closes it when `owned` and is thrown.
   void write_all(int fd, std::span<const std::byte> bytes, bool owned) const {
