@@ -48,6 +48,22 @@ struct tiny {
   }
 };
 
+// tiny_llama's config (with attention dropout p where one is given) and the weights its trainer
+// stores, as loaded: the setup the batch, data-parallel and dropout tests share.
+struct tiny_llama {
+  fused::decoder::hf_model_info info;
+  fused::runtime::weight_store w;
+  explicit tiny_llama(std::optional<double> attention_dropout = std::nullopt)
+      : info(with_dropout(fused::decoder::load_hf_model_info(dir_of("tiny_llama")), attention_dropout)),
+        w(fused::runtime::weight_store::load(dir_of("tiny_llama"),
+                                             fused::decoder::trainer(*info.family, info.arch, {.tokens = 9}).checkpoint_tensors(),
+                                             info.arch.tie_word_embeddings)) {}
+  static fused::decoder::hf_model_info with_dropout(fused::decoder::hf_model_info i, std::optional<double> p) {
+    if (p) i.arch.attention_dropout = *p;
+    return i;
+  }
+};
+
 std::vector<std::int32_t> tokens_of(std::int64_t n, std::int64_t vocab, std::uint32_t seed) {
   std::vector<std::int32_t> ids;
   std::uint32_t s = seed;
@@ -237,9 +253,9 @@ TEST_CASE("a parameter the loss does not reach is refused, not trained with a ze
 
 TEST_CASE("a batch of packed sequences trains as the mean of its sequences") {
   const std::int64_t T = 9;
-  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir_of("tiny_llama"));
-  const std::vector<fused::tensor_info> stored = fused::decoder::trainer(*info.family, info.arch, {.tokens = T}).checkpoint_tensors();
-  const fused::runtime::weight_store w = fused::runtime::weight_store::load(dir_of("tiny_llama"), stored, info.arch.tie_word_embeddings);
+  const tiny_llama model;
+  const fused::decoder::hf_model_info& info = model.info;
+  const fused::runtime::weight_store& w = model.w;
   const fused::decoder::graph_options o{.train = {.keep_gradients = true}};
   fused::decoder::trainer batch(*info.family, info.arch, {.sequences = 2, .tokens = T}, o), first(*info.family, info.arch, {.tokens = T}, o),
       second(*info.family, info.arch, {.tokens = T}, o);
@@ -337,9 +353,9 @@ std::vector<parallel_run> train_in_parallel(const fused::decoder::hf_model_info&
 
 TEST_CASE("data parallel: any rank count dividing the micro-batches takes the same step, bit for bit") {
   const std::int64_t T = 9;
-  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir_of("tiny_llama"));
-  const std::vector<fused::tensor_info> stored = fused::decoder::trainer(*info.family, info.arch, {.tokens = T}).checkpoint_tensors();
-  const fused::runtime::weight_store w = fused::runtime::weight_store::load(dir_of("tiny_llama"), stored, info.arch.tie_word_embeddings);
+  const tiny_llama model;
+  const fused::decoder::hf_model_info& info = model.info;
+  const fused::runtime::weight_store& w = model.w;
   const fused::decoder::batch_shape batch{.sequences = 6, .tokens = T};
   std::vector<std::int32_t> ids = tokens_of(6 * T, info.arch.vocab_size, 23);
 
@@ -398,9 +414,9 @@ TEST_CASE("data parallel: any rank count dividing the micro-batches takes the sa
 
 TEST_CASE("a step stopped before one of its micro-batches is dropped: nothing moves, and the next is the same step") {
   const std::int64_t T = 9;
-  const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(dir_of("tiny_llama"));
-  const std::vector<fused::tensor_info> stored = fused::decoder::trainer(*info.family, info.arch, {.tokens = T}).checkpoint_tensors();
-  const fused::runtime::weight_store w = fused::runtime::weight_store::load(dir_of("tiny_llama"), stored, info.arch.tie_word_embeddings);
+  const tiny_llama model;
+  const fused::decoder::hf_model_info& info = model.info;
+  const fused::runtime::weight_store& w = model.w;
   const fused::decoder::batch_shape batch{.sequences = 6, .tokens = T};
   const std::vector<std::int32_t> ids = tokens_of(6 * T, info.arch.vocab_size, 23);
   fused::decoder::trainer straight(*info.family, info.arch, batch, {}, {.micro_batches = 6});
@@ -474,28 +490,11 @@ TEST_CASE("dropout honours the program's training flag: the identity in eval, it
   }
 }
 
-namespace {
-// tiny_llama trained with attention dropout p: the loss of one step with lr 0 (the parameters
-// unchanged) from the loaded weights, plus `direction` times eps.
-struct dropout_model {
-  fused::decoder::hf_model_info info;
-  std::vector<fused::tensor_info> stored;
-  fused::runtime::weight_store w;
-  explicit dropout_model(double p)
-      : info(with_dropout(fused::decoder::load_hf_model_info(dir_of("tiny_llama")), p)),
-        stored(fused::decoder::trainer(*info.family, info.arch, {.tokens = 9}).checkpoint_tensors()),
-        w(fused::runtime::weight_store::load(dir_of("tiny_llama"), stored, info.arch.tie_word_embeddings)) {}
-  static fused::decoder::hf_model_info with_dropout(fused::decoder::hf_model_info i, double p) {
-    i.arch.attention_dropout = p;
-    return i;
-  }
-};
-}  // namespace
 
 TEST_CASE("attention dropout in a train step: seeded, new at each step, and differentiated with its own mask") {
-  const dropout_model plain(0.0), dropped(0.3);
+  const tiny_llama plain(0.0), dropped(0.3);
   const std::vector<std::int32_t> ids = tokens_of(2 * 9, plain.info.arch.vocab_size, 31);
-  auto losses = [&](const dropout_model& m, std::uint32_t seed) {
+  auto losses = [&](const tiny_llama& m, std::uint32_t seed) {
     fused::decoder::trainer t(*m.info.family, m.info.arch, {.sequences = 2, .tokens = 9}, {.train = {.seed = seed}});
     t.load(m.w);
     std::vector<float> l;
@@ -512,7 +511,7 @@ TEST_CASE("attention dropout in a train step: seeded, new at each step, and diff
   // d loss along the gradient's own direction, by central differences with the mask fixed (a fresh
   // load: the same step count), against the gradient's norm: a backward with another mask than the
   // forward's would not agree.
-  for (const dropout_model* m : {&plain, &dropped}) {
+  for (const tiny_llama* m : {&plain, &dropped}) {
     CAPTURE(m->info.arch.attention_dropout);
     fused::decoder::trainer t(*m->info.family, m->info.arch, {.sequences = 2, .tokens = 9}, {.train = {.keep_gradients = true, .seed = 4}});
     t.load(m->w);
