@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -111,14 +112,16 @@ inline CLI::Validator finite_below(double lo, double hi) { return finite_in(lo, 
 
 // What is wrong with `text` as a decimal integer in [lo, hi] (from_chars: CLI11's lexical_cast, strtoll
 // in base 0, reads 010 as 8, 0x10 as 16 and a number past 2^63 as 2^63 - 1), empty when nothing is; the
-// value into `value`.
-inline std::string integer_problem(std::string_view text, long long lo, long long hi, long long& value) {
-  const bool plus = text.size() > 1 && text[0] == '+';
+// value into `value`. A leading + is taken; for an unsigned type a leading - is a number outside the
+// range, not text (CLI11 would read -5 into one as 2^64 - 5).
+template <class Int>
+std::string integer_problem(std::string_view text, Int lo, Int hi, Int& value) {
+  const bool plus = text.size() > 1 && text[0] == '+', minus = std::is_unsigned_v<Int> && text.size() > 1 && text[0] == '-';
   if (plus && text[1] == '-') return "'" + std::string(text) + "' is not an integer";
-  const char* first = text.data() + (plus ? 1 : 0);
+  const char* first = text.data() + (plus || minus ? 1 : 0);
   const auto [end, ec] = std::from_chars(first, text.data() + text.size(), value);
   if (ec == std::errc::invalid_argument || end != text.data() + text.size() || text.empty()) return "'" + std::string(text) + "' is not an integer";
-  if (ec == std::errc::result_out_of_range || value < lo || value > hi)
+  if (minus || ec == std::errc::result_out_of_range || value < lo || value > hi)
     return std::string(text) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   return {};
 }
@@ -138,22 +141,16 @@ inline CLI::Validator integer_in(long long lo, long long hi) {
       range, "integer_in");
 }
 
-// A 64-bit seed, 0 .. 2^64 - 1: CLI11 would read -5 into an unsigned option as 2^64 - 5. Attached
-// with ->transform(), as integer_in.
+// A 64-bit seed, 0 .. 2^64 - 1, attached with ->transform() as integer_in.
 inline CLI::Validator seed_range() {
-  const std::string range = "[0, " + std::to_string(UINT64_MAX) + "]";
   return CLI::Validator(
-      [range](std::string& text) -> std::string {
-        const bool negative = !text.empty() && text[0] == '-', plus = text.size() > 1 && text[0] == '+';
+      [](std::string& text) -> std::string {
         std::uint64_t x = 0;
-        const char* first = text.data() + (negative || plus ? 1 : 0);
-        const auto [end, ec] = std::from_chars(first, text.data() + text.size(), x);
-        if (ec == std::errc::invalid_argument || end != text.data() + text.size()) return "'" + text + "' is not an integer";
-        if (negative || ec == std::errc::result_out_of_range) return text + " is outside " + range;
-        text = std::to_string(x);  // decimal for CLI11's lexical_cast, which reads 010 as 8 (see integer_in)
-        return {};
+        std::string problem = integer_problem<std::uint64_t>(text, 0, UINT64_MAX, x);
+        if (problem.empty()) text = std::to_string(x);
+        return problem;
       },
-      range, "seed_range");
+      "[0, " + std::to_string(UINT64_MAX) + "]", "seed_range");
 }
 
 // A non-empty text: `hint` says what to give instead (an empty --host would listen on every interface).
