@@ -86,13 +86,12 @@ int train_step(const options& o, fused::cli::launch& l) {
   const auto sequences = static_cast<std::size_t>(o.batch);
   if (ids.size() % sequences != 0)
     throw fused::cli::usage_error("--tokens: " + std::to_string(ids.size()) + " ids do not split into " + std::to_string(sequences) + " sequences of equal length (--batch)");
-  if (ids.size() < 2 * sequences) throw fused::cli::usage_error("--tokens: a train step needs at least two token ids per sequence (the loss predicts each next one)");
   const fused::train::options train = o.optimizer.options(true);
   const fused::decoder::hf_model_info info = fused::decoder::load_hf_model_info(o.model_dir);
   fused::cli::require_in_vocabulary(ids, "--tokens", info.arch.vocab_size);
   const long long tokens = static_cast<long long>(ids.size() / sequences), programs = micro_batches(o.batch, o.micro_batch, l.count());
   fused::cli::check_train_shape(info.arch, {.batch = o.batch, .micro_batches = programs, .tokens = tokens,
-                                            .sequence = "--tokens: sequences of " + std::to_string(tokens) + " ids"});
+                                            .sequence = "--tokens: sequences of " + std::to_string(tokens) + (tokens == 1 ? " id" : " ids")});
 
   fused::decoder::graph_options graph{};
   graph.train = train;
