@@ -266,6 +266,11 @@ inline std::vector<int> stop_ids(const std::vector<std::string>& words) {
   return {ids.begin(), ids.end()};
 }
 
+// A list option's word with an empty item ("1,,4", "[1,2,]"), said one way wherever it is found.
+inline std::string empty_item(std::string_view flag, const std::string& word) {
+  return std::string(flag) + ": '" + printable(word) + "' has an empty item (two commas, or one at an end)";
+}
+
 // A list option's integers, each in [lo, hi], from its words ("1,2,4" or "1 2 4"): CLI11's delimiter
 // would drop an empty item ("1,,4" read as 1,4), so the option keeps its words and this reads them.
 inline std::vector<long long> integer_list(const std::vector<std::string>& words, std::string_view flag, long long lo, long long hi) {
@@ -274,7 +279,7 @@ inline std::vector<long long> integer_list(const std::vector<std::string>& words
     for (std::size_t begin = 0;;) {
       const std::size_t comma = std::min(word.find(',', begin), word.size());
       long long x = 0;
-      if (comma == begin) throw usage_error(std::string(flag) + ": '" + printable(word) + "' has an empty item (two commas, or one at an end)");
+      if (comma == begin) throw usage_error(empty_item(flag, word));
       if (std::string problem = integer_problem(std::string_view(word).substr(begin, comma - begin), lo, hi, x); !problem.empty())
         throw usage_error(std::string(flag) + ": " + printable(problem));
       values.push_back(x);

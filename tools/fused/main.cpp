@@ -115,8 +115,8 @@ std::vector<std::string> protect_text(const CLI::App& sub, std::vector<std::stri
 
 // A list's word in brackets with an empty item ("[1,,2]", "[1, ,2]", "[,1]"): CLI11 splits such a
 // word itself and drops its empty items before the option's parser (parse_ids, integer_list) sees
-// them, so "[1,,2]" would pass as 1,2. Named here, as those parsers name "1,,2". `words` are the
-// command's arguments as protect_text leaves them.
+// them, so "[1,,2]" would pass as 1,2. Named here in integer_list's words (empty_item). `words` are
+// the command's arguments as protect_text leaves them.
 std::string empty_list_item(const CLI::App& sub, const std::vector<std::string>& words) {
   const auto problem = [](const CLI::Option* owner, const std::string& value) -> std::string {
     if (!owner || !owner->get_allow_extra_args() || value.size() < 2 || value.front() != '[' || value.back() != ']') return {};
@@ -125,7 +125,7 @@ std::string empty_list_item(const CLI::App& sub, const std::vector<std::string>&
     for (std::size_t begin = 0;;) {
       const std::size_t comma = std::min(inside.find(',', begin), inside.size());
       if (inside.substr(begin, comma - begin).find_first_not_of(" \t\n") == std::string_view::npos)
-        return owner->get_name() + ": '" + fused::cli::printable(value) + "' has an empty item (two commas, or one at an end)";
+        return fused::cli::empty_item(owner->get_name(), value);
       if (comma == inside.size()) return {};
       begin = comma + 1;
     }
