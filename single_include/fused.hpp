@@ -10535,7 +10535,10 @@ static inline FK_ALWAYS_INLINE void fk__att_pf_tick(fk__att_pf* pf) {
 /* q[0 .. hd) -> qp[0 .. (hd + 1) / 2): dims (2i, 2i + 1) as one bf16 pair (vcvtne2ps2bf16: RNE, denormals
  * to 0), an odd hd's last dim paired with 0. */
 FK_TARGET_AVX512 FK_API void fk__att_q_pairs_avx512(const float* q, size_t hd, uint32_t* qp) {
-  for (size_t d = 0; d < hd; d += 32) {
+  size_t d = 0;
+  for (; d + 32 <= hd; d += 32) /* whole chunks by plain loads and stores: see fk__att_pv_bf16 */
+    _mm512_storeu_si512(qp + d / 2, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(q + d + 16), _mm512_loadu_ps(q + d)));
+  for (; d < hd; d += 32) {
     const __m512 lo = _mm512_maskz_loadu_ps(fk__lanes16(hd, d), q + d);
     const __m512 hi = _mm512_maskz_loadu_ps(fk__lanes16(hd, d + 16), q + d + 16);
     const __m512i pairs = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
@@ -10559,10 +10562,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_pair_bf16(in
 /* Scaled scores s[r][0 .. FK_ATT_BK) of R (1 to 4) rows from the bf16 K block kb (width w in the cache,
  * bk keys loaded, the rest 0, masked later): a[r] = [keys 0-15 even pairs, keys 16-31 even pairs,
  * keys 0-15 odd pairs, keys 16-31 odd pairs]. An odd hd's last dim, alone in the key layout, is widened
- * to pairs (k, 0) against the query's (q, 0). */
+ * to pairs (k, 0) against the query's (q, 0). full (a full block, fk__att_block_bf16_body): K by plain
+ * loads (see fk__att_pv_bf16) and one prefetch tick, not one every 8 dim pairs. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_bf16(int R, const uint32_t* const* qp, const uint16_t* kb, size_t w,
                                                                          size_t bk, size_t hd, float scale, float* const* s,
-                                                                         fk__att_pf* pf) {
+                                                                         fk__att_pf* pf, int full) {
   __m512 a[4][4];
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
@@ -10571,12 +10575,18 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_scores_bf16(int R, 
   const __mmask16 m0 = fk__lanes16(bk, 0), m1 = fk__lanes16(bk, 16);
   const size_t pairs = hd / 2;
   size_t t = 0;
+  if (full) fk__att_pf_tick(pf);
   for (; t + 1 < pairs; t += 2) {
-    if (t % 8 == 0) fk__att_pf_tick(pf);
+    if (!full && t % 8 == 0) fk__att_pf_tick(pf);
     const uint16_t* kp = kb + 2 * t * w;
-    __m512i k0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kp)), k1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kp + 32));
-    __m512i k2 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kp + 2 * w)),
-            k3 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kp + 2 * w + 32));
+    __m512i k0, k1, k2, k3;
+    if (full) {
+      k0 = _mm512_loadu_si512(kp), k1 = _mm512_loadu_si512(kp + 32);
+      k2 = _mm512_loadu_si512(kp + 2 * w), k3 = _mm512_loadu_si512(kp + 2 * w + 32);
+    } else {
+      k0 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kp)), k1 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kp + 32));
+      k2 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m0, kp + 2 * w)), k3 = _mm512_castps_si512(_mm512_maskz_loadu_ps(m1, kp + 2 * w + 32));
+    }
     FK_KEEP_IN_REG(k0, k1, k2, k3);
     fk__att_scores_pair_bf16(R, qp, t, k0, k1, 0, a);
     fk__att_scores_pair_bf16(R, qp, t + 1, k2, k3, 2, a);
@@ -10661,10 +10671,15 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_pair_bf16(int R,
 
 /* PV of R (1 to 4) rows for dims d0 .. d0 + 63 (masked past hd), key pairs i0 .. i1 - 1 of the V block
  * vb (width w) in order, then with half set the pair i1 with its second key's value taken as 0 (a row's
- * odd last key): o[r] = o[r] corr[r] + sum p v (corr NULL: o[r] + sum, a row's run continued). */
+ * odd last key): o[r] = o[r] corr[r] + sum p v (corr NULL: o[r] + sum, a row's run continued).
+ * plain (a full block's): a whole 64-dim pass loads and stores without masks. On Zen 5 a masked load
+ * gets no store forwarding and streams slower (the query pairs' conversion, fk__att_q_pairs_avx512,
+ * stalled prefill so): prefill's full blocks gain; decode from DRAM ran slower with plain loads
+ * (docs/PERFORMANCE.md), and keeps its masks. */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, uint32_t* const* pb, const uint16_t* vb, size_t w,
                                                                      size_t hd, size_t d0, size_t i0, size_t i1, int half,
-                                                                     const float* corr, float* const* o) {
+                                                                     const float* corr, float* const* o, int plain) {
+  const int whole = plain && d0 + 64 <= hd;
   __mmask16 dm[4];
   const uint16_t* chunk[4]; /* the 16-dim chunks' key pair i0 */
   size_t pair_words[4];
@@ -10680,14 +10695,14 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, uint
   for (int r = 0; r < R; ++r)
     FK_UNROLL(4)
     for (int t = 0; t < 4; ++t) {
-      e[r][t] = _mm512_maskz_loadu_ps(dm[t], o[r] + d0 + 16 * t);
+      e[r][t] = whole ? _mm512_loadu_ps(o[r] + d0 + 16 * t) : _mm512_maskz_loadu_ps(dm[t], o[r] + d0 + 16 * t);
       if (corr) e[r][t] = _mm512_mul_ps(e[r][t], _mm512_set1_ps(corr[r]));
     }
   for (size_t i = i0; i < i1; ++i) {
     __m512i v[4];
     FK_UNROLL(4)
     for (int t = 0; t < 4; ++t) {
-      v[t] = _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[t], chunk[t]));
+      v[t] = whole ? _mm512_loadu_si512(chunk[t]) : _mm512_castps_si512(_mm512_maskz_loadu_ps(dm[t], chunk[t]));
       chunk[t] += pair_words[t];
     }
     FK_KEEP_IN_REG(v[0], v[1], v[2], v[3]);
@@ -10706,17 +10721,20 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_pv_bf16(int R, uint
   FK_UNROLL(4)
   for (int r = 0; r < R; ++r)
     FK_UNROLL(4)
-    for (int t = 0; t < 4; ++t) _mm512_mask_storeu_ps(o[r] + d0 + 16 * t, dm[t], e[r][t]);
+    for (int t = 0; t < 4; ++t) {
+      if (whole) _mm512_storeu_ps(o[r] + d0 + 16 * t, e[r][t]);
+      else _mm512_mask_storeu_ps(o[r] + d0 + 16 * t, dm[t], e[r][t]);
+    }
 }
 
 /* Rows per AVX-512 group for rem rows still to go: 4, but 3 where a 4 would leave a single row behind. */
 static inline size_t fk__att_group512(size_t rem) { return rem == 5 ? 3 : rem < 4 ? rem : 4; }
 
 /* Where the rows of one group (up to 4) of a key block's work lie, for every phase: the group's slot r
- * is the block's row k + r, the index i into the block's tiles (s, pb, corr) and rows[i] into the
- * item's (qp, nv, m, l, o). A group of R < 4 fills its slots past R with its first row, so each slot
- * holds a valid pointer (those slots are never computed). Each phase reads only its fields; the rest
- * are dropped after inlining. */
+ * is the block's row k + r, the index i into the block's tiles (s, pb, corr) and the item's row
+ * first + i (its query pairs, nv, m, l and o). A group of R < 4 fills its slots past R with its first
+ * row, so each slot holds a valid pointer (those slots are never computed). Each phase reads only its
+ * fields; the rest are dropped after inlining. */
 typedef struct {
   const uint32_t* q[4]; /* the query pairs */
   float* s[4];          /* the scaled scores */
@@ -10725,23 +10743,26 @@ typedef struct {
   uint32_t* p[4];       /* the weights as bf16 pairs */
   float* o[4];          /* the unnormalized output */
 } fk__att_rowset;
-/* The block's tiles and the item's rows as fk__att_block_bf16_body holds them. */
+/* The block's tiles and the item's rows as fk__att_block_bf16_body holds them: row i's query pairs at
+ * qp + i * ((hd + 1) / 2), its output at o + i * hd. */
 typedef struct {
-  const uint32_t* const* qp;
-  const size_t *rows, *nv;
+  const uint32_t* qp;
+  size_t first;
+  const size_t* nv;
   float *m, *l, *o;
   size_t hd;
   float (*s)[FK_ATT_BK];
   uint32_t (*pb)[FK_ATT_BK / 2];
 } fk__att_tiles;
-static inline FK_ALWAYS_INLINE fk__att_rowset fk__att_rowset_at(const fk__att_tiles* t, size_t k, size_t R) {
+/* full: every row sees all FK_ATT_BK keys (nv is not read). */
+static inline FK_ALWAYS_INLINE fk__att_rowset fk__att_rowset_at(const fk__att_tiles* t, size_t k, size_t R, int full) {
   fk__att_rowset g;
   FK_UNROLL(4)
   for (size_t r = 0; r < 4; ++r) {
-    const size_t i = k + (r < R ? r : 0), row = t->rows[i];
-    g.q[r] = t->qp[row];
+    const size_t i = k + (r < R ? r : 0), row = t->first + i;
+    g.q[r] = t->qp + row * ((t->hd + 1) / 2);
     g.s[r] = t->s[i];
-    g.n[r] = t->nv[row];
+    g.n[r] = full ? FK_ATT_BK : t->nv[row];
     g.m[r] = t->m + row;
     g.l[r] = t->l + row;
     g.p[r] = t->pb[i];
@@ -10751,9 +10772,9 @@ static inline FK_ALWAYS_INLINE fk__att_rowset fk__att_rowset_at(const fk__att_ti
 }
 
 /* fk__att_softmax_bf16 of the block's rows k .. k + R - 1, one prefetch tick first. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_rows(const fk__att_tiles* t, size_t k, size_t R, float* corr,
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_rows(const fk__att_tiles* t, size_t k, size_t R, int full, float* corr,
                                                                           fk__att_pf* pf) {
-  const fk__att_rowset g = fk__att_rowset_at(t, k, R);
+  const fk__att_rowset g = fk__att_rowset_at(t, k, R, full);
   fk__att_pf_tick(pf);
   if (R == 4) fk__att_softmax_bf16(4, g.s, g.n, g.m, g.l, g.p, corr + k);
   else if (R == 3) fk__att_softmax_bf16(3, g.s, g.n, g.m, g.l, g.p, corr + k);
@@ -10761,62 +10782,72 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_softmax_rows(const 
   else fk__att_softmax_bf16(1, g.s, g.n, g.m, g.l, g.p, corr + k);
 }
 
-/* The n rows rows[0 .. n) (indices into qp, m, l and o, whose row i is o + i * hd), each seeing nv[i]
- * keys of the block: qp, the rows' query pairs; kb and vb, the block's bf16 K and V (width w in the cache,
- * bk keys visible to some row). The next block's K and V (pf_k, pf_v, pf_bytes each; NULL when there is
- * none) are prefetched along the way. */
-FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(const uint32_t* const* qp, const size_t* rows, size_t n,
-                                                                             const size_t* nv, const uint16_t* kb, const uint16_t* vb,
-                                                                             size_t w, size_t bk, size_t hd, float scale, float* m,
-                                                                             float* l, float* o, const char* pf_k, const char* pf_v,
-                                                                             size_t pf_bytes, int softmax_rows) {
+/* The n rows first .. first + n - 1 of an item (its query pairs qp, running m and l, outputs o: row i
+ * at qp + i * ((hd + 1) / 2), m + i, l + i, o + i * hd), row i seeing nv[i] keys of the block: kb and
+ * vb, the block's bf16 K and V (width w in the cache, bk keys visible to some row). The next block's K
+ * and V (pf_k, pf_v, pf_bytes each; NULL when there is none) are prefetched along the way.
+ * softmax_rows: 1 (a row per softmax call) or 4 (groups). full: n = FK_ATT_BQ rows from the item's
+ * first, w = bk = FK_ATT_BK and every row sees every key (a prefill block below the diagonal): each
+ * group's scores then tick the prefetch once rather than every 8 dim pairs, which keeps the scores
+ * loop's pointers in registers. */
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__att_block_bf16_body(const uint32_t* qp, size_t first, size_t n, const size_t* nv,
+                                                                             const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk,
+                                                                             size_t hd, float scale, float* m, float* l, float* o,
+                                                                             const char* pf_k, const char* pf_v, size_t pf_bytes,
+                                                                             int softmax_rows, int full) {
   float s[FK_ATT_BQ][FK_ATT_BK], corr[FK_ATT_BQ];
   uint32_t pb[FK_ATT_BQ][FK_ATT_BK / 2];
   const size_t groups = n / 4 + (n % 4 != 0); /* fk__att_group512's split: ceil(n / 4) groups */
-  /* ticks: each group's score steps of 8 dim pairs and its PV passes of 64 dims, each softmax call */
-  const size_t ticks = groups * ((hd / 2 + 7) / 8 + (hd + 63) / 64) + (softmax_rows == 1 ? n : groups);
+  /* ticks: each group's score steps (of 8 dim pairs, or one) and its PV passes of 64 dims, each softmax call */
+  const size_t ticks = groups * ((full ? 1 : (hd / 2 + 7) / 8) + (hd + 63) / 64) + (softmax_rows == 1 ? n : groups);
   fk__att_pf pf = {.k = pf_k, .v = pf_v, .at = 0, .step = fk__att_pf_step(pf_k, pf_bytes, ticks), .bytes = pf_bytes};
-  const fk__att_tiles t = {.qp = qp, .rows = rows, .nv = nv, .m = m, .l = l, .o = o, .hd = hd, .s = s, .pb = pb};
+  const fk__att_tiles t = {.qp = qp, .first = first, .nv = nv, .m = m, .l = l, .o = o, .hd = hd, .s = s, .pb = pb};
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
-    const fk__att_rowset g = fk__att_rowset_at(&t, k, R);
-    if (R == 4) fk__att_scores_bf16(4, g.q, kb, w, bk, hd, scale, g.s, &pf);
-    else if (R == 3) fk__att_scores_bf16(3, g.q, kb, w, bk, hd, scale, g.s, &pf);
-    else if (R == 2) fk__att_scores_bf16(2, g.q, kb, w, bk, hd, scale, g.s, &pf);
-    else fk__att_scores_bf16(1, g.q, kb, w, bk, hd, scale, g.s, &pf);
+    const fk__att_rowset g = fk__att_rowset_at(&t, k, R, full);
+    if (R == 4) fk__att_scores_bf16(4, g.q, kb, w, bk, hd, scale, g.s, &pf, full);
+    else if (R == 3) fk__att_scores_bf16(3, g.q, kb, w, bk, hd, scale, g.s, &pf, full);
+    else if (R == 2) fk__att_scores_bf16(2, g.q, kb, w, bk, hd, scale, g.s, &pf, full);
+    else fk__att_scores_bf16(1, g.q, kb, w, bk, hd, scale, g.s, &pf, full);
   }
   for (size_t k = 0, R; k < n; k += R) {
     R = softmax_rows == 1 ? 1 : fk__att_group512(n - k);
-    fk__att_softmax_rows(&t, k, R, corr, &pf);
+    fk__att_softmax_rows(&t, k, R, full, corr, &pf);
   }
   for (size_t k = 0, R; k < n; k += R) {
     R = fk__att_group512(n - k);
-    const fk__att_rowset g = fk__att_rowset_at(&t, k, R);
+    const fk__att_rowset g = fk__att_rowset_at(&t, k, R, full);
     size_t both = g.n[0] / 2; /* whole key pairs every row of the group sees; a row's own further keys follow */
     for (size_t r = 1; r < R; ++r) both = g.n[r] / 2 < both ? g.n[r] / 2 : both;
     for (size_t d0 = 0; d0 < hd; d0 += 64) {
       fk__att_pf_tick(&pf);
-      if (R == 4) fk__att_pv_bf16(4, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o);
-      else if (R == 3) fk__att_pv_bf16(3, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o);
-      else if (R == 2) fk__att_pv_bf16(2, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o);
-      else fk__att_pv_bf16(1, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o);
+      if (R == 4) fk__att_pv_bf16(4, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o, full);
+      else if (R == 3) fk__att_pv_bf16(3, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o, full);
+      else if (R == 2) fk__att_pv_bf16(2, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o, full);
+      else fk__att_pv_bf16(1, g.p, vb, w, hd, d0, 0, both, 0, corr + k, g.o, full);
       FK_UNROLL(4)
       for (size_t r = 0; r < R; ++r)
-        if (g.n[r] > 2 * both) fk__att_pv_bf16(1, g.p + r, vb, w, hd, d0, both, g.n[r] / 2, (int)(g.n[r] % 2), NULL, g.o + r);
+        if (g.n[r] > 2 * both) fk__att_pv_bf16(1, g.p + r, vb, w, hd, d0, both, g.n[r] / 2, (int)(g.n[r] % 2), NULL, g.o + r, full);
     }
   }
 }
 /* hd 64 as a constant unrolls the dim-pair and 64-dim loops and folds their masks: faster in prefill
  * and in decode wherever the cache is not read from DRAM (there the reads bound it, and it runs even).
  * A prefill item's many rows also take their softmax in groups (fk__att_softmax_bf16); a decode
- * group's few rows ran slower so. hd 128 gained too little from the constant to carry its code. */
-FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* const* qp, const size_t* rows, size_t n, const size_t* nv,
-                                                const uint16_t* kb, const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale,
-                                                float* m, float* l, float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
-  if (n < FK_ATT_BQ / 2 && hd == 64) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, 64, scale, m, l, o, pf_k, pf_v, pf_bytes, 1);
-  else if (n < FK_ATT_BQ / 2) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 1);
-  else if (hd == 64) fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, 64, scale, m, l, o, pf_k, pf_v, pf_bytes, 4);
-  else fk__att_block_bf16_body(qp, rows, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 4);
+ * group's few rows ran slower so. hd 128 gained too little from the constant to carry its code, but
+ * for the full blocks of prefill (most of its blocks) both head dims take every size as a constant:
+ * only groups of 4 are compiled there. */
+FK_TARGET_AVX512 FK_API void fk__att_block_bf16(const uint32_t* qp, size_t first, size_t n, const size_t* nv, const uint16_t* kb,
+                                                const uint16_t* vb, size_t w, size_t bk, size_t hd, float scale, float* m, float* l,
+                                                float* o, const char* pf_k, const char* pf_v, size_t pf_bytes) {
+  int full = n == FK_ATT_BQ && w == FK_ATT_BK && bk == FK_ATT_BK;
+  for (size_t i = 0; full && i < n; ++i) full = nv[first + i] == FK_ATT_BK;
+  if (full && hd == 64) fk__att_block_bf16_body(qp, first, FK_ATT_BQ, nv, kb, vb, FK_ATT_BK, FK_ATT_BK, 64, scale, m, l, o, pf_k, pf_v, pf_bytes, 4, 1);
+  else if (full && hd == 128) fk__att_block_bf16_body(qp, first, FK_ATT_BQ, nv, kb, vb, FK_ATT_BK, FK_ATT_BK, 128, scale, m, l, o, pf_k, pf_v, pf_bytes, 4, 1);
+  else if (n < FK_ATT_BQ / 2 && hd == 64) fk__att_block_bf16_body(qp, first, n, nv, kb, vb, w, bk, 64, scale, m, l, o, pf_k, pf_v, pf_bytes, 1, 0);
+  else if (n < FK_ATT_BQ / 2) fk__att_block_bf16_body(qp, first, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 1, 0);
+  else if (hd == 64) fk__att_block_bf16_body(qp, first, n, nv, kb, vb, w, bk, 64, scale, m, l, o, pf_k, pf_v, pf_bytes, 4, 0);
+  else fk__att_block_bf16_body(qp, first, n, nv, kb, vb, w, bk, hd, scale, m, l, o, pf_k, pf_v, pf_bytes, 4, 0);
 }
 
 /* Keys jb .. jb + 7's words of the K block's dim pair at kp, keys past bk 0 (not read: the capacity's
@@ -11207,7 +11238,8 @@ static inline void fk__att_scale(fk_isa isa, float* out, const float* o, float m
  * arithmetic does not depend on the other rows, so decode computes bit for bit what prefill computes for
  * the same query, position and cache. */
 /* Keys [kbeg, min(klim, last visible + 1)); kbeg is a multiple of FK_ATT_BK, so the key blocks are the
- * same as in an unsplit pass. Without part_o, writes the normalized rows to orow; with it (a key segment
+ * same as in an unsplit pass. pos is nondecreasing (prefill's rows ascend, decode's share one
+ * position), so the rows that see any key of a block are the item's last ones. Without part_o, writes the normalized rows to orow; with it (a key segment
  * of a split decode), writes each row's unnormalized output, running max and running sum to
  * part_o/part_m/part_l (row i at index i * part_stride) and leaves orow alone. */
 FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow, const size_t* pos, size_t nr,
@@ -11227,17 +11259,12 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
     uint32_t pairs[FK_ATT_BQ * FK_MAX_HEAD_DIM / 2];
   } qtile;
   const float* ql[FK_ATT_BQ];
-#if FK_X86
-  const uint32_t* qp[FK_ATT_BQ];
-#endif
   float mrow[FK_ATT_BQ], lrow[FK_ATT_BQ];
   size_t kend = 0;
   for (size_t i = 0; i < nr; ++i) {
 #if FK_X86
     if (bf16) {
-      uint32_t* pairs = qtile.pairs + i * ((hd + 1) / 2);
-      fk__att_q_pairs_avx512(qr[i], hd, pairs);
-      qp[i] = pairs;
+      fk__att_q_pairs_avx512(qr[i], hd, qtile.pairs + i * ((hd + 1) / 2)); /* fk__att_block_bf16's layout */
     } else
 #endif
     {
@@ -11269,12 +11296,13 @@ FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow,
           rows[n++] = i;
           nvs[i] = pos[i] + 1 - j0 < bk ? pos[i] + 1 - j0 : bk;
         }
+      assert(n == 0 || rows[0] + n == nr); /* the last n rows (pos nondecreasing) */
       /* the next block, if any keys of it are visible: all of it (its visible keys' dims are in every chunk) */
       const size_t j1 = j0 + FK_ATT_BK, next_w = j1 < kend ? fk__att_block_width(cap, j1) : 0;
       const char* pf_k = next_w ? (const char*)(kc + j1 * hd) : NULL;
       const char* pf_v = next_w ? (const char*)(vc + j1 * hd) : NULL;
       if (bf16) {
-        fk__att_block_bf16(qp, rows, n, nvs, kb, vb, w, bk, hd, scale, mrow, lrow, o, pf_k, pf_v, next_w * hd * sizeof(uint16_t));
+        fk__att_block_bf16(qtile.pairs, nr - n, n, nvs, kb, vb, w, bk, hd, scale, mrow, lrow, o, pf_k, pf_v, next_w * hd * sizeof(uint16_t));
       } else {
         if (!k_direct) fk__att_load_k(isa, kb, hd, w, bk, kt);
         fk__att_block_avx2(ql, rows, n, nvs, k_direct ? NULL : kt, kb, bk, vb, hd, w, scale, mrow, lrow, o, pf_k, pf_v,
