@@ -345,13 +345,17 @@ FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t 
 
 /* ---- AVX-512 BF16 GEMM ------------------------------------------------------------------------- */
 /* out[p * ld + j] (u32) = {W[n + j][k + 2p], W[n + j][k + 2p + 1]} for p, j < 16: 32 k of 16 rows of W
- * as 16 VNNI pair rows (a 16 x 16 32-bit transpose); rows >= N and k past `left` read as 0. */
+ * as 16 VNNI pair rows (a 16 x 16 32-bit transpose); rows >= N and k past `left` read as 0. Whole
+ * vectors are read without a mask, here as in the x packing and the C tiles below: on Zen 5 a masked
+ * load streams memory slower and gets no store forwarding (docs/PERFORMANCE.md). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__vnni_16x32(const uint16_t* W, size_t N, size_t K, size_t n, size_t k,
                                                                     size_t left, uint32_t* out, size_t ld) {
   __m512i r[16];
   const __mmask32 km = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
   for (int i = 0; i < 16; ++i)
-    r[i] = n + (size_t)i < N ? _mm512_maskz_loadu_epi16(km, W + (n + (size_t)i) * K + k) : _mm512_setzero_si512();
+    r[i] = n + (size_t)i >= N ? _mm512_setzero_si512()
+           : left >= 32     ? _mm512_loadu_si512(W + (n + (size_t)i) * K + k)
+                            : _mm512_maskz_loadu_epi16(km, W + (n + (size_t)i) * K + k);
   fk__transpose16x16(r);
   for (int p = 0; p < 16; ++p) _mm512_storeu_si512(out + (size_t)p * ld, r[p]);
 }
@@ -383,7 +387,8 @@ FK_TARGET_AVX512 FK_API void fk__pack_x_bf16(const float* x, size_t K, size_t m0
       const size_t left = kc > k ? kc - k : 0;
       const __mmask16 lo = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
       const __mmask16 hi = left >= 32 ? (__mmask16)0xffff : left <= 16 ? (__mmask16)0 : (__mmask16)((1u << (left - 16)) - 1);
-      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + k + 16), _mm512_maskz_loadu_ps(lo, xr + k));
+      const __m512bh v = left >= 32 ? _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k))
+                                    : _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + k + 16), _mm512_maskz_loadu_ps(lo, xr + k));
       _mm512_storeu_si512(tr + k, (__m512i)v);
     }
   }
@@ -403,7 +408,10 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
   for (int s = 0; s < 4; ++s) {
     const __m512 b = first && bias ? fk__maskload_bf16x16(bias + n0 + (size_t)s * 16, cm[s]) : _mm512_setzero_ps();
     FK_UNROLL(FK_LIN_MR)
-    for (int r = 0; r < mr; ++r) acc[r][s] = first ? b : _mm512_maskz_loadu_ps(cm[s], y + (size_t)r * N + n0 + (size_t)s * 16);
+    for (int r = 0; r < mr; ++r) {
+      float* yr = y + (size_t)r * N + n0 + (size_t)s * 16;
+      acc[r][s] = first ? b : nn == FK_LIN_NB ? _mm512_loadu_ps(yr) : _mm512_maskz_loadu_ps(cm[s], yr);
+    }
   }
   for (size_t p = 0; p < kp; ++p) {
     /* B straight from the panel as memory operands: 24 loads per 24 vdpbf16ps is well under the load
@@ -426,7 +434,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
   FK_UNROLL(FK_LIN_MR)
   for (int r = 0; r < mr; ++r) {
     FK_UNROLL(4)
-    for (int s = 0; s < 4; ++s) _mm512_mask_storeu_ps(y + (size_t)r * N + n0 + (size_t)s * 16, cm[s], acc[r][s]);
+    for (int s = 0; s < 4; ++s) {
+      float* yr = y + (size_t)r * N + n0 + (size_t)s * 16;
+      if (nn == FK_LIN_NB) _mm512_storeu_ps(yr, acc[r][s]);
+      else _mm512_mask_storeu_ps(yr, cm[s], acc[r][s]);
+    }
   }
 }
 

@@ -21,8 +21,15 @@ FK_API void fk__rope_rot_scalar(float* x, const float* c, const float* s, size_t
 }
 #if FK_X86
 FK_TARGET_AVX512 FK_API void fk__rope_rot_avx512(float* x, const float* c, const float* s, size_t half) {
-  for (size_t i = 0; i < half; i += 16) {
-    const __mmask16 m = half - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (half - i)) - 1);
+  size_t i = 0; /* whole vectors without a mask (see fk_rmsnorm_row_avx512) */
+  for (; i + 16 <= half; i += 16) {
+    const __m512 x1 = _mm512_loadu_ps(x + i), x2 = _mm512_loadu_ps(x + i + half);
+    const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+    _mm512_storeu_ps(x + i, _mm512_fmsub_ps(x1, cv, _mm512_mul_ps(x2, sv)));
+    _mm512_storeu_ps(x + i + half, _mm512_fmadd_ps(x2, cv, _mm512_mul_ps(x1, sv)));
+  }
+  if (i < half) {
+    const __mmask16 m = (__mmask16)((1u << (half - i)) - 1);
     const __m512 x1 = _mm512_maskz_loadu_ps(m, x + i), x2 = _mm512_maskz_loadu_ps(m, x + i + half);
     const __m512 cv = _mm512_maskz_loadu_ps(m, c + i), sv = _mm512_maskz_loadu_ps(m, s + i);
     _mm512_mask_storeu_ps(x + i, m, _mm512_fmsub_ps(x1, cv, _mm512_mul_ps(x2, sv)));

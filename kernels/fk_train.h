@@ -251,17 +251,23 @@ FK_TARGET_AVX512 FK_API void fk__gemm_f32_pack_a(size_t kc, size_t mc, const flo
  * per row and panel, each a column vector's one FMA chain, k in order. A's element (r, k) is
  * packed_a[r a_r + k a_k] (fk__gemm_f32_pack_a's layouts: constants, so each broadcast is one address
  * plus a displacement). Rows past `rows` are computed from A's zero padding and never stored;
- * columns[p] selects the columns of panel p that C has. */
+ * columns[p] selects the columns of panel p that C has: a block whose panels C has whole loads and
+ * stores them without masks (see fk__vnni_16x32 in fk_linear.h). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_block_avx512(int mr, int panels, size_t a_r, size_t a_k, size_t kc,
                                                                            const float* packed_a, const float* packed_b, const float* c_in,
                                                                            size_t ld_in, float* c, size_t ldc, size_t rows,
                                                                            const __mmask16* columns) {
   __m512 acc[FK__GEMM_MR512_T][FK__GEMM_NP512];
+  int whole = 1;
+  FK_UNROLL(4)
+  for (int p = 0; p < panels; ++p) whole &= columns[p] == (__mmask16)0xFFFF;
   FK_UNROLL(12)
   for (int r = 0; r < mr; ++r)
     FK_UNROLL(4)
-    for (int p = 0; p < panels; ++p)
-      acc[r][p] = (size_t)r < rows ? _mm512_maskz_loadu_ps(columns[p], c_in + (size_t)r * ld_in + (size_t)p * FK__GEMM_NR) : _mm512_setzero_ps();
+    for (int p = 0; p < panels; ++p) {
+      const float* cr = c_in + (size_t)r * ld_in + (size_t)p * FK__GEMM_NR;
+      acc[r][p] = (size_t)r >= rows ? _mm512_setzero_ps() : whole ? _mm512_loadu_ps(cr) : _mm512_maskz_loadu_ps(columns[p], cr);
+    }
   for (size_t k = 0; k < kc; ++k, packed_a += a_k) {
     __m512 b[FK__GEMM_NP512];
     FK_UNROLL(4)
@@ -277,7 +283,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_block_avx512(i
   for (int r = 0; r < mr; ++r) { /* a constant count: acc stays in registers */
     if ((size_t)r >= rows) break;
     FK_UNROLL(4)
-    for (int p = 0; p < panels; ++p) _mm512_mask_storeu_ps(c + (size_t)r * ldc + (size_t)p * FK__GEMM_NR, columns[p], acc[r][p]);
+    for (int p = 0; p < panels; ++p) {
+      float* cr = c + (size_t)r * ldc + (size_t)p * FK__GEMM_NR;
+      if (whole) _mm512_storeu_ps(cr, acc[r][p]);
+      else _mm512_mask_storeu_ps(cr, columns[p], acc[r][p]);
+    }
   }
 }
 

@@ -9235,8 +9235,10 @@ FK_TARGET_AVX512 FK_API void fk_rmsnorm_row_avx512(const float* x, const uint16_
   }
   const float ss = fk__hsum512(_mm512_add_ps(a0, a1));
   const __m512 r = _mm512_set1_ps(1.0f / sqrtf(ss / (float)dim + eps));
-  for (i = 0; i < dim; i += 16) {
-    const __mmask16 m = dim - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (dim - i)) - 1);
+  /* whole vectors without a mask: on Zen 5 a masked load streams slower and gets no store forwarding */
+  for (i = 0; i + 16 <= dim; i += 16) _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), r), fk__load_bf16x16(w + i)));
+  if (i < dim) {
+    const __mmask16 m = (__mmask16)((1u << (dim - i)) - 1);
     const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), r);
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(v, fk__maskload_bf16x16(w + i, m)));
   }
@@ -9298,8 +9300,10 @@ FK_API void fk_add_scalar(const float* a, const float* b, size_t n, float* out) 
 }
 #if FK_X86
 FK_TARGET_AVX512 FK_API void fk_add_avx512(const float* a, const float* b, size_t n, float* out) {
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+  size_t i = 0; /* whole vectors without a mask (see fk_rmsnorm_row_avx512) */
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
     _mm512_mask_storeu_ps(out + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
   }
 }
@@ -9338,8 +9342,14 @@ FK_API void fk_swiglu_scalar(const float* g, const float* u, size_t n, float* ou
 #if FK_X86
 FK_TARGET_AVX512 FK_API void fk_swiglu_avx512(const float* g, const float* u, size_t n, float* out) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+  size_t i = 0; /* whole vectors without a mask (see fk_rmsnorm_row_avx512) */
+  for (; i + 16 <= n; i += 16) {
+    const __m512 gv = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
+    const __m512 e = fk__exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), uv));
+  }
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
     const __m512 gv = _mm512_maskz_loadu_ps(m, g + i), uv = _mm512_maskz_loadu_ps(m, u + i);
     const __m512 e = fk__exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), uv));
@@ -9727,13 +9737,17 @@ FK_TARGET_AVX2 FK_API void fk__gemm_block_avx2(const float* x, size_t M, size_t 
 
 /* ---- AVX-512 BF16 GEMM ------------------------------------------------------------------------- */
 /* out[p * ld + j] (u32) = {W[n + j][k + 2p], W[n + j][k + 2p + 1]} for p, j < 16: 32 k of 16 rows of W
- * as 16 VNNI pair rows (a 16 x 16 32-bit transpose); rows >= N and k past `left` read as 0. */
+ * as 16 VNNI pair rows (a 16 x 16 32-bit transpose); rows >= N and k past `left` read as 0. Whole
+ * vectors are read without a mask, here as in the x packing and the C tiles below: on Zen 5 a masked
+ * load streams memory slower and gets no store forwarding (docs/PERFORMANCE.md). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__vnni_16x32(const uint16_t* W, size_t N, size_t K, size_t n, size_t k,
                                                                     size_t left, uint32_t* out, size_t ld) {
   __m512i r[16];
   const __mmask32 km = left >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << left) - 1);
   for (int i = 0; i < 16; ++i)
-    r[i] = n + (size_t)i < N ? _mm512_maskz_loadu_epi16(km, W + (n + (size_t)i) * K + k) : _mm512_setzero_si512();
+    r[i] = n + (size_t)i >= N ? _mm512_setzero_si512()
+           : left >= 32     ? _mm512_loadu_si512(W + (n + (size_t)i) * K + k)
+                            : _mm512_maskz_loadu_epi16(km, W + (n + (size_t)i) * K + k);
   fk__transpose16x16(r);
   for (int p = 0; p < 16; ++p) _mm512_storeu_si512(out + (size_t)p * ld, r[p]);
 }
@@ -9765,7 +9779,8 @@ FK_TARGET_AVX512 FK_API void fk__pack_x_bf16(const float* x, size_t K, size_t m0
       const size_t left = kc > k ? kc - k : 0;
       const __mmask16 lo = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
       const __mmask16 hi = left >= 32 ? (__mmask16)0xffff : left <= 16 ? (__mmask16)0 : (__mmask16)((1u << (left - 16)) - 1);
-      const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + k + 16), _mm512_maskz_loadu_ps(lo, xr + k));
+      const __m512bh v = left >= 32 ? _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k))
+                                    : _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + k + 16), _mm512_maskz_loadu_ps(lo, xr + k));
       _mm512_storeu_si512(tr + k, (__m512i)v);
     }
   }
@@ -9785,7 +9800,10 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
   for (int s = 0; s < 4; ++s) {
     const __m512 b = first && bias ? fk__maskload_bf16x16(bias + n0 + (size_t)s * 16, cm[s]) : _mm512_setzero_ps();
     FK_UNROLL(FK_LIN_MR)
-    for (int r = 0; r < mr; ++r) acc[r][s] = first ? b : _mm512_maskz_loadu_ps(cm[s], y + (size_t)r * N + n0 + (size_t)s * 16);
+    for (int r = 0; r < mr; ++r) {
+      float* yr = y + (size_t)r * N + n0 + (size_t)s * 16;
+      acc[r][s] = first ? b : nn == FK_LIN_NB ? _mm512_loadu_ps(yr) : _mm512_maskz_loadu_ps(cm[s], yr);
+    }
   }
   for (size_t p = 0; p < kp; ++p) {
     /* B straight from the panel as memory operands: 24 loads per 24 vdpbf16ps is well under the load
@@ -9808,7 +9826,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_tile_avx512(const 
   FK_UNROLL(FK_LIN_MR)
   for (int r = 0; r < mr; ++r) {
     FK_UNROLL(4)
-    for (int s = 0; s < 4; ++s) _mm512_mask_storeu_ps(y + (size_t)r * N + n0 + (size_t)s * 16, cm[s], acc[r][s]);
+    for (int s = 0; s < 4; ++s) {
+      float* yr = y + (size_t)r * N + n0 + (size_t)s * 16;
+      if (nn == FK_LIN_NB) _mm512_storeu_ps(yr, acc[r][s]);
+      else _mm512_mask_storeu_ps(yr, cm[s], acc[r][s]);
+    }
   }
 }
 
@@ -10235,8 +10257,15 @@ FK_API void fk__rope_rot_scalar(float* x, const float* c, const float* s, size_t
 }
 #if FK_X86
 FK_TARGET_AVX512 FK_API void fk__rope_rot_avx512(float* x, const float* c, const float* s, size_t half) {
-  for (size_t i = 0; i < half; i += 16) {
-    const __mmask16 m = half - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (half - i)) - 1);
+  size_t i = 0; /* whole vectors without a mask (see fk_rmsnorm_row_avx512) */
+  for (; i + 16 <= half; i += 16) {
+    const __m512 x1 = _mm512_loadu_ps(x + i), x2 = _mm512_loadu_ps(x + i + half);
+    const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+    _mm512_storeu_ps(x + i, _mm512_fmsub_ps(x1, cv, _mm512_mul_ps(x2, sv)));
+    _mm512_storeu_ps(x + i + half, _mm512_fmadd_ps(x2, cv, _mm512_mul_ps(x1, sv)));
+  }
+  if (i < half) {
+    const __mmask16 m = (__mmask16)((1u << (half - i)) - 1);
     const __m512 x1 = _mm512_maskz_loadu_ps(m, x + i), x2 = _mm512_maskz_loadu_ps(m, x + i + half);
     const __m512 cv = _mm512_maskz_loadu_ps(m, c + i), sv = _mm512_maskz_loadu_ps(m, s + i);
     _mm512_mask_storeu_ps(x + i, m, _mm512_fmsub_ps(x1, cv, _mm512_mul_ps(x2, sv)));
@@ -11997,17 +12026,23 @@ FK_TARGET_AVX512 FK_API void fk__gemm_f32_pack_a(size_t kc, size_t mc, const flo
  * per row and panel, each a column vector's one FMA chain, k in order. A's element (r, k) is
  * packed_a[r a_r + k a_k] (fk__gemm_f32_pack_a's layouts: constants, so each broadcast is one address
  * plus a displacement). Rows past `rows` are computed from A's zero padding and never stored;
- * columns[p] selects the columns of panel p that C has. */
+ * columns[p] selects the columns of panel p that C has: a block whose panels C has whole loads and
+ * stores them without masks (see fk__vnni_16x32 in fk_linear.h). */
 FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_block_avx512(int mr, int panels, size_t a_r, size_t a_k, size_t kc,
                                                                            const float* packed_a, const float* packed_b, const float* c_in,
                                                                            size_t ld_in, float* c, size_t ldc, size_t rows,
                                                                            const __mmask16* columns) {
   __m512 acc[FK__GEMM_MR512_T][FK__GEMM_NP512];
+  int whole = 1;
+  FK_UNROLL(4)
+  for (int p = 0; p < panels; ++p) whole &= columns[p] == (__mmask16)0xFFFF;
   FK_UNROLL(12)
   for (int r = 0; r < mr; ++r)
     FK_UNROLL(4)
-    for (int p = 0; p < panels; ++p)
-      acc[r][p] = (size_t)r < rows ? _mm512_maskz_loadu_ps(columns[p], c_in + (size_t)r * ld_in + (size_t)p * FK__GEMM_NR) : _mm512_setzero_ps();
+    for (int p = 0; p < panels; ++p) {
+      const float* cr = c_in + (size_t)r * ld_in + (size_t)p * FK__GEMM_NR;
+      acc[r][p] = (size_t)r >= rows ? _mm512_setzero_ps() : whole ? _mm512_loadu_ps(cr) : _mm512_maskz_loadu_ps(columns[p], cr);
+    }
   for (size_t k = 0; k < kc; ++k, packed_a += a_k) {
     __m512 b[FK__GEMM_NP512];
     FK_UNROLL(4)
@@ -12023,7 +12058,11 @@ FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE void fk__gemm_f32_block_avx512(i
   for (int r = 0; r < mr; ++r) { /* a constant count: acc stays in registers */
     if ((size_t)r >= rows) break;
     FK_UNROLL(4)
-    for (int p = 0; p < panels; ++p) _mm512_mask_storeu_ps(c + (size_t)r * ldc + (size_t)p * FK__GEMM_NR, columns[p], acc[r][p]);
+    for (int p = 0; p < panels; ++p) {
+      float* cr = c + (size_t)r * ldc + (size_t)p * FK__GEMM_NR;
+      if (whole) _mm512_storeu_ps(cr, acc[r][p]);
+      else _mm512_mask_storeu_ps(cr, columns[p], acc[r][p]);
+    }
   }
 }
 
