@@ -887,9 +887,10 @@ static inline void fk__att_scale(fk_isa isa, float* out, const float* o, float m
  * the same query, position and cache. */
 /* Keys [kbeg, min(klim, last visible + 1)); kbeg is a multiple of FK_ATT_BK, so the key blocks are the
  * same as in an unsplit pass. pos is nondecreasing (prefill's rows ascend, decode's share one
- * position), so the rows that see any key of a block are the item's last ones. Without part_o, writes the normalized rows to orow; with it (a key segment
- * of a split decode), writes each row's unnormalized output, running max and running sum to
- * part_o/part_m/part_l (row i at index i * part_stride) and leaves orow alone. */
+ * position), so the rows that see any key of a block are the item's last ones. Without part_o,
+ * writes the normalized rows to orow; with it (a key segment of a split decode), writes each row's
+ * unnormalized output, running max and running sum to part_o/part_m/part_l (row i at index
+ * i * part_stride) and leaves orow alone. */
 FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow, const size_t* pos, size_t nr,
                          const uint16_t* kc, const uint16_t* vc, size_t hd, size_t cap, float scale, size_t kbeg, size_t klim,
                          float* part_o, float* part_m, float* part_l, size_t part_stride) {

@@ -133,19 +133,16 @@ FK_API void fk_swiglu_scalar(const float* g, const float* u, size_t n, float* ou
   for (size_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 #if FK_X86
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE __m512 fk__swiglu16(__m512 gv, __m512 uv) {
+  const __m512 e = fk__exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+  return _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), uv);
+}
 FK_TARGET_AVX512 FK_API void fk_swiglu_avx512(const float* g, const float* u, size_t n, float* out) {
-  const __m512 one = _mm512_set1_ps(1.0f);
   size_t i = 0; /* whole vectors without a mask (see fk_rmsnorm_row_avx512) */
-  for (; i + 16 <= n; i += 16) {
-    const __m512 gv = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
-    const __m512 e = fk__exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), uv));
-  }
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, fk__swiglu16(_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
   if (i < n) {
     const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i), uv = _mm512_maskz_loadu_ps(m, u + i);
-    const __m512 e = fk__exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), uv));
+    _mm512_mask_storeu_ps(out + i, m, fk__swiglu16(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, u + i)));
   }
 }
 FK_TARGET_AVX2 FK_API void fk_swiglu_avx2(const float* g, const float* u, size_t n, float* out) {

@@ -387,9 +387,9 @@ FK_TARGET_AVX512 FK_API void fk__pack_x_bf16(const float* x, size_t K, size_t m0
       const size_t left = kc > k ? kc - k : 0;
       const __mmask16 lo = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
       const __mmask16 hi = left >= 32 ? (__mmask16)0xffff : left <= 16 ? (__mmask16)0 : (__mmask16)((1u << (left - 16)) - 1);
-      const __m512bh v = left >= 32 ? _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k))
-                                    : _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + k + 16), _mm512_maskz_loadu_ps(lo, xr + k));
-      _mm512_storeu_si512(tr + k, (__m512i)v);
+      const __m512 first = left >= 32 ? _mm512_loadu_ps(xr + k) : _mm512_maskz_loadu_ps(lo, xr + k);
+      const __m512 second = left >= 32 ? _mm512_loadu_ps(xr + k + 16) : _mm512_maskz_loadu_ps(hi, xr + k + 16);
+      _mm512_storeu_si512(tr + k, (__m512i)_mm512_cvtne2ps_pbh(second, first));
     }
   }
 }

@@ -9340,19 +9340,16 @@ FK_API void fk_swiglu_scalar(const float* g, const float* u, size_t n, float* ou
   for (size_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 #if FK_X86
+FK_TARGET_AVX512 static inline FK_ALWAYS_INLINE __m512 fk__swiglu16(__m512 gv, __m512 uv) {
+  const __m512 e = fk__exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+  return _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), uv);
+}
 FK_TARGET_AVX512 FK_API void fk_swiglu_avx512(const float* g, const float* u, size_t n, float* out) {
-  const __m512 one = _mm512_set1_ps(1.0f);
   size_t i = 0; /* whole vectors without a mask (see fk_rmsnorm_row_avx512) */
-  for (; i + 16 <= n; i += 16) {
-    const __m512 gv = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
-    const __m512 e = fk__exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), uv));
-  }
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, fk__swiglu16(_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
   if (i < n) {
     const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i), uv = _mm512_maskz_loadu_ps(m, u + i);
-    const __m512 e = fk__exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), uv));
+    _mm512_mask_storeu_ps(out + i, m, fk__swiglu16(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, u + i)));
   }
 }
 FK_TARGET_AVX2 FK_API void fk_swiglu_avx2(const float* g, const float* u, size_t n, float* out) {
@@ -9779,9 +9776,9 @@ FK_TARGET_AVX512 FK_API void fk__pack_x_bf16(const float* x, size_t K, size_t m0
       const size_t left = kc > k ? kc - k : 0;
       const __mmask16 lo = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
       const __mmask16 hi = left >= 32 ? (__mmask16)0xffff : left <= 16 ? (__mmask16)0 : (__mmask16)((1u << (left - 16)) - 1);
-      const __m512bh v = left >= 32 ? _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k))
-                                    : _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, xr + k + 16), _mm512_maskz_loadu_ps(lo, xr + k));
-      _mm512_storeu_si512(tr + k, (__m512i)v);
+      const __m512 first = left >= 32 ? _mm512_loadu_ps(xr + k) : _mm512_maskz_loadu_ps(lo, xr + k);
+      const __m512 second = left >= 32 ? _mm512_loadu_ps(xr + k + 16) : _mm512_maskz_loadu_ps(hi, xr + k + 16);
+      _mm512_storeu_si512(tr + k, (__m512i)_mm512_cvtne2ps_pbh(second, first));
     }
   }
 }
@@ -11268,9 +11265,10 @@ static inline void fk__att_scale(fk_isa isa, float* out, const float* o, float m
  * the same query, position and cache. */
 /* Keys [kbeg, min(klim, last visible + 1)); kbeg is a multiple of FK_ATT_BK, so the key blocks are the
  * same as in an unsplit pass. pos is nondecreasing (prefill's rows ascend, decode's share one
- * position), so the rows that see any key of a block are the item's last ones. Without part_o, writes the normalized rows to orow; with it (a key segment
- * of a split decode), writes each row's unnormalized output, running max and running sum to
- * part_o/part_m/part_l (row i at index i * part_stride) and leaves orow alone. */
+ * position), so the rows that see any key of a block are the item's last ones. Without part_o,
+ * writes the normalized rows to orow; with it (a key segment of a split decode), writes each row's
+ * unnormalized output, running max and running sum to part_o/part_m/part_l (row i at index
+ * i * part_stride) and leaves orow alone. */
 FK_API void fk__att_rows(fk_isa isa, const float* const* qr, float* const* orow, const size_t* pos, size_t nr,
                          const uint16_t* kc, const uint16_t* vc, size_t hd, size_t cap, float scale, size_t kbeg, size_t klim,
                          float* part_o, float* part_m, float* part_l, size_t part_stride) {
